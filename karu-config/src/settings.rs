@@ -1,0 +1,167 @@
+//! The typed settings every client snapshot resolves to, with their built-in defaults.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::units::{ByteSize, Seconds};
+
+/// Every setting Karu's engine reads, resolved for the whole client or for one canonical path.
+///
+/// Global-only fields (threads, workers, concurrency, planner defaults, TLS roots, HTTP version,
+/// DNS TTL) are read once when the client is built; the rest may be overridden by path rules.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Settings {
+    /// HTTP event loops, each a thread with its own runtime and connection pool
+    /// (`io_threads`, env `KARU_IO_THREADS`; default 4).
+    pub io_threads: usize,
+    /// Threads doing positional reads of local files (`file_workers`, env `KARU_FILE_WORKERS`;
+    /// default 4).
+    pub file_workers: usize,
+    /// Threads looking up credentials for cloud transfers (`credential_workers`, env
+    /// `KARU_CREDENTIAL_WORKERS`; default 4).
+    pub credential_workers: usize,
+    /// Remote transfers active at once across all event loops (`concurrency`, env
+    /// `KARU_CONCURRENCY`; default 64).
+    pub concurrency: usize,
+    /// Default merge guards; a batch may override each.
+    pub planner: PlannerSettings,
+    /// Transport and response-checking options.
+    pub http: HttpSettings,
+    /// Retry attempts and the shared deadline.
+    pub retry: RetrySettings,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            io_threads: 4,
+            file_workers: 4,
+            credential_workers: 4,
+            concurrency: 64,
+            planner: PlannerSettings::default(),
+            http: HttpSettings::default(),
+            retry: RetrySettings::default(),
+        }
+    }
+}
+
+/// The four merge guards of the planner (`[planner]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct PlannerSettings {
+    /// Largest gap between neighbouring reads that may still merge; 0 disables merging
+    /// (`planner.max_gap`; default 1 MiB).
+    pub max_gap: ByteSize,
+    /// Largest span of one merged transfer (`planner.max_span`; default 64 MiB).
+    pub max_span: ByteSize,
+    /// Most original reads one transfer may serve (`planner.max_parts`; default 1,024).
+    pub max_parts: u32,
+    /// Most fetched bytes per useful byte (`planner.max_amplification`; default 16).
+    pub max_amplification: u32,
+}
+
+impl Default for PlannerSettings {
+    fn default() -> Self {
+        Self {
+            max_gap: ByteSize(1 << 20),
+            max_span: ByteSize(64 << 20),
+            max_parts: 1024,
+            max_amplification: 16,
+        }
+    }
+}
+
+/// Which HTTP version the transport speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum HttpVersion {
+    /// HTTP/1.1 only (the default).
+    #[default]
+    Http1,
+    /// Negotiate with ALPN: HTTP/2 where the server offers it, else HTTP/1.1.
+    Auto,
+    /// HTTP/2 only (prior knowledge over plain TCP, ALPN `h2` over TLS).
+    Http2,
+}
+
+/// Transport and response-checking options (`[http]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct HttpSettings {
+    /// HTTP version policy (`http.version`: `"http1"`, `"auto"`, `"http2"`; global only).
+    pub version: HttpVersion,
+    /// Extra PEM file of trusted roots, added to the platform store (`http.ca_file`, env
+    /// `KARU_CA_FILE`; global only).
+    pub ca_file: Option<PathBuf>,
+    /// How long a DNS answer is reused (`http.dns_ttl`; default 60 s; global only).
+    pub dns_ttl: Seconds,
+    /// Largest prefix Karu discards when a server ignores the range and answers 200
+    /// (`http.fallback_limit`; default 8 MiB).
+    pub fallback_limit: ByteSize,
+    /// Largest unwanted remainder drained to keep a connection (`http.drain_limit`;
+    /// default 256 KiB).
+    pub drain_limit: ByteSize,
+    /// Bytes of an error body kept for classification and messages (`http.error_body_limit`;
+    /// default 4 KiB).
+    pub error_body_limit: ByteSize,
+    /// Bound on establishing a connection (`http.connect_timeout`; default 30 s).
+    pub connect_timeout: Seconds,
+    /// Below this many bytes per second for `low_speed_time`, a connection is aborted
+    /// (`http.low_speed_limit`; default 1,024).
+    pub low_speed_limit: u64,
+    /// Window of the low-speed check (`http.low_speed_time`; default 60 s).
+    pub low_speed_time: Seconds,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            version: HttpVersion::Http1,
+            ca_file: None,
+            dns_ttl: Seconds(Duration::from_secs(60)),
+            fallback_limit: ByteSize(8 << 20),
+            drain_limit: ByteSize(256 << 10),
+            error_body_limit: ByteSize(4 << 10),
+            connect_timeout: Seconds(Duration::from_secs(30)),
+            low_speed_limit: 1024,
+            low_speed_time: Seconds(Duration::from_secs(60)),
+        }
+    }
+}
+
+/// Attempts and the one deadline that covers a logical read (`[retry]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct RetrySettings {
+    /// Attempts per transfer for retryable results (`retry.attempts`; default 8).
+    pub attempts: u32,
+    /// Attempts when name resolution or connecting fails (`retry.connect_attempts`; default 3).
+    pub connect_attempts: u32,
+    /// Monotonic deadline of one logical read: credentials, requests and waits
+    /// (`retry.deadline`; default 120 s).
+    pub deadline: Seconds,
+    /// First wait after a failure, before jitter (`retry.initial_backoff`; default 100 ms).
+    pub initial_backoff: Seconds,
+    /// Longest wait between attempts, before `Retry-After` (`retry.max_backoff`; default 15 s).
+    pub max_backoff: Seconds,
+}
+
+impl Default for RetrySettings {
+    fn default() -> Self {
+        Self {
+            attempts: 8,
+            connect_attempts: 3,
+            deadline: Seconds(Duration::from_secs(120)),
+            initial_backoff: Seconds(Duration::from_millis(100)),
+            max_backoff: Seconds(Duration::from_secs(15)),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Placeholder: the helper writes ByteSize and Seconds here.
