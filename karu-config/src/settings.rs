@@ -10,8 +10,14 @@ use crate::units::{ByteSize, Seconds};
 /// Every setting Karu's engine reads, resolved for the whole client or for one canonical path.
 ///
 /// Global-only fields (threads, workers, concurrency, planner defaults, TLS roots, HTTP version,
-/// DNS TTL) are read once when the client is built; the rest may be overridden by path rules.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// DNS TTL) are read once when the client is built; the rest may be overridden by path rules. A
+/// path rule that sets a global-only field is a configuration error rather than being ignored.
+/// [`Snapshot::global`](crate::Snapshot::global) holds the client-wide values and
+/// [`Snapshot::for_path`](crate::Snapshot::for_path) the values for one canonical path.
+///
+/// Counts that size the engine (`io_threads`, `file_workers`, `credential_workers`,
+/// `concurrency`, `planner.max_parts`, `planner.max_amplification`) must be at least 1.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Settings {
@@ -33,6 +39,39 @@ pub struct Settings {
     pub http: HttpSettings,
     /// Retry attempts and the shared deadline.
     pub retry: RetrySettings,
+}
+
+/// Dotted keys a path rule may not set: they configure the whole client, not one resource.
+/// A key names a whole table (`planner`) or one field of a table (`http.version`).
+pub(crate) const GLOBAL_ONLY: &[&str] = &[
+    "io_threads",
+    "file_workers",
+    "credential_workers",
+    "concurrency",
+    "planner",
+    "http.version",
+    "http.ca_file",
+    "http.dns_ttl",
+];
+
+impl Settings {
+    /// The dotted key of the first count that must be at least 1 but is 0, if any.
+    pub(crate) fn zero_count(&self) -> Option<&'static str> {
+        let counts = [
+            ("io_threads", self.io_threads == 0),
+            ("file_workers", self.file_workers == 0),
+            ("credential_workers", self.credential_workers == 0),
+            ("concurrency", self.concurrency == 0),
+            ("planner.max_parts", self.planner.max_parts == 0),
+            (
+                "planner.max_amplification",
+                self.planner.max_amplification == 0,
+            ),
+        ];
+        counts
+            .into_iter()
+            .find_map(|(key, zero)| zero.then_some(key))
+    }
 }
 
 impl Default for Settings {
@@ -91,7 +130,7 @@ pub enum HttpVersion {
 }
 
 /// Transport and response-checking options (`[http]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct HttpSettings {
@@ -137,7 +176,7 @@ impl Default for HttpSettings {
 }
 
 /// Attempts and the one deadline that covers a logical read (`[retry]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct RetrySettings {

@@ -1,1 +1,59 @@
-//! Placeholder.
+//! Karu's engine: the model, the pure planner, batches and their completion queue, file
+//! workers, and the transport for remote objects.
+//!
+//! Most programs use the `karu` crate (`karu-api`), which wires this engine to the providers
+//! and the layered configuration. This crate is what a provider crate builds on: it defines
+//! [`Backend`] and the [`Registry`], and owns everything that is the same for every provider.
+//!
+//! The life of a read:
+//!
+//! 1. An address is resolved by the [`Registry`] into a [`Locator`] (no network, no
+//!    credentials).
+//! 2. [`Engine::submit`] copies the [`Read`]s, [`plan`](plan::plan)s them (validation, window
+//!    conversion, grouping, sorting and merging under four guards) and returns a [`Batch`].
+//! 3. Transfers go to file workers (positional reads straight into destinations) or to the
+//!    remote path.
+//! 4. Each original read completes on its own: [`Batch::next`] yields [`Completion`]s.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use karu_engine::{BatchOptions, Engine, Read, Registry, Status};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("object.bin");
+//! std::fs::write(&path, (0..=255u8).collect::<Vec<_>>())?;
+//!
+//! let registry = Registry::new();
+//! registry.register("file", Arc::new(karu_engine::testing::FileBackend));
+//! let object = registry.resolve(path.to_str().unwrap())?;
+//!
+//! let engine = Engine::new(karu_config::Snapshot::defaults())?;
+//! let batch = engine.submit(
+//!     [Read::new(&object, 10, 4).tag(7), Read::new(&object, 250, 10).tag(8)],
+//!     &BatchOptions::new(),
+//! );
+//! let done = batch.wait();
+//! assert_eq!(done[0].bytes(), &[10, 11, 12, 13]);
+//! assert_eq!(done[1].status(), Status::RangeNotSatisfiable); // only 6 bytes exist
+//! assert_eq!(done[1].bytes(), &[250, 251, 252, 253, 254, 255]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod backend;
+mod batch;
+mod engine;
+mod file;
+mod locator;
+pub mod plan;
+mod read;
+mod status;
+#[doc(hidden)]
+pub mod testing;
+mod transfer;
+
+pub use backend::{Backend, Registry, scheme_of};
+pub use batch::{Batch, BatchStats, Next, NextFuture};
+pub use engine::{BatchOptions, Ends, Engine, ObjectInfo, Scope, ScopedBatch};
+pub use locator::{CanonicalPath, Locator, Resolved, Target, Window};
+pub use read::{Completion, Read, UNBOUNDED};
+pub use status::{Error, Status};

@@ -1,1 +1,29 @@
-//! Placeholder.
+//! Registers Karu's providers: one cargo feature per provider, all on by default.
+//!
+//! | feature | crate | addresses |
+//! | --- | --- | --- |
+//! | `local` | `karu-provider-local` | plain paths, `file://` |
+//!
+//! Registration is explicit (no link-time initialisers): [`register_all`] calls each enabled
+//! provider's own `register`. A third-party provider registers itself the same way.
+//!
+//! ```
+//! let registry = karu_engine::Registry::new();
+//! karu_providers::register_all(&registry);
+//! assert!(registry.resolve("/tmp/x.bin").is_ok());
+//! ```
+
+/// Register every provider enabled by this crate's features.
+pub fn register_all(registry: &karu_engine::Registry) {
+    #[cfg(feature = "local")]
+    karu_provider_local::register(registry);
+    let _ = registry;
+}
+
+/// The providers enabled in this build, by name.
+pub fn enabled() -> &'static [&'static str] {
+    &[
+        #[cfg(feature = "local")]
+        "local",
+    ]
+}

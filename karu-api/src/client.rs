@@ -1,0 +1,341 @@
+//! `Client` and `ClientBuilder`: the engine, the providers and one configuration snapshot.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use karu_config::{ConfigBuilder, Snapshot};
+use karu_engine::{
+    Backend, Batch, BatchOptions, Ends, Engine, Error, Locator, ObjectInfo, Read, Registry, Scope,
+    Status,
+};
+
+/// Configures and builds a [`Client`]. Cheap to clone; [`ClientBuilder::build`] copies
+/// everything, so changing a builder afterwards never changes a client.
+///
+/// ```
+/// let client = karu::Client::builder()
+///     .user_config_file(None)          // ignore ~/.config/karu/config.toml
+///     .project_config_file(None)       // ignore ./karu.toml
+///     .file_workers(2)
+///     .set("planner.max_gap", "256KiB")
+///     .path_set("/data/cold", "retry.deadline", "10s")
+///     .build()?;
+/// assert_eq!(client.snapshot().global().file_workers, 2);
+/// assert_eq!(client.snapshot().global().planner.max_gap.0, 256 << 10);
+/// # Ok::<(), karu::Error>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct ClientBuilder {
+    config: ConfigBuilder,
+    backends: Vec<(String, Arc<dyn Backend>)>,
+}
+
+impl ClientBuilder {
+    /// A builder with Karu's defaults; config files and the environment are read at
+    /// [`build`](ClientBuilder::build).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Set any option by dotted key (`"planner.max_gap"`, `"retry.deadline"`,
+    /// `"s3.region"`), above files and the environment.
+    pub fn set(mut self, key: &str, value: impl serde::Serialize) -> Self {
+        self.config = self.config.set(key, value);
+        self
+    }
+
+    /// Set an option for canonical paths under `prefix` (whole segments).
+    pub fn path_set(mut self, prefix: &str, key: &str, value: impl serde::Serialize) -> Self {
+        self.config = self.config.path_set(prefix, key, value);
+        self
+    }
+
+    /// HTTP event loops (default 4).
+    pub fn io_threads(self, n: usize) -> Self {
+        self.set("io_threads", n)
+    }
+
+    /// File worker threads (default 4).
+    pub fn file_workers(self, n: usize) -> Self {
+        self.set("file_workers", n)
+    }
+
+    /// Remote transfers active at once (default 64).
+    pub fn concurrency(self, n: usize) -> Self {
+        self.set("concurrency", n)
+    }
+
+    /// Use this user config file instead of the platform one; `None` for none.
+    pub fn user_config_file(mut self, path: Option<PathBuf>) -> Self {
+        self.config = self.config.user_file(path);
+        self
+    }
+
+    /// Use this project config file instead of `./karu.toml`; `None` for none.
+    pub fn project_config_file(mut self, path: Option<PathBuf>) -> Self {
+        self.config = self.config.project_file(path);
+        self
+    }
+
+    /// Layer another config file above the project file.
+    pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config = self.config.file(path);
+        self
+    }
+
+    /// Use these environment variables instead of the process environment at build time.
+    pub fn environment<I, K, V>(mut self, vars: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.config = self.config.environment(vars);
+        self
+    }
+
+    /// Register a backend (a third-party provider) for a scheme or address prefix, in addition
+    /// to the providers enabled by `karu-providers`' features.
+    pub fn register(mut self, pattern: &str, backend: Arc<dyn Backend>) -> Self {
+        self.backends.push((pattern.to_string(), backend));
+        self
+    }
+
+    /// Capture the configuration and start the engine. A malformed file or value is an
+    /// [`Status::InvalidArgument`] error naming the file (or variable), key and expected type.
+    pub fn build(&self) -> Result<Client, Error> {
+        let snapshot = self
+            .config
+            .build()
+            .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
+        Client::with_snapshot(snapshot, &self.backends)
+    }
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("config", &self.config)
+            .field(
+                "extra_backends",
+                &self.backends.iter().map(|(p, _)| p).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// Owns the engine (workers, event loops, connection pools, credential cache), the providers
+/// and an immutable configuration snapshot. Cheap to clone and shareable across threads: use
+/// one client for related work.
+#[derive(Clone)]
+pub struct Client {
+    engine: Engine,
+    registry: Arc<Registry>,
+}
+
+impl Client {
+    /// A client with the default configuration layers (files, environment).
+    pub fn new() -> Result<Client, Error> {
+        ClientBuilder::new().build()
+    }
+
+    /// A builder.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::new()
+    }
+
+    /// A client from an already-built snapshot, with every enabled provider plus `extra`.
+    pub fn with_snapshot(
+        snapshot: Snapshot,
+        extra: &[(String, Arc<dyn Backend>)],
+    ) -> Result<Client, Error> {
+        let registry = Registry::new();
+        karu_providers::register_all(&registry);
+        for (pattern, backend) in extra {
+            registry.register(pattern, Arc::clone(backend));
+        }
+        let engine = Engine::new(snapshot)?;
+        Ok(Client {
+            engine,
+            registry: Arc::new(registry),
+        })
+    }
+
+    /// The configuration captured when the client was built.
+    pub fn snapshot(&self) -> &Snapshot {
+        self.engine.snapshot()
+    }
+
+    /// The backend registry.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Resolve an address (a path, `file://`, or a provider URL) to a [`Locator`]. Never
+    /// touches the network or credentials.
+    pub fn locate(&self, address: &str) -> Result<Locator, Error> {
+        self.registry.resolve(address)
+    }
+
+    /// Submit reads; returns at once with a [`Batch`] that yields one completion per read.
+    pub fn submit(&self, reads: impl IntoIterator<Item = Read<'static>>) -> Batch {
+        self.engine.submit(reads, &BatchOptions::new())
+    }
+
+    /// Submit reads with per-batch planner overrides.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("a"); std::fs::write(&path, [1u8; 64])?;
+    /// # let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
+    /// let object = client.locate(path.to_str().unwrap())?;
+    /// let batch = client.submit_with(
+    ///     [karu::Read::new(&object, 0, 8), karu::Read::new(&object, 8, 8)],
+    ///     &karu::BatchOptions::new().max_gap(0),
+    /// );
+    /// assert_eq!(batch.stats().transfers, 2);
+    /// assert!(batch.wait().iter().all(|c| c.is_ok()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn submit_with(
+        &self,
+        reads: impl IntoIterator<Item = Read<'static>>,
+        options: &BatchOptions,
+    ) -> Batch {
+        self.engine.submit(reads, options)
+    }
+
+    /// Run `f` with a [`Scope`] whose reads may borrow their destinations. When `f` returns,
+    /// pending reads of the scope's batches are cancelled and the scope waits until no
+    /// transfer references a borrowed buffer.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("a"); std::fs::write(&path, (0..100u8).collect::<Vec<_>>())?;
+    /// # let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
+    /// let object = client.locate(path.to_str().unwrap())?;
+    /// let (mut a, mut b) = ([0u8; 4], [0u8; 2]);
+    /// client.scope(|scope| {
+    ///     let batch = scope.submit(
+    ///         [karu::Read::into_slice(&object, 10, &mut a), karu::Read::into_slice(&object, 50, &mut b)],
+    ///         &karu::BatchOptions::new(),
+    ///     );
+    ///     assert!(batch.wait().iter().all(|c| c.is_ok()));
+    /// });
+    /// assert_eq!((a, b), ([10, 11, 12, 13], [50, 51]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn scope<'env, F, T>(&self, f: F) -> T
+    where
+        F: for<'scope> FnOnce(&'scope Scope<'env>) -> T,
+    {
+        self.engine.scope(f)
+    }
+
+    /// Read `length` bytes at `offset` (a one-shot batch of one read).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("a"); std::fs::write(&path, b"hello, world")?;
+    /// # let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
+    /// let object = client.locate(path.to_str().unwrap())?;
+    /// assert_eq!(client.read(&object, 7, 5)?, b"world");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read(&self, locator: &Locator, offset: u64, length: u64) -> Result<Vec<u8>, Error> {
+        let batch = self.submit([Read::new(locator, offset, length)]);
+        match batch.wait().pop() {
+            Some(completion) => completion.into_result(),
+            None => Err(Error::new(
+                Status::Internal,
+                "a read produced no completion",
+            )),
+        }
+    }
+
+    /// Fill `destination` from `offset`: exact bytes or an error, like a positional
+    /// `read_exact_at`. On [`Status::RangeNotSatisfiable`] nothing is promised beyond the
+    /// error; use a batch to learn the valid prefix.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("a"); std::fs::write(&path, b"hello, world")?;
+    /// # let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
+    /// let object = client.locate(path.to_str().unwrap())?;
+    /// let mut buf = [0u8; 5];
+    /// client.read_into(&object, 0, &mut buf)?;
+    /// assert_eq!(&buf, b"hello");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_into(
+        &self,
+        locator: &Locator,
+        offset: u64,
+        destination: &mut [u8],
+    ) -> Result<(), Error> {
+        self.scope(|scope| {
+            let batch = scope.submit(
+                [Read::into_slice(locator, offset, destination)],
+                &BatchOptions::new(),
+            );
+            match batch.wait().pop() {
+                Some(completion) => completion.into_result().map(drop),
+                None => Err(Error::new(
+                    Status::Internal,
+                    "a read produced no completion",
+                )),
+            }
+        })
+    }
+
+    /// The object's visible size and strong ETag (when it has one). Sizes are never cached.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("a"); std::fs::write(&path, [0u8; 1000])?;
+    /// # let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
+    /// let object = client.locate(path.to_str().unwrap())?;
+    /// assert_eq!(client.stat(&object)?.size, 1000);
+    /// assert_eq!(client.stat(&object.with_window(100, None)?)?.size, 900);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn stat(&self, locator: &Locator) -> Result<ObjectInfo, Error> {
+        self.engine.stat(locator)
+    }
+
+    /// The first `head_len` and last `tail_len` bytes (each clamped to the size), the size
+    /// and the ETag, for formats with a header and a footer.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("a"); std::fs::write(&path, b"HEADER....body....FOOTER")?;
+    /// # let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
+    /// let object = client.locate(path.to_str().unwrap())?;
+    /// let ends = client.read_ends(&object, 6, 6)?;
+    /// assert_eq!((ends.head.as_slice(), ends.tail.as_slice(), ends.size), (&b"HEADER"[..], &b"FOOTER"[..], 24));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_ends(
+        &self,
+        locator: &Locator,
+        head_len: u64,
+        tail_len: u64,
+    ) -> Result<Ends, Error> {
+        self.engine.read_ends(locator, head_len, tail_len)
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("engine", &self.engine)
+            .field("registry", &self.registry)
+            .finish()
+    }
+}

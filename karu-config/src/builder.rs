@@ -1,0 +1,270 @@
+//! [`ConfigBuilder`]: which files, environment and explicit options make up a snapshot.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use figment::value::Value;
+
+use crate::error::ConfigError;
+use crate::layers::{self, CONFIG_VAR, ExplicitOption};
+use crate::snapshot::Snapshot;
+
+/// Builds an immutable [`Snapshot`]. Layering, lowest to highest:
+/// built-in defaults < config files (user file in the platform config dir, then project
+/// `karu.toml`, then the file named by the `KARU_CONFIG` environment variable) < environment
+/// captured when `build` runs (`KARU_*`) < explicit options set on the builder.
+///
+/// Files added with [`file`](Self::file) sit between the project file and `KARU_CONFIG`'s
+/// file, in the order added. Path rules from any layer sit above all global values for the paths
+/// they match (see [`Snapshot::for_path`]).
+///
+/// The builder only records what to read; [`build`](Self::build) reads it, so building twice
+/// can give two different snapshots, and a snapshot never changes once built.
+///
+/// ```
+/// use std::time::Duration;
+/// use karu_config::{ByteSize, ConfigBuilder, Seconds};
+///
+/// let dir = tempfile::tempdir()?;
+/// let project = dir.path().join("karu.toml");
+/// std::fs::write(&project, "io_threads = 2\n[planner]\nmax_gap = \"64KiB\"\n")?;
+///
+/// let snapshot = ConfigBuilder::new()
+///     .user_file(None)
+///     .project_file(Some(project))
+///     .environment([("KARU_IO_THREADS", "6")])
+///     .set("retry.deadline", "5s")
+///     .build()?;
+///
+/// let settings = snapshot.global();
+/// assert_eq!(settings.io_threads, 6); // the environment beats the file
+/// assert_eq!(settings.planner.max_gap, ByteSize(64 << 10)); // the file beats the default
+/// assert_eq!(settings.retry.deadline, Seconds(Duration::from_secs(5))); // explicit
+/// assert_eq!(settings.concurrency, 64); // built-in default
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct ConfigBuilder {
+    user_file: FileChoice,
+    project_file: FileChoice,
+    files: Vec<PathBuf>,
+    environment: Option<BTreeMap<String, String>>,
+    explicit: Vec<ExplicitOption>,
+}
+
+/// Which user or project file to read.
+#[derive(Debug, Clone, Default)]
+enum FileChoice {
+    /// The platform's default location, if the file exists.
+    #[default]
+    Default,
+    /// This file, if it exists.
+    Path(PathBuf),
+    /// No file.
+    Disabled,
+}
+
+impl FileChoice {
+    fn from_option(path: Option<PathBuf>) -> Self {
+        path.map_or(Self::Disabled, Self::Path)
+    }
+
+    fn resolve(&self, default: impl FnOnce() -> Option<PathBuf>) -> Option<PathBuf> {
+        match self {
+            Self::Default => default(),
+            Self::Path(path) => Some(path.clone()),
+            Self::Disabled => None,
+        }
+    }
+}
+
+impl ConfigBuilder {
+    /// A builder with the default files, the process environment and no explicit options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Override the user file path (default:
+    /// `directories::ProjectDirs::from("", "", "karu")` `config_dir()/config.toml`, such as
+    /// `~/.config/karu/config.toml` on Linux); `None` = no user file.
+    ///
+    /// The user file is optional: if it does not exist it is skipped, whether it is the default
+    /// or set here. The default location is found from the process environment (`HOME`,
+    /// `XDG_CONFIG_HOME`), even when [`environment`](Self::environment) is used.
+    pub fn user_file(mut self, path: Option<PathBuf>) -> Self {
+        self.user_file = FileChoice::from_option(path);
+        self
+    }
+
+    /// Override the project file (default: `karu.toml` in the current directory, if it
+    /// exists); `None` = none.
+    ///
+    /// Like the user file, the project file is skipped if it does not exist.
+    pub fn project_file(mut self, path: Option<PathBuf>) -> Self {
+        self.project_file = FileChoice::from_option(path);
+        self
+    }
+
+    /// Add another config file, layered above the project file and below `KARU_CONFIG`'s file
+    /// (missing = error). Files added later override files added earlier.
+    pub fn file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.files.push(path.into());
+        self
+    }
+
+    /// Use these variables instead of capturing `std::env::vars()` at build time (tests use
+    /// this). They are also what [`Snapshot::env`] returns. A name given twice keeps its last
+    /// value.
+    pub fn environment<I, K, V>(mut self, vars: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.environment = Some(
+            vars.into_iter()
+                .map(|(name, value)| (name.into(), value.into()))
+                .collect(),
+        );
+        self
+    }
+
+    /// Explicit global option by dotted key, e.g. `set("planner.max_gap", 0)` or
+    /// `set("retry.deadline", "5s")` or `set("s3.region", "eu-west-1")`.
+    ///
+    /// The value may be anything serde can serialize: numbers, strings (`"1MiB"`, `"250ms"`),
+    /// [`ByteSize`](crate::ByteSize), [`Seconds`](crate::Seconds), or a whole table. Later calls
+    /// override earlier ones. Mistakes (unknown keys, wrong types) are reported by
+    /// [`build`](Self::build), naming the source `explicit option`.
+    pub fn set(mut self, key: &str, value: impl serde::Serialize) -> Self {
+        self.explicit.push(ExplicitOption {
+            prefix: None,
+            key: key.to_owned(),
+            value: serialize(value),
+        });
+        self
+    }
+
+    /// Explicit path rule option: applies to canonical paths under `prefix`, matched on whole
+    /// segments like a `[paths."prefix"]` table in a file. It beats file rules for the same
+    /// prefix, and every global value, for the paths it matches.
+    pub fn path_set(mut self, prefix: &str, key: &str, value: impl serde::Serialize) -> Self {
+        self.explicit.push(ExplicitOption {
+            prefix: Some(prefix.to_owned()),
+            key: key.to_owned(),
+            value: serialize(value),
+        });
+        self
+    }
+
+    /// Resolve everything now. Errors name the file (or "environment variable KARU_X" /
+    /// "explicit option"), the key and the expected type.
+    ///
+    /// Reads the files, captures the environment (unless [`environment`](Self::environment)
+    /// was given), and checks the global settings and every path rule, so a snapshot that
+    /// builds resolves without errors. Provider sections are checked when a provider reads
+    /// them with [`Snapshot::section`].
+    pub fn build(&self) -> Result<Snapshot, ConfigError> {
+        let env = match &self.environment {
+            Some(vars) => vars.clone(),
+            None => capture_environment(),
+        };
+
+        let mut layers = vec![layers::defaults_layer()];
+        if let Some(path) = self.user_file.resolve(default_user_file) {
+            layers.extend(layers::file_layer(&path, None)?);
+        }
+        if let Some(path) = self.project_file.resolve(default_project_file) {
+            layers.extend(layers::file_layer(&path, None)?);
+        }
+        for path in &self.files {
+            layers.extend(layers::file_layer(
+                path,
+                Some("added with ConfigBuilder::file"),
+            )?);
+        }
+        if let Some(path) = env.get(CONFIG_VAR).filter(|path| !path.is_empty()) {
+            layers.extend(layers::file_layer(
+                Path::new(path),
+                Some("named by environment variable KARU_CONFIG"),
+            )?);
+        }
+        layers.extend(layers::env_layers(&env));
+        for option in &self.explicit {
+            layers.push(layers::explicit_layer(option)?);
+        }
+        Snapshot::assemble(layers, env)
+    }
+}
+
+impl fmt::Debug for ConfigBuilder {
+    /// Shows files and the keys of explicit options; never values or the environment, which
+    /// may hold secrets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let explicit: Vec<String> = self
+            .explicit
+            .iter()
+            .map(ExplicitOption::display_key)
+            .collect();
+        f.debug_struct("ConfigBuilder")
+            .field("user_file", &self.user_file)
+            .field("project_file", &self.project_file)
+            .field("files", &self.files)
+            .field(
+                "environment",
+                &self.environment.as_ref().map(|vars| vars.len()),
+            )
+            .field("explicit", &explicit)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Serializes an explicit value, keeping a failure for `build` to report.
+fn serialize(value: impl serde::Serialize) -> Result<Value, String> {
+    Value::serialize(value).map_err(|error| error.to_string())
+}
+
+/// The process environment, skipping variables whose name or value is not UTF-8.
+fn capture_environment() -> BTreeMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+        .collect()
+}
+
+/// `config.toml` in the platform's configuration directory for Karu.
+fn default_user_file() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "karu").map(|dirs| dirs.config_dir().join("config.toml"))
+}
+
+/// `karu.toml` in the current directory.
+fn default_project_file() -> Option<PathBuf> {
+    std::env::current_dir()
+        .ok()
+        .map(|dir| dir.join("karu.toml"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_hides_values() {
+        let builder = ConfigBuilder::new()
+            .environment([("AWS_SECRET_ACCESS_KEY", "hunter2")])
+            .set("s3.secret_access_key", "hunter2")
+            .path_set("s3://b", "s3.session_token", "hunter2");
+        let debug = format!("{builder:?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+        assert!(debug.contains("s3.secret_access_key"), "{debug}");
+        assert!(debug.contains("paths.'s3://b'.s3.session_token"), "{debug}");
+    }
+
+    #[test]
+    fn the_default_user_file_is_config_toml_in_the_karu_config_dir() {
+        if let Some(path) = default_user_file() {
+            assert!(path.ends_with("config.toml"));
+            assert!(path.parent().unwrap().to_string_lossy().contains("karu"));
+        }
+    }
+}

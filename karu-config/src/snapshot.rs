@@ -1,0 +1,652 @@
+//! The immutable, resolved configuration of one client, and where each value came from.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use figment::value::{Dict, Map, Value};
+use figment::{Figment, Metadata, Profile, Provider, Source};
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+
+use crate::error::{ConfigError, Problem, describe};
+use crate::layers::{self, Layer, PATHS};
+use crate::settings::Settings;
+
+/// Most distinct sets of matching path rules whose resolution is kept. Every canonical path
+/// that matches the same rules shares one entry, so in practice the cache holds one entry per
+/// configured rule and never fills.
+const CACHE_CAPACITY: usize = 4096;
+
+/// Where a value came from.
+///
+/// Two canonical paths have the same credential scope when their sections' origins are equal
+/// (see [`Snapshot::section`]), so an origin identifies its layer precisely: the file by its
+/// absolute path, and a path rule by its prefix and the layer that wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Origin {
+    /// The built-in defaults of [`Settings`].
+    Default,
+    /// A TOML file (user file, project file, a file added with
+    /// [`ConfigBuilder::file`](crate::ConfigBuilder::file), or the one named by `KARU_CONFIG`),
+    /// by its absolute path.
+    File(PathBuf),
+    /// The `KARU_*` environment captured when the snapshot was built.
+    Environment,
+    /// An option set on the builder with [`ConfigBuilder::set`](crate::ConfigBuilder::set).
+    Explicit,
+    /// A path rule: `[paths."prefix"]` in a file, or
+    /// [`ConfigBuilder::path_set`](crate::ConfigBuilder::path_set) (`source` is then
+    /// [`Origin::Explicit`]).
+    PathRule {
+        /// The canonical path prefix the rule applies to.
+        prefix: String,
+        /// The layer that wrote the rule.
+        source: Box<Origin>,
+    },
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Default => f.write_str("built-in defaults"),
+            Self::File(path) => path.display().fmt(f),
+            Self::Environment => f.write_str("environment"),
+            Self::Explicit => f.write_str(layers::EXPLICIT),
+            Self::PathRule { prefix, source } => write!(f, "path rule {prefix:?} in {source}"),
+        }
+    }
+}
+
+/// A provider section resolved for one canonical path, with the origins of its values.
+///
+/// `origins` lists, sorted and without duplicates, every layer that supplied a value the
+/// section ended up with; it is empty when no layer sets any key of the section (the value is
+/// then the provider type's own defaults).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scoped<T> {
+    /// The section, deserialized.
+    pub value: T,
+    /// Where its values came from.
+    pub origins: Vec<Origin>,
+}
+
+/// The resolved configuration of one client: immutable, cheap to clone, `Send + Sync`.
+///
+/// A snapshot is made by [`ConfigBuilder::build`](crate::ConfigBuilder::build) (or
+/// [`Snapshot::defaults`]). Everything it needs (files, environment) is read then; it never
+/// reads a file or an environment variable again, and changing the builder afterwards does
+/// not change it. Clones share the same data.
+///
+/// [`global`](Self::global) holds the client-wide settings; [`for_path`](Self::for_path) and
+/// [`section`](Self::section) apply the path rules that match one canonical path.
+#[derive(Clone)]
+pub struct Snapshot {
+    inner: Arc<Inner>,
+}
+
+/// What a [`Snapshot`] shares between its clones.
+struct Inner {
+    /// Every layer's global part and every path rule, each with its origin.
+    contributions: Vec<Contribution>,
+    /// Path rules, shortest prefix first, so the rules matching one path are applied in order.
+    rules: Vec<Rule>,
+    /// The resolution without any path rule.
+    global: Arc<Resolved>,
+    /// Resolutions by the set of matching rules (indices into `rules`, in order).
+    cache: Mutex<HashMap<Box<[usize]>, Arc<Resolved>>>,
+    /// The environment captured at build time.
+    env: BTreeMap<String, String>,
+}
+
+/// One layer's global part, or one layer's rule for one prefix.
+struct Contribution {
+    origin: Origin,
+    /// How errors name the layer.
+    source_name: String,
+    /// Written before keys in errors: empty, or `paths.'prefix'.` for a rule.
+    key_prefix: String,
+    /// Keys of [`Settings`].
+    settings: Dict,
+    /// Provider sections.
+    sections: Dict,
+}
+
+/// All contributions that write a rule for one prefix, lowest layer first.
+struct Rule {
+    prefix: String,
+    contributions: Vec<usize>,
+}
+
+/// The configuration for one set of matching rules.
+struct Resolved {
+    settings: Arc<Settings>,
+    /// Defaults and every settings key of the layers and rules, for `for_path` and for
+    /// sections named after a settings table.
+    settings_figment: Figment,
+    /// Every provider section of the layers and rules.
+    sections_figment: Figment,
+}
+
+/// Which half of a [`Contribution`] a figment provider serves.
+#[derive(Clone, Copy)]
+enum Part {
+    Settings,
+    Sections,
+}
+
+/// Serves one half of a contribution to figment. The metadata's source carries the
+/// contribution's index, which is how errors and origins are traced back to their layer.
+struct Provide<'a> {
+    index: usize,
+    contribution: &'a Contribution,
+    part: Part,
+}
+
+impl Provider for Provide<'_> {
+    fn metadata(&self) -> Metadata {
+        Metadata::named(self.contribution.source_name.clone())
+            .source(Source::Custom(self.index.to_string()))
+    }
+
+    fn data(&self) -> figment::Result<Map<Profile, Dict>> {
+        let dict = match self.part {
+            Part::Settings => &self.contribution.settings,
+            Part::Sections => &self.contribution.sections,
+        };
+        Ok(Map::from([(Profile::Default, dict.clone())]))
+    }
+}
+
+/// Whether the rule for `prefix` applies to `canonical`: on whole segments only, so
+/// `s3://bucket/pre` matches `s3://bucket/pre` and `s3://bucket/pre/x` but not
+/// `s3://bucket/prefix`; a prefix ending in `/` matches everything below it.
+fn rule_matches(prefix: &str, canonical: &str) -> bool {
+    match canonical.strip_prefix(prefix) {
+        None => false,
+        Some(rest) => rest.is_empty() || rest.starts_with('/') || prefix.ends_with('/'),
+    }
+}
+
+impl Snapshot {
+    /// A snapshot of the built-in defaults alone: no files, no environment, no options.
+    ///
+    /// ```
+    /// use karu_config::{Settings, Snapshot};
+    ///
+    /// let snapshot = Snapshot::defaults();
+    /// assert_eq!(snapshot.global(), &Settings::default());
+    /// assert_eq!(snapshot.env("HOME"), None);
+    /// ```
+    pub fn defaults() -> Snapshot {
+        Self::assemble(vec![layers::defaults_layer()], BTreeMap::new())
+            .expect("the built-in defaults are valid")
+    }
+
+    /// Builds a snapshot from its layers, lowest first, resolving and checking the global
+    /// settings and every path rule now so that configuration errors surface at build time.
+    pub(crate) fn assemble(
+        layers: Vec<Layer>,
+        env: BTreeMap<String, String>,
+    ) -> Result<Snapshot, ConfigError> {
+        let mut contributions = Vec::new();
+        let mut global = Vec::new();
+        let mut rules: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for layer in layers {
+            let document = layer.document;
+            global.push(contributions.len());
+            contributions.push(Contribution {
+                origin: layer.origin.clone(),
+                source_name: layer.source_name.clone(),
+                key_prefix: String::new(),
+                settings: document.settings,
+                sections: document.sections,
+            });
+            for (prefix, rule) in document.rules {
+                rules
+                    .entry(prefix.clone())
+                    .or_default()
+                    .push(contributions.len());
+                contributions.push(Contribution {
+                    origin: Origin::PathRule {
+                        prefix: prefix.clone(),
+                        source: Box::new(layer.origin.clone()),
+                    },
+                    source_name: layer.source_name.clone(),
+                    key_prefix: layers::rule_key(&prefix, ""),
+                    settings: rule.settings,
+                    sections: rule.sections,
+                });
+            }
+        }
+        let mut rules: Vec<Rule> = rules
+            .into_iter()
+            .map(|(prefix, contributions)| Rule {
+                prefix,
+                contributions,
+            })
+            .collect();
+        rules.sort_by_key(|rule| rule.prefix.len());
+
+        let figment_of = |part| {
+            global.iter().fold(Figment::new(), |figment, &index| {
+                figment.merge(Provide {
+                    index,
+                    contribution: &contributions[index],
+                    part,
+                })
+            })
+        };
+        let settings_figment = figment_of(Part::Settings);
+        let sections_figment = figment_of(Part::Sections);
+        let global = resolve(&contributions, settings_figment, sections_figment)?;
+
+        let inner = Inner {
+            contributions,
+            rules,
+            global: Arc::new(global),
+            cache: Mutex::new(HashMap::new()),
+            env,
+        };
+        for rule in &inner.rules {
+            inner.resolve(&inner.matching(&rule.prefix))?;
+        }
+        Ok(Snapshot {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The client-wide settings: defaults, then files, environment and explicit options, with
+    /// no path rule applied.
+    pub fn global(&self) -> &Settings {
+        &self.inner.global.settings
+    }
+
+    /// The settings for one canonical path.
+    ///
+    /// For each key, the value comes from the longest matching path rule that sets it, then
+    /// shorter matching rules, then the global value (files, environment and explicit options
+    /// layered as on [`ConfigBuilder`](crate::ConfigBuilder)), then the built-in default. A rule
+    /// matches on whole path segments (see the crate documentation).
+    ///
+    /// Results are cached: every path that matches the same rules shares one `Arc`, and a
+    /// path that matches none gets the global settings. Every rule is checked when the snapshot
+    /// is built, so an error here is not expected in practice.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use karu_config::{ConfigBuilder, Seconds};
+    ///
+    /// let snapshot = ConfigBuilder::new()
+    ///     .user_file(None)
+    ///     .project_file(None)
+    ///     .environment([("KARU_RETRY__DEADLINE", "30s")])
+    ///     .path_set("s3://bucket/logs", "retry.deadline", "5s")
+    ///     .build()?;
+    ///
+    /// let logs = snapshot.for_path("s3://bucket/logs/2024/01.json")?;
+    /// assert_eq!(logs.retry.deadline, Seconds(Duration::from_secs(5)));
+    ///
+    /// // Whole segments only: "logs-old" is not below "logs".
+    /// let other = snapshot.for_path("s3://bucket/logs-old/x")?;
+    /// assert_eq!(other.retry.deadline, Seconds(Duration::from_secs(30)));
+    /// # Ok::<(), karu_config::ConfigError>(())
+    /// ```
+    pub fn for_path(&self, canonical: &str) -> Result<Arc<Settings>, ConfigError> {
+        let rules = self.inner.matching(canonical);
+        Ok(self.inner.resolve(&rules)?.settings.clone())
+    }
+
+    /// A provider's own section (such as `s3`, `gcs`, `azure`), resolved for one canonical path
+    /// the same way as [`for_path`](Self::for_path) and deserialized into the provider's serde
+    /// type, with the origins that supplied its values.
+    ///
+    /// Keys come from the top-level table (`[s3] region = "x"`), from
+    /// `KARU_<SECTION>__<KEY>` environment variables, from explicit options
+    /// (`set("s3.region", "x")`) and from path rules (`[paths."s3://bucket".s3] region = "y"`,
+    /// `path_set("s3://bucket", "s3.region", "y")`). A section nobody sets deserializes from an
+    /// empty table, so the provider type should use `#[serde(default)]`. Numbers and booleans
+    /// may be written as strings (environment variables always are).
+    ///
+    /// Two paths may share a credential when their `origins` are equal: same layers, same rules.
+    ///
+    /// The names of settings tables (`planner`, `http`, `retry`) resolve to those tables,
+    /// defaults included; they accept only settings keys, so a provider keeps its own options in
+    /// a table of its own (such as `http_provider`).
+    ///
+    /// ```
+    /// use karu_config::{ConfigBuilder, Origin};
+    /// use serde::Deserialize;
+    ///
+    /// #[derive(Debug, Default, Deserialize, PartialEq)]
+    /// #[serde(default)]
+    /// struct S3Config {
+    ///     region: Option<String>,
+    ///     endpoint: Option<String>,
+    /// }
+    ///
+    /// let snapshot = ConfigBuilder::new()
+    ///     .user_file(None)
+    ///     .project_file(None)
+    ///     .environment([("KARU_S3__ENDPOINT", "http://127.0.0.1:9000")])
+    ///     .set("s3.region", "us-east-1")
+    ///     .path_set("s3://eu-bucket", "s3.region", "eu-west-1")
+    ///     .build()?;
+    ///
+    /// let eu = snapshot.section::<S3Config>("s3://eu-bucket/key", "s3")?;
+    /// assert_eq!(eu.value.region.as_deref(), Some("eu-west-1"));
+    /// assert_eq!(eu.value.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+    /// assert_eq!(
+    ///     eu.origins,
+    ///     [
+    ///         Origin::Environment,
+    ///         Origin::PathRule { prefix: "s3://eu-bucket".into(), source: Box::new(Origin::Explicit) },
+    ///     ]
+    /// );
+    ///
+    /// // Another bucket has another scope.
+    /// let us = snapshot.section::<S3Config>("s3://us-bucket/key", "s3")?;
+    /// assert_eq!(us.value.region.as_deref(), Some("us-east-1"));
+    /// assert_ne!(us.origins, eu.origins);
+    /// # Ok::<(), karu_config::ConfigError>(())
+    /// ```
+    pub fn section<T: DeserializeOwned>(
+        &self,
+        canonical: &str,
+        section: &str,
+    ) -> Result<Scoped<T>, ConfigError> {
+        check_section_name(section)?;
+        let resolved = self.inner.resolve(&self.inner.matching(canonical))?;
+        let figment = if layers::is_settings_table(section) {
+            &resolved.settings_figment
+        } else {
+            &resolved.sections_figment
+        };
+        let value = figment
+            .focus(section)
+            .extract_lossy::<T>()
+            .map_err(|error| figment_error(&self.inner.contributions, error, section))?;
+        let mut origins = BTreeSet::new();
+        if let Ok(table) = figment.find_value(section) {
+            collect_origins(&table, figment, &self.inner.contributions, &mut origins);
+        }
+        Ok(Scoped {
+            value,
+            origins: origins.into_iter().collect(),
+        })
+    }
+
+    /// The value of one environment variable as captured when the snapshot was built, for
+    /// providers that honour their own variables (such as `AWS_REGION`). The process
+    /// environment is never read again.
+    pub fn env(&self, name: &str) -> Option<&str> {
+        self.inner.env.get(name).map(String::as_str)
+    }
+
+    /// Every environment variable captured when the snapshot was built, sorted by name.
+    pub fn env_vars(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.inner
+            .env
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+    }
+}
+
+impl fmt::Debug for Snapshot {
+    /// Shows settings, rule prefixes and sources; never section values or the environment,
+    /// which may hold secrets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = &self.inner;
+        let rules: Vec<&str> = inner
+            .rules
+            .iter()
+            .map(|rule| rule.prefix.as_str())
+            .collect();
+        let sources: BTreeSet<&str> = inner
+            .contributions
+            .iter()
+            .map(|c| c.source_name.as_str())
+            .collect();
+        f.debug_struct("Snapshot")
+            .field("global", self.global())
+            .field("rules", &rules)
+            .field("sources", &sources)
+            .field("env_vars", &inner.env.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inner {
+    /// Indices of the rules that match `canonical`, shortest prefix first.
+    fn matching(&self, canonical: &str) -> Vec<usize> {
+        self.rules
+            .iter()
+            .enumerate()
+            .filter(|(_, rule)| rule_matches(&rule.prefix, canonical))
+            .map(|(index, _)| index)
+            .collect()
+    }
+
+    /// The configuration with the given rules applied over the global one, from the cache
+    /// when possible.
+    fn resolve(&self, rules: &[usize]) -> Result<Arc<Resolved>, ConfigError> {
+        if rules.is_empty() {
+            return Ok(self.global.clone());
+        }
+        if let Some(resolved) = self.cache.lock().get(rules) {
+            return Ok(resolved.clone());
+        }
+        let mut settings_figment = self.global.settings_figment.clone();
+        let mut sections_figment = self.global.sections_figment.clone();
+        for &index in rules
+            .iter()
+            .flat_map(|&rule| &self.rules[rule].contributions)
+        {
+            let contribution = &self.contributions[index];
+            settings_figment = settings_figment.merge(Provide {
+                index,
+                contribution,
+                part: Part::Settings,
+            });
+            sections_figment = sections_figment.merge(Provide {
+                index,
+                contribution,
+                part: Part::Sections,
+            });
+        }
+        let resolved = Arc::new(resolve(
+            &self.contributions,
+            settings_figment,
+            sections_figment,
+        )?);
+        let mut cache = self.cache.lock();
+        if cache.len() >= CACHE_CAPACITY
+            && let Some(evicted) = cache.keys().next().cloned()
+        {
+            cache.remove(&evicted);
+        }
+        cache.insert(rules.into(), resolved.clone());
+        Ok(resolved)
+    }
+}
+
+/// Extracts and checks the settings of merged figments.
+fn resolve(
+    contributions: &[Contribution],
+    settings_figment: Figment,
+    sections_figment: Figment,
+) -> Result<Resolved, ConfigError> {
+    let settings: Settings = settings_figment
+        .extract_lossy()
+        .map_err(|error| figment_error(contributions, error, ""))?;
+    if let Some(key) = settings.zero_count() {
+        let mut error = ConfigError::new(Problem::Zero);
+        let mut full_key = key.to_owned();
+        if let Some(contribution) =
+            contribution_of(contributions, settings_figment.find_metadata(key))
+        {
+            error = error.with_source(contribution.source_name.clone());
+            full_key = format!("{}{key}", contribution.key_prefix);
+        }
+        return Err(error.with_key(full_key));
+    }
+    Ok(Resolved {
+        settings: Arc::new(settings),
+        settings_figment,
+        sections_figment,
+    })
+}
+
+/// The contribution a figment value came from, by the index its provider's metadata carries.
+fn contribution_of<'c>(
+    contributions: &'c [Contribution],
+    metadata: Option<&Metadata>,
+) -> Option<&'c Contribution> {
+    let index = metadata?.source.as_ref()?.custom()?.parse::<usize>().ok()?;
+    contributions.get(index)
+}
+
+/// Turns a figment error into a [`ConfigError`] naming the layer and the full key. `section`
+/// is the table the figment was focused on, if any.
+fn figment_error(
+    contributions: &[Contribution],
+    error: figment::Error,
+    section: &str,
+) -> ConfigError {
+    let (problem, missing) = describe(&error.kind);
+    let path: Vec<&str> = std::iter::once(section)
+        .filter(|section| !section.is_empty())
+        .chain(error.path.iter().map(String::as_str))
+        .chain(missing.as_deref())
+        .collect();
+    let mut key = path.join(".");
+    let mut result = ConfigError::new(problem);
+    if let Some(contribution) = contribution_of(contributions, error.metadata.as_ref()) {
+        result = result.with_source(contribution.source_name.clone());
+        key = format!("{}{key}", contribution.key_prefix);
+    }
+    if key.is_empty() {
+        result
+    } else {
+        result.with_key(key)
+    }
+}
+
+/// Adds the origin of every leaf value under `value` to `origins`.
+fn collect_origins(
+    value: &Value,
+    figment: &Figment,
+    contributions: &[Contribution],
+    origins: &mut BTreeSet<Origin>,
+) {
+    match value {
+        Value::Dict(_, dict) => {
+            for inner in dict.values() {
+                collect_origins(inner, figment, contributions, origins);
+            }
+        }
+        leaf => {
+            if let Some(contribution) =
+                contribution_of(contributions, figment.get_metadata(leaf.tag()))
+            {
+                origins.insert(contribution.origin.clone());
+            }
+        }
+    }
+}
+
+/// Rejects names that cannot be a provider section.
+fn check_section_name(section: &str) -> Result<(), ConfigError> {
+    let problem = if section.is_empty() || section.contains('.') {
+        "a section name is one key, such as \"s3\"".to_owned()
+    } else if section == PATHS {
+        "\"paths\" holds path rules, not a section".to_owned()
+    } else if layers::SCHEMA.contains_key(section) && !layers::is_settings_table(section) {
+        format!("\"{section}\" is a setting, not a section; use Snapshot::for_path")
+    } else {
+        return Ok(());
+    };
+    Err(ConfigError::new(Problem::Usage(problem)).with_key(section))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_match_whole_segments() {
+        assert!(rule_matches("s3://bucket/pre", "s3://bucket/pre"));
+        assert!(rule_matches("s3://bucket/pre", "s3://bucket/pre/x"));
+        assert!(!rule_matches("s3://bucket/pre", "s3://bucket/prefix"));
+        assert!(rule_matches("s3://bucket", "s3://bucket/key"));
+        assert!(rule_matches("s3://bucket/pre/", "s3://bucket/pre/x"));
+        assert!(rule_matches("s3://bucket/pre/", "s3://bucket/pre/"));
+        assert!(!rule_matches("s3://bucket/pre/", "s3://bucket/pre"));
+        assert!(rule_matches("s3://", "s3://any/key"));
+        assert!(!rule_matches("s3://bucket/pre/x", "s3://bucket/pre"));
+        assert!(rule_matches("/data/local", "/data/local/file.bin"));
+        assert!(!rule_matches("/data/local", "/data/localfile"));
+    }
+
+    #[test]
+    fn snapshots_are_send_sync_and_small() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Snapshot>();
+        assert_eq!(
+            std::mem::size_of::<Snapshot>(),
+            std::mem::size_of::<usize>()
+        );
+    }
+
+    #[test]
+    fn defaults_have_no_rules_and_share_the_global_settings() {
+        let snapshot = Snapshot::defaults();
+        let a = snapshot.for_path("s3://a/b").unwrap();
+        let b = snapshot.for_path("/local/file").unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(*a, Settings::default());
+    }
+
+    #[test]
+    fn section_names_are_checked() {
+        let snapshot = Snapshot::defaults();
+        let error = |name: &str| {
+            snapshot
+                .section::<Dict>("s3://b/k", name)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            error("paths"),
+            "invalid configuration: key \"paths\": \"paths\" holds path rules, not a section"
+        );
+        assert!(error("io_threads").contains("is a setting, not a section"));
+        assert!(error("s3.x").contains("a section name is one key"));
+        assert!(error("").contains("a section name is one key"));
+    }
+
+    #[test]
+    fn settings_tables_resolve_as_sections_with_default_origins() {
+        let snapshot = Snapshot::defaults();
+        let retry = snapshot
+            .section::<crate::RetrySettings>("s3://b/k", "retry")
+            .unwrap();
+        assert_eq!(retry.value, crate::RetrySettings::default());
+        assert_eq!(retry.origins, [Origin::Default]);
+        let empty = snapshot.section::<Dict>("s3://b/k", "s3").unwrap();
+        assert!(empty.value.is_empty());
+        assert!(empty.origins.is_empty());
+    }
+
+    #[test]
+    fn origins_display() {
+        let rule = Origin::PathRule {
+            prefix: "s3://b".into(),
+            source: Box::new(Origin::File("/etc/karu.toml".into())),
+        };
+        assert_eq!(rule.to_string(), "path rule \"s3://b\" in /etc/karu.toml");
+        assert_eq!(Origin::Explicit.to_string(), "explicit option");
+    }
+}

@@ -1,0 +1,891 @@
+//! Layering, path rules, sections, snapshot immutability and every error message, through the
+//! public API only, with real files in a temporary directory.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use karu_config::{
+    ByteSize, ConfigBuilder, ConfigError, ConfigErrorKind, HttpVersion, Origin, Seconds, Settings,
+    Snapshot,
+};
+use serde::Deserialize;
+use tempfile::TempDir;
+
+/// A builder that reads no default file and sees an empty environment.
+fn isolated() -> ConfigBuilder {
+    ConfigBuilder::new()
+        .user_file(None)
+        .project_file(None)
+        .environment(std::iter::empty::<(String, String)>())
+}
+
+/// Writes `content` to `name` inside `dir` and returns its path.
+fn write(dir: &TempDir, name: &str, content: &str) -> PathBuf {
+    let path = dir.path().join(name);
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+fn build_error(builder: &ConfigBuilder) -> ConfigError {
+    builder
+        .build()
+        .expect_err("the configuration should be rejected")
+}
+
+fn secs(n: u64) -> Seconds {
+    Seconds(Duration::from_secs(n))
+}
+
+/// A provider section as a provider crate would declare it.
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+struct S3Section {
+    region: Option<String>,
+    endpoint: Option<String>,
+    port: Option<u16>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layering
+// ---------------------------------------------------------------------------------------------
+
+/// Every layer, each setting `retry.attempts` to its own number.
+struct AllLayers {
+    _dir: TempDir,
+    user: PathBuf,
+    project: PathBuf,
+    extra: PathBuf,
+    karu_config: PathBuf,
+}
+
+impl AllLayers {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let user = write(
+            &dir,
+            "user.toml",
+            "concurrency = 10\n[retry]\nattempts = 1\n",
+        );
+        let project = write(&dir, "karu.toml", "[retry]\nattempts = 2\n");
+        let extra = write(&dir, "extra.toml", "[retry]\nattempts = 3\n");
+        let karu_config = write(&dir, "env.toml", "[retry]\nattempts = 4\n");
+        Self {
+            _dir: dir,
+            user,
+            project,
+            extra,
+            karu_config,
+        }
+    }
+
+    /// A builder with the top `layers` layers removed, from explicit options downwards.
+    fn without_top(&self, layers: usize) -> ConfigBuilder {
+        let present = |layer: usize| layer + layers < 7;
+        let mut builder = ConfigBuilder::new()
+            .user_file(present(0).then(|| self.user.clone()))
+            .project_file(present(1).then(|| self.project.clone()));
+        if present(2) {
+            builder = builder.file(&self.extra);
+        }
+        let mut env = vec![("UNRELATED".to_owned(), "x".to_owned())];
+        if present(3) {
+            env.push(("KARU_CONFIG".into(), self.karu_config.display().to_string()));
+        }
+        if present(4) {
+            env.push(("KARU_RETRY__ATTEMPTS".into(), "5".into()));
+        }
+        builder = builder.environment(env);
+        if present(5) {
+            builder = builder.set("retry.attempts", 6);
+        }
+        builder
+    }
+}
+
+#[test]
+fn each_layer_beats_the_one_below_it() {
+    let layers = AllLayers::new();
+    // defaults < user < project < extra file < KARU_CONFIG file < environment < explicit.
+    let expected = [6, 5, 4, 3, 2, 1, 8];
+    for (removed, attempts) in expected.into_iter().enumerate() {
+        let snapshot = layers.without_top(removed + 1).build().unwrap();
+        assert_eq!(
+            snapshot.global().retry.attempts,
+            attempts,
+            "with the top {} layers removed",
+            removed + 1
+        );
+    }
+    // All layers present: the explicit option wins...
+    let all = layers
+        .without_top(0)
+        .set("retry.attempts", 7)
+        .build()
+        .unwrap();
+    assert_eq!(all.global().retry.attempts, 7);
+    // ...and keys set by only a low layer survive the layers above.
+    assert_eq!(all.global().concurrency, 10);
+    assert_eq!(all.global().retry.deadline, RetryDefaults::deadline());
+}
+
+struct RetryDefaults;
+
+impl RetryDefaults {
+    fn deadline() -> Seconds {
+        Settings::default().retry.deadline
+    }
+}
+
+#[test]
+fn later_extra_files_beat_earlier_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = write(&dir, "first.toml", "io_threads = 2\nfile_workers = 3\n");
+    let second = write(&dir, "second.toml", "io_threads = 5\n");
+    let snapshot = isolated().file(&first).file(&second).build().unwrap();
+    assert_eq!(snapshot.global().io_threads, 5);
+    assert_eq!(snapshot.global().file_workers, 3);
+}
+
+#[test]
+fn missing_default_and_overridden_optional_files_are_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = isolated()
+        .user_file(Some(dir.path().join("no-user.toml")))
+        .project_file(Some(dir.path().join("no-project.toml")))
+        .build()
+        .unwrap();
+    assert_eq!(snapshot.global(), &Settings::default());
+}
+
+#[test]
+fn the_example_file_resolves() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "karu.toml",
+        r#"
+io_threads = 4
+[planner]
+max_gap = "1MiB"
+[retry]
+deadline = "30s"
+[s3]
+region = "us-east-1"
+[gcs]
+project = "p"
+[azure]
+account = "a"
+[http_provider]
+user_agent = "karu"
+[paths."s3://bucket/prefix"]
+retry.deadline = "5s"
+s3.region = "eu-west-1"
+[paths."/data/local"]
+http.fallback_limit = "1MiB"
+"#,
+    );
+    let snapshot = isolated().project_file(Some(file.clone())).build().unwrap();
+    let global = snapshot.global();
+    assert_eq!(global.io_threads, 4);
+    assert_eq!(global.planner.max_gap, ByteSize(1 << 20));
+    assert_eq!(global.retry.deadline, secs(30));
+
+    let prefixed = snapshot.for_path("s3://bucket/prefix/object").unwrap();
+    assert_eq!(prefixed.retry.deadline, secs(5));
+    let local = snapshot.for_path("/data/local/file.bin").unwrap();
+    assert_eq!(local.http.fallback_limit, ByteSize(1 << 20));
+    assert_eq!(local.retry.deadline, secs(30));
+
+    let s3 = snapshot
+        .section::<S3Section>("s3://bucket/prefix/object", "s3")
+        .unwrap();
+    assert_eq!(s3.value.region.as_deref(), Some("eu-west-1"));
+    assert_eq!(
+        s3.origins,
+        [Origin::PathRule {
+            prefix: "s3://bucket/prefix".into(),
+            source: Box::new(Origin::File(file.clone())),
+        }]
+    );
+    let elsewhere = snapshot
+        .section::<S3Section>("s3://other/key", "s3")
+        .unwrap();
+    assert_eq!(elsewhere.value.region.as_deref(), Some("us-east-1"));
+    assert_eq!(elsewhere.origins, [Origin::File(file)]);
+}
+
+#[test]
+fn environment_variables_set_settings() {
+    let snapshot = isolated()
+        .environment([
+            ("KARU_IO_THREADS", "3"),
+            ("KARU_FILE_WORKERS", "5"),
+            ("KARU_CREDENTIAL_WORKERS", "6"),
+            ("KARU_CONCURRENCY", "7"),
+            ("KARU_CA_FILE", "/etc/ssl/extra.pem"),
+            ("KARU_PLANNER__MAX_GAP", "0"),
+            ("KARU_PLANNER__MAX_SPAN", "18446744073709551615"),
+            ("KARU_RETRY__DEADLINE", "5s"),
+            ("KARU_RETRY__INITIAL_BACKOFF", "0.5"),
+            ("KARU_HTTP__VERSION", "auto"),
+            ("KARU_SOME_OTHER_TOOL", "whatever"),
+            ("KARU_OTHER__TOOL__SETTING", "whatever"),
+            ("KARU_EMPTY_VALUE", ""),
+            ("KARU_RETRY__ATTEMPTS", ""),
+        ])
+        .build()
+        .unwrap();
+    let global = snapshot.global();
+    assert_eq!(
+        (
+            global.io_threads,
+            global.file_workers,
+            global.credential_workers,
+            global.concurrency
+        ),
+        (3, 5, 6, 7)
+    );
+    assert_eq!(
+        global.http.ca_file.as_deref(),
+        Some(Path::new("/etc/ssl/extra.pem"))
+    );
+    assert_eq!(global.planner.max_gap, ByteSize(0));
+    assert_eq!(global.planner.max_span, ByteSize(u64::MAX));
+    assert_eq!(global.retry.deadline, secs(5));
+    assert_eq!(
+        global.retry.initial_backoff,
+        Seconds(Duration::from_millis(500))
+    );
+    assert_eq!(
+        global.retry.attempts, 8,
+        "an empty variable counts as unset"
+    );
+    assert_eq!(global.http.version, HttpVersion::Auto);
+}
+
+#[test]
+fn the_environment_is_captured_once() {
+    let snapshot = isolated()
+        .environment([("AWS_REGION", "eu-north-1"), ("KARU_IO_THREADS", "2")])
+        .build()
+        .unwrap();
+    assert_eq!(snapshot.env("AWS_REGION"), Some("eu-north-1"));
+    assert_eq!(snapshot.env("HOME"), None);
+    let vars: Vec<(&str, &str)> = snapshot.env_vars().collect();
+    assert_eq!(
+        vars,
+        [("AWS_REGION", "eu-north-1"), ("KARU_IO_THREADS", "2")]
+    );
+}
+
+#[test]
+fn explicit_options_accept_units_and_tables() {
+    let snapshot = isolated()
+        .set("planner.max_gap", 0)
+        .set("planner.max_span", ByteSize(4 << 20))
+        .set("retry.deadline", "5s")
+        .set("retry.max_backoff", Seconds(Duration::from_millis(1500)))
+        .set("http.dns_ttl", 2.5)
+        .set("http", serde_json_like_table())
+        .build()
+        .unwrap();
+    let global = snapshot.global();
+    assert_eq!(global.planner.max_gap, ByteSize(0));
+    assert_eq!(global.planner.max_span, ByteSize(4 << 20));
+    assert_eq!(global.retry.deadline, secs(5));
+    assert_eq!(
+        global.retry.max_backoff,
+        Seconds(Duration::from_millis(1500))
+    );
+    assert_eq!(global.http.dns_ttl, Seconds(Duration::from_millis(2500)));
+    assert_eq!(global.http.drain_limit, ByteSize(1024));
+}
+
+/// `{ drain_limit = "1KiB" }`, set as a whole table.
+fn serde_json_like_table() -> std::collections::BTreeMap<&'static str, &'static str> {
+    [("drain_limit", "1KiB")].into_iter().collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Path rules
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn the_longest_matching_rule_wins_per_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "karu.toml",
+        r#"
+[retry]
+deadline = "30s"
+attempts = 4
+[paths."s3://bucket"]
+retry.deadline = "20s"
+retry.attempts = 2
+[paths."s3://bucket/deep"]
+retry.deadline = "10s"
+"#,
+    );
+    let snapshot = isolated().project_file(Some(file)).build().unwrap();
+
+    let deep = snapshot.for_path("s3://bucket/deep/key").unwrap();
+    assert_eq!(
+        deep.retry.deadline,
+        secs(10),
+        "the deeper rule sets the deadline"
+    );
+    assert_eq!(
+        deep.retry.attempts, 2,
+        "attempts come from the shorter rule"
+    );
+
+    let bucket = snapshot.for_path("s3://bucket/other").unwrap();
+    assert_eq!(
+        (bucket.retry.deadline, bucket.retry.attempts),
+        (secs(20), 2)
+    );
+
+    // Whole segments only.
+    let sibling = snapshot.for_path("s3://bucket/deeper/key").unwrap();
+    assert_eq!(sibling.retry.deadline, secs(20));
+    let other_bucket = snapshot.for_path("s3://bucket2/key").unwrap();
+    assert_eq!(other_bucket.retry.deadline, secs(30));
+    assert_eq!(*other_bucket, *snapshot.global());
+
+    // The rule's own path matches it.
+    let exact = snapshot.for_path("s3://bucket/deep").unwrap();
+    assert_eq!(exact.retry.deadline, secs(10));
+}
+
+#[test]
+fn rules_match_on_whole_segments() {
+    let snapshot = isolated()
+        .path_set("s3://bucket/pre", "retry.attempts", 1)
+        .path_set("s3://slash/dir/", "retry.attempts", 2)
+        .build()
+        .unwrap();
+    let attempts = |path: &str| snapshot.for_path(path).unwrap().retry.attempts;
+    assert_eq!(attempts("s3://bucket/pre"), 1);
+    assert_eq!(attempts("s3://bucket/pre/x"), 1);
+    assert_eq!(attempts("s3://bucket/prefix"), 8);
+    assert_eq!(attempts("s3://slash/dir/x/y"), 2);
+    assert_eq!(attempts("s3://slash/dir"), 8);
+    assert_eq!(attempts("s3://slash/directory"), 8);
+}
+
+#[test]
+fn a_rule_beats_every_global_layer_and_higher_layers_win_within_a_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "karu.toml",
+        r#"
+[paths."s3://bucket"]
+retry.deadline = "20s"
+retry.attempts = 2
+http.fallback_limit = "1MiB"
+"#,
+    );
+    let snapshot = isolated()
+        .project_file(Some(file))
+        .environment([("KARU_RETRY__ATTEMPTS", "5")])
+        .set("retry.deadline", "1s")
+        .path_set("s3://bucket", "retry.attempts", 3)
+        .build()
+        .unwrap();
+    let rule = snapshot.for_path("s3://bucket/key").unwrap();
+    // The file's rule beats the explicit global deadline.
+    assert_eq!(rule.retry.deadline, secs(20));
+    // The explicit rule beats the file's rule for the same prefix, key by key.
+    assert_eq!(rule.retry.attempts, 3);
+    assert_eq!(rule.http.fallback_limit, ByteSize(1 << 20));
+    // Outside the rule, the global layers apply.
+    let outside = snapshot.for_path("s3://elsewhere/key").unwrap();
+    assert_eq!(
+        (outside.retry.deadline, outside.retry.attempts),
+        (secs(1), 5)
+    );
+}
+
+#[test]
+fn paths_matching_the_same_rules_share_their_settings() {
+    let snapshot = isolated()
+        .path_set("s3://bucket", "retry.attempts", 3)
+        .build()
+        .unwrap();
+    let a = snapshot.for_path("s3://bucket/a").unwrap();
+    let b = snapshot.for_path("s3://bucket/b/c").unwrap();
+    assert!(Arc::ptr_eq(&a, &b));
+    let outside = snapshot.for_path("/local/file").unwrap();
+    assert_eq!(&*outside, snapshot.global());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sections
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn sections_carry_the_origins_of_their_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "karu.toml",
+        r#"
+[s3]
+region = "us-east-1"
+[paths."s3://bucket/team-a"]
+s3.region = "eu-west-1"
+[paths."s3://bucket/team-b"]
+s3.region = "eu-west-1"
+[paths."s3://bucket/team-a/deep"]
+retry.attempts = 1
+"#,
+    );
+    let snapshot = isolated()
+        .project_file(Some(file.clone()))
+        .environment([("KARU_S3__PORT", "9000")])
+        .build()
+        .unwrap();
+    let s3 = |path: &str| snapshot.section::<S3Section>(path, "s3").unwrap();
+
+    let a1 = s3("s3://bucket/team-a/x");
+    let a2 = s3("s3://bucket/team-a/deep/y");
+    let b = s3("s3://bucket/team-b/x");
+    let global = s3("s3://bucket/other");
+
+    assert_eq!(a1.value.region.as_deref(), Some("eu-west-1"));
+    assert_eq!(a1.value.port, Some(9000), "numbers may come from strings");
+    let rule_a = Origin::PathRule {
+        prefix: "s3://bucket/team-a".into(),
+        source: Box::new(Origin::File(file.clone())),
+    };
+    assert_eq!(a1.origins, [Origin::Environment, rule_a]);
+    // The deeper rule sets no s3 key, so the scope is the same.
+    assert_eq!(a1.origins, a2.origins);
+    // Same value, different rule: a different scope.
+    assert_eq!(b.value, a1.value);
+    assert_ne!(b.origins, a1.origins);
+    assert_eq!(global.value.region.as_deref(), Some("us-east-1"));
+    assert_eq!(global.origins, [Origin::File(file), Origin::Environment]);
+}
+
+#[test]
+fn an_unset_section_is_the_providers_defaults_with_no_origins() {
+    let snapshot = isolated().build().unwrap();
+    let gcs = snapshot
+        .section::<S3Section>("gs://bucket/key", "gcs")
+        .unwrap();
+    assert_eq!(gcs.value, S3Section::default());
+    assert!(gcs.origins.is_empty());
+}
+
+#[test]
+fn section_errors_name_the_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "karu.toml",
+        "[s3]\nregoin = \"x\"\n[paths.\"s3://b\".s3]\nport = \"many\"\n",
+    );
+    let snapshot = isolated().project_file(Some(file.clone())).build().unwrap();
+    let error = snapshot
+        .section::<S3Section>("s3://a/key", "s3")
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}: key \"s3.regoin\": unknown key, did you mean \"region\"?",
+            file.display()
+        )
+    );
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct Port {
+        port: Option<u16>,
+    }
+    let error = snapshot.section::<Port>("s3://b/key", "s3").unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}: key \"paths.'s3://b'.s3.port\": expected a non-negative \
+             integer, found string \"many\"",
+            file.display()
+        )
+    );
+    assert_eq!(error.kind(), ConfigErrorKind::InvalidValue);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Immutability
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn snapshots_do_not_change_after_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(&dir, "karu.toml", "io_threads = 2\n");
+    let builder = isolated().file(&file).set("concurrency", 16);
+    let old = builder.build().unwrap();
+    let old_clone = old.clone();
+
+    // A modified builder and a modified file make a new snapshot, not a changed one.
+    std::fs::write(&file, "io_threads = 3\n").unwrap();
+    let new = builder
+        .clone()
+        .set("concurrency", 32)
+        .path_set("s3://bucket", "retry.attempts", 1)
+        .build()
+        .unwrap();
+
+    assert_eq!((old.global().io_threads, old.global().concurrency), (2, 16));
+    assert_eq!((new.global().io_threads, new.global().concurrency), (3, 32));
+    assert_eq!(old.for_path("s3://bucket/k").unwrap().retry.attempts, 8);
+    assert_eq!(new.for_path("s3://bucket/k").unwrap().retry.attempts, 1);
+    assert_eq!(old_clone.global(), old.global());
+
+    // The snapshot can be shared between threads.
+    let shared = old.clone();
+    let from_thread = std::thread::spawn(move || shared.for_path("s3://x/y").unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(from_thread.io_threads, 2);
+}
+
+#[test]
+fn the_defaults_snapshot_has_only_defaults() {
+    let snapshot = Snapshot::defaults();
+    assert_eq!(snapshot.global(), &Settings::default());
+    assert_eq!(snapshot.env_vars().count(), 0);
+    let debug = format!("{snapshot:?}");
+    assert!(debug.starts_with("Snapshot {"), "{debug}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_bad_value_in_a_file_names_the_file_key_and_expected_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(&dir, "karu.toml", "[planner]\nmax_gap = \"lots\"\n");
+    let error = build_error(&isolated().project_file(Some(file.clone())));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}: key \"planner.max_gap\": expected a byte size such as \
+             1048576 or \"1MiB\", found string \"lots\"",
+            file.display()
+        )
+    );
+    assert_eq!(error.kind(), ConfigErrorKind::InvalidValue);
+    assert_eq!(error.key(), Some("planner.max_gap"));
+    assert_eq!(
+        error.source_name(),
+        Some(file.display().to_string().as_str())
+    );
+
+    let file = write(&dir, "table.toml", "planner = 3\n");
+    let error = build_error(&isolated().project_file(Some(file)));
+    assert!(
+        error
+            .to_string()
+            .ends_with("key \"planner\": expected a table, found integer 3"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_bad_environment_variable_names_the_variable() {
+    let error = build_error(&isolated().environment([("KARU_IO_THREADS", "many")]));
+    assert_eq!(
+        error.to_string(),
+        "invalid configuration: environment variable KARU_IO_THREADS: key \"io_threads\": \
+         expected a non-negative integer, found string \"many\""
+    );
+    assert_eq!(
+        error.source_name(),
+        Some("environment variable KARU_IO_THREADS")
+    );
+
+    let error = build_error(&isolated().environment([("KARU_HTTP__VERSION", "h3")]));
+    assert_eq!(
+        error.to_string(),
+        "invalid configuration: environment variable KARU_HTTP__VERSION: key \"http.version\": \
+         expected one of \"http1\", \"auto\", \"http2\", found string \"h3\""
+    );
+}
+
+#[test]
+fn a_bad_explicit_option_says_so() {
+    let error = build_error(&isolated().set("retry.deadline", "soon"));
+    assert_eq!(
+        error.to_string(),
+        "invalid configuration: explicit option: key \"retry.deadline\": expected a duration \
+         such as 30 or 2.5 (seconds), or \"250ms\", found string \"soon\""
+    );
+    assert_eq!(error.source_name(), Some("explicit option"));
+
+    let error = build_error(&isolated().path_set("s3://b", "retry.deadline", -1));
+    assert_eq!(
+        error.to_string(),
+        "invalid configuration: explicit option: key \"paths.'s3://b'.retry.deadline\": \
+         expected a duration such as 30 or 2.5 (seconds), or \"250ms\", found integer -1"
+    );
+
+    let error = build_error(&isolated().set("planner..max_gap", 1));
+    assert_eq!(error.kind(), ConfigErrorKind::InvalidUsage);
+    let error = build_error(&isolated().set("paths.x", 1));
+    assert!(
+        error.to_string().contains("ConfigBuilder::path_set"),
+        "{error}"
+    );
+    let error = build_error(&isolated().path_set("", "retry.attempts", 1));
+    assert_eq!(
+        error.to_string(),
+        "invalid configuration: explicit option: key \"paths.''\": a path rule prefix must not \
+         be empty"
+    );
+    let error = build_error(&isolated().set("s3", "eu-west-1"));
+    assert_eq!(error.kind(), ConfigErrorKind::UnknownKey);
+}
+
+#[test]
+fn unknown_keys_in_settings_tables_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(&dir, "karu.toml", "[planner]\nmax_gapp = 1\n");
+    let error = build_error(&isolated().project_file(Some(file.clone())));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}: key \"planner.max_gapp\": unknown key, did you mean \
+             \"max_gap\"?",
+            file.display()
+        )
+    );
+    assert_eq!(error.kind(), ConfigErrorKind::UnknownKey);
+
+    let file = write(&dir, "top.toml", "io_thread = 4\n");
+    let error = build_error(&isolated().file(&file));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}: key \"io_thread\": unknown key, did you mean \
+             \"io_threads\"?",
+            file.display()
+        )
+    );
+
+    let error = build_error(&isolated().set("retry.colour", "blue"));
+    assert_eq!(
+        error.to_string(),
+        "invalid configuration: explicit option: key \"retry.colour\": unknown key, expected \
+         one of \"attempts\", \"connect_attempts\", \"deadline\", \"initial_backoff\", \
+         \"max_backoff\""
+    );
+}
+
+#[test]
+fn environment_typos_inside_known_tables_are_errors_and_other_names_are_ignored() {
+    let error = build_error(&isolated().environment([("KARU_PLANNER__MAX_GAPP", "0")]));
+    assert_eq!(
+        error.to_string(),
+        "invalid configuration: environment variable KARU_PLANNER__MAX_GAPP: key \
+         \"planner.max_gapp\": unknown key, did you mean \"max_gap\"?"
+    );
+    isolated()
+        .environment([
+            ("KARU_IO_THREAD", "4"),
+            ("KARU_TOOL_VERSION", "2"),
+            ("KARU_PATHS__X", "1"),
+            ("KARU_IO_THREADS__X", "1"),
+        ])
+        .build()
+        .unwrap();
+}
+
+#[test]
+fn zero_counts_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(&dir, "karu.toml", "io_threads = 0\n");
+    let error = build_error(&isolated().project_file(Some(file.clone())));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}: key \"io_threads\": expected at least 1, found 0",
+            file.display()
+        )
+    );
+    let cases = [
+        ("KARU_FILE_WORKERS", "file_workers"),
+        ("KARU_CREDENTIAL_WORKERS", "credential_workers"),
+        ("KARU_CONCURRENCY", "concurrency"),
+        ("KARU_PLANNER__MAX_PARTS", "planner.max_parts"),
+        (
+            "KARU_PLANNER__MAX_AMPLIFICATION",
+            "planner.max_amplification",
+        ),
+    ];
+    for (var, key) in cases {
+        let error = build_error(&isolated().environment([(var, "0")]));
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "invalid configuration: environment variable {var}: key \"{key}\": expected at \
+                 least 1, found 0"
+            )
+        );
+    }
+    let error = build_error(&isolated().set("planner.max_parts", 0));
+    assert_eq!(
+        error.to_string(),
+        "invalid configuration: explicit option: key \"planner.max_parts\": expected at least \
+         1, found 0"
+    );
+    // A zero that a higher layer replaces is fine.
+    isolated()
+        .environment([("KARU_CONCURRENCY", "0")])
+        .set("concurrency", 1)
+        .build()
+        .unwrap();
+}
+
+#[test]
+fn explicitly_named_files_must_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.toml");
+    let error = build_error(&isolated().file(&missing));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}: file not found (added with ConfigBuilder::file)",
+            missing.display()
+        )
+    );
+    assert_eq!(error.kind(), ConfigErrorKind::MissingFile);
+
+    let from_env = isolated().environment([("KARU_CONFIG", missing.display().to_string())]);
+    let error = build_error(&from_env);
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}: file not found (named by environment variable \
+             KARU_CONFIG)",
+            missing.display()
+        )
+    );
+
+    let error = build_error(&isolated().file(dir.path()));
+    assert_eq!(error.kind(), ConfigErrorKind::Unreadable);
+}
+
+#[test]
+fn syntax_errors_name_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "karu.toml",
+        "io_threads = 4\n[planner]\nmax_gap = = 1\n",
+    );
+    let error = build_error(&isolated().project_file(Some(file.clone())));
+    let prefix = format!(
+        "invalid configuration: {}: line 3, column 11: invalid TOML: ",
+        file.display()
+    );
+    assert!(error.to_string().starts_with(&prefix), "{error}");
+    assert_eq!(error.line(), Some(3));
+    assert_eq!(error.kind(), ConfigErrorKind::Syntax);
+    assert_eq!(error.key(), None);
+}
+
+#[test]
+fn rule_errors_name_the_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "karu.toml",
+        "[paths.\"s3://b\".retry]\ndeadline = \"soon\"\n",
+    );
+    let error = build_error(&isolated().project_file(Some(file.clone())));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}: key \"paths.'s3://b'.retry.deadline\": expected a \
+             duration such as 30 or 2.5 (seconds), or \"250ms\", found string \"soon\"",
+            file.display()
+        )
+    );
+
+    let file = write(&dir, "global.toml", "[paths.\"s3://b\"]\nio_threads = 2\n");
+    let error = build_error(&isolated().project_file(Some(file.clone())));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}: key \"paths.'s3://b'.io_threads\": applies to the whole \
+             client and cannot be set in a path rule",
+            file.display()
+        )
+    );
+    assert_eq!(error.kind(), ConfigErrorKind::Misplaced);
+
+    let file = write(&dir, "scalar.toml", "[paths]\n\"s3://b\" = 1\n");
+    let error = build_error(&isolated().project_file(Some(file)));
+    assert!(
+        error.to_string().ends_with(
+            "key \"paths.'s3://b'\": expected a table of settings and sections, found integer 1"
+        ),
+        "{error}"
+    );
+}
+
+#[test]
+fn byte_size_limits_through_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "karu.toml",
+        "[planner]\nmax_gap = \"18446744073709551615\"\nmax_span = \"0\"\n",
+    );
+    let snapshot = isolated().project_file(Some(file)).build().unwrap();
+    assert_eq!(snapshot.global().planner.max_gap, ByteSize(u64::MAX));
+    assert_eq!(snapshot.global().planner.max_span, ByteSize(0));
+
+    let file = write(&dir, "big.toml", "[planner]\nmax_gap = \"20000000PiB\"\n");
+    let error = build_error(&isolated().project_file(Some(file.clone())));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}: key \"planner.max_gap\": expected a byte size of at most \
+             18446744073709551615 bytes (16EiB), found string \"20000000PiB\"",
+            file.display()
+        )
+    );
+
+    let file = write(&dir, "negative.toml", "[http]\nfallback_limit = -1\n");
+    let error = build_error(&isolated().project_file(Some(file)));
+    assert!(
+        error
+            .to_string()
+            .ends_with("expected a byte size such as 1048576 or \"1MiB\", found integer -1"),
+        "{error}"
+    );
+}
+
+#[test]
+fn durations_accept_numbers_and_humantime() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "karu.toml",
+        "[retry]\ndeadline = 2.5\nmax_backoff = 15\ninitial_backoff = \"250ms\"\n[http]\nconnect_timeout = \"2m\"\n",
+    );
+    let snapshot = isolated().project_file(Some(file)).build().unwrap();
+    let global = snapshot.global();
+    assert_eq!(global.retry.deadline, Seconds(Duration::from_millis(2500)));
+    assert_eq!(global.retry.max_backoff, secs(15));
+    assert_eq!(
+        global.retry.initial_backoff,
+        Seconds(Duration::from_millis(250))
+    );
+    assert_eq!(global.http.connect_timeout, secs(120));
+}

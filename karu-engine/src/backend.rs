@@ -1,0 +1,223 @@
+//! The `Backend` trait providers implement, and the registry that maps addresses to backends.
+
+use std::fmt;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::locator::{Locator, Resolved};
+use crate::status::{Error, Status};
+
+/// A provider: turns addresses into [`Locator`]s and, for remote objects, resolved objects and
+/// ranges into requests the engine sends. A backend never does input or output for a read.
+///
+/// Implement it in a provider crate and register it with [`Registry::register`].
+pub trait Backend: Send + Sync + fmt::Debug + 'static {
+    /// A short stable name (`"local"`, `"http"`, `"s3"`), used in messages and for grouping.
+    fn name(&self) -> &str;
+
+    /// Parse an address into its canonical identity. Pure: no network, no credentials, no
+    /// filesystem access beyond what is needed to make a path absolute.
+    fn resolve(&self, address: &str) -> Result<Resolved, Error>;
+}
+
+/// Maps schemes (`"s3"`) and longer address prefixes (`"https://huggingface.co/"`) to
+/// backends. Addresses without a scheme are plain local paths and use the `file` scheme.
+///
+/// ```
+/// # use std::sync::Arc;
+/// use karu_engine::Registry;
+/// let registry = Registry::new();
+/// registry.register("file", Arc::new(karu_engine::testing::FileBackend));
+/// let locator = registry.resolve("/tmp/example.bin")?;
+/// assert_eq!(locator.backend().name(), "local");
+/// assert!(registry.resolve("gs://bucket/key").is_err());
+/// # Ok::<(), karu_engine::Error>(())
+/// ```
+#[derive(Default)]
+pub struct Registry {
+    entries: RwLock<Vec<Entry>>,
+}
+
+struct Entry {
+    /// A lower-case scheme (`"s3"`) or an address prefix containing `"://"`.
+    pattern: String,
+    backend: Arc<dyn Backend>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Register `backend` for a scheme (`"s3"`, `"file"`) or an address prefix containing
+    /// `"://"` (`"https://huggingface.co/"`). A later registration of the same pattern replaces
+    /// the earlier one. Prefixes win over schemes; the longest matching prefix wins.
+    pub fn register(&self, pattern: &str, backend: Arc<dyn Backend>) {
+        let pattern = if pattern.contains("://") {
+            normalise_prefix(pattern)
+        } else {
+            pattern.to_ascii_lowercase()
+        };
+        let mut entries = self.entries.write();
+        entries.retain(|e| e.pattern != pattern);
+        entries.push(Entry { pattern, backend });
+    }
+
+    /// The patterns registered, sorted.
+    pub fn patterns(&self) -> Vec<String> {
+        let mut patterns: Vec<String> = self
+            .entries
+            .read()
+            .iter()
+            .map(|e| e.pattern.clone())
+            .collect();
+        patterns.sort();
+        patterns
+    }
+
+    /// The backend for an address: the longest registered prefix it starts with, else its
+    /// scheme's backend (plain paths use `file`).
+    pub fn backend_for(&self, address: &str) -> Result<Arc<dyn Backend>, Error> {
+        let scheme = scheme_of(address).unwrap_or_else(|| "file".to_string());
+        let entries = self.entries.read();
+        let by_prefix = entries
+            .iter()
+            .filter(|e| e.pattern.contains("://") && starts_with_prefix(address, &e.pattern))
+            .max_by_key(|e| e.pattern.len());
+        if let Some(entry) = by_prefix {
+            return Ok(Arc::clone(&entry.backend));
+        }
+        entries
+            .iter()
+            .find(|e| e.pattern == scheme)
+            .map(|e| Arc::clone(&e.backend))
+            .ok_or_else(|| {
+                Error::new(
+                    Status::Unsupported,
+                    format!(
+                        "no backend is registered for scheme \"{scheme}\" (registered: {})",
+                        entries
+                            .iter()
+                            .map(|e| e.pattern.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })
+    }
+
+    /// Resolve an address to a [`Locator`]. Never touches the network or credentials.
+    pub fn resolve(&self, address: &str) -> Result<Locator, Error> {
+        let backend = self.backend_for(address)?;
+        let resolved = backend.resolve(address)?;
+        Ok(Locator::new(backend, resolved))
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("patterns", &self.patterns())
+            .finish()
+    }
+}
+
+/// The scheme of an address (RFC 3986: a letter, then letters, digits, `+`, `-`, `.`, then
+/// `:`), lower-cased; `None` for a plain path.
+pub fn scheme_of(address: &str) -> Option<String> {
+    let colon = address.find(':')?;
+    let scheme = &address[..colon];
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    if !first.is_ascii_alphabetic()
+        || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    {
+        return None;
+    }
+    Some(scheme.to_ascii_lowercase())
+}
+
+/// Lower-case the scheme and host of a prefix so matching is case-insensitive there.
+fn normalise_prefix(prefix: &str) -> String {
+    match prefix.find("://") {
+        Some(i) => {
+            let rest = &prefix[i + 3..];
+            let host_end = rest.find('/').unwrap_or(rest.len());
+            format!(
+                "{}://{}{}",
+                prefix[..i].to_ascii_lowercase(),
+                rest[..host_end].to_ascii_lowercase(),
+                &rest[host_end..]
+            )
+        }
+        None => prefix.to_string(),
+    }
+}
+
+fn starts_with_prefix(address: &str, normalised_prefix: &str) -> bool {
+    address.len() >= normalised_prefix.len()
+        && address.is_char_boundary(normalised_prefix.len())
+        && normalise_prefix(&address[..normalised_prefix.len()]) == normalised_prefix
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::FileBackend;
+
+    #[derive(Debug)]
+    struct Named(&'static str);
+    impl Backend for Named {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn resolve(&self, address: &str) -> Result<Resolved, Error> {
+            Ok(Resolved::remote(
+                crate::CanonicalPath::new(address),
+                None,
+                address.to_string(),
+            ))
+        }
+    }
+
+    #[test]
+    fn schemes() {
+        assert_eq!(scheme_of("s3://b/k").as_deref(), Some("s3"));
+        assert_eq!(scheme_of("HTTPS://x").as_deref(), Some("https"));
+        assert_eq!(scheme_of("/abs/path").as_deref(), None);
+        assert_eq!(scheme_of("rel/pa:th").as_deref(), None);
+        assert_eq!(scheme_of("1x:y").as_deref(), None);
+        assert_eq!(scheme_of(":y").as_deref(), None);
+    }
+
+    #[test]
+    fn longest_prefix_wins_over_scheme() {
+        let r = Registry::new();
+        r.register("https", Arc::new(Named("http")));
+        r.register("https://huggingface.co/", Arc::new(Named("hf")));
+        r.register(
+            "https://huggingface.co/datasets/",
+            Arc::new(Named("hf-datasets")),
+        );
+        r.register("file", Arc::new(FileBackend));
+        let name = |a: &str| r.backend_for(a).unwrap().name().to_string();
+        assert_eq!(name("https://example.com/x"), "http");
+        assert_eq!(name("https://HuggingFace.co/m/resolve/main/x"), "hf");
+        assert_eq!(name("https://huggingface.co/datasets/d/x"), "hf-datasets");
+        assert_eq!(name("/tmp/x"), "local");
+        let err = r.backend_for("gs://b/k").unwrap_err();
+        assert_eq!(err.status(), Status::Unsupported);
+        assert!(err.message().contains("\"gs\""), "{err}");
+    }
+
+    #[test]
+    fn re_registration_replaces() {
+        let r = Registry::new();
+        r.register("s3", Arc::new(Named("one")));
+        r.register("S3", Arc::new(Named("two")));
+        assert_eq!(r.patterns(), vec!["s3".to_string()]);
+        assert_eq!(r.backend_for("s3://b/k").unwrap().name(), "two");
+    }
+}

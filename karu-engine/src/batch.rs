@@ -1,0 +1,403 @@
+//! Batches: the completion queue of one submission, drained with `next`, `wait` or `.await`.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::read::Completion;
+
+/// What [`Batch::next`] returns.
+#[derive(Debug)]
+#[must_use]
+pub enum Next {
+    /// One read finished; its own status says whether it succeeded.
+    Completion(Completion),
+    /// The timeout passed without a completion. Work continues; nothing changed.
+    TimedOut,
+    /// Every original read has completed and been taken: the batch is drained.
+    Drained,
+}
+
+/// Figures of a submission, known as soon as it is planned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BatchStats {
+    /// Original reads submitted.
+    pub reads: usize,
+    /// Reads rejected before any input or output.
+    pub rejected: usize,
+    /// Transfers planned (local reads and HTTP requests).
+    pub transfers: usize,
+    /// Bytes the valid reads asked for (overlaps counted once per read).
+    pub requested_bytes: u64,
+    /// Bytes the transfers fetch.
+    pub fetched_bytes: u64,
+}
+
+/// A submission's completions, arriving as work finishes.
+///
+/// `Batch` is `Send + Sync`: several threads may call [`Batch::next`] on one batch at once,
+/// and each completion is returned exactly once. Dropping a batch cancels its pending work and
+/// waits until no worker references its buffers; reads that had not started complete as
+/// [`Status::Cancelled`](crate::Status::Cancelled) (no one sees them).
+///
+/// Destinations are owned: a read's buffer (caller-supplied or Karu-allocated) travels with
+/// its transfer and comes back in its [`Completion`]. Nothing the caller borrows is referenced
+/// by a `Batch`, so leaking one with [`std::mem::forget`] is safe (it only leaks memory).
+/// Borrowed destinations go through a [`Scope`](crate::Scope) instead.
+pub struct Batch {
+    pub(crate) shared: Arc<BatchShared>,
+    pub(crate) stats: BatchStats,
+    /// Keeps the engine (its workers and event loops) alive while the batch is.
+    pub(crate) _engine: Arc<dyn Send + Sync>,
+}
+
+impl Batch {
+    /// The next completion, waiting at most `timeout` for one.
+    pub fn next(&self, timeout: Duration) -> Next {
+        self.shared.next(Some(timeout))
+    }
+
+    /// The next completion without waiting.
+    pub fn try_next(&self) -> Next {
+        self.shared.next(Some(Duration::ZERO))
+    }
+
+    /// The next completion, or `None` once drained; waits as long as it takes.
+    pub fn next_blocking(&self) -> Option<Completion> {
+        match self.shared.next(None) {
+            Next::Completion(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The next completion as a future (`None` once drained). Executor-neutral: it is woken by
+    /// the worker that completes a read.
+    pub fn next_async(&self) -> NextFuture<'_> {
+        NextFuture {
+            shared: &self.shared,
+        }
+    }
+
+    /// Block until the batch is drained, returning the completions not yet taken, sorted by
+    /// their index in the submission.
+    pub fn wait(&self) -> Vec<Completion> {
+        let mut all = Vec::new();
+        while let Next::Completion(c) = self.shared.next(None) {
+            all.push(c);
+        }
+        all.sort_by_key(Completion::index);
+        all
+    }
+
+    /// Cancel the reads that have not started; running transfers finish or abort, and every
+    /// read still completes (cancelled ones with `Status::Cancelled`).
+    pub fn cancel(&self) {
+        self.shared.cancel();
+    }
+
+    /// Original reads not yet completed.
+    pub fn pending(&self) -> usize {
+        self.shared.state.lock().pending
+    }
+
+    /// Figures of the plan.
+    pub fn stats(&self) -> BatchStats {
+        self.stats
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        self.shared.release();
+    }
+}
+
+impl fmt::Debug for Batch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.shared.state.lock();
+        f.debug_struct("Batch")
+            .field("stats", &self.stats)
+            .field("pending", &state.pending)
+            .field("queued_completions", &state.queue.len())
+            .field("active_transfers", &state.active)
+            .field("cancelled", &state.cancelled)
+            .finish()
+    }
+}
+
+/// Future returned by [`Batch::next_async`].
+#[must_use = "futures do nothing unless polled"]
+pub struct NextFuture<'a> {
+    shared: &'a BatchShared,
+}
+
+impl fmt::Debug for NextFuture<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NextFuture").finish_non_exhaustive()
+    }
+}
+
+impl Future for NextFuture<'_> {
+    type Output = Option<Completion>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.shared.state.lock();
+        if let Some(c) = state.queue.pop_front() {
+            return Poll::Ready(Some(c));
+        }
+        if state.pending == 0 {
+            return Poll::Ready(None);
+        }
+        if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            state.wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
+/// The state shared by a batch and the workers running its transfers.
+pub(crate) struct BatchShared {
+    state: Mutex<State>,
+    /// Signalled when a completion is queued or the batch drains.
+    ready: Condvar,
+    /// Signalled when the last active transfer ends.
+    idle: Condvar,
+    /// Mirror of `State::cancelled` for cheap checks in transfer loops.
+    cancelled: AtomicBool,
+}
+
+struct State {
+    queue: VecDeque<Completion>,
+    /// Original reads whose completion has not been queued yet.
+    pending: usize,
+    /// Transfers a worker is running (and whose destinations it may touch).
+    active: usize,
+    cancelled: bool,
+    wakers: Vec<Waker>,
+}
+
+impl BatchShared {
+    pub(crate) fn new(reads: usize) -> Arc<Self> {
+        Arc::new(BatchShared {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                pending: reads,
+                active: 0,
+                cancelled: false,
+                wakers: Vec::new(),
+            }),
+            ready: Condvar::new(),
+            idle: Condvar::new(),
+            cancelled: AtomicBool::new(false),
+        })
+    }
+
+    /// Queue completions; each original read must be completed exactly once.
+    pub(crate) fn complete(&self, completions: impl IntoIterator<Item = Completion>) {
+        let wakers = {
+            let mut state = self.state.lock();
+            for c in completions {
+                debug_assert!(state.pending > 0, "a read completed twice");
+                state.pending = state.pending.saturating_sub(1);
+                state.queue.push_back(c);
+            }
+            std::mem::take(&mut state.wakers)
+        };
+        self.ready.notify_all();
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// A worker is about to run a transfer of this batch. Returns false if the batch was
+    /// cancelled; then the transfer must not touch its destinations.
+    pub(crate) fn begin(&self) -> bool {
+        let mut state = self.state.lock();
+        if state.cancelled {
+            return false;
+        }
+        state.active += 1;
+        true
+    }
+
+    /// The worker no longer references the transfer's destinations.
+    pub(crate) fn end(&self) {
+        let mut state = self.state.lock();
+        state.active -= 1;
+        if state.active == 0 {
+            self.idle.notify_all();
+        }
+    }
+
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn cancel(&self) {
+        let mut state = self.state.lock();
+        state.cancelled = true;
+        self.cancelled.store(true, Ordering::Relaxed);
+    }
+
+    /// Cancel, then wait until no transfer of this batch is active.
+    pub(crate) fn release(&self) {
+        let mut state = self.state.lock();
+        state.cancelled = true;
+        self.cancelled.store(true, Ordering::Relaxed);
+        while state.active > 0 {
+            self.idle.wait(&mut state);
+        }
+    }
+
+    fn next(&self, timeout: Option<Duration>) -> Next {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut state = self.state.lock();
+        loop {
+            if let Some(c) = state.queue.pop_front() {
+                return Next::Completion(c);
+            }
+            if state.pending == 0 {
+                return Next::Drained;
+            }
+            match (timeout, deadline) {
+                (None, _) | (Some(_), None) => self.ready.wait(&mut state),
+                (Some(_), Some(deadline)) => {
+                    if self.ready.wait_until(&mut state, deadline).timed_out()
+                        && state.queue.is_empty()
+                    {
+                        return if state.pending == 0 {
+                            Next::Drained
+                        } else {
+                            Next::TimedOut
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{Error, Status};
+
+    fn completion(index: usize) -> Completion {
+        Completion {
+            tag: index as u64,
+            index,
+            result: Err(Error::new(Status::Io, "x")),
+            bytes_received: 0,
+            buffer: None,
+        }
+    }
+
+    fn batch(n: usize) -> Batch {
+        Batch {
+            shared: BatchShared::new(n),
+            stats: BatchStats::default(),
+            _engine: Arc::new(()),
+        }
+    }
+
+    #[test]
+    fn next_times_out_then_delivers_then_drains() {
+        let b = batch(2);
+        assert!(matches!(b.next(Duration::from_millis(10)), Next::TimedOut));
+        b.shared.complete([completion(1)]);
+        match b.next(Duration::from_millis(10)) {
+            Next::Completion(c) => assert_eq!(c.index(), 1),
+            other => panic!("{other:?}"),
+        }
+        b.shared.complete([completion(0)]);
+        assert!(matches!(b.try_next(), Next::Completion(_)));
+        assert!(matches!(b.try_next(), Next::Drained));
+        assert!(matches!(b.next(Duration::from_secs(5)), Next::Drained));
+    }
+
+    #[test]
+    fn several_threads_share_one_batch() {
+        let b = Arc::new(batch(1000));
+        let consumers: Vec<_> = (0..4)
+            .map(|_| {
+                let b = Arc::clone(&b);
+                std::thread::spawn(move || {
+                    let mut got = Vec::new();
+                    loop {
+                        match b.next(Duration::from_secs(10)) {
+                            Next::Completion(c) => got.push(c.index()),
+                            Next::Drained => return got,
+                            Next::TimedOut => panic!("timed out"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        for i in 0..1000 {
+            b.shared.complete([completion(i)]);
+        }
+        let mut all: Vec<usize> = consumers
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn release_waits_for_active_transfers() {
+        let b = batch(1);
+        let shared = Arc::clone(&b.shared);
+        assert!(shared.begin());
+        let worker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            shared.complete([completion(0)]);
+            shared.end();
+            shared
+        });
+        drop(b); // blocks until `end`
+        let shared = worker.join().unwrap();
+        assert!(!shared.begin(), "a released batch accepts no new transfers");
+        assert_eq!(shared.state.lock().active, 0);
+    }
+
+    #[test]
+    fn async_next_is_woken() {
+        let b = batch(1);
+        let shared = Arc::clone(&b.shared);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            shared.complete([completion(0)]);
+        });
+        let got = block_on(b.next_async());
+        assert_eq!(got.map(|c| c.index()), Some(0));
+        assert!(block_on(b.next_async()).is_none());
+    }
+
+    /// A minimal executor for one future, parking the thread between polls.
+    fn block_on<F: Future>(fut: F) -> F::Output {
+        struct ThreadWaker(std::thread::Thread);
+        impl std::task::Wake for ThreadWaker {
+            fn wake(self: Arc<Self>) {
+                self.0.unpark();
+            }
+        }
+        let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        let mut fut = std::pin::pin!(fut);
+        loop {
+            if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                return v;
+            }
+            std::thread::park();
+        }
+    }
+}

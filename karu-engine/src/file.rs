@@ -1,0 +1,269 @@
+//! File workers: positional reads (`pread`, no shared cursor) straight into destinations.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::thread::{self, JoinHandle, ThreadId};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::status::{Error, Status};
+use crate::transfer::Transfer;
+
+/// A pool of threads running local transfers.
+pub(crate) struct FilePool {
+    sender: Option<Sender<Transfer>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl FilePool {
+    pub(crate) fn new(workers: usize) -> Result<Self, Error> {
+        let (sender, receiver) = crossbeam_channel::unbounded::<Transfer>();
+        let threads = (0..workers.max(1))
+            .map(|i| {
+                let receiver = receiver.clone();
+                thread::Builder::new()
+                    .name(format!("karu-file-{i}"))
+                    .spawn(move || worker(&receiver))
+                    .map_err(|e| {
+                        Error::new(
+                            Status::Io,
+                            format!("cannot start a file worker thread: {e}"),
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(FilePool {
+            sender: Some(sender),
+            threads,
+        })
+    }
+
+    pub(crate) fn submit(&self, transfer: Transfer) {
+        match &self.sender {
+            Some(sender) => {
+                if let Err(returned) = sender.send(transfer) {
+                    returned
+                        .0
+                        .fail(&Error::internal("the file workers have stopped"));
+                }
+            }
+            None => transfer.fail(&Error::internal("the file workers have stopped")),
+        }
+    }
+
+    fn thread_ids(&self) -> Vec<ThreadId> {
+        self.threads.iter().map(|t| t.thread().id()).collect()
+    }
+}
+
+impl Drop for FilePool {
+    fn drop(&mut self) {
+        // Closing the channel lets each worker finish the queue and exit.
+        self.sender = None;
+        let me = thread::current().id();
+        if self.thread_ids().contains(&me) {
+            return; // never join ourselves
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn worker(receiver: &Receiver<Transfer>) {
+    while let Ok(transfer) = receiver.recv() {
+        run(transfer);
+    }
+}
+
+/// Run one local transfer: one part, read straight into its destination.
+fn run(mut transfer: Transfer) {
+    let batch = std::sync::Arc::clone(&transfer.batch);
+    if !batch.begin() {
+        transfer.cancel();
+        return;
+    }
+    let outcome = catch_unwind(AssertUnwindSafe(|| read_parts(&mut transfer)));
+    let completions = match outcome {
+        Ok(results) => transfer
+            .parts
+            .into_iter()
+            .zip(results)
+            .map(|(part, (result, received))| part.into_completion(result, received))
+            .collect::<Vec<_>>(),
+        Err(_) => {
+            let err = Error::internal("a file worker panicked while reading");
+            transfer
+                .parts
+                .into_iter()
+                .map(|part| part.into_completion(Err(err.clone()), 0))
+                .collect()
+        }
+    };
+    // Completions are queued while the transfer is still active, so a waiting release sees
+    // the destinations returned before it can finish.
+    batch.complete(completions);
+    batch.end();
+}
+
+fn read_parts(transfer: &mut Transfer) -> Vec<(Result<(), Error>, u64)> {
+    let Some(path) = transfer.locator.file_path().map(Path::to_path_buf) else {
+        let err = Error::internal("a remote object reached the file workers");
+        return transfer
+            .parts
+            .iter()
+            .map(|_| (Err(err.clone()), 0))
+            .collect();
+    };
+    let file = open(&path);
+    let start = transfer.start;
+    transfer
+        .parts
+        .iter_mut()
+        .map(|part| {
+            let file = match &file {
+                Ok(f) => f,
+                Err(e) => return (Err(e.clone()), 0),
+            };
+            match part.sink.slice(part.length) {
+                Ok(dst) => read_at_exact(file, &path, start + part.offset_in_span, dst),
+                Err(e) => (Err(e), 0),
+            }
+        })
+        .collect()
+}
+
+/// Open a file for positional reads, classifying failures.
+pub(crate) fn open(path: &Path) -> Result<File, Error> {
+    let file = File::open(path).map_err(|e| classify(path, &e))?;
+    let meta = file.metadata().map_err(|e| classify(path, &e))?;
+    if meta.is_dir() {
+        return Err(Error::new(
+            Status::IsDirectory,
+            format!("{} is a directory, not a file", path.display()),
+        ));
+    }
+    Ok(file)
+}
+
+/// The size of a local file from its metadata.
+pub(crate) fn size(path: &Path) -> Result<u64, Error> {
+    let meta = std::fs::metadata(path).map_err(|e| classify(path, &e))?;
+    if meta.is_dir() {
+        return Err(Error::new(
+            Status::IsDirectory,
+            format!("{} is a directory, not a file", path.display()),
+        ));
+    }
+    Ok(meta.len())
+}
+
+/// Fill `dst` from `offset`, looping over short reads. Reaching the end of the file first
+/// gives a range error with the prefix that exists.
+fn read_at_exact(
+    file: &File,
+    path: &Path,
+    offset: u64,
+    dst: &mut [u8],
+) -> (Result<(), Error>, u64) {
+    let mut filled = 0usize;
+    while filled < dst.len() {
+        let at = offset + filled as u64;
+        if at > i64::MAX as u64 {
+            break; // beyond any file's end: pread cannot even address it
+        }
+        match file.read_at(&mut dst[filled..], at) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return (Err(classify(path, &e)), 0),
+        }
+    }
+    if filled == dst.len() {
+        return (Ok(()), filled as u64);
+    }
+    let end = offset + filled as u64;
+    (
+        Err(Error::new(
+            Status::RangeNotSatisfiable,
+            format!(
+                "{} ends at byte {end}: {filled} of the {} bytes requested at offset {offset} exist",
+                path.display(),
+                dst.len()
+            ),
+        )),
+        filled as u64,
+    )
+}
+
+/// Map an I/O error on `path` to a status with a clear message.
+pub(crate) fn classify(path: &Path, e: &io::Error) -> Error {
+    let p = path.display();
+    match e.kind() {
+        io::ErrorKind::NotFound => Error::new(Status::NotFound, format!("no such file: {p}")),
+        io::ErrorKind::NotADirectory => Error::new(
+            Status::NotFound,
+            format!("no such file: {p} (a parent component is not a directory)"),
+        ),
+        io::ErrorKind::PermissionDenied => Error::new(
+            Status::PermissionDenied,
+            format!("permission denied reading {p}"),
+        ),
+        io::ErrorKind::IsADirectory => Error::new(
+            Status::IsDirectory,
+            format!("{p} is a directory, not a file"),
+        ),
+        _ => Error::new(Status::Io, format!("cannot read {p}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification_is_distinct() {
+        let p = Path::new("/x/y");
+        let kinds = [
+            (io::ErrorKind::NotFound, Status::NotFound),
+            (io::ErrorKind::NotADirectory, Status::NotFound),
+            (io::ErrorKind::PermissionDenied, Status::PermissionDenied),
+            (io::ErrorKind::IsADirectory, Status::IsDirectory),
+            (io::ErrorKind::Other, Status::Io),
+        ];
+        for (kind, status) in kinds {
+            let err = classify(p, &io::Error::from(kind));
+            assert_eq!(err.status(), status, "{kind:?}");
+            assert!(err.message().contains("/x/y"), "{err}");
+        }
+    }
+
+    #[test]
+    fn short_file_gives_a_valid_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let file = open(&path).unwrap();
+        let mut dst = [0u8; 8];
+        let (result, n) = read_at_exact(&file, &path, 6, &mut dst);
+        assert_eq!(result.unwrap_err().status(), Status::RangeNotSatisfiable);
+        assert_eq!(n, 4);
+        assert_eq!(&dst[..4], b"6789");
+        let (result, n) = read_at_exact(&file, &path, u64::MAX - 8, &mut dst);
+        assert_eq!(result.unwrap_err().status(), Status::RangeNotSatisfiable);
+        assert_eq!(n, 0);
+        let (result, n) = read_at_exact(&file, &path, 2, &mut dst);
+        assert!(result.is_ok());
+        assert_eq!((n, &dst), (8, b"23456789"));
+    }
+
+    #[test]
+    fn directories_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(open(dir.path()).unwrap_err().status(), Status::IsDirectory);
+        assert_eq!(size(dir.path()).unwrap_err().status(), Status::IsDirectory);
+    }
+}

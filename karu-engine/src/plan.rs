@@ -1,0 +1,628 @@
+//! The planner: validates reads, converts window offsets, groups, sorts and merges neighbours.
+//!
+//! This module contains no input or output, no threads and no clock: [`plan`] is a function of
+//! its arguments. It implements the specification's "Before any input or output begins":
+//!
+//! 1. Every read is validated on its own: a zero length, an unbounded length
+//!    ([`UNBOUNDED`](crate::UNBOUNDED)), `offset + length` overflowing `u64`, and a read leaving
+//!    its bounded window are rejected with [`Status::InvalidRange`], as that read's own result.
+//! 2. Window offsets become absolute object offsets.
+//! 3. Valid reads are stably sorted by group (the caller ranks groups by backend, canonical
+//!    resource and identity condition) and absolute offset.
+//! 4. One linear sweep per group joins neighbours while all four [`Limits`] hold; a guard that
+//!    fails closes the transfer and the candidate opens the next one.
+
+use crate::locator::Window;
+use crate::read::UNBOUNDED;
+use crate::status::{Error, Status};
+
+/// The four merge guards. A batch may override each; `max_gap == 0` disables merging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Limits {
+    /// Largest distance between the end of a transfer and the next read's start.
+    pub max_gap: u64,
+    /// Largest span of a merged transfer.
+    pub max_span: u64,
+    /// Most original reads in one transfer.
+    pub max_parts: u32,
+    /// Most fetched bytes per useful byte; overlapping reads count their useful bytes separately.
+    pub max_amplification: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::from(&karu_config::PlannerSettings::default())
+    }
+}
+
+impl From<&karu_config::PlannerSettings> for Limits {
+    fn from(s: &karu_config::PlannerSettings) -> Self {
+        Limits {
+            max_gap: s.max_gap.0,
+            max_span: s.max_span.0,
+            max_parts: s.max_parts,
+            max_amplification: s.max_amplification,
+        }
+    }
+}
+
+/// One read as the planner sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanRead {
+    /// The rank of the read's group (backend, canonical resource, identity condition); reads
+    /// merge only within one group, and groups are planned in rank order.
+    pub group: u32,
+    /// Whether reads of this group may merge (false for local files).
+    pub mergeable: bool,
+    /// Offset relative to the window (or the object, without one).
+    pub offset: u64,
+    /// Bytes wanted.
+    pub length: u64,
+    /// The locator's window, if any.
+    pub window: Option<Window>,
+}
+
+/// One original read inside a transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedPart {
+    /// Index of the read in the planner's input.
+    pub index: usize,
+    /// Where the read's bytes start inside the transfer's span.
+    pub offset_in_span: u64,
+    /// Bytes of the read.
+    pub length: u64,
+}
+
+/// One local read or one HTTP request: a contiguous span of one group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedTransfer {
+    /// The group (resource) it reads.
+    pub group: u32,
+    /// Absolute offset of the span's first byte.
+    pub start: u64,
+    /// Length of the span (at least 1).
+    pub length: u64,
+    /// The reads it serves, in absolute-offset order (ties in input order).
+    pub parts: Vec<PlannedPart>,
+}
+
+impl PlannedTransfer {
+    /// Sum of the parts' lengths (overlaps counted once per part).
+    pub fn useful_bytes(&self) -> u128 {
+        self.parts.iter().map(|p| u128::from(p.length)).sum()
+    }
+}
+
+/// The result of planning: transfers in (group, offset) order, and rejected reads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    /// Transfers to run.
+    pub transfers: Vec<PlannedTransfer>,
+    /// Reads rejected before any input or output, with their errors, in input order.
+    pub rejected: Vec<(usize, Error)>,
+}
+
+impl Plan {
+    /// Bytes the transfers fetch.
+    pub fn fetched_bytes(&self) -> u128 {
+        self.transfers.iter().map(|t| u128::from(t.length)).sum()
+    }
+
+    /// Bytes the valid reads asked for.
+    pub fn requested_bytes(&self) -> u128 {
+        self.transfers
+            .iter()
+            .map(PlannedTransfer::useful_bytes)
+            .sum()
+    }
+}
+
+/// Validate one read and return its absolute offset.
+pub fn absolute_offset(read: &PlanRead) -> Result<u64, Error> {
+    let (offset, length) = (read.offset, read.length);
+    if length == 0 {
+        return Err(Error::new(
+            Status::InvalidRange,
+            format!("zero-length read at offset {offset}: every read needs a nonzero length"),
+        ));
+    }
+    if length == UNBOUNDED {
+        return Err(Error::new(
+            Status::InvalidRange,
+            format!("unbounded read at offset {offset}: every read needs a finite length"),
+        ));
+    }
+    let overflow = || {
+        Error::new(
+            Status::InvalidRange,
+            format!("read of {length} bytes at offset {offset} overflows a 64-bit offset"),
+        )
+    };
+    let end = offset.checked_add(length).ok_or_else(overflow)?;
+    let Some(window) = read.window else {
+        return Ok(offset);
+    };
+    if let Some(window_len) = window.len
+        && end > window_len
+    {
+        return Err(Error::new(
+            Status::InvalidRange,
+            format!(
+                "read of {length} bytes at offset {offset} leaves its window of {window_len} bytes"
+            ),
+        ));
+    }
+    let absolute = window.start.checked_add(offset).ok_or_else(overflow)?;
+    absolute.checked_add(length).ok_or_else(overflow)?;
+    Ok(absolute)
+}
+
+/// Plan a submission. Pure and deterministic: the same input gives the same plan.
+pub fn plan(reads: &[PlanRead], limits: &Limits) -> Plan {
+    let mut rejected = Vec::new();
+    // (group, absolute offset, input index): unique keys, so an unstable sort is stable.
+    let mut order: Vec<(u32, u64, usize)> = Vec::with_capacity(reads.len());
+    for (index, read) in reads.iter().enumerate() {
+        match absolute_offset(read) {
+            Ok(abs) => order.push((read.group, abs, index)),
+            Err(e) => rejected.push((index, e)),
+        }
+    }
+    order.sort_unstable();
+
+    let mut transfers = Vec::new();
+    let mut current: Option<Open> = None;
+    for &(group, start, index) in &order {
+        let read = &reads[index];
+        let part = Candidate {
+            group,
+            start,
+            length: read.length,
+            index,
+        };
+        match current.as_mut() {
+            Some(open) if read.mergeable && open.accepts(&part, limits) => open.add(part),
+            _ => {
+                if let Some(done) = current.replace(Open::new(part)) {
+                    transfers.push(done.close());
+                }
+            }
+        }
+    }
+    if let Some(open) = current {
+        transfers.push(open.close());
+    }
+    Plan {
+        transfers,
+        rejected,
+    }
+}
+
+struct Candidate {
+    group: u32,
+    start: u64,
+    length: u64,
+    index: usize,
+}
+
+/// A transfer being built by the sweep.
+struct Open {
+    group: u32,
+    start: u64,
+    /// Exclusive end of the span so far.
+    end: u64,
+    useful: u128,
+    parts: Vec<PlannedPart>,
+}
+
+impl Open {
+    fn new(c: Candidate) -> Self {
+        Open {
+            group: c.group,
+            start: c.start,
+            end: c.start + c.length,
+            useful: u128::from(c.length),
+            parts: vec![PlannedPart {
+                index: c.index,
+                offset_in_span: 0,
+                length: c.length,
+            }],
+        }
+    }
+
+    /// Whether all four guards hold with `c` added.
+    fn accepts(&self, c: &Candidate, limits: &Limits) -> bool {
+        if c.group != self.group || limits.max_gap == 0 {
+            return false;
+        }
+        let gap = c.start.saturating_sub(self.end);
+        if gap > limits.max_gap {
+            return false;
+        }
+        let new_end = self.end.max(c.start + c.length);
+        let span = new_end - self.start;
+        if span > limits.max_span {
+            return false;
+        }
+        if self.parts.len() >= limits.max_parts as usize {
+            return false;
+        }
+        let useful = self.useful + u128::from(c.length);
+        u128::from(span) <= u128::from(limits.max_amplification) * useful
+    }
+
+    fn add(&mut self, c: Candidate) {
+        self.parts.push(PlannedPart {
+            index: c.index,
+            offset_in_span: c.start - self.start,
+            length: c.length,
+        });
+        self.end = self.end.max(c.start + c.length);
+        self.useful += u128::from(c.length);
+    }
+
+    fn close(self) -> PlannedTransfer {
+        PlannedTransfer {
+            group: self.group,
+            start: self.start,
+            length: self.end - self.start,
+            parts: self.parts,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(offset: u64, length: u64) -> PlanRead {
+        PlanRead {
+            group: 0,
+            mergeable: true,
+            offset,
+            length,
+            window: None,
+        }
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    fn spans(p: &Plan) -> Vec<(u64, u64, usize)> {
+        p.transfers
+            .iter()
+            .map(|t| (t.start, t.length, t.parts.len()))
+            .collect()
+    }
+
+    #[test]
+    fn gap_guard_boundary() {
+        // Isolate the gap guard: amplification would otherwise refuse a 1 MiB gap.
+        let limits = Limits {
+            max_amplification: u32::MAX,
+            ..Limits::default()
+        };
+        // Exactly at the limit merges.
+        let p = plan(&[r(0, 4096), r(4096 + MIB, 4096)], &limits);
+        assert_eq!(spans(&p), vec![(0, 2 * 4096 + MIB, 2)]);
+        // One past does not.
+        let p = plan(&[r(0, 4096), r(4096 + MIB + 1, 4096)], &limits);
+        assert_eq!(spans(&p), vec![(0, 4096, 1), (4097 + MIB, 4096, 1)]);
+    }
+
+    #[test]
+    fn zero_gap_disables_merging_even_for_adjacent_and_overlapping_reads() {
+        let limits = Limits {
+            max_gap: 0,
+            ..Limits::default()
+        };
+        let p = plan(&[r(0, 10), r(10, 10), r(5, 10)], &limits);
+        assert_eq!(spans(&p), vec![(0, 10, 1), (5, 10, 1), (10, 10, 1)]);
+    }
+
+    #[test]
+    fn span_guard_boundary() {
+        let limits = Limits {
+            max_span: 100,
+            ..Limits::default()
+        };
+        let p = plan(&[r(0, 50), r(60, 40)], &limits);
+        assert_eq!(spans(&p), vec![(0, 100, 2)]);
+        let p = plan(&[r(0, 50), r(60, 41)], &limits);
+        assert_eq!(spans(&p), vec![(0, 50, 1), (60, 41, 1)]);
+    }
+
+    #[test]
+    fn a_single_read_larger_than_the_span_stands_alone() {
+        let limits = Limits {
+            max_span: 100,
+            ..Limits::default()
+        };
+        let p = plan(&[r(0, 1000), r(10, 5)], &limits);
+        assert_eq!(spans(&p), vec![(0, 1000, 1), (10, 5, 1)]);
+    }
+
+    #[test]
+    fn parts_guard_boundary() {
+        let limits = Limits {
+            max_parts: 3,
+            ..Limits::default()
+        };
+        let p = plan(&[r(0, 1), r(1, 1), r(2, 1)], &limits);
+        assert_eq!(spans(&p), vec![(0, 3, 3)]);
+        let p = plan(&[r(0, 1), r(1, 1), r(2, 1), r(3, 1)], &limits);
+        assert_eq!(spans(&p), vec![(0, 3, 3), (3, 1, 1)]);
+    }
+
+    #[test]
+    fn amplification_guard_boundary() {
+        let limits = Limits {
+            max_amplification: 4,
+            ..Limits::default()
+        };
+        // Useful 2, span 8: exactly 4x.
+        let p = plan(&[r(0, 1), r(7, 1)], &limits);
+        assert_eq!(spans(&p), vec![(0, 8, 2)]);
+        // Span 9: one past.
+        let p = plan(&[r(0, 1), r(8, 1)], &limits);
+        assert_eq!(spans(&p), vec![(0, 1, 1), (8, 1, 1)]);
+    }
+
+    #[test]
+    fn overlapping_reads_count_useful_bytes_separately() {
+        let limits = Limits {
+            max_amplification: 1,
+            ..Limits::default()
+        };
+        // Two identical reads: span 10, useful 20 → merge allowed even at amplification 1.
+        let p = plan(&[r(0, 10), r(0, 10)], &limits);
+        assert_eq!(spans(&p), vec![(0, 10, 2)]);
+        assert_eq!(p.requested_bytes(), 20);
+        assert_eq!(p.fetched_bytes(), 10);
+    }
+
+    #[test]
+    fn groups_never_merge_and_come_out_in_rank_order() {
+        let mut b = r(0, 10);
+        b.group = 1;
+        let mut a = r(10, 10);
+        a.group = 0;
+        let p = plan(&[b, a], &Limits::default());
+        assert_eq!(
+            p.transfers
+                .iter()
+                .map(|t| (t.group, t.start))
+                .collect::<Vec<_>>(),
+            vec![(0, 10), (1, 0)]
+        );
+    }
+
+    #[test]
+    fn unmergeable_groups_give_one_transfer_per_read() {
+        let mut a = r(0, 10);
+        a.mergeable = false;
+        let p = plan(&[a, a, a], &Limits::default());
+        assert_eq!(p.transfers.len(), 3);
+        let indices: Vec<usize> = p.transfers.iter().map(|t| t.parts[0].index).collect();
+        assert_eq!(indices, vec![0, 1, 2], "ties keep input order");
+    }
+
+    #[test]
+    fn invalid_reads_get_their_own_status_and_others_go_on() {
+        let window = Some(Window {
+            start: 100,
+            len: Some(50),
+        });
+        let reads = [
+            r(0, 0),
+            r(0, UNBOUNDED),
+            r(u64::MAX - 5, 10),
+            PlanRead {
+                window,
+                ..r(40, 11)
+            },
+            PlanRead {
+                window,
+                ..r(40, 10)
+            },
+            PlanRead {
+                window: Some(Window {
+                    start: u64::MAX - 5,
+                    len: None,
+                }),
+                ..r(3, 3)
+            },
+            r(7, 1),
+        ];
+        let p = plan(&reads, &Limits::default());
+        let rejected: Vec<(usize, Status)> =
+            p.rejected.iter().map(|(i, e)| (*i, e.status())).collect();
+        assert_eq!(
+            rejected,
+            vec![
+                (0, Status::InvalidRange),
+                (1, Status::InvalidRange),
+                (2, Status::InvalidRange),
+                (3, Status::InvalidRange),
+                (5, Status::InvalidRange),
+            ]
+        );
+        assert!(p.rejected[0].1.message().contains("zero-length"));
+        assert!(p.rejected[1].1.message().contains("unbounded"));
+        assert!(p.rejected[2].1.message().contains("overflows"));
+        assert!(p.rejected[3].1.message().contains("leaves its window"));
+        assert!(p.rejected[4].1.message().contains("overflows"));
+        // The windowed read is converted to absolute offset 140 and merges with read 6 at 7.
+        assert_eq!(spans(&p), vec![(7, 143, 2)]);
+        assert_eq!(p.transfers[0].parts[1].offset_in_span, 133);
+    }
+
+    #[test]
+    fn read_ending_exactly_at_u64_max_is_valid() {
+        let p = plan(&[r(u64::MAX - 10, 10)], &Limits::default());
+        assert!(p.rejected.is_empty());
+        assert_eq!(spans(&p), vec![(u64::MAX - 10, 10, 1)]);
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_offset() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            0u64..4096,
+            0u64..(64 << 20),
+            (u64::MAX - 4096)..=u64::MAX,
+            any::<u64>(),
+        ]
+    }
+
+    fn arb_length() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            Just(0u64),
+            Just(UNBOUNDED),
+            1u64..64,
+            1u64..(2 << 20),
+            any::<u64>(),
+        ]
+    }
+
+    fn arb_window() -> impl Strategy<Value = Option<Window>> {
+        prop_oneof![
+            Just(None),
+            (0u64..1 << 20, proptest::option::of(0u64..1 << 20))
+                .prop_map(|(start, len)| Some(Window { start, len })),
+            (any::<u64>(), proptest::option::of(any::<u64>()))
+                .prop_map(|(start, len)| Some(Window { start, len })),
+        ]
+    }
+
+    fn arb_read() -> impl Strategy<Value = PlanRead> {
+        (0u32..3, arb_offset(), arb_length(), arb_window()).prop_map(
+            |(group, offset, length, window)| PlanRead {
+                group,
+                mergeable: group != 2,
+                offset,
+                length,
+                window,
+            },
+        )
+    }
+
+    /// Batches with duplicates, adjacent and overlapping reads derived from earlier ones.
+    fn arb_batch() -> impl Strategy<Value = Vec<PlanRead>> {
+        proptest::collection::vec(arb_read(), 0..60).prop_flat_map(|base| {
+            let n = base.len();
+            let derived = proptest::collection::vec((0..n.max(1), 0u8..4, 0u64..5000), 0..40);
+            (Just(base), derived).prop_map(|(mut reads, derived)| {
+                if reads.is_empty() {
+                    return reads;
+                }
+                for (from, how, delta) in derived {
+                    let mut d = reads[from];
+                    match how {
+                        0 => {}                                          // duplicate
+                        1 => d.offset = d.offset.wrapping_add(d.length), // adjacent
+                        2 => d.offset = d.offset.wrapping_add(delta),    // overlapping or near
+                        _ => d.length = delta,
+                    }
+                    reads.push(d);
+                }
+                reads
+            })
+        })
+    }
+
+    fn arb_limits() -> impl Strategy<Value = Limits> {
+        (
+            prop_oneof![Just(0u64), 1u64..100, Just(1 << 20), any::<u64>()],
+            prop_oneof![1u64..200, Just(64 << 20), any::<u64>()],
+            1u32..8,
+            1u32..20,
+        )
+            .prop_map(|(max_gap, max_span, max_parts, max_amplification)| Limits {
+                max_gap,
+                max_span,
+                max_parts,
+                max_amplification,
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn plans_are_correct(reads in arb_batch(), limits in prop_oneof![Just(Limits::default()), arb_limits()]) {
+            let p = plan(&reads, &limits);
+
+            // Every read is rejected or lands in exactly one transfer.
+            let mut seen = vec![0u32; reads.len()];
+            for (i, _) in &p.rejected {
+                seen[*i] += 1;
+            }
+            for t in &p.transfers {
+                for part in &t.parts {
+                    seen[part.index] += 1;
+                }
+            }
+            prop_assert!(seen.iter().all(|&n| n == 1), "coverage {:?}", seen);
+
+            // Rejections are exactly the invalid reads, with InvalidRange.
+            for (i, e) in &p.rejected {
+                prop_assert_eq!(e.status(), Status::InvalidRange);
+                let read = &reads[*i];
+                let valid = read.length != 0
+                    && read.length != UNBOUNDED
+                    && read.offset.checked_add(read.length).is_some_and(|end| {
+                        read.window.is_none_or(|w| {
+                            w.len.is_none_or(|l| end <= l)
+                                && w.start.checked_add(end).is_some()
+                        })
+                    });
+                prop_assert!(!valid, "read {:?} rejected: {}", read, e);
+            }
+
+            for t in &p.transfers {
+                prop_assert!(!t.parts.is_empty());
+                prop_assert!(t.length >= 1);
+                prop_assert!(t.start.checked_add(t.length).is_some());
+                // Every part's position is right and inside the span.
+                for part in &t.parts {
+                    let read = &reads[part.index];
+                    prop_assert_eq!(read.group, t.group);
+                    let abs = read.window.map_or(0, |w| w.start) + read.offset;
+                    prop_assert_eq!(t.start + part.offset_in_span, abs);
+                    prop_assert_eq!(part.length, read.length);
+                    prop_assert!(part.offset_in_span + part.length <= t.length);
+                }
+                // The span is exactly the hull of its parts.
+                let end = t.parts.iter().map(|p| t.start + p.offset_in_span + p.length).max().unwrap();
+                prop_assert_eq!(end - t.start, t.length);
+                prop_assert_eq!(t.parts[0].offset_in_span, 0);
+                // Parts are sorted by offset.
+                prop_assert!(t.parts.windows(2).all(|w| w[0].offset_in_span <= w[1].offset_in_span));
+                // Merged transfers obey every guard.
+                if t.parts.len() > 1 {
+                    prop_assert!(limits.max_gap > 0);
+                    prop_assert!(reads[t.parts[0].index].mergeable);
+                    prop_assert!(t.length <= limits.max_span);
+                    prop_assert!(t.parts.len() <= limits.max_parts as usize);
+                    prop_assert!(u128::from(t.length) <= u128::from(limits.max_amplification) * t.useful_bytes());
+                    let mut hull_end = t.start + t.parts[0].length;
+                    for part in &t.parts[1..] {
+                        let s = t.start + part.offset_in_span;
+                        prop_assert!(s.saturating_sub(hull_end) <= limits.max_gap);
+                        hull_end = hull_end.max(s + part.length);
+                    }
+                }
+            }
+
+            // Transfers come out in (group, start) order.
+            prop_assert!(p.transfers.windows(2).all(|w| (w[0].group, w[0].start) <= (w[1].group, w[1].start)));
+
+            // Deterministic.
+            prop_assert_eq!(&plan(&reads, &limits), &p);
+        }
+    }
+}

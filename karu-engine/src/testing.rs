@@ -1,0 +1,32 @@
+//! A minimal local-file backend for the engine's own tests and doc examples.
+//!
+//! Real programs use `karu-provider-local`, which also accepts `file://` URIs and normalises
+//! paths; this one only makes a plain path absolute.
+
+use std::path::PathBuf;
+
+use crate::backend::Backend;
+use crate::locator::Resolved;
+use crate::status::{Error, Status};
+
+/// Resolves plain paths (made absolute against the current directory) to local files.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FileBackend;
+
+impl Backend for FileBackend {
+    fn name(&self) -> &str {
+        "local"
+    }
+
+    fn resolve(&self, address: &str) -> Result<Resolved, Error> {
+        let path = PathBuf::from(address);
+        let path = if path.is_absolute() {
+            path
+        } else {
+            std::env::current_dir()
+                .map_err(|e| Error::new(Status::Io, format!("no current directory: {e}")))?
+                .join(path)
+        };
+        Ok(Resolved::file(path))
+    }
+}
