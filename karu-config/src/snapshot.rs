@@ -1,5 +1,6 @@
 //! The immutable, resolved configuration of one client, and where each value came from.
 
+use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::PathBuf;
@@ -18,6 +19,9 @@ use crate::settings::Settings;
 /// that matches the same rules shares one entry, so in practice the cache holds one entry per
 /// configured rule and never fills.
 const CACHE_CAPACITY: usize = 4096;
+
+/// The key of a typed section in the cache: matching rules, section name, type.
+type SectionKey = (Box<[usize]>, String, TypeId);
 
 /// Where a value came from.
 ///
@@ -97,6 +101,8 @@ struct Inner {
     global: Arc<Resolved>,
     /// Resolutions by the set of matching rules (indices into `rules`, in order).
     cache: Mutex<HashMap<Box<[usize]>, Arc<Resolved>>>,
+    /// Typed sections by the set of matching rules, section name and type.
+    sections: Mutex<HashMap<SectionKey, Arc<dyn Any + Send + Sync>>>,
     /// The environment captured at build time.
     env: BTreeMap<String, String>,
 }
@@ -248,6 +254,7 @@ impl Snapshot {
             rules,
             global: Arc::new(global),
             cache: Mutex::new(HashMap::new()),
+            sections: Mutex::new(HashMap::new()),
             env,
         };
         for rule in &inner.rules {
@@ -376,6 +383,38 @@ impl Snapshot {
             value,
             origins: origins.into_iter().collect(),
         })
+    }
+
+    /// Like [`Snapshot::section`], but cached: every canonical path matching the same path
+    /// rules shares one deserialized value. Providers call this on every request, so the
+    /// cost is one lookup once the section has been read.
+    pub fn section_shared<T>(
+        &self,
+        canonical: &str,
+        section: &str,
+    ) -> Result<Arc<Scoped<T>>, ConfigError>
+    where
+        T: DeserializeOwned + Send + Sync + 'static,
+    {
+        let key: SectionKey = (
+            self.inner.matching(canonical).into(),
+            section.to_string(),
+            TypeId::of::<Scoped<T>>(),
+        );
+        if let Some(found) = self.inner.sections.lock().get(&key)
+            && let Ok(typed) = Arc::clone(found).downcast::<Scoped<T>>()
+        {
+            return Ok(typed);
+        }
+        let value = Arc::new(self.section::<T>(canonical, section)?);
+        let mut sections = self.inner.sections.lock();
+        if sections.len() >= CACHE_CAPACITY
+            && let Some(evicted) = sections.keys().next().cloned()
+        {
+            sections.remove(&evicted);
+        }
+        sections.insert(key, Arc::clone(&value) as Arc<dyn Any + Send + Sync>);
+        Ok(value)
     }
 
     /// The value of one environment variable as captured when the snapshot was built, for

@@ -5,13 +5,20 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use http::HeaderMap;
+
+use crate::http::request::{
+    Capabilities, Correction, ErrorResponse, PrepareContext, PreparedRequest,
+};
 use crate::locator::{Locator, Resolved};
 use crate::status::{Error, Status};
 
 /// A provider: turns addresses into [`Locator`]s and, for remote objects, resolved objects and
 /// ranges into requests the engine sends. A backend never does input or output for a read.
 ///
-/// Implement it in a provider crate and register it with [`Registry::register`].
+/// Implement it in a provider crate and register it with [`Registry::register`]. A local
+/// backend only implements [`Backend::resolve`] (returning [`Resolved::file`]); a remote one
+/// also implements [`Backend::prepare`], and the hooks it needs.
 pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// A short stable name (`"local"`, `"http"`, `"s3"`), used in messages and for grouping.
     fn name(&self) -> &str;
@@ -19,6 +26,39 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Parse an address into its canonical identity. Pure: no network, no credentials, no
     /// filesystem access beyond what is needed to make a path absolute.
     fn resolve(&self, address: &str) -> Result<Resolved, Error>;
+
+    /// Build the request of one attempt: URL, headers (start from
+    /// [`PreparedRequest::get`], then authenticate), the context's range, options, region.
+    /// Called late, for every attempt, so credentials and corrections are current.
+    fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
+        Err(Error::new(
+            Status::Unsupported,
+            format!(
+                "the {} backend cannot prepare requests for {}",
+                self.name(),
+                ctx.locator.canonical()
+            ),
+        ))
+    }
+
+    /// What the service can do.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    /// After an error answer: whether a one-time correction applies (a wrong region, an
+    /// expired credential). Decided from the status, headers and the first bytes of the body.
+    fn correction(&self, response: &ErrorResponse<'_>) -> Option<Correction> {
+        let _ = response;
+        None
+    }
+
+    /// Whether a successful answer's headers show the service transformed the bytes (for
+    /// example decompressed them), beyond the `Content-Encoding` check the engine makes.
+    fn transformed(&self, headers: &HeaderMap) -> bool {
+        let _ = headers;
+        false
+    }
 }
 
 /// Maps schemes (`"s3"`) and longer address prefixes (`"https://huggingface.co/"`) to

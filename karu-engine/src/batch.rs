@@ -172,6 +172,8 @@ pub(crate) struct BatchShared {
     idle: Condvar,
     /// Mirror of `State::cancelled` for cheap checks in transfer loops.
     cancelled: AtomicBool,
+    /// Wakes remote transfers waiting on the network when the batch is cancelled.
+    cancel_notify: tokio::sync::Notify,
 }
 
 struct State {
@@ -197,6 +199,7 @@ impl BatchShared {
             ready: Condvar::new(),
             idle: Condvar::new(),
             cancelled: AtomicBool::new(false),
+            cancel_notify: tokio::sync::Notify::new(),
         })
     }
 
@@ -245,6 +248,20 @@ impl BatchShared {
         let mut state = self.state.lock();
         state.cancelled = true;
         self.cancelled.store(true, Ordering::Relaxed);
+        self.cancel_notify.notify_waiters();
+    }
+
+    /// Resolves once the batch is cancelled.
+    pub(crate) async fn cancelled(&self) {
+        loop {
+            let notified = self.cancel_notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Cancel, then wait until no transfer of this batch is active.
@@ -252,6 +269,7 @@ impl BatchShared {
         let mut state = self.state.lock();
         state.cancelled = true;
         self.cancelled.store(true, Ordering::Relaxed);
+        self.cancel_notify.notify_waiters();
         while state.active > 0 {
             self.idle.wait(&mut state);
         }

@@ -5,13 +5,14 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ops::Deref;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use karu_config::Snapshot;
 use parking_lot::Mutex;
 
 use crate::batch::{Batch, BatchShared, BatchStats};
 use crate::file::{self, FilePool};
+use crate::http::{Remote, TransportStats};
 use crate::locator::{Locator, Target, Window};
 use crate::plan::{self, Limits, PlanRead};
 use crate::read::{Completion, Read, Sink};
@@ -111,6 +112,17 @@ struct Inner {
     snapshot: Snapshot,
     limits: Limits,
     files: FilePool,
+    /// The event loops, started on the first remote transfer.
+    remote: OnceLock<Result<Remote, Error>>,
+}
+
+impl Inner {
+    fn remote(&self) -> Result<&Remote, Error> {
+        self.remote
+            .get_or_init(|| Remote::start(&self.snapshot))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
 }
 
 impl Engine {
@@ -118,12 +130,21 @@ impl Engine {
     pub fn new(snapshot: Snapshot) -> Result<Self, Error> {
         let global = snapshot.global();
         let limits = Limits::from(&global.planner);
+        if let Some(path) = &global.http.ca_file
+            && let Err(e) = std::fs::metadata(path)
+        {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("cannot read CA file {}: {e}", path.display()),
+            ));
+        }
         let files = FilePool::new(global.file_workers)?;
         Ok(Engine {
             inner: Arc::new(Inner {
                 snapshot,
                 limits,
                 files,
+                remote: OnceLock::new(),
             }),
         })
     }
@@ -131,6 +152,14 @@ impl Engine {
     /// The configuration snapshot captured when the engine was built.
     pub fn snapshot(&self) -> &Snapshot {
         &self.inner.snapshot
+    }
+
+    /// Counters of the remote path (all zero until the first remote read).
+    pub fn transport_stats(&self) -> TransportStats {
+        match self.inner.remote.get() {
+            Some(Ok(remote)) => remote.stats(),
+            _ => TransportStats::default(),
+        }
     }
 
     /// The planner limits of this engine before per-batch overrides.
@@ -181,13 +210,13 @@ impl Engine {
                 etag: None,
             });
         }
-        let size = match locator.target() {
-            Target::File(path) => file::size(path)?,
-            Target::Remote => return Err(remote_unavailable()),
+        let (size, etag) = match locator.target() {
+            Target::File(path) => (file::size(path)?, None),
+            Target::Remote => self.inner.remote()?.stat(locator)?,
         };
         Ok(ObjectInfo {
             size: visible_size(locator.window(), size),
-            etag: None,
+            etag,
         })
     }
 
@@ -199,6 +228,18 @@ impl Engine {
         head_len: u64,
         tail_len: u64,
     ) -> Result<Ends, Error> {
+        if let Target::Remote = locator.target() {
+            let ends = self
+                .inner
+                .remote()?
+                .read_ends(locator, head_len, tail_len)?;
+            return Ok(Ends {
+                size: ends.size,
+                etag: ends.etag,
+                head: ends.head,
+                tail: ends.tail,
+            });
+        }
         let info = self.stat(locator)?;
         let head_len = head_len.min(info.size);
         let tail_len = tail_len.min(info.size);
@@ -299,16 +340,12 @@ impl Engine {
     fn route(&self, transfer: Transfer) {
         match transfer.locator.target() {
             Target::File(_) => self.inner.files.submit(transfer),
-            Target::Remote => transfer.fail(&remote_unavailable()),
+            Target::Remote => match self.inner.remote() {
+                Ok(remote) => remote.submit(transfer),
+                Err(e) => transfer.fail(&e),
+            },
         }
     }
-}
-
-fn remote_unavailable() -> Error {
-    Error::new(
-        Status::Unsupported,
-        "remote objects need the HTTP engine, which this build does not include",
-    )
 }
 
 fn visible_size(window: Option<Window>, object_size: u64) -> u64 {

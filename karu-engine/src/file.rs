@@ -87,17 +87,16 @@ fn run(mut transfer: Transfer) {
         return;
     }
     let outcome = catch_unwind(AssertUnwindSafe(|| read_parts(&mut transfer)));
+    let parts = std::mem::take(&mut transfer.parts);
     let completions = match outcome {
-        Ok(results) => transfer
-            .parts
+        Ok(results) => parts
             .into_iter()
             .zip(results)
             .map(|(part, (result, received))| part.into_completion(result, received))
             .collect::<Vec<_>>(),
         Err(_) => {
             let err = Error::internal("a file worker panicked while reading");
-            transfer
-                .parts
+            parts
                 .into_iter()
                 .map(|part| part.into_completion(Err(err.clone()), 0))
                 .collect()

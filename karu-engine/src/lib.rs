@@ -41,11 +41,14 @@
 
 mod backend;
 mod batch;
+pub mod credential;
 mod engine;
 mod file;
+pub mod http;
 mod locator;
 pub mod plan;
 mod read;
+pub mod retry;
 mod status;
 #[doc(hidden)]
 pub mod testing;
@@ -53,7 +56,13 @@ mod transfer;
 
 pub use backend::{Backend, Registry, scheme_of};
 pub use batch::{Batch, BatchStats, Next, NextFuture};
+pub use credential::Credential;
 pub use engine::{BatchOptions, Ends, Engine, ObjectInfo, Scope, ScopedBatch};
+pub use http::TransportStats;
+pub use http::check::RangeSpec;
+pub use http::request::{
+    Capabilities, Correction, ErrorResponse, HttpOptions, PrepareContext, PreparedRequest,
+};
 pub use locator::{CanonicalPath, Locator, Resolved, Target, Window};
 pub use read::{Completion, Read, UNBOUNDED};
 pub use status::{Error, Status};

@@ -55,13 +55,18 @@ impl Part {
 
 impl Transfer {
     /// Complete every part with the same error, without touching destinations.
-    pub(crate) fn fail(self, error: &Error) {
-        let completions: Vec<Completion> = self
-            .parts
+    pub(crate) fn fail(mut self, error: &Error) {
+        self.fail_parts(error);
+    }
+
+    fn fail_parts(&mut self, error: &Error) {
+        let completions: Vec<Completion> = std::mem::take(&mut self.parts)
             .into_iter()
             .map(|p| p.into_completion(Err(error.clone()), 0))
             .collect();
-        self.batch.complete(completions);
+        if !completions.is_empty() {
+            self.batch.complete(completions);
+        }
     }
 
     /// Complete every part as cancelled.
@@ -70,6 +75,18 @@ impl Transfer {
             Status::Cancelled,
             "the batch was released before this read started",
         ));
+    }
+}
+
+impl Drop for Transfer {
+    /// A transfer dropped with parts left (a panicking or aborted task) still completes every
+    /// read: a batch never waits forever.
+    fn drop(&mut self) {
+        if !self.parts.is_empty() {
+            self.fail_parts(&Error::internal(
+                "the transfer was abandoned before it completed",
+            ));
+        }
     }
 }
 

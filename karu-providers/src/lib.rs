@@ -3,6 +3,7 @@
 //! | feature | crate | addresses |
 //! | --- | --- | --- |
 //! | `local` | `karu-provider-local` | plain paths, `file://` |
+//! | `http` | `karu-provider-http` | `http://`, `https://` |
 //!
 //! Registration is explicit (no link-time initialisers): [`register_all`] calls each enabled
 //! provider's own `register`. A third-party provider registers itself the same way.
@@ -17,6 +18,8 @@
 pub fn register_all(registry: &karu_engine::Registry) {
     #[cfg(feature = "local")]
     karu_provider_local::register(registry);
+    #[cfg(feature = "http")]
+    karu_provider_http::register(registry);
     let _ = registry;
 }
 
@@ -25,5 +28,7 @@ pub fn enabled() -> &'static [&'static str] {
     &[
         #[cfg(feature = "local")]
         "local",
+        #[cfg(feature = "http")]
+        "http",
     ]
 }

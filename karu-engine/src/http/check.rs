@@ -250,7 +250,9 @@ fn partial(expect: &Expectation<'_>, head: &ResponseHead<'_>, etag: Option<Strin
         return reject("a 206 response without Content-Range");
     };
     let Some(cr) = parse_content_range(raw) else {
-        return reject(&format!("a 206 response with an unparseable Content-Range {raw:?}"));
+        return reject(&format!(
+            "a 206 response with an unparseable Content-Range {raw:?}"
+        ));
     };
     let ContentRange::Bytes { first, last, total } = cr else {
         return reject(&format!(
@@ -781,9 +783,15 @@ mod tests {
     fn partial_needs_a_parseable_content_range() {
         let e = rejected(check_head(&expect(0, 9), &head(206, None, Some(10))));
         assert!(e.message().contains("without Content-Range"), "{e}");
-        let e = rejected(check_head(&expect(0, 9), &head(206, Some("bytes 0-9"), None)));
+        let e = rejected(check_head(
+            &expect(0, 9),
+            &head(206, Some("bytes 0-9"), None),
+        ));
         assert!(e.message().contains("unparseable"), "{e}");
-        let e = rejected(check_head(&expect(0, 9), &head(206, Some("bytes */10"), None)));
+        let e = rejected(check_head(
+            &expect(0, 9),
+            &head(206, Some("bytes */10"), None),
+        ));
         assert!(e.message().contains("unsatisfied"), "{e}");
     }
 
@@ -903,11 +911,17 @@ mod tests {
         ));
         assert_eq!((r.first, r.keep), (90, 10));
         // Shorter object: the whole of it.
-        let r = receipt(check_head(&suffix, &head(206, Some("bytes 0-4/5"), Some(5))));
+        let r = receipt(check_head(
+            &suffix,
+            &head(206, Some("bytes 0-4/5"), Some(5)),
+        ));
         assert_eq!((r.first, r.keep), (0, 5));
         for bad in ["bytes 89-98/100", "bytes 90-99/*", "bytes 91-99/100"] {
             assert!(
-                matches!(check_head(&suffix, &head(206, Some(bad), None)), Verdict::Reject(_)),
+                matches!(
+                    check_head(&suffix, &head(206, Some(bad), None)),
+                    Verdict::Reject(_)
+                ),
                 "{bad}"
             );
         }
@@ -1002,7 +1016,8 @@ mod tests {
             s,
             "SignatureDoesNotMatch: The request signature we calculated does not match"
         );
-        let json = br#"{"error": {"code": 403, "message": "Access   denied\n to https://x/y?sig=abc"}}"#;
+        let json =
+            br#"{"error": {"code": 403, "message": "Access   denied\n to https://x/y?sig=abc"}}"#;
         assert_eq!(
             summarize_body(json, 200),
             "Access denied to https://x/y?<redacted>"

@@ -1,0 +1,625 @@
+//! One attempt: send a prepared request, check the answer, and receive exactly the proven
+//! bytes into the destination. The driver around the pure [`check`](super::check) module.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{
+    AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, ETAG, LOCATION,
+};
+use http::{HeaderMap, Method, Request, Response, Uri};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Body as _;
+use hyper::body::Incoming;
+use karu_config::HttpSettings;
+use tokio::time::sleep_until;
+
+use crate::backend::Backend;
+use crate::batch::BatchShared;
+use crate::http::RemoteStats;
+use crate::http::check::{
+    self, Delivered, Expectation, Receipt, ResponseHead, Verdict, classify_status, summarize_body,
+};
+use crate::http::failure::{self, TransportKind};
+use crate::http::request::{Correction, ErrorResponse, PreparedRequest};
+use crate::http::transport::HttpClient;
+use crate::retry::{FailureClass, RetryAfter};
+use crate::status::{Error, Status};
+
+/// Most redirects followed in one attempt.
+const MAX_REDIRECTS: usize = 10;
+
+/// Longest body summary in a message.
+const SUMMARY_CHARS: usize = 300;
+
+/// The limits of one exchange, from the path's settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) fallback_limit: u64,
+    pub(crate) drain_limit: u64,
+    pub(crate) error_body_limit: u64,
+    pub(crate) low_speed_limit: u64,
+    pub(crate) low_speed_time: Duration,
+}
+
+impl From<&HttpSettings> for Limits {
+    fn from(s: &HttpSettings) -> Self {
+        Limits {
+            fallback_limit: s.fallback_limit.0,
+            drain_limit: s.drain_limit.0,
+            error_body_limit: s.error_body_limit.0,
+            low_speed_limit: s.low_speed_limit,
+            low_speed_time: s.low_speed_time.0,
+        }
+    }
+}
+
+/// A successful exchange.
+#[derive(Debug)]
+pub(crate) struct Success {
+    pub(crate) delivered: Delivered,
+    pub(crate) etag: Option<String>,
+    pub(crate) total: Option<u64>,
+}
+
+/// A failed exchange, with what the retry policy and resume need.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) error: Error,
+    pub(crate) class: FailureClass,
+    pub(crate) retry_after: Option<Duration>,
+    /// Proven bytes already written to the destination (a resume can keep them).
+    pub(crate) kept: u64,
+    /// The strong ETag of the response that delivered `kept`.
+    pub(crate) etag: Option<String>,
+    pub(crate) correction: Option<Correction>,
+}
+
+impl Failure {
+    fn new(error: Error, class: FailureClass) -> Self {
+        Failure {
+            error,
+            class,
+            retry_after: None,
+            kept: 0,
+            etag: None,
+            correction: None,
+        }
+    }
+
+    fn transport(kind: TransportKind, host: &str) -> Self {
+        Failure::new(
+            Error::new(kind.status(), format!("{} ({host})", kind.describe())),
+            kind.class(),
+        )
+    }
+
+    fn timed_out(what: &str, host: &str) -> Self {
+        Failure::new(
+            Error::new(Status::TimedOut, format!("{what} ({host})")),
+            FailureClass::Transport,
+        )
+    }
+
+    pub(crate) fn cancelled() -> Self {
+        Failure::new(
+            Error::new(Status::Cancelled, "the batch was released during the read"),
+            FailureClass::Permanent,
+        )
+    }
+}
+
+/// Everything an exchange needs besides the request and the destination.
+pub(crate) struct Exchange<'a> {
+    pub(crate) client: &'a HttpClient,
+    pub(crate) backend: &'a dyn Backend,
+    pub(crate) limits: Limits,
+    pub(crate) deadline: Instant,
+    pub(crate) cancel: Option<&'a BatchShared>,
+    pub(crate) stats: &'a RemoteStats,
+}
+
+impl Exchange<'_> {
+    /// Run one attempt. `dst` receives the kept bytes from its start.
+    pub(crate) async fn run(
+        &self,
+        request: PreparedRequest,
+        expect: Expectation<'_>,
+        dst: &mut [u8],
+    ) -> Result<Success, Failure> {
+        let origin = origin_of(&request.url);
+        let mut url = request.url.clone();
+        let mut headers = request.headers.clone();
+        for _hop in 0..=MAX_REDIRECTS {
+            let host = host_of(&url);
+            let response = self.send(&url, &headers, &host).await?;
+            let status = response.status().as_u16();
+            if request.options.follow_redirects && is_redirect(status) {
+                let Some(next) = redirect_target(&url, response.headers()) else {
+                    return Err(Failure::new(
+                        Error::new(
+                            Status::Protocol,
+                            format!("a {status} redirect without a usable Location ({host})"),
+                        ),
+                        FailureClass::Permanent,
+                    ));
+                };
+                self.discard(response, 0).await;
+                if origin_of(&next) != origin {
+                    // Credentials never follow a redirect to another origin.
+                    headers.remove(AUTHORIZATION);
+                    for name in &request.options.sensitive_headers {
+                        headers.remove(name);
+                    }
+                }
+                url = next;
+                continue;
+            }
+            return self.receive(response, &expect, dst, &host).await;
+        }
+        Err(Failure::new(
+            Error::new(
+                Status::Protocol,
+                format!("more than {MAX_REDIRECTS} redirects ({})", host_of(&url)),
+            ),
+            FailureClass::Permanent,
+        ))
+    }
+
+    async fn send(
+        &self,
+        url: &Uri,
+        headers: &HeaderMap,
+        host: &str,
+    ) -> Result<Response<Incoming>, Failure> {
+        let mut request = Request::builder()
+            .method(Method::GET)
+            .uri(url.clone())
+            .body(Empty::<Bytes>::new())
+            .map_err(|_| {
+                Failure::new(
+                    Error::internal("cannot build an HTTP request"),
+                    FailureClass::Permanent,
+                )
+            })?;
+        *request.headers_mut() = headers.clone();
+        if !request.headers().contains_key(http::header::USER_AGENT) {
+            request.headers_mut().insert(
+                http::header::USER_AGENT,
+                http::HeaderValue::from_static(concat!("karu/", env!("CARGO_PKG_VERSION"))),
+            );
+        }
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(host, path = url.path(), range = ?headers.get(http::header::RANGE), "request");
+        let headers_by = self.headers_by();
+        tokio::select! {
+            biased;
+            () = until_cancelled(self.cancel) => Err(Failure::cancelled()),
+            result = self.client.request(request) => result.map_err(|e| {
+                let kind = failure::classify(&e, e.is_connect());
+                tracing::debug!(host, ?kind, "transport failure");
+                Failure::transport(kind, host)
+            }),
+            () = sleep_until(headers_by.into()) => Err(if Instant::now() >= self.deadline {
+                Failure::timed_out("the read's deadline passed while waiting for a response", host)
+            } else {
+                Failure::timed_out("no response within the low-speed time", host)
+            }),
+        }
+    }
+
+    /// When waiting for headers must end: the deadline, or the low-speed window (no byte
+    /// arrives while waiting).
+    fn headers_by(&self) -> Instant {
+        if self.limits.low_speed_limit == 0 {
+            return self.deadline;
+        }
+        (Instant::now() + self.limits.low_speed_time).min(self.deadline)
+    }
+
+    async fn receive(
+        &self,
+        response: Response<Incoming>,
+        expect: &Expectation<'_>,
+        dst: &mut [u8],
+        host: &str,
+    ) -> Result<Success, Failure> {
+        let status = response.status().as_u16();
+        let headers = response.headers();
+        let text = |name| {
+            headers
+                .get(name)
+                .and_then(|v: &http::HeaderValue| v.to_str().ok())
+        };
+        let head = ResponseHead {
+            status,
+            content_range: text(CONTENT_RANGE),
+            content_length: text(CONTENT_LENGTH).and_then(|v| v.trim().parse().ok()),
+            content_encoding: text(CONTENT_ENCODING),
+            etag: text(ETAG),
+            transformed: self.backend.transformed(headers),
+        };
+        match check::check_head(expect, &head) {
+            Verdict::Receive(receipt) => {
+                if receipt.keep > dst.len() as u64 {
+                    return Err(Failure::new(
+                        Error::internal("a response promised more bytes than were requested"),
+                        FailureClass::Permanent,
+                    ));
+                }
+                let etag = receipt.etag.clone();
+                let total = receipt.total;
+                self.body(response, &receipt, dst, host)
+                    .await
+                    .map(|delivered| Success {
+                        delivered,
+                        etag,
+                        total,
+                    })
+            }
+            Verdict::Unsatisfiable { size, etag } => {
+                self.discard(response, 0).await;
+                Ok(Success {
+                    delivered: Delivered {
+                        available: 0,
+                        ends_early: true,
+                    },
+                    etag,
+                    total: size,
+                })
+            }
+            Verdict::ErrorStatus(code) => Err(self.error_status(code, response, host).await),
+            Verdict::Reject(error) => {
+                // Never download what cannot be used: the connection is dropped.
+                drop(response);
+                let class = FailureClass::Permanent;
+                Err(Failure::new(error.with_http_status(status), class))
+            }
+        }
+    }
+
+    /// Receive a body the head accepted: skip, keep, then drain a small remainder or drop.
+    async fn body(
+        &self,
+        response: Response<Incoming>,
+        receipt: &Receipt,
+        dst: &mut [u8],
+        host: &str,
+    ) -> Result<Delivered, Failure> {
+        let mut body = response.into_body();
+        let mut skip_left = receipt.skip;
+        let keep = receipt.keep;
+        let mut kept = 0u64;
+        let mut seen = 0u64;
+        let mut complete = false;
+        let mut meter = Meter::new(&self.limits, self.deadline);
+        let mut interrupted: Option<Failure> = None;
+        loop {
+            if kept == keep && skip_left == 0 {
+                // Everything needed has arrived; keep the connection if the rest is small.
+                let rest = receipt.body_len.map(|len| len.saturating_sub(seen));
+                match rest {
+                    Some(0) => {
+                        complete = body.is_end_stream() || matches!(body.frame().await, None);
+                        break;
+                    }
+                    Some(n) if n <= self.limits.drain_limit => {}
+                    None if seen - receipt.skip - kept <= self.limits.drain_limit => {}
+                    _ => break, // dropping the body closes the connection
+                }
+            }
+            let frame = tokio::select! {
+                biased;
+                () = until_cancelled(self.cancel) => {
+                    interrupted = Some(Failure::cancelled());
+                    break;
+                }
+                frame = body.frame() => frame,
+                () = sleep_until(meter.next_check().into()) => {
+                    match meter.check(Instant::now()) {
+                        Ok(()) => continue,
+                        Err(what) => {
+                            interrupted = Some(Failure::timed_out(what, host));
+                            break;
+                        }
+                    }
+                }
+            };
+            match frame {
+                None => {
+                    complete = true;
+                    break;
+                }
+                Some(Err(e)) => {
+                    let kind = failure::classify(&e, false);
+                    interrupted = Some(Failure::transport(kind, host));
+                    break;
+                }
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    let n = data.len() as u64;
+                    seen += n;
+                    meter.add(n);
+                    self.stats.body_bytes.fetch_add(n, Ordering::Relaxed);
+                    let mut chunk: &[u8] = &data;
+                    let skipped = skip_left.min(chunk.len() as u64);
+                    skip_left -= skipped;
+                    chunk = &chunk[skipped as usize..];
+                    let take = (keep - kept).min(chunk.len() as u64) as usize;
+                    if take > 0 {
+                        let at = kept as usize;
+                        dst[at..at + take].copy_from_slice(&chunk[..take]);
+                        kept += take as u64;
+                    }
+                    if receipt.body_len.is_some_and(|len| seen > len) {
+                        break;
+                    }
+                }
+            }
+        }
+        match receipt.finish(kept, seen, complete) {
+            Ok(delivered) => Ok(delivered),
+            Err(error) => {
+                let mut failure = match interrupted {
+                    Some(f) if f.error.status() != Status::Network => f,
+                    Some(f) => Failure {
+                        error: Error::new(
+                            Status::Network,
+                            format!(
+                                "{} ({} of {} wanted bytes arrived)",
+                                f.error.message(),
+                                kept,
+                                keep
+                            ),
+                        ),
+                        ..f
+                    },
+                    None if seen > receipt.body_len.unwrap_or(u64::MAX) => {
+                        Failure::new(error, FailureClass::Permanent)
+                    }
+                    // A body that ended early without an error is a partial transfer.
+                    None => Failure::new(error, FailureClass::Transport),
+                };
+                // What arrived is proven correct up to `kept`: a resume may keep it.
+                failure.kept = kept;
+                failure.etag = receipt.etag.clone();
+                Err(failure)
+            }
+        }
+    }
+
+    /// Read an error answer: keep the first bytes for the message and for the backend's
+    /// correction hook, drain a small rest.
+    async fn error_status(&self, code: u16, response: Response<Incoming>, host: &str) -> Failure {
+        let headers = response.headers().clone();
+        let body = self.discard(response, self.limits.error_body_limit).await;
+        let class = classify_status(code);
+        let correction = self.backend.correction(&ErrorResponse {
+            status: code,
+            headers: &headers,
+            body: &body,
+        });
+        let retry_after = headers
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(RetryAfter::parse)
+            .map(|r| r.wait(std::time::SystemTime::now()));
+        let summary = summarize_body(&body, SUMMARY_CHARS);
+        let message = if summary.is_empty() {
+            format!("the server answered {code} ({host})")
+        } else {
+            format!("the server answered {code}: {summary} ({host})")
+        };
+        let failure_class = match &correction {
+            Some(Correction::Reprepare { .. }) => FailureClass::Reprepare,
+            Some(Correction::Reauthenticate) => FailureClass::Reauthenticate,
+            None if class.retryable => FailureClass::RetryableStatus(code),
+            None => FailureClass::Permanent,
+        };
+        Failure {
+            retry_after,
+            correction,
+            ..Failure::new(
+                Error::new(class.status, message).with_http_status(code),
+                failure_class,
+            )
+        }
+    }
+
+    /// Read up to `keep` bytes of a body and return them; drain the rest if it is small
+    /// (so the connection can be reused), else drop it.
+    async fn discard(&self, response: Response<Incoming>, keep: u64) -> Vec<u8> {
+        let length: Option<u64> = response
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok());
+        let mut body = response.into_body();
+        let mut kept = Vec::new();
+        let mut seen = 0u64;
+        let budget = match length {
+            Some(len) if len <= keep.max(self.limits.drain_limit) => len,
+            Some(_) => keep,
+            None => keep.max(self.limits.drain_limit),
+        };
+        let until = (Instant::now() + self.limits.low_speed_time.min(Duration::from_secs(5)))
+            .min(self.deadline);
+        while seen < budget || (budget == 0 && length == Some(0)) {
+            let frame = tokio::select! {
+                biased;
+                () = until_cancelled(self.cancel) => break,
+                frame = body.frame() => frame,
+                () = sleep_until(until.into()) => break,
+            };
+            match frame {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        seen += data.len() as u64;
+                        self.stats
+                            .body_bytes
+                            .fetch_add(data.len() as u64, Ordering::Relaxed);
+                        let room = keep.saturating_sub(kept.len() as u64) as usize;
+                        kept.extend_from_slice(&data[..room.min(data.len())]);
+                    }
+                }
+                _ => break,
+            }
+        }
+        kept
+    }
+}
+
+/// Low-speed protection and the deadline while a body streams: in each window of
+/// `low_speed_time`, at least `low_speed_limit × low_speed_time` bytes must arrive.
+struct Meter {
+    deadline: Instant,
+    window: Duration,
+    min_bytes: u64,
+    window_end: Instant,
+    window_bytes: u64,
+}
+
+impl Meter {
+    fn new(limits: &Limits, deadline: Instant) -> Self {
+        let min_bytes =
+            (limits.low_speed_limit as f64 * limits.low_speed_time.as_secs_f64()) as u64;
+        Meter {
+            deadline,
+            window: limits.low_speed_time,
+            min_bytes,
+            window_end: Instant::now() + limits.low_speed_time,
+            window_bytes: 0,
+        }
+    }
+
+    fn add(&mut self, n: u64) {
+        self.window_bytes += n;
+    }
+
+    fn next_check(&self) -> Instant {
+        if self.min_bytes == 0 {
+            self.deadline
+        } else {
+            self.window_end.min(self.deadline)
+        }
+    }
+
+    fn check(&mut self, now: Instant) -> Result<(), &'static str> {
+        if now >= self.deadline {
+            return Err("the read's deadline passed while receiving the body");
+        }
+        if self.min_bytes > 0 && now >= self.window_end {
+            if self.window_bytes < self.min_bytes {
+                return Err("the transfer fell below the low-speed limit");
+            }
+            self.window_end = now + self.window;
+            self.window_bytes = 0;
+        }
+        Ok(())
+    }
+}
+
+/// Resolves when the batch is cancelled; never, without a batch.
+pub(crate) async fn until_cancelled(batch: Option<&BatchShared>) {
+    match batch {
+        Some(batch) => batch.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn is_redirect(status: u16) -> bool {
+    matches!(status, 301 | 302 | 303 | 307 | 308)
+}
+
+fn redirect_target(base: &Uri, headers: &HeaderMap) -> Option<Uri> {
+    let location = headers.get(LOCATION)?.to_str().ok()?;
+    let base = url::Url::parse(&base.to_string()).ok()?;
+    let next = base.join(location).ok()?;
+    if !matches!(next.scheme(), "http" | "https") {
+        return None;
+    }
+    next.as_str().parse().ok()
+}
+
+/// `scheme://host:port` of a URL (default ports made explicit), for origin comparisons.
+fn origin_of(url: &Uri) -> String {
+    let scheme = url.scheme_str().unwrap_or("");
+    let port = url
+        .port_u16()
+        .unwrap_or(if scheme == "https" { 443 } else { 80 });
+    format!(
+        "{scheme}://{}:{port}",
+        url.host().unwrap_or("").to_ascii_lowercase()
+    )
+}
+
+/// `host:port` for messages (never the path or query).
+fn host_of(url: &Uri) -> String {
+    url.authority()
+        .map(|a| a.as_str().rsplit('@').next().unwrap_or("").to_string())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins() {
+        let a: Uri = "https://Example.com/a".parse().unwrap();
+        let b: Uri = "https://example.com:443/b?x".parse().unwrap();
+        let c: Uri = "http://example.com/a".parse().unwrap();
+        assert_eq!(origin_of(&a), origin_of(&b));
+        assert_ne!(origin_of(&a), origin_of(&c));
+        let u: Uri = "http://user:pw@h:81/p?q".parse().unwrap();
+        assert_eq!(host_of(&u), "h:81");
+    }
+
+    #[test]
+    fn redirect_targets() {
+        let base: Uri = "http://h/a/b?sig=1".parse().unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert(LOCATION, "../c".parse().unwrap());
+        assert_eq!(
+            redirect_target(&base, &headers).unwrap().to_string(),
+            "http://h/c"
+        );
+        headers.insert(LOCATION, "https://other/x".parse().unwrap());
+        assert_eq!(
+            redirect_target(&base, &headers).unwrap().to_string(),
+            "https://other/x"
+        );
+        headers.insert(LOCATION, "ftp://other/x".parse().unwrap());
+        assert!(redirect_target(&base, &headers).is_none());
+    }
+
+    #[test]
+    fn meter_enforces_the_low_speed_window() {
+        let limits = Limits {
+            fallback_limit: 0,
+            drain_limit: 0,
+            error_body_limit: 0,
+            low_speed_limit: 100,
+            low_speed_time: Duration::from_secs(2),
+        };
+        let start = Instant::now();
+        let mut m = Meter::new(&limits, start + Duration::from_secs(100));
+        m.add(150);
+        assert!(m.check(start + Duration::from_secs(1)).is_ok());
+        m.add(100);
+        assert!(
+            m.check(m.window_end).is_ok(),
+            "250 >= 200 bytes in the window"
+        );
+        m.add(199);
+        let end = m.window_end;
+        assert!(m.check(end).is_err(), "199 < 200 bytes in the window");
+        assert!(
+            m.check(start + Duration::from_secs(100)).is_err(),
+            "deadline"
+        );
+    }
+}

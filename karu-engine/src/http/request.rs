@@ -1,0 +1,189 @@
+//! What a backend builds for each attempt: the `PreparedRequest`, and the hooks around it.
+
+use std::fmt;
+
+use http::header::{ACCEPT_ENCODING, HeaderName, HeaderValue, IF_MATCH, RANGE};
+use http::{HeaderMap, Uri};
+use karu_config::Snapshot;
+
+use crate::credential::Credential;
+use crate::http::check::RangeSpec;
+use crate::locator::Locator;
+use crate::status::{Error, Status};
+
+/// What the engine tells a backend when it asks for a request: built late, per attempt.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct PrepareContext<'a> {
+    /// The object (without window: the range is absolute).
+    pub locator: &'a Locator,
+    /// The range to request. The prepared request must carry exactly this range.
+    pub range: RangeSpec,
+    /// The identity condition to send as `If-Match`, if any.
+    pub if_match: Option<&'a str>,
+    /// The client's configuration, for the backend's own section and path rules.
+    pub snapshot: &'a Snapshot,
+    /// The credential for this object's scope, when the backend has a credential provider.
+    pub credential: Option<&'a Credential>,
+    /// A region learned from a previous answer (one-time region correction).
+    pub region_hint: Option<&'a str>,
+    /// The attempt number (1-based), for logging.
+    pub attempt: u32,
+}
+
+/// Per-request transport options a backend may set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HttpOptions {
+    /// Follow redirects (plain, unsigned requests only). `Authorization` and the headers in
+    /// [`HttpOptions::sensitive_headers`] are dropped when a redirect leaves the original
+    /// scheme, host and port.
+    pub follow_redirects: bool,
+    /// Ask for stored gzip bytes (`Accept-Encoding: gzip`), so a gzip-encoded answer is the
+    /// stored representation (GCS). Otherwise Karu asks for `identity`.
+    pub accept_stored_gzip: bool,
+    /// Headers that must never follow a redirect to another host, besides `Authorization`.
+    pub sensitive_headers: Vec<HeaderName>,
+}
+
+/// The one request shape every backend produces: URL, headers, closed byte range, HTTP
+/// options and an optional routing region. The engine sends it; a backend never does.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct PreparedRequest {
+    /// Absolute `http://` or `https://` URL.
+    pub url: Uri,
+    /// Headers, including `Range`, `If-Match`, `Accept-Encoding` (set by
+    /// [`PreparedRequest::get`]) and the backend's authentication.
+    pub headers: HeaderMap,
+    /// The byte range, which must equal the one the engine asked for.
+    pub range: RangeSpec,
+    /// Transport options.
+    pub options: HttpOptions,
+    /// The region the request is routed to (and signed for), if any.
+    pub region: Option<String>,
+}
+
+impl PreparedRequest {
+    /// A `GET` of `url` for the context's range: sets `Range`, `If-Match` (when the context
+    /// has a condition) and `Accept-Encoding: identity`. Add authentication afterwards.
+    pub fn get(url: &str, ctx: &PrepareContext<'_>) -> Result<Self, Error> {
+        let url: Uri = url.parse().map_err(|_| {
+            Error::new(
+                Status::InvalidArgument,
+                format!("cannot build a request URL for {}", ctx.locator.canonical()),
+            )
+        })?;
+        if !matches!(url.scheme_str(), Some("http" | "https")) || url.host().is_none() {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("{} does not map to an http(s) URL", ctx.locator.canonical()),
+            ));
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(RANGE, header_value(&ctx.range.header_value())?);
+        if let Some(condition) = ctx.if_match {
+            headers.insert(IF_MATCH, header_value(condition)?);
+        }
+        headers.insert(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+        Ok(PreparedRequest {
+            url,
+            headers,
+            range: ctx.range,
+            options: HttpOptions::default(),
+            region: None,
+        })
+    }
+
+    /// Ask for stored gzip bytes instead of `identity` (see [`HttpOptions::accept_stored_gzip`]).
+    pub fn accept_stored_gzip(mut self) -> Self {
+        self.options.accept_stored_gzip = true;
+        self.headers
+            .insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+        self
+    }
+}
+
+fn header_value(value: &str) -> Result<HeaderValue, Error> {
+    HeaderValue::from_str(value).map_err(|_| {
+        Error::new(
+            Status::InvalidArgument,
+            "a header value holds characters HTTP does not allow",
+        )
+    })
+}
+
+impl fmt::Debug for PreparedRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never print query strings or header values: they may carry signatures or tokens.
+        let url = format!(
+            "{}://{}{}{}",
+            self.url.scheme_str().unwrap_or("?"),
+            self.url.authority().map(|a| a.as_str()).unwrap_or("?"),
+            self.url.path(),
+            if self.url.query().is_some() {
+                "?<redacted>"
+            } else {
+                ""
+            }
+        );
+        f.debug_struct("PreparedRequest")
+            .field("url", &url)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("range", &self.range)
+            .field("options", &self.options)
+            .field("region", &self.region)
+            .finish()
+    }
+}
+
+/// An error answer, as a backend sees it when asked for a correction.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ErrorResponse<'a> {
+    /// HTTP status.
+    pub status: u16,
+    /// Response headers.
+    pub headers: &'a HeaderMap,
+    /// The first bytes of the body (at most the error-body limit).
+    pub body: &'a [u8],
+}
+
+/// A one-time correction a backend asks for after an error answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Correction {
+    /// Prepare the request again, for this region (e.g. S3's `x-amz-bucket-region`).
+    Reprepare {
+        /// The region to prepare for.
+        region: String,
+    },
+    /// The credential expired: invalidate its cache entry and authenticate again.
+    Reauthenticate,
+}
+
+/// What a backend can do, so the engine can plan around what it cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Whether the service honours suffix ranges (`bytes=-n`). When false, `read_ends` asks
+    /// for the head first and then the tail with `If-Match` on the head's ETag.
+    pub suffix_ranges: bool,
+}
+
+impl Default for Capabilities {
+    fn default() -> Self {
+        Capabilities {
+            suffix_ranges: true,
+        }
+    }
+}
+
+impl Capabilities {
+    /// A service that ignores suffix ranges (Azure).
+    pub fn without_suffix_ranges() -> Self {
+        Capabilities {
+            suffix_ranges: false,
+        }
+    }
+}

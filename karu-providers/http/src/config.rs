@@ -1,0 +1,66 @@
+//! The `[http_provider]` section: static headers, a bearer token, redirects.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+
+/// Options of the plain HTTP provider, globally (`[http_provider]`) or for a URL prefix
+/// (`[paths."https://host/prefix".http_provider]`).
+///
+/// | key | meaning | default |
+/// | --- | --- | --- |
+/// | `headers` | extra request headers, e.g. `{ "X-Api-Key" = "..." }` | none |
+/// | `bearer_token` (alias `token`) | sent as `Authorization: Bearer …` | none |
+/// | `follow_redirects` | follow 301/302/303/307/308 (credentials never cross origins) | `true` |
+///
+/// Header values and the token are secrets: `Debug` shows only header names.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct HttpProviderConfig {
+    /// Extra request headers.
+    pub headers: BTreeMap<String, String>,
+    /// A bearer token for `Authorization`.
+    #[serde(alias = "token")]
+    pub bearer_token: Option<String>,
+    /// Whether to follow redirects (`None` = yes).
+    pub follow_redirects: Option<bool>,
+}
+
+impl HttpProviderConfig {
+    /// Whether redirects are followed.
+    pub fn follows_redirects(&self) -> bool {
+        self.follow_redirects.unwrap_or(true)
+    }
+}
+
+impl fmt::Debug for HttpProviderConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpProviderConfig")
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field(
+                "bearer_token",
+                &self.bearer_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("follow_redirects", &self.follow_redirects)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_secrets() {
+        let c = HttpProviderConfig {
+            headers: [("X-Api-Key".to_string(), "s3cr3t".to_string())].into(),
+            bearer_token: Some("t0ken".to_string()),
+            follow_redirects: None,
+        };
+        let d = format!("{c:?}");
+        assert!(d.contains("X-Api-Key"));
+        assert!(!d.contains("s3cr3t") && !d.contains("t0ken"), "{d}");
+    }
+}

@@ -1,0 +1,50 @@
+//! Karu's plain HTTP provider: `http://` and `https://` URLs served by any server that honours
+//! `Range`.
+//!
+//! The rooms of every provider crate:
+//!
+//! | file | what it holds |
+//! | --- | --- |
+//! | `lib.rs` | this overview, [`SCHEMES`], [`register`] |
+//! | `config.rs` | [`HttpProviderConfig`], the `[http_provider]` section |
+//! | `backend.rs` | [`HttpBackend`], the [`Backend`](karu_engine::Backend) implementation |
+//! | `request.rs` | URL normalisation and request building |
+//! | `credential.rs` | the static bearer token and headers from path rules |
+//!
+//! The engine does everything else: the range header, response checks, retries, redirects
+//! (followed only where safe: `Authorization` and configured headers never go to another
+//! origin).
+//!
+//! ```
+//! let registry = karu_engine::Registry::new();
+//! karu_provider_http::register(&registry);
+//! let a = registry.resolve("HTTPS://Example.COM:443/data/./x/../a.bin#frag")?;
+//! assert_eq!(a.canonical().as_str(), "https://example.com/data/a.bin");
+//! assert_eq!(a.container(), Some("example.com"));
+//! # Ok::<(), karu_engine::Error>(())
+//! ```
+
+mod backend;
+mod config;
+mod credential;
+mod request;
+
+use std::sync::Arc;
+
+pub use backend::HttpBackend;
+pub use config::HttpProviderConfig;
+
+/// The schemes this provider registers.
+pub const SCHEMES: [&str; 2] = ["http", "https"];
+
+/// The configuration section this provider reads (`[http_provider]`, and
+/// `[paths."https://host/prefix".http_provider]`).
+pub const SECTION: &str = "http_provider";
+
+/// Register the plain HTTP provider for `http://` and `https://`.
+pub fn register(registry: &karu_engine::Registry) {
+    let backend = Arc::new(HttpBackend::new());
+    for scheme in SCHEMES {
+        registry.register(scheme, backend.clone());
+    }
+}

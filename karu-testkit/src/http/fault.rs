@@ -1,0 +1,220 @@
+//! The fault plan: rules that make the mock server misbehave on chosen requests.
+
+use std::time::Duration;
+
+/// One way for the server to misbehave on a request (see [`FaultRule`]).
+///
+/// Several faults may apply to one request (for example [`Fault::Latency`] and
+/// [`Fault::Status`]); the request log names each one that did in
+/// [`RequestRecord::fault`](crate::RequestRecord::fault).
+///
+/// Faults that shape a range response ([`Fault::IgnoreRange`], [`Fault::WrongContentRange`],
+/// [`Fault::MissingContentRange`]) act only on requests that would otherwise get a 206; body
+/// faults ([`Fault::CutBodyAfter`], [`Fault::ResetAfter`], [`Fault::Trickle`], [`Fault::Gzip`])
+/// act on any GET answered with the object's bytes (200 or 206).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// Extra delay before the response headers, added to the server's latency.
+    Latency(Duration),
+    /// Answer with this status and a small text body instead of the object, with a
+    /// `Retry-After` header holding the given value (seconds or an HTTP date) if any.
+    Status {
+        /// The status code sent (for example 500, 503 or 429).
+        code: u16,
+        /// The exact `Retry-After` value, if one is sent.
+        retry_after: Option<String>,
+    },
+    /// Ignore the `Range` header: 200 with the whole body and no `Content-Range`.
+    IgnoreRange,
+    /// Answer 206 with the bytes that were asked for, but with a `Content-Range` whose start
+    /// and end are moved by `shift` (clamped at 0).
+    WrongContentRange {
+        /// How far the advertised range is moved from the real one.
+        shift: i64,
+    },
+    /// Answer 206 with the right bytes but no `Content-Range` header.
+    MissingContentRange,
+    /// Send correct headers (the full `Content-Length`), then only this many body bytes, then
+    /// close the connection (FIN).
+    CutBodyAfter(u64),
+    /// Send this many body bytes, then reset the connection (`SO_LINGER` 0, then close: RST).
+    ResetAfter(u64),
+    /// Send the body `chunk` bytes at a time, waiting `interval` before each chunk after the
+    /// first.
+    Trickle {
+        /// Bytes per write.
+        chunk: usize,
+        /// Pause between writes.
+        interval: Duration,
+    },
+    /// Send the body gzip-compressed with `Content-Encoding: gzip`; `Content-Range` still
+    /// describes the identity bytes, `Content-Length` the compressed ones.
+    Gzip,
+    /// Give the object a new ETag (a new generated strong one) before answering this request.
+    ChangeEtag,
+    /// Serve the object even when `If-Match` does not match its ETag.
+    IgnoreIfMatch,
+    /// Answer with an error status and a body of `size` bytes.
+    OversizedErrorBody {
+        /// The status code sent.
+        code: u16,
+        /// The body length in bytes.
+        size: usize,
+    },
+    /// Read the request and never answer it, until the client gives up or the server is
+    /// dropped.
+    NeverAnswer,
+}
+
+/// When a [`Fault`] applies: to which requests, and how many times.
+///
+/// Rules are checked in the order they were added, for every request; each keeps its own
+/// counters, so a request can consume several rules at once.
+///
+/// ```
+/// use karu_testkit::{Fault, FaultRule};
+/// // The second and third GETs of /a.bin get a 503.
+/// let rule = FaultRule::new(Fault::Status { code: 503, retry_after: None })
+///     .path("/a.bin")
+///     .method("GET")
+///     .skip(1)
+///     .times(2);
+/// # let _ = rule;
+/// ```
+#[derive(Debug, Clone)]
+pub struct FaultRule {
+    fault: Fault,
+    path: Option<String>,
+    method: Option<String>,
+    skip: u64,
+    times: Option<u64>,
+}
+
+impl FaultRule {
+    /// A rule applying `fault` to every request, forever.
+    pub fn new(fault: Fault) -> Self {
+        Self {
+            fault,
+            path: None,
+            method: None,
+            skip: 0,
+            times: None,
+        }
+    }
+
+    /// Match only requests for this exact path (without the query); default: any path.
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    /// Match only requests with this method (case-insensitive); default: any method.
+    pub fn method(mut self, method: impl Into<String>) -> Self {
+        self.method = Some(method.into());
+        self
+    }
+
+    /// Apply to the first `n` matching requests (after those skipped); default: forever.
+    pub fn times(mut self, n: u64) -> Self {
+        self.times = Some(n);
+        self
+    }
+
+    /// Let the first `k` matching requests through untouched before applying.
+    pub fn skip(mut self, k: u64) -> Self {
+        self.skip = k;
+        self
+    }
+
+    /// The fault this rule applies.
+    pub fn fault(&self) -> &Fault {
+        &self.fault
+    }
+
+    fn matches(&self, method: &str, path: &str) -> bool {
+        self.path.as_deref().is_none_or(|p| p == path)
+            && self
+                .method
+                .as_deref()
+                .is_none_or(|m| m.eq_ignore_ascii_case(method))
+    }
+}
+
+/// A rule with its counters.
+#[derive(Debug)]
+struct RuleState {
+    rule: FaultRule,
+    /// Matching requests seen so far.
+    seen: u64,
+    /// Requests the fault was applied to.
+    applied: u64,
+}
+
+/// The server's ordered list of rules.
+#[derive(Debug, Default)]
+pub(crate) struct FaultPlan {
+    rules: Vec<RuleState>,
+}
+
+impl FaultPlan {
+    pub(crate) fn add(&mut self, rule: FaultRule) {
+        self.rules.push(RuleState {
+            rule,
+            seen: 0,
+            applied: 0,
+        });
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.rules.clear();
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The faults applying to a request, in rule order; advances the counters.
+    pub(crate) fn select(&mut self, method: &str, path: &str) -> Vec<Fault> {
+        let mut out = Vec::new();
+        for state in &mut self.rules {
+            if !state.rule.matches(method, path) {
+                continue;
+            }
+            state.seen += 1;
+            if state.seen <= state.rule.skip {
+                continue;
+            }
+            if state.rule.times.is_some_and(|t| state.applied >= t) {
+                continue;
+            }
+            state.applied += 1;
+            out.push(state.rule.fault.clone());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skip_and_times_count_matching_requests_only() {
+        let mut plan = FaultPlan::default();
+        plan.add(
+            FaultRule::new(Fault::IgnoreRange)
+                .path("/a")
+                .method("get")
+                .skip(1)
+                .times(2),
+        );
+        plan.add(FaultRule::new(Fault::Gzip).times(1));
+        assert_eq!(plan.select("GET", "/b"), vec![Fault::Gzip]);
+        assert!(plan.select("GET", "/a").is_empty());
+        assert!(plan.select("HEAD", "/a").is_empty());
+        assert_eq!(plan.select("GET", "/a"), vec![Fault::IgnoreRange]);
+        assert_eq!(plan.select("GET", "/a"), vec![Fault::IgnoreRange]);
+        assert!(plan.select("GET", "/a").is_empty());
+    }
+}

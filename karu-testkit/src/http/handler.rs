@@ -1,0 +1,419 @@
+//! Answers one request: logs it, applies the fault plan and the gate, then serves the object
+//! like a real server (ranges, `If-Match`, ETags).
+
+use std::convert::Infallible;
+use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+
+use super::body::{BodyPlan, MockBody, Source, Stop};
+use super::conn::ConnShared;
+use super::fault::Fault;
+use super::pattern::pattern;
+use super::range::{self, Resolved};
+use super::state::{Data, LiveRecord, Shared};
+use super::{GateResponse, RequestHead};
+
+/// What every response of one request needs.
+struct Ctx {
+    shared: Arc<Shared>,
+    conn: Arc<ConnShared>,
+    record: Arc<LiveRecord>,
+    head: bool,
+}
+
+impl Ctx {
+    /// Finishes a response: status and `Content-Length` set, status logged, body attached
+    /// (none for HEAD).
+    fn respond(
+        &self,
+        status: StatusCode,
+        mut headers: HeaderMap,
+        plan: BodyPlan,
+    ) -> Response<MockBody> {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(plan.len));
+        self.record.status.store(status.as_u16(), Ordering::Release);
+        let body = if self.head || plan.len == 0 {
+            MockBody::empty(self.shared.clone(), self.conn.clone(), self.record.clone())
+        } else {
+            MockBody::new(
+                plan,
+                self.shared.clone(),
+                self.conn.clone(),
+                self.record.clone(),
+            )
+        };
+        let mut response = Response::new(body);
+        *response.status_mut() = status;
+        *response.headers_mut() = headers;
+        response
+    }
+
+    /// A small S3-style XML error.
+    fn error(
+        &self,
+        status: StatusCode,
+        code: &str,
+        message: &str,
+        mut headers: HeaderMap,
+    ) -> Response<MockBody> {
+        let body = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message><Resource>{}</Resource></Error>\n",
+            self.record.path
+        );
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml"),
+        );
+        self.respond(status, headers, BodyPlan::bytes(Bytes::from(body)))
+    }
+}
+
+fn status_code(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// Moves a range bound by `shift`, clamped to `0..=u64::MAX`.
+fn shifted(x: u64, shift: i64) -> u64 {
+    if shift >= 0 {
+        x.saturating_add(shift.unsigned_abs())
+    } else {
+        x.saturating_sub(shift.unsigned_abs())
+    }
+}
+
+/// The entity tags of an `If-Match` value: `*`, `"x"` or `W/"x"`, comma separated.
+fn entity_tags(value: &str) -> Vec<&str> {
+    let mut tags = Vec::new();
+    let mut rest = value;
+    loop {
+        rest = rest.trim_start_matches(|c: char| c == ',' || c.is_ascii_whitespace());
+        if rest.is_empty() {
+            return tags;
+        }
+        let quoted_from = if rest.starts_with("W/\"") {
+            2
+        } else if rest.starts_with('"') {
+            0
+        } else {
+            // `*` or a malformed token: up to the next comma.
+            let end = rest.find(',').unwrap_or(rest.len());
+            tags.push(rest[..end].trim());
+            rest = &rest[end..];
+            continue;
+        };
+        let end = rest[quoted_from + 1..]
+            .find('"')
+            .map_or(rest.len(), |i| quoted_from + 1 + i + 1);
+        tags.push(&rest[..end]);
+        rest = &rest[end..];
+    }
+}
+
+/// RFC 9110 §13.1.1: `If-Match` passes on `*` for an existing object, or on a strong match.
+fn if_match_passes(values: &[&str], etag: Option<&str>) -> bool {
+    let strong = |t: &str| t.starts_with('"') && t.len() >= 2 && t.ends_with('"');
+    values
+        .iter()
+        .flat_map(|v| entity_tags(v))
+        .any(|tag| tag == "*" || etag.is_some_and(|e| strong(e) && strong(tag) && e == tag))
+}
+
+fn gzip(data: &[u8]) -> Bytes {
+    let mut encoder = flate2::write::GzEncoder::new(
+        Vec::with_capacity(data.len() / 2 + 64),
+        flate2::Compression::fast(),
+    );
+    encoder
+        .write_all(data)
+        .and_then(|()| encoder.finish())
+        .map(Bytes::from)
+        .unwrap_or_else(|e| panic!("karu-testkit: gzip into memory failed: {e}"))
+}
+
+fn gate_response(ctx: &Ctx, reply: GateResponse) -> Response<MockBody> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in &reply.headers {
+        match (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            (Ok(name), Ok(value)) if name != header::CONTENT_LENGTH => {
+                headers.append(name, value);
+            }
+            _ => tracing::warn!(%name, "karu-testkit: gate header skipped"),
+        }
+    }
+    ctx.respond(
+        status_code(reply.status),
+        headers,
+        BodyPlan::bytes(reply.body),
+    )
+}
+
+/// The hyper service of the mock server.
+pub(crate) async fn handle<B>(
+    shared: Arc<Shared>,
+    conn: Arc<ConnShared>,
+    request: Request<B>,
+) -> Result<Response<MockBody>, Infallible> {
+    let (parts, _body) = request.into_parts();
+    let method = parts.method.as_str().to_owned();
+    let path = parts.uri.path().to_owned();
+    let faults = shared.select_faults(&method, &path);
+    let fault = (!faults.is_empty()).then(|| {
+        faults
+            .iter()
+            .map(|f| format!("{f:?}"))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    });
+    let range = parts
+        .headers
+        .get(header::RANGE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let record = Arc::new(LiveRecord {
+        byte_range: range.as_deref().and_then(range::closed),
+        range,
+        method,
+        path,
+        query: parts.uri.query().map(str::to_owned),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        connection: conn.id,
+        fault,
+        status: AtomicU16::new(0),
+        body_bytes: AtomicU64::new(0),
+    });
+    shared.log(record.clone());
+    let ctx = Ctx {
+        head: parts.method == Method::HEAD,
+        shared,
+        conn,
+        record,
+    };
+    Ok(answer(&ctx, &parts.headers, &faults).await)
+}
+
+async fn answer(ctx: &Ctx, request_headers: &HeaderMap, faults: &[Fault]) -> Response<MockBody> {
+    let has = |wanted: &Fault| faults.contains(wanted);
+    let record = &ctx.record;
+
+    let mut delay = ctx.shared.latency();
+    for fault in faults {
+        if let Fault::Latency(extra) = fault {
+            delay += *extra;
+        }
+    }
+    if !delay.is_zero() {
+        let deadline = std::time::Instant::now() + delay;
+        ctx.shared.timer().sleep_until(deadline).await;
+    }
+    if has(&Fault::NeverAnswer) {
+        std::future::pending::<()>().await;
+    }
+
+    if let Some(gate) = ctx.shared.gate() {
+        let head = RequestHead {
+            method: record.method.clone(),
+            path: record.path.clone(),
+            query: record.query.clone(),
+            headers: record.headers.clone(),
+        };
+        if let Some(reply) = gate.check(&head) {
+            return gate_response(ctx, reply);
+        }
+    }
+
+    for fault in faults {
+        match fault {
+            Fault::Status { code, retry_after } => {
+                let mut headers = HeaderMap::new();
+                headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+                if let Some(value) = retry_after
+                    .as_deref()
+                    .and_then(|v| HeaderValue::from_str(v).ok())
+                {
+                    headers.insert(header::RETRY_AFTER, value);
+                }
+                let body = format!("karu-testkit: injected status {code}\n");
+                return ctx.respond(status_code(*code), headers, BodyPlan::bytes(body.into()));
+            }
+            Fault::OversizedErrorBody { code, size } => {
+                let unit = b"<Error><Code>InternalError</Code><Message>oversized error body</Message></Error>\n";
+                let body: Vec<u8> = unit.iter().copied().cycle().take(*size).collect();
+                let mut headers = HeaderMap::new();
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/xml"),
+                );
+                return ctx.respond(status_code(*code), headers, BodyPlan::bytes(body.into()));
+            }
+            _ => {}
+        }
+    }
+
+    if !(ctx.head || record.method == "GET") {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return ctx.error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "Only GET and HEAD are supported.",
+            headers,
+        );
+    }
+
+    if has(&Fault::ChangeEtag) {
+        ctx.shared.change_etag(&record.path);
+    }
+    let Some(object) = ctx.shared.object(&record.path) else {
+        return ctx.error(
+            StatusCode::NOT_FOUND,
+            "NoSuchKey",
+            "The specified key does not exist.",
+            HeaderMap::new(),
+        );
+    };
+
+    let if_match: Vec<&str> = request_headers
+        .get_all(header::IF_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    if request_headers.contains_key(header::IF_MATCH)
+        && !has(&Fault::IgnoreIfMatch)
+        && !if_match_passes(
+            &if_match,
+            object.etag.as_ref().and_then(|e| e.to_str().ok()),
+        )
+    {
+        return ctx.error(
+            StatusCode::PRECONDITION_FAILED,
+            "PreconditionFailed",
+            "At least one of the pre-conditions you specified did not hold.",
+            HeaderMap::new(),
+        );
+    }
+
+    let size = object.data.len();
+    let mut headers = HeaderMap::new();
+    headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    if let Some(value) = &object.etag {
+        headers.insert(header::ETAG, value.clone());
+    }
+    headers.insert(header::LAST_MODIFIED, object.last_modified.clone());
+
+    let spec = if has(&Fault::IgnoreRange) {
+        None
+    } else {
+        record.range.as_deref().and_then(range::parse)
+    };
+    let (status, start, len) = match spec.map(|s| range::resolve(s, size)) {
+        None => (StatusCode::OK, 0, size),
+        Some(Resolved::Unsatisfiable) => {
+            headers.insert(
+                header::CONTENT_RANGE,
+                HeaderValue::try_from(format!("bytes */{size}"))
+                    .unwrap_or_else(|_| HeaderValue::from_static("bytes */0")),
+            );
+            return ctx.error(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                "InvalidRange",
+                "The requested range is not satisfiable.",
+                headers,
+            );
+        }
+        Some(Resolved::Partial { start, end }) => {
+            let shift = faults.iter().find_map(|f| match f {
+                Fault::WrongContentRange { shift } => Some(*shift),
+                _ => None,
+            });
+            if !has(&Fault::MissingContentRange) {
+                let (a, b) = match shift {
+                    Some(shift) => (shifted(start, shift), shifted(end, shift)),
+                    None => (start, end),
+                };
+                let value = format!("bytes {a}-{b}/{size}");
+                if let Ok(value) = HeaderValue::from_str(&value) {
+                    headers.insert(header::CONTENT_RANGE, value);
+                }
+            }
+            (StatusCode::PARTIAL_CONTENT, start, end - start + 1)
+        }
+    };
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+
+    let mut plan = if has(&Fault::Gzip) && !ctx.head {
+        let identity = match &object.data {
+            Data::Stored(bytes) => bytes.slice(start as usize..(start + len) as usize),
+            Data::Virtual(_) => Bytes::from(pattern(start, len as usize)),
+        };
+        headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        BodyPlan::bytes(gzip(&identity))
+    } else {
+        let source = match &object.data {
+            Data::Stored(bytes) => {
+                Source::Bytes(bytes.slice(start as usize..(start + len) as usize))
+            }
+            Data::Virtual(_) => Source::Pattern(start),
+        };
+        BodyPlan {
+            source,
+            len,
+            stop: None,
+            trickle: None,
+        }
+    };
+    for fault in faults {
+        match fault {
+            Fault::CutBodyAfter(n) if plan.stop.is_none() => plan.stop = Some((*n, Stop::Cut)),
+            Fault::ResetAfter(n) if plan.stop.is_none() => plan.stop = Some((*n, Stop::Reset)),
+            Fault::Trickle { chunk, interval } if plan.trickle.is_none() => {
+                plan.trickle = Some((*chunk, *interval));
+            }
+            _ => {}
+        }
+    }
+    ctx.respond(status, headers, plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn if_match_lists() {
+        assert_eq!(
+            entity_tags(r#""a", W/"b" ,"c,d", *"#),
+            vec![r#""a""#, r#"W/"b""#, r#""c,d""#, "*"]
+        );
+        assert!(if_match_passes(&[r#""x", "y""#], Some(r#""y""#)));
+        assert!(!if_match_passes(&[r#"W/"y""#], Some(r#""y""#)));
+        assert!(!if_match_passes(&[r#""y""#], Some(r#"W/"y""#)));
+        assert!(if_match_passes(&["*"], None));
+        assert!(!if_match_passes(&[r#""y""#], None));
+        assert!(if_match_passes(&[r#""a""#, r#""y""#], Some(r#""y""#)));
+    }
+
+    #[test]
+    fn shifts_clamp() {
+        assert_eq!(shifted(5, -10), 0);
+        assert_eq!(shifted(5, 3), 8);
+    }
+}

@@ -1,0 +1,426 @@
+//! An HTTP(S) object server for tests and benchmarks, with a request log and a fault plan.
+//!
+//! [`MockServer`] serves objects (stored bytes, or [virtual](MockServer::insert_virtual) ones
+//! generated from the offset) the way a real object store does: single byte ranges answered
+//! with 206 and `Content-Range`, 416 past the end, `If-Match` against strong ETags, 404 for a
+//! missing object. Every request lands in a [log](MockServer::requests) that tests assert on;
+//! [`FaultRule`]s make chosen requests misbehave; a per-request latency and a shared bandwidth
+//! cap model a link (see `BENCHMARKS.md`); a [`Gate`] can answer requests before the object
+//! handler (the hook for signature-checking cloud mocks).
+//!
+//! The server runs on its own thread with a two-worker tokio runtime, so blocking and async
+//! tests alike can use it; dropping the [`MockServer`] stops it and closes every connection.
+//!
+//! Each request goes through these steps, in order:
+//! 1. it is logged, and the fault rules are matched (their counters advance);
+//! 2. the latency (server latency plus any [`Fault::Latency`]) passes, on a precise timer;
+//! 3. [`Fault::NeverAnswer`] stops here;
+//! 4. the [`Gate`], if one is set, may answer;
+//! 5. [`Fault::Status`] / [`Fault::OversizedErrorBody`] answer with an error;
+//! 6. methods other than GET and HEAD get 405;
+//! 7. [`Fault::ChangeEtag`] gives the object a new ETag; a missing object gets 404;
+//! 8. `If-Match` is checked (412), then the `Range` (206, 200, or 416);
+//! 9. the body is streamed in 64 KiB frames, paced by the bandwidth cap and the body faults.
+//!
+//! ```
+//! use karu_testkit::{Fault, FaultRule, MockServer};
+//!
+//! let server = MockServer::start();
+//! server.insert("/data/a.bin", vec![7u8; 1000]);
+//! server.add_fault(FaultRule::new(Fault::Status { code: 503, retry_after: Some("1".into()) }).times(1));
+//! let url = server.url("/data/a.bin");
+//! assert!(url.starts_with("http://127.0.0.1:"));
+//! // ... run the client against `url`, then assert on the evidence:
+//! assert!(server.requests().iter().all(|r| r.path == "/data/a.bin"));
+//! ```
+
+mod body;
+mod conn;
+mod fault;
+mod handler;
+mod pattern;
+mod range;
+mod server;
+mod state;
+mod timer;
+mod tls;
+
+use std::fmt;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+pub use fault::{Fault, FaultRule};
+pub use pattern::{fill_pattern, pattern, pattern_byte};
+
+use server::{Protocol, Running};
+use state::{Data, Shared};
+
+/// One request as the server saw it, and what it answered (see [`MockServer::requests`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// The method, as sent (`GET`, `HEAD`).
+    pub method: String,
+    /// The path of the request target, as sent (still percent-encoded).
+    pub path: String,
+    /// The query string without the `?`, if any.
+    pub query: Option<String>,
+    /// The request headers, names in lower case, in the order received (repeated names
+    /// grouped at their first position).
+    pub headers: Vec<(String, String)>,
+    /// The raw `Range` header.
+    pub range: Option<String>,
+    /// The range if the header is one closed range `bytes=a-b` (both inclusive), else `None`.
+    pub byte_range: Option<(u64, u64)>,
+    /// The status sent; 0 while (or if) no response was sent, e.g. [`Fault::NeverAnswer`].
+    pub status: u16,
+    /// Body bytes handed to the connection for this response (0 for HEAD).
+    pub body_bytes: u64,
+    /// Id of the TCP connection that carried the request (1, 2, ... in accept order): equal
+    /// ids mean the client reused a connection.
+    pub connection: u64,
+    /// The faults applied to this request, `Debug`-formatted and joined with `" + "`.
+    pub fault: Option<String>,
+}
+
+impl RequestRecord {
+    /// The first value of a request header (name case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What a [`Gate`] sees of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestHead {
+    /// The method, as sent.
+    pub method: String,
+    /// The path of the request target, as sent.
+    pub path: String,
+    /// The query string without the `?`, if any.
+    pub query: Option<String>,
+    /// The request headers, names in lower case, in the order received.
+    pub headers: Vec<(String, String)>,
+}
+
+impl RequestHead {
+    /// The first value of a request header (name case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The answer of a [`Gate`] that refuses a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateResponse {
+    /// The status code sent.
+    pub status: u16,
+    /// Extra response headers (`Content-Length` is always set by the server).
+    pub headers: Vec<(String, String)>,
+    /// The response body.
+    pub body: Bytes,
+}
+
+impl GateResponse {
+    /// A response with this status and body and no extra headers.
+    pub fn new(status: u16, body: impl Into<Bytes>) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: body.into(),
+        }
+    }
+
+    /// Adds a response header.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+}
+
+/// A check run on every request after the latency and before faulty statuses and the object
+/// handler: `Some` answers the request (e.g. 403 for a bad signature), `None` lets it through.
+///
+/// It runs on the server's runtime for every request, so it must be cheap and must not block.
+///
+/// ```
+/// use karu_testkit::{Gate, GateResponse, RequestHead};
+///
+/// #[derive(Debug)]
+/// struct NeedsAuth;
+/// impl Gate for NeedsAuth {
+///     fn check(&self, request: &RequestHead) -> Option<GateResponse> {
+///         match request.header("authorization") {
+///             Some(_) => None,
+///             None => Some(GateResponse::new(403, "<Error><Code>AccessDenied</Code></Error>")),
+///         }
+///     }
+/// }
+/// ```
+pub trait Gate: Send + Sync + fmt::Debug {
+    /// Decides whether the server answers `request` here.
+    fn check(&self, request: &RequestHead) -> Option<GateResponse>;
+}
+
+/// Options of a [`MockServer`], from [`MockServer::builder`].
+#[derive(Debug, Clone, Default)]
+pub struct MockServerBuilder {
+    tls: bool,
+    http2: bool,
+    latency: Duration,
+    bandwidth: Option<u64>,
+}
+
+impl MockServerBuilder {
+    /// Serve HTTPS with a generated CA ([`MockServer::ca_pem`]); default off.
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
+        self
+    }
+
+    /// Also serve HTTP/2: offered by ALPN over TLS, accepted with prior knowledge over plain
+    /// TCP; default off (HTTP/1.1 only).
+    pub fn http2(mut self, on: bool) -> Self {
+        self.http2 = on;
+        self
+    }
+
+    /// Delay before the response headers of every request; default none.
+    pub fn latency(mut self, latency: Duration) -> Self {
+        self.latency = latency;
+        self
+    }
+
+    /// Cap on body bytes per second, shared by all connections; default none.
+    pub fn bandwidth(mut self, bytes_per_sec: Option<u64>) -> Self {
+        self.bandwidth = bytes_per_sec;
+        self
+    }
+
+    /// Binds `127.0.0.1` on a free port and starts serving.
+    pub fn start(self) -> io::Result<MockServer> {
+        let listener = bind()?;
+        let addr = listener.local_addr()?;
+        let (timer, timer_thread) = timer::Timer::start(format!("kmock-{}-t", addr.port()))?;
+        let shared = Arc::new(Shared::new(timer));
+        shared.set_latency(self.latency);
+        shared.set_bandwidth(self.bandwidth);
+        let (acceptor, ca) = match self.tls {
+            true => {
+                let tls = tls::generate(self.http2)?;
+                let mut file = tempfile::Builder::new()
+                    .prefix("karu-mock-ca-")
+                    .suffix(".pem")
+                    .tempfile()?;
+                io::Write::write_all(&mut file, tls.ca_pem.as_bytes())?;
+                (Some(tls.acceptor), Some((tls.ca_pem, file)))
+            }
+            false => (None, None),
+        };
+        let running = server::spawn(
+            listener,
+            shared.clone(),
+            Protocol {
+                tls: acceptor,
+                http2: self.http2,
+            },
+            timer_thread,
+        )?;
+        Ok(MockServer {
+            shared,
+            addr,
+            http2: self.http2,
+            ca,
+            running,
+        })
+    }
+}
+
+fn bind() -> io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+    socket.bind(&SocketAddr::from((Ipv4Addr::LOCALHOST, 0)).into())?;
+    // A deep backlog: benchmarks open many connections at once.
+    socket.listen(1024)?;
+    Ok(socket.into())
+}
+
+/// A mock object server on `127.0.0.1`, running until dropped.
+///
+/// A test first starts one ([`MockServer::start`] or [`MockServer::builder`]), puts objects in
+/// it ([`insert`](MockServer::insert), [`insert_virtual`](MockServer::insert_virtual)),
+/// optionally adds [`FaultRule`]s, points the client at [`url`](MockServer::url), and then
+/// asserts on [`requests`](MockServer::requests).
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use karu_testkit::{MockServer, pattern};
+///
+/// let server = MockServer::start();
+/// server.insert_virtual("/big.bin", 1 << 30);
+///
+/// let mut tcp = std::net::TcpStream::connect(server.addr()).unwrap();
+/// tcp.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=10-19\r\nConnection: close\r\n\r\n")
+///     .unwrap();
+/// let mut response = Vec::new();
+/// tcp.read_to_end(&mut response).unwrap();
+/// assert!(response.starts_with(b"HTTP/1.1 206"));
+/// assert!(response.ends_with(&pattern(10, 10)));
+///
+/// let log = server.requests();
+/// assert_eq!(log.len(), 1);
+/// assert_eq!((log[0].byte_range, log[0].status, log[0].body_bytes), (Some((10, 19)), 206, 10));
+/// ```
+pub struct MockServer {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    http2: bool,
+    ca: Option<(String, tempfile::NamedTempFile)>,
+    running: Running,
+}
+
+impl fmt::Debug for MockServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MockServer")
+            .field("base_url", &self.base_url())
+            .field("http2", &self.http2)
+            .field("requests", &self.request_count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MockServer {
+    /// Starts a plain HTTP/1.1 server with no latency and no bandwidth cap.
+    ///
+    /// # Panics
+    /// If no port can be bound on `127.0.0.1` (this is a test helper).
+    pub fn start() -> MockServer {
+        Self::builder().start().unwrap_or_else(|e| {
+            panic!("karu-testkit: cannot start the mock server on 127.0.0.1: {e}")
+        })
+    }
+
+    /// Options for a server: TLS, HTTP/2, latency, bandwidth.
+    pub fn builder() -> MockServerBuilder {
+        MockServerBuilder::default()
+    }
+
+    /// The address served (`127.0.0.1:PORT`).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`, or `https://...` with TLS.
+    pub fn base_url(&self) -> String {
+        let scheme = if self.ca.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The URL of a path: `base_url() + path` (`path` starts with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url())
+    }
+
+    /// The PEM of the CA that signed the server certificate (HTTPS servers only).
+    pub fn ca_pem(&self) -> Option<String> {
+        self.ca.as_ref().map(|(pem, _)| pem.clone())
+    }
+
+    /// A file holding [`ca_pem`](MockServer::ca_pem), deleted when the server is dropped.
+    pub fn ca_file(&self) -> Option<PathBuf> {
+        self.ca.as_ref().map(|(_, file)| file.path().to_owned())
+    }
+
+    /// Serves `body` at `path` (matched against the raw request path), replacing any object
+    /// there. The object gets a new strong ETag `"VERSION-LEN"` (both hex), different on every
+    /// insert.
+    pub fn insert(&self, path: &str, body: impl Into<Bytes>) {
+        self.shared.insert(path, Data::Stored(body.into()));
+    }
+
+    /// Serves a `size`-byte object whose byte `i` is [`pattern_byte`]`(i)`, generated as it is
+    /// sent and never held in memory (objects of many GiB are fine).
+    pub fn insert_virtual(&self, path: &str, size: u64) {
+        self.shared.insert(path, Data::Virtual(size));
+    }
+
+    /// Removes the object at `path` (requests then get 404).
+    pub fn remove(&self, path: &str) {
+        self.shared.remove(path);
+    }
+
+    /// Sets the exact `ETag` header value of an object (e.g. `"\"v1\""`, or `"W/\"x\""` for a
+    /// weak one), or `None` to send no `ETag`. No effect if there is no object at `path`.
+    ///
+    /// # Panics
+    /// If the value is not a valid header value.
+    pub fn set_etag(&self, path: &str, etag: Option<&str>) {
+        self.shared.set_etag(path, etag);
+    }
+
+    /// The request log, in arrival order.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared.requests()
+    }
+
+    /// The request log, in arrival order, clearing it.
+    pub fn take_requests(&self) -> Vec<RequestRecord> {
+        self.shared.take_requests()
+    }
+
+    /// How many requests the log holds.
+    pub fn request_count(&self) -> usize {
+        self.shared.request_count()
+    }
+
+    /// Adds a rule after the existing ones.
+    pub fn add_fault(&self, rule: FaultRule) {
+        self.shared.add_fault(rule);
+    }
+
+    /// Removes every fault rule.
+    pub fn clear_faults(&self) {
+        self.shared.clear_faults();
+    }
+
+    /// Sets the delay before the response headers of every request from now on.
+    pub fn set_latency(&self, latency: Duration) {
+        self.shared.set_latency(latency);
+    }
+
+    /// Sets (or with `None` removes) the bandwidth cap shared by all connections.
+    pub fn set_bandwidth(&self, bytes_per_sec: Option<u64>) {
+        self.shared.set_bandwidth(bytes_per_sec);
+    }
+
+    /// Installs (or with `None` removes) the [`Gate`] run on every request.
+    pub fn set_gate(&self, gate: Option<Arc<dyn Gate>>) {
+        self.shared.set_gate(gate);
+    }
+
+    /// TCP connections accepted so far.
+    pub fn connections_accepted(&self) -> u64 {
+        self.shared.connections_accepted()
+    }
+
+    /// Body bytes sent so far, all requests together.
+    pub fn bytes_sent(&self) -> u64 {
+        self.shared.bytes_sent()
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.running.stop();
+    }
+}

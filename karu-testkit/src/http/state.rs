@@ -1,0 +1,285 @@
+//! The state shared by the server's tasks and the [`MockServer`](crate::MockServer) handle:
+//! objects, the request log, the fault plan and the link model.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use std::time::Instant;
+
+use super::fault::{Fault, FaultPlan, FaultRule};
+use super::timer::Timer;
+use super::{Gate, RequestRecord};
+
+/// The bytes of an object.
+#[derive(Debug, Clone)]
+pub(crate) enum Data {
+    /// Stored bytes.
+    Stored(Bytes),
+    /// `size` bytes of [`pattern_byte`](crate::pattern_byte), generated when sent.
+    Virtual(u64),
+}
+
+impl Data {
+    pub(crate) fn len(&self) -> u64 {
+        match self {
+            Data::Stored(b) => b.len() as u64,
+            Data::Virtual(n) => *n,
+        }
+    }
+}
+
+/// An object served at a path.
+#[derive(Debug, Clone)]
+pub(crate) struct Object {
+    pub(crate) data: Data,
+    /// The exact `ETag` header value, or `None` for no header.
+    pub(crate) etag: Option<http::HeaderValue>,
+    /// The `Last-Modified` header value: when it was inserted or last changed.
+    pub(crate) last_modified: http::HeaderValue,
+}
+
+fn http_now() -> http::HeaderValue {
+    http::HeaderValue::try_from(httpdate::fmt_http_date(std::time::SystemTime::now()))
+        .unwrap_or_else(|_| http::HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
+}
+
+/// The shared bandwidth cap: one virtual clock for all connections (a leaky bucket).
+#[derive(Debug)]
+struct Pacer {
+    bytes_per_sec: u64,
+    /// When the link is next free.
+    next: Instant,
+}
+
+/// A request in the log; status and body bytes are filled in as the response goes out.
+#[derive(Debug)]
+pub(crate) struct LiveRecord {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) query: Option<String>,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) range: Option<String>,
+    pub(crate) byte_range: Option<(u64, u64)>,
+    pub(crate) connection: u64,
+    pub(crate) fault: Option<String>,
+    pub(crate) status: AtomicU16,
+    pub(crate) body_bytes: AtomicU64,
+}
+
+impl LiveRecord {
+    fn snapshot(&self) -> RequestRecord {
+        RequestRecord {
+            method: self.method.clone(),
+            path: self.path.clone(),
+            query: self.query.clone(),
+            headers: self.headers.clone(),
+            range: self.range.clone(),
+            byte_range: self.byte_range,
+            status: self.status.load(Ordering::Acquire),
+            body_bytes: self.body_bytes.load(Ordering::Acquire),
+            connection: self.connection,
+            fault: self.fault.clone(),
+        }
+    }
+}
+
+/// Everything the server's tasks share with the handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    timer: Timer,
+    objects: RwLock<HashMap<String, Object>>,
+    /// Source of ETag versions; bumped on every insert and every [`Fault::ChangeEtag`].
+    version: AtomicU64,
+    log: Mutex<Vec<Arc<LiveRecord>>>,
+    faults: Mutex<FaultPlan>,
+    has_faults: AtomicBool,
+    latency_nanos: AtomicU64,
+    pacer: Mutex<Option<Pacer>>,
+    paced: AtomicBool,
+    gate: RwLock<Option<Arc<dyn Gate>>>,
+    connections: AtomicU64,
+    bytes_sent: AtomicU64,
+}
+
+fn normalize(path: &str) -> String {
+    if path.starts_with('/') {
+        path.to_owned()
+    } else {
+        format!("/{path}")
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(timer: Timer) -> Self {
+        Self {
+            timer,
+            objects: RwLock::default(),
+            version: AtomicU64::new(0),
+            log: Mutex::default(),
+            faults: Mutex::default(),
+            has_faults: AtomicBool::new(false),
+            latency_nanos: AtomicU64::new(0),
+            pacer: Mutex::new(None),
+            paced: AtomicBool::new(false),
+            gate: RwLock::new(None),
+            connections: AtomicU64::new(0),
+            bytes_sent: AtomicU64::new(0),
+        }
+    }
+
+    /// The server's precise timer, for every wait of the link model.
+    pub(crate) fn timer(&self) -> &Timer {
+        &self.timer
+    }
+
+    fn next_etag(&self, len: u64) -> http::HeaderValue {
+        let version = self.version.fetch_add(1, Ordering::Relaxed) + 1;
+        http::HeaderValue::try_from(format!("\"{version:x}-{len:x}\""))
+            .unwrap_or_else(|_| unreachable!("hex digits are a valid header value"))
+    }
+
+    pub(crate) fn insert(&self, path: &str, data: Data) {
+        let etag = Some(self.next_etag(data.len()));
+        self.objects.write().insert(
+            normalize(path),
+            Object {
+                data,
+                etag,
+                last_modified: http_now(),
+            },
+        );
+    }
+
+    pub(crate) fn remove(&self, path: &str) {
+        self.objects.write().remove(&normalize(path));
+    }
+
+    pub(crate) fn set_etag(&self, path: &str, etag: Option<&str>) {
+        let etag = etag.map(|value| {
+            http::HeaderValue::from_str(value).unwrap_or_else(|_| {
+                panic!("karu-testkit: {value:?} is not a valid ETag header value")
+            })
+        });
+        if let Some(object) = self.objects.write().get_mut(&normalize(path)) {
+            object.etag = etag;
+        }
+    }
+
+    /// Gives the object a new generated ETag ([`Fault::ChangeEtag`]).
+    pub(crate) fn change_etag(&self, path: &str) {
+        let mut objects = self.objects.write();
+        if let Some(object) = objects.get_mut(path) {
+            object.etag = Some(self.next_etag(object.data.len()));
+            object.last_modified = http_now();
+        }
+    }
+
+    pub(crate) fn object(&self, path: &str) -> Option<Object> {
+        self.objects.read().get(path).cloned()
+    }
+
+    pub(crate) fn log(&self, record: Arc<LiveRecord>) {
+        self.log.lock().push(record);
+    }
+
+    pub(crate) fn requests(&self) -> Vec<RequestRecord> {
+        self.log.lock().iter().map(|r| r.snapshot()).collect()
+    }
+
+    pub(crate) fn take_requests(&self) -> Vec<RequestRecord> {
+        let taken = std::mem::take(&mut *self.log.lock());
+        taken.iter().map(|r| r.snapshot()).collect()
+    }
+
+    pub(crate) fn request_count(&self) -> usize {
+        self.log.lock().len()
+    }
+
+    pub(crate) fn add_fault(&self, rule: FaultRule) {
+        let mut plan = self.faults.lock();
+        plan.add(rule);
+        self.has_faults.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn clear_faults(&self) {
+        let mut plan = self.faults.lock();
+        plan.clear();
+        self.has_faults.store(false, Ordering::Release);
+    }
+
+    /// The faults applying to this request, advancing the rules' counters.
+    pub(crate) fn select_faults(&self, method: &str, path: &str) -> Vec<Fault> {
+        if !self.has_faults.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        let mut plan = self.faults.lock();
+        if plan.is_empty() {
+            return Vec::new();
+        }
+        plan.select(method, path)
+    }
+
+    pub(crate) fn set_latency(&self, latency: Duration) {
+        let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        self.latency_nanos.store(nanos, Ordering::Relaxed);
+    }
+
+    pub(crate) fn latency(&self) -> Duration {
+        Duration::from_nanos(self.latency_nanos.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn set_bandwidth(&self, bytes_per_sec: Option<u64>) {
+        let mut pacer = self.pacer.lock();
+        *pacer = bytes_per_sec.map(|rate| Pacer {
+            bytes_per_sec: rate.max(1),
+            next: Instant::now(),
+        });
+        self.paced.store(pacer.is_some(), Ordering::Release);
+    }
+
+    pub(crate) fn is_paced(&self) -> bool {
+        self.paced.load(Ordering::Acquire)
+    }
+
+    /// Reserves the link for `n` bytes: returns when they may be sent (`None`: no cap).
+    pub(crate) fn reserve(&self, n: usize) -> Option<Instant> {
+        if !self.is_paced() {
+            return None;
+        }
+        let mut guard = self.pacer.lock();
+        let pacer = guard.as_mut()?;
+        let now = Instant::now();
+        let start = pacer.next.max(now);
+        pacer.next = start + Duration::from_secs_f64(n as f64 / pacer.bytes_per_sec as f64);
+        Some(start)
+    }
+
+    pub(crate) fn set_gate(&self, gate: Option<Arc<dyn Gate>>) {
+        *self.gate.write() = gate;
+    }
+
+    pub(crate) fn gate(&self) -> Option<Arc<dyn Gate>> {
+        self.gate.read().clone()
+    }
+
+    /// Counts a new connection and returns its id (1, 2, ...).
+    pub(crate) fn next_connection(&self) -> u64 {
+        self.connections.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub(crate) fn connections_accepted(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn add_bytes_sent(&self, n: u64) {
+        self.bytes_sent.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn bytes_sent(&self) -> u64 {
+        self.bytes_sent.load(Ordering::Relaxed)
+    }
+}

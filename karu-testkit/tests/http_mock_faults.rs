@@ -1,0 +1,377 @@
+//! Every fault of the plan happens on the wire, and rules count their matches.
+
+mod support;
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use karu_testkit::{Fault, FaultRule, MockServer, pattern};
+use support::{BodyEnd, Client, request};
+
+fn server_with(path: &str, len: usize) -> (MockServer, Vec<u8>) {
+    let server = MockServer::start();
+    let data = pattern(0, len);
+    server.insert(path, data.clone());
+    (server, data)
+}
+
+#[test]
+fn status_faults_answer_with_retry_after_then_stop() {
+    let (server, data) = server_with("/a", 100);
+    server.add_fault(
+        FaultRule::new(Fault::Status {
+            code: 503,
+            retry_after: Some("1".into()),
+        })
+        .times(1),
+    );
+    server.add_fault(
+        FaultRule::new(Fault::Status {
+            code: 429,
+            retry_after: Some("Wed, 21 Oct 2015 07:28:00 GMT".into()),
+        })
+        .skip(1)
+        .times(1),
+    );
+    let mut client = Client::connect(server.addr());
+    let first = client.get_range("/a", "bytes=0-9");
+    assert_eq!(first.status, 503);
+    assert_eq!(first.header("retry-after"), Some("1"));
+    assert!(!first.body.is_empty() && first.body.len() < 200);
+    let second = client.get_range("/a", "bytes=0-9");
+    assert_eq!(second.status, 429);
+    assert_eq!(
+        second.header("retry-after"),
+        Some("Wed, 21 Oct 2015 07:28:00 GMT")
+    );
+    let third = client.get_range("/a", "bytes=0-9");
+    assert_eq!((third.status, third.body.as_slice()), (206, &data[..10]));
+    let log = server.requests();
+    assert_eq!(
+        log.iter().map(|r| r.status).collect::<Vec<_>>(),
+        [503, 429, 206]
+    );
+    assert!(
+        log[0]
+            .fault
+            .as_deref()
+            .unwrap()
+            .contains("Status { code: 503")
+    );
+    assert!(log[1].fault.as_deref().unwrap().contains("code: 429"));
+    assert_eq!(log[2].fault, None);
+    assert_eq!(
+        log[0].connection, log[2].connection,
+        "error responses keep the connection"
+    );
+}
+
+#[test]
+fn skip_times_path_and_method_select_requests() {
+    let (server, _) = server_with("/a", 10);
+    server.insert("/b", vec![0u8; 10]);
+    server.add_fault(
+        FaultRule::new(Fault::Status {
+            code: 500,
+            retry_after: None,
+        })
+        .path("/a")
+        .method("GET")
+        .skip(1)
+        .times(2),
+    );
+    let mut client = Client::connect(server.addr());
+    let mut statuses = Vec::new();
+    for path in ["/a", "/b", "/a", "/b", "/a", "/a", "/a"] {
+        statuses.push(client.get(path).status);
+    }
+    // HEAD does not match the rule, so it does not consume it either.
+    assert_eq!(client.request("HEAD", "/a", &[]).unwrap().status, 200);
+    assert_eq!(statuses, [200, 200, 500, 200, 500, 200, 200]);
+    server.clear_faults();
+    server.add_fault(FaultRule::new(Fault::Status {
+        code: 502,
+        retry_after: None,
+    }));
+    assert_eq!(client.get("/b").status, 502);
+    assert_eq!(client.get("/a").status, 502, "forever by default");
+    server.clear_faults();
+    assert_eq!(client.get("/a").status, 200);
+}
+
+#[test]
+fn several_rules_apply_to_one_request() {
+    let (server, _) = server_with("/a", 10);
+    server.add_fault(FaultRule::new(Fault::Latency(Duration::from_millis(120))).times(1));
+    server.add_fault(
+        FaultRule::new(Fault::Status {
+            code: 500,
+            retry_after: None,
+        })
+        .times(1),
+    );
+    let started = Instant::now();
+    let r = request(server.addr(), "GET", "/a", &[]);
+    assert!(started.elapsed() >= Duration::from_millis(120));
+    assert_eq!(r.status, 500);
+    let fault = server.requests()[0].fault.clone().unwrap();
+    assert!(fault.starts_with("Latency(120ms) + Status {"), "{fault}");
+}
+
+#[test]
+fn latency_fault_delays_the_headers() {
+    let (server, _) = server_with("/a", 10);
+    server.add_fault(FaultRule::new(Fault::Latency(Duration::from_millis(150))).path("/a"));
+    let mut client = Client::connect(server.addr());
+    let started = Instant::now();
+    assert_eq!(client.get("/a").status, 200);
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    let started = Instant::now();
+    assert_eq!(client.get("/other").status, 404);
+    assert!(started.elapsed() < Duration::from_millis(150));
+}
+
+#[test]
+fn ignore_range_sends_the_whole_body_with_200() {
+    let (server, data) = server_with("/a", 500);
+    server.add_fault(FaultRule::new(Fault::IgnoreRange).times(1));
+    let mut client = Client::connect(server.addr());
+    let r = client.get_range("/a", "bytes=10-19");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-range"), None);
+    assert_eq!(r.body, data);
+    assert_eq!(client.get_range("/a", "bytes=10-19").status, 206);
+    assert_eq!(server.requests()[0].fault.as_deref(), Some("IgnoreRange"));
+}
+
+#[test]
+fn wrong_and_missing_content_range() {
+    let (server, data) = server_with("/a", 1000);
+    server.add_fault(FaultRule::new(Fault::WrongContentRange { shift: 5 }).times(1));
+    server.add_fault(
+        FaultRule::new(Fault::WrongContentRange { shift: -50 })
+            .skip(1)
+            .times(1),
+    );
+    server.add_fault(FaultRule::new(Fault::MissingContentRange).skip(2).times(1));
+    let mut client = Client::connect(server.addr());
+    let shifted = client.get_range("/a", "bytes=10-19");
+    assert_eq!(shifted.status, 206);
+    assert_eq!(shifted.header("content-range"), Some("bytes 15-24/1000"));
+    assert_eq!(
+        shifted.body,
+        &data[10..20],
+        "the body is the real requested bytes"
+    );
+    let clamped = client.get_range("/a", "bytes=10-19");
+    assert_eq!(clamped.header("content-range"), Some("bytes 0-0/1000"));
+    let missing = client.get_range("/a", "bytes=10-19");
+    assert_eq!(missing.status, 206);
+    assert_eq!(missing.header("content-range"), None);
+    assert_eq!(missing.body, &data[10..20]);
+}
+
+#[test]
+fn cut_body_sends_fewer_bytes_than_content_length_then_eof() {
+    let server = MockServer::start();
+    server.insert_virtual("/v", 10 << 20);
+    server.add_fault(FaultRule::new(Fault::CutBodyAfter(1000)).times(1));
+    let mut client = Client::connect(server.addr());
+    let r = client.get_range("/v", "bytes=0-999999");
+    assert_eq!(r.status, 206);
+    assert_eq!(r.content_length(), Some(1_000_000));
+    assert_eq!(r.header("content-range"), Some("bytes 0-999999/10485760"));
+    assert_eq!(r.end, BodyEnd::Eof);
+    assert_eq!(r.received, 1000);
+    assert_eq!(r.body, pattern(0, 1000));
+    let log = server.requests();
+    assert_eq!((log[0].status, log[0].body_bytes), (206, 1000));
+    assert_eq!(log[0].fault.as_deref(), Some("CutBodyAfter(1000)"));
+    // A big cut is delivered whole too (the bytes are flushed before the FIN).
+    server.add_fault(FaultRule::new(Fault::CutBodyAfter(3 << 20)).times(1));
+    let r = Client::connect(server.addr()).get("/v");
+    assert_eq!((r.end, r.received), (BodyEnd::Eof, 3 << 20));
+    assert_eq!(r.body, pattern(0, 3 << 20));
+    // Cut at zero: headers only.
+    server.add_fault(FaultRule::new(Fault::CutBodyAfter(0)).times(1));
+    let r = Client::connect(server.addr()).get_range("/v", "bytes=0-9");
+    assert_eq!((r.status, r.end, r.received), (206, BodyEnd::Eof, 0));
+}
+
+#[test]
+fn reset_shows_as_connection_reset_on_the_client() {
+    let server = MockServer::start();
+    server.insert_virtual("/v", 1 << 20);
+    server.add_fault(FaultRule::new(Fault::ResetAfter(1000)).times(1));
+    let mut client = Client::connect(server.addr());
+    let r = client.get("/v");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.content_length(), Some(1 << 20));
+    assert_eq!(r.end, BodyEnd::Error(std::io::ErrorKind::ConnectionReset));
+    // The bytes before the reset arrive: the server flushes them and waits a moment first.
+    assert_eq!(r.received, 1000);
+    assert_eq!(r.body, pattern(0, 1000));
+    let log = server.requests();
+    assert_eq!(log[0].body_bytes, 1000);
+    assert_eq!(log[0].fault.as_deref(), Some("ResetAfter(1000)"));
+    // The next connection is served normally.
+    assert_eq!(
+        Client::connect(server.addr()).get("/v").end,
+        BodyEnd::Complete
+    );
+}
+
+#[test]
+fn trickle_paces_the_body() {
+    let (server, data) = server_with("/a", 500);
+    server.add_fault(
+        FaultRule::new(Fault::Trickle {
+            chunk: 100,
+            interval: Duration::from_millis(40),
+        })
+        .times(1),
+    );
+    let mut client = Client::connect(server.addr());
+    client.send("GET", "/a", &[]).unwrap();
+    let started = Instant::now();
+    let mut arrivals = Vec::new();
+    let r = client
+        .read_response_with(false, &mut |chunk| {
+            arrivals.push((started.elapsed(), chunk.len()))
+        })
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!((r.status, r.received), (200, 500));
+    // Five chunks, four pauses of 40 ms.
+    assert!(elapsed >= Duration::from_millis(160), "{elapsed:?}");
+    assert!(arrivals.len() >= 4, "{arrivals:?}");
+    assert!(arrivals.iter().all(|(_, n)| *n <= 100), "{arrivals:?}");
+    let r = client.get("/a");
+    assert_eq!(r.body, data);
+}
+
+#[test]
+fn gzip_body_decompresses_to_the_range() {
+    let server = MockServer::start();
+    server.insert_virtual("/v", 1 << 20);
+    let data = pattern(0, 1 << 20);
+    server.insert("/text", b"hello hello hello hello hello hello".repeat(100));
+    server.add_fault(FaultRule::new(Fault::Gzip));
+    let mut client = Client::connect(server.addr());
+    let r = client.get_range("/v", "bytes=1000-200999");
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    assert_eq!(r.header("content-range"), Some("bytes 1000-200999/1048576"));
+    assert_eq!(r.content_length(), Some(r.body.len() as u64));
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(r.body.as_slice())
+        .read_to_end(&mut plain)
+        .unwrap();
+    assert_eq!(plain, &data[1000..201_000]);
+    let text = client.get("/text");
+    assert!(text.body.len() < 3500, "compressible text shrinks");
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(text.body.as_slice())
+        .read_to_end(&mut plain)
+        .unwrap();
+    assert_eq!(plain, b"hello hello hello hello hello hello".repeat(100));
+}
+
+#[test]
+fn change_etag_gives_a_new_etag_before_answering() {
+    let (server, _) = server_with("/a", 100);
+    let mut client = Client::connect(server.addr());
+    let e1 = client.get("/a").header("etag").unwrap().to_owned();
+    server.add_fault(FaultRule::new(Fault::ChangeEtag).times(1));
+    let changed = client
+        .request("GET", "/a", &[("Range", "bytes=0-9"), ("If-Match", &e1)])
+        .unwrap();
+    assert_eq!(
+        changed.status, 412,
+        "the object changed before this request was answered"
+    );
+    let e2 = client.get("/a").header("etag").unwrap().to_owned();
+    assert_ne!(e1, e2);
+    let ok = client
+        .request("GET", "/a", &[("Range", "bytes=0-9"), ("If-Match", &e2)])
+        .unwrap();
+    assert_eq!(ok.status, 206);
+    assert_eq!(ok.header("etag"), Some(e2.as_str()));
+}
+
+#[test]
+fn ignore_if_match_serves_a_changed_object() {
+    let (server, data) = server_with("/a", 100);
+    server.add_fault(FaultRule::new(Fault::IgnoreIfMatch).times(1));
+    let mut client = Client::connect(server.addr());
+    let r = client
+        .request(
+            "GET",
+            "/a",
+            &[("Range", "bytes=0-9"), ("If-Match", "\"stale\"")],
+        )
+        .unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (206, &data[..10]));
+    let r = client
+        .request(
+            "GET",
+            "/a",
+            &[("Range", "bytes=0-9"), ("If-Match", "\"stale\"")],
+        )
+        .unwrap();
+    assert_eq!(r.status, 412);
+}
+
+#[test]
+fn oversized_error_body() {
+    let (server, _) = server_with("/a", 100);
+    server.add_fault(FaultRule::new(Fault::OversizedErrorBody {
+        code: 500,
+        size: 3 << 20,
+    }));
+    let r = request(server.addr(), "GET", "/a", &[("Range", "bytes=0-9")]);
+    assert_eq!(r.status, 500);
+    assert_eq!(r.content_length(), Some(3 << 20));
+    assert_eq!((r.received, r.end), (3 << 20, BodyEnd::Complete));
+    assert!(r.body.starts_with(b"<Error>"));
+    assert_eq!(server.requests()[0].body_bytes, 3 << 20);
+}
+
+#[test]
+fn never_answer_times_out_on_the_client_and_drop_still_returns() {
+    let (server, _) = server_with("/a", 100);
+    server.add_fault(FaultRule::new(Fault::NeverAnswer).times(1));
+    let mut client = Client::connect(server.addr());
+    client.set_read_timeout(Some(Duration::from_millis(300)));
+    let started = Instant::now();
+    let err = client.request("GET", "/a", &[]).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+        "{err:?}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    // Other connections are served meanwhile.
+    assert_eq!(request(server.addr(), "GET", "/a", &[]).status, 200);
+    let log = server.requests();
+    assert_eq!(
+        (log[0].status, log[0].fault.as_deref()),
+        (0, Some("NeverAnswer"))
+    );
+    let started = Instant::now();
+    drop(server);
+    assert!(started.elapsed() < Duration::from_secs(3));
+    // The unanswered connection was closed by the shutdown.
+    client.set_read_timeout(Some(Duration::from_secs(5)));
+    let (rest, end) = client.read_to_end();
+    assert!(rest.is_empty());
+    assert!(
+        matches!(
+            end,
+            BodyEnd::Eof | BodyEnd::Error(std::io::ErrorKind::ConnectionReset)
+        ),
+        "{end:?}"
+    );
+}
