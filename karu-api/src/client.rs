@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use karu_config::{ConfigBuilder, Snapshot};
+use karu_engine::credential::Callbacks;
 use karu_engine::{
-    Backend, Batch, BatchOptions, Ends, Engine, Error, Locator, ObjectInfo, Read, Registry, Scope,
-    Status,
+    Backend, Batch, BatchOptions, CredentialCallback, CredentialStats, Ends, Engine, EngineOptions,
+    Error, Locator, ObjectInfo, Read, Registry, Scope, Status,
 };
 
 /// Configures and builds a [`Client`]. Cheap to clone; [`ClientBuilder::build`] copies
@@ -29,6 +30,7 @@ use karu_engine::{
 pub struct ClientBuilder {
     config: ConfigBuilder,
     backends: Vec<(String, Arc<dyn Backend>)>,
+    callbacks: Callbacks,
 }
 
 impl ClientBuilder {
@@ -102,6 +104,20 @@ impl ClientBuilder {
         self
     }
 
+    /// Provide credentials for a provider family (`"aws"`, ...) from the application, e.g. a
+    /// vendor SDK or a secret manager, instead of Karu's own discovery. The callback receives
+    /// the canonical path; it may return an expiry and a canonical prefix where its value is
+    /// valid (Karu caches it there, only if the path is inside it; without a prefix it is
+    /// called for every request). Calls may run concurrently.
+    pub fn credential_callback(
+        mut self,
+        family: &str,
+        callback: impl CredentialCallback + 'static,
+    ) -> Self {
+        self.callbacks.insert(family, Arc::new(callback));
+        self
+    }
+
     /// Capture the configuration and start the engine. A malformed file or value is an
     /// [`Status::InvalidArgument`] error naming the file (or variable), key and expected type.
     pub fn build(&self) -> Result<Client, Error> {
@@ -109,7 +125,13 @@ impl ClientBuilder {
             .config
             .build()
             .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
-        Client::with_snapshot(snapshot, &self.backends)
+        Client::start(
+            snapshot,
+            &self.backends,
+            EngineOptions {
+                callbacks: self.callbacks.clone(),
+            },
+        )
     }
 }
 
@@ -117,6 +139,7 @@ impl fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientBuilder")
             .field("config", &self.config)
+            .field("callbacks", &self.callbacks)
             .field(
                 "extra_backends",
                 &self.backends.iter().map(|(p, _)| p).collect::<Vec<_>>(),
@@ -150,12 +173,20 @@ impl Client {
         snapshot: Snapshot,
         extra: &[(String, Arc<dyn Backend>)],
     ) -> Result<Client, Error> {
+        Client::start(snapshot, extra, EngineOptions::default())
+    }
+
+    fn start(
+        snapshot: Snapshot,
+        extra: &[(String, Arc<dyn Backend>)],
+        options: EngineOptions,
+    ) -> Result<Client, Error> {
         let registry = Registry::new();
         karu_providers::register_all(&registry);
         for (pattern, backend) in extra {
             registry.register(pattern, Arc::clone(backend));
         }
-        let engine = Engine::new(snapshot)?;
+        let engine = Engine::with_options(snapshot, options)?;
         Ok(Client {
             engine,
             registry: Arc::new(registry),
@@ -175,6 +206,18 @@ impl Client {
     /// The engine.
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Counters of the remote path since the client started: requests sent (every attempt),
+    /// body bytes received, retries.
+    pub fn transport_stats(&self) -> karu_engine::TransportStats {
+        self.engine.transport_stats()
+    }
+
+    /// Counters of the credential cache: lookups made (one per scope, plus refreshes),
+    /// callback calls, cache hits, failures.
+    pub fn credential_stats(&self) -> CredentialStats {
+        self.engine.credential_stats()
     }
 
     /// Resolve an address (a path, `file://`, or a provider URL) to a [`Locator`]. Never

@@ -63,5 +63,6 @@ pub use karu_config::{ConfigBuilder, Snapshot};
 pub use karu_engine::{
     Backend, Batch, BatchOptions, BatchStats, CanonicalPath, Completion, Ends, Error, Locator,
     Next, NextFuture, ObjectInfo, Read, Registry, Resolved, Scope, ScopedBatch, Status, Target,
-    UNBOUNDED, Window,
+    TransportStats, UNBOUNDED, Window,
 };
+pub use karu_engine::{CallbackCredential, Credential, CredentialCallback, CredentialStats};

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use http::HeaderMap;
+use karu_config::Snapshot;
 
+use crate::credential::CredentialSource;
 use crate::http::request::{
     Capabilities, Correction, ErrorResponse, PrepareContext, PreparedRequest,
 };
@@ -39,6 +41,19 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
                 ctx.locator.canonical()
             ),
         ))
+    }
+
+    /// How requests for `locator` are authenticated: `None` for anonymous access (the
+    /// transfer joins the HTTP queue directly), or the scope and provider of its credential
+    /// (the transfer first visits a credential worker). Must not do input or output: the
+    /// lookup itself is the provider's [`fetch`](crate::credential::CredentialProvider::fetch).
+    fn credential_source(
+        &self,
+        locator: &Locator,
+        snapshot: &Snapshot,
+    ) -> Result<Option<CredentialSource>, Error> {
+        let _ = (locator, snapshot);
+        Ok(None)
     }
 
     /// What the service can do.

@@ -1,12 +1,39 @@
-//! Credentials: opaque proof of identity that backends attach to requests.
+//! Credentials: reused only where they are valid, looked up once per scope, refreshed before
+//! they expire, and never on an HTTP event loop.
+//!
+//! A backend that needs proof of identity returns a [`CredentialSource`] for an object: a
+//! [`CredentialScope`] (its provider family plus the configuration origins that supplied its
+//! credential options) and a [`CredentialProvider`] that can look one up. The engine keeps a
+//! [`CredentialCache`] keyed by scope:
+//!
+//! - **single flight**: concurrent requests for the same cold scope share one lookup;
+//! - **lazy, proactive refresh**: a credential becomes refreshable in the final tenth of its
+//!   lifetime (that margin bounded to 1–60 s); the first request inside the window refreshes
+//!   while the others wait for the same result;
+//! - **no negative caching**: a failed lookup is returned to every waiter, never stored.
+//!
+//! An application [`CredentialCallback`] may replace native discovery for a family: it gets
+//! the canonical path and may return an expiry and a canonical prefix where its value is
+//! valid. Karu caches the value under that prefix only if the requested path is inside it;
+//! without a prefix the callback is asked for every request.
+//!
+//! Time is a parameter of the pure parts ([`freshness`]) and of the cache (a [`Clock`]), so
+//! the tests run on a simulated clock.
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
+
+use karu_config::{Origin, Snapshot};
+use parking_lot::{Condvar, Mutex};
+
+use crate::locator::{CanonicalPath, Locator};
+use crate::status::{Error, Status};
 
 /// A credential obtained for one scope: a provider-specific secret value (its type is the
-/// provider's business), an optional expiry. Cheap to clone. Its `Debug` never shows the
+/// provider's business) and an optional expiry. Cheap to clone. Its `Debug` never shows the
 /// secret.
 #[derive(Clone)]
 pub struct Credential {
@@ -38,6 +65,11 @@ impl Credential {
     pub fn expires(&self) -> Option<SystemTime> {
         self.expires
     }
+
+    /// Whether two handles share one looked-up value.
+    pub fn same(&self, other: &Credential) -> bool {
+        Arc::ptr_eq(&self.secret, &other.secret)
+    }
 }
 
 impl fmt::Debug for Credential {
@@ -45,5 +77,785 @@ impl fmt::Debug for Credential {
         f.debug_struct("Credential")
             .field("expires", &self.expires)
             .finish_non_exhaustive()
+    }
+}
+
+/// Where a credential may be reused: a provider family (`"aws"`, `"gcp"`) and the
+/// configuration origins that supplied credential options for the path. Two paths share a
+/// credential only when their scopes are equal.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CredentialScope {
+    family: String,
+    origins: Vec<Origin>,
+    detail: String,
+}
+
+impl CredentialScope {
+    /// A scope for `family` from the origins of the credential options.
+    pub fn new(family: impl Into<String>, origins: Vec<Origin>) -> Self {
+        CredentialScope {
+            family: family.into(),
+            origins,
+            detail: String::new(),
+        }
+    }
+
+    /// Narrow the scope by a non-secret detail the origins do not capture (for example a
+    /// profile name taken from the environment).
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = detail.into();
+        self
+    }
+
+    /// The provider family.
+    pub fn family(&self) -> &str {
+        &self.family
+    }
+}
+
+/// Looks up credentials. Runs on a credential worker thread, so it may block (read files, run
+/// a `credential_process`, call a metadata service).
+pub trait CredentialProvider: Send + Sync + fmt::Debug {
+    /// Obtain a fresh credential.
+    fn fetch(&self) -> Result<Credential, Error>;
+}
+
+/// How a backend authenticates one object.
+#[derive(Debug, Clone)]
+pub struct CredentialSource {
+    /// Where the result may be reused.
+    pub scope: CredentialScope,
+    /// Who looks it up.
+    pub provider: Arc<dyn CredentialProvider>,
+}
+
+/// What an application callback returns.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CallbackCredential {
+    /// The credential (its expiry, if any, is honoured).
+    pub credential: Credential,
+    /// The canonical prefix under which it is valid; `None` = only for this request.
+    pub prefix: Option<String>,
+}
+
+impl CallbackCredential {
+    /// A credential valid for this request only.
+    pub fn once(credential: Credential) -> Self {
+        CallbackCredential {
+            credential,
+            prefix: None,
+        }
+    }
+
+    /// A credential valid for every canonical path under `prefix` (whole segments).
+    pub fn for_prefix(credential: Credential, prefix: impl Into<String>) -> Self {
+        CallbackCredential {
+            credential,
+            prefix: Some(prefix.into()),
+        }
+    }
+}
+
+/// An application callback providing credentials for one family, e.g. from a vendor SDK or
+/// a secret manager. Calls for different paths may run concurrently: it must be thread safe
+/// and bound its own input and output.
+pub trait CredentialCallback: Send + Sync {
+    /// A credential for `path`.
+    fn credential(&self, path: &CanonicalPath) -> Result<CallbackCredential, Error>;
+}
+
+impl<F> CredentialCallback for F
+where
+    F: Fn(&CanonicalPath) -> Result<CallbackCredential, Error> + Send + Sync,
+{
+    fn credential(&self, path: &CanonicalPath) -> Result<CallbackCredential, Error> {
+        self(path)
+    }
+}
+
+/// A source of wall-clock time; the system clock in production, a simulated one in tests.
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// The time now.
+    fn now(&self) -> SystemTime;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+/// How usable a cached credential is at some moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// Use it.
+    Fresh,
+    /// Still valid, but in the final tenth of its lifetime: the next request refreshes it.
+    Refreshable,
+    /// Expired: must be looked up again.
+    Expired,
+}
+
+/// The refresh margin of a credential obtained at `obtained` that expires at `expires`: a
+/// tenth of its lifetime, bounded to 1–60 s.
+pub fn refresh_margin(obtained: SystemTime, expires: SystemTime) -> Duration {
+    let lifetime = expires.duration_since(obtained).unwrap_or(Duration::ZERO);
+    (lifetime / 10).clamp(Duration::from_secs(1), Duration::from_secs(60))
+}
+
+/// Whether a credential obtained at `obtained` and expiring at `expires` (never, if `None`) is
+/// fresh at `now`.
+pub fn freshness(obtained: SystemTime, expires: Option<SystemTime>, now: SystemTime) -> Freshness {
+    let Some(expires) = expires else {
+        return Freshness::Fresh;
+    };
+    if now >= expires {
+        return Freshness::Expired;
+    }
+    let margin = refresh_margin(obtained, expires);
+    match expires.checked_sub(margin) {
+        Some(refresh_at) if now < refresh_at => Freshness::Fresh,
+        _ => Freshness::Refreshable,
+    }
+}
+
+/// Counters of the cache, for tests and the demo.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CredentialStats {
+    /// Lookups made by providers (cold scopes, refreshes, invalidations).
+    pub lookups: u64,
+    /// Calls of application callbacks.
+    pub callback_calls: u64,
+    /// Requests served from the cache.
+    pub hits: u64,
+    /// Lookups that failed.
+    pub failures: u64,
+}
+
+/// The scoped, single-flight credential cache of one client.
+pub struct CredentialCache {
+    clock: Arc<dyn Clock>,
+    state: Mutex<CacheState>,
+    /// Signalled when a flight lands.
+    landed: Condvar,
+}
+
+#[derive(Default)]
+struct CacheState {
+    entries: HashMap<CredentialScope, Entry>,
+    /// Callback values by family, then prefix.
+    prefixed: HashMap<String, Vec<Prefixed>>,
+    stats: CredentialStats,
+    next_flight: u64,
+}
+
+enum Entry {
+    Ready {
+        credential: Credential,
+        obtained: SystemTime,
+    },
+    /// A lookup in flight; waiters wait for `landed` and check again.
+    InFlight { id: u64 },
+}
+
+struct Prefixed {
+    prefix: String,
+    credential: Credential,
+    obtained: SystemTime,
+}
+
+/// What a flight's owner publishes.
+struct Landing {
+    scope: CredentialScope,
+    id: u64,
+}
+
+/// The most entries kept per family of callback prefixes.
+const PREFIXES_PER_FAMILY: usize = 1024;
+
+impl CredentialCache {
+    /// A cache on the system clock.
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
+
+    /// A cache on this clock.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        CredentialCache {
+            clock,
+            state: Mutex::new(CacheState::default()),
+            landed: Condvar::new(),
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> CredentialStats {
+        self.state.lock().stats
+    }
+
+    /// A credential for `source.scope`: from the cache when fresh, else from one shared
+    /// lookup. Blocks (call it on a credential worker).
+    pub fn get(&self, source: &CredentialSource) -> Result<Credential, Error> {
+        let mut state = self.state.lock();
+        let landing = loop {
+            let now = self.clock.now();
+            match state.entries.get(&source.scope) {
+                Some(Entry::Ready {
+                    credential,
+                    obtained,
+                }) if freshness(*obtained, credential.expires(), now) == Freshness::Fresh => {
+                    let credential = credential.clone();
+                    state.stats.hits += 1;
+                    return Ok(credential);
+                }
+                Some(Entry::InFlight { .. }) => self.landed.wait(&mut state),
+                // Cold, refreshable or expired: this request flies.
+                _ => {
+                    state.next_flight += 1;
+                    let id = state.next_flight;
+                    state
+                        .entries
+                        .insert(source.scope.clone(), Entry::InFlight { id });
+                    break Landing {
+                        scope: source.scope.clone(),
+                        id,
+                    };
+                }
+            }
+        };
+        drop(state);
+        let result = source.provider.fetch();
+        self.land(landing, &result);
+        result
+    }
+
+    /// Forget the scope's credential if it is still `stale` (an expired-token answer), so the
+    /// next [`get`](CredentialCache::get) looks up a new one. A newer credential that another
+    /// request already obtained is kept.
+    pub fn invalidate(&self, scope: &CredentialScope, stale: &Credential) {
+        let mut state = self.state.lock();
+        if let Some(Entry::Ready { credential, .. }) = state.entries.get(scope)
+            && credential.same(stale)
+        {
+            state.entries.remove(scope);
+        }
+    }
+
+    fn land(&self, landing: Landing, result: &Result<Credential, Error>) {
+        let mut state = self.state.lock();
+        state.stats.lookups += 1;
+        let ours = matches!(
+            state.entries.get(&landing.scope),
+            Some(Entry::InFlight { id }) if *id == landing.id
+        );
+        if ours {
+            match result {
+                Ok(credential) => {
+                    let obtained = self.clock.now();
+                    state.entries.insert(
+                        landing.scope,
+                        Entry::Ready {
+                            credential: credential.clone(),
+                            obtained,
+                        },
+                    );
+                }
+                Err(_) => {
+                    // Never cached: the next request looks up again.
+                    state.stats.failures += 1;
+                    state.entries.remove(&landing.scope);
+                }
+            }
+        } else if result.is_err() {
+            state.stats.failures += 1;
+        }
+        drop(state);
+        self.landed.notify_all();
+    }
+
+    /// A credential from an application callback for `path` in `family`: a cached value whose
+    /// prefix contains the path, else a call (cached under its prefix when the path is
+    /// inside it). Blocks (call it on a credential worker).
+    pub fn from_callback(
+        &self,
+        family: &str,
+        callback: &dyn CredentialCallback,
+        path: &CanonicalPath,
+    ) -> Result<Credential, Error> {
+        {
+            let mut state = self.state.lock();
+            let now = self.clock.now();
+            let found = state.prefixed.get(family).and_then(|entries| {
+                entries
+                    .iter()
+                    .filter(|e| prefix_contains(&e.prefix, path.as_str()))
+                    .filter(|e| {
+                        freshness(e.obtained, e.credential.expires(), now) == Freshness::Fresh
+                    })
+                    .max_by_key(|e| e.prefix.len())
+                    .map(|e| e.credential.clone())
+            });
+            if let Some(credential) = found {
+                state.stats.hits += 1;
+                return Ok(credential);
+            }
+            state.stats.callback_calls += 1;
+        }
+        let returned = callback.credential(path).inspect_err(|_| {
+            self.state.lock().stats.failures += 1;
+        })?;
+        let Some(prefix) = returned.prefix else {
+            return Ok(returned.credential);
+        };
+        if !prefix_contains(&prefix, path.as_str()) {
+            // A value that claims another scope is used once, never cached.
+            tracing::warn!(
+                family,
+                "a credential callback returned a prefix that does not contain the requested path; not caching it"
+            );
+            return Ok(returned.credential);
+        }
+        let mut state = self.state.lock();
+        let obtained = self.clock.now();
+        let entries = state.prefixed.entry(family.to_string()).or_default();
+        entries.retain(|e| e.prefix != prefix);
+        if entries.len() >= PREFIXES_PER_FAMILY {
+            entries.remove(0);
+        }
+        entries.push(Prefixed {
+            prefix,
+            credential: returned.credential.clone(),
+            obtained,
+        });
+        Ok(returned.credential)
+    }
+}
+
+impl Default for CredentialCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for CredentialCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state.lock();
+        f.debug_struct("CredentialCache")
+            .field("scopes", &state.entries.len())
+            .field("stats", &state.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether `prefix` contains `path` on whole segments (`s3://b/p` contains `s3://b/p/x`
+/// but not `s3://b/px`; a prefix ending in `/` contains everything below it).
+pub fn prefix_contains(prefix: &str, path: &str) -> bool {
+    if !path.starts_with(prefix) {
+        return false;
+    }
+    prefix.ends_with('/')
+        || path.len() == prefix.len()
+        || path.as_bytes()[prefix.len()] == b'/'
+        || (prefix.ends_with("://") && path.len() > prefix.len())
+}
+
+/// The credential callbacks an application registered, by family.
+#[derive(Default, Clone)]
+pub struct Callbacks {
+    by_family: HashMap<String, Arc<dyn CredentialCallback>>,
+}
+
+impl Callbacks {
+    /// Register `callback` for `family` (replacing an earlier one).
+    pub fn insert(&mut self, family: impl Into<String>, callback: Arc<dyn CredentialCallback>) {
+        self.by_family.insert(family.into(), callback);
+    }
+
+    /// The callback for `family`.
+    pub fn get(&self, family: &str) -> Option<&Arc<dyn CredentialCallback>> {
+        self.by_family.get(family)
+    }
+}
+
+impl fmt::Debug for Callbacks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Callbacks")
+            .field("families", &self.by_family.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// How the engine obtains a credential for one remote object.
+#[derive(Clone)]
+pub(crate) enum Authority {
+    /// Native discovery through the backend's provider, cached by scope.
+    Native(CredentialSource),
+    /// The application's callback for the family.
+    Callback {
+        family: String,
+        callback: Arc<dyn CredentialCallback>,
+        path: CanonicalPath,
+    },
+}
+
+impl Authority {
+    /// The authority for `locator`, or `None` if its backend needs no credential.
+    pub(crate) fn for_locator(
+        locator: &Locator,
+        snapshot: &Snapshot,
+        callbacks: &Callbacks,
+    ) -> Result<Option<Authority>, Error> {
+        let backend = locator.backend();
+        let Some(source) = backend.credential_source(locator, snapshot)? else {
+            return Ok(None);
+        };
+        if let Some(callback) = callbacks.get(source.scope.family()) {
+            return Ok(Some(Authority::Callback {
+                family: source.scope.family().to_string(),
+                callback: Arc::clone(callback),
+                path: locator.canonical().clone(),
+            }));
+        }
+        Ok(Some(Authority::Native(source)))
+    }
+
+    /// Obtain the credential (blocking: credential workers only).
+    pub(crate) fn obtain(&self, cache: &CredentialCache) -> Result<Credential, Error> {
+        let result = match self {
+            Authority::Native(source) => cache.get(source),
+            Authority::Callback {
+                family,
+                callback,
+                path,
+            } => cache.from_callback(family, callback.as_ref(), path),
+        };
+        result.map_err(|e| {
+            if e.status() == Status::Credentials {
+                e
+            } else {
+                Error::new(
+                    Status::Credentials,
+                    format!("cannot obtain credentials: {}", e.message()),
+                )
+            }
+        })
+    }
+
+    /// Forget `stale` so the next `obtain` looks up again (callbacks are asked again anyway
+    /// once their prefix entry is gone).
+    pub(crate) fn invalidate(&self, cache: &CredentialCache, stale: &Credential) {
+        match self {
+            Authority::Native(source) => cache.invalidate(&source.scope, stale),
+            Authority::Callback { family, .. } => {
+                let mut state = cache.state.lock();
+                if let Some(entries) = state.prefixed.get_mut(family) {
+                    entries.retain(|e| !e.credential.same(stale));
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Authority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Authority::Native(source) => f.debug_tuple("Native").field(&source.scope).finish(),
+            Authority::Callback { family, path, .. } => f
+                .debug_struct("Callback")
+                .field("family", family)
+                .field("path", path)
+                .finish(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    #[derive(Debug)]
+    struct SimClock(Mutex<SystemTime>);
+    impl SimClock {
+        fn new() -> Arc<Self> {
+            Arc::new(SimClock(Mutex::new(
+                SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000),
+            )))
+        }
+        fn advance(&self, d: Duration) {
+            *self.0.lock() += d;
+        }
+    }
+    impl Clock for SimClock {
+        fn now(&self) -> SystemTime {
+            *self.0.lock()
+        }
+    }
+
+    /// A provider that counts lookups, optionally slow or failing, issuing credentials that
+    /// live `lifetime` from the simulated clock.
+    #[derive(Debug)]
+    struct Counting {
+        clock: Arc<SimClock>,
+        lifetime: Option<Duration>,
+        calls: AtomicU64,
+        fail: std::sync::atomic::AtomicBool,
+        delay: Duration,
+    }
+    impl Counting {
+        fn new(clock: &Arc<SimClock>, lifetime: Option<Duration>) -> Arc<Self> {
+            Arc::new(Counting {
+                clock: Arc::clone(clock),
+                lifetime,
+                calls: AtomicU64::new(0),
+                fail: false.into(),
+                delay: Duration::ZERO,
+            })
+        }
+    }
+    impl CredentialProvider for Counting {
+        fn fetch(&self) -> Result<Credential, Error> {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+            std::thread::sleep(self.delay);
+            if self.fail.load(Ordering::SeqCst) {
+                return Err(Error::new(Status::Credentials, "lookup failed"));
+            }
+            Ok(Credential::new(n).with_expiry(self.lifetime.map(|l| self.clock.now() + l)))
+        }
+    }
+
+    fn source(provider: Arc<dyn CredentialProvider>, origins: Vec<Origin>) -> CredentialSource {
+        CredentialSource {
+            scope: CredentialScope::new("aws", origins),
+            provider,
+        }
+    }
+
+    fn value(c: &Credential) -> u64 {
+        *c.get::<u64>().unwrap()
+    }
+
+    #[test]
+    fn margin_is_a_tenth_bounded_to_one_and_sixty_seconds() {
+        let t0 = SystemTime::UNIX_EPOCH;
+        let s = Duration::from_secs;
+        assert_eq!(refresh_margin(t0, t0 + s(100)), s(10));
+        assert_eq!(refresh_margin(t0, t0 + s(3600)), s(60));
+        assert_eq!(refresh_margin(t0, t0 + s(5)), s(1));
+        assert_eq!(refresh_margin(t0, t0), s(1));
+    }
+
+    #[test]
+    fn freshness_boundaries() {
+        let t0 = SystemTime::UNIX_EPOCH;
+        let s = Duration::from_secs;
+        let exp = Some(t0 + s(100));
+        assert_eq!(freshness(t0, exp, t0 + s(89)), Freshness::Fresh);
+        assert_eq!(freshness(t0, exp, t0 + s(90)), Freshness::Refreshable);
+        assert_eq!(freshness(t0, exp, t0 + s(99)), Freshness::Refreshable);
+        assert_eq!(freshness(t0, exp, t0 + s(100)), Freshness::Expired);
+        assert_eq!(freshness(t0, None, t0 + s(1_000_000)), Freshness::Fresh);
+        // One hour: the margin is capped at 60 s.
+        let hour = Some(t0 + s(3600));
+        assert_eq!(freshness(t0, hour, t0 + s(3539)), Freshness::Fresh);
+        assert_eq!(freshness(t0, hour, t0 + s(3540)), Freshness::Refreshable);
+    }
+
+    #[test]
+    fn cached_until_the_refresh_window_then_refreshed_once() {
+        let clock = SimClock::new();
+        let cache = CredentialCache::with_clock(clock.clone());
+        let p = Counting::new(&clock, Some(Duration::from_secs(100)));
+        let src = source(p.clone(), vec![Origin::Default]);
+        assert_eq!(value(&cache.get(&src).unwrap()), 1);
+        clock.advance(Duration::from_secs(89));
+        assert_eq!(value(&cache.get(&src).unwrap()), 1, "fresh: from the cache");
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(
+            value(&cache.get(&src).unwrap()),
+            2,
+            "in the window: refreshed"
+        );
+        assert_eq!(value(&cache.get(&src).unwrap()), 2, "and cached again");
+        assert_eq!(p.calls.load(Ordering::SeqCst), 2);
+        let stats = cache.stats();
+        assert_eq!((stats.lookups, stats.hits), (2, 2));
+    }
+
+    #[test]
+    fn concurrent_cold_requests_share_one_lookup() {
+        let clock = SimClock::new();
+        let cache = Arc::new(CredentialCache::with_clock(clock.clone()));
+        let p = Arc::new(Counting {
+            delay: Duration::from_millis(50),
+            ..Arc::try_unwrap(Counting::new(&clock, None)).unwrap()
+        });
+        let src = source(p.clone(), vec![]);
+        let threads: Vec<_> = (0..16)
+            .map(|_| {
+                let cache = Arc::clone(&cache);
+                let src = src.clone();
+                std::thread::spawn(move || value(&cache.get(&src).unwrap()))
+            })
+            .collect();
+        let values: Vec<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert!(values.iter().all(|&v| v == 1), "{values:?}");
+        assert_eq!(p.calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn refresh_window_is_single_flight_too() {
+        let clock = SimClock::new();
+        let cache = Arc::new(CredentialCache::with_clock(clock.clone()));
+        let p = Arc::new(Counting {
+            delay: Duration::from_millis(30),
+            ..Arc::try_unwrap(Counting::new(&clock, Some(Duration::from_secs(100)))).unwrap()
+        });
+        let src = source(p.clone(), vec![]);
+        cache.get(&src).unwrap();
+        clock.advance(Duration::from_secs(95));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let cache = Arc::clone(&cache);
+                let src = src.clone();
+                std::thread::spawn(move || value(&cache.get(&src).unwrap()))
+            })
+            .collect();
+        let values: Vec<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert!(values.iter().all(|&v| v == 2), "{values:?}");
+        assert_eq!(p.calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn scopes_are_separate() {
+        let clock = SimClock::new();
+        let cache = CredentialCache::with_clock(clock.clone());
+        let p = Counting::new(&clock, None);
+        let bucket_rule = Origin::PathRule {
+            prefix: "s3://a".into(),
+            source: Box::new(Origin::Explicit),
+        };
+        let a = source(p.clone(), vec![bucket_rule]);
+        let global = source(p.clone(), vec![Origin::Environment]);
+        assert_eq!(value(&cache.get(&a).unwrap()), 1);
+        assert_eq!(value(&cache.get(&global).unwrap()), 2);
+        assert_eq!(value(&cache.get(&a).unwrap()), 1);
+        let profile = CredentialSource {
+            scope: global.scope.clone().with_detail("profile=other"),
+            provider: p.clone(),
+        };
+        assert_eq!(value(&cache.get(&profile).unwrap()), 3);
+    }
+
+    #[test]
+    fn failures_are_returned_never_cached() {
+        let clock = SimClock::new();
+        let cache = CredentialCache::with_clock(clock.clone());
+        let p = Counting::new(&clock, None);
+        p.fail.store(true, Ordering::SeqCst);
+        let src = source(p.clone(), vec![]);
+        assert_eq!(cache.get(&src).unwrap_err().status(), Status::Credentials);
+        assert_eq!(cache.get(&src).unwrap_err().status(), Status::Credentials);
+        p.fail.store(false, Ordering::SeqCst);
+        assert_eq!(value(&cache.get(&src).unwrap()), 3);
+        assert_eq!(p.calls.load(Ordering::SeqCst), 3);
+        assert_eq!(cache.stats().failures, 2);
+    }
+
+    #[test]
+    fn invalidation_forgets_only_the_stale_value() {
+        let clock = SimClock::new();
+        let cache = CredentialCache::with_clock(clock.clone());
+        let p = Counting::new(&clock, None);
+        let src = source(p.clone(), vec![]);
+        let first = cache.get(&src).unwrap();
+        cache.invalidate(&src.scope, &first);
+        let second = cache.get(&src).unwrap();
+        assert_eq!(value(&second), 2);
+        cache.invalidate(&src.scope, &first); // stale handle: the newer value stays
+        assert_eq!(value(&cache.get(&src).unwrap()), 2);
+    }
+
+    #[test]
+    fn callbacks_cache_by_prefix_only_when_the_path_is_inside() {
+        let clock = SimClock::new();
+        let cache = CredentialCache::with_clock(clock.clone());
+        let calls = Arc::new(AtomicU64::new(0));
+        let c = Arc::clone(&calls);
+        let callback = move |path: &CanonicalPath| {
+            let n = c.fetch_add(1, Ordering::SeqCst) + 1;
+            let credential = Credential::new(n);
+            Ok(match path.as_str() {
+                p if p.starts_with("s3://scoped/") => {
+                    CallbackCredential::for_prefix(credential, "s3://scoped")
+                }
+                p if p.starts_with("s3://liar/") => {
+                    CallbackCredential::for_prefix(credential, "s3://elsewhere")
+                }
+                _ => CallbackCredential::once(credential),
+            })
+        };
+        let path = |p: &str| CanonicalPath::new(p);
+        let get = |p: &str| value(&cache.from_callback("aws", &callback, &path(p)).unwrap());
+        assert_eq!(get("s3://scoped/a"), 1);
+        assert_eq!(get("s3://scoped/b/c"), 1, "inside the prefix: cached");
+        assert_eq!(get("s3://scopedx/a"), 2, "whole segments only: a new call");
+        assert_eq!(get("s3://liar/a"), 3);
+        assert_eq!(
+            get("s3://liar/a"),
+            4,
+            "a prefix not containing the path is never cached"
+        );
+        assert_eq!(get("s3://none/a"), 5);
+        assert_eq!(get("s3://none/a"), 6, "without a prefix: called every time");
+        assert_eq!(calls.load(Ordering::SeqCst), 6);
+    }
+
+    #[test]
+    fn callback_values_expire() {
+        let clock = SimClock::new();
+        let cache = CredentialCache::with_clock(clock.clone());
+        let calls = Arc::new(AtomicU64::new(0));
+        let c = Arc::clone(&calls);
+        let clock2 = clock.clone();
+        let callback = move |_: &CanonicalPath| {
+            let n = c.fetch_add(1, Ordering::SeqCst) + 1;
+            let credential =
+                Credential::new(n).with_expiry(Some(clock2.now() + Duration::from_secs(100)));
+            Ok(CallbackCredential::for_prefix(credential, "s3://b"))
+        };
+        let p = CanonicalPath::new("s3://b/k");
+        let get = || value(&cache.from_callback("aws", &callback, &p).unwrap());
+        assert_eq!(get(), 1);
+        clock.advance(Duration::from_secs(50));
+        assert_eq!(get(), 1);
+        clock.advance(Duration::from_secs(45));
+        assert_eq!(
+            get(),
+            2,
+            "in the refresh window the callback is asked again"
+        );
+    }
+
+    #[test]
+    fn prefix_containment() {
+        assert!(prefix_contains("s3://b", "s3://b"));
+        assert!(prefix_contains("s3://b", "s3://b/k"));
+        assert!(!prefix_contains("s3://b", "s3://bb/k"));
+        assert!(prefix_contains("s3://b/", "s3://b/k"));
+        assert!(prefix_contains("s3://", "s3://b/k"));
+        assert!(!prefix_contains("s3://b/k/", "s3://b/k"));
+    }
+
+    #[test]
+    fn debug_never_shows_the_secret() {
+        let c = Credential::new(String::from("SECRET-VALUE"));
+        assert!(!format!("{c:?}").contains("SECRET"));
     }
 }

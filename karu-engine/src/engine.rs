@@ -11,6 +11,7 @@ use karu_config::Snapshot;
 use parking_lot::Mutex;
 
 use crate::batch::{Batch, BatchShared, BatchStats};
+use crate::credential::{Callbacks, CredentialCache, CredentialStats};
 use crate::file::{self, FilePool};
 use crate::http::{Remote, TransportStats};
 use crate::locator::{Locator, Target, Window};
@@ -114,20 +115,40 @@ struct Inner {
     files: FilePool,
     /// The event loops, started on the first remote transfer.
     remote: OnceLock<Result<Remote, Error>>,
+    callbacks: Callbacks,
+    credentials: Arc<CredentialCache>,
 }
 
 impl Inner {
     fn remote(&self) -> Result<&Remote, Error> {
         self.remote
-            .get_or_init(|| Remote::start(&self.snapshot))
+            .get_or_init(|| {
+                Remote::start(
+                    &self.snapshot,
+                    self.callbacks.clone(),
+                    Arc::clone(&self.credentials),
+                )
+            })
             .as_ref()
             .map_err(Clone::clone)
     }
 }
 
+/// Options of an engine beyond its configuration snapshot.
+#[derive(Debug, Default, Clone)]
+pub struct EngineOptions {
+    /// Application credential callbacks, by provider family.
+    pub callbacks: Callbacks,
+}
+
 impl Engine {
     /// Start an engine with this configuration snapshot.
     pub fn new(snapshot: Snapshot) -> Result<Self, Error> {
+        Self::with_options(snapshot, EngineOptions::default())
+    }
+
+    /// Start an engine with this configuration snapshot and these options.
+    pub fn with_options(snapshot: Snapshot, options: EngineOptions) -> Result<Self, Error> {
         let global = snapshot.global();
         let limits = Limits::from(&global.planner);
         if let Some(path) = &global.http.ca_file
@@ -145,6 +166,8 @@ impl Engine {
                 limits,
                 files,
                 remote: OnceLock::new(),
+                callbacks: options.callbacks,
+                credentials: Arc::new(CredentialCache::new()),
             }),
         })
     }
@@ -160,6 +183,11 @@ impl Engine {
             Some(Ok(remote)) => remote.stats(),
             _ => TransportStats::default(),
         }
+    }
+
+    /// Counters of the credential cache (lookups, callback calls, hits, failures).
+    pub fn credential_stats(&self) -> CredentialStats {
+        self.inner.credentials.stats()
     }
 
     /// The planner limits of this engine before per-batch overrides.
@@ -327,6 +355,8 @@ impl Engine {
                 if_match,
                 parts,
                 batch: Arc::clone(&shared),
+                auth: None,
+                started: None,
             };
             self.route(transfer);
         }

@@ -56,8 +56,11 @@ mod transfer;
 
 pub use backend::{Backend, Registry, scheme_of};
 pub use batch::{Batch, BatchStats, Next, NextFuture};
-pub use credential::Credential;
-pub use engine::{BatchOptions, Ends, Engine, ObjectInfo, Scope, ScopedBatch};
+pub use credential::{
+    CallbackCredential, Credential, CredentialCallback, CredentialProvider, CredentialScope,
+    CredentialSource, CredentialStats,
+};
+pub use engine::{BatchOptions, Ends, Engine, EngineOptions, ObjectInfo, Scope, ScopedBatch};
 pub use http::TransportStats;
 pub use http::check::RangeSpec;
 pub use http::request::{

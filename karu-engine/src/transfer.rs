@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::batch::BatchShared;
+use crate::credential::{Authority, Credential};
 use crate::locator::Locator;
 use crate::read::{Completion, Sink};
 use crate::status::{Error, Status};
@@ -22,6 +23,11 @@ pub(crate) struct Transfer {
     pub(crate) parts: Vec<Part>,
     /// Where the parts' completions go.
     pub(crate) batch: Arc<BatchShared>,
+    /// How the transfer is authenticated, and the credential a worker obtained for it.
+    pub(crate) auth: Option<(Authority, Credential)>,
+    /// When the logical read started (its credential lookup, or its first request): the
+    /// deadline counts from here.
+    pub(crate) started: Option<std::time::Instant>,
 }
 
 /// One original read inside a transfer: its place in the span, its destination and its tag.

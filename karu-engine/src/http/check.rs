@@ -518,28 +518,18 @@ fn xml_element<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 }
 
 fn json_error(text: &str) -> Option<String> {
-    let t = text.trim_start();
-    if !t.starts_with('{') {
-        return None;
-    }
-    let message = json_string_field(t, "message").or_else(|| json_string_field(t, "error"))?;
-    Some(collapse(message))
-}
-
-fn json_string_field<'a>(text: &'a str, field: &str) -> Option<&'a str> {
-    let key = format!("\"{field}\"");
-    let after = &text[text.find(&key)? + key.len()..];
-    let after = after.trim_start().strip_prefix(':')?.trim_start();
-    let body = after.strip_prefix('"')?;
-    let mut escaped = false;
-    for (i, c) in body.char_indices() {
-        match c {
-            '\\' if !escaped => escaped = true,
-            '"' if !escaped => return Some(&body[..i]),
-            _ => escaped = false,
-        }
-    }
-    None
+    let value: serde_json::Value = serde_json::from_str(text.trim()).ok()?;
+    // Common shapes: {"message": ..}, {"error": ".."}, {"error": {"message": ..}}.
+    let message = value
+        .get("message")
+        .or_else(|| value.get("error").and_then(|e| e.get("message")))
+        .or_else(|| value.get("error"))
+        .or_else(|| value.get("error_description"))?;
+    let text = match message {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    Some(collapse(&text))
 }
 
 /// Elements of provider error bodies that echo what was signed or the signature itself.

@@ -8,8 +8,11 @@
 //! most the limit in flight.
 
 pub mod check;
+pub(crate) mod credential_workers;
+pub(crate) mod ends;
 pub(crate) mod exchange;
 pub(crate) mod failure;
+pub(crate) mod fetch;
 pub mod request;
 pub(crate) mod transport;
 
@@ -23,18 +26,18 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use karu_config::{Settings, Snapshot};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
-use crate::batch::BatchShared;
-use crate::http::check::{Expectation, RangeSpec, is_single_strong};
-use crate::http::exchange::{Exchange, Failure, Limits};
-use crate::http::request::PrepareContext;
+use crate::credential::{Authority, Callbacks, Credential, CredentialCache};
+use crate::http::check::RangeSpec;
+use crate::http::credential_workers::CredentialWorkers;
+use crate::http::ends::RemoteEnds;
+use crate::http::fetch::{Fetch, Fetched};
 use crate::http::transport::{DnsCache, HttpClient, Resolver};
 use crate::locator::Locator;
 use crate::read::Completion;
-use crate::retry::{Decision, FailReason, RetryPolicy, RetryState};
 use crate::status::{Error, Status};
 use crate::transfer::Transfer;
 
@@ -72,6 +75,31 @@ struct Shared {
     stats: RemoteStats,
     tls: Arc<rustls::ClientConfig>,
     dns: Arc<DnsCache>,
+    callbacks: Callbacks,
+    workers: CredentialWorkers,
+}
+
+/// The loops' pending queues; transfers go round-robin.
+struct Queues {
+    senders: RwLock<Vec<mpsc::UnboundedSender<Job>>>,
+    next: AtomicUsize,
+}
+
+impl Queues {
+    fn push(&self, job: Job) -> Result<(), Job> {
+        let senders = self.senders.read();
+        if senders.is_empty() {
+            return Err(job);
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % senders.len();
+        senders[i].send(job).map_err(|e| e.0)
+    }
+
+    fn push_transfer(&self, transfer: Transfer) {
+        if let Err(Job::Transfer(t)) = self.push(Job::Transfer(transfer)) {
+            t.fail(&Error::internal("the event loops have stopped"));
+        }
+    }
 }
 
 /// One loop's own state, shared by the tasks it runs.
@@ -98,6 +126,22 @@ impl LoopCtx {
             .clone()
     }
 
+    /// The authority and a credential for a read outside a batch (probes): looked up on a
+    /// credential worker, never on this loop.
+    async fn authenticate(
+        &self,
+        locator: &Locator,
+    ) -> Result<Option<(Authority, Credential)>, Error> {
+        let shared = &self.shared;
+        match Authority::for_locator(locator, &shared.snapshot, &shared.callbacks)? {
+            None => Ok(None),
+            Some(authority) => {
+                let credential = shared.workers.lookup(authority.clone(), None).await?;
+                Ok(Some((authority, credential)))
+            }
+        }
+    }
+
     fn settings_for(&self, locator: &Locator) -> Arc<Settings> {
         self.shared
             .snapshot
@@ -106,29 +150,41 @@ impl LoopCtx {
     }
 }
 
-struct LoopHandle {
-    sender: Option<mpsc::UnboundedSender<Job>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-/// The HTTP engine: event loops and their shared limit.
+/// The HTTP engine: event loops, their shared limit, and the credential workers in front.
 pub(crate) struct Remote {
-    loops: Vec<LoopHandle>,
-    next: AtomicUsize,
+    queues: Arc<Queues>,
+    threads: Vec<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
 
 impl Remote {
-    pub(crate) fn start(snapshot: &Snapshot) -> Result<Remote, Error> {
+    pub(crate) fn start(
+        snapshot: &Snapshot,
+        callbacks: Callbacks,
+        credentials: Arc<CredentialCache>,
+    ) -> Result<Remote, Error> {
         let global = snapshot.global();
+        let queues = Arc::new(Queues {
+            senders: RwLock::new(Vec::new()),
+            next: AtomicUsize::new(0),
+        });
+        let handoff_queues = Arc::clone(&queues);
+        let workers = CredentialWorkers::start(
+            global.credential_workers,
+            Arc::clone(&credentials),
+            Arc::new(move |transfer| handoff_queues.push_transfer(transfer)),
+        )?;
         let shared = Arc::new(Shared {
             snapshot: snapshot.clone(),
             limit: Arc::new(Semaphore::new(global.concurrency.max(1))),
             stats: RemoteStats::default(),
             tls: transport::tls_config(&global.http)?,
             dns: Arc::new(DnsCache::new(global.http.dns_ttl.0)),
+            callbacks,
+            workers,
         });
-        let mut loops = Vec::new();
+        let mut threads = Vec::new();
+        let mut senders = Vec::new();
         for i in 0..global.io_threads.max(1) {
             let (sender, receiver) = mpsc::unbounded_channel();
             let ctx = Arc::new(LoopCtx {
@@ -143,32 +199,25 @@ impl Remote {
                 .name(format!("karu-io-{i}"))
                 .spawn(move || runtime.block_on(run_loop(receiver, ctx)))
                 .map_err(|e| Error::new(Status::Io, format!("cannot start an event loop: {e}")))?;
-            loops.push(LoopHandle {
-                sender: Some(sender),
-                thread: Some(thread),
-            });
+            senders.push(sender);
+            threads.push(thread);
         }
+        *queues.senders.write() = senders;
         Ok(Remote {
-            loops,
-            next: AtomicUsize::new(0),
+            queues,
+            threads,
             shared,
         })
     }
 
-    fn pick(&self) -> &LoopHandle {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.loops.len();
-        &self.loops[i]
-    }
-
-    /// Queue a transfer on the next loop.
+    /// Queue a transfer: through a credential worker when its backend authenticates, else
+    /// straight to an event loop.
     pub(crate) fn submit(&self, transfer: Transfer) {
-        let sender = self.pick().sender.as_ref();
-        match sender.map(|s| s.send(Job::Transfer(transfer))) {
-            Some(Ok(())) => {}
-            Some(Err(mpsc::error::SendError(Job::Transfer(t)))) => {
-                t.fail(&Error::internal("the event loops have stopped"));
-            }
-            _ => {}
+        let shared = &self.shared;
+        match Authority::for_locator(&transfer.locator, &shared.snapshot, &shared.callbacks) {
+            Ok(None) => self.queues.push_transfer(transfer),
+            Ok(Some(authority)) => shared.workers.route(transfer, authority),
+            Err(e) => transfer.fail(&e),
         }
     }
 
@@ -186,12 +235,7 @@ impl Remote {
                 let _ = tx.send(f(ctx).await);
             })
         }));
-        let sent = self
-            .pick()
-            .sender
-            .as_ref()
-            .is_some_and(|s| s.send(job).is_ok());
-        if !sent {
+        if self.queues.push(job).is_err() {
             return Err(Error::internal("the event loops have stopped"));
         }
         rx.recv()
@@ -213,9 +257,19 @@ impl Remote {
         let locator = locator.whole();
         self.run(move |ctx| async move {
             let settings = ctx.settings_for(&locator);
+            let auth = ctx.authenticate(&locator).await?;
             let mut byte = [0u8; 1];
-            let range = RangeSpec::Closed { first: 0, last: 0 };
-            let fetched = fetch(&ctx, &locator, range, None, &settings, &mut byte, None).await?;
+            let fetched = Fetch {
+                locator: &locator,
+                range: RangeSpec::Closed { first: 0, last: 0 },
+                if_match: None,
+                settings: &settings,
+                cancel: None,
+                auth,
+                started: Instant::now(),
+            }
+            .run(&ctx, &mut byte)
+            .await?;
             let size = fetched.total.ok_or_else(|| {
                 Error::new(
                     Status::Protocol,
@@ -239,20 +293,19 @@ impl Remote {
         tail_len: u64,
     ) -> Result<RemoteEnds, Error> {
         let locator = locator.clone();
-        self.run(move |ctx| async move { read_ends(&ctx, &locator, head_len, tail_len).await })
+        self.run(
+            move |ctx| async move { ends::read_ends(&ctx, &locator, head_len, tail_len).await },
+        )
     }
 }
 
 impl Drop for Remote {
     fn drop(&mut self) {
-        for l in &mut self.loops {
-            l.sender = None; // the loop finishes its queue and running tasks, then exits
-        }
+        // Closing the queues lets each loop finish its queue and running tasks, then exit.
+        self.queues.senders.write().clear();
         let me = std::thread::current().id();
-        for l in &mut self.loops {
-            if let Some(t) = l.thread.take()
-                && t.thread().id() != me
-            {
+        for t in self.threads.drain(..) {
+            if t.thread().id() != me {
                 let _ = t.join();
             }
         }
@@ -262,7 +315,7 @@ impl Drop for Remote {
 impl fmt::Debug for Remote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Remote")
-            .field("loops", &self.loops.len())
+            .field("loops", &self.threads.len())
             .field("stats", &self.stats())
             .finish_non_exhaustive()
     }
@@ -309,28 +362,25 @@ async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
         return;
     }
     let settings = ctx.settings_for(&transfer.locator);
-    let range = RangeSpec::Closed {
-        first: transfer.start,
-        last: transfer.start + (transfer.length - 1),
+    let locator = transfer.locator.clone();
+    let if_match = transfer.if_match.clone();
+    let fetch = Fetch {
+        locator: &locator,
+        range: RangeSpec::Closed {
+            first: transfer.start,
+            last: transfer.start + (transfer.length - 1),
+        },
+        if_match: if_match.as_deref(),
+        settings: &settings,
+        cancel: Some(&batch),
+        auth: transfer.auth.take(),
+        started: transfer.started.unwrap_or_else(Instant::now),
     };
     let completions = if transfer.parts.len() == 1 {
         // One part: receive straight into its destination.
-        let locator = transfer.locator.clone();
-        let if_match = transfer.if_match.clone();
         let part = &mut transfer.parts[0];
         let result = match part.sink.slice(part.length) {
-            Ok(dst) => {
-                fetch(
-                    &ctx,
-                    &locator,
-                    range,
-                    if_match.as_deref(),
-                    &settings,
-                    dst,
-                    Some(&batch),
-                )
-                .await
-            }
+            Ok(dst) => fetch.run(&ctx, dst).await,
             Err(e) => Err(e),
         };
         scatter(&mut transfer, result, None)
@@ -343,17 +393,7 @@ async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
         {
             Some(n) => {
                 span.resize(n, 0);
-                let locator = transfer.locator.clone();
-                fetch(
-                    &ctx,
-                    &locator,
-                    range,
-                    transfer.if_match.as_deref(),
-                    &settings,
-                    &mut span,
-                    Some(&batch),
-                )
-                .await
+                fetch.run(&ctx, &mut span).await
             }
             None => Err(Error::new(
                 Status::InvalidArgument,
@@ -419,414 +459,4 @@ fn scatter(
             })
             .collect(),
     }
-}
-
-/// What a fetch delivered into its destination.
-#[derive(Debug, Clone)]
-pub(crate) struct Fetched {
-    /// Bytes from the first requested byte that are proven.
-    pub(crate) available: u64,
-    /// Whether the object ended before the requested last byte.
-    pub(crate) ends_early: bool,
-    /// The object's strong ETag, if any.
-    pub(crate) etag: Option<String>,
-    /// The object's size, when a response stated it.
-    pub(crate) total: Option<u64>,
-}
-
-/// Fetch `range` into `dst` with retries, resume and corrections, under one deadline.
-pub(crate) async fn fetch(
-    ctx: &LoopCtx,
-    locator: &Locator,
-    range: RangeSpec,
-    if_match: Option<&str>,
-    settings: &Settings,
-    dst: &mut [u8],
-    cancel: Option<&BatchShared>,
-) -> Result<Fetched, Error> {
-    let started = Instant::now();
-    let mut retry = RetryState::new(RetryPolicy::from(&settings.retry), started);
-    let mut rng = fastrand::Rng::new();
-    let client = ctx.client(settings);
-    let limits = Limits::from(&settings.http);
-    let backend = locator.backend().as_ref();
-    let exchange = Exchange {
-        client: &client,
-        backend,
-        limits,
-        deadline: retry.deadline(),
-        cancel,
-        stats: &ctx.shared.stats,
-    };
-    // Resume state: bytes already proven, and the tag that pins their version.
-    let mut kept: u64 = 0;
-    let mut pin: Option<String> = None;
-    let mut region_hint: Option<String> = None;
-    let mut total: Option<u64> = None;
-    loop {
-        let attempt = retry.start_attempt();
-        if attempt > 1 {
-            ctx.shared.stats.retries.fetch_add(1, Ordering::Relaxed);
-        }
-        let (range_now, condition) = match (range, kept) {
-            (RangeSpec::Closed { first, last }, k) if k > 0 => (
-                RangeSpec::Closed {
-                    first: first + k,
-                    last,
-                },
-                if_match.or(pin.as_deref()),
-            ),
-            _ => (range, if_match),
-        };
-        let prepared = backend.prepare(&PrepareContext {
-            locator,
-            range: range_now,
-            if_match: condition,
-            snapshot: &ctx.shared.snapshot,
-            credential: None,
-            region_hint: region_hint.as_deref(),
-            attempt,
-        })?;
-        if prepared.range != range_now {
-            return Err(Error::internal(format!(
-                "the {} backend prepared a different range than asked",
-                backend.name()
-            )));
-        }
-        let expect = Expectation {
-            range: range_now,
-            if_match: condition,
-            fallback_limit: limits.fallback_limit,
-            accepts_stored_gzip: prepared.options.accept_stored_gzip,
-        };
-        let attempt_started = Instant::now();
-        let dst_now = &mut dst[kept as usize..];
-        let failure = match exchange.run(prepared, expect, dst_now).await {
-            Ok(success) => {
-                return Ok(Fetched {
-                    available: kept + success.delivered.available,
-                    ends_early: success.delivered.ends_early,
-                    etag: success.etag.or(pin),
-                    total: success.total.or(total),
-                });
-            }
-            Err(failure) => failure,
-        };
-        if failure.error.status() == Status::Cancelled {
-            return Err(failure.error);
-        }
-        // Resume bookkeeping: keep proven bytes only when a strong tag pins their version.
-        let resumable = matches!(range, RangeSpec::Closed { .. });
-        if failure.kept > 0 && resumable {
-            let tag = failure
-                .etag
-                .clone()
-                .filter(|t| is_single_strong(t))
-                .or_else(|| if_match.filter(|c| is_single_strong(c)).map(str::to_string));
-            match tag {
-                Some(tag) if pin.as_deref().is_none_or(|p| p == tag) => {
-                    kept += failure.kept;
-                    pin = Some(tag);
-                }
-                _ => {
-                    kept = 0;
-                    pin = None;
-                }
-            }
-        }
-        if failure.error.status() == Status::PreconditionFailed && if_match.is_none() && kept > 0 {
-            // Karu's own saved tag stopped matching: the object changed; start over.
-            tracing::debug!(
-                attempt,
-                "saved ETag no longer matches; discarding partial data"
-            );
-            kept = 0;
-            pin = None;
-            total = None;
-            let decision = retry.handle_failure(
-                crate::retry::FailureClass::Transport,
-                None,
-                attempt_started.elapsed(),
-                Instant::now(),
-                &mut rng,
-            );
-            if !wait(decision, &retry, cancel).await {
-                return Err(failure.error);
-            }
-            continue;
-        }
-        let decision = retry.handle_failure(
-            failure.class,
-            failure.retry_after,
-            attempt_started.elapsed(),
-            Instant::now(),
-            &mut rng,
-        );
-        tracing::debug!(attempt, ?decision, status = ?failure.error.status(), "attempt failed");
-        match decision {
-            Decision::Reprepare => {
-                if let Some(crate::http::request::Correction::Reprepare { region }) =
-                    &failure.correction
-                {
-                    region_hint = Some(region.clone());
-                }
-            }
-            Decision::Reauthenticate => {}
-            Decision::RetryAfter(_) => {
-                if !wait(decision, &retry, cancel).await {
-                    return Err(Failure::cancelled().error);
-                }
-            }
-            Decision::Fail(reason) => return Err(final_error(failure, reason, attempt)),
-        }
-    }
-}
-
-/// Sleep for a retry decision; false if the batch was cancelled meanwhile.
-async fn wait(decision: Decision, retry: &RetryState, cancel: Option<&BatchShared>) -> bool {
-    let Decision::RetryAfter(pause) = decision else {
-        return matches!(decision, Decision::Reprepare | Decision::Reauthenticate);
-    };
-    let until = (Instant::now() + pause).min(retry.deadline());
-    tokio::select! {
-        biased;
-        () = exchange::until_cancelled(cancel) => false,
-        () = tokio::time::sleep_until(until.into()) => true,
-    }
-}
-
-fn final_error(failure: Failure, reason: FailReason, attempts: u32) -> Error {
-    let error = failure.error;
-    let suffix = match reason {
-        FailReason::Permanent => return error,
-        FailReason::AttemptsExhausted => format!(" (gave up after {attempts} attempts)"),
-        FailReason::DeadlineExhausted => {
-            format!(
-                " (the read's deadline left no time for attempt {})",
-                attempts + 1
-            )
-        }
-        FailReason::CorrectionRepeated => " (a one-time correction was needed again)".to_string(),
-    };
-    let mut out = Error::new(error.status(), format!("{}{suffix}", error.message()));
-    if let Some(code) = error.http_status() {
-        out = out.with_http_status(code);
-    }
-    out
-}
-
-/// Both ends of a remote object, as absolute answers.
-#[derive(Debug)]
-pub(crate) struct RemoteEnds {
-    pub(crate) size: u64,
-    pub(crate) etag: Option<String>,
-    pub(crate) head: Vec<u8>,
-    pub(crate) tail: Vec<u8>,
-}
-
-async fn read_ends(
-    ctx: &LoopCtx,
-    locator: &Locator,
-    head_len: u64,
-    tail_len: u64,
-) -> Result<RemoteEnds, Error> {
-    let whole = locator.whole();
-    let settings = ctx.settings_for(&whole);
-    let window = locator.window();
-    let base = window.map_or(0, |w| w.start);
-    let too_big = |n: u64| {
-        usize::try_from(n).map_err(|_| {
-            Error::new(
-                Status::InvalidArgument,
-                format!("cannot allocate {n} bytes"),
-            )
-        })
-    };
-    let mut head = vec![0u8; too_big(head_len)?];
-    let mut tail = vec![0u8; too_big(tail_len)?];
-    let suffix_ok = whole.backend().capabilities().suffix_ranges;
-
-    // A bounded window knows its size: two closed ranges, in flight together.
-    if let Some(len) = window.and_then(|w| w.len) {
-        let h = head_len.min(len);
-        let t = tail_len.min(len);
-        let (hr, tr) = tokio::join!(
-            fetch_closed(ctx, &whole, base, h, None, &settings, &mut head),
-            fetch_closed(ctx, &whole, base + len - t, t, None, &settings, &mut tail),
-        );
-        let (hf, tf) = (hr?, tr?);
-        let etag = agree_etag(&hf, &tf, &whole)?;
-        exact(&hf, h, &whole)?;
-        exact(&tf, t, &whole)?;
-        head.truncate(h as usize);
-        tail.truncate(t as usize);
-        return Ok(RemoteEnds {
-            size: len,
-            etag,
-            head,
-            tail,
-        });
-    }
-
-    let head_range = RangeSpec::closed(base, head_len.max(1));
-    let (hf, tf) = if suffix_ok && tail_len > 0 {
-        let mut probe = [0u8; 1];
-        let head_dst: &mut [u8] = if head_len == 0 { &mut probe } else { &mut head };
-        let (hr, tr) = tokio::join!(
-            fetch_range(ctx, &whole, head_range, None, &settings, head_dst),
-            fetch(
-                ctx,
-                &whole,
-                RangeSpec::Suffix { len: tail_len },
-                None,
-                &settings,
-                &mut tail,
-                None
-            ),
-        );
-        (hr?, Some(tr?))
-    } else {
-        let mut probe = [0u8; 1];
-        let head_dst: &mut [u8] = if head_len == 0 { &mut probe } else { &mut head };
-        (
-            fetch_range(ctx, &whole, head_range, None, &settings, head_dst).await?,
-            None,
-        )
-    };
-    let size = hf.total.ok_or_else(|| {
-        Error::new(
-            Status::Protocol,
-            format!("the server did not state the size of {}", whole.canonical()),
-        )
-    })?;
-    let visible = size.saturating_sub(base);
-    let h = head_len.min(visible);
-    if hf.available < h {
-        return Err(Error::new(
-            Status::Protocol,
-            format!("the head of {} arrived short", whole.canonical()),
-        ));
-    }
-    head.truncate(h as usize);
-    let t = tail_len.min(visible);
-    let (etag, tail) = match tf {
-        Some(tf) => {
-            let etag = agree_etag(&hf, &tf, &whole)?;
-            if tf.total != Some(size) {
-                return Err(changed(&whole, "size"));
-            }
-            // The suffix may reach before the window's start: keep only the visible part.
-            let got = tf.available;
-            let skip = (got - t.min(got)) as usize;
-            tail.truncate(got as usize);
-            let tail = tail.split_off(skip);
-            if tail.len() as u64 != t {
-                return Err(Error::new(
-                    Status::Protocol,
-                    format!("the tail of {} arrived short", whole.canonical()),
-                ));
-            }
-            (etag, tail)
-        }
-        None if t == 0 => (hf.etag.clone(), Vec::new()),
-        None => {
-            // No suffix ranges: the tail follows the head, pinned to the head's version.
-            let condition = hf.etag.clone();
-            let tf = fetch_closed(
-                ctx,
-                &whole,
-                size - t,
-                t,
-                condition.as_deref(),
-                &settings,
-                &mut tail,
-            )
-            .await?;
-            let etag = agree_etag(&hf, &tf, &whole)?;
-            if tf.total.is_some_and(|s| s != size) {
-                return Err(changed(&whole, "size"));
-            }
-            exact(&tf, t, &whole)?;
-            tail.truncate(t as usize);
-            (etag, tail)
-        }
-    };
-    Ok(RemoteEnds {
-        size: visible,
-        etag,
-        head,
-        tail,
-    })
-}
-
-async fn fetch_range(
-    ctx: &LoopCtx,
-    locator: &Locator,
-    range: Option<RangeSpec>,
-    if_match: Option<&str>,
-    settings: &Settings,
-    dst: &mut [u8],
-) -> Result<Fetched, Error> {
-    let range = range.ok_or_else(|| Error::new(Status::InvalidRange, "range overflows"))?;
-    fetch(ctx, locator, range, if_match, settings, dst, None).await
-}
-
-async fn fetch_closed(
-    ctx: &LoopCtx,
-    locator: &Locator,
-    offset: u64,
-    length: u64,
-    if_match: Option<&str>,
-    settings: &Settings,
-    dst: &mut [u8],
-) -> Result<Fetched, Error> {
-    if length == 0 {
-        return Ok(Fetched {
-            available: 0,
-            ends_early: false,
-            etag: None,
-            total: None,
-        });
-    }
-    let range = RangeSpec::closed(offset, length);
-    fetch_range(
-        ctx,
-        locator,
-        range,
-        if_match,
-        settings,
-        &mut dst[..length as usize],
-    )
-    .await
-}
-
-fn exact(f: &Fetched, want: u64, locator: &Locator) -> Result<(), Error> {
-    if want > 0 && f.available < want {
-        return Err(Error::new(
-            Status::RangeNotSatisfiable,
-            format!(
-                "{} ends before its window: {} of {want} bytes exist",
-                locator.canonical(),
-                f.available
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn agree_etag(a: &Fetched, b: &Fetched, locator: &Locator) -> Result<Option<String>, Error> {
-    match (&a.etag, &b.etag) {
-        (Some(x), Some(y)) if x != y => Err(changed(locator, "ETag")),
-        (x, y) => Ok(x.clone().or_else(|| y.clone())),
-    }
-}
-
-fn changed(locator: &Locator, what: &str) -> Error {
-    Error::new(
-        Status::PreconditionFailed,
-        format!(
-            "{} changed between the two answers of read_ends (their {what}s differ)",
-            locator.canonical()
-        ),
-    )
 }

@@ -1,0 +1,233 @@
+//! `read_ends`: the head and the tail of an object together, in one round trip where the
+//! service honours suffix ranges, and agreeing on size and ETag.
+
+use std::time::Instant;
+
+use karu_config::Settings;
+
+use crate::credential::{Authority, Credential};
+use crate::http::LoopCtx;
+use crate::http::check::RangeSpec;
+use crate::http::fetch::{Fetch, Fetched};
+use crate::locator::Locator;
+use crate::status::{Error, Status};
+
+/// Both ends of a remote object, as absolute answers.
+#[derive(Debug)]
+pub(crate) struct RemoteEnds {
+    pub(crate) size: u64,
+    pub(crate) etag: Option<String>,
+    pub(crate) head: Vec<u8>,
+    pub(crate) tail: Vec<u8>,
+}
+
+pub(crate) async fn read_ends(
+    ctx: &LoopCtx,
+    locator: &Locator,
+    head_len: u64,
+    tail_len: u64,
+) -> Result<RemoteEnds, Error> {
+    let whole = locator.whole();
+    let settings = ctx.settings_for(&whole);
+    let auth = ctx.authenticate(&whole).await?;
+    let started = Instant::now();
+    let probe = Probe {
+        ctx,
+        locator: &whole,
+        settings: &settings,
+        auth: &auth,
+        started,
+    };
+    let window = locator.window();
+    let base = window.map_or(0, |w| w.start);
+    let too_big = |n: u64| {
+        usize::try_from(n).map_err(|_| {
+            Error::new(
+                Status::InvalidArgument,
+                format!("cannot allocate {n} bytes"),
+            )
+        })
+    };
+    let mut head = vec![0u8; too_big(head_len)?];
+    let mut tail = vec![0u8; too_big(tail_len)?];
+    let suffix_ok = whole.backend().capabilities().suffix_ranges;
+
+    // A bounded window knows its size: two closed ranges, in flight together.
+    if let Some(len) = window.and_then(|w| w.len) {
+        let h = head_len.min(len);
+        let t = tail_len.min(len);
+        let (hr, tr) = tokio::join!(
+            probe.closed(base, h, None, &mut head),
+            probe.closed(base + len - t, t, None, &mut tail),
+        );
+        let (hf, tf) = (hr?, tr?);
+        let etag = agree_etag(&hf, &tf, &whole)?;
+        exact(&hf, h, &whole)?;
+        exact(&tf, t, &whole)?;
+        head.truncate(h as usize);
+        tail.truncate(t as usize);
+        return Ok(RemoteEnds {
+            size: len,
+            etag,
+            head,
+            tail,
+        });
+    }
+
+    let head_range = RangeSpec::closed(base, head_len.max(1));
+    let (hf, tf) = if suffix_ok && tail_len > 0 {
+        let mut one = [0u8; 1];
+        let head_dst: &mut [u8] = if head_len == 0 { &mut one } else { &mut head };
+        let (hr, tr) = tokio::join!(
+            probe.range(head_range, None, head_dst),
+            probe.range(Some(RangeSpec::Suffix { len: tail_len }), None, &mut tail),
+        );
+        (hr?, Some(tr?))
+    } else {
+        let mut one = [0u8; 1];
+        let head_dst: &mut [u8] = if head_len == 0 { &mut one } else { &mut head };
+        (probe.range(head_range, None, head_dst).await?, None)
+    };
+    let size = hf.total.ok_or_else(|| {
+        Error::new(
+            Status::Protocol,
+            format!("the server did not state the size of {}", whole.canonical()),
+        )
+    })?;
+    let visible = size.saturating_sub(base);
+    let h = head_len.min(visible);
+    if hf.available < h {
+        return Err(Error::new(
+            Status::Protocol,
+            format!("the head of {} arrived short", whole.canonical()),
+        ));
+    }
+    head.truncate(h as usize);
+    let t = tail_len.min(visible);
+    let (etag, tail) = match tf {
+        Some(tf) => {
+            let etag = agree_etag(&hf, &tf, &whole)?;
+            if tf.total != Some(size) {
+                return Err(changed(&whole, "size"));
+            }
+            // The suffix may reach before the window's start: keep only the visible part.
+            let got = tf.available;
+            let skip = (got - t.min(got)) as usize;
+            tail.truncate(got as usize);
+            let tail = tail.split_off(skip);
+            if tail.len() as u64 != t {
+                return Err(Error::new(
+                    Status::Protocol,
+                    format!("the tail of {} arrived short", whole.canonical()),
+                ));
+            }
+            (etag, tail)
+        }
+        None if t == 0 => (hf.etag.clone(), Vec::new()),
+        None => {
+            // No suffix ranges: the tail follows the head, pinned to the head's version.
+            let condition = hf.etag.clone();
+            let tf = probe
+                .closed(size - t, t, condition.as_deref(), &mut tail)
+                .await?;
+            let etag = agree_etag(&hf, &tf, &whole)?;
+            if tf.total.is_some_and(|s| s != size) {
+                return Err(changed(&whole, "size"));
+            }
+            exact(&tf, t, &whole)?;
+            tail.truncate(t as usize);
+            (etag, tail)
+        }
+    };
+    Ok(RemoteEnds {
+        size: visible,
+        etag,
+        head,
+        tail,
+    })
+}
+
+/// The shared arguments of the requests of one `read_ends`.
+struct Probe<'a> {
+    ctx: &'a LoopCtx,
+    locator: &'a Locator,
+    settings: &'a Settings,
+    auth: &'a Option<(Authority, Credential)>,
+    started: Instant,
+}
+
+impl Probe<'_> {
+    async fn range(
+        &self,
+        range: Option<RangeSpec>,
+        if_match: Option<&str>,
+        dst: &mut [u8],
+    ) -> Result<Fetched, Error> {
+        let range = range.ok_or_else(|| Error::new(Status::InvalidRange, "range overflows"))?;
+        Fetch {
+            locator: self.locator,
+            range,
+            if_match,
+            settings: self.settings,
+            cancel: None,
+            auth: self.auth.clone(),
+            started: self.started,
+        }
+        .run(self.ctx, dst)
+        .await
+    }
+
+    async fn closed(
+        &self,
+        offset: u64,
+        length: u64,
+        if_match: Option<&str>,
+        dst: &mut [u8],
+    ) -> Result<Fetched, Error> {
+        if length == 0 {
+            return Ok(Fetched {
+                available: 0,
+                ends_early: false,
+                etag: None,
+                total: None,
+            });
+        }
+        self.range(
+            RangeSpec::closed(offset, length),
+            if_match,
+            &mut dst[..length as usize],
+        )
+        .await
+    }
+}
+
+fn exact(f: &Fetched, want: u64, locator: &Locator) -> Result<(), Error> {
+    if want > 0 && f.available < want {
+        return Err(Error::new(
+            Status::RangeNotSatisfiable,
+            format!(
+                "{} ends before its window: {} of {want} bytes exist",
+                locator.canonical(),
+                f.available
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn agree_etag(a: &Fetched, b: &Fetched, locator: &Locator) -> Result<Option<String>, Error> {
+    match (&a.etag, &b.etag) {
+        (Some(x), Some(y)) if x != y => Err(changed(locator, "ETag")),
+        (x, y) => Ok(x.clone().or_else(|| y.clone())),
+    }
+}
+
+fn changed(locator: &Locator, what: &str) -> Error {
+    Error::new(
+        Status::PreconditionFailed,
+        format!(
+            "{} changed between the two answers of read_ends (their {what}s differ)",
+            locator.canonical()
+        ),
+    )
+}

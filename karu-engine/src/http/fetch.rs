@@ -1,0 +1,232 @@
+//! The life of one logical remote read: prepare late, exchange, then resume, retry or
+//! correct, all under one monotonic deadline.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use karu_config::Settings;
+
+use crate::batch::BatchShared;
+use crate::credential::{Authority, Credential};
+use crate::http::LoopCtx;
+use crate::http::check::{Expectation, RangeSpec, is_single_strong};
+use crate::http::exchange::{self, Exchange, Failure, Limits};
+use crate::http::request::{Correction, PrepareContext};
+use crate::locator::Locator;
+use crate::retry::{Decision, FailReason, FailureClass, RetryPolicy, RetryState};
+use crate::status::{Error, Status};
+
+/// What a fetch delivered into its destination.
+#[derive(Debug, Clone)]
+pub(crate) struct Fetched {
+    /// Bytes from the first requested byte that are proven.
+    pub(crate) available: u64,
+    /// Whether the object ended before the requested last byte.
+    pub(crate) ends_early: bool,
+    /// The object's strong ETag, if any.
+    pub(crate) etag: Option<String>,
+    /// The object's size, when a response stated it.
+    pub(crate) total: Option<u64>,
+}
+
+/// One logical read of a range into a destination.
+pub(crate) struct Fetch<'a> {
+    pub(crate) locator: &'a Locator,
+    pub(crate) range: RangeSpec,
+    /// The caller's identity condition.
+    pub(crate) if_match: Option<&'a str>,
+    pub(crate) settings: &'a Settings,
+    pub(crate) cancel: Option<&'a BatchShared>,
+    /// The authority and the credential obtained for this read, if its backend authenticates.
+    pub(crate) auth: Option<(Authority, Credential)>,
+    /// When the read started: the deadline counts from here.
+    pub(crate) started: Instant,
+}
+
+impl Fetch<'_> {
+    /// Fetch `range` into `dst` with retries, resume and corrections.
+    pub(crate) async fn run(mut self, ctx: &LoopCtx, dst: &mut [u8]) -> Result<Fetched, Error> {
+        let mut retry = RetryState::new(RetryPolicy::from(&self.settings.retry), self.started);
+        let mut rng = fastrand::Rng::new();
+        let client = ctx.client(self.settings);
+        let limits = Limits::from(&self.settings.http);
+        let backend = self.locator.backend().as_ref();
+        let exchange = Exchange {
+            client: &client,
+            backend,
+            limits,
+            deadline: retry.deadline(),
+            cancel: self.cancel,
+            stats: &ctx.shared.stats,
+        };
+        let range = self.range;
+        let if_match = self.if_match;
+        // Resume state: bytes already proven, and the tag that pins their version.
+        let mut kept: u64 = 0;
+        let mut pin: Option<String> = None;
+        let mut region_hint: Option<String> = None;
+        loop {
+            let attempt = retry.start_attempt();
+            if attempt > 1 {
+                ctx.shared.stats.retries.fetch_add(1, Ordering::Relaxed);
+            }
+            let (range_now, condition) = match range {
+                RangeSpec::Closed { first, last } if kept > 0 => (
+                    RangeSpec::Closed {
+                        first: first + kept,
+                        last,
+                    },
+                    if_match.or(pin.as_deref()),
+                ),
+                _ => (range, if_match),
+            };
+            let prepared = backend.prepare(&PrepareContext {
+                locator: self.locator,
+                range: range_now,
+                if_match: condition,
+                snapshot: &ctx.shared.snapshot,
+                credential: self.auth.as_ref().map(|(_, c)| c),
+                region_hint: region_hint.as_deref(),
+                attempt,
+            })?;
+            if prepared.range != range_now {
+                return Err(Error::internal(format!(
+                    "the {} backend prepared a different range than asked",
+                    backend.name()
+                )));
+            }
+            let expect = Expectation {
+                range: range_now,
+                if_match: condition,
+                fallback_limit: limits.fallback_limit,
+                accepts_stored_gzip: prepared.options.accept_stored_gzip,
+            };
+            let attempt_started = Instant::now();
+            let failure = match exchange
+                .run(prepared, expect, &mut dst[kept as usize..])
+                .await
+            {
+                Ok(success) => {
+                    return Ok(Fetched {
+                        available: kept + success.delivered.available,
+                        ends_early: success.delivered.ends_early,
+                        etag: success.etag.or(pin),
+                        total: success.total,
+                    });
+                }
+                Err(failure) => failure,
+            };
+            if failure.error.status() == Status::Cancelled {
+                return Err(failure.error);
+            }
+            let own_pin_failed = failure.error.status() == Status::PreconditionFailed
+                && if_match.is_none()
+                && kept > 0;
+            let class = if own_pin_failed {
+                // Karu's own saved tag stopped matching: the object changed. The partial data
+                // is discarded and the range starts over, as an ordinary retry.
+                tracing::debug!(
+                    attempt,
+                    "saved ETag no longer matches; discarding partial data"
+                );
+                kept = 0;
+                pin = None;
+                FailureClass::Transport
+            } else {
+                self.keep_progress(&failure, &mut kept, &mut pin);
+                failure.class
+            };
+            let decision = retry.handle_failure(
+                class,
+                failure.retry_after,
+                attempt_started.elapsed(),
+                Instant::now(),
+                &mut rng,
+            );
+            tracing::debug!(
+                attempt,
+                ?decision,
+                status = ?failure.error.status(),
+                kept,
+                "attempt failed"
+            );
+            match decision {
+                Decision::Reprepare => {
+                    if let Some(Correction::Reprepare { region }) = &failure.correction {
+                        tracing::debug!(region = %region, "preparing again for a corrected region");
+                        region_hint = Some(region.clone());
+                    }
+                }
+                Decision::Reauthenticate => {
+                    let Some((authority, stale)) = self.auth.take() else {
+                        return Err(failure.error);
+                    };
+                    tracing::debug!("credential expired: authenticating again");
+                    let fresh = ctx
+                        .shared
+                        .workers
+                        .lookup(authority.clone(), Some(stale))
+                        .await?;
+                    self.auth = Some((authority, fresh));
+                }
+                Decision::RetryAfter(pause) => {
+                    let until = (Instant::now() + pause).min(retry.deadline());
+                    let woke = tokio::select! {
+                        biased;
+                        () = exchange::until_cancelled(self.cancel) => false,
+                        () = tokio::time::sleep_until(until.into()) => true,
+                    };
+                    if !woke {
+                        return Err(Failure::cancelled().error);
+                    }
+                }
+                Decision::Fail(reason) => return Err(final_error(failure, reason, attempt)),
+            }
+        }
+    }
+
+    /// Keep proven bytes for a resume only when one strong tag pins their version; otherwise
+    /// the range restarts from its first byte.
+    fn keep_progress(&self, failure: &Failure, kept: &mut u64, pin: &mut Option<String>) {
+        if failure.kept == 0 || !matches!(self.range, RangeSpec::Closed { .. }) {
+            return;
+        }
+        let tag = failure
+            .etag
+            .clone()
+            .filter(|t| is_single_strong(t))
+            .or_else(|| {
+                self.if_match
+                    .filter(|c| is_single_strong(c))
+                    .map(str::to_string)
+            });
+        match tag {
+            Some(tag) if pin.as_deref().is_none_or(|p| p == tag) => {
+                *kept += failure.kept;
+                *pin = Some(tag);
+            }
+            _ => {
+                *kept = 0;
+                *pin = None;
+            }
+        }
+    }
+}
+
+fn final_error(failure: Failure, reason: FailReason, attempts: u32) -> Error {
+    let error = failure.error;
+    let suffix = match reason {
+        FailReason::Permanent => return error,
+        FailReason::AttemptsExhausted => format!(" (gave up after {attempts} attempts)"),
+        FailReason::DeadlineExhausted => format!(
+            " (the read's deadline left no time for attempt {})",
+            attempts + 1
+        ),
+        FailReason::CorrectionRepeated => " (a one-time correction was needed again)".to_string(),
+    };
+    let mut out = Error::new(error.status(), format!("{}{suffix}", error.message()));
+    if let Some(code) = error.http_status() {
+        out = out.with_http_status(code);
+    }
+    out
+}
