@@ -385,6 +385,30 @@ impl Snapshot {
         })
     }
 
+    /// The origins that supplied any of `keys` of a provider section for a path, sorted and
+    /// without duplicates (empty when none is set). Providers key their credential scope on
+    /// this: two paths share a credential only when the credential options came from the same
+    /// places, whatever other options of the section differ.
+    pub fn key_origins(
+        &self,
+        canonical: &str,
+        section: &str,
+        keys: &[&str],
+    ) -> Result<Vec<Origin>, ConfigError> {
+        check_section_name(section)?;
+        let resolved = self.inner.resolve(&self.inner.matching(canonical))?;
+        let figment = &resolved.sections_figment;
+        let mut origins = BTreeSet::new();
+        if let Ok(Value::Dict(_, table)) = figment.find_value(section) {
+            for key in keys {
+                if let Some(value) = table.get(*key) {
+                    collect_origins(value, figment, &self.inner.contributions, &mut origins);
+                }
+            }
+        }
+        Ok(origins.into_iter().collect())
+    }
+
     /// Like [`Snapshot::section`], but cached: every canonical path matching the same path
     /// rules shares one deserialized value. Providers call this on every request, so the
     /// cost is one lookup once the section has been read.

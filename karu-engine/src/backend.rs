@@ -107,8 +107,10 @@ impl Registry {
     }
 
     /// Register `backend` for a scheme (`"s3"`, `"file"`) or an address prefix containing
-    /// `"://"` (`"https://huggingface.co/"`). A later registration of the same pattern replaces
-    /// the earlier one. Prefixes win over schemes; the longest matching prefix wins.
+    /// `"://"` (`"https://huggingface.co/"`). A prefix's host may start with `*.` to match
+    /// any subdomain (`"https://*.amazonaws.com/"` matches `https://b.s3.amazonaws.com/k`).
+    /// A later registration of the same pattern replaces the earlier one. Prefixes win over
+    /// schemes; the longest matching prefix wins.
     pub fn register(&self, pattern: &str, backend: Arc<dyn Backend>) {
         let pattern = if pattern.contains("://") {
             normalise_prefix(pattern)
@@ -139,7 +141,7 @@ impl Registry {
         let entries = self.entries.read();
         let by_prefix = entries
             .iter()
-            .filter(|e| e.pattern.contains("://") && starts_with_prefix(address, &e.pattern))
+            .filter(|e| e.pattern.contains("://") && prefix_matches(address, &e.pattern))
             .max_by_key(|e| e.pattern.len());
         if let Some(entry) = by_prefix {
             return Ok(Arc::clone(&entry.backend));
@@ -211,10 +213,29 @@ fn normalise_prefix(prefix: &str) -> String {
     }
 }
 
-fn starts_with_prefix(address: &str, normalised_prefix: &str) -> bool {
-    address.len() >= normalised_prefix.len()
-        && address.is_char_boundary(normalised_prefix.len())
-        && normalise_prefix(&address[..normalised_prefix.len()]) == normalised_prefix
+/// Whether `address` starts with the normalised prefix pattern (scheme and host compared
+/// case-insensitively; a host of `*.suffix` matches any subdomain of `suffix`).
+fn prefix_matches(address: &str, pattern: &str) -> bool {
+    let (Some(p), Some(a)) = (pattern.find("://"), address.find("://")) else {
+        return false;
+    };
+    if !pattern[..p].eq_ignore_ascii_case(&address[..a]) {
+        return false;
+    }
+    let (p_rest, a_rest) = (&pattern[p + 3..], &address[a + 3..]);
+    let p_host_end = p_rest.find('/').unwrap_or(p_rest.len());
+    let a_host_end = a_rest.find(['/', '?', '#']).unwrap_or(a_rest.len());
+    let (p_host, a_host) = (&p_rest[..p_host_end], &a_rest[..a_host_end]);
+    let host_ok = match p_host.strip_prefix("*.") {
+        Some(suffix) => {
+            let a_host = a_host.to_ascii_lowercase();
+            a_host.len() > suffix.len() + 1
+                && a_host.ends_with(suffix)
+                && a_host.as_bytes()[a_host.len() - suffix.len() - 1] == b'.'
+        }
+        None => p_host.eq_ignore_ascii_case(a_host),
+    };
+    host_ok && a_rest[a_host_end..].starts_with(&p_rest[p_host_end..])
 }
 
 #[cfg(test)]
@@ -251,14 +272,21 @@ mod tests {
     fn longest_prefix_wins_over_scheme() {
         let r = Registry::new();
         r.register("https", Arc::new(Named("http")));
+        r.register("http", Arc::new(Named("http")));
         r.register("https://huggingface.co/", Arc::new(Named("hf")));
         r.register(
             "https://huggingface.co/datasets/",
             Arc::new(Named("hf-datasets")),
         );
         r.register("file", Arc::new(FileBackend));
+        r.register("https://*.amazonaws.com/", Arc::new(Named("s3")));
         let name = |a: &str| r.backend_for(a).unwrap().name().to_string();
         assert_eq!(name("https://example.com/x"), "http");
+        assert_eq!(name("https://b.s3.us-east-1.amazonaws.com/k"), "s3");
+        assert_eq!(name("https://B.S3.AMAZONAWS.COM/k"), "s3");
+        assert_eq!(name("https://amazonaws.com/k"), "http");
+        assert_eq!(name("https://evilamazonaws.com/k"), "http");
+        assert_eq!(name("http://b.s3.amazonaws.com/k"), "http");
         assert_eq!(name("https://HuggingFace.co/m/resolve/main/x"), "hf");
         assert_eq!(name("https://huggingface.co/datasets/d/x"), "hf-datasets");
         assert_eq!(name("/tmp/x"), "local");

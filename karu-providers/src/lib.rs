@@ -4,6 +4,7 @@
 //! | --- | --- | --- |
 //! | `local` | `karu-provider-local` | plain paths, `file://` |
 //! | `http` | `karu-provider-http` | `http://`, `https://` |
+//! | `s3` | `karu-provider-s3` | `s3://`, `https://*.amazonaws.com/` |
 //!
 //! Registration is explicit (no link-time initialisers): [`register_all`] calls each enabled
 //! provider's own `register`. A third-party provider registers itself the same way.
@@ -20,6 +21,8 @@ pub fn register_all(registry: &karu_engine::Registry) {
     karu_provider_local::register(registry);
     #[cfg(feature = "http")]
     karu_provider_http::register(registry);
+    #[cfg(feature = "s3")]
+    karu_provider_s3::register(registry);
     let _ = registry;
 }
 
@@ -30,5 +33,7 @@ pub fn enabled() -> &'static [&'static str] {
         "local",
         #[cfg(feature = "http")]
         "http",
+        #[cfg(feature = "s3")]
+        "s3",
     ]
 }

@@ -1,0 +1,154 @@
+//! The S3 backend.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use http::HeaderValue;
+use karu_config::Snapshot;
+use karu_engine::{
+    Backend, Correction, CredentialScope, CredentialSource, Error, ErrorResponse, Locator,
+    PrepareContext, PreparedRequest, Resolved, Status,
+};
+use parking_lot::Mutex;
+
+use crate::config::{CREDENTIAL_KEYS, Effective, S3Config};
+use crate::credential::{Discovery, Runtime, S3Secret};
+use crate::request;
+use crate::{FAMILY, SECTION};
+
+/// The region S3 requests are signed for when nothing else names one.
+const DEFAULT_REGION: &str = "us-east-1";
+
+/// Serves `s3://bucket/key` and AWS S3 URLs.
+#[derive(Debug, Default)]
+pub struct S3Backend {
+    /// Regions learned from URLs and wrong-region answers, by bucket, so later requests are
+    /// signed right the first time.
+    regions: Mutex<HashMap<String, String>>,
+    /// One discovery per credential scope, so each chain is built once.
+    discoveries: Mutex<HashMap<CredentialScope, Arc<Discovery>>>,
+    runtime: Arc<Runtime>,
+}
+
+impl S3Backend {
+    /// An S3 backend.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn effective(&self, canonical: &str, snapshot: &Snapshot) -> Result<Effective, Error> {
+        let config = snapshot
+            .section_shared::<S3Config>(canonical, SECTION)
+            .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
+        Effective::resolve(&config.value, snapshot).map_err(|why| {
+            Error::new(
+                Status::InvalidArgument,
+                format!("S3 configuration for {canonical}: {why}"),
+            )
+        })
+    }
+}
+
+impl Backend for S3Backend {
+    fn name(&self) -> &str {
+        "s3"
+    }
+
+    fn resolve(&self, address: &str) -> Result<Resolved, Error> {
+        let parsed = request::parse(address)?;
+        if let Some(region) = &parsed.region {
+            self.regions
+                .lock()
+                .insert(parsed.bucket.clone(), region.clone());
+        }
+        Ok(parsed.resolved())
+    }
+
+    fn credential_source(
+        &self,
+        locator: &Locator,
+        snapshot: &Snapshot,
+    ) -> Result<Option<CredentialSource>, Error> {
+        let canonical = locator.canonical().as_str();
+        let options = self.effective(canonical, snapshot)?;
+        if options.anonymous {
+            return Ok(None);
+        }
+        let origins = snapshot
+            .key_origins(canonical, SECTION, &CREDENTIAL_KEYS)
+            .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
+        let scope = CredentialScope::new(FAMILY, origins);
+        let provider = {
+            let mut discoveries = self.discoveries.lock();
+            Arc::clone(discoveries.entry(scope.clone()).or_insert_with(|| {
+                let env = snapshot
+                    .env_vars()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                Arc::new(Discovery::new(options, env, Arc::clone(&self.runtime)))
+            }))
+        };
+        Ok(Some(CredentialSource { scope, provider }))
+    }
+
+    fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
+        let locator = ctx.locator;
+        let canonical = locator.canonical().as_str();
+        let options = self.effective(canonical, ctx.snapshot)?;
+        let bucket = locator.container().unwrap_or_default();
+        let secret = ctx.credential.and_then(|c| c.get::<S3Secret>());
+        let region = {
+            let mut regions = self.regions.lock();
+            match ctx.region_hint {
+                Some(hint) => {
+                    regions.insert(bucket.to_string(), hint.to_string());
+                    hint.to_string()
+                }
+                None => regions
+                    .get(bucket)
+                    .cloned()
+                    .or_else(|| options.region.clone())
+                    .or_else(|| secret.and_then(|s| s.region.clone()))
+                    .unwrap_or_else(|| DEFAULT_REGION.to_string()),
+            }
+        };
+        let url = request::object_url(
+            bucket,
+            locator.key(),
+            &region,
+            options.endpoint.as_deref(),
+            options.addressing,
+        )?;
+        let mut prepared = PreparedRequest::get(&url, ctx)?;
+        if options.requester_pays {
+            prepared
+                .headers
+                .insert("x-amz-request-payer", HeaderValue::from_static("requester"));
+        }
+        // Signed requests are rebuilt, never redirected.
+        prepared.options.follow_redirects = false;
+        if !options.anonymous {
+            let secret = secret.ok_or_else(|| {
+                Error::new(
+                    Status::Credentials,
+                    format!("no credential was obtained for {}", locator.canonical()),
+                )
+            })?;
+            request::sign_request(
+                &prepared.url,
+                &mut prepared.headers,
+                &secret.credentials,
+                &region,
+                SystemTime::now(),
+            )
+            .map_err(Error::from)?;
+        }
+        prepared.region = Some(region);
+        Ok(prepared)
+    }
+
+    fn correction(&self, response: &ErrorResponse<'_>) -> Option<Correction> {
+        request::correction(response.status, response.headers, response.body)
+    }
+}

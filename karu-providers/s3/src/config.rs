@@ -1,0 +1,281 @@
+//! The `[s3]` section, and the `AWS_*` environment names it honours.
+
+use std::fmt;
+
+use karu_config::Snapshot;
+use serde::Deserialize;
+
+/// How bucket and key map to a URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Addressing {
+    /// `https://bucket.host/key` (AWS default; buckets with dots fall back to path style).
+    Virtual,
+    /// `https://host/bucket/key` (default with a custom endpoint).
+    Path,
+}
+
+/// Options of the S3 provider, globally (`[s3]`) or for a prefix
+/// (`[paths."s3://bucket/prefix".s3]`). A key set here beats the `AWS_*` variable.
+///
+/// | key | aliases | environment | meaning |
+/// | --- | --- | --- | --- |
+/// | `region` | `aws_region` | `AWS_REGION`, `AWS_DEFAULT_REGION` | region to sign for (default `us-east-1`, corrected once by a wrong-region answer) |
+/// | `endpoint` | `endpoint_url`, `aws_endpoint_url` | `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL` | an S3-compatible endpoint, e.g. `http://127.0.0.1:9000` |
+/// | `addressing` | | | `"virtual"` or `"path"` |
+/// | `force_path_style` | `aws_force_path_style` | | `true` = `addressing = "path"` |
+/// | `anonymous` | `skip_signature`, `no_sign_request` | `AWS_SKIP_SIGNATURE` | unsigned requests (public buckets) |
+/// | `requester_pays` | `request_payer` | `AWS_REQUEST_PAYER` (`requester`) | send `x-amz-request-payer: requester` |
+/// | `access_key_id` | `aws_access_key_id` | | explicit key (before discovery) |
+/// | `secret_access_key` | `aws_secret_access_key` | | explicit secret |
+/// | `session_token` | `aws_session_token`, `token` | | explicit session token |
+/// | `profile` | `aws_profile` | `AWS_PROFILE` | profile of the config and credentials files |
+/// | `credential_process` | | | a command printing credentials (JSON) |
+/// | `discovery` | | | `false` = only explicit keys (default `true`) |
+///
+/// Secrets never appear in `Debug`.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct S3Config {
+    /// Region to sign for.
+    #[serde(alias = "aws_region")]
+    pub region: Option<String>,
+    /// S3-compatible endpoint.
+    #[serde(alias = "endpoint_url", alias = "aws_endpoint_url")]
+    pub endpoint: Option<String>,
+    /// Addressing style.
+    pub addressing: Option<Addressing>,
+    /// Path-style addressing.
+    #[serde(alias = "aws_force_path_style")]
+    pub force_path_style: Option<bool>,
+    /// Unsigned requests.
+    #[serde(alias = "skip_signature", alias = "no_sign_request")]
+    pub anonymous: Option<bool>,
+    /// Requester pays.
+    #[serde(alias = "request_payer")]
+    pub requester_pays: Option<bool>,
+    /// Explicit access key id.
+    #[serde(alias = "aws_access_key_id")]
+    pub access_key_id: Option<String>,
+    /// Explicit secret access key.
+    #[serde(alias = "aws_secret_access_key")]
+    pub secret_access_key: Option<String>,
+    /// Explicit session token.
+    #[serde(alias = "aws_session_token", alias = "token")]
+    pub session_token: Option<String>,
+    /// Profile name.
+    #[serde(alias = "aws_profile")]
+    pub profile: Option<String>,
+    /// `credential_process` command.
+    pub credential_process: Option<String>,
+    /// Whether to discover credentials beyond explicit keys.
+    pub discovery: Option<bool>,
+}
+
+/// Every key (with aliases) that chooses a credential: the credential scope is keyed on the
+/// origins of these.
+pub(crate) const CREDENTIAL_KEYS: [&str; 14] = [
+    "anonymous",
+    "skip_signature",
+    "no_sign_request",
+    "access_key_id",
+    "aws_access_key_id",
+    "secret_access_key",
+    "aws_secret_access_key",
+    "session_token",
+    "aws_session_token",
+    "token",
+    "profile",
+    "aws_profile",
+    "credential_process",
+    "discovery",
+];
+
+impl fmt::Debug for S3Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secret = |v: &Option<String>| v.as_ref().map(|_| "<redacted>");
+        f.debug_struct("S3Config")
+            .field("region", &self.region)
+            .field("endpoint", &self.endpoint)
+            .field("addressing", &self.addressing)
+            .field("force_path_style", &self.force_path_style)
+            .field("anonymous", &self.anonymous)
+            .field("requester_pays", &self.requester_pays)
+            .field("access_key_id", &self.access_key_id)
+            .field("secret_access_key", &secret(&self.secret_access_key))
+            .field("session_token", &secret(&self.session_token))
+            .field("profile", &self.profile)
+            .field("credential_process", &secret(&self.credential_process))
+            .field("discovery", &self.discovery)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The options of one object after layering the section over the `AWS_*` environment.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Effective {
+    pub(crate) region: Option<String>,
+    pub(crate) endpoint: Option<String>,
+    pub(crate) addressing: Option<Addressing>,
+    pub(crate) anonymous: bool,
+    pub(crate) requester_pays: bool,
+    pub(crate) explicit_keys: Option<(String, String, Option<String>)>,
+    pub(crate) profile: Option<String>,
+    pub(crate) credential_process: Option<String>,
+    pub(crate) discovery: bool,
+}
+
+impl fmt::Debug for Effective {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Effective")
+            .field("region", &self.region)
+            .field("endpoint", &self.endpoint)
+            .field("addressing", &self.addressing)
+            .field("anonymous", &self.anonymous)
+            .field("requester_pays", &self.requester_pays)
+            .field("explicit_keys", &self.explicit_keys.as_ref().map(|k| &k.0))
+            .field("profile", &self.profile)
+            .field("credential_process", &self.credential_process.is_some())
+            .field("discovery", &self.discovery)
+            .finish()
+    }
+}
+
+impl Effective {
+    /// Layer `config` over the captured environment of `snapshot`.
+    pub(crate) fn resolve(config: &S3Config, snapshot: &Snapshot) -> Result<Effective, String> {
+        let env = |name: &str| snapshot.env(name).filter(|v| !v.is_empty());
+        let truthy = |name: &str| env(name).map(|v| v.eq_ignore_ascii_case("true") || v == "1");
+        let addressing = match (config.addressing, config.force_path_style) {
+            (Some(a), _) => Some(a),
+            (None, Some(true)) => Some(Addressing::Path),
+            (None, Some(false)) => Some(Addressing::Virtual),
+            (None, None) => None,
+        };
+        let explicit_keys = match (&config.access_key_id, &config.secret_access_key) {
+            (Some(id), Some(secret)) => {
+                Some((id.clone(), secret.clone(), config.session_token.clone()))
+            }
+            (None, None) => None,
+            _ => {
+                return Err(
+                    "s3.access_key_id and s3.secret_access_key must be set together".to_string(),
+                );
+            }
+        };
+        Ok(Effective {
+            region: config
+                .region
+                .clone()
+                .or_else(|| env("AWS_REGION").map(str::to_string))
+                .or_else(|| env("AWS_DEFAULT_REGION").map(str::to_string)),
+            endpoint: config
+                .endpoint
+                .clone()
+                .or_else(|| env("AWS_ENDPOINT_URL_S3").map(str::to_string))
+                .or_else(|| env("AWS_ENDPOINT_URL").map(str::to_string)),
+            addressing,
+            anonymous: config
+                .anonymous
+                .or_else(|| truthy("AWS_SKIP_SIGNATURE"))
+                .unwrap_or(false),
+            requester_pays: config.requester_pays.unwrap_or_else(|| {
+                env("AWS_REQUEST_PAYER").is_some_and(|v| v.eq_ignore_ascii_case("requester"))
+            }),
+            explicit_keys,
+            profile: config
+                .profile
+                .clone()
+                .or_else(|| env("AWS_PROFILE").map(str::to_string)),
+            credential_process: config.credential_process.clone(),
+            discovery: config.discovery.unwrap_or(true),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use karu_config::ConfigBuilder;
+
+    fn snapshot(env: &[(&str, &str)], sets: &[(&str, &str)]) -> Snapshot {
+        let mut b = ConfigBuilder::new()
+            .user_file(None)
+            .project_file(None)
+            .environment(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        for (k, v) in sets {
+            b = b.set(k, *v);
+        }
+        b.build().unwrap()
+    }
+
+    fn effective(s: &Snapshot) -> Effective {
+        let c = s.section::<S3Config>("s3://b/k", "s3").unwrap().value;
+        Effective::resolve(&c, s).unwrap()
+    }
+
+    #[test]
+    fn configuration_beats_the_aws_environment() {
+        let env = [
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_ENDPOINT_URL", "http://env:9000"),
+            ("AWS_PROFILE", "envprofile"),
+        ];
+        let e = effective(&snapshot(&env, &[]));
+        assert_eq!(e.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(e.endpoint.as_deref(), Some("http://env:9000"));
+        assert_eq!(e.profile.as_deref(), Some("envprofile"));
+        let e = effective(&snapshot(
+            &env,
+            &[
+                ("s3.region", "us-west-2"),
+                ("s3.endpoint_url", "http://cfg:9000"),
+            ],
+        ));
+        assert_eq!(e.region.as_deref(), Some("us-west-2"));
+        assert_eq!(e.endpoint.as_deref(), Some("http://cfg:9000"));
+    }
+
+    #[test]
+    fn aliases_and_environment_names() {
+        let e = effective(&snapshot(
+            &[
+                ("AWS_ENDPOINT_URL_S3", "http://s3only:1"),
+                ("AWS_ENDPOINT_URL", "http://all:1"),
+            ],
+            &[
+                ("s3.skip_signature", "true"),
+                ("s3.aws_force_path_style", "true"),
+            ],
+        ));
+        assert_eq!(e.endpoint.as_deref(), Some("http://s3only:1"));
+        assert!(e.anonymous);
+        assert_eq!(e.addressing, Some(Addressing::Path));
+        let e = effective(&snapshot(&[("AWS_REQUEST_PAYER", "requester")], &[]));
+        assert!(e.requester_pays);
+    }
+
+    #[test]
+    fn half_a_key_pair_is_an_error() {
+        let s = snapshot(&[], &[("s3.access_key_id", "AKID")]);
+        let c = s.section::<S3Config>("s3://b/k", "s3").unwrap().value;
+        assert!(Effective::resolve(&c, &s).unwrap_err().contains("together"));
+    }
+
+    #[test]
+    fn debug_hides_secrets() {
+        let c = S3Config {
+            access_key_id: Some("AKID".into()),
+            secret_access_key: Some("SECRET".into()),
+            session_token: Some("TOKEN".into()),
+            ..S3Config::default()
+        };
+        let d = format!("{c:?}");
+        assert!(
+            d.contains("AKID") && !d.contains("SECRET") && !d.contains("TOKEN"),
+            "{d}"
+        );
+    }
+}
