@@ -6,7 +6,8 @@
 //! karu ends ADDRESS HEAD TAIL          both ends in one round trip
 //! ```
 //!
-//! Exit status 0 only when every read succeeded; each error is one line on stderr.
+//! Exit status 0 only when every read succeeded, 1 when a read or operation failed, 2 for a
+//! usage error; each error is one line on stderr.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -141,7 +142,10 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         Command::Stat { address } => {
             let locator = locate(&client, &address, cli.global.window.as_deref())?;
-            let info = client.stat(&locator).map_err(|e| e.to_string())?;
+            let info = match client.stat(&locator) {
+                Ok(info) => info,
+                Err(e) => return Ok(operation_failed(&e)),
+            };
             if cli.global.json {
                 println!("{}", json!({"size": info.size, "etag": info.etag}));
             } else {
@@ -156,9 +160,10 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             tail,
         } => {
             let locator = locate(&client, &address, cli.global.window.as_deref())?;
-            let ends = client
-                .read_ends(&locator, head, tail)
-                .map_err(|e| e.to_string())?;
+            let ends = match client.read_ends(&locator, head, tail) {
+                Ok(ends) => ends,
+                Err(e) => return Ok(operation_failed(&e)),
+            };
             if cli.global.json {
                 println!(
                     "{}",
@@ -188,6 +193,12 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// An operation that ran but failed (exit 1); usage errors exit 2.
+fn operation_failed(error: &karu::Error) -> ExitCode {
+    eprintln!("karu: {}: {}", error.status(), error.message());
+    ExitCode::FAILURE
 }
 
 fn build_client(global: &Global) -> Result<Client, String> {

@@ -9,6 +9,7 @@ use std::thread::{self, JoinHandle, ThreadId};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use crate::read::Sink;
 use crate::status::{Error, Status};
 use crate::transfer::Transfer;
 
@@ -127,12 +128,96 @@ fn read_parts(transfer: &mut Transfer) -> Vec<(Result<(), Error>, u64)> {
                 Ok(f) => f,
                 Err(e) => return (Err(e.clone()), 0),
             };
-            match part.sink.slice(part.length) {
-                Ok(dst) => read_at_exact(file, &path, start + part.offset_in_span, dst),
-                Err(e) => (Err(e), 0),
+            let offset = start + part.offset_in_span;
+            let filled = match &mut part.sink {
+                // A caller's slice is filled in place.
+                Sink::Borrowed { .. } => match part.sink.slice(part.length) {
+                    Ok(dst) => read_at_most(file, offset, dst),
+                    Err(e) => return (Err(e), 0),
+                },
+                // An owned buffer holds only what exists: never more than the file has.
+                sink => read_owned(file, offset, part.length, sink),
+            };
+            match filled {
+                Ok(n) if n == part.length => (Ok(()), n),
+                Ok(n) => (Err(past_the_end(&path, offset, part.length, n)), n),
+                Err(e) => (Err(classify(&path, &e)), 0),
             }
         })
         .collect()
+}
+
+/// Read up to `length` bytes at `offset` into an owned (or not yet allocated) buffer, sized
+/// to what the file holds and grown if the file grew meanwhile. Returns the bytes read.
+fn read_owned(file: &File, offset: u64, length: u64, sink: &mut Sink) -> io::Result<u64> {
+    let too_big = || {
+        io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            "cannot allocate the destination",
+        )
+    };
+    let size = file.metadata()?.len();
+    let mut want = length.min(size.saturating_sub(offset));
+    let buffer = match sink {
+        Sink::Owned(v) => v,
+        _ => {
+            *sink = Sink::Owned(Vec::new());
+            match sink {
+                Sink::Owned(v) => v,
+                _ => return Err(too_big()),
+            }
+        }
+    };
+    buffer.clear();
+    let mut filled = 0u64;
+    loop {
+        let want_len = usize::try_from(want).map_err(|_| too_big())?;
+        buffer
+            .try_reserve_exact(want_len - buffer.len())
+            .map_err(|_| too_big())?;
+        buffer.resize(want_len, 0);
+        let n = read_at_most(file, offset + filled, &mut buffer[filled as usize..])?;
+        filled += n;
+        if filled < want || want == length {
+            buffer.truncate(filled as usize);
+            return Ok(filled);
+        }
+        // The file may have grown since its size was read: look further, doubling.
+        want = length.min(want.saturating_mul(2).max(want + (64 << 10)));
+    }
+}
+
+/// Fill `dst` from `offset` with positional reads, looping over short reads; stops early only
+/// at the end of the file. Returns the bytes read.
+fn read_at_most(file: &File, offset: u64, dst: &mut [u8]) -> io::Result<u64> {
+    let mut filled = 0usize;
+    while filled < dst.len() {
+        let at = offset + filled as u64;
+        // No file extends past i64::MAX, and pread refuses ranges that would: stop there.
+        let addressable = (i64::MAX as u64).saturating_sub(at);
+        let room = (dst.len() - filled).min(usize::try_from(addressable).unwrap_or(usize::MAX));
+        if room == 0 {
+            break;
+        }
+        match file.read_at(&mut dst[filled..filled + room], at) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled as u64)
+}
+
+fn past_the_end(path: &Path, offset: u64, length: u64, filled: u64) -> Error {
+    Error::new(
+        Status::RangeNotSatisfiable,
+        format!(
+            "{} ends at byte {}: {filled} of the {length} bytes requested at offset {offset} exist",
+            path.display(),
+            offset + filled
+        ),
+    )
 }
 
 /// Open a file for positional reads, classifying failures.
@@ -158,44 +243,6 @@ pub(crate) fn size(path: &Path) -> Result<u64, Error> {
         ));
     }
     Ok(meta.len())
-}
-
-/// Fill `dst` from `offset`, looping over short reads. Reaching the end of the file first
-/// gives a range error with the prefix that exists.
-fn read_at_exact(
-    file: &File,
-    path: &Path,
-    offset: u64,
-    dst: &mut [u8],
-) -> (Result<(), Error>, u64) {
-    let mut filled = 0usize;
-    while filled < dst.len() {
-        let at = offset + filled as u64;
-        if at > i64::MAX as u64 {
-            break; // beyond any file's end: pread cannot even address it
-        }
-        match file.read_at(&mut dst[filled..], at) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return (Err(classify(path, &e)), 0),
-        }
-    }
-    if filled == dst.len() {
-        return (Ok(()), filled as u64);
-    }
-    let end = offset + filled as u64;
-    (
-        Err(Error::new(
-            Status::RangeNotSatisfiable,
-            format!(
-                "{} ends at byte {end}: {filled} of the {} bytes requested at offset {offset} exist",
-                path.display(),
-                dst.len()
-            ),
-        )),
-        filled as u64,
-    )
 }
 
 /// Map an I/O error on `path` to a status with a clear message.
@@ -247,16 +294,35 @@ mod tests {
         std::fs::write(&path, b"0123456789").unwrap();
         let file = open(&path).unwrap();
         let mut dst = [0u8; 8];
-        let (result, n) = read_at_exact(&file, &path, 6, &mut dst);
-        assert_eq!(result.unwrap_err().status(), Status::RangeNotSatisfiable);
-        assert_eq!(n, 4);
+        assert_eq!(read_at_most(&file, 6, &mut dst).unwrap(), 4);
         assert_eq!(&dst[..4], b"6789");
-        let (result, n) = read_at_exact(&file, &path, u64::MAX - 8, &mut dst);
-        assert_eq!(result.unwrap_err().status(), Status::RangeNotSatisfiable);
-        assert_eq!(n, 0);
-        let (result, n) = read_at_exact(&file, &path, 2, &mut dst);
-        assert!(result.is_ok());
-        assert_eq!((n, &dst), (8, b"23456789"));
+        assert_eq!(read_at_most(&file, u64::MAX - 8, &mut dst).unwrap(), 0);
+        assert_eq!(
+            read_at_most(&file, i64::MAX as u64 - 3, &mut dst).unwrap(),
+            0
+        );
+        assert_eq!(read_at_most(&file, 2, &mut dst).unwrap(), 8);
+        assert_eq!(&dst, b"23456789");
+    }
+
+    #[test]
+    fn owned_buffers_hold_only_what_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let file = open(&path).unwrap();
+        let mut sink = Sink::Allocate;
+        assert_eq!(read_owned(&file, 2, 1 << 62, &mut sink).unwrap(), 8);
+        match &sink {
+            Sink::Owned(v) => assert_eq!(v.as_slice(), b"23456789"),
+            other => panic!("{other:?}"),
+        }
+        // A file that grows after its size was read is followed.
+        let grown = dir.path().join("g");
+        std::fs::write(&grown, vec![7u8; 200_000]).unwrap();
+        let file = open(&grown).unwrap();
+        let mut sink = Sink::Owned(Vec::with_capacity(4));
+        assert_eq!(read_owned(&file, 0, 150_000, &mut sink).unwrap(), 150_000);
     }
 
     #[test]

@@ -51,7 +51,7 @@ impl RangeSpec {
     }
 
     /// Bytes asked for (for a suffix: at most this many).
-    pub fn len(&self) -> u64 {
+    pub fn length(&self) -> u64 {
         match *self {
             RangeSpec::Closed { first, last } => last - first + 1,
             RangeSpec::Suffix { len } => len,
@@ -649,7 +649,7 @@ mod tests {
     fn range_header_is_inclusive() {
         let r = RangeSpec::closed(1_048_576, 4096).unwrap();
         assert_eq!(r.header_value(), "bytes=1048576-1052671");
-        assert_eq!(r.len(), 4096);
+        assert_eq!(r.length(), 4096);
         assert_eq!(RangeSpec::closed(0, 0), None);
         assert_eq!(RangeSpec::closed(u64::MAX, 2), None);
         assert_eq!(

@@ -21,12 +21,12 @@ pub(crate) type Handoff = Arc<dyn Fn(Transfer) + Send + Sync>;
 enum Job {
     /// Obtain the transfer's credential, then hand it to an event loop.
     Route {
-        transfer: Transfer,
-        authority: Authority,
+        transfer: Box<Transfer>,
+        authority: Box<Authority>,
     },
     /// Obtain a credential (after forgetting `stale`) and reply.
     Lookup {
-        authority: Authority,
+        authority: Box<Authority>,
         stale: Option<Credential>,
         reply: oneshot::Sender<Result<Credential, Error>>,
     },
@@ -69,8 +69,8 @@ impl CredentialWorkers {
     /// Queue a transfer for its credential.
     pub(crate) fn route(&self, transfer: Transfer, authority: Authority) {
         let job = Job::Route {
-            transfer,
-            authority,
+            transfer: Box::new(transfer),
+            authority: Box::new(authority),
         };
         if let Some(Err(returned)) = self.sender.as_ref().map(|s| s.send(job))
             && let Job::Route { transfer, .. } = returned.0
@@ -88,7 +88,7 @@ impl CredentialWorkers {
     ) -> Result<Credential, Error> {
         let (reply, answer) = oneshot::channel();
         let job = Job::Lookup {
-            authority,
+            authority: Box::new(authority),
             stale,
             reply,
         };
@@ -133,8 +133,8 @@ fn work(receiver: &Receiver<Job>, cache: &CredentialCache, handoff: &Handoff) {
                 .unwrap_or_else(|_| Err(Error::internal("a credential provider panicked")));
                 match result {
                     Ok(credential) => {
-                        transfer.auth = Some((authority, credential));
-                        handoff(transfer);
+                        transfer.auth = Some((*authority, credential));
+                        handoff(*transfer);
                     }
                     Err(e) => transfer.fail(&e),
                 }

@@ -301,7 +301,7 @@ impl Exchange<'_> {
                 let rest = receipt.body_len.map(|len| len.saturating_sub(seen));
                 match rest {
                     Some(0) => {
-                        complete = body.is_end_stream() || matches!(body.frame().await, None);
+                        complete = body.is_end_stream() || body.frame().await.is_none();
                         break;
                     }
                     Some(n) if n <= self.limits.drain_limit => {}

@@ -64,7 +64,7 @@ pub struct TransportStats {
 type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 enum Job {
-    Transfer(Transfer),
+    Transfer(Box<Transfer>),
     Task(Box<dyn FnOnce(Arc<LoopCtx>) -> BoxFuture + Send>),
 }
 
@@ -96,7 +96,7 @@ impl Queues {
     }
 
     fn push_transfer(&self, transfer: Transfer) {
-        if let Err(Job::Transfer(t)) = self.push(Job::Transfer(transfer)) {
+        if let Err(Job::Transfer(t)) = self.push(Job::Transfer(Box::new(transfer))) {
             t.fail(&Error::internal("the event loops have stopped"));
         }
     }
@@ -345,7 +345,7 @@ async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>)
         tasks.spawn(async move {
             let _permit = permit;
             match job {
-                Job::Transfer(t) => run_transfer(t, ctx).await,
+                Job::Transfer(t) => run_transfer(*t, ctx).await,
                 Job::Task(f) => f(ctx).await,
             }
         });

@@ -97,10 +97,13 @@ pub(crate) fn client(
         .build(https)
 }
 
+/// A DNS answer and when it was obtained.
+type Answer = (Instant, Arc<[IpAddr]>);
+
 /// Answers kept for `ttl`, shared by every loop of a client.
 pub(crate) struct DnsCache {
     ttl: Duration,
-    entries: Mutex<HashMap<String, (Instant, Arc<[IpAddr]>)>>,
+    entries: Mutex<HashMap<String, Answer>>,
 }
 
 impl DnsCache {

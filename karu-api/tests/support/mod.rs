@@ -1,0 +1,239 @@
+//! Helpers shared by the integration tests.
+//!
+//! Isolated clients, files whose bytes are a function of their offset, FIFOs that hold a file
+//! worker until the test lets it go, and a tiny executor. Each test binary uses a subset.
+#![allow(dead_code)]
+
+use std::fs::OpenOptions;
+use std::future::Future;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use karu::{Batch, Client, ClientBuilder, Completion, Locator, Next};
+
+/// How long a test waits for something that must happen; only reached when the code is broken.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A builder that reads no config file and no process environment.
+pub(crate) fn isolated() -> ClientBuilder {
+    Client::builder()
+        .user_config_file(None)
+        .project_config_file(None)
+        .environment(Vec::<(String, String)>::new())
+}
+
+/// A client with Karu's defaults only.
+pub(crate) fn client() -> Client {
+    isolated().build().expect("an isolated client builds")
+}
+
+/// The byte at `offset` of every pattern file: a hash of the offset, so a read from the wrong
+/// place (or a shifted copy) is caught by a byte-for-byte comparison.
+pub(crate) fn pattern_byte(offset: u64) -> u8 {
+    let mut x = offset.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (x ^ (x >> 31)) as u8
+}
+
+/// The pattern bytes of `[start, start + len)`.
+pub(crate) fn pattern(start: u64, len: u64) -> Vec<u8> {
+    (start..start + len).map(pattern_byte).collect()
+}
+
+/// Write a pattern file of `len` bytes.
+pub(crate) fn pattern_file(dir: &Path, name: &str, len: u64) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, pattern(0, len)).expect("write a pattern file");
+    path
+}
+
+/// Resolve a local path.
+pub(crate) fn locate(client: &Client, path: &Path) -> Locator {
+    client
+        .locate(path.to_str().expect("temporary paths are UTF-8"))
+        .expect("a local path resolves")
+}
+
+/// A deterministic pseudo-random sequence (SplitMix64), so failures reproduce.
+#[derive(Debug)]
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `[low, high)`.
+    pub(crate) fn range(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next_u64() % (high - low)
+    }
+}
+
+/// Take every completion of `batch` with `next`, failing the test if one takes longer than
+/// [`PATIENCE`] (instead of hanging).
+pub(crate) fn drain(batch: &Batch) -> Vec<Completion> {
+    let mut all = Vec::new();
+    loop {
+        match batch.next(PATIENCE) {
+            Next::Completion(c) => all.push(c),
+            Next::Drained => return all,
+            Next::TimedOut => panic!("no completion within {PATIENCE:?}; {batch:?}"),
+        }
+    }
+}
+
+/// The next completion, failing the test on `TimedOut` or `Drained`.
+pub(crate) fn expect_completion(batch: &Batch) -> Completion {
+    match batch.next(PATIENCE) {
+        Next::Completion(c) => c,
+        other => panic!("expected a completion, got {other:?}; {batch:?}"),
+    }
+}
+
+/// Wait until a worker has begun a transfer of `batch` (it then references the batch's
+/// destinations, and releasing the batch must wait for it).
+///
+/// `Batch` has no accessor for its active transfers, so this reads its `Debug` output.
+pub(crate) fn wait_until_active(batch: &Batch, transfers: usize) {
+    let wanted = format!("active_transfers: {transfers},");
+    let give_up = std::time::Instant::now() + PATIENCE;
+    while !format!("{batch:?}").contains(&wanted) {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "no worker began within {PATIENCE:?}: {batch:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Make a named pipe. A local read of it blocks its file worker in `open` until someone opens
+/// the pipe for writing ([`release_fifo`]); the read then fails with [`karu::Status::Io`],
+/// since a pipe cannot be read at an offset. Tests use it to hold a worker exactly as long as
+/// they want.
+pub(crate) fn mkfifo(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let status = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .expect("run mkfifo");
+    assert!(status.success(), "mkfifo {} failed", path.display());
+    path
+}
+
+/// Open the pipe for writing (this is what lets a reader blocked in `open` go on) and write a
+/// few bytes. The reader may already have closed its end, so the write may fail with `EPIPE`
+/// (Rust programs ignore `SIGPIPE`); that is fine.
+pub(crate) fn release_fifo(path: &Path) {
+    let mut writer = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .expect("open the FIFO for writing");
+    let _ = writer.write_all(b"released");
+}
+
+/// Frees any worker still blocked on a pipe when dropped, and removes the pipe, so that a
+/// failing test fails instead of hanging in `Batch::drop` or the client's drop.
+///
+/// Declare it *after* the batch that reads the pipe: locals drop in reverse order, and the
+/// batch's drop waits for the blocked worker.
+#[derive(Debug)]
+pub(crate) struct FifoGuard(pub(crate) PathBuf);
+
+impl Drop for FifoGuard {
+    fn drop(&mut self) {
+        // Opening a FIFO read-write never blocks on Linux and counts as a writer, which frees
+        // a reader blocked in `open`; removing it makes later opens fail instead of blocking.
+        let _ = OpenOptions::new().read(true).write(true).open(&self.0);
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Assert that `bytes` are the pattern bytes starting at `start`, naming the first difference
+/// (instead of printing two long vectors).
+#[track_caller]
+pub(crate) fn assert_pattern(bytes: &[u8], start: u64, len: u64) {
+    assert_eq!(
+        bytes.len() as u64,
+        len,
+        "length of the bytes read at {start}"
+    );
+    if let Some(i) = (0..bytes.len()).find(|&i| bytes[i] != pattern_byte(start + i as u64)) {
+        panic!(
+            "byte {i} of the read at {start} (file offset {}) is {:#04x}, expected {:#04x}",
+            start + i as u64,
+            bytes[i],
+            pattern_byte(start + i as u64)
+        );
+    }
+}
+
+/// A waker that unparks the executor's thread and counts its wakes.
+#[derive(Debug)]
+struct ThreadWaker {
+    thread: std::thread::Thread,
+    wakes: AtomicUsize,
+}
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wakes.fetch_add(1, Ordering::SeqCst);
+        self.thread.unpark();
+    }
+}
+
+/// A minimal single-future executor for the current thread: poll, park until woken, poll
+/// again. No runtime, no reactor: a future that is never woken parks the thread forever.
+#[derive(Debug)]
+pub(crate) struct TinyExecutor {
+    state: Arc<ThreadWaker>,
+    waker: Waker,
+}
+
+impl TinyExecutor {
+    pub(crate) fn new() -> Self {
+        let state = Arc::new(ThreadWaker {
+            thread: std::thread::current(),
+            wakes: AtomicUsize::new(0),
+        });
+        let waker = Waker::from(Arc::clone(&state));
+        TinyExecutor { state, waker }
+    }
+
+    /// Poll `future` once.
+    pub(crate) fn poll<F: Future + Unpin>(&self, future: &mut F) -> Poll<F::Output> {
+        Pin::new(future).poll(&mut Context::from_waker(&self.waker))
+    }
+
+    /// Poll `future` until it is ready, parking between polls.
+    pub(crate) fn block_on<F: Future + Unpin>(&self, future: &mut F) -> F::Output {
+        loop {
+            if let Poll::Ready(output) = self.poll(future) {
+                return output;
+            }
+            std::thread::park();
+        }
+    }
+
+    /// How many times a waker of this executor was woken.
+    pub(crate) fn wakes(&self) -> usize {
+        self.state.wakes.load(Ordering::SeqCst)
+    }
+}

@@ -1,0 +1,397 @@
+//! The `karu` binary: exact bytes on stdout, JSON lines, exit statuses and error lines.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+
+use serde_json::json;
+use support::{isolate, karu, pattern, pattern_file, run, running_as_root, sha256, which};
+
+const LEN: u64 = 4096;
+
+#[test]
+fn read_writes_exactly_the_requested_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "data.bin", LEN);
+
+    let out = karu(dir.path(), ["read", &file, "10:5"]);
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+    assert_eq!(out.stdout, pattern(10, 5));
+
+    // Hexadecimal numbers, and several ranges written in submission order.
+    let out = karu(dir.path(), ["read", &file, "0x100:0x10", "3000:7", "0:2"]);
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+    let mut expected = pattern(0x100, 0x10);
+    expected.extend(pattern(3000, 7));
+    expected.extend(pattern(0, 2));
+    assert_eq!(out.stdout, expected);
+
+    // A file:// URI names the same file.
+    let out = karu(dir.path(), ["read", &format!("file://{file}"), "4000:96"]);
+    assert_eq!((out.code, out.stdout), (0, pattern(4000, 96)));
+}
+
+#[test]
+fn json_lines_carry_each_read_and_the_batch_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "data.bin", LEN);
+
+    let out = karu(
+        dir.path(),
+        ["--json", "read", &file, "0:16", "1000:100", "4086:10"],
+    );
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 4);
+    for (line, (tag, offset, len)) in lines
+        .iter()
+        .zip([(0, 0, 16), (1, 1000, 100), (2, 4086, 10)])
+    {
+        assert_eq!(
+            *line,
+            json!({
+                "tag": tag,
+                "status": "ok",
+                "bytes_received": len,
+                "sha256": sha256(&pattern(offset, len)),
+            })
+        );
+    }
+    let batch = &lines[3]["batch"];
+    assert_eq!(batch["reads"], 3);
+    assert_eq!(batch["rejected"], 0);
+    assert_eq!(batch["transfers"], 3);
+    assert_eq!(batch["requested_bytes"], 126);
+    assert_eq!(batch["fetched_bytes"], 126);
+    assert!(
+        batch["wall_ms"].as_f64().is_some_and(|ms| ms >= 0.0),
+        "{batch}"
+    );
+}
+
+#[test]
+fn a_failing_read_fails_alone_with_one_stderr_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "data.bin", LEN);
+
+    // An invalid range among valid ones: the others are delivered, the exit status is 1.
+    let out = karu(dir.path(), ["read", &file, "0:4", "5:0", "8:4"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    let mut expected = pattern(0, 4);
+    expected.extend(pattern(8, 4));
+    assert_eq!(out.stdout, expected);
+    let errors = out.stderr_lines();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("karu: read 1 (5:0): invalid_range: "),
+        "{errors:?}"
+    );
+
+    // A read reaching the end of the file delivers its prefix and says so.
+    let out = karu(dir.path(), ["read", &file, "4090:10", "0:1"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    let mut expected = pattern(4090, 6);
+    expected.extend(pattern(0, 1));
+    assert_eq!(out.stdout, expected);
+    let errors = out.stderr_lines();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("karu: read 0 (4090:10): range_not_satisfiable: "),
+        "{errors:?}"
+    );
+    assert!(errors[0].ends_with("(6 bytes delivered)"), "{errors:?}");
+
+    // The same in JSON: one line per read with its own status, then the batch.
+    let out = karu(
+        dir.path(),
+        ["--json", "read", &file, "0:4", "5:0", "4090:10", "1:1"],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_eq!(out.stderr_lines().len(), 2, "{out:?}");
+    let lines = out.json_lines();
+    let statuses: Vec<(&str, u64, &str)> = lines[..4]
+        .iter()
+        .map(|l| {
+            (
+                l["status"].as_str().unwrap(),
+                l["bytes_received"].as_u64().unwrap(),
+                l["sha256"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let digests = [
+        sha256(&pattern(0, 4)),
+        sha256(&[]),
+        sha256(&pattern(4090, 6)),
+        sha256(&pattern(1, 1)),
+    ];
+    assert_eq!(
+        statuses,
+        vec![
+            ("ok", 4, digests[0].as_str()),
+            ("invalid_range", 0, digests[1].as_str()),
+            ("range_not_satisfiable", 6, digests[2].as_str()),
+            ("ok", 1, digests[3].as_str()),
+        ]
+    );
+    assert_eq!(lines[4]["batch"]["reads"], 4);
+    assert_eq!(lines[4]["batch"]["rejected"], 1);
+    assert_eq!(lines[4]["batch"]["transfers"], 3);
+    assert_eq!(lines[4]["batch"]["requested_bytes"], 15);
+}
+
+#[test]
+fn window_offsets_are_relative_to_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "data.bin", LEN);
+
+    let out = karu(
+        dir.path(),
+        ["--window", "100:50", "read", &file, "0:10", "40:10"],
+    );
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+    let mut expected = pattern(100, 10);
+    expected.extend(pattern(140, 10));
+    assert_eq!(out.stdout, expected);
+
+    // Leaving the window is an invalid range; the global flag may follow the subcommand.
+    let out = karu(dir.path(), ["read", &file, "45:10", "--window", "100:50"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stdout.is_empty());
+    assert!(out.stderr.contains("invalid_range"), "{out:?}");
+
+    let out = karu(dir.path(), ["--window", "4000:end", "read", &file, "90:6"]);
+    assert_eq!((out.code, out.stdout), (0, pattern(4090, 6)));
+
+    let out = karu(dir.path(), ["--window", "100:50", "stat", &file]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "size\t50\netag\t-\n"
+    );
+}
+
+#[test]
+fn planner_and_config_flags_are_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "data.bin", LEN);
+    let ranges = ["0:10", "10:10", "20:10"];
+
+    for flags in [
+        vec!["--max-gap", "0"],
+        vec![
+            "--max-gap",
+            "1048576",
+            "--max-span",
+            "1024",
+            "--max-parts",
+            "4",
+            "--max-amplification",
+            "2",
+        ],
+        vec!["--set", "planner.max_gap=0", "--set", "file_workers=1"],
+    ] {
+        let mut args = vec!["--json", "read", file.as_str()];
+        args.extend(ranges);
+        args.extend(&flags);
+        let out = karu(dir.path(), &args);
+        assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{flags:?}");
+        let lines = out.json_lines();
+        assert_eq!(lines.len(), 4, "{flags:?}");
+        for (i, line) in lines[..3].iter().enumerate() {
+            let expected = sha256(&pattern(10 * i as u64, 10));
+            assert_eq!(
+                line["sha256"].as_str(),
+                Some(expected.as_str()),
+                "{flags:?}"
+            );
+        }
+        // Local reads are never merged, whatever the planner allows.
+        let batch = &lines[3]["batch"];
+        assert_eq!(batch["transfers"], 3, "{flags:?}");
+        assert_eq!(batch["fetched_bytes"], 30, "{flags:?}");
+    }
+
+    let out = karu(dir.path(), ["--set", "io_threads=many", "stat", &file]);
+    assert_eq!(out.code, 2, "{out:?}");
+    for part in [
+        "explicit option",
+        "io_threads",
+        "expected a non-negative integer",
+    ] {
+        assert!(out.stderr.contains(part), "{out:?}");
+    }
+}
+
+#[test]
+fn stat_prints_the_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "data.bin", LEN);
+
+    let out = karu(dir.path(), ["stat", &file]);
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "size\t4096\netag\t-\n"
+    );
+
+    let out = karu(dir.path(), ["--json", "stat", &file]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.json_lines(), vec![json!({"size": 4096, "etag": null})]);
+}
+
+#[test]
+fn ends_reports_both_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "data.bin", LEN);
+
+    let out = karu(dir.path(), ["--json", "ends", &file, "4", "4"]);
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+    assert_eq!(
+        out.json_lines(),
+        vec![json!({
+            "size": LEN,
+            "etag": null,
+            "head_bytes": 4,
+            "head_sha256": sha256(&pattern(0, 4)),
+            "tail_bytes": 4,
+            "tail_sha256": sha256(&pattern(LEN - 4, 4)),
+        })]
+    );
+
+    // Each end is clamped to the size.
+    let out = karu(dir.path(), ["ends", &file, "10000", "1"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!(
+            "size\t4096\netag\t-\nhead\t4096 bytes\tsha256 {}\ntail\t1 bytes\tsha256 {}\n",
+            sha256(&pattern(0, LEN)),
+            sha256(&pattern(LEN - 1, 1)),
+        )
+    );
+}
+
+#[test]
+fn a_malformed_argument_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "data.bin", LEN);
+
+    for (args, says) in [
+        (
+            vec!["read", &file, "10-5"],
+            "range \"10-5\": expected OFFSET:LENGTH",
+        ),
+        (
+            vec!["read", &file, "0:4", "x:5"],
+            "range \"x:5\": \"x\" is not an unsigned 64-bit number",
+        ),
+        (
+            vec!["--window", "100", "read", &file, "0:1"],
+            "--window \"100\": expected START:LEN",
+        ),
+        (
+            vec!["--set", "novalue", "stat", &file],
+            "expected KEY=VALUE",
+        ),
+        (vec!["read", &file], "required"),
+        (vec!["ends", &file, "4"], "required"),
+    ] {
+        let out = karu(dir.path(), &args);
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
+        assert!(out.stderr.contains(says), "{args:?}: {out:?}");
+    }
+}
+
+#[test]
+fn a_missing_file_fails_its_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.bin");
+    let missing = missing.to_str().unwrap();
+
+    let out = karu(dir.path(), ["read", missing, "0:4"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stdout.is_empty());
+    let errors = out.stderr_lines();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("karu: read 0 (0:4): not_found: "),
+        "{errors:?}"
+    );
+    assert!(errors[0].contains(missing), "{errors:?}");
+
+    let out = karu(dir.path(), ["--json", "read", missing, "0:4"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_eq!(out.json_lines()[0]["status"], "not_found");
+
+    // A directory is not a file.
+    let out = karu(dir.path(), ["read", dir.path().to_str().unwrap(), "0:4"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("is_directory"), "{out:?}");
+}
+
+#[test]
+fn stat_and_ends_of_a_missing_file_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.bin");
+    let missing = missing.to_str().unwrap();
+    for args in [vec!["stat", missing], vec!["ends", missing, "4", "4"]] {
+        let out = karu(dir.path(), &args);
+        assert_eq!(out.code, 1, "{args:?}: {out:?}");
+        assert!(out.stderr.contains("not_found"), "{args:?}: {out:?}");
+    }
+}
+
+#[test]
+fn if_match_on_a_local_file_is_an_invalid_argument() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "data.bin", LEN);
+    let out = karu(dir.path(), ["read", &file, "0:4", "--if-match", "\"abc\""]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stdout.is_empty());
+    assert!(out.stderr.contains("invalid_argument"), "{out:?}");
+}
+
+#[test]
+fn an_unreadable_file_is_permission_denied() {
+    // uid 65534 must be able to reach the directory, so it lives under /tmp, not $HOME.
+    let dir = tempfile::Builder::new()
+        .prefix("karu-cli-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let file = pattern_file(dir.path(), "secret.bin", LEN);
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).unwrap();
+
+    let mut command = if running_as_root() {
+        // Root reads any file, so drop to `nobody`. The binary is copied next to the file so
+        // that `nobody` can execute it wherever the target directory is.
+        let Some(setpriv) = which("setpriv") else {
+            eprintln!("skipped: running as root and setpriv (util-linux) is not installed");
+            return;
+        };
+        let binary = dir.path().join("karu");
+        std::fs::copy(env!("CARGO_BIN_EXE_karu"), &binary).unwrap();
+        std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut command = Command::new(setpriv);
+        command
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(binary);
+        command
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_karu"))
+    };
+    command.args(["read", &file, "0:4"]);
+    let out = run(isolate(&mut command, dir.path()));
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let errors = out.stderr_lines();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("karu: read 0 (0:4): permission_denied: "),
+        "{errors:?}"
+    );
+    assert!(errors[0].contains(&file), "{errors:?}");
+}
