@@ -5,11 +5,26 @@
 //! [`MockServer::url`], and asserts on the evidence in [`MockServer::requests`]: which ranges
 //! were requested, how often, on which connection, with what status. The [`nginx`] module runs
 //! a real nginx over a directory for checks against a real server.
+//!
+//! The [`conformance`] module is the provider-agnostic suite: the same cases and the fault
+//! matrix against any provider's mock server, or against a real endpoint.
+//!
+//! For cloud providers: the [`s3`] module's [`S3Mock`] checks every SigV4 signature
+//! independently and answers like S3 (wrong region, expired token, skewed clock), on the same
+//! server and fault plan; the [`aws`] module's [`CredentialFakes`] serve IMDSv2, container and
+//! STS web-identity credentials on loopback, and [`aws::write_credential_process`] writes a
+//! `credential_process` script.
 
+pub mod aws;
+mod awstime;
+pub mod conformance;
 pub mod http;
 pub mod nginx;
+pub mod s3;
 
+pub use aws::{CredentialCalls, CredentialFakes, MockCredentials, StsRequest};
 pub use http::{
-    Fault, FaultRule, Gate, GateResponse, MockServer, MockServerBuilder, RequestHead,
-    RequestRecord, fill_pattern, pattern, pattern_byte,
+    Fault, FaultRule, Gate, GateResponse, MAX_REQUEST_BODY, MockServer, MockServerBuilder,
+    RequestHead, RequestRecord, Route, fill_pattern, pattern, pattern_byte,
 };
+pub use s3::{S3Mock, S3MockBuilder, SignatureFailure, SignatureFailureKind};

@@ -295,6 +295,54 @@ fn a_gate_answers_before_the_object_handler() {
     );
 }
 
+#[test]
+fn max_in_flight_is_a_high_water_mark_of_unfinished_requests() {
+    let server = MockServer::start();
+    server.insert_virtual("/a", 1 << 20);
+    assert_eq!(server.max_in_flight(), 0);
+    // One connection, one request at a time: never more than one in flight, whatever the
+    // answer (a body, an error without the object, a HEAD, a cut body).
+    server.add_fault(
+        karu_testkit::FaultRule::new(karu_testkit::Fault::CutBodyAfter(1000))
+            .path("/a")
+            .skip(2)
+            .times(1),
+    );
+    let mut client = Client::connect(server.addr());
+    assert_eq!(client.get_range("/a", "bytes=0-99999").status, 206);
+    assert_eq!(client.get("/missing").status, 404);
+    assert_eq!(client.request("HEAD", "/a", &[]).unwrap().status, 200);
+    assert_eq!(client.get("/a").end, BodyEnd::Eof);
+    let mut client = Client::connect(server.addr());
+    assert_eq!(client.get_range("/a", "bytes=5-9").status, 206);
+    assert_eq!(server.request_count(), 5);
+    assert_eq!(server.max_in_flight(), 1);
+    server.reset_max_in_flight();
+    assert_eq!(server.max_in_flight(), 0, "nothing is in flight now");
+
+    // Requests that are never answered stay in flight.
+    server.add_fault(karu_testkit::FaultRule::new(karu_testkit::Fault::NeverAnswer).path("/hang"));
+    let mut hanging = Vec::new();
+    for _ in 0..4 {
+        let mut c = Client::connect(server.addr());
+        c.send("GET", "/hang", &[]).unwrap();
+        hanging.push(c);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.request_count() < 9 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(server.request_count(), 9);
+    assert_eq!(server.max_in_flight(), 4);
+    // A reset starts from what is still in flight; one more request raises the mark.
+    server.reset_max_in_flight();
+    assert_eq!(server.max_in_flight(), 4);
+    assert_eq!(client.get_range("/a", "bytes=0-9").status, 206);
+    assert_eq!(server.max_in_flight(), 5);
+    drop(server);
+    drop(hanging);
+}
+
 fn server_threads(port: u16) -> usize {
     let prefix = format!("kmock-{port}");
     std::fs::read_dir("/proc/self/task")

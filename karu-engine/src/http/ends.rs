@@ -1,6 +1,7 @@
 //! `read_ends`: the head and the tail of an object together, in one round trip where the
 //! service honours suffix ranges, and agreeing on size and ETag.
 
+use std::future::Future;
 use std::time::Instant;
 
 use karu_config::Settings;
@@ -52,14 +53,17 @@ pub(crate) async fn read_ends(
     let mut tail = vec![0u8; too_big(tail_len)?];
     let suffix_ok = whole.backend().capabilities().suffix_ranges;
 
-    // A bounded window knows its size: two closed ranges, in flight together.
+    // A bounded window knows its size: two closed ranges, in flight together (the second
+    // holds a permit of its own, so the pair stays within the concurrency limit).
     if let Some(len) = window.and_then(|w| w.len) {
         let h = head_len.min(len);
         let t = tail_len.min(len);
-        let (hr, tr) = tokio::join!(
+        let (hr, tr) = both(
+            ctx,
             probe.closed(base, h, None, &mut head),
             probe.closed(base + len - t, t, None, &mut tail),
-        );
+        )
+        .await;
         let (hf, tf) = (hr?, tr?);
         let etag = agree_etag(&hf, &tf, &whole)?;
         exact(&hf, h, &whole)?;
@@ -78,10 +82,12 @@ pub(crate) async fn read_ends(
     let (hf, tf) = if suffix_ok && tail_len > 0 {
         let mut one = [0u8; 1];
         let head_dst: &mut [u8] = if head_len == 0 { &mut one } else { &mut head };
-        let (hr, tr) = tokio::join!(
+        let (hr, tr) = both(
+            ctx,
             probe.range(head_range, None, head_dst),
             probe.range(Some(RangeSpec::Suffix { len: tail_len }), None, &mut tail),
-        );
+        )
+        .await;
         (hr?, Some(tr?))
     } else {
         let mut one = [0u8; 1];
@@ -145,6 +151,24 @@ pub(crate) async fn read_ends(
         head,
         tail,
     })
+}
+
+/// Run two requests in flight together when a second concurrency permit is free (the task
+/// holds one for the first), else one after the other: the pair never exceeds the limit and
+/// never waits on itself.
+async fn both<A, B>(
+    ctx: &LoopCtx,
+    first: impl Future<Output = A>,
+    second: impl Future<Output = B>,
+) -> (A, B) {
+    match std::sync::Arc::clone(&ctx.shared.limit).try_acquire_owned() {
+        Ok(permit) => {
+            let pair = tokio::join!(first, second);
+            drop(permit);
+            pair
+        }
+        Err(_) => (first.await, second.await),
+    }
 }
 
 /// The shared arguments of the requests of one `read_ends`.

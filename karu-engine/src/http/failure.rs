@@ -71,53 +71,67 @@ impl TransportKind {
 }
 
 /// Classify an error from the hyper client or the response body.
+///
+/// The error chain is walked through both `source()` links and the inner errors of
+/// `io::Error`s (hyper-rustls and tokio-rustls wrap rustls' error in `io::Error`s), looking
+/// for known types: a name-resolution failure or a TLS error anywhere decides the kind;
+/// otherwise the innermost I/O error kind, then hyper's own flags.
 pub(crate) fn classify(error: &(dyn StdError + 'static), connecting: bool) -> TransportKind {
-    let mut current: Option<&(dyn StdError + 'static)> = Some(error);
-    let mut found_hyper_parse = false;
-    while let Some(e) = current {
-        if e.downcast_ref::<DnsFailure>().is_some() {
-            return TransportKind::Dns;
-        }
-        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
-            return classify_tls(tls);
-        }
-        if let Some(io) = e.downcast_ref::<io::Error>() {
-            if let Some(inner) = io.get_ref()
-                && let Some(tls) = inner.downcast_ref::<rustls::Error>()
-            {
-                return classify_tls(tls);
-            }
-            match io.kind() {
-                io::ErrorKind::ConnectionRefused => return TransportKind::Refused,
-                io::ErrorKind::TimedOut if connecting => return TransportKind::ConnectTimeout,
-                io::ErrorKind::InvalidData if !connecting => return TransportKind::Malformed,
-                _ if connecting => return TransportKind::Connect,
-                _ => return TransportKind::Io,
-            }
-        }
+    let chain = chain_of(error);
+    if chain
+        .iter()
+        .any(|e| e.downcast_ref::<DnsFailure>().is_some())
+    {
+        return TransportKind::Dns;
+    }
+    if let Some(tls) = chain.iter().find_map(|e| e.downcast_ref::<rustls::Error>()) {
+        return classify_tls(tls);
+    }
+    if let Some(io) = chain
+        .iter()
+        .rev()
+        .find_map(|e| e.downcast_ref::<io::Error>())
+    {
+        return match io.kind() {
+            io::ErrorKind::ConnectionRefused => TransportKind::Refused,
+            io::ErrorKind::TimedOut if connecting => TransportKind::ConnectTimeout,
+            io::ErrorKind::InvalidData if !connecting => TransportKind::Malformed,
+            _ if connecting => TransportKind::Connect,
+            _ => TransportKind::Io,
+        };
+    }
+    let mut parse = false;
+    for e in &chain {
         if let Some(h) = e.downcast_ref::<hyper::Error>() {
             if h.is_parse() || h.is_parse_status() || h.is_parse_too_large() {
-                found_hyper_parse = true;
+                parse = true;
             } else if h.is_incomplete_message() || h.is_closed() || h.is_body_write_aborted() {
                 return TransportKind::Io;
             }
         }
-        if let Some(legacy) = e.downcast_ref::<hyper_util::client::legacy::Error>()
-            && legacy.is_connect()
-            && legacy.source().is_none()
-        {
-            return TransportKind::Connect;
+    }
+    match (parse, connecting) {
+        (true, _) => TransportKind::Malformed,
+        (false, true) => TransportKind::Connect,
+        (false, false) => TransportKind::Http,
+    }
+}
+
+/// Every error in the chain, outermost first, following `source()` and `io::Error` payloads.
+fn chain_of<'a>(error: &'a (dyn StdError + 'static)) -> Vec<&'a (dyn StdError + 'static)> {
+    let mut chain = Vec::new();
+    let mut next: Option<&'a (dyn StdError + 'static)> = Some(error);
+    while let Some(e) = next {
+        if chain.len() >= 32 {
+            break;
         }
-        current = e.source();
+        chain.push(e);
+        next = match e.downcast_ref::<io::Error>().and_then(|io| io.get_ref()) {
+            Some(inner) => Some(inner as &(dyn StdError + 'static)),
+            None => e.source(),
+        };
     }
-    if found_hyper_parse {
-        return TransportKind::Malformed;
-    }
-    if connecting {
-        TransportKind::Connect
-    } else {
-        TransportKind::Http
-    }
+    chain
 }
 
 fn classify_tls(error: &rustls::Error) -> TransportKind {
@@ -158,6 +172,16 @@ mod tests {
             rustls::AlertDescription::InternalError,
         ));
         assert_eq!(classify(&alert, true), TransportKind::Tls);
+    }
+
+    #[test]
+    fn tls_errors_wrapped_twice_in_io_errors_are_found() {
+        let inner = io::Error::new(
+            io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        );
+        let outer = io::Error::other(inner);
+        assert_eq!(classify(&outer, true), TransportKind::TlsPermanent);
     }
 
     #[test]

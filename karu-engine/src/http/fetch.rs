@@ -61,6 +61,9 @@ impl Fetch<'_> {
         };
         let range = self.range;
         let if_match = self.if_match;
+        // A caller's single strong tag already pins one version; a wildcard or a list does
+        // not, so a resume pins Karu's own saved tag instead.
+        let caller_pins = if_match.is_some_and(is_single_strong);
         // Resume state: bytes already proven, and the tag that pins their version.
         let mut kept: u64 = 0;
         let mut pin: Option<String> = None;
@@ -76,7 +79,11 @@ impl Fetch<'_> {
                         first: first + kept,
                         last,
                     },
-                    if_match.or(pin.as_deref()),
+                    if caller_pins {
+                        if_match
+                    } else {
+                        pin.as_deref()
+                    },
                 ),
                 _ => (range, if_match),
             };
@@ -119,9 +126,8 @@ impl Fetch<'_> {
             if failure.error.status() == Status::Cancelled {
                 return Err(failure.error);
             }
-            let own_pin_failed = failure.error.status() == Status::PreconditionFailed
-                && if_match.is_none()
-                && kept > 0;
+            let own_pin_failed =
+                failure.error.status() == Status::PreconditionFailed && !caller_pins && kept > 0;
             let class = if own_pin_failed {
                 // Karu's own saved tag stopped matching: the object changed. The partial data
                 // is discarded and the range starts over, as an ordinary retry.

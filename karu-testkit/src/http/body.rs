@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use super::conn::ConnShared;
 use super::pattern::fill_pattern;
-use super::state::{LiveRecord, Shared};
+use super::state::{InFlight, LiveRecord, Shared};
 use super::timer::Delay;
 
 /// Bytes per body frame.
@@ -96,6 +96,8 @@ pub(crate) struct MockBody {
     shared: Arc<Shared>,
     conn: Arc<ConnShared>,
     record: Arc<LiveRecord>,
+    /// Counts the request as in flight until the last byte is handed to the connection.
+    in_flight: Option<InFlight>,
 }
 
 impl MockBody {
@@ -134,6 +136,14 @@ impl MockBody {
             shared,
             conn,
             record,
+            in_flight: None,
+        }
+    }
+
+    /// Keeps the request counted as in flight while this body still has bytes to send.
+    pub(crate) fn hold(&mut self, in_flight: InFlight) {
+        if !self.is_end_stream() {
+            self.in_flight = Some(in_flight);
         }
     }
 
@@ -210,6 +220,11 @@ impl Body for MockBody {
                     let n = std::mem::take(&mut this.ready);
                     let chunk = this.produce(n);
                     this.sent += n as u64;
+                    if this.sent >= this.to_send {
+                        // The last byte leaves now: the request is no longer in flight, even
+                        // before the client has read it.
+                        this.in_flight = None;
+                    }
                     this.record.body_bytes.fetch_add(n as u64, Ordering::AcqRel);
                     this.shared.add_bytes_sent(n as u64);
                     return Poll::Ready(Some(Ok(Frame::data(chunk))));

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
 
 use super::body::{BodyPlan, MockBody, Source, Stop};
 use super::conn::ConnShared;
@@ -16,7 +17,18 @@ use super::fault::Fault;
 use super::pattern::pattern;
 use super::range::{self, Resolved};
 use super::state::{Data, LiveRecord, Shared};
-use super::{GateResponse, RequestHead};
+use super::{GateResponse, MAX_REQUEST_BODY, RequestHead};
+
+/// Source of the ids in error answers (`<RequestId>`, `x-amz-request-id`).
+static REQUEST_IDS: AtomicU64 = AtomicU64::new(0);
+
+/// A new request id for an error answer: 16 upper-case hex digits, unique in the process.
+pub(crate) fn request_id() -> String {
+    format!(
+        "4B415255{:08X}",
+        REQUEST_IDS.fetch_add(1, Ordering::Relaxed) + 1
+    )
+}
 
 /// What every response of one request needs.
 struct Ctx {
@@ -61,14 +73,18 @@ impl Ctx {
         message: &str,
         mut headers: HeaderMap,
     ) -> Response<MockBody> {
+        let id = request_id();
         let body = format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message><Resource>{}</Resource></Error>\n",
-            self.record.path
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message><Resource>{}</Resource><RequestId>{id}</RequestId></Error>\n",
+            quick_xml::escape::escape(self.record.path.as_str())
         );
         headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/xml"),
         );
+        if let Ok(value) = HeaderValue::from_str(&id) {
+            headers.insert(HeaderName::from_static("x-amz-request-id"), value);
+        }
         self.respond(status, headers, BodyPlan::bytes(Bytes::from(body)))
     }
 }
@@ -135,7 +151,65 @@ fn gzip(data: &[u8]) -> Bytes {
         .unwrap_or_else(|e| panic!("karu-testkit: gzip into memory failed: {e}"))
 }
 
+/// Sets the stop and trickle of a body plan from the body faults of a request.
+fn apply_body_faults(plan: &mut BodyPlan, faults: &[Fault]) {
+    for fault in faults {
+        match fault {
+            Fault::CutBodyAfter(n) if plan.stop.is_none() => plan.stop = Some((*n, Stop::Cut)),
+            Fault::ResetAfter(n) if plan.stop.is_none() => plan.stop = Some((*n, Stop::Reset)),
+            Fault::Trickle { chunk, interval } if plan.trickle.is_none() => {
+                plan.trickle = Some((*chunk, *interval));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Why a request body could not be read.
+enum BodyError {
+    /// Longer than [`MAX_REQUEST_BODY`].
+    TooLarge,
+    /// The client sent a broken body or went away.
+    Failed,
+}
+
+/// How much of an oversized body is read and dropped before answering 413, so the client
+/// is not reset while it is still sending (closing a socket with unread data sends an RST).
+const DRAIN_LIMIT: usize = 16 << 20;
+
+/// Reads the whole request body, up to [`MAX_REQUEST_BODY`] bytes.
+async fn read_body<B>(body: B) -> Result<Bytes, BodyError>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut kept = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| BodyError::Failed)?;
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        seen = seen.saturating_add(data.len());
+        if seen <= MAX_REQUEST_BODY {
+            kept.extend_from_slice(&data);
+        } else if seen > DRAIN_LIMIT {
+            break;
+        }
+    }
+    if seen > MAX_REQUEST_BODY {
+        return Err(BodyError::TooLarge);
+    }
+    Ok(kept.freeze())
+}
+
 fn gate_response(ctx: &Ctx, reply: GateResponse) -> Response<MockBody> {
+    gate_response_with(ctx, reply, &[])
+}
+
+/// Sends a gate's or route's answer, with the body faults in `faults` applied.
+fn gate_response_with(ctx: &Ctx, reply: GateResponse, faults: &[Fault]) -> Response<MockBody> {
     let mut headers = HeaderMap::new();
     for (name, value) in &reply.headers {
         match (
@@ -148,11 +222,9 @@ fn gate_response(ctx: &Ctx, reply: GateResponse) -> Response<MockBody> {
             _ => tracing::warn!(%name, "karu-testkit: gate header skipped"),
         }
     }
-    ctx.respond(
-        status_code(reply.status),
-        headers,
-        BodyPlan::bytes(reply.body),
-    )
+    let mut plan = BodyPlan::bytes(reply.body);
+    apply_body_faults(&mut plan, faults);
+    ctx.respond(status_code(reply.status), headers, plan)
 }
 
 /// The hyper service of the mock server.
@@ -160,8 +232,12 @@ pub(crate) async fn handle<B>(
     shared: Arc<Shared>,
     conn: Arc<ConnShared>,
     request: Request<B>,
-) -> Result<Response<MockBody>, Infallible> {
-    let (parts, _body) = request.into_parts();
+) -> Result<Response<MockBody>, Infallible>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (parts, body) = request.into_parts();
     let method = parts.method.as_str().to_owned();
     let path = parts.uri.path().to_owned();
     let faults = shared.select_faults(&method, &path);
@@ -197,6 +273,7 @@ pub(crate) async fn handle<B>(
         status: AtomicU16::new(0),
         body_bytes: AtomicU64::new(0),
     });
+    let in_flight = shared.begin_request();
     shared.log(record.clone());
     let ctx = Ctx {
         head: parts.method == Method::HEAD,
@@ -204,10 +281,21 @@ pub(crate) async fn handle<B>(
         conn,
         record,
     };
-    Ok(answer(&ctx, &parts.headers, &faults).await)
+    let mut response = answer(&ctx, &parts.headers, body, &faults).await;
+    response.body_mut().hold(in_flight);
+    Ok(response)
 }
 
-async fn answer(ctx: &Ctx, request_headers: &HeaderMap, faults: &[Fault]) -> Response<MockBody> {
+async fn answer<B>(
+    ctx: &Ctx,
+    request_headers: &HeaderMap,
+    body: B,
+    faults: &[Fault],
+) -> Response<MockBody>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let has = |wanted: &Fault| faults.contains(wanted);
     let record = &ctx.record;
 
@@ -225,16 +313,40 @@ async fn answer(ctx: &Ctx, request_headers: &HeaderMap, faults: &[Fault]) -> Res
         std::future::pending::<()>().await;
     }
 
-    if let Some(gate) = ctx.shared.gate() {
-        let head = RequestHead {
-            method: record.method.clone(),
-            path: record.path.clone(),
-            query: record.query.clone(),
-            headers: record.headers.clone(),
-        };
-        if let Some(reply) = gate.check(&head) {
+    let body = match read_body(body).await {
+        Ok(body) => body,
+        Err(BodyError::TooLarge) => {
+            return ctx.error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "EntityTooLarge",
+                "Your proposed upload exceeds the maximum allowed size.",
+                HeaderMap::new(),
+            );
+        }
+        Err(BodyError::Failed) => {
+            return ctx.error(
+                StatusCode::BAD_REQUEST,
+                "IncompleteBody",
+                "You did not provide the number of bytes specified by the Content-Length HTTP header.",
+                HeaderMap::new(),
+            );
+        }
+    };
+    let gate = ctx.shared.gate();
+    let route = ctx.shared.route();
+    let head = (gate.is_some() || route.is_some()).then(|| RequestHead {
+        method: record.method.clone(),
+        path: record.path.clone(),
+        query: record.query.clone(),
+        headers: record.headers.clone(),
+        body,
+    });
+    let mut object_path = None;
+    if let (Some(gate), Some(head)) = (&gate, &head) {
+        if let Some(reply) = gate.check(head) {
             return gate_response(ctx, reply);
         }
+        object_path = gate.object_path(head);
     }
 
     for fault in faults {
@@ -265,6 +377,12 @@ async fn answer(ctx: &Ctx, request_headers: &HeaderMap, faults: &[Fault]) -> Res
         }
     }
 
+    if let (Some(route), Some(head)) = (&route, &head)
+        && let Some(reply) = route.respond(head)
+    {
+        return gate_response_with(ctx, reply, faults);
+    }
+
     if !(ctx.head || record.method == "GET") {
         let mut headers = HeaderMap::new();
         headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
@@ -276,10 +394,11 @@ async fn answer(ctx: &Ctx, request_headers: &HeaderMap, faults: &[Fault]) -> Res
         );
     }
 
+    let object_path = object_path.as_deref().unwrap_or(&record.path);
     if has(&Fault::ChangeEtag) {
-        ctx.shared.change_etag(&record.path);
+        ctx.shared.change_etag(object_path);
     }
-    let Some(object) = ctx.shared.object(&record.path) else {
+    let Some(object) = ctx.shared.object(object_path) else {
         return ctx.error(
             StatusCode::NOT_FOUND,
             "NoSuchKey",
@@ -380,16 +499,7 @@ async fn answer(ctx: &Ctx, request_headers: &HeaderMap, faults: &[Fault]) -> Res
             trickle: None,
         }
     };
-    for fault in faults {
-        match fault {
-            Fault::CutBodyAfter(n) if plan.stop.is_none() => plan.stop = Some((*n, Stop::Cut)),
-            Fault::ResetAfter(n) if plan.stop.is_none() => plan.stop = Some((*n, Stop::Reset)),
-            Fault::Trickle { chunk, interval } if plan.trickle.is_none() => {
-                plan.trickle = Some((*chunk, *interval));
-            }
-            _ => {}
-        }
-    }
+    apply_body_faults(&mut plan, faults);
     ctx.respond(status, headers, plan)
 }
 

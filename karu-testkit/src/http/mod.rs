@@ -6,7 +6,9 @@
 //! missing object. Every request lands in a [log](MockServer::requests) that tests assert on;
 //! [`FaultRule`]s make chosen requests misbehave; a per-request latency and a shared bandwidth
 //! cap model a link (see `BENCHMARKS.md`); a [`Gate`] can answer requests before the object
-//! handler (the hook for signature-checking cloud mocks).
+//! handler (the hook for signature-checking cloud mocks), and a [`Route`] can answer requests
+//! the object store does not serve (the hook for fake metadata and token endpoints). Both see
+//! the request body (up to [`MAX_REQUEST_BODY`] bytes), so they can answer `POST` and `PUT`.
 //!
 //! The server runs on its own thread with a two-worker tokio runtime, so blocking and async
 //! tests alike can use it; dropping the [`MockServer`] stops it and closes every connection.
@@ -15,12 +17,19 @@
 //! 1. it is logged, and the fault rules are matched (their counters advance);
 //! 2. the latency (server latency plus any [`Fault::Latency`]) passes, on a precise timer;
 //! 3. [`Fault::NeverAnswer`] stops here;
-//! 4. the [`Gate`], if one is set, may answer;
-//! 5. [`Fault::Status`] / [`Fault::OversizedErrorBody`] answer with an error;
-//! 6. methods other than GET and HEAD get 405;
-//! 7. [`Fault::ChangeEtag`] gives the object a new ETag; a missing object gets 404;
-//! 8. `If-Match` is checked (412), then the `Range` (206, 200, or 416);
-//! 9. the body is streamed in 64 KiB frames, paced by the bandwidth cap and the body faults.
+//! 4. the request body is read (more than [`MAX_REQUEST_BODY`] bytes get 413);
+//! 5. the [`Gate`], if one is set, may answer;
+//! 6. [`Fault::Status`] / [`Fault::OversizedErrorBody`] answer with an error;
+//! 7. the [`Route`], if one is set, may answer (body faults apply to its answer too);
+//! 8. methods other than GET and HEAD get 405;
+//! 9. [`Fault::ChangeEtag`] gives the object a new ETag; a missing object gets 404 (the object
+//!    is looked up at [`Gate::object_path`] if the gate names one, else at the request path);
+//! 10. `If-Match` is checked (412), then the `Range` (206, 200, or 416);
+//! 11. the body is streamed in 64 KiB frames, paced by the bandwidth cap and the body faults.
+//!
+//! Error answers of the server itself are small S3-style XML documents
+//! (`<Error><Code>NoSuchKey</Code><Message>..</Message><Resource>..</Resource><RequestId>..</RequestId></Error>`,
+//! `Content-Type: application/xml`, with the same id in an `x-amz-request-id` header).
 //!
 //! ```
 //! use karu_testkit::{Fault, FaultRule, MockServer};
@@ -97,7 +106,10 @@ impl RequestRecord {
     }
 }
 
-/// What a [`Gate`] sees of a request.
+/// The most request body bytes the server reads; a longer body is answered with 413.
+pub const MAX_REQUEST_BODY: usize = 64 * 1024;
+
+/// What a [`Gate`] or a [`Route`] sees of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHead {
     /// The method, as sent.
@@ -108,6 +120,8 @@ pub struct RequestHead {
     pub query: Option<String>,
     /// The request headers, names in lower case, in the order received.
     pub headers: Vec<(String, String)>,
+    /// The request body (empty for most `GET`s; at most [`MAX_REQUEST_BODY`] bytes).
+    pub body: Bytes,
 }
 
 impl RequestHead {
@@ -120,7 +134,7 @@ impl RequestHead {
     }
 }
 
-/// The answer of a [`Gate`] that refuses a request.
+/// The answer of a [`Gate`] that refuses a request, or of a [`Route`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GateResponse {
     /// The status code sent.
@@ -170,6 +184,40 @@ impl GateResponse {
 pub trait Gate: Send + Sync + fmt::Debug {
     /// Decides whether the server answers `request` here.
     fn check(&self, request: &RequestHead) -> Option<GateResponse>;
+
+    /// Where the object handler looks up a request that [`check`](Gate::check) let through:
+    /// `Some(path)` names the stored object (for example the S3 mock's canonical encoding of a
+    /// key that a client percent-encoded differently); `None` (the default) uses the request
+    /// path as sent. Fault rules and the request log always see the path as sent.
+    fn object_path(&self, request: &RequestHead) -> Option<String> {
+        let _ = request;
+        None
+    }
+}
+
+/// A handler for requests the object store does not serve (token and metadata endpoints, form
+/// `POST`s): run after the [`Gate`] and the status faults, before the object handler. `Some`
+/// answers the request, `None` passes it on (to 405 for methods other than GET and HEAD, else to
+/// the objects).
+///
+/// Body faults ([`Fault::CutBodyAfter`], [`Fault::ResetAfter`], [`Fault::Trickle`]) apply to
+/// its answers too. Like a gate, it runs on the server's runtime and must not block.
+///
+/// ```
+/// use karu_testkit::{GateResponse, RequestHead, Route};
+///
+/// #[derive(Debug)]
+/// struct Echo;
+/// impl Route for Echo {
+///     fn respond(&self, request: &RequestHead) -> Option<GateResponse> {
+///         (request.method == "POST" && request.path == "/echo")
+///             .then(|| GateResponse::new(200, request.body.clone()))
+///     }
+/// }
+/// ```
+pub trait Route: Send + Sync + fmt::Debug {
+    /// Answers `request`, or returns `None` to let the server go on.
+    fn respond(&self, request: &RequestHead) -> Option<GateResponse>;
 }
 
 /// Options of a [`MockServer`], from [`MockServer::builder`].
@@ -408,6 +456,12 @@ impl MockServer {
         self.shared.set_gate(gate);
     }
 
+    /// Installs (or with `None` removes) the [`Route`] run on every request the gate and the
+    /// status faults let through.
+    pub fn set_route(&self, route: Option<Arc<dyn Route>>) {
+        self.shared.set_route(route);
+    }
+
     /// TCP connections accepted so far.
     pub fn connections_accepted(&self) -> u64 {
         self.shared.connections_accepted()
@@ -416,6 +470,30 @@ impl MockServer {
     /// Body bytes sent so far, all requests together.
     pub fn bytes_sent(&self) -> u64 {
         self.shared.bytes_sent()
+    }
+
+    /// The most requests that were in flight at once since the server started or since the
+    /// last [`reset_max_in_flight`](MockServer::reset_max_in_flight): a request counts from
+    /// the moment its head was read until the last byte of its response was handed to the
+    /// connection (or the response was abandoned), so a client that waits for each response
+    /// before sending another never raises it above its own number of requests in flight.
+    ///
+    /// ```
+    /// use karu_testkit::MockServer;
+    ///
+    /// let server = MockServer::start();
+    /// assert_eq!(server.max_in_flight(), 0);
+    /// // ... run a client with at most 8 requests in flight ...
+    /// assert!(server.max_in_flight() <= 8);
+    /// ```
+    pub fn max_in_flight(&self) -> u64 {
+        self.shared.max_in_flight()
+    }
+
+    /// Starts a new high-water mark for [`max_in_flight`](MockServer::max_in_flight) from
+    /// the requests in flight now.
+    pub fn reset_max_in_flight(&self) {
+        self.shared.reset_max_in_flight();
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use super::fault::{Fault, FaultPlan, FaultRule};
 use super::timer::Timer;
-use super::{Gate, RequestRecord};
+use super::{Gate, RequestRecord, Route};
 
 /// The bytes of an object.
 #[derive(Debug, Clone)]
@@ -101,8 +101,13 @@ pub(crate) struct Shared {
     pacer: Mutex<Option<Pacer>>,
     paced: AtomicBool,
     gate: RwLock<Option<Arc<dyn Gate>>>,
+    route: RwLock<Option<Arc<dyn Route>>>,
     connections: AtomicU64,
     bytes_sent: AtomicU64,
+    /// Requests between their head arriving and their last response byte going out.
+    in_flight: AtomicU64,
+    /// High-water mark of `in_flight` since the start or the last reset.
+    max_in_flight: AtomicU64,
 }
 
 fn normalize(path: &str) -> String {
@@ -126,8 +131,11 @@ impl Shared {
             pacer: Mutex::new(None),
             paced: AtomicBool::new(false),
             gate: RwLock::new(None),
+            route: RwLock::new(None),
             connections: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            max_in_flight: AtomicU64::new(0),
         }
     }
 
@@ -266,6 +274,14 @@ impl Shared {
         self.gate.read().clone()
     }
 
+    pub(crate) fn set_route(&self, route: Option<Arc<dyn Route>>) {
+        *self.route.write() = route;
+    }
+
+    pub(crate) fn route(&self) -> Option<Arc<dyn Route>> {
+        self.route.read().clone()
+    }
+
     /// Counts a new connection and returns its id (1, 2, ...).
     pub(crate) fn next_connection(&self) -> u64 {
         self.connections.fetch_add(1, Ordering::Relaxed) + 1
@@ -281,5 +297,40 @@ impl Shared {
 
     pub(crate) fn bytes_sent(&self) -> u64 {
         self.bytes_sent.load(Ordering::Relaxed)
+    }
+
+    /// Counts a request as in flight until the returned guard is dropped.
+    pub(crate) fn begin_request(self: &Arc<Self>) -> InFlight {
+        let now = self.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::AcqRel);
+        InFlight {
+            shared: Arc::clone(self),
+        }
+    }
+
+    pub(crate) fn max_in_flight(&self) -> u64 {
+        self.max_in_flight.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn reset_max_in_flight(&self) {
+        // Requests still in flight count towards the new mark; the second look catches one
+        // that began between the load and the store.
+        let now = self.in_flight.load(Ordering::Acquire);
+        self.max_in_flight.store(now, Ordering::Release);
+        let again = self.in_flight.load(Ordering::Acquire);
+        self.max_in_flight.fetch_max(again, Ordering::AcqRel);
+    }
+}
+
+/// One request in flight (see [`Shared::begin_request`]): held by the handler, then by the
+/// response body until its last byte is handed to the connection, or it is dropped.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    shared: Arc<Shared>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -12,6 +12,9 @@ use std::time::Duration;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 
+pub(crate) mod sigv4;
+pub(crate) mod xml;
+
 /// How a response body ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BodyEnd {
@@ -132,6 +135,27 @@ impl Client {
         }
         text.push_str("\r\n");
         self.stream.write_all(text.as_bytes())?;
+        self.stream.flush()
+    }
+
+    /// Sends a request with a body (`Content-Length` is added).
+    pub(crate) fn send_with_body(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> io::Result<()> {
+        let mut text = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (name, value) in headers {
+            text.push_str(&format!("{name}: {value}\r\n"));
+        }
+        text.push_str("\r\n");
+        self.stream.write_all(text.as_bytes())?;
+        self.stream.write_all(body)?;
         self.stream.flush()
     }
 

@@ -1,0 +1,482 @@
+//! Remote ranges end to end against the mock server: exact bytes, which ranges went over the
+//! wire (merging and its four guards), windows, the end of the object, reads that never reach
+//! the server, identity conditions that keep reads apart, and a missing object.
+
+#[path = "support/http.rs"]
+mod http_support;
+
+use http_support::{
+    KIB, MIB, assert_failed, assert_nothing_requested_twice, assert_ok, assert_prefix, client,
+    describe, drain, locate, range_headers, read_all, read_one, sorted_ranges,
+};
+use karu::{BatchOptions, Read, Status, UNBOUNDED};
+use karu_testkit::{MockServer, pattern};
+
+/// A virtual object of 1 GiB: its bytes are generated from the offset, never stored.
+const BIG: u64 = 1 << 30;
+
+fn server_with_big() -> MockServer {
+    let server = MockServer::start();
+    server.insert_virtual("/big.bin", BIG);
+    server
+}
+
+/// Submit `reads` with `options` and return the logged ranges sorted, after checking every
+/// read's bytes and that the requests match the plan.
+#[track_caller]
+fn guard_case(options: &BatchOptions, reads: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let server = server_with_big();
+    let client = client();
+    let object = locate(&client, &server, "/big.bin");
+    let batch = client.submit_with(
+        reads.iter().map(|&(o, l)| Read::new(&object, o, l)),
+        options,
+    );
+    let done = drain(&batch);
+    for (c, &(o, l)) in done.iter().zip(reads) {
+        assert_ok(c, o, l);
+    }
+    let log = server.requests();
+    assert_eq!(log.len(), batch.stats().transfers, "{}", describe(&log));
+    assert_nothing_requested_twice(&log);
+    sorted_ranges(&log)
+}
+
+#[test]
+fn scattered_reads_of_a_large_object_arrive_exact_and_nothing_is_fetched_twice() {
+    let server = server_with_big();
+    let client = client();
+    let object = locate(&client, &server, "/big.bin");
+    // Far apart (separate requests), close together (merged), the first and the last byte,
+    // odd offsets and lengths.
+    let mut reads = vec![(0, 1), (BIG - 1, 1), (BIG - 4096, 4096), (12_345, 67_891)];
+    for i in 0..40u64 {
+        let base = i * 24 * MIB + 7 * i;
+        reads.push((base + 3 * MIB, 1 + i * 997));
+        reads.push((base + 3 * MIB + 50 * KIB, 4096 + i));
+    }
+    let batch = client.submit(reads.iter().map(|&(o, l)| Read::new(&object, o, l)));
+    let stats = batch.stats();
+    let done = drain(&batch);
+    assert_eq!(done.len(), reads.len());
+    for (c, &(o, l)) in done.iter().zip(&reads) {
+        assert_ok(c, o, l);
+    }
+    let log = server.requests();
+    assert_eq!(log.len(), stats.transfers, "{}", describe(&log));
+    assert!(
+        stats.transfers < reads.len(),
+        "neighbours merged: {stats:?}"
+    );
+    assert!(log.iter().all(|r| r.status == 206 && r.path == "/big.bin"));
+    assert_nothing_requested_twice(&log);
+    // Every read lies inside exactly one requested range.
+    let ranges = sorted_ranges(&log);
+    for &(o, l) in &reads {
+        let holding = ranges
+            .iter()
+            .filter(|&&(a, b)| a <= o && o + l - 1 <= b)
+            .count();
+        assert_eq!(holding, 1, "read ({o}, {l}) in {ranges:?}");
+    }
+    let fetched: u64 = log.iter().map(|r| r.body_bytes).sum();
+    assert_eq!(
+        fetched, stats.fetched_bytes,
+        "the server sent what the plan fetches"
+    );
+}
+
+#[test]
+fn reads_100_kib_apart_merge_into_one_request_for_exactly_their_hull() {
+    let server = server_with_big();
+    let client = client();
+    let object = locate(&client, &server, "/big.bin");
+    let start = 5 * MIB + 3;
+    let reads: Vec<(u64, u64)> = (0..5).map(|i| (start + i * 164 * KIB, 64 * KIB)).collect();
+    let done = read_all(&client, &object, &reads);
+    for (c, &(o, l)) in done.iter().zip(&reads) {
+        assert_ok(c, o, l);
+    }
+    let last = start + 4 * 164 * KIB + 64 * KIB - 1;
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        [format!("bytes={start}-{last}")],
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(log[0].status, 206);
+    assert_eq!(log[0].body_bytes, last - start + 1);
+}
+
+#[test]
+fn reads_2_mib_apart_are_separate_requests() {
+    let server = server_with_big();
+    let client = client();
+    let object = locate(&client, &server, "/big.bin");
+    let reads: Vec<(u64, u64)> = (0..6).map(|i| (100 + i * (2 * MIB + 4096), 4096)).collect();
+    let batch = client.submit(reads.iter().map(|&(o, l)| Read::new(&object, o, l)));
+    let done = drain(&batch);
+    for (c, &(o, l)) in done.iter().zip(&reads) {
+        assert_ok(c, o, l);
+    }
+    let log = server.requests();
+    assert_eq!(batch.stats().transfers, 6);
+    let want: Vec<(u64, u64)> = reads.iter().map(|&(o, l)| (o, o + l - 1)).collect();
+    assert_eq!(sorted_ranges(&log), want, "{}", describe(&log));
+}
+
+#[test]
+fn the_default_gap_guard_merges_at_exactly_1_mib_and_not_one_byte_more() {
+    let len = 64 * KIB;
+    let a = 0;
+    let b = a + len + MIB; // gap of exactly 1 MiB: merges
+    let c = b + len + MIB + 1; // gap of 1 MiB + 1: a new request
+    let ranges = guard_case(&BatchOptions::new(), &[(a, len), (b, len), (c, len)]);
+    assert_eq!(ranges, [(a, b + len - 1), (c, c + len - 1)]);
+}
+
+#[test]
+fn max_gap_is_observed_on_the_wire() {
+    let options = BatchOptions::new().max_gap(1000);
+    // A gap of 1000 merges; 1001 does not.
+    let ranges = guard_case(&options, &[(0, 100), (1100, 100), (2201, 100)]);
+    assert_eq!(ranges, [(0, 1199), (2201, 2300)]);
+    // 0 disables merging, even for adjacent reads.
+    let ranges = guard_case(&BatchOptions::new().max_gap(0), &[(0, 10), (10, 10)]);
+    assert_eq!(ranges, [(0, 9), (10, 19)]);
+}
+
+#[test]
+fn max_span_is_observed_on_the_wire() {
+    let options = BatchOptions::new().max_span(1000);
+    // A span of exactly 1000 merges; one byte more opens a new request.
+    let ranges = guard_case(&options, &[(0, 500), (500, 500), (1000, 1), (1001, 999)]);
+    assert_eq!(ranges, [(0, 999), (1000, 1999)]);
+}
+
+#[test]
+fn max_parts_is_observed_on_the_wire() {
+    let options = BatchOptions::new().max_parts(3);
+    let reads: Vec<(u64, u64)> = (0..7).map(|i| (i * 10, 10)).collect();
+    let ranges = guard_case(&options, &reads);
+    assert_eq!(ranges, [(0, 29), (30, 59), (60, 69)]);
+}
+
+#[test]
+fn max_amplification_is_observed_on_the_wire() {
+    let options = BatchOptions::new().max_amplification(2);
+    // Spans 250 / 200 useful, then 500 / 300: within 2x. Then 1000 / 400: 2.5x, refused.
+    let ranges = guard_case(&options, &[(0, 100), (150, 100), (400, 100), (900, 100)]);
+    assert_eq!(ranges, [(0, 499), (900, 999)]);
+    // Overlapping reads count their useful bytes separately: 450 / 300 merges, where
+    // 450 / 200 would not.
+    let ranges = guard_case(&options, &[(0, 100), (350, 100)]);
+    assert_eq!(ranges, [(0, 99), (350, 449)]);
+    let ranges = guard_case(&options, &[(0, 100), (0, 100), (350, 100)]);
+    assert_eq!(ranges, [(0, 449)]);
+}
+
+#[test]
+fn overlapping_and_duplicate_reads_in_one_merged_transfer_each_get_their_bytes() {
+    let server = server_with_big();
+    let client = client();
+    let object = locate(&client, &server, "/big.bin");
+    let base = 77 * MIB + 5;
+    let reads = [
+        (base, 1000),
+        (base + 500, 1000),
+        (base + 500, 1000),
+        (base + 600, 10),
+        (base, 1),
+        (base + 1499, 1),
+    ];
+    let done = read_all(&client, &object, &reads);
+    for (c, &(o, l)) in done.iter().zip(&reads) {
+        assert_ok(c, o, l);
+    }
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        [format!("bytes={base}-{}", base + 1499)],
+        "{}",
+        describe(&log)
+    );
+}
+
+#[test]
+fn windowed_locators_shift_offsets_on_the_wire_by_the_window_start() {
+    let server = server_with_big();
+    let client = client();
+    let object = locate(&client, &server, "/big.bin");
+    let start = 300 * MIB + 17;
+    let bounded = object.with_window(start, Some(MIB)).unwrap();
+    let open = object.with_window(start, None).unwrap();
+
+    let c = read_one(&client, &bounded, 1000, 100);
+    assert_ok(&c, start + 1000, 100);
+    let c = read_one(&client, &open, 5 * MIB, 10);
+    assert_ok(&c, start + 5 * MIB, 10);
+    // Reads of two windows of one object merge like any neighbours.
+    let batch = client.submit([
+        Read::new(&bounded, 0, 10),
+        Read::new(&object.with_window(start + 20, Some(10)).unwrap(), 0, 10),
+    ]);
+    let done = drain(&batch);
+    assert_ok(&done[0], start, 10);
+    assert_ok(&done[1], start + 20, 10);
+    // Leaving the bounded window is refused before any request.
+    assert_failed(
+        &read_one(&client, &bounded, MIB - 5, 10),
+        Status::InvalidRange,
+    );
+
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        [
+            format!("bytes={}-{}", start + 1000, start + 1099),
+            format!("bytes={}-{}", start + 5 * MIB, start + 5 * MIB + 9),
+            format!("bytes={start}-{}", start + 29),
+        ],
+        "{}",
+        describe(&log)
+    );
+}
+
+#[test]
+fn reads_reaching_the_end_of_the_object_get_the_valid_prefix_and_a_range_error() {
+    let server = MockServer::start();
+    server.insert("/small.bin", pattern(0, 1000));
+    let client = client();
+    let object = locate(&client, &server, "/small.bin");
+
+    // Alone: the prefix that exists, then the rest is a range error.
+    assert_prefix(&read_one(&client, &object, 900, 200), 900, 100);
+    // Entirely beyond the end: 416, no bytes.
+    assert_prefix(&read_one(&client, &object, 1000, 10), 1000, 0);
+    assert_prefix(&read_one(&client, &object, 5000, 10), 5000, 0);
+    // The last byte exactly: OK.
+    assert_ok(&read_one(&client, &object, 999, 1), 999, 1);
+    // In one merged transfer: the part inside is OK, the straddling part gets its prefix,
+    // the part beyond gets nothing.
+    let done = read_all(&client, &object, &[(950, 40), (980, 100), (1005, 10)]);
+    assert_ok(&done[0], 950, 40);
+    assert_prefix(&done[1], 980, 20);
+    assert_prefix(&done[2], 1005, 0);
+
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        [
+            "bytes=900-1099",
+            "bytes=1000-1009",
+            "bytes=5000-5009",
+            "bytes=999-999",
+            "bytes=950-1079"
+        ],
+        "{}",
+        describe(&log)
+    );
+    let statuses: Vec<u16> = log.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [206, 416, 416, 206, 206]);
+}
+
+#[test]
+fn zero_length_unbounded_and_out_of_window_reads_never_reach_the_server() {
+    let server = server_with_big();
+    let client = client();
+    let object = locate(&client, &server, "/big.bin");
+    let window = object.with_window(1000, Some(100)).unwrap();
+    let batch = client.submit([
+        Read::new(&object, 10, 0),
+        Read::new(&object, 10, UNBOUNDED),
+        Read::new(&object, u64::MAX - 5, 10),
+        Read::new(&window, 95, 10),
+        Read::new(&window, 100, 1),
+        Read::new(&object, 5, 5),
+    ]);
+    let stats = batch.stats();
+    let done = drain(&batch);
+    for c in &done[..5] {
+        assert_failed(c, Status::InvalidRange);
+    }
+    assert_ok(&done[5], 5, 5);
+    assert_eq!((stats.rejected, stats.transfers), (5, 1));
+    let log = server.requests();
+    assert_eq!(range_headers(&log), ["bytes=5-9"], "{}", describe(&log));
+
+    // A batch of invalid reads only: no request at all.
+    let done = drain(&client.submit([Read::new(&object, 0, 0), Read::new(&window, 0, 101)]));
+    assert!(done.iter().all(|c| c.status() == Status::InvalidRange));
+    assert_eq!(server.request_count(), 1);
+}
+
+#[test]
+fn reads_with_different_if_match_values_never_merge() {
+    let server = server_with_big();
+    server.set_etag("/big.bin", Some("\"v1\""));
+    let client = client();
+    let object = locate(&client, &server, "/big.bin");
+    let batch = client.submit([
+        Read::new(&object, 0, 100).if_match("\"v1\""),
+        Read::new(&object, 100, 100).if_match("*"),
+        Read::new(&object, 200, 100),
+        Read::new(&object, 300, 100).if_match("\"v1\""),
+    ]);
+    let done = drain(&batch);
+    for (i, c) in done.iter().enumerate() {
+        assert_ok(c, i as u64 * 100, 100);
+    }
+    assert_eq!(batch.stats().transfers, 3);
+    let mut seen: Vec<(String, Option<String>)> = server
+        .requests()
+        .iter()
+        .map(|r| {
+            (
+                r.range.clone().unwrap(),
+                r.header("if-match").map(str::to_string),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("bytes=0-399".to_string(), Some("\"v1\"".to_string())),
+            ("bytes=100-199".to_string(), Some("*".to_string())),
+            ("bytes=200-299".to_string(), None),
+        ]
+    );
+}
+
+#[test]
+fn a_missing_object_is_not_found_after_one_request() {
+    let server = MockServer::start();
+    let client = client();
+    let object = locate(&client, &server, "/missing.bin");
+    let c = read_one(&client, &object, 0, 10);
+    assert_failed(&c, Status::NotFound);
+    assert_eq!(c.error().unwrap().http_status(), Some(404));
+    let log = server.requests();
+    assert_eq!(range_headers(&log), ["bytes=0-9"], "not retried");
+    assert_eq!(log[0].status, 404);
+}
+
+#[test]
+fn the_range_header_is_exactly_bytes_first_last() {
+    let server = server_with_big();
+    let client = client();
+    let object = locate(&client, &server, "/big.bin");
+    for (o, l) in [(0, 1), (1, 1), (123_456_789, 1000), (BIG - 10, 10)] {
+        assert_ok(&read_one(&client, &object, o, l), o, l);
+    }
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        [
+            "bytes=0-0".to_string(),
+            "bytes=1-1".to_string(),
+            "bytes=123456789-123457788".to_string(),
+            format!("bytes={}-{}", BIG - 10, BIG - 1),
+        ]
+    );
+    for r in &log {
+        assert_eq!(r.method, "GET");
+        assert_eq!(
+            r.headers.iter().filter(|(n, _)| n == "range").count(),
+            1,
+            "one Range header: {r:?}"
+        );
+        assert_eq!(r.header("accept-encoding"), Some("identity"));
+    }
+}
+
+#[test]
+fn remote_reads_into_borrowed_slices_arrive_exact() {
+    let server = server_with_big();
+    let client = client();
+    let object = locate(&client, &server, "/big.bin");
+    let mut one = vec![0u8; 5000];
+    client.read_into(&object, 999_999, &mut one).unwrap();
+    assert_eq!(one, pattern(999_999, 5000));
+    let (mut a, mut b, mut c) = ([0u8; 100], [0u8; 100], [0u8; 7]);
+    client.scope(|scope| {
+        let batch = scope.submit(
+            [
+                Read::into_slice(&object, 50 * MIB, &mut a),
+                Read::into_slice(&object, 50 * MIB + 50, &mut b),
+                Read::into_slice(&object, 900 * MIB, &mut c),
+            ],
+            &BatchOptions::new(),
+        );
+        assert!(drain(&batch).iter().all(|c| c.is_ok()));
+    });
+    assert_eq!(a.as_slice(), pattern(50 * MIB, 100));
+    assert_eq!(b.as_slice(), pattern(50 * MIB + 50, 100));
+    assert_eq!(c.as_slice(), pattern(900 * MIB, 7));
+    let log = server.requests();
+    let mut want = vec![
+        "bytes=999999-1004998".to_string(),
+        format!("bytes={}-{}", 50 * MIB, 50 * MIB + 149),
+        format!("bytes={}-{}", 900 * MIB, 900 * MIB + 6),
+    ];
+    let mut got = range_headers(&log);
+    want[1..].sort();
+    got[1..].sort();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn two_spellings_of_one_url_are_one_object_and_merge() {
+    let server = server_with_big();
+    let client = client();
+    let a = client.locate(&server.url("/big.bin")).unwrap();
+    let port = server.addr().port();
+    let b = client
+        .locate(&format!("HTTP://127.0.0.1:{port}/x/../big.bin#fragment"))
+        .unwrap();
+    let done = drain(&client.submit([Read::new(&a, 0, 10), Read::new(&b, 10, 10)]));
+    assert_ok(&done[0], 0, 10);
+    assert_ok(&done[1], 10, 10);
+    let log = server.requests();
+    assert_eq!(range_headers(&log), ["bytes=0-19"], "{}", describe(&log));
+    assert_eq!(log[0].path, "/big.bin");
+}
+
+#[test]
+fn local_and_remote_reads_share_one_batch() {
+    let server = server_with_big();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("local.bin");
+    std::fs::write(&path, pattern(0, 10_000)).unwrap();
+    let client = client();
+    let remote = locate(&client, &server, "/big.bin");
+    let local = client.locate(path.to_str().unwrap()).unwrap();
+    let batch = client.submit([
+        Read::new(&remote, 100, 10).tag(1),
+        Read::new(&local, 100, 10).tag(2),
+        Read::new(&local, 9_995, 10).tag(3),
+        Read::new(&remote, BIG - 5, 10).tag(4),
+    ]);
+    let done = drain(&batch);
+    assert_eq!(
+        done.iter().map(|c| c.tag()).collect::<Vec<_>>(),
+        [1, 2, 3, 4]
+    );
+    assert_ok(&done[0], 100, 10);
+    assert_ok(&done[1], 100, 10);
+    assert_prefix(&done[2], 9_995, 5);
+    assert_prefix(&done[3], BIG - 5, 5);
+    let log = server.requests();
+    let mut got = range_headers(&log);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "bytes=100-109".to_string(),
+            format!("bytes={}-{}", BIG - 5, BIG + 4)
+        ],
+        "only the remote reads reach the server"
+    );
+}

@@ -1,0 +1,639 @@
+//! The transport against the mock server: connection reuse, backpressure under the concurrency
+//! limit, HTTPS with a custom CA, HTTP/2, redirects and credentials, refused connections, and
+//! the single-request operations (`stat`, `read_ends`, `if_match`).
+
+#[path = "support/http.rs"]
+mod http_support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_support::{
+    KIB, MIB, assert_failed, assert_ok, build, client, describe, drain, locate, quick,
+    range_headers, read_all, read_one, refused_port,
+};
+use karu::{Read, Status};
+use karu_testkit::{
+    Fault, FaultRule, Gate, GateResponse, MockServer, RequestHead, pattern, pattern_byte,
+};
+
+#[test]
+fn sequential_small_reads_reuse_a_few_connections() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", 64 * MIB);
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    for i in 0..50u64 {
+        assert_ok(&read_one(&client, &object, i * MIB, 100), i * MIB, 100);
+    }
+    let log = server.requests();
+    assert_eq!(log.len(), 50);
+    let connections: BTreeSet<u64> = log.iter().map(|r| r.connection).collect();
+    // At most one connection per event loop (4 by default), each reused.
+    assert!(
+        server.connections_accepted() <= 4 && connections.len() <= 4,
+        "{} connections for 50 sequential reads:\n{}",
+        server.connections_accepted(),
+        describe(&log)
+    );
+
+    // One loop: one connection carries everything.
+    let server = MockServer::start();
+    server.insert_virtual("/o", 64 * MIB);
+    let client = build(quick().io_threads(1));
+    let object = locate(&client, &server, "/o");
+    for i in 0..20u64 {
+        assert_ok(&read_one(&client, &object, i * MIB, 100), i * MIB, 100);
+    }
+    assert_eq!(server.connections_accepted(), 1);
+    assert!(server.requests().iter().all(|r| r.connection == 1));
+}
+
+#[test]
+fn a_huge_batch_never_has_more_requests_in_flight_than_the_concurrency_limit() {
+    const READS: u64 = 20_000;
+    const STRIDE: u64 = 2 * MIB;
+    let server = MockServer::builder()
+        .latency(Duration::from_millis(1))
+        .start()
+        .unwrap();
+    server.insert_virtual("/huge", READS * STRIDE);
+    let client = build(quick().concurrency(8));
+    let object = locate(&client, &server, "/huge");
+    let batch = client.submit((0..READS).map(|i| Read::new(&object, i * STRIDE, 1)));
+    assert_eq!(
+        batch.stats().transfers,
+        READS as usize,
+        "reads 2 MiB apart never merge"
+    );
+    let done = drain(&batch);
+    assert_eq!(done.len(), READS as usize);
+    for (i, c) in done.iter().enumerate() {
+        assert_eq!(c.status(), Status::Ok, "{c:?}");
+        assert_eq!(c.bytes(), [pattern_byte(i as u64 * STRIDE)], "read {i}");
+    }
+    assert_eq!(server.request_count(), READS as usize);
+    let peak = server.max_in_flight();
+    assert!(
+        (2..=8).contains(&peak),
+        "the server saw {peak} requests in flight at once (limit 8)"
+    );
+}
+
+#[test]
+fn https_with_the_mocks_ca_delivers_exact_bytes() {
+    let server = MockServer::builder().tls(true).start().unwrap();
+    server.insert_virtual("/o", 8 * MIB);
+    let ca = server.ca_file().unwrap();
+    let client = build(quick().set("http.ca_file", ca.to_str().unwrap()));
+    let object = locate(&client, &server, "/o");
+    assert!(server.url("/o").starts_with("https://"));
+    let done = read_all(
+        &client,
+        &object,
+        &[(0, 100), (3 * MIB, 64 * KIB), (8 * MIB - 1, 1)],
+    );
+    assert_ok(&done[0], 0, 100);
+    assert_ok(&done[1], 3 * MIB, 64 * KIB);
+    assert_ok(&done[2], 8 * MIB - 1, 1);
+    assert_eq!(
+        server.request_count(),
+        3,
+        "{}",
+        describe(&server.requests())
+    );
+}
+
+#[test]
+fn an_untrusted_certificate_is_a_network_error_without_retries() {
+    let server = MockServer::builder().tls(true).start().unwrap();
+    server.insert_virtual("/o", MIB);
+    let client = client(); // platform roots only: the mock's CA is unknown
+    let object = locate(&client, &server, "/o");
+    let c = read_one(&client, &object, 0, 100);
+    assert_failed(&c, Status::Network);
+    assert!(c.error().unwrap().message().contains("TLS"), "{c:?}");
+    // The handshake failed, so no request reached the server; one connection was tried.
+    assert_eq!(server.request_count(), 0);
+    assert_eq!(
+        server.connections_accepted(),
+        1,
+        "a permanent failure is not retried"
+    );
+    let stats = client.transport_stats();
+    assert_eq!((stats.requests, stats.retries), (1, 0));
+}
+
+/// Reads 2 MiB apart from `server` (TLS or not) with HTTP/2, one event loop, the server
+/// holding each answer for 100 ms: exact bytes, and the requests multiplexed on one
+/// connection, several in flight at once.
+fn http2_case(server: &MockServer) {
+    server.insert_virtual("/o", 64 * MIB);
+    server.set_latency(Duration::from_millis(100));
+    let mut builder = quick().io_threads(1).set("http.version", "http2");
+    if let Some(ca) = server.ca_file() {
+        builder = builder.set("http.ca_file", ca.to_str().unwrap());
+    }
+    let client = build(builder);
+    let object = locate(&client, server, "/o");
+    let reads: Vec<(u64, u64)> = (0..6).map(|i| (i * 2 * MIB + 7, 1000)).collect();
+    let done = read_all(&client, &object, &reads);
+    for (c, &(o, l)) in done.iter().zip(&reads) {
+        assert_ok(c, o, l);
+    }
+    let log = server.requests();
+    assert_eq!(log.len(), 6, "{}", describe(&log));
+    assert_eq!(server.connections_accepted(), 1, "{}", describe(&log));
+    assert!(
+        server.max_in_flight() >= 2,
+        "HTTP/1.1 cannot have two requests in flight on one connection"
+    );
+}
+
+/// One read, then six concurrent reads 2 MiB apart, over TLS with one event loop and
+/// `version`, against a server that offers h2 or not; returns the connections the server
+/// accepted and the most requests it had in flight.
+fn version_case(version: &str, server_h2: bool) -> (u64, u64) {
+    let server = MockServer::builder()
+        .tls(true)
+        .http2(server_h2)
+        .latency(Duration::from_millis(200))
+        .start()
+        .unwrap();
+    server.insert_virtual("/o", 64 * MIB);
+    let ca = server.ca_file().unwrap();
+    let client = build(
+        quick()
+            .io_threads(1)
+            .set("http.version", version)
+            .set("http.ca_file", ca.to_str().unwrap()),
+    );
+    let object = locate(&client, &server, "/o");
+    // The first connection learns the protocol (ALPN); the batch then finds it in the pool.
+    assert_ok(&read_one(&client, &object, 99, 1), 99, 1);
+    let reads: Vec<(u64, u64)> = (0..6).map(|i| (i * 2 * MIB, 100)).collect();
+    let done = read_all(&client, &object, &reads);
+    for (c, &(o, l)) in done.iter().zip(&reads) {
+        assert_ok(c, o, l);
+    }
+    assert_eq!(server.request_count(), 7);
+    (server.connections_accepted(), server.max_in_flight())
+}
+
+#[test]
+fn the_http_version_policy_decides_multiplexing() {
+    // HTTP/1.1 (the default): one request per connection at a time.
+    assert_eq!(version_case("http1", true), (6, 6));
+    // Automatic: h2 where the server offers it (one connection carries all six at once),
+    // HTTP/1.1 where it does not.
+    assert_eq!(version_case("auto", true), (1, 6));
+    assert_eq!(version_case("auto", false), (6, 6));
+}
+
+#[test]
+fn http2_over_tls_with_alpn() {
+    http2_case(&MockServer::builder().tls(true).http2(true).start().unwrap());
+}
+
+#[test]
+fn http2_over_plain_tcp_with_prior_knowledge() {
+    http2_case(&MockServer::builder().http2(true).start().unwrap());
+}
+
+/// Answers `from` with a 302 to `to`.
+#[derive(Debug)]
+struct Redirect {
+    from: String,
+    to: String,
+}
+
+impl Gate for Redirect {
+    fn check(&self, request: &RequestHead) -> Option<GateResponse> {
+        (request.path == self.from).then(|| GateResponse::new(302, "").header("location", &self.to))
+    }
+}
+
+#[test]
+fn redirects_are_followed_and_credentials_never_leave_their_origin() {
+    let first = MockServer::start();
+    let second = MockServer::start();
+    second.insert_virtual("/elsewhere", 4 * MIB);
+    first.insert_virtual("/here", 4 * MIB);
+    first.set_gate(Some(Arc::new(Redirect {
+        from: "/away".into(),
+        to: second.url("/elsewhere"),
+    })));
+    second.set_gate(Some(Arc::new(Redirect {
+        from: "/back".into(),
+        to: first.url("/here"),
+    })));
+    let headers: BTreeMap<&str, &str> = [("X-Api-Key", "key")].into();
+    let client = build(
+        quick()
+            .path_set(&first.base_url(), "http_provider.bearer_token", "tok")
+            .path_set(&first.base_url(), "http_provider.headers", headers),
+    );
+
+    // Another origin: followed, without the token or the configured header.
+    let object = locate(&client, &first, "/away");
+    assert_ok(&read_one(&client, &object, 1000, 100), 1000, 100);
+    // The same origin: followed with them.
+    first.set_gate(Some(Arc::new(Redirect {
+        from: "/moved".into(),
+        to: "/here".into(),
+    })));
+    let object = locate(&client, &first, "/moved");
+    assert_ok(&read_one(&client, &object, 2000, 100), 2000, 100);
+
+    let a = first.requests();
+    let b = second.requests();
+    assert_eq!(
+        a.iter()
+            .map(|r| (r.path.as_str(), r.status))
+            .collect::<Vec<_>>(),
+        [("/away", 302), ("/moved", 302), ("/here", 206)],
+        "{}",
+        describe(&a)
+    );
+    for r in &a {
+        assert_eq!(r.header("authorization"), Some("Bearer tok"), "{r:?}");
+        assert_eq!(r.header("x-api-key"), Some("key"), "{r:?}");
+    }
+    assert_eq!(b.len(), 1, "{}", describe(&b));
+    assert_eq!(b[0].path, "/elsewhere");
+    assert_eq!(b[0].range.as_deref(), Some("bytes=1000-1099"));
+    assert_eq!(
+        b[0].header("authorization"),
+        None,
+        "the token crossed origins"
+    );
+    assert_eq!(
+        b[0].header("x-api-key"),
+        None,
+        "a configured header crossed origins"
+    );
+    assert_eq!(
+        range_headers(&a[1..]),
+        ["bytes=2000-2099", "bytes=2000-2099"]
+    );
+}
+
+#[test]
+fn a_refused_connection_is_a_network_error_after_three_attempts() {
+    let port = refused_port();
+    let client = client();
+    let object = client
+        .locate(&format!("http://127.0.0.1:{port}/o"))
+        .unwrap();
+    let c = read_one(&client, &object, 0, 10);
+    assert_failed(&c, Status::Network);
+    let message = c.error().unwrap().message();
+    assert!(message.contains("connection refused"), "{message}");
+    let stats = client.transport_stats();
+    assert_eq!((stats.requests, stats.retries), (3, 2), "{message}");
+}
+
+#[test]
+fn stat_is_one_request_for_byte_zero() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", 5 * MIB + 3);
+    server.set_etag("/o", Some("\"strong\""));
+    server.insert_virtual("/weak", 10);
+    server.set_etag("/weak", Some("W/\"weak\""));
+    server.insert_virtual("/none", 11);
+    server.set_etag("/none", None);
+    server.insert("/empty", Vec::new());
+    let client = client();
+
+    let info = client.stat(&locate(&client, &server, "/o")).unwrap();
+    assert_eq!(
+        (info.size, info.etag.as_deref()),
+        (5 * MIB + 3, Some("\"strong\""))
+    );
+    let info = client.stat(&locate(&client, &server, "/weak")).unwrap();
+    assert_eq!(
+        (info.size, info.etag),
+        (10, None),
+        "a weak ETag is not returned"
+    );
+    let info = client.stat(&locate(&client, &server, "/none")).unwrap();
+    assert_eq!((info.size, info.etag), (11, None));
+    let info = client.stat(&locate(&client, &server, "/empty")).unwrap();
+    assert_eq!(info.size, 0);
+    let e = client
+        .stat(&locate(&client, &server, "/missing"))
+        .unwrap_err();
+    assert_eq!(e.status(), Status::NotFound);
+    // A window: an unbounded one asks the server, a bounded one knows its size.
+    let object = locate(&client, &server, "/o");
+    let info = client
+        .stat(&object.with_window(MIB, None).unwrap())
+        .unwrap();
+    assert_eq!(info.size, 4 * MIB + 3);
+    let info = client
+        .stat(&object.with_window(MIB, Some(10)).unwrap())
+        .unwrap();
+    assert_eq!(info.size, 10);
+
+    let log = server.requests();
+    assert_eq!(
+        log.iter()
+            .map(|r| (r.path.as_str(), r.range.as_deref(), r.status))
+            .collect::<Vec<_>>(),
+        [
+            ("/o", Some("bytes=0-0"), 206),
+            ("/weak", Some("bytes=0-0"), 206),
+            ("/none", Some("bytes=0-0"), 206),
+            ("/empty", Some("bytes=0-0"), 416),
+            ("/missing", Some("bytes=0-0"), 404),
+            ("/o", Some("bytes=0-0"), 206),
+        ],
+        "{}",
+        describe(&log)
+    );
+}
+
+#[test]
+fn read_ends_is_one_round_trip_of_a_head_and_a_suffix() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", 10 * MIB);
+    server.set_etag("/o", Some("\"v1\""));
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    let ends = client.read_ends(&object, 4096, 65_536).unwrap();
+    assert_eq!(ends.size, 10 * MIB);
+    assert_eq!(ends.etag.as_deref(), Some("\"v1\""));
+    assert_eq!(ends.head, pattern(0, 4096));
+    assert_eq!(ends.tail, pattern(10 * MIB - 65_536, 65_536));
+    let mut ranges = range_headers(&server.requests());
+    ranges.sort();
+    assert_eq!(ranges, ["bytes=-65536", "bytes=0-4095"]);
+}
+
+#[test]
+fn read_ends_of_objects_smaller_than_head_and_tail_and_of_an_empty_object() {
+    let server = MockServer::start();
+    server.insert("/small", pattern(0, 100));
+    server.insert("/empty", Vec::new());
+    let client = client();
+    let ends = client
+        .read_ends(&locate(&client, &server, "/small"), 80, 80)
+        .unwrap();
+    assert_eq!(ends.size, 100);
+    assert_eq!(ends.head, pattern(0, 80));
+    assert_eq!(ends.tail, pattern(20, 80));
+    let mut ranges = range_headers(&server.take_requests());
+    ranges.sort();
+    assert_eq!(ranges, ["bytes=-80", "bytes=0-79"]);
+
+    let ends = client
+        .read_ends(&locate(&client, &server, "/empty"), 10, 10)
+        .unwrap();
+    assert_eq!(ends.size, 0);
+    assert!(ends.head.is_empty() && ends.tail.is_empty());
+    let log = server.take_requests();
+    assert_eq!(log.len(), 2, "{}", describe(&log));
+    assert!(log.iter().all(|r| r.status == 416), "{}", describe(&log));
+}
+
+#[test]
+fn read_ends_of_a_window_uses_closed_ranges_inside_it() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", 10 * MIB);
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    let start = 3 * MIB + 1;
+    let window = object.with_window(start, Some(MIB)).unwrap();
+    let ends = client.read_ends(&window, 100, 200).unwrap();
+    assert_eq!(ends.size, MIB);
+    assert_eq!(ends.head, pattern(start, 100));
+    assert_eq!(ends.tail, pattern(start + MIB - 200, 200));
+    let mut ranges = range_headers(&server.take_requests());
+    ranges.sort();
+    let mut want = vec![
+        format!("bytes={start}-{}", start + 99),
+        format!("bytes={}-{}", start + MIB - 200, start + MIB - 1),
+    ];
+    want.sort();
+    assert_eq!(ranges, want);
+
+    // An unbounded window: a closed head from its start, the object's suffix for the tail.
+    let open = object.with_window(start, None).unwrap();
+    let ends = client.read_ends(&open, 100, 200).unwrap();
+    assert_eq!(ends.size, 10 * MIB - start);
+    assert_eq!(ends.head, pattern(start, 100));
+    assert_eq!(ends.tail, pattern(10 * MIB - 200, 200));
+    let mut ranges = range_headers(&server.take_requests());
+    ranges.sort();
+    assert_eq!(
+        ranges,
+        ["bytes=-200".into(), format!("bytes={start}-{}", start + 99)]
+    );
+}
+
+#[test]
+fn if_match_passes_through_as_the_if_match_header() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", MIB);
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    let etag = client.stat(&object).unwrap().etag.expect("a strong ETag");
+    let c = drain(&client.submit([Read::new(&object, 10, 20).if_match(etag.clone())]))
+        .pop()
+        .unwrap();
+    assert_ok(&c, 10, 20);
+    let log = server.requests();
+    assert_eq!(log.len(), 2);
+    assert_eq!(log[0].header("if-match"), None, "stat sends no condition");
+    assert_eq!(log[1].header("if-match"), Some(etag.as_str()));
+    assert_eq!(log[1].range.as_deref(), Some("bytes=10-29"));
+}
+
+#[test]
+fn a_small_unwanted_remainder_is_drained_and_the_connection_reused() {
+    let server = MockServer::start();
+    server.insert_virtual("/small", 200 * KIB);
+    server.insert_virtual("/large", 4 * MIB);
+    server.add_fault(FaultRule::new(Fault::IgnoreRange).path("/small").times(1));
+    server.add_fault(FaultRule::new(Fault::IgnoreRange).path("/large").times(1));
+    let client = build(quick().io_threads(1));
+    // The server sends the whole object; Karu needs 10 bytes. A 200 KiB rest is drained, so
+    // the next request rides the same connection; a 4 MiB rest is abandoned with it.
+    let small = locate(&client, &server, "/small");
+    let large = locate(&client, &server, "/large");
+    assert_ok(&read_one(&client, &small, 0, 10), 0, 10);
+    assert_ok(&read_one(&client, &small, 20, 10), 20, 10);
+    assert_ok(&read_one(&client, &large, 0, 10), 0, 10);
+    assert_ok(&read_one(&client, &large, 20, 10), 20, 10);
+    let log = server.requests();
+    let seen: Vec<(u16, u64)> = log.iter().map(|r| (r.status, r.connection)).collect();
+    assert_eq!(
+        seen,
+        [(200, 1), (206, 1), (200, 1), (206, 2)],
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(log[0].body_bytes, 200 * KIB);
+    // Error answers with small bodies are drained too.
+    assert_failed(
+        &read_one(&client, &locate(&client, &server, "/missing"), 0, 1),
+        Status::NotFound,
+    );
+    assert_ok(&read_one(&client, &large, 40, 10), 40, 10);
+    let log = server.requests();
+    assert_eq!(
+        (log[4].connection, log[5].connection),
+        (2, 2),
+        "{}",
+        describe(&log)
+    );
+}
+
+#[test]
+fn a_redirect_loop_and_disabled_redirects_fail_without_retries() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", MIB);
+    server.set_gate(Some(Arc::new(Redirect {
+        from: "/loop".into(),
+        to: "/loop".into(),
+    })));
+    let client = client();
+    let c = read_one(&client, &locate(&client, &server, "/loop"), 0, 10);
+    assert_failed(&c, Status::Protocol);
+    // The first request and ten redirects, then a refusal.
+    assert_eq!(server.take_requests().len(), 11);
+
+    let client = build(quick().set("http_provider.follow_redirects", false));
+    let c = read_one(&client, &locate(&client, &server, "/loop"), 0, 10);
+    assert_failed(&c, Status::Http);
+    assert_eq!(c.error().unwrap().http_status(), Some(302));
+    assert_eq!(server.take_requests().len(), 1);
+}
+
+#[test]
+fn a_name_that_does_not_resolve_is_a_network_error_after_three_attempts() {
+    let client = client();
+    let object = client.locate("http://karu-test.invalid/o").unwrap();
+    let c = read_one(&client, &object, 0, 10);
+    assert_failed(&c, Status::Network);
+    let message = c.error().unwrap().message();
+    assert!(message.contains("name resolution"), "{message}");
+    assert_eq!(client.transport_stats().requests, 3, "{message}");
+}
+
+#[test]
+fn http2_resumes_after_a_reset_connection() {
+    let server = MockServer::builder().tls(true).http2(true).start().unwrap();
+    server.insert_virtual("/o", 4 * MIB);
+    server.set_etag("/o", Some("\"v1\""));
+    server.add_fault(FaultRule::new(Fault::ResetAfter(100_000)).times(1));
+    let ca = server.ca_file().unwrap();
+    let client = build(
+        quick()
+            .set("http.version", "http2")
+            .set("http.ca_file", ca.to_str().unwrap()),
+    );
+    let object = locate(&client, &server, "/o");
+    assert_ok(&read_one(&client, &object, 0, MIB), 0, MIB);
+    let log = server.requests();
+    assert_eq!(log.len(), 2, "{}", describe(&log));
+    let (resumed, last) = log[1].byte_range.unwrap();
+    assert!(
+        resumed > 0 && resumed <= 100_000 && last == MIB - 1,
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(log[1].header("if-match"), Some("\"v1\""));
+}
+
+#[test]
+fn query_strings_name_different_objects_and_stay_out_of_messages() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", MIB);
+    let client = client();
+    let a = locate(&client, &server, "/o?version=1");
+    let b = locate(&client, &server, "/o?version=2");
+    let batch = client.submit([Read::new(&a, 0, 10), Read::new(&b, 10, 10)]);
+    let done = drain(&batch);
+    assert_ok(&done[0], 0, 10);
+    assert_ok(&done[1], 10, 10);
+    let mut seen: Vec<(Option<String>, Option<String>)> = server
+        .take_requests()
+        .into_iter()
+        .map(|r| (r.query, r.range))
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            (Some("version=1".into()), Some("bytes=0-9".into())),
+            (Some("version=2".into()), Some("bytes=10-19".into())),
+        ],
+        "different queries never merge"
+    );
+    let c = read_one(
+        &client,
+        &locate(&client, &server, "/gone?sig=SECRET"),
+        0,
+        10,
+    );
+    assert_failed(&c, Status::NotFound);
+    assert!(!c.error().unwrap().message().contains("SECRET"), "{c:?}");
+    assert!(!format!("{c:?}").contains("SECRET"), "{c:?}");
+}
+
+#[test]
+fn stat_of_a_server_ignoring_the_range_reads_the_size_without_the_object() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", 256 * MIB);
+    server.add_fault(FaultRule::new(Fault::IgnoreRange));
+    let client = client();
+    let info = client.stat(&locate(&client, &server, "/o")).unwrap();
+    assert_eq!(info.size, 256 * MIB);
+    let log = server.requests();
+    assert_eq!((log.len(), log[0].status), (1, 200));
+    assert!(
+        client.transport_stats().body_bytes < 2 * MIB,
+        "{:?}",
+        client.transport_stats()
+    );
+}
+
+#[test]
+fn read_ends_fails_when_the_object_changes_between_its_two_answers() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", MIB);
+    server.add_fault(FaultRule::new(Fault::ChangeEtag).skip(1).times(1));
+    let client = client();
+    let e = client
+        .read_ends(&locate(&client, &server, "/o"), 10, 10)
+        .unwrap_err();
+    assert_eq!(e.status(), Status::PreconditionFailed, "{e}");
+    let log = server.requests();
+    assert_eq!(log.len(), 2, "{}", describe(&log));
+    assert!(log.iter().all(|r| r.status == 206));
+}
+
+#[test]
+fn https_resumes_after_a_body_cut_without_a_tls_close() {
+    let server = MockServer::builder().tls(true).start().unwrap();
+    server.insert_virtual("/o", 4 * MIB);
+    server.set_etag("/o", Some("\"v1\""));
+    server.add_fault(FaultRule::new(Fault::CutBodyAfter(100_000)).times(1));
+    let ca = server.ca_file().unwrap();
+    let client = build(quick().set("http.ca_file", ca.to_str().unwrap()));
+    let object = locate(&client, &server, "/o");
+    assert_ok(&read_one(&client, &object, 7, MIB), 7, MIB);
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        [
+            format!("bytes=7-{}", MIB + 6),
+            format!("bytes=100007-{}", MIB + 6)
+        ],
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(log[1].header("if-match"), Some("\"v1\""));
+}

@@ -1,0 +1,208 @@
+//! Helpers of the HTTP integration tests: isolated clients with short retry waits, the
+//! evidence of the mock server's request log, and checks of a completion's bytes against the
+//! mock's byte pattern.
+//!
+//! Each `http_*` test binary declares this file with
+//! `#[path = "support/http.rs"] mod http_support;` and uses a subset of it.
+#![allow(dead_code)]
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use karu::{Batch, Client, ClientBuilder, Completion, Locator, Next, Read, Status};
+use karu_testkit::{MockServer, RequestRecord, pattern_byte};
+
+/// One kibibyte.
+pub(crate) const KIB: u64 = 1 << 10;
+/// One mebibyte.
+pub(crate) const MIB: u64 = 1 << 20;
+
+/// How long a test waits for something that must happen; only reached when the code is broken.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A builder that reads no config file and no process environment.
+pub(crate) fn isolated() -> ClientBuilder {
+    Client::builder()
+        .user_config_file(None)
+        .project_config_file(None)
+        .environment(Vec::<(String, String)>::new())
+}
+
+/// [`isolated`] with short waits between attempts (10 ms, at most 50 ms), so that tests of
+/// retries stay fast.
+pub(crate) fn quick() -> ClientBuilder {
+    isolated()
+        .set("retry.initial_backoff", "10ms")
+        .set("retry.max_backoff", "50ms")
+}
+
+/// A client built from `builder`.
+pub(crate) fn build(builder: ClientBuilder) -> Client {
+    builder.build().expect("the test client builds")
+}
+
+/// A client with Karu's defaults and short retry waits.
+pub(crate) fn client() -> Client {
+    build(quick())
+}
+
+/// Resolve `path` on `server`.
+pub(crate) fn locate(client: &Client, server: &MockServer, path: &str) -> Locator {
+    client
+        .locate(&server.url(path))
+        .expect("a mock server URL resolves")
+}
+
+/// Take every completion of `batch`, failing the test if one takes longer than [`PATIENCE`]
+/// (instead of hanging), sorted by submission index.
+pub(crate) fn drain(batch: &Batch) -> Vec<Completion> {
+    let mut all = Vec::new();
+    loop {
+        match batch.next(PATIENCE) {
+            Next::Completion(c) => all.push(c),
+            Next::Drained => break,
+            Next::TimedOut => panic!("no completion within {PATIENCE:?}; {batch:?}"),
+        }
+    }
+    all.sort_by_key(Completion::index);
+    all
+}
+
+/// Submit `reads` of `(offset, length)` on `object` and take their completions.
+pub(crate) fn read_all(client: &Client, object: &Locator, reads: &[(u64, u64)]) -> Vec<Completion> {
+    let batch = client.submit(reads.iter().map(|&(o, l)| Read::new(object, o, l)));
+    drain(&batch)
+}
+
+/// One read as a one-read batch, its completion.
+pub(crate) fn read_one(client: &Client, object: &Locator, offset: u64, length: u64) -> Completion {
+    drain(&client.submit([Read::new(object, offset, length)]))
+        .pop()
+        .expect("one completion")
+}
+
+/// Assert that `bytes` are the mock's pattern bytes from absolute offset `start`, naming the
+/// first difference instead of printing two long vectors.
+#[track_caller]
+pub(crate) fn assert_pattern(bytes: &[u8], start: u64, len: u64) {
+    assert_eq!(
+        bytes.len() as u64,
+        len,
+        "length of the bytes read at {start}"
+    );
+    if let Some(i) = (0..bytes.len()).find(|&i| bytes[i] != pattern_byte(start + i as u64)) {
+        panic!(
+            "byte {i} of the read at {start} (object offset {}) is {:#04x}, expected {:#04x}",
+            start + i as u64,
+            bytes[i],
+            pattern_byte(start + i as u64)
+        );
+    }
+}
+
+/// Assert a successful read of `len` pattern bytes at absolute offset `start`.
+#[track_caller]
+pub(crate) fn assert_ok(c: &Completion, start: u64, len: u64) {
+    assert_eq!(c.status(), Status::Ok, "{c:?}");
+    assert_eq!(c.bytes_received(), len, "{c:?}");
+    assert_pattern(c.bytes(), start, len);
+}
+
+/// Assert a read that reached the end of the object after `prefix` bytes.
+#[track_caller]
+pub(crate) fn assert_prefix(c: &Completion, start: u64, prefix: u64) {
+    assert_eq!(c.status(), Status::RangeNotSatisfiable, "{c:?}");
+    assert_eq!(c.bytes_received(), prefix, "{c:?}");
+    assert_pattern(&c.bytes()[..prefix as usize], start, prefix);
+}
+
+/// Assert a read that failed on its own with `status`, delivering nothing.
+#[track_caller]
+pub(crate) fn assert_failed(c: &Completion, status: Status) {
+    assert_eq!(c.status(), status, "{c:?}");
+    assert_eq!(c.bytes_received(), 0, "{c:?}");
+    assert_eq!(c.error().map(karu::Error::status), Some(status), "{c:?}");
+}
+
+/// The closed ranges of the log, in arrival order (`None` for a request without one).
+pub(crate) fn ranges(log: &[RequestRecord]) -> Vec<Option<(u64, u64)>> {
+    log.iter().map(|r| r.byte_range).collect()
+}
+
+/// The closed ranges of the log sorted by first byte, failing on a request without one.
+pub(crate) fn sorted_ranges(log: &[RequestRecord]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = log
+        .iter()
+        .map(|r| {
+            r.byte_range
+                .unwrap_or_else(|| panic!("a request without a closed range: {r:?}"))
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// The raw `Range` headers of the log, in arrival order.
+pub(crate) fn range_headers(log: &[RequestRecord]) -> Vec<String> {
+    log.iter()
+        .map(|r| r.range.clone().unwrap_or_else(|| "-".to_string()))
+        .collect()
+}
+
+/// Assert that no byte was requested twice: the logged closed ranges are pairwise disjoint.
+#[track_caller]
+pub(crate) fn assert_nothing_requested_twice(log: &[RequestRecord]) {
+    let ranges = sorted_ranges(log);
+    for pair in ranges.windows(2) {
+        assert!(
+            pair[0].1 < pair[1].0,
+            "bytes {}..={} were requested twice: {ranges:?}",
+            pair[1].0,
+            pair[0].1.min(pair[1].1)
+        );
+    }
+}
+
+/// A one-line summary of each request (range, status, if-match, fault), for messages.
+pub(crate) fn describe(log: &[RequestRecord]) -> String {
+    let mut out = String::new();
+    for r in log {
+        let _ = writeln!(
+            out,
+            "{} {} range={} status={} body={} if-match={} conn={} fault={}",
+            r.method,
+            r.path,
+            r.range.as_deref().unwrap_or("-"),
+            r.status,
+            r.body_bytes,
+            r.header("if-match").unwrap_or("-"),
+            r.connection,
+            r.fault.as_deref().unwrap_or("-"),
+        );
+    }
+    out
+}
+
+/// Wait until the server has logged `n` requests; returns when it happened (as seen by a
+/// 1 ms poll, so at most about a millisecond late).
+pub(crate) fn wait_for_requests(server: &MockServer, n: usize) -> Instant {
+    let give_up = Instant::now() + PATIENCE;
+    loop {
+        if server.request_count() >= n {
+            return Instant::now();
+        }
+        assert!(
+            Instant::now() < give_up,
+            "the server saw {} requests, not {n}, within {PATIENCE:?}:\n{}",
+            server.request_count(),
+            describe(&server.requests())
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A port on 127.0.0.1 where nothing listens (bound, then released).
+pub(crate) fn refused_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("a local address").port()
+}

@@ -1,0 +1,264 @@
+//! The provider-agnostic conformance suite: the same cases for every provider, against its
+//! mock server (with the fault matrix) or against a real endpoint.
+//!
+//! A provider crate (Karu's own or a third party's) describes how to reach its store with a
+//! [`Target`] and calls [`run`]; the [`Report`] says which case failed and why:
+//!
+//! ```no_run
+//! use karu_testkit::conformance::{self, HttpMockTarget, Options};
+//! let target = HttpMockTarget::start();
+//! let report = conformance::run(&target, &Options::default());
+//! report.assert_passed();
+//! ```
+//!
+//! Every case asserts evidence: the exact bytes delivered, each read's status and, for mock
+//! targets, the requests the server saw (which ranges, how many, nothing fetched twice).
+//!
+//! The basic cases run everywhere: single, merged, overlapping, windowed and end-of-object
+//! reads, stat, read_ends, if-match, missing and empty objects. The fault matrix runs where the
+//! target is a mock ([`Target::mock`]): every fault of the mock server's plan against a single
+//! read, a merged transfer with overlapping parts, and a 1,000-read batch.
+
+mod cases;
+mod faults;
+mod targets;
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use karu::{Client, ClientBuilder};
+
+use crate::http::MockServer;
+
+pub use targets::{HttpMockTarget, NginxTarget, S3MockTarget, S3Target};
+
+/// A store under test: how to reach it and how to put objects in it.
+pub trait Target: Send + Sync {
+    /// A short name for reports (`"http-mock"`, `"s3-mock"`, `"seaweedfs"`).
+    fn name(&self) -> String;
+
+    /// A client builder that reaches the target (endpoint, credentials, trusted CA) and reads
+    /// no configuration or environment of the machine; the suite adds its own options.
+    fn builder(&self) -> ClientBuilder;
+
+    /// The address of the object `name` (e.g. `s3://bucket/name`).
+    fn address(&self, name: &str) -> String;
+
+    /// Store an object under `name` (a real endpoint uploads it).
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String>;
+
+    /// The fault plan and request log, for mock targets.
+    fn mock(&self) -> Option<&dyn MockControl> {
+        None
+    }
+}
+
+/// What a mock target adds: faults, the request log, free virtual objects.
+pub trait MockControl: Send + Sync {
+    /// The server with the fault plan and the request log.
+    fn server(&self) -> &MockServer;
+
+    /// The request path the server sees for object `name` (for fault rules and the log).
+    fn path_of(&self, name: &str) -> String;
+
+    /// Store a virtual object of `size` bytes (`pattern` bytes, never allocated).
+    fn put_virtual(&self, name: &str, size: u64);
+
+    /// Set the ETag the server sends for `name` (`None` = no ETag header).
+    fn set_etag(&self, name: &str, etag: Option<&str>);
+
+    /// A builder whose endpoint refuses connections, and the address of `name` through it.
+    fn refusing(&self, name: &str) -> (ClientBuilder, String);
+}
+
+/// What to run.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Options {
+    /// Run only cases whose name contains this.
+    pub filter: Option<String>,
+    /// Skip the fault matrix even on a mock target.
+    pub skip_faults: bool,
+}
+
+impl Options {
+    /// Only cases whose name contains `filter`.
+    pub fn filter(mut self, filter: impl Into<String>) -> Self {
+        self.filter = Some(filter.into());
+        self
+    }
+
+    /// Skip the fault matrix.
+    pub fn skip_faults(mut self) -> Self {
+        self.skip_faults = true;
+        self
+    }
+}
+
+/// The outcome of one case.
+#[derive(Debug, Clone)]
+pub struct CaseResult {
+    /// The case's name (`basic/merged`, `fault/reset_mid_body/batch1000`).
+    pub name: String,
+    /// `Ok(evidence)` or `Err(what went wrong)`.
+    pub outcome: Result<String, String>,
+    /// Requests the mock server saw (0 for real endpoints).
+    pub requests: usize,
+    /// How long the case took.
+    pub elapsed: Duration,
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The target's name.
+    pub target: String,
+    /// Every case run, in order.
+    pub cases: Vec<CaseResult>,
+}
+
+impl Report {
+    /// Whether every case passed.
+    pub fn passed(&self) -> bool {
+        self.cases.iter().all(|c| c.outcome.is_ok())
+    }
+
+    /// The failed cases.
+    pub fn failures(&self) -> Vec<&CaseResult> {
+        self.cases.iter().filter(|c| c.outcome.is_err()).collect()
+    }
+
+    /// Panic with every failure if any case failed (for tests).
+    #[track_caller]
+    pub fn assert_passed(&self) {
+        if !self.passed() {
+            panic!("conformance failures:\n{self}");
+        }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "conformance of {}: {} of {} cases passed",
+            self.target,
+            self.cases.iter().filter(|c| c.outcome.is_ok()).count(),
+            self.cases.len()
+        )?;
+        for c in &self.cases {
+            let (mark, text) = match &c.outcome {
+                Ok(evidence) => ("ok  ", evidence.as_str()),
+                Err(why) => ("FAIL", why.as_str()),
+            };
+            writeln!(
+                f,
+                "{mark} {:<44} {:>5} req {:>7.0} ms  {text}",
+                c.name,
+                c.requests,
+                c.elapsed.as_secs_f64() * 1000.0
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Run the suite against `target`.
+pub fn run(target: &dyn Target, options: &Options) -> Report {
+    let mut report = Report {
+        target: target.name(),
+        cases: Vec::new(),
+    };
+    let ctx = Ctx { target };
+    let wanted = |name: &str| {
+        options
+            .filter
+            .as_ref()
+            .is_none_or(|f| name.contains(f.as_str()))
+    };
+    for (name, case) in cases::CASES {
+        let name = format!("basic/{name}");
+        if wanted(&name) {
+            report.cases.push(ctx.run_case(name, case));
+        }
+    }
+    if let (Some(_), false) = (target.mock(), options.skip_faults) {
+        for fault in faults::FAULTS {
+            for scenario in faults::Scenario::ALL
+                .into_iter()
+                .filter(|&s| fault.applies(s))
+            {
+                let name = format!("fault/{}/{}", fault.name, scenario.name());
+                if wanted(&name) {
+                    report
+                        .cases
+                        .push(ctx.run_case(name, |ctx| faults::run(ctx, fault, scenario)));
+                }
+            }
+        }
+    }
+    report
+}
+
+/// What a case sees.
+pub(crate) struct Ctx<'a> {
+    pub(crate) target: &'a dyn Target,
+}
+
+impl Ctx<'_> {
+    fn run_case(
+        &self,
+        name: String,
+        case: impl FnOnce(&Ctx<'_>) -> Result<String, String>,
+    ) -> CaseResult {
+        if let Some(mock) = self.target.mock() {
+            mock.server().clear_faults();
+            mock.server().take_requests();
+        }
+        let started = Instant::now();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(self)))
+            .unwrap_or_else(|panic| {
+                let text = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panic".to_string());
+                Err(format!("panicked: {text}"))
+            });
+        let elapsed = started.elapsed();
+        let requests = self
+            .target
+            .mock()
+            .map_or(0, |m| m.server().take_requests().len());
+        if let Some(mock) = self.target.mock() {
+            mock.server().clear_faults();
+        }
+        CaseResult {
+            name,
+            outcome,
+            requests,
+            elapsed,
+        }
+    }
+
+    /// A client reaching the target with the suite's settings on top.
+    pub(crate) fn client(&self, settings: &[(&str, &str)]) -> Result<Client, String> {
+        let mut builder = self.target.builder();
+        for (key, value) in settings {
+            builder = builder.set(key, *value);
+        }
+        builder
+            .build()
+            .map_err(|e| format!("cannot build a client: {e}"))
+    }
+}
+
+/// Fail a case with a formatted message unless `cond` holds.
+macro_rules! ensure {
+    ($cond:expr, $($arg:tt)+) => {
+        if !$cond {
+            return Err(format!($($arg)+));
+        }
+    };
+}
+pub(crate) use ensure;

@@ -1,0 +1,460 @@
+//! Targets for Karu's own providers: the HTTP mock, nginx, the S3 mock, and any real
+//! S3-compatible endpoint (SeaweedFS in the test run, or AWS).
+
+use std::fmt;
+use std::net::TcpListener;
+use std::path::PathBuf;
+
+use karu::{Client, ClientBuilder};
+
+use super::{MockControl, Target};
+use crate::http::MockServer;
+use crate::nginx::Nginx;
+use crate::s3::{S3Mock, object_path};
+
+/// A builder that reads no machine configuration and no process environment.
+pub(crate) fn isolated_builder() -> ClientBuilder {
+    Client::builder()
+        .user_config_file(None)
+        .project_config_file(None)
+        .environment(Vec::<(String, String)>::new())
+}
+
+/// A loopback port nothing listens on.
+fn dead_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(9)
+}
+
+/// The plain HTTP provider against Karu's HTTP mock server.
+pub struct HttpMockTarget {
+    server: MockServer,
+    dead_port: u16,
+}
+
+impl HttpMockTarget {
+    /// Start a mock server on 127.0.0.1.
+    pub fn start() -> Self {
+        HttpMockTarget {
+            server: MockServer::start(),
+            dead_port: dead_port(),
+        }
+    }
+}
+
+impl fmt::Debug for HttpMockTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpMockTarget")
+            .field("server", &self.server.base_url())
+            .finish()
+    }
+}
+
+impl Target for HttpMockTarget {
+    fn name(&self) -> String {
+        "http-mock".into()
+    }
+
+    fn builder(&self) -> ClientBuilder {
+        isolated_builder()
+    }
+
+    fn address(&self, name: &str) -> String {
+        self.server.url(&format!("/{name}"))
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        self.server.insert(&format!("/{name}"), bytes.to_vec());
+        Ok(())
+    }
+
+    fn mock(&self) -> Option<&dyn MockControl> {
+        Some(self)
+    }
+}
+
+impl MockControl for HttpMockTarget {
+    fn server(&self) -> &MockServer {
+        &self.server
+    }
+
+    fn path_of(&self, name: &str) -> String {
+        format!("/{name}")
+    }
+
+    fn put_virtual(&self, name: &str, size: u64) {
+        self.server.insert_virtual(&format!("/{name}"), size);
+    }
+
+    fn set_etag(&self, name: &str, etag: Option<&str>) {
+        self.server.set_etag(&format!("/{name}"), etag);
+    }
+
+    fn refusing(&self, name: &str) -> (ClientBuilder, String) {
+        (
+            isolated_builder(),
+            format!("http://127.0.0.1:{}/{name}", self.dead_port),
+        )
+    }
+}
+
+/// The plain HTTP provider against a real nginx serving a temporary directory.
+pub struct NginxTarget {
+    nginx: Nginx,
+    root: tempfile::TempDir,
+}
+
+impl NginxTarget {
+    /// Start nginx on 127.0.0.1 over a new temporary directory.
+    pub fn start() -> std::io::Result<Self> {
+        let root = tempfile::tempdir()?;
+        let nginx = Nginx::start(root.path())?;
+        Ok(NginxTarget { nginx, root })
+    }
+
+    /// The running nginx (its access log is the evidence of which ranges were requested).
+    pub fn nginx(&self) -> &Nginx {
+        &self.nginx
+    }
+}
+
+impl fmt::Debug for NginxTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NginxTarget")
+            .field("url", &self.nginx.base_url())
+            .finish()
+    }
+}
+
+impl Target for NginxTarget {
+    fn name(&self) -> String {
+        "nginx".into()
+    }
+
+    fn builder(&self) -> ClientBuilder {
+        isolated_builder()
+    }
+
+    fn address(&self, name: &str) -> String {
+        self.nginx.url(&format!("/{name}"))
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        let path: PathBuf = self.root.path().join(name);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        }
+        std::fs::write(&path, bytes).map_err(|e| e.to_string())
+    }
+}
+
+/// Bytes an S3 key keeps unencoded in a URL path: unreserved characters and `/`.
+const KEY: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'/');
+
+/// The bucket the S3 targets use.
+const BUCKET: &str = "karu-conformance";
+
+/// The S3 provider against Karu's S3 mock (SigV4 checked on every request).
+pub struct S3MockTarget {
+    mock: S3Mock,
+    dead_port: u16,
+}
+
+impl S3MockTarget {
+    /// Start an S3 mock with the conformance bucket.
+    pub fn start() -> Self {
+        let mock = S3Mock::start();
+        mock.create_bucket(BUCKET);
+        S3MockTarget {
+            mock,
+            dead_port: dead_port(),
+        }
+    }
+
+    /// The mock (signature failures, credential controls).
+    pub fn mock_s3(&self) -> &S3Mock {
+        &self.mock
+    }
+
+    fn builder_for(&self, endpoint: &str) -> ClientBuilder {
+        let creds = self.mock.default_credentials();
+        let mut builder = isolated_builder()
+            .set("s3.endpoint", endpoint)
+            .set("s3.region", self.mock.region())
+            .set("s3.access_key_id", creds.access_key_id.clone())
+            .set("s3.secret_access_key", creds.secret_access_key.clone());
+        if let Some(token) = &creds.session_token {
+            builder = builder.set("s3.session_token", token.clone());
+        }
+        builder
+    }
+}
+
+impl fmt::Debug for S3MockTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3MockTarget")
+            .field("endpoint", &self.mock.endpoint())
+            .finish()
+    }
+}
+
+impl Target for S3MockTarget {
+    fn name(&self) -> String {
+        "s3-mock".into()
+    }
+
+    fn builder(&self) -> ClientBuilder {
+        self.builder_for(&self.mock.endpoint())
+    }
+
+    fn address(&self, name: &str) -> String {
+        format!("s3://{BUCKET}/{name}")
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        self.mock.insert(BUCKET, name, bytes.to_vec());
+        Ok(())
+    }
+
+    fn mock(&self) -> Option<&dyn MockControl> {
+        Some(self)
+    }
+}
+
+impl MockControl for S3MockTarget {
+    fn server(&self) -> &MockServer {
+        self.mock.server()
+    }
+
+    fn path_of(&self, name: &str) -> String {
+        object_path(BUCKET, name)
+    }
+
+    fn put_virtual(&self, name: &str, size: u64) {
+        self.mock.insert_virtual(BUCKET, name, size);
+    }
+
+    fn set_etag(&self, name: &str, etag: Option<&str>) {
+        self.mock.set_etag(BUCKET, name, etag);
+    }
+
+    fn refusing(&self, name: &str) -> (ClientBuilder, String) {
+        (
+            self.builder_for(&format!("http://127.0.0.1:{}", self.dead_port)),
+            self.address(name),
+        )
+    }
+}
+
+/// The S3 provider against a real S3-compatible endpoint (SeaweedFS, MinIO, AWS). Objects are
+/// uploaded with signed `PUT`s into `bucket` (created if missing).
+pub struct S3Target {
+    name: String,
+    endpoint: Option<String>,
+    region: String,
+    access_key_id: String,
+    secret_access_key: String,
+    bucket: String,
+    prefix: String,
+}
+
+impl S3Target {
+    /// A target for `bucket` behind `endpoint` (`None` = AWS for `region`), with these keys.
+    pub fn new(
+        name: impl Into<String>,
+        endpoint: Option<String>,
+        region: impl Into<String>,
+        access_key_id: impl Into<String>,
+        secret_access_key: impl Into<String>,
+        bucket: impl Into<String>,
+    ) -> Self {
+        S3Target {
+            name: name.into(),
+            endpoint,
+            region: region.into(),
+            access_key_id: access_key_id.into(),
+            secret_access_key: secret_access_key.into(),
+            bucket: bucket.into(),
+            prefix: format!("karu-conformance-{}", std::process::id()),
+        }
+    }
+
+    fn object_url(&self, key: &str) -> String {
+        let key = percent_encoding::utf8_percent_encode(key, KEY).to_string();
+        match &self.endpoint {
+            Some(e) => format!("{}/{}/{key}", e.trim_end_matches('/'), self.bucket),
+            None => format!(
+                "https://s3.{}.amazonaws.com/{}/{key}",
+                self.region, self.bucket
+            ),
+        }
+    }
+
+    /// Create the bucket if it does not exist (an error answer for an existing bucket is
+    /// fine).
+    pub fn ensure_bucket(&self) -> Result<(), String> {
+        let url = match &self.endpoint {
+            Some(e) => format!("{}/{}", e.trim_end_matches('/'), self.bucket),
+            None => format!("https://s3.{}.amazonaws.com/{}", self.region, self.bucket),
+        };
+        let status = upload::put(&url, &[], &self.signer())?;
+        if status < 300 || status == 409 {
+            Ok(())
+        } else {
+            Err(format!("creating bucket {} answered {status}", self.bucket))
+        }
+    }
+
+    fn signer(&self) -> upload::Signer<'_> {
+        upload::Signer {
+            access_key_id: &self.access_key_id,
+            secret_access_key: &self.secret_access_key,
+            region: &self.region,
+        }
+    }
+}
+
+impl fmt::Debug for S3Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Target")
+            .field("name", &self.name)
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id)
+            .field("bucket", &self.bucket)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Target for S3Target {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn builder(&self) -> ClientBuilder {
+        let mut builder = isolated_builder()
+            .set("s3.region", self.region.clone())
+            .set("s3.access_key_id", self.access_key_id.clone())
+            .set("s3.secret_access_key", self.secret_access_key.clone());
+        if let Some(endpoint) = &self.endpoint {
+            builder = builder.set("s3.endpoint", endpoint.clone());
+        }
+        builder
+    }
+
+    fn address(&self, name: &str) -> String {
+        format!("s3://{}/{}/{name}", self.bucket, self.prefix)
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        let url = self.object_url(&format!("{}/{name}", self.prefix));
+        let status = upload::put(&url, bytes, &self.signer())?;
+        if status < 300 {
+            Ok(())
+        } else {
+            Err(format!("uploading {name} answered {status}"))
+        }
+    }
+}
+
+/// Signed `PUT`s for populating a real endpoint (the conformance suite's only writes).
+mod upload {
+    use std::time::SystemTime;
+
+    use aws_credential_types::Credentials;
+    use aws_sigv4::http_request::{
+        PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
+        UriPathNormalizationMode, sign,
+    };
+    use aws_sigv4::sign::v4;
+    use aws_smithy_runtime_api::client::identity::Identity;
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+
+    pub(super) struct Signer<'a> {
+        pub(super) access_key_id: &'a str,
+        pub(super) secret_access_key: &'a str,
+        pub(super) region: &'a str,
+    }
+
+    /// PUT `body` at `url`, signed; returns the status.
+    pub(super) fn put(url: &str, body: &[u8], signer: &Signer<'_>) -> Result<u16, String> {
+        let credentials = Credentials::new(
+            signer.access_key_id,
+            signer.secret_access_key,
+            None,
+            None,
+            "karu-conformance",
+        );
+        let identity: Identity = credentials.into();
+        let mut settings = SigningSettings::default();
+        settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
+        settings.percent_encoding_mode = PercentEncodingMode::Single;
+        settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+        let params = v4::SigningParams::builder()
+            .identity(&identity)
+            .region(signer.region)
+            .name("s3")
+            .time(SystemTime::now())
+            .settings(settings)
+            .build()
+            .map_err(|e| e.to_string())?
+            .into();
+        let length = body.len().to_string();
+        let signable = SignableRequest::new(
+            "PUT",
+            url,
+            [("content-length", length.as_str())].into_iter(),
+            SignableBody::Bytes(body),
+        )
+        .map_err(|e| e.to_string())?;
+        let (instructions, _) = sign(signable, &params)
+            .map_err(|e| e.to_string())?
+            .into_parts();
+        let mut request = http::Request::builder()
+            .method("PUT")
+            .uri(url)
+            .header("content-length", length)
+            .body(Full::new(Bytes::copy_from_slice(body)))
+            .map_err(|e| e.to_string())?;
+        instructions.apply_to_request_http1x(&mut request);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        runtime.block_on(async move {
+            let mut tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+                rustls::crypto::aws_lc_rs::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates({
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in rustls_native_certs::load_native_certs().certs {
+                    let _ = roots.add(cert);
+                }
+                roots
+            })
+            .with_no_client_auth();
+            tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+            let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+            http.enforce_http(false);
+            let connector = hyper_rustls::HttpsConnector::from((http, tls));
+            let client: Client<_, Full<Bytes>> =
+                Client::builder(TokioExecutor::new()).build(connector);
+            let response = client.request(request).await.map_err(|e| e.to_string())?;
+            let status = response.status().as_u16();
+            let _ = response.into_body().collect().await;
+            Ok(status)
+        })
+    }
+}
