@@ -58,6 +58,10 @@
 
 mod client;
 
+/// The providers of this build, for their configuration types and helpers (for example
+/// `karu::providers::s3::credential` to build an S3 credential in a credential callback).
+pub use karu_providers as providers;
+
 pub use client::{Client, ClientBuilder};
 pub use karu_config::{ConfigBuilder, Snapshot};
 pub use karu_engine::{

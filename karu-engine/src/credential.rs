@@ -262,6 +262,9 @@ enum Entry {
     },
     /// A lookup in flight; waiters wait for `landed` and check again.
     InFlight { id: u64 },
+    /// A lookup that failed: only the requests that waited for that flight take its error;
+    /// a later request starts a new lookup (failures are never cached).
+    Failed { id: u64, error: Error },
 }
 
 struct Prefixed {
@@ -303,6 +306,7 @@ impl CredentialCache {
     /// lookup. Blocks (call it on a credential worker).
     pub fn get(&self, source: &CredentialSource) -> Result<Credential, Error> {
         let mut state = self.state.lock();
+        let mut waited_for = None;
         let landing = loop {
             let now = self.clock.now();
             match state.entries.get(&source.scope) {
@@ -314,7 +318,13 @@ impl CredentialCache {
                     state.stats.hits += 1;
                     return Ok(credential);
                 }
-                Some(Entry::InFlight { .. }) => self.landed.wait(&mut state),
+                Some(Entry::InFlight { id }) => {
+                    waited_for = Some(*id);
+                    self.landed.wait(&mut state);
+                }
+                Some(Entry::Failed { id, error }) if waited_for == Some(*id) => {
+                    return Err(error.clone());
+                }
                 // Cold, refreshable or expired: this request flies.
                 _ => {
                     state.next_flight += 1;
@@ -366,10 +376,16 @@ impl CredentialCache {
                         },
                     );
                 }
-                Err(_) => {
-                    // Never cached: the next request looks up again.
+                Err(error) => {
+                    // Handed to this flight's waiters only: the next request looks up again.
                     state.stats.failures += 1;
-                    state.entries.remove(&landing.scope);
+                    state.entries.insert(
+                        landing.scope,
+                        Entry::Failed {
+                            id: landing.id,
+                            error: error.clone(),
+                        },
+                    );
                 }
             }
         } else if result.is_err() {
@@ -766,6 +782,36 @@ mod tests {
         assert_eq!(value(&cache.get(&src).unwrap()), 3);
         assert_eq!(p.calls.load(Ordering::SeqCst), 3);
         assert_eq!(cache.stats().failures, 2);
+    }
+
+    #[test]
+    fn waiters_share_a_failed_lookup() {
+        let clock = SimClock::new();
+        let cache = Arc::new(CredentialCache::with_clock(clock.clone()));
+        let p = Arc::new(Counting {
+            delay: Duration::from_millis(50),
+            ..Arc::try_unwrap(Counting::new(&clock, None)).unwrap()
+        });
+        p.fail.store(true, Ordering::SeqCst);
+        let src = source(p.clone(), vec![]);
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let cache = Arc::clone(&cache);
+                let src = src.clone();
+                std::thread::spawn(move || cache.get(&src).unwrap_err().status())
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().unwrap(), Status::Credentials);
+        }
+        assert_eq!(
+            p.calls.load(Ordering::SeqCst),
+            1,
+            "one lookup, its failure shared"
+        );
+        // A later request looks up again.
+        assert!(cache.get(&src).is_err());
+        assert_eq!(p.calls.load(Ordering::SeqCst), 2);
     }
 
     #[test]

@@ -15,6 +15,13 @@
 //! assert!(registry.resolve("/tmp/x.bin").is_ok());
 //! ```
 
+#[cfg(feature = "http")]
+pub use karu_provider_http as http;
+#[cfg(feature = "local")]
+pub use karu_provider_local as local;
+#[cfg(feature = "s3")]
+pub use karu_provider_s3 as s3;
+
 /// Register every provider enabled by this crate's features.
 pub fn register_all(registry: &karu_engine::Registry) {
     #[cfg(feature = "local")]

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use karu_config::Settings;
+use tracing::Instrument;
 
 use crate::batch::BatchShared;
 use crate::credential::{Authority, Credential};
@@ -44,8 +45,23 @@ pub(crate) struct Fetch<'a> {
 }
 
 impl Fetch<'_> {
-    /// Fetch `range` into `dst` with retries, resume and corrections.
-    pub(crate) async fn run(mut self, ctx: &LoopCtx, dst: &mut [u8]) -> Result<Fetched, Error> {
+    /// Fetch `range` into `dst` with retries, resume and corrections, inside a `fetch` span
+    /// (the object's redacted identity and the range: never a credential or a query).
+    pub(crate) async fn run(self, ctx: &LoopCtx, dst: &mut [u8]) -> Result<Fetched, Error> {
+        let span = tracing::debug_span!(
+            "fetch",
+            object = %self.locator.canonical(),
+            range = %self.range.header_value(),
+            pinned = self.if_match.is_some(),
+        );
+        let result = self.attempts(ctx, dst).instrument(span.clone()).await;
+        if let Err(e) = &result {
+            span.in_scope(|| tracing::debug!(status = %e.status(), "fetch failed"));
+        }
+        result
+    }
+
+    async fn attempts(mut self, ctx: &LoopCtx, dst: &mut [u8]) -> Result<Fetched, Error> {
         let mut retry = RetryState::new(RetryPolicy::from(&self.settings.retry), self.started);
         let mut rng = fastrand::Rng::new();
         let client = ctx.client(self.settings);
@@ -176,6 +192,11 @@ impl Fetch<'_> {
                     self.auth = Some((authority, fresh));
                 }
                 Decision::RetryAfter(pause) => {
+                    tracing::debug!(
+                        attempt,
+                        wait_ms = pause.as_millis() as u64,
+                        "waiting before the next attempt"
+                    );
                     let until = (Instant::now() + pause).min(retry.deadline());
                     let woke = tokio::select! {
                         biased;
@@ -186,7 +207,18 @@ impl Fetch<'_> {
                         return Err(Failure::cancelled().error);
                     }
                 }
-                Decision::Fail(reason) => return Err(final_error(failure, reason, attempt)),
+                Decision::Fail(reason) => {
+                    let mut error = final_error(failure.error, reason, attempt);
+                    if failure.class == FailureClass::Reauthenticate {
+                        // A fresh credential was refused as expired too: a credential problem.
+                        let code = error.http_status();
+                        error = Error::new(Status::Credentials, error.message().to_string());
+                        if let Some(code) = code {
+                            error = error.with_http_status(code);
+                        }
+                    }
+                    return Err(error);
+                }
             }
         }
     }
@@ -219,8 +251,7 @@ impl Fetch<'_> {
     }
 }
 
-fn final_error(failure: Failure, reason: FailReason, attempts: u32) -> Error {
-    let error = failure.error;
+fn final_error(error: Error, reason: FailReason, attempts: u32) -> Error {
     let suffix = match reason {
         FailReason::Permanent => return error,
         FailReason::AttemptsExhausted => format!(" (gave up after {attempts} attempts)"),

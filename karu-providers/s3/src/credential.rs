@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use aws_config::BehaviorVersion;
 use aws_config::credential_process::CredentialProcessProvider;
@@ -40,6 +40,50 @@ impl fmt::Debug for S3Secret {
             .field("region", &self.region)
             .finish_non_exhaustive()
     }
+}
+
+/// A [`Credential`] for S3 requests from key material the application already holds, for a
+/// [`CredentialCallback`](karu_engine::CredentialCallback) registered for the
+/// [`FAMILY`](crate::FAMILY) `"aws"` (a vendor SDK, a secret manager). Requests are signed
+/// with it exactly as with discovered credentials; `session_token` is sent as
+/// `x-amz-security-token`, and `expires` is when Karu stops reusing it (it refreshes in the
+/// final tenth of the lifetime). Its `Debug` shows neither the secret nor the token.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use karu_engine::CallbackCredential;
+///
+/// let expires = SystemTime::now() + Duration::from_secs(3600);
+/// let credential = karu_provider_s3::credential(
+///     "ASIAEXAMPLE",
+///     "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+///     Some("session-token".to_string()),
+///     Some(expires),
+/// );
+/// assert_eq!(credential.expires(), Some(expires));
+/// assert!(!format!("{credential:?}").contains("EXAMPLEKEY"));
+/// // What a callback returns for every object of one bucket:
+/// let answer = CallbackCredential::for_prefix(credential, "s3://bucket");
+/// # let _ = answer;
+/// ```
+pub fn credential(
+    access_key_id: impl Into<String>,
+    secret_access_key: impl Into<String>,
+    session_token: Option<String>,
+    expires: Option<SystemTime>,
+) -> Credential {
+    let credentials = Credentials::new(
+        access_key_id,
+        secret_access_key,
+        session_token,
+        expires,
+        "karu-callback",
+    );
+    Credential::new(S3Secret {
+        credentials,
+        region: None,
+    })
+    .with_expiry(expires)
 }
 
 /// The runtime aws-config's providers run on, created on the first lookup.

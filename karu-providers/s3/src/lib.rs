@@ -46,6 +46,7 @@ use std::sync::Arc;
 
 pub use backend::S3Backend;
 pub use config::{Addressing, S3Config};
+pub use credential::credential;
 
 /// The URI scheme of S3 objects.
 pub const SCHEME: &str = "s3";

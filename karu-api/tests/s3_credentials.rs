@@ -1,0 +1,383 @@
+//! Every credential source of the S3 provider against loopback fakes: explicit keys, the
+//! environment, profiles, `credential_process` (from a profile and from the configuration),
+//! STS web identity, container credentials, instance metadata (IMDSv2), the order between
+//! them, and discovery turned off. Each test proves three things: the bytes arrived, which
+//! access key signed them (from the S3 mock's log), and how often each source was asked.
+
+#[path = "support/s3.rs"]
+mod s3_support;
+
+use karu::Status;
+use karu_testkit::{CredentialCalls, CredentialFakes, MockCredentials, S3Mock};
+use s3_support::{
+    AwsEnv, BUCKET, assert_failed, assert_no_rejections, assert_ok, build, counting_process,
+    describe, discovering, explicit, key_ids, locate, read_all, runs,
+};
+
+const MIB: u64 = 1 << 20;
+
+/// Three reads of one object (two of them merged), checked; returns the key ids that signed.
+fn read_three(s3: &S3Mock, client: &karu::Client) -> Vec<String> {
+    let object = locate(client, BUCKET, "a.bin");
+    let reads = [(0, 100), (150, 100), (MIB / 2, 4096)];
+    let done = read_all(client, &object, &reads);
+    for (c, &(o, l)) in done.iter().zip(&reads) {
+        assert_ok(c, o, l);
+    }
+    let log = s3.server().requests();
+    assert_no_rejections(s3);
+    let ids = key_ids(&log);
+    assert!(!ids.is_empty(), "{}", describe(&log));
+    ids
+}
+
+fn mock() -> S3Mock {
+    let s3 = S3Mock::start();
+    s3.insert_virtual(BUCKET, "a.bin", MIB);
+    s3
+}
+
+/// Assert that every request was signed with `key_id`.
+#[track_caller]
+fn assert_signed_by(ids: &[String], key_id: &str) {
+    assert!(
+        ids.iter().all(|id| id == key_id),
+        "signed by {ids:?}, expected {key_id}"
+    );
+}
+
+fn env_keys() -> MockCredentials {
+    MockCredentials::new(
+        "AKIDFROMENVIRONMENT1",
+        "environment/secret/key/00000000000000000",
+    )
+    .with_session_token("environment-session-token")
+}
+
+#[test]
+fn explicit_keys_in_the_configuration_beat_keys_in_the_environment() {
+    let s3 = mock();
+    let from_env = env_keys();
+    s3.add_credentials(from_env.clone());
+    let env = AwsEnv::new()
+        .set("AWS_ACCESS_KEY_ID", from_env.access_key_id.clone())
+        .set("AWS_SECRET_ACCESS_KEY", from_env.secret_access_key.clone())
+        .set("AWS_SESSION_TOKEN", from_env.session_token.clone().unwrap());
+    let client = build(explicit(&s3, &env));
+    assert_signed_by(&read_three(&s3, &client), "AKIDEXAMPLE");
+    let log = s3.server().requests();
+    assert!(
+        log.iter()
+            .all(|r| r.header("x-amz-security-token").is_none())
+    );
+    assert_eq!(client.credential_stats().lookups, 1);
+}
+
+#[test]
+fn keys_in_the_environment_are_discovered_with_their_session_token() {
+    let s3 = mock();
+    let from_env = env_keys();
+    s3.add_credentials(from_env.clone());
+    let env = AwsEnv::new()
+        .set("AWS_ACCESS_KEY_ID", from_env.access_key_id.clone())
+        .set("AWS_SECRET_ACCESS_KEY", from_env.secret_access_key.clone())
+        .set("AWS_SESSION_TOKEN", from_env.session_token.clone().unwrap());
+    let client = build(discovering(&s3, &env));
+    assert_signed_by(&read_three(&s3, &client), &from_env.access_key_id);
+    let log = s3.server().requests();
+    for r in &log {
+        assert_eq!(
+            r.header("x-amz-security-token"),
+            Some("environment-session-token")
+        );
+        let signed = s3_support::signed(r).unwrap();
+        assert!(signed.headers.iter().any(|h| h == "x-amz-security-token"));
+    }
+    assert_eq!(client.credential_stats().lookups, 1);
+}
+
+#[test]
+fn profiles_come_from_the_files_chosen_by_aws_profile_or_s3_profile() {
+    let s3 = mock();
+    let keys = |n: &str| {
+        MockCredentials::new(
+            format!("AKIDPROFILE{n:0>9}"),
+            format!("profile/{n}/secret/0000000000000000000"),
+        )
+    };
+    for n in ["default", "p", "q"] {
+        s3.add_credentials(keys(n));
+    }
+    let env = AwsEnv::new().set("AWS_PROFILE", "p");
+    let mut credentials = String::new();
+    for n in ["default", "p", "q"] {
+        let k = keys(n);
+        credentials.push_str(&format!(
+            "[{n}]\naws_access_key_id = {}\naws_secret_access_key = {}\n\n",
+            k.access_key_id, k.secret_access_key
+        ));
+    }
+    env.write_credentials(&credentials);
+    env.write_config("[default]\nregion = us-east-1\n\n[profile p]\nregion = us-east-1\n");
+
+    let by_env = build(discovering(&s3, &env));
+    assert_signed_by(&read_three(&s3, &by_env), &keys("p").access_key_id);
+    assert_eq!(by_env.credential_stats().lookups, 1);
+
+    s3.server().take_requests();
+    let by_config = build(discovering(&s3, &env).set("s3.profile", "q"));
+    assert_signed_by(&read_three(&s3, &by_config), &keys("q").access_key_id);
+    assert_eq!(by_config.credential_stats().lookups, 1);
+}
+
+#[test]
+fn a_profiles_credential_process_runs_once_for_many_reads() {
+    let s3 = mock();
+    let creds = MockCredentials::new(
+        "AKIDPROFILEPROCESS01",
+        "profile/process/secret/000000000000",
+    );
+    s3.add_credentials(creds.clone());
+    let env = AwsEnv::new().set("AWS_PROFILE", "proc");
+    let (command, counter) = counting_process(env.home(), &creds);
+    env.write_config(&format!("[profile proc]\ncredential_process = {command}\n"));
+    let client = build(discovering(&s3, &env));
+    assert_signed_by(&read_three(&s3, &client), &creds.access_key_id);
+    let object = locate(&client, BUCKET, "a.bin");
+    assert_ok(&s3_support::read_one(&client, &object, 7, 7), 7, 7);
+    assert_eq!(runs(&counter), 1, "the process ran once");
+    assert_eq!(client.credential_stats().lookups, 1);
+}
+
+#[test]
+fn s3_credential_process_runs_once_for_many_reads() {
+    let s3 = mock();
+    let creds = MockCredentials::new(
+        "ASIACONFIGPROCESS001",
+        "config/process/secret/0000000000000",
+    )
+    .with_session_token("config-process-token");
+    s3.add_credentials(creds.clone());
+    let env = AwsEnv::new();
+    let (command, counter) = counting_process(env.home(), &creds);
+    let client = build(discovering(&s3, &env).set("s3.credential_process", command));
+    assert_signed_by(&read_three(&s3, &client), &creds.access_key_id);
+    let log = s3.server().requests();
+    assert!(
+        log.iter()
+            .all(|r| r.header("x-amz-security-token") == Some("config-process-token"))
+    );
+    assert_eq!(runs(&counter), 1, "the process ran once");
+    assert_eq!(client.credential_stats().lookups, 1);
+}
+
+/// The fakes, with what they hand out accepted by the mock.
+fn fakes_for(s3: &S3Mock) -> (CredentialFakes, MockCredentials) {
+    let fakes = CredentialFakes::start();
+    let (issued, _) = fakes.issued();
+    s3.add_credentials(issued.clone());
+    (fakes, issued)
+}
+
+const ROLE_ARN: &str = "arn:aws:iam::123456789012:role/karu-web-identity";
+const WEB_TOKEN: &str = "eyJhbGciOiJSUzI1NiJ9.karu-test-web-identity-token.c2lnbmF0dXJl";
+
+fn web_identity_env(fakes: &CredentialFakes) -> AwsEnv {
+    let env = AwsEnv::new();
+    let token_file = env.write_file("web-identity-token", WEB_TOKEN);
+    env.set(
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        token_file.to_str().unwrap().to_string(),
+    )
+    .set("AWS_ROLE_ARN", ROLE_ARN)
+    .set("AWS_ROLE_SESSION_NAME", "karu-test-session")
+    .set("AWS_ENDPOINT_URL_STS", fakes.sts_endpoint())
+}
+
+#[test]
+fn web_identity_assumes_the_role_at_sts_with_the_token_files_contents() {
+    let s3 = mock();
+    let (fakes, issued) = fakes_for(&s3);
+    let env = web_identity_env(&fakes);
+    let client = build(discovering(&s3, &env));
+    assert_signed_by(&read_three(&s3, &client), &issued.access_key_id);
+    let requests = fakes.sts_requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0].web_identity_token, WEB_TOKEN);
+    assert_eq!(requests[0].role_arn, ROLE_ARN);
+    assert_eq!(requests[0].role_session_name, "karu-test-session");
+    assert_eq!(
+        fakes.calls(),
+        CredentialCalls {
+            sts_web_identity: 1,
+            ..CredentialCalls::default()
+        }
+    );
+    assert_eq!(client.credential_stats().lookups, 1);
+}
+
+fn container_env(fakes: &CredentialFakes) -> AwsEnv {
+    AwsEnv::new()
+        .set(
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            fakes.container_full_uri(),
+        )
+        .set("AWS_CONTAINER_AUTHORIZATION_TOKEN", fakes.container_token())
+}
+
+#[test]
+fn container_credentials_come_from_the_full_uri_with_the_authorization_token() {
+    let s3 = mock();
+    let (fakes, issued) = fakes_for(&s3);
+    let env = container_env(&fakes);
+    let client = build(discovering(&s3, &env));
+    assert_signed_by(&read_three(&s3, &client), &issued.access_key_id);
+    let log = s3.server().requests();
+    assert!(
+        log.iter()
+            .all(|r| r.header("x-amz-security-token") == issued.session_token.as_deref())
+    );
+    assert_eq!(
+        fakes.calls(),
+        CredentialCalls {
+            container: 1,
+            ..CredentialCalls::default()
+        }
+    );
+    let sent = fakes.server().requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        sent[0].header("authorization"),
+        Some(fakes.container_token().as_str())
+    );
+    assert_eq!(client.credential_stats().lookups, 1);
+}
+
+fn imds_env(fakes: &CredentialFakes) -> AwsEnv {
+    AwsEnv::new()
+        .unset("AWS_EC2_METADATA_DISABLED")
+        .set("AWS_EC2_METADATA_SERVICE_ENDPOINT", fakes.imds_endpoint())
+}
+
+#[test]
+fn instance_metadata_takes_a_token_then_the_role_then_its_credentials() {
+    let s3 = mock();
+    let (fakes, issued) = fakes_for(&s3);
+    let env = imds_env(&fakes);
+    let client = build(discovering(&s3, &env));
+    assert_signed_by(&read_three(&s3, &client), &issued.access_key_id);
+    let calls = fakes.calls();
+    assert_eq!(
+        (
+            calls.imds_token,
+            calls.imds_role_list,
+            calls.imds_credentials
+        ),
+        (1, 1, 1),
+        "{calls:?}"
+    );
+    assert_eq!((calls.container, calls.sts_web_identity), (0, 0));
+    // IMDSv2: the token first, then the role list and the role's credentials, both with it.
+    let log = fakes.server().requests();
+    let paths: Vec<&str> = log.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(paths.len(), 3, "{paths:?}");
+    assert_eq!(
+        (log[0].method.as_str(), paths[0]),
+        ("PUT", "/latest/api/token")
+    );
+    assert!(
+        paths[1].ends_with('/') && paths[2].ends_with("/karu-test-role"),
+        "{paths:?}"
+    );
+    assert!(
+        log[1..]
+            .iter()
+            .all(|r| r.header("x-aws-ec2-metadata-token").is_some())
+    );
+    assert_eq!(client.credential_stats().lookups, 1);
+}
+
+#[test]
+fn discovery_follows_the_documented_order() {
+    let s3 = mock();
+    let (fakes, issued) = fakes_for(&s3);
+    let profile = MockCredentials::new(
+        "AKIDORDERPROFILE0001",
+        "order/profile/secret/00000000000000",
+    );
+    s3.add_credentials(profile.clone());
+    // Every source at once: web identity, container and instance metadata point at the fakes.
+    let everything = || {
+        web_identity_env(&fakes)
+            .unset("AWS_EC2_METADATA_DISABLED")
+            .set("AWS_EC2_METADATA_SERVICE_ENDPOINT", fakes.imds_endpoint())
+            .set(
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                fakes.container_full_uri(),
+            )
+            .set("AWS_CONTAINER_AUTHORIZATION_TOKEN", fakes.container_token())
+    };
+
+    // A profile with keys comes before all of them: no fake is asked.
+    let env = everything().set("AWS_PROFILE", "ordered");
+    env.write_credentials(&format!(
+        "[ordered]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+        profile.access_key_id, profile.secret_access_key
+    ));
+    let client = build(discovering(&s3, &env));
+    assert_signed_by(&read_three(&s3, &client), &profile.access_key_id);
+    assert_eq!(fakes.calls(), CredentialCalls::default());
+
+    // Then web identity.
+    s3.server().take_requests();
+    let env = everything();
+    let client = build(discovering(&s3, &env));
+    assert_signed_by(&read_three(&s3, &client), &issued.access_key_id);
+    let calls = fakes.calls();
+    assert_eq!(
+        (calls.sts_web_identity, calls.container, calls.imds_token),
+        (1, 0, 0),
+        "{calls:?}"
+    );
+
+    // Then the container endpoint.
+    s3.server().take_requests();
+    let env = everything()
+        .unset("AWS_WEB_IDENTITY_TOKEN_FILE")
+        .unset("AWS_ROLE_ARN");
+    let client = build(discovering(&s3, &env));
+    assert_signed_by(&read_three(&s3, &client), &issued.access_key_id);
+    let calls = fakes.calls();
+    assert_eq!(
+        (calls.sts_web_identity, calls.container, calls.imds_token),
+        (1, 1, 0),
+        "{calls:?}"
+    );
+}
+
+#[test]
+fn without_discovery_and_without_keys_every_read_fails_with_credentials_and_nothing_is_asked() {
+    let s3 = mock();
+    let (fakes, _) = fakes_for(&s3);
+    let from_env = env_keys();
+    s3.add_credentials(from_env.clone());
+    // Sources that discovery would find, all ignored.
+    let env = container_env(&fakes)
+        .unset("AWS_EC2_METADATA_DISABLED")
+        .set("AWS_EC2_METADATA_SERVICE_ENDPOINT", fakes.imds_endpoint())
+        .set("AWS_ACCESS_KEY_ID", from_env.access_key_id.clone())
+        .set("AWS_SECRET_ACCESS_KEY", from_env.secret_access_key.clone())
+        .set("AWS_SESSION_TOKEN", from_env.session_token.clone().unwrap());
+    let client = build(discovering(&s3, &env).set("s3.discovery", false));
+    let object = locate(&client, BUCKET, "a.bin");
+    let done = read_all(&client, &object, &[(0, 10), (MIB / 2, 10)]);
+    for c in &done {
+        assert_failed(c, Status::Credentials);
+    }
+    assert_eq!(s3.server().request_count(), 0, "nothing reached S3");
+    assert_eq!(fakes.server().request_count(), 0, "nothing reached a fake");
+    assert_eq!(fakes.calls(), CredentialCalls::default());
+    let stats = client.credential_stats();
+    assert_eq!(stats.hits, 0, "a failure is not cached: {stats:?}");
+    assert!(stats.failures >= 1, "{stats:?}");
+}
