@@ -89,10 +89,7 @@ impl Batch {
     /// Block until the batch is drained, returning the completions not yet taken, sorted by
     /// their index in the submission.
     pub fn wait(&self) -> Vec<Completion> {
-        let mut all = Vec::new();
-        while let Next::Completion(c) = self.shared.next(None) {
-            all.push(c);
-        }
+        let mut all = self.shared.drain();
         all.sort_by_key(Completion::index);
         all
     }
@@ -166,7 +163,7 @@ impl Future for NextFuture<'_> {
 /// The state shared by a batch and the workers running its transfers.
 pub(crate) struct BatchShared {
     state: Mutex<State>,
-    /// Signalled when a completion is queued or the batch drains.
+    /// Signalled when a completion is queued and a thread waits in `next`, or the batch drains.
     ready: Condvar,
     /// Signalled when the last active transfer ends.
     idle: Condvar,
@@ -182,6 +179,8 @@ struct State {
     pending: usize,
     /// Transfers a worker is running (and whose destinations it may touch).
     active: usize,
+    /// Threads blocked in `next` (woken per completion); `wait` is woken only when drained.
+    next_waiters: usize,
     cancelled: bool,
     wakers: Vec<Waker>,
 }
@@ -193,6 +192,7 @@ impl BatchShared {
                 queue: VecDeque::new(),
                 pending: reads,
                 active: 0,
+                next_waiters: 0,
                 cancelled: false,
                 wakers: Vec::new(),
             }),
@@ -205,16 +205,20 @@ impl BatchShared {
 
     /// Queue completions; each original read must be completed exactly once.
     pub(crate) fn complete(&self, completions: impl IntoIterator<Item = Completion>) {
-        let wakers = {
+        let (wakers, notify) = {
             let mut state = self.state.lock();
             for c in completions {
                 debug_assert!(state.pending > 0, "a read completed twice");
                 state.pending = state.pending.saturating_sub(1);
                 state.queue.push_back(c);
             }
-            std::mem::take(&mut state.wakers)
+            // A thread draining the whole batch only needs the last completion.
+            let notify = state.next_waiters > 0 || state.pending == 0;
+            (std::mem::take(&mut state.wakers), notify)
         };
-        self.ready.notify_all();
+        if notify {
+            self.ready.notify_all();
+        }
         for w in wakers {
             w.wake();
         }
@@ -285,21 +289,34 @@ impl BatchShared {
             if state.pending == 0 {
                 return Next::Drained;
             }
-            match (timeout, deadline) {
-                (None, _) | (Some(_), None) => self.ready.wait(&mut state),
-                (Some(_), Some(deadline)) => {
-                    if self.ready.wait_until(&mut state, deadline).timed_out()
-                        && state.queue.is_empty()
-                    {
-                        return if state.pending == 0 {
-                            Next::Drained
-                        } else {
-                            Next::TimedOut
-                        };
-                    }
+            state.next_waiters += 1;
+            let timed_out = match (timeout, deadline) {
+                (None, _) | (Some(_), None) => {
+                    self.ready.wait(&mut state);
+                    false
                 }
+                (Some(_), Some(deadline)) => {
+                    self.ready.wait_until(&mut state, deadline).timed_out()
+                }
+            };
+            state.next_waiters -= 1;
+            if timed_out && state.queue.is_empty() {
+                return if state.pending == 0 {
+                    Next::Drained
+                } else {
+                    Next::TimedOut
+                };
             }
         }
+    }
+
+    /// Block until every read has completed; take every queued completion.
+    fn drain(&self) -> Vec<Completion> {
+        let mut state = self.state.lock();
+        while state.pending > 0 {
+            self.ready.wait(&mut state);
+        }
+        state.queue.drain(..).collect()
     }
 }
 

@@ -137,6 +137,22 @@ impl<'d> RawSlice<'d> {
     }
 }
 
+/// A vector of `n` zero bytes, or `None` if the allocation fails (never aborts).
+pub(crate) fn zeroed(n: usize) -> Option<Vec<u8>> {
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(n).ok()?;
+    // SAFETY: `layout` has a nonzero size (n > 0).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `[u8; n]`
+    // (alignment 1, capacity n), and all n bytes are initialised (zeroed).
+    Some(unsafe { Vec::from_raw_parts(ptr, n, n) })
+}
+
 /// The bytes of a destination while a transfer fills it, erased of the caller's lifetime.
 ///
 /// The engine moves a `Sink` into the worker that runs the transfer and back out into the
@@ -177,7 +193,9 @@ impl Sink {
         };
         let n = usize::try_from(length).map_err(|_| too_big())?;
         if let Sink::Allocate = self {
-            *self = Sink::Owned(Vec::new());
+            // Fresh zeroed memory from the allocator (calloc: large blocks come zeroed from
+            // the system, with no fill pass).
+            *self = Sink::Owned(zeroed(n).ok_or_else(too_big)?);
         }
         match self {
             Sink::Allocate => Err(Error::internal("destination was not allocated")),

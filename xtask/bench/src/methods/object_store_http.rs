@@ -1,0 +1,153 @@
+//! object_store 0.14.2 over its HTTP store: `get_ranges` per object (it merges ranges less
+//! than 1 MiB apart, with no cap on span or over-fetch, and fetches up to 10 merged ranges at
+//! once, in order). Where a workload has many objects, the caller decides how many objects are
+//! read at once; here, as many as keep at most Karu's concurrency limit of requests in flight.
+//! `ends` reads each object's head (a bounded range) and tail (a suffix range) concurrently.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use object_store::http::{HttpBuilder, HttpStore};
+use object_store::path::Path;
+use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use super::{Context, Outcome, Session};
+use crate::workload::Kind;
+
+/// Most ranges one `get_ranges` call fetches at once (object_store's
+/// `OBJECT_STORE_COALESCE_PARALLEL`, which it does not export).
+const GET_RANGES_PARALLEL: usize = 10;
+
+pub(super) struct ObjectStoreSession<'a> {
+    ctx: Context<'a>,
+    store: Arc<HttpStore>,
+}
+
+impl<'a> ObjectStoreSession<'a> {
+    pub(super) fn open(ctx: Context<'a>) -> Result<Self, String> {
+        let store = HttpBuilder::new()
+            .with_url(ctx.server.base_url())
+            .with_client_options(ClientOptions::new().with_allow_http(true))
+            .build()
+            .map_err(|e| format!("cannot build object_store's HTTP store: {e}"))?;
+        Ok(ObjectStoreSession {
+            ctx,
+            store: Arc::new(store),
+        })
+    }
+
+    /// The store path of an object (its server path without the leading `/`).
+    fn path(&self, object: usize) -> Path {
+        Path::from(
+            self.ctx.workload.objects[object]
+                .path
+                .trim_start_matches('/'),
+        )
+    }
+
+    async fn reads(&self) -> Vec<Result<Bytes, String>> {
+        let workload = self.ctx.workload;
+        let groups = workload.by_object();
+        let most_ranges = groups.iter().map(|(_, g)| g.len()).max().unwrap_or(1);
+        let objects_at_once =
+            (self.ctx.concurrency / most_ranges.clamp(1, GET_RANGES_PARALLEL)).max(1);
+        let permits = Arc::new(Semaphore::new(objects_at_once));
+        let mut tasks = JoinSet::new();
+        for (object, indices) in groups {
+            let store = Arc::clone(&self.store);
+            let path = self.path(object);
+            let ranges: Vec<Range<u64>> = indices
+                .iter()
+                .map(|&i| workload.pieces[i].range())
+                .collect();
+            let permits = Arc::clone(&permits);
+            tasks.spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                let result = store.get_ranges(&path, &ranges).await;
+                (indices, result.map_err(|e| e.to_string()))
+            });
+        }
+        let mut pieces: Vec<Result<Bytes, String>> =
+            vec![Err("not read".to_string()); workload.pieces.len()];
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok((indices, Ok(all))) => {
+                    for (i, bytes) in indices.into_iter().zip(all) {
+                        pieces[i] = Ok(bytes);
+                    }
+                }
+                Ok((indices, Err(message))) => {
+                    for i in indices {
+                        pieces[i] = Err(message.clone());
+                    }
+                }
+                Err(e) => return vec![Err(format!("task failed: {e}")); pieces.len()],
+            }
+        }
+        pieces
+    }
+
+    async fn ends(&self, head: u64, tail: u64) -> Vec<Result<Bytes, String>> {
+        let objects = self.ctx.workload.objects.len();
+        let permits = Arc::new(Semaphore::new((self.ctx.concurrency / 2).max(1)));
+        let mut tasks = JoinSet::new();
+        for object in 0..objects {
+            let store = Arc::clone(&self.store);
+            let path = self.path(object);
+            let permits = Arc::clone(&permits);
+            tasks.spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                let get = |range: GetRange| {
+                    let store = Arc::clone(&store);
+                    let path = path.clone();
+                    async move {
+                        let options = GetOptions::new().with_range(Some(range));
+                        let result = store.get_opts(&path, options).await?;
+                        result.bytes().await
+                    }
+                };
+                let (h, t) =
+                    tokio::join!(get(GetRange::Bounded(0..head)), get(GetRange::Suffix(tail)));
+                (
+                    object,
+                    h.map_err(|e| e.to_string()),
+                    t.map_err(|e| e.to_string()),
+                )
+            });
+        }
+        let mut pieces: Vec<Result<Bytes, String>> = vec![Err("not read".to_string()); objects * 2];
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok((object, h, t)) => {
+                    pieces[2 * object] = h;
+                    pieces[2 * object + 1] = t;
+                }
+                Err(e) => return vec![Err(format!("task failed: {e}")); pieces.len()],
+            }
+        }
+        pieces
+    }
+}
+
+impl Session for ObjectStoreSession<'_> {
+    fn run(&mut self) -> Result<Outcome, String> {
+        let kind = self.ctx.workload.kind;
+        let (wall, pieces) = self.ctx.runtime.block_on(async {
+            let started = Instant::now();
+            let pieces = match kind {
+                Kind::Reads => self.reads().await,
+                Kind::Ends { head, tail } => self.ends(head, tail).await,
+            };
+            (started.elapsed(), pieces)
+        });
+        Ok(Outcome {
+            wall,
+            pieces,
+            karu: None,
+        })
+    }
+}

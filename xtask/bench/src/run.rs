@@ -1,0 +1,704 @@
+//! Running a workload: one mock server, every method on it in turn (cold batch on a new
+//! client, then steady batches), counting from the server's request log, checking every
+//! byte, and printing the tables.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use karu::BatchOptions;
+use karu_testkit::{MockServer, fill_pattern};
+
+use crate::methods::{self, Context, KaruFigures, Method, Session};
+use crate::report::{Align, Table, bytes, count};
+use crate::workload::{Shape, Workload};
+use crate::{Bandwidth, CpuOptions, Options};
+
+/// The link model's bandwidth: 1 Gbit/s.
+const LINK: u64 = 125_000_000;
+
+/// Above this estimated time the sequential client runs only when asked (`--sequential`).
+const SEQUENTIAL_BUDGET: Duration = Duration::from_secs(30);
+
+/// One batch of one method, as the server saw it.
+#[derive(Debug)]
+struct Run {
+    wall: Duration,
+    /// Requests in the server's log for this batch.
+    requests: u64,
+    /// Distinct TCP connections that carried them.
+    connections: usize,
+    /// Connections the server accepted during the batch.
+    new_connections: u64,
+    /// The most requests the server had in flight at once.
+    peak: u64,
+    /// Body bytes the server sent for them.
+    bytes_sent: u64,
+    karu: Option<KaruFigures>,
+    check: Check,
+}
+
+/// Every piece checked against the pattern of the virtual objects.
+#[derive(Debug, Default)]
+struct Check {
+    ok: usize,
+    wrong: usize,
+    failed: usize,
+    first_failure: Option<String>,
+}
+
+impl Check {
+    fn passed(&self) -> bool {
+        self.wrong == 0 && self.failed == 0
+    }
+
+    fn text(&self) -> String {
+        match (self.wrong, self.failed) {
+            (0, 0) => "ok".into(),
+            (0, f) => format!("{f} FAILED"),
+            (w, 0) => format!("{w} WRONG"),
+            (w, f) => format!("{w} WRONG, {f} FAILED"),
+        }
+    }
+}
+
+/// A method's cold batch and its steady ones.
+#[derive(Debug)]
+struct Measured {
+    method: Method,
+    cold: Run,
+    steady: Vec<Run>,
+}
+
+impl Measured {
+    /// The steady run of median wall time.
+    fn steady(&self) -> Option<&Run> {
+        let mut runs: Vec<&Run> = self.steady.iter().collect();
+        runs.sort_by_key(|r| r.wall);
+        runs.get(runs.len() / 2).copied()
+    }
+
+    /// The run reported for `phase`.
+    fn pick(&self, phase: Phase) -> Option<&Run> {
+        match phase {
+            Phase::Cold => Some(&self.cold),
+            Phase::Steady => self.steady(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Cold,
+    Steady,
+}
+
+/// One network condition.
+#[derive(Debug, Clone, Copy)]
+struct Scenario {
+    latency: Duration,
+    bandwidth: Option<u64>,
+}
+
+impl Scenario {
+    fn title(&self) -> String {
+        match self.bandwidth {
+            None => format!(
+                "loopback (latency {} ms, no bandwidth cap)",
+                ms(self.latency)
+            ),
+            Some(b) => format!(
+                "link (latency {} ms, {} shared by all connections)",
+                ms(self.latency),
+                rate(b)
+            ),
+        }
+    }
+}
+
+fn ms(d: Duration) -> String {
+    let v = d.as_secs_f64() * 1000.0;
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn rate(bytes_per_sec: u64) -> String {
+    if bytes_per_sec.is_multiple_of(125_000_000) {
+        format!("{} Gbit/s", bytes_per_sec / 125_000_000)
+    } else if bytes_per_sec.is_multiple_of(125_000) {
+        format!("{} Mbit/s", bytes_per_sec / 125_000)
+    } else {
+        format!("{} B/s", count(bytes_per_sec))
+    }
+}
+
+/// The shared set-up of a workload: server with its objects, runtime, Karu's settings.
+struct Bench {
+    server: MockServer,
+    workload: Workload,
+    runtime: tokio::runtime::Runtime,
+    concurrency: usize,
+}
+
+impl Bench {
+    fn start(workload: Workload, latency: Duration) -> Result<Bench, String> {
+        let server = MockServer::builder()
+            .latency(latency)
+            .start()
+            .map_err(|e| format!("cannot start the mock server: {e}"))?;
+        for o in &workload.objects {
+            server.insert_virtual(&o.path, o.size);
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("bench-rt")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start a tokio runtime: {e}"))?;
+        let probe = methods::karu_client()?;
+        let g = probe.snapshot().global();
+        println!(
+            "Karu settings: io_threads {}, concurrency {}, planner max_gap {}, max_span {}, max_parts {}, max_amplification {}",
+            g.io_threads,
+            g.concurrency,
+            bytes(g.planner.max_gap.0),
+            bytes(g.planner.max_span.0),
+            g.planner.max_parts,
+            g.planner.max_amplification
+        );
+        let concurrency = g.concurrency;
+        Ok(Bench {
+            server,
+            workload,
+            runtime,
+            concurrency,
+        })
+    }
+
+    fn context(&self, batch_options: BatchOptions) -> Context<'_> {
+        Context {
+            server: &self.server,
+            workload: &self.workload,
+            runtime: &self.runtime,
+            concurrency: self.concurrency,
+            batch_options,
+        }
+    }
+
+    /// A cold batch on a new client of `method`, then `runs` steady ones on the same client.
+    fn measure(
+        &self,
+        method: Method,
+        runs: usize,
+        options: BatchOptions,
+    ) -> Result<Measured, String> {
+        let mut session = methods::open(method, self.context(options))?;
+        let cold = self.one(&mut *session)?;
+        let steady = (0..runs)
+            .map(|_| self.one(&mut *session))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Measured {
+            method,
+            cold,
+            steady,
+        })
+    }
+
+    fn one(&self, session: &mut dyn Session) -> Result<Run, String> {
+        self.server.take_requests();
+        self.server.reset_max_in_flight();
+        let accepted = self.server.connections_accepted();
+        let outcome = session.run()?;
+        let log = self.server.take_requests();
+        let new_connections = self.server.connections_accepted() - accepted;
+        let peak = self.server.max_in_flight();
+        let connections: HashSet<u64> = log.iter().map(|r| r.connection).collect();
+        Ok(Run {
+            wall: outcome.wall,
+            requests: log.len() as u64,
+            connections: connections.len(),
+            new_connections,
+            peak,
+            bytes_sent: log.iter().map(|r| r.body_bytes).sum(),
+            karu: outcome.karu,
+            check: verify(&self.workload, &outcome.pieces),
+        })
+    }
+}
+
+/// Compares every piece with the pattern of its object.
+fn verify(workload: &Workload, pieces: &[Result<bytes::Bytes, String>]) -> Check {
+    let mut check = Check::default();
+    let mut scratch = vec![0u8; 1 << 20];
+    for (piece, got) in workload.pieces.iter().zip(pieces) {
+        match got {
+            Err(message) => {
+                check.failed += 1;
+                check.first_failure.get_or_insert_with(|| message.clone());
+            }
+            Ok(data) => {
+                let mut same = data.len() as u64 == piece.length;
+                let mut offset = piece.offset;
+                for chunk in data.chunks(scratch.len()) {
+                    if !same {
+                        break;
+                    }
+                    let expected = &mut scratch[..chunk.len()];
+                    fill_pattern(offset, expected);
+                    same = expected == chunk;
+                    offset += chunk.len() as u64;
+                }
+                if same {
+                    check.ok += 1;
+                } else {
+                    check.wrong += 1;
+                }
+            }
+        }
+    }
+    check.failed += workload.pieces.len().saturating_sub(pieces.len());
+    check
+}
+
+/// `cargo xtask bench scattered|scattered-10k|clustered|tensors|many-objects|ends|http`.
+pub(crate) fn reads(shape: Shape, options: &Options, link_too: bool) -> Result<(), String> {
+    let latency = Duration::from_millis(options.latency_ms);
+    let scenarios: Vec<Scenario> = match options.bandwidth {
+        Some(Bandwidth::None) => vec![None],
+        Some(Bandwidth::Capped(b)) => vec![Some(b)],
+        None if link_too => vec![None, Some(LINK)],
+        None => vec![None],
+    }
+    .into_iter()
+    .map(|bandwidth| Scenario { latency, bandwidth })
+    .collect();
+    let workload = Workload::new(shape, options.seed);
+    println!(
+        "karu-bench {}: {}; requested {} per batch; seed {}",
+        workload.name,
+        workload.description,
+        bytes(workload.requested_bytes()),
+        options.seed
+    );
+    let bench = Bench::start(workload, latency)?;
+    println!(
+        "Columns: requests, conns (distinct connections; in brackets those opened during the batch), \
+         peak (most requests in flight at once) and bytes sent come from the server; \
+         fetched/requested = bytes sent / bytes the reads asked for; vs Karu = wall / Karu's wall."
+    );
+    let mut failed = false;
+    for scenario in &scenarios {
+        bench.server.set_latency(scenario.latency);
+        bench.server.set_bandwidth(scenario.bandwidth);
+        println!();
+        println!("== {} · {} ==", bench.workload.name, scenario.title());
+        let mut all = Vec::new();
+        let mut skipped = Vec::new();
+        let plan = methods_for(
+            &bench.workload,
+            scenario,
+            options,
+            bench.concurrency,
+            &mut skipped,
+        );
+        for (method, runs) in plan {
+            all.push(bench.measure(method, runs, BatchOptions::new())?);
+        }
+        failed |= print_scenario(
+            &bench,
+            scenario,
+            &all,
+            options.runs,
+            options.all_runs,
+            &skipped,
+        );
+    }
+    if failed {
+        Err("some reads failed or delivered wrong bytes (see the check column)".into())
+    } else {
+        Ok(())
+    }
+}
+
+/// The methods to measure and how many steady runs each gets; notes on the skipped ones.
+fn methods_for(
+    workload: &Workload,
+    scenario: &Scenario,
+    options: &Options,
+    concurrency: usize,
+    skipped: &mut Vec<String>,
+) -> Vec<(Method, usize)> {
+    let mut plan = vec![(Method::Karu, options.runs)];
+    if !options.no_object_store {
+        plan.push((Method::ObjectStore, options.runs));
+    }
+    if !options.no_plain {
+        plan.push((
+            Method::Plain {
+                in_flight: concurrency,
+            },
+            options.runs,
+        ));
+    }
+    let requests = workload.pieces.len() as u64;
+    let transfer = scenario
+        .bandwidth
+        .map(|b| Duration::from_secs_f64(workload.requested_bytes() as f64 / b as f64))
+        .unwrap_or_default();
+    let estimate = scenario.latency * requests as u32 + transfer;
+    let label = Method::Plain { in_flight: 1 }.label();
+    if options.no_sequential {
+        skipped.push(format!("{label}: skipped (--no-sequential)"));
+    } else if options.sequential || estimate <= SEQUENTIAL_BUDGET {
+        // One batch only: it takes ~latency × requests, and a second connection changes
+        // nothing worth the wait.
+        plan.push((Method::Plain { in_flight: 1 }, 0));
+    } else {
+        skipped.push(format!(
+            "{label}: skipped (about {:.0} s for {} requests; --sequential runs it)",
+            estimate.as_secs_f64(),
+            count(requests)
+        ));
+    }
+    plan
+}
+
+/// The ideal time of a batch: latency × ⌈transfers / concurrency⌉, plus bytes / bandwidth on
+/// the link model, from Karu's own plan and bytes.
+fn ideal(scenario: &Scenario, karu: &Run, concurrency: usize) -> (Duration, String) {
+    let transfers = karu
+        .karu
+        .and_then(|k| k.transfers)
+        .map(|t| t as u64)
+        .unwrap_or(karu.requests);
+    let rounds = transfers.div_ceil(concurrency.max(1) as u64);
+    let mut ideal = scenario.latency * rounds as u32;
+    let mut text = format!(
+        "{} ms × ⌈{} / {}⌉",
+        ms(scenario.latency),
+        count(transfers),
+        concurrency
+    );
+    if let Some(b) = scenario.bandwidth {
+        ideal += Duration::from_secs_f64(karu.bytes_sent as f64 / b as f64);
+        text.push_str(&format!(" + {} / {}", bytes(karu.bytes_sent), rate(b)));
+    }
+    text.push_str(&format!(" = {:.1} ms", ideal.as_secs_f64() * 1000.0));
+    (ideal, text)
+}
+
+/// Prints the tables of one scenario; returns whether any piece failed its check.
+fn print_scenario(
+    bench: &Bench,
+    scenario: &Scenario,
+    all: &[Measured],
+    runs: usize,
+    all_runs: bool,
+    skipped: &[String],
+) -> bool {
+    let requested = bench.workload.requested_bytes();
+    let Some(karu) = all.iter().find(|m| m.method == Method::Karu) else {
+        return false;
+    };
+    let mut table = Table::new(&[
+        ("method", Align::Left),
+        ("wall ms", Align::Right),
+        ("requests", Align::Right),
+        ("conns (new)", Align::Right),
+        ("peak", Align::Right),
+        ("bytes sent", Align::Right),
+        ("fetched/requested", Align::Right),
+        ("wall/ideal", Align::Right),
+        ("vs Karu", Align::Right),
+        ("check", Align::Left),
+    ]);
+    let mut ideals = Vec::new();
+    for phase in [Phase::Cold, Phase::Steady] {
+        let Some(karu_run) = karu.pick(phase) else {
+            continue;
+        };
+        let (ideal, ideal_text) = ideal(scenario, karu_run, bench.concurrency);
+        table.heading(match phase {
+            Phase::Cold => format!("cold: the first batch on a new client; ideal {ideal_text}"),
+            Phase::Steady => format!(
+                "steady: later batches on the same client, median of {runs}; ideal {ideal_text}"
+            ),
+        });
+        ideals.push((phase, ideal));
+        for m in all {
+            let Some(run) = m.pick(phase) else { continue };
+            let label = format!("  {}", m.method.label());
+            table.row(cells(label, run, requested, ideal, karu_run.wall));
+            if all_runs && phase == Phase::Steady {
+                for (i, run) in m.steady.iter().enumerate() {
+                    let label = format!("      run {}", i + 1);
+                    table.row(cells(label, run, requested, ideal, karu_run.wall));
+                }
+            }
+        }
+    }
+    let failed = all
+        .iter()
+        .flat_map(|m| std::iter::once(&m.cold).chain(&m.steady))
+        .any(|run| !run.check.passed());
+    table.print();
+    if scenario.bandwidth.is_none() {
+        print_loopback_note(all, &ideals);
+    }
+    if scenario.bandwidth.is_some() {
+        println!(
+            "  link model: the ideal adds the transfer time to the latency rounds, as BENCHMARKS.md \
+             defines it; a client that overlaps the two can come in under 1.00"
+        );
+    }
+    for note in skipped {
+        println!("  {note}");
+    }
+    if all.iter().any(|m| m.steady.is_empty()) {
+        println!("  one request per read, sequential: one batch only (listed under cold)");
+    }
+    for m in all {
+        for run in std::iter::once(&m.cold).chain(&m.steady) {
+            if let Some(message) = &run.check.first_failure {
+                println!("  {}: first failure: {message}", m.method.label());
+                break;
+            }
+        }
+    }
+    print_karu_counters(karu);
+    print_targets(bench, all, &ideals);
+    failed
+}
+
+/// On loopback the ideal has no term for moving bytes: say so where a workload is far above
+/// it for that reason.
+fn print_loopback_note(all: &[Measured], ideals: &[(Phase, Duration)]) {
+    let Some(karu) = all.iter().find(|m| m.method == Method::Karu) else {
+        return;
+    };
+    let far = ideals.iter().any(|&(phase, ideal)| {
+        karu.pick(phase)
+            .is_some_and(|run| run.wall.as_secs_f64() > 2.0 * ideal.as_secs_f64())
+    });
+    if far {
+        println!(
+            "  loopback: the ideal counts round trips only, with no term for moving bytes (Karu \
+             moved {} per batch here); `--bandwidth` prices the bytes",
+            bytes(karu.cold.bytes_sent)
+        );
+    }
+}
+
+/// The cells of one row of a scenario's table.
+fn cells(
+    label: String,
+    run: &Run,
+    requested: u64,
+    ideal: Duration,
+    karu_wall: Duration,
+) -> Vec<String> {
+    vec![
+        label,
+        format!("{:.1}", run.wall.as_secs_f64() * 1000.0),
+        count(run.requests),
+        connections(run),
+        count(run.peak),
+        bytes(run.bytes_sent),
+        format!("{:.2}", run.bytes_sent as f64 / requested as f64),
+        format!("{:.2}", run.wall.as_secs_f64() / ideal.as_secs_f64()),
+        format!("{:.2}×", run.wall.as_secs_f64() / karu_wall.as_secs_f64()),
+        run.check.text(),
+    ]
+}
+
+/// Karu's own counters beside the server's log.
+fn print_karu_counters(karu: &Measured) {
+    let mut line = String::from("  Karu's transport_stats():");
+    for (phase, run) in [("cold", Some(&karu.cold)), ("steady", karu.steady())] {
+        let (Some(run), Some(k)) = (run, run.and_then(|r| r.karu)) else {
+            continue;
+        };
+        let agree = k.requests == run.requests && k.body_bytes == run.bytes_sent;
+        line.push_str(&format!(
+            " {phase} {} requests, {} body bytes, {} retries ({});",
+            count(k.requests),
+            count(k.body_bytes),
+            count(k.retries),
+            if agree {
+                "= the server's log".to_string()
+            } else {
+                format!(
+                    "server's log: {} requests, {} bytes",
+                    count(run.requests),
+                    count(run.bytes_sent)
+                )
+            }
+        ));
+    }
+    println!("{}", line.trim_end_matches(';'));
+}
+
+/// The workload's targets from `BENCHMARKS.md` and issue 3, with what was measured.
+fn print_targets(bench: &Bench, all: &[Measured], ideals: &[(Phase, Duration)]) {
+    let Some(karu) = all.iter().find(|m| m.method == Method::Karu) else {
+        return;
+    };
+    let object_store = all.iter().find(|m| m.method == Method::ObjectStore);
+    let requested = bench.workload.requested_bytes() as f64;
+    let scattered = bench.workload.name == "scattered";
+    for (phase, ideal) in ideals {
+        let (name, k, o) = match phase {
+            Phase::Cold => ("cold", Some(&karu.cold), object_store.map(|m| &m.cold)),
+            Phase::Steady => (
+                "steady",
+                karu.steady(),
+                object_store.and_then(Measured::steady),
+            ),
+        };
+        let Some(k) = k else { continue };
+        let ratio = k.wall.as_secs_f64() / ideal.as_secs_f64();
+        let mut line = format!("  {name}: Karu wall/ideal {ratio:.2}");
+        if scattered {
+            line.push_str(&format!(" (target ≤ 1.10: {})", verdict(ratio <= 1.10)));
+        }
+        if let Some(o) = o {
+            let speedup = o.wall.as_secs_f64() / k.wall.as_secs_f64();
+            line.push_str(&format!("; object_store/Karu {speedup:.2}×"));
+            if scattered {
+                line.push_str(&format!(
+                    " (target ≥ 2× in issue 3: {}; ≥ 2.5× in BENCHMARKS.md: {})",
+                    verdict(speedup >= 2.0),
+                    verdict(speedup >= 2.5)
+                ));
+            } else if bench.workload.name == "scattered-10k" {
+                line.push_str(&format!(" (target > 1: {})", verdict(speedup > 1.0)));
+            }
+        }
+        let amplification = k.bytes_sent as f64 / requested;
+        line.push_str(&format!("; Karu fetched/requested {amplification:.2}"));
+        if scattered {
+            line.push_str(&format!(" (target ≤ 2: {})", verdict(amplification <= 2.0)));
+        }
+        println!("{line}");
+    }
+}
+
+/// Connections that carried a batch, and how many of them were opened for it.
+fn connections(run: &Run) -> String {
+    format!(
+        "{} ({})",
+        count(run.connections as u64),
+        count(run.new_connections)
+    )
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "MISSED" }
+}
+
+/// `cargo xtask bench cpu`: requests per second, no latency, loopback, never merging.
+pub(crate) fn cpu(options: &CpuOptions) -> Result<(), String> {
+    let mut workload = Workload::new(
+        Shape::Scattered {
+            reads: options.reads,
+        },
+        options.seed,
+    );
+    workload.name = "cpu";
+    println!(
+        "karu-bench cpu: {}, no latency, no bandwidth cap, never merging (max_gap 0); seed {}",
+        workload.description, options.seed
+    );
+    let bench = Bench::start(workload, Duration::ZERO)?;
+    let mut all =
+        vec![bench.measure(Method::Karu, options.runs, BatchOptions::new().max_gap(0))?];
+    if !options.no_plain {
+        all.push(bench.measure(
+            Method::Plain {
+                in_flight: bench.concurrency,
+            },
+            options.runs,
+            BatchOptions::new(),
+        )?);
+    }
+    let mut table = Table::new(&[
+        ("method", Align::Left),
+        ("wall ms", Align::Right),
+        ("requests", Align::Right),
+        ("conns (new)", Align::Right),
+        ("peak", Align::Right),
+        ("bytes sent", Align::Right),
+        ("requests/s", Align::Right),
+        ("check", Align::Left),
+    ]);
+    let mut failed = false;
+    for phase in [Phase::Cold, Phase::Steady] {
+        table.heading(match phase {
+            Phase::Cold => "cold: the first batch on a new client".to_string(),
+            Phase::Steady => format!(
+                "steady: later batches on the same client, median of {}",
+                options.runs
+            ),
+        });
+        for m in &all {
+            let Some(run) = m.pick(phase) else { continue };
+            failed |= !run.check.passed();
+            table.row(vec![
+                format!("  {}", m.method.label()),
+                format!("{:.1}", run.wall.as_secs_f64() * 1000.0),
+                count(run.requests),
+                connections(run),
+                count(run.peak),
+                bytes(run.bytes_sent),
+                count((run.requests as f64 / run.wall.as_secs_f64()) as u64),
+                run.check.text(),
+            ]);
+        }
+    }
+    println!();
+    table.print();
+    print_karu_counters(&all[0]);
+    if let Some(run) = all[0].steady() {
+        let per_sec = run.requests as f64 / run.wall.as_secs_f64();
+        println!(
+            "  steady: Karu {} requests/s (target ≥ 40,000: {})",
+            count(per_sec as u64),
+            verdict(per_sec >= 40_000.0)
+        );
+    }
+    if failed {
+        Err("some reads failed or delivered wrong bytes (see the check column)".into())
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_read_as_links() {
+        assert_eq!(rate(125_000_000), "1 Gbit/s");
+        assert_eq!(rate(12_500_000), "100 Mbit/s");
+        assert_eq!(rate(1_000), "1,000 B/s");
+    }
+
+    #[test]
+    fn verify_finds_wrong_and_missing_bytes() {
+        let w = Workload::new(Shape::Scattered { reads: 3 }, 1);
+        let good: Vec<Result<bytes::Bytes, String>> = w
+            .pieces
+            .iter()
+            .map(|p| Ok(karu_testkit::pattern(p.offset, p.length as usize).into()))
+            .collect();
+        assert!(verify(&w, &good).passed());
+        let mut bad = good.clone();
+        bad[0] = Ok(karu_testkit::pattern(w.pieces[0].offset + 1, 4096).into());
+        bad[1] = Err("boom".into());
+        let check = verify(&w, &bad[..2]);
+        assert_eq!((check.ok, check.wrong, check.failed), (0, 1, 2));
+    }
+}
