@@ -66,6 +66,6 @@ pub use http::check::RangeSpec;
 pub use http::request::{
     Capabilities, Correction, ErrorResponse, HttpOptions, PrepareContext, PreparedRequest,
 };
-pub use locator::{CanonicalPath, Locator, Resolved, Target, Window};
+pub use locator::{CanonicalPath, Locator, Resolved, Target, Window, redact_address};
 pub use read::{Completion, Read, UNBOUNDED};
 pub use status::{Error, Status};

@@ -290,6 +290,39 @@ impl fmt::Display for Locator {
     }
 }
 
+/// An address as it may appear in a message: user information (`user:password@`) and the
+/// query string (which may hold a signature) replaced by `<redacted>`.
+///
+/// ```
+/// assert_eq!(
+///     karu_engine::redact_address("https://u:p@h/a?sig=x"),
+///     "https://<redacted>@h/a?<redacted>"
+/// );
+/// ```
+pub fn redact_address(address: &str) -> String {
+    let (without_query, had_query) = match address.find('?') {
+        Some(i) => (&address[..i], true),
+        None => (address, false),
+    };
+    let mut out = match without_query.find("://") {
+        Some(i) => {
+            let rest = &without_query[i + 3..];
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let authority = &rest[..authority_end];
+            let host = match authority.rfind('@') {
+                Some(at) => format!("<redacted>@{}", &authority[at + 1..]),
+                None => authority.to_string(),
+            };
+            format!("{}://{host}{}", &without_query[..i], &rest[authority_end..])
+        }
+        None => without_query.to_string(),
+    };
+    if had_query {
+        out.push_str("?<redacted>");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

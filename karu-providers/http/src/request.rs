@@ -13,7 +13,10 @@ pub(crate) fn resolve(address: &str) -> Result<Resolved, Error> {
     let invalid = |why: &str| {
         Error::new(
             Status::InvalidArgument,
-            format!("invalid HTTP address {}: {why}", redact(address)),
+            format!(
+                "invalid HTTP address {}: {why}",
+                karu_engine::redact_address(address)
+            ),
         )
     };
     let mut url = Url::parse(address).map_err(|e| invalid(&e.to_string()))?;
@@ -50,13 +53,6 @@ pub(crate) fn prepare(
     request.options.sensitive_headers = credential::apply(config, &mut request.headers)?;
     request.options.follow_redirects = config.follows_redirects();
     Ok(request)
-}
-
-fn redact(address: &str) -> String {
-    match address.find('?') {
-        Some(i) => format!("{}?<redacted>", &address[..i]),
-        None => address.to_string(),
-    }
 }
 
 #[cfg(test)]

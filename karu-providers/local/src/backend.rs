@@ -65,7 +65,10 @@ impl Backend for LocalBackend {
 fn invalid(address: &str, why: &str) -> Error {
     Error::new(
         Status::InvalidArgument,
-        format!("invalid local address {address:?}: {why}"),
+        format!(
+            "invalid local address {:?}: {why}",
+            karu_engine::redact_address(address)
+        ),
     )
 }
 

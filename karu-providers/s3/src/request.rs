@@ -66,7 +66,7 @@ impl Address {
 /// style; the path percent-decoded).
 pub(crate) fn parse(address: &str) -> Result<Address, S3Error> {
     let invalid = |why| S3Error::InvalidAddress {
-        address: redact(address),
+        address: karu_engine::redact_address(address),
         why,
     };
     if address.len() > 5 && address[..5].eq_ignore_ascii_case("s3://") {
@@ -288,13 +288,6 @@ fn element<'a>(text: &'a str, name: &str) -> Option<&'a str> {
     let start = text.find(&open)? + open.len();
     let end = start + text[start..].find(&close)?;
     Some(text[start..end].trim())
-}
-
-fn redact(address: &str) -> String {
-    match address.find('?') {
-        Some(i) => format!("{}?<redacted>", &address[..i]),
-        None => address.to_string(),
-    }
 }
 
 #[cfg(test)]
