@@ -38,7 +38,7 @@
 //!         Next::Drained => break,     // every read has completed
 //!     }
 //! }
-//! # Ok::<(), karu::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # Buffers

@@ -6,19 +6,20 @@
 //! `#[path = "support/http.rs"] mod http_support;` and uses a subset of it.
 #![allow(dead_code)]
 
+#[path = "remote.rs"]
+mod remote;
+pub(crate) use remote::*;
+
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use karu::{Batch, Client, ClientBuilder, Completion, Locator, Next, Read, Status};
-use karu_testkit::{MockServer, RequestRecord, pattern_byte};
+use karu::{Client, ClientBuilder, Locator};
+use karu_testkit::{MockServer, RequestRecord};
 
 /// One kibibyte.
 pub(crate) const KIB: u64 = 1 << 10;
 /// One mebibyte.
 pub(crate) const MIB: u64 = 1 << 20;
-
-/// How long a test waits for something that must happen; only reached when the code is broken.
-pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
 
 /// A builder that reads no config file and no process environment.
 pub(crate) fn isolated() -> ClientBuilder {
@@ -51,77 +52,6 @@ pub(crate) fn locate(client: &Client, server: &MockServer, path: &str) -> Locato
     client
         .locate(&server.url(path))
         .expect("a mock server URL resolves")
-}
-
-/// Take every completion of `batch`, failing the test if one takes longer than [`PATIENCE`]
-/// (instead of hanging), sorted by submission index.
-pub(crate) fn drain(batch: &Batch) -> Vec<Completion> {
-    let mut all = Vec::new();
-    loop {
-        match batch.next(PATIENCE) {
-            Next::Completion(c) => all.push(c),
-            Next::Drained => break,
-            Next::TimedOut => panic!("no completion within {PATIENCE:?}; {batch:?}"),
-        }
-    }
-    all.sort_by_key(Completion::index);
-    all
-}
-
-/// Submit `reads` of `(offset, length)` on `object` and take their completions.
-pub(crate) fn read_all(client: &Client, object: &Locator, reads: &[(u64, u64)]) -> Vec<Completion> {
-    let batch = client.submit(reads.iter().map(|&(o, l)| Read::new(object, o, l)));
-    drain(&batch)
-}
-
-/// One read as a one-read batch, its completion.
-pub(crate) fn read_one(client: &Client, object: &Locator, offset: u64, length: u64) -> Completion {
-    drain(&client.submit([Read::new(object, offset, length)]))
-        .pop()
-        .expect("one completion")
-}
-
-/// Assert that `bytes` are the mock's pattern bytes from absolute offset `start`, naming the
-/// first difference instead of printing two long vectors.
-#[track_caller]
-pub(crate) fn assert_pattern(bytes: &[u8], start: u64, len: u64) {
-    assert_eq!(
-        bytes.len() as u64,
-        len,
-        "length of the bytes read at {start}"
-    );
-    if let Some(i) = (0..bytes.len()).find(|&i| bytes[i] != pattern_byte(start + i as u64)) {
-        panic!(
-            "byte {i} of the read at {start} (object offset {}) is {:#04x}, expected {:#04x}",
-            start + i as u64,
-            bytes[i],
-            pattern_byte(start + i as u64)
-        );
-    }
-}
-
-/// Assert a successful read of `len` pattern bytes at absolute offset `start`.
-#[track_caller]
-pub(crate) fn assert_ok(c: &Completion, start: u64, len: u64) {
-    assert_eq!(c.status(), Status::Ok, "{c:?}");
-    assert_eq!(c.bytes_received(), len, "{c:?}");
-    assert_pattern(c.bytes(), start, len);
-}
-
-/// Assert a read that reached the end of the object after `prefix` bytes.
-#[track_caller]
-pub(crate) fn assert_prefix(c: &Completion, start: u64, prefix: u64) {
-    assert_eq!(c.status(), Status::RangeNotSatisfiable, "{c:?}");
-    assert_eq!(c.bytes_received(), prefix, "{c:?}");
-    assert_pattern(&c.bytes()[..prefix as usize], start, prefix);
-}
-
-/// Assert a read that failed on its own with `status`, delivering nothing.
-#[track_caller]
-pub(crate) fn assert_failed(c: &Completion, status: Status) {
-    assert_eq!(c.status(), status, "{c:?}");
-    assert_eq!(c.bytes_received(), 0, "{c:?}");
-    assert_eq!(c.error().map(karu::Error::status), Some(status), "{c:?}");
 }
 
 /// The closed ranges of the log, in arrival order (`None` for a request without one).

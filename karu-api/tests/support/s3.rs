@@ -14,15 +14,15 @@
 //! the loopback fake.
 #![allow(dead_code)]
 
+#[path = "remote.rs"]
+mod remote;
+pub(crate) use remote::*;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use karu::{Batch, Client, ClientBuilder, Completion, Locator, Next, Read, Status};
-use karu_testkit::{MockCredentials, RequestRecord, S3Mock, pattern_byte};
-
-/// How long a test waits for something that must happen; only reached when the code is broken.
-pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
+use karu::{Client, ClientBuilder, Locator};
+use karu_testkit::{MockCredentials, RequestRecord, S3Mock};
 
 /// The bucket most tests read from.
 pub(crate) const BUCKET: &str = "karu-bucket";
@@ -144,67 +144,6 @@ pub(crate) fn locate(client: &Client, bucket: &str, key: &str) -> Locator {
     client
         .locate(&format!("s3://{bucket}/{key}"))
         .expect("an s3:// address resolves")
-}
-
-/// Take every completion of `batch`, failing the test if one takes longer than [`PATIENCE`]
-/// (instead of hanging), sorted by submission index.
-pub(crate) fn drain(batch: &Batch) -> Vec<Completion> {
-    let mut all = Vec::new();
-    loop {
-        match batch.next(PATIENCE) {
-            Next::Completion(c) => all.push(c),
-            Next::Drained => break,
-            Next::TimedOut => panic!("no completion within {PATIENCE:?}; {batch:?}"),
-        }
-    }
-    all.sort_by_key(Completion::index);
-    all
-}
-
-/// Submit `reads` of `(offset, length)` on `object` and take their completions.
-pub(crate) fn read_all(client: &Client, object: &Locator, reads: &[(u64, u64)]) -> Vec<Completion> {
-    drain(&client.submit(reads.iter().map(|&(o, l)| Read::new(object, o, l))))
-}
-
-/// One read as a one-read batch, its completion.
-pub(crate) fn read_one(client: &Client, object: &Locator, offset: u64, length: u64) -> Completion {
-    drain(&client.submit([Read::new(object, offset, length)]))
-        .pop()
-        .expect("one completion")
-}
-
-/// Assert that `bytes` are the pattern bytes from object offset `start`, naming the first
-/// difference.
-#[track_caller]
-pub(crate) fn assert_pattern(bytes: &[u8], start: u64, len: u64) {
-    assert_eq!(
-        bytes.len() as u64,
-        len,
-        "length of the bytes read at {start}"
-    );
-    if let Some(i) = (0..bytes.len()).find(|&i| bytes[i] != pattern_byte(start + i as u64)) {
-        panic!(
-            "byte {i} of the read at {start} is {:#04x}, expected {:#04x}",
-            bytes[i],
-            pattern_byte(start + i as u64)
-        );
-    }
-}
-
-/// Assert a successful read of `len` pattern bytes at object offset `start`.
-#[track_caller]
-pub(crate) fn assert_ok(c: &Completion, start: u64, len: u64) {
-    assert_eq!(c.status(), Status::Ok, "{c:?}");
-    assert_eq!(c.bytes_received(), len, "{c:?}");
-    assert_pattern(c.bytes(), start, len);
-}
-
-/// Assert a read that failed on its own with `status`, delivering nothing.
-#[track_caller]
-pub(crate) fn assert_failed(c: &Completion, status: Status) {
-    assert_eq!(c.status(), status, "{c:?}");
-    assert_eq!(c.bytes_received(), 0, "{c:?}");
-    assert_eq!(c.error().map(karu::Error::status), Some(status), "{c:?}");
 }
 
 /// The parts of a request's SigV4 `Authorization` header.
