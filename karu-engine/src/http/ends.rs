@@ -10,6 +10,7 @@ use crate::credential::{Authority, Credential};
 use crate::http::LoopCtx;
 use crate::http::check::RangeSpec;
 use crate::http::fetch::{Fetch, Fetched};
+use crate::http::landing::Slice;
 use crate::locator::Locator;
 use crate::status::{Error, Status};
 
@@ -81,7 +82,11 @@ pub(crate) async fn read_ends(
     let head_range = RangeSpec::closed(base, head_len.max(1));
     let (hf, tf) = if suffix_ok && tail_len > 0 {
         let mut one = [0u8; 1];
-        let head_dst: &mut [u8] = if head_len == 0 { &mut one } else { &mut head };
+        let head_dst: &mut [u8] = if head_len == 0 {
+            &mut one[..]
+        } else {
+            &mut head[..]
+        };
         let (hr, tr) = both(
             ctx,
             probe.range(head_range, None, head_dst),
@@ -91,7 +96,11 @@ pub(crate) async fn read_ends(
         (hr?, Some(tr?))
     } else {
         let mut one = [0u8; 1];
-        let head_dst: &mut [u8] = if head_len == 0 { &mut one } else { &mut head };
+        let head_dst: &mut [u8] = if head_len == 0 {
+            &mut one[..]
+        } else {
+            &mut head[..]
+        };
         (probe.range(head_range, None, head_dst).await?, None)
     };
     let size = hf.total.ok_or_else(|| {
@@ -197,7 +206,7 @@ impl Probe<'_> {
             auth: self.auth.clone(),
             started: self.started,
         }
-        .run(self.ctx, dst)
+        .run(self.ctx, &mut Slice(dst))
         .await
     }
 

@@ -22,6 +22,7 @@ use crate::http::check::{
     self, Delivered, Expectation, Receipt, ResponseHead, Verdict, classify_status, summarize_body,
 };
 use crate::http::failure::{self, TransportKind};
+use crate::http::landing::Landing;
 use crate::http::request::{Correction, ErrorResponse, PreparedRequest};
 use crate::http::transport::HttpClient;
 use crate::retry::{FailureClass, RetryAfter};
@@ -121,12 +122,14 @@ pub(crate) struct Exchange<'a> {
 }
 
 impl Exchange<'_> {
-    /// Run one attempt. `dst` receives the kept bytes from its start.
+    /// Run one attempt. The kept bytes land in `dst` from span offset `base` (the bytes a
+    /// resumed read already has come before it).
     pub(crate) async fn run(
         &self,
         request: PreparedRequest,
         expect: Expectation<'_>,
-        dst: &mut [u8],
+        dst: &mut dyn Landing,
+        base: u64,
     ) -> Result<Success, Failure> {
         let origin = origin_of(&request.url);
         let mut url = request.url.clone();
@@ -156,7 +159,7 @@ impl Exchange<'_> {
                 url = next;
                 continue;
             }
-            return self.receive(response, &expect, dst, &host).await;
+            return self.receive(response, &expect, dst, base, &host).await;
         }
         Err(Failure::new(
             Error::new(
@@ -222,7 +225,8 @@ impl Exchange<'_> {
         &self,
         response: Response<Incoming>,
         expect: &Expectation<'_>,
-        dst: &mut [u8],
+        dst: &mut dyn Landing,
+        base: u64,
         host: &str,
     ) -> Result<Success, Failure> {
         let status = response.status().as_u16();
@@ -242,7 +246,7 @@ impl Exchange<'_> {
         };
         match check::check_head(expect, &head) {
             Verdict::Receive(receipt) => {
-                if receipt.keep > dst.len() as u64 {
+                if receipt.keep > dst.span().saturating_sub(base) {
                     return Err(Failure::new(
                         Error::internal("a response promised more bytes than were requested"),
                         FailureClass::Permanent,
@@ -250,7 +254,7 @@ impl Exchange<'_> {
                 }
                 let etag = receipt.etag.clone();
                 let total = receipt.total;
-                self.body(response, &receipt, dst, host)
+                self.body(response, &receipt, dst, base, host)
                     .await
                     .map(|delivered| Success {
                         delivered,
@@ -284,7 +288,8 @@ impl Exchange<'_> {
         &self,
         response: Response<Incoming>,
         receipt: &Receipt,
-        dst: &mut [u8],
+        dst: &mut dyn Landing,
+        base: u64,
         host: &str,
     ) -> Result<Delivered, Failure> {
         let mut body = response.into_body();
@@ -350,8 +355,7 @@ impl Exchange<'_> {
                     chunk = &chunk[skipped as usize..];
                     let take = (keep - kept).min(chunk.len() as u64) as usize;
                     if take > 0 {
-                        let at = kept as usize;
-                        dst[at..at + take].copy_from_slice(&chunk[..take]);
+                        dst.put(base + kept, &chunk[..take]);
                         kept += take as u64;
                     }
                     if receipt.body_len.is_some_and(|len| seen > len) {

@@ -12,6 +12,7 @@ use crate::credential::{Authority, Credential};
 use crate::http::LoopCtx;
 use crate::http::check::{Expectation, RangeSpec, is_single_strong};
 use crate::http::exchange::{self, Exchange, Failure, Limits};
+use crate::http::landing::Landing;
 use crate::http::request::{Correction, PrepareContext};
 use crate::locator::Locator;
 use crate::retry::{Decision, FailReason, FailureClass, RetryPolicy, RetryState};
@@ -47,7 +48,7 @@ pub(crate) struct Fetch<'a> {
 impl Fetch<'_> {
     /// Fetch `range` into `dst` with retries, resume and corrections, inside a `fetch` span
     /// (the object's redacted identity and the range: never a credential or a query).
-    pub(crate) async fn run(self, ctx: &LoopCtx, dst: &mut [u8]) -> Result<Fetched, Error> {
+    pub(crate) async fn run(self, ctx: &LoopCtx, dst: &mut dyn Landing) -> Result<Fetched, Error> {
         let span = tracing::debug_span!(
             "fetch",
             object = %self.locator.canonical(),
@@ -61,7 +62,7 @@ impl Fetch<'_> {
         result
     }
 
-    async fn attempts(mut self, ctx: &LoopCtx, dst: &mut [u8]) -> Result<Fetched, Error> {
+    async fn attempts(mut self, ctx: &LoopCtx, dst: &mut dyn Landing) -> Result<Fetched, Error> {
         let mut retry = RetryState::new(RetryPolicy::from(&self.settings.retry), self.started);
         let mut rng = fastrand::Rng::new();
         let client = ctx.client(self.settings);
@@ -125,10 +126,7 @@ impl Fetch<'_> {
                 accepts_stored_gzip: prepared.options.accept_stored_gzip,
             };
             let attempt_started = Instant::now();
-            let failure = match exchange
-                .run(prepared, expect, &mut dst[kept as usize..])
-                .await
-            {
+            let failure = match exchange.run(prepared, expect, dst, kept).await {
                 Ok(success) => {
                     return Ok(Fetched {
                         available: kept + success.delivered.available,

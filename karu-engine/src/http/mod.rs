@@ -13,6 +13,7 @@ pub(crate) mod ends;
 pub(crate) mod exchange;
 pub(crate) mod failure;
 pub(crate) mod fetch;
+pub(crate) mod landing;
 pub mod request;
 pub(crate) mod transport;
 
@@ -35,6 +36,7 @@ use crate::http::check::RangeSpec;
 use crate::http::credential_workers::CredentialWorkers;
 use crate::http::ends::RemoteEnds;
 use crate::http::fetch::{Fetch, Fetched};
+use crate::http::landing::{Scatter, Slice};
 use crate::http::transport::{DnsCache, HttpClient, Resolver};
 use crate::locator::Locator;
 use crate::read::Completion;
@@ -288,7 +290,7 @@ impl Remote {
                 auth,
                 started: Instant::now(),
             }
-            .run(&ctx, &mut byte)
+            .run(&ctx, &mut Slice(&mut byte))
             .await?;
             let size = fetched.total.ok_or_else(|| {
                 Error::new(
@@ -404,44 +406,37 @@ async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
         auth: transfer.auth.take(),
         started: transfer.started.unwrap_or_else(Instant::now),
     };
-    let completions = if transfer.parts.len() == 1 {
-        // One part: receive straight into its destination.
-        let part = &mut transfer.parts[0];
-        let result = match part.sink.slice(part.length) {
-            Ok(dst) => fetch.run(&ctx, dst).await,
-            Err(e) => Err(e),
-        };
-        scatter(&mut transfer, result, None)
-    } else {
-        // Merged: receive the span once into temporary storage, then copy each segment.
-        let mut span = usize::try_from(transfer.length)
-            .ok()
-            .and_then(crate::read::zeroed)
-            .unwrap_or_default();
-        let result = if span.len() as u64 == transfer.length {
-            fetch.run(&ctx, &mut span).await
-        } else {
-            Err(Error::new(
-                Status::InvalidArgument,
-                format!(
-                    "cannot allocate {} bytes for a merged transfer",
-                    transfer.length
-                ),
-            ))
-        };
-        scatter(&mut transfer, result, Some(&span))
+    // Every part's bytes land straight in its destination: in place for one part, scattered
+    // by offset for a merged transfer (overlaps copied to each part that asked for them).
+    let mut slices = Vec::with_capacity(transfer.parts.len());
+    let mut unallocated = None;
+    for part in transfer.parts.iter_mut() {
+        match part.sink.slice(part.length) {
+            Ok(dst) => slices.push((part.offset_in_span, dst)),
+            Err(e) => {
+                unallocated = Some(e);
+                break;
+            }
+        }
+    }
+    let result = match unallocated {
+        Some(e) => Err(e),
+        None if slices.len() == 1 => {
+            let (_, dst) = slices.pop().unwrap_or_default();
+            fetch.run(&ctx, &mut Slice(dst)).await
+        }
+        None => {
+            let mut scatter = Scatter::new(transfer.length, slices);
+            fetch.run(&ctx, &mut scatter).await
+        }
     };
+    let completions = scatter(&mut transfer, result);
     batch.complete(completions);
     batch.end();
 }
 
-/// Turn a fetch result into one completion per part. `span` holds the merged bytes (None when
-/// the single part was received in place).
-fn scatter(
-    transfer: &mut Transfer,
-    result: Result<Fetched, Error>,
-    span: Option<&[u8]>,
-) -> Vec<Completion> {
+/// Turn a fetch result into one completion per part (the bytes are already in place).
+fn scatter(transfer: &mut Transfer, result: Result<Fetched, Error>) -> Vec<Completion> {
     let parts = std::mem::take(&mut transfer.parts);
     let object_end = transfer.start;
     match result {
@@ -451,20 +446,11 @@ fn scatter(
             .collect(),
         Ok(fetched) => parts
             .into_iter()
-            .map(|mut part| {
+            .map(|part| {
                 let start = part.offset_in_span;
                 let end = start + part.length;
                 let available = fetched.available;
                 let have = available.saturating_sub(start).min(part.length);
-                if let Some(span) = span
-                    && have > 0
-                {
-                    match part.sink.slice(part.length) {
-                        Ok(dst) => dst[..have as usize]
-                            .copy_from_slice(&span[start as usize..(start + have) as usize]),
-                        Err(e) => return part.into_completion(Err(e), 0),
-                    }
-                }
                 if end <= available {
                     let length = part.length;
                     part.into_completion(Ok(()), length)
