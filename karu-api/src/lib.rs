@@ -70,3 +70,5 @@ pub use karu_engine::{
     TransportStats, UNBOUNDED, Window,
 };
 pub use karu_engine::{CallbackCredential, Credential, CredentialCallback, CredentialStats};
+/// What a third-party [`Backend`] builds requests with.
+pub use karu_engine::{Capabilities, Correction, ErrorResponse, PrepareContext, PreparedRequest};

@@ -20,7 +20,8 @@ use crate::settings::Settings;
 /// configured rule and never fills.
 const CACHE_CAPACITY: usize = 4096;
 
-/// The key of a typed section in the cache: matching rules, section name, type.
+/// The key of a cached typed value: matching rules, name (a section, or a section and keys),
+/// type.
 type SectionKey = (Box<[usize]>, String, TypeId);
 
 /// Where a value came from.
@@ -394,19 +395,23 @@ impl Snapshot {
         canonical: &str,
         section: &str,
         keys: &[&str],
-    ) -> Result<Vec<Origin>, ConfigError> {
+    ) -> Result<Arc<Vec<Origin>>, ConfigError> {
         check_section_name(section)?;
-        let resolved = self.inner.resolve(&self.inner.matching(canonical))?;
-        let figment = &resolved.sections_figment;
-        let mut origins = BTreeSet::new();
-        if let Ok(Value::Dict(_, table)) = figment.find_value(section) {
-            for key in keys {
-                if let Some(value) = table.get(*key) {
-                    collect_origins(value, figment, &self.inner.contributions, &mut origins);
+        // Cached like sections: providers ask on every transfer.
+        let name = format!("{section}\0{}", keys.join("\0"));
+        self.cached(canonical, name, || {
+            let resolved = self.inner.resolve(&self.inner.matching(canonical))?;
+            let figment = &resolved.sections_figment;
+            let mut origins = BTreeSet::new();
+            if let Ok(Value::Dict(_, table)) = figment.find_value(section) {
+                for key in keys {
+                    if let Some(value) = table.get(*key) {
+                        collect_origins(value, figment, &self.inner.contributions, &mut origins);
+                    }
                 }
             }
-        }
-        Ok(origins.into_iter().collect())
+            Ok(origins.into_iter().collect::<Vec<Origin>>())
+        })
     }
 
     /// Like [`Snapshot::section`], but cached: every canonical path matching the same path
@@ -420,17 +425,29 @@ impl Snapshot {
     where
         T: DeserializeOwned + Send + Sync + 'static,
     {
+        self.cached(canonical, section.to_string(), || {
+            self.section::<T>(canonical, section)
+        })
+    }
+
+    /// A value computed once per set of matching rules, name and type.
+    fn cached<V: Send + Sync + 'static>(
+        &self,
+        canonical: &str,
+        name: String,
+        compute: impl FnOnce() -> Result<V, ConfigError>,
+    ) -> Result<Arc<V>, ConfigError> {
         let key: SectionKey = (
             self.inner.matching(canonical).into(),
-            section.to_string(),
-            TypeId::of::<Scoped<T>>(),
+            name,
+            TypeId::of::<V>(),
         );
         if let Some(found) = self.inner.sections.lock().get(&key)
-            && let Ok(typed) = Arc::clone(found).downcast::<Scoped<T>>()
+            && let Ok(typed) = Arc::clone(found).downcast::<V>()
         {
             return Ok(typed);
         }
-        let value = Arc::new(self.section::<T>(canonical, section)?);
+        let value = Arc::new(compute()?);
         let mut sections = self.inner.sections.lock();
         if sections.len() >= CACHE_CAPACITY
             && let Some(evicted) = sections.keys().next().cloned()

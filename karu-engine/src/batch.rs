@@ -392,13 +392,21 @@ mod tests {
         let b = batch(1);
         let shared = Arc::clone(&b.shared);
         assert!(shared.begin());
+        let ended = Arc::new(AtomicBool::new(false));
+        let worker_ended = Arc::clone(&ended);
         let worker = std::thread::spawn(move || {
+            // Give a release that does not wait every chance to return first.
             std::thread::sleep(Duration::from_millis(50));
             shared.complete([completion(0)]);
+            worker_ended.store(true, Ordering::SeqCst);
             shared.end();
             shared
         });
         drop(b); // blocks until `end`
+        assert!(
+            ended.load(Ordering::SeqCst),
+            "release returned while a worker still held the batch's buffers"
+        );
         let shared = worker.join().unwrap();
         assert!(!shared.begin(), "a released batch accepts no new transfers");
         assert_eq!(shared.state.lock().active, 0);

@@ -634,7 +634,16 @@ mod tests {
                 delay: Duration::ZERO,
             })
         }
+
+        /// A provider whose lookups take `delay`, so concurrent requests overlap.
+        fn slow(clock: &Arc<SimClock>, lifetime: Option<Duration>, delay: Duration) -> Arc<Self> {
+            Arc::new(Counting {
+                delay,
+                ..Arc::try_unwrap(Counting::new(clock, lifetime)).unwrap()
+            })
+        }
     }
+
     impl CredentialProvider for Counting {
         fn fetch(&self) -> Result<Credential, Error> {
             let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
@@ -644,6 +653,21 @@ mod tests {
             }
             Ok(Credential::new(n).with_expiry(self.lifetime.map(|l| self.clock.now() + l)))
         }
+    }
+
+    /// `n` threads asking the cache for `src` at once; their answers.
+    fn concurrently(
+        cache: &Arc<CredentialCache>,
+        src: &CredentialSource,
+        n: usize,
+    ) -> Vec<Result<Credential, Error>> {
+        let threads: Vec<_> = (0..n)
+            .map(|_| {
+                let (cache, src) = (Arc::clone(cache), src.clone());
+                std::thread::spawn(move || cache.get(&src))
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
     }
 
     fn source(provider: Arc<dyn CredentialProvider>, origins: Vec<Origin>) -> CredentialSource {
@@ -708,19 +732,12 @@ mod tests {
     fn concurrent_cold_requests_share_one_lookup() {
         let clock = SimClock::new();
         let cache = Arc::new(CredentialCache::with_clock(clock.clone()));
-        let p = Arc::new(Counting {
-            delay: Duration::from_millis(50),
-            ..Arc::try_unwrap(Counting::new(&clock, None)).unwrap()
-        });
+        let p = Counting::slow(&clock, None, Duration::from_millis(50));
         let src = source(p.clone(), vec![]);
-        let threads: Vec<_> = (0..16)
-            .map(|_| {
-                let cache = Arc::clone(&cache);
-                let src = src.clone();
-                std::thread::spawn(move || value(&cache.get(&src).unwrap()))
-            })
+        let values: Vec<u64> = concurrently(&cache, &src, 16)
+            .iter()
+            .map(|r| value(r.as_ref().unwrap()))
             .collect();
-        let values: Vec<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
         assert!(values.iter().all(|&v| v == 1), "{values:?}");
         assert_eq!(p.calls.load(Ordering::SeqCst), 1);
     }
@@ -729,21 +746,18 @@ mod tests {
     fn refresh_window_is_single_flight_too() {
         let clock = SimClock::new();
         let cache = Arc::new(CredentialCache::with_clock(clock.clone()));
-        let p = Arc::new(Counting {
-            delay: Duration::from_millis(30),
-            ..Arc::try_unwrap(Counting::new(&clock, Some(Duration::from_secs(100)))).unwrap()
-        });
+        let p = Counting::slow(
+            &clock,
+            Some(Duration::from_secs(100)),
+            Duration::from_millis(30),
+        );
         let src = source(p.clone(), vec![]);
         cache.get(&src).unwrap();
         clock.advance(Duration::from_secs(95));
-        let threads: Vec<_> = (0..8)
-            .map(|_| {
-                let cache = Arc::clone(&cache);
-                let src = src.clone();
-                std::thread::spawn(move || value(&cache.get(&src).unwrap()))
-            })
+        let values: Vec<u64> = concurrently(&cache, &src, 8)
+            .iter()
+            .map(|r| value(r.as_ref().unwrap()))
             .collect();
-        let values: Vec<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
         assert!(values.iter().all(|&v| v == 2), "{values:?}");
         assert_eq!(p.calls.load(Ordering::SeqCst), 2);
     }
@@ -788,21 +802,11 @@ mod tests {
     fn waiters_share_a_failed_lookup() {
         let clock = SimClock::new();
         let cache = Arc::new(CredentialCache::with_clock(clock.clone()));
-        let p = Arc::new(Counting {
-            delay: Duration::from_millis(50),
-            ..Arc::try_unwrap(Counting::new(&clock, None)).unwrap()
-        });
+        let p = Counting::slow(&clock, None, Duration::from_millis(50));
         p.fail.store(true, Ordering::SeqCst);
         let src = source(p.clone(), vec![]);
-        let threads: Vec<_> = (0..8)
-            .map(|_| {
-                let cache = Arc::clone(&cache);
-                let src = src.clone();
-                std::thread::spawn(move || cache.get(&src).unwrap_err().status())
-            })
-            .collect();
-        for t in threads {
-            assert_eq!(t.join().unwrap(), Status::Credentials);
+        for answer in concurrently(&cache, &src, 8) {
+            assert_eq!(answer.unwrap_err().status(), Status::Credentials);
         }
         assert_eq!(
             p.calls.load(Ordering::SeqCst),

@@ -124,8 +124,8 @@ fn read_parts(transfer: &mut Transfer) -> Vec<(Result<(), Error>, u64)> {
         .parts
         .iter_mut()
         .map(|part| {
-            let file = match &file {
-                Ok(f) => f,
+            let (file, size) = match &file {
+                Ok((f, size)) => (f, *size),
                 Err(e) => return (Err(e.clone()), 0),
             };
             let offset = start + part.offset_in_span;
@@ -136,7 +136,7 @@ fn read_parts(transfer: &mut Transfer) -> Vec<(Result<(), Error>, u64)> {
                     Err(e) => return (Err(e), 0),
                 },
                 // An owned buffer holds only what exists: never more than the file has.
-                sink => read_owned(file, offset, part.length, sink),
+                sink => read_owned(file, offset, part.length, size, sink),
             };
             match filled {
                 Ok(n) if n == part.length => (Ok(()), n),
@@ -148,16 +148,23 @@ fn read_parts(transfer: &mut Transfer) -> Vec<(Result<(), Error>, u64)> {
 }
 
 /// Read up to `length` bytes at `offset` into an owned (or not yet allocated) buffer, sized
-/// to what the file holds and grown if the file grew meanwhile. Returns the bytes read.
-fn read_owned(file: &File, offset: u64, length: u64, sink: &mut Sink) -> io::Result<u64> {
+/// to what the file held (`size`, from its metadata) and grown, from fresh metadata, if the
+/// file grew since; with no size (not a regular file) the buffer holds the whole length.
+/// Returns the bytes read.
+fn read_owned(
+    file: &File,
+    offset: u64,
+    length: u64,
+    size: Option<u64>,
+    sink: &mut Sink,
+) -> io::Result<u64> {
     let too_big = || {
         io::Error::new(
             io::ErrorKind::OutOfMemory,
             "cannot allocate the destination",
         )
     };
-    let size = file.metadata()?.len();
-    let mut want = length.min(size.saturating_sub(offset));
+    let mut want = size.map_or(length, |size| length.min(size.saturating_sub(offset)));
     let buffer = match sink {
         Sink::Owned(v) => v,
         _ => {
@@ -178,12 +185,16 @@ fn read_owned(file: &File, offset: u64, length: u64, sink: &mut Sink) -> io::Res
         buffer.resize(want_len, 0);
         let n = read_at_most(file, offset + filled, &mut buffer[filled as usize..])?;
         filled += n;
-        if filled < want || want == length {
+        if filled < want || want == length || size.is_none() {
             buffer.truncate(filled as usize);
             return Ok(filled);
         }
-        // The file may have grown since its size was read: look further, doubling.
-        want = length.min(want.saturating_mul(2).max(want + (64 << 10)));
+        // The file may have grown since its size was read: ask again, and read what is new.
+        let exists = file.metadata()?.len().saturating_sub(offset);
+        if exists <= filled {
+            return Ok(filled);
+        }
+        want = length.min(exists);
     }
 }
 
@@ -220,8 +231,10 @@ fn past_the_end(path: &Path, offset: u64, length: u64, filled: u64) -> Error {
     )
 }
 
-/// Open a file for positional reads, classifying failures.
-pub(crate) fn open(path: &Path) -> Result<File, Error> {
+/// Open a file for positional reads, classifying failures; with its size when opened (`None`
+/// for something that is not a regular file, such as a pipe or a device, whose metadata says
+/// nothing of what can be read).
+pub(crate) fn open(path: &Path) -> Result<(File, Option<u64>), Error> {
     let file = File::open(path).map_err(|e| classify(path, &e))?;
     let meta = file.metadata().map_err(|e| classify(path, &e))?;
     if meta.is_dir() {
@@ -230,7 +243,7 @@ pub(crate) fn open(path: &Path) -> Result<File, Error> {
             format!("{} is a directory, not a file", path.display()),
         ));
     }
-    Ok(file)
+    Ok((file, meta.is_file().then_some(meta.len())))
 }
 
 /// The size of a local file from its metadata.
@@ -292,7 +305,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, b"0123456789").unwrap();
-        let file = open(&path).unwrap();
+        let (file, _) = open(&path).unwrap();
         let mut dst = [0u8; 8];
         assert_eq!(read_at_most(&file, 6, &mut dst).unwrap(), 4);
         assert_eq!(&dst[..4], b"6789");
@@ -310,19 +323,37 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, b"0123456789").unwrap();
-        let file = open(&path).unwrap();
+        let (file, _) = open(&path).unwrap();
         let mut sink = Sink::Allocate;
-        assert_eq!(read_owned(&file, 2, 1 << 62, &mut sink).unwrap(), 8);
+        assert_eq!(
+            read_owned(&file, 2, 1 << 62, Some(10), &mut sink).unwrap(),
+            8
+        );
         match &sink {
-            Sink::Owned(v) => assert_eq!(v.as_slice(), b"23456789"),
+            Sink::Owned(v) => assert_eq!((v.as_slice(), v.capacity()), (&b"23456789"[..], 8)),
             other => panic!("{other:?}"),
         }
-        // A file that grows after its size was read is followed.
+        // A file that grew after its size was read (a stale size of 10 bytes) is followed up
+        // to the length asked for.
         let grown = dir.path().join("g");
-        std::fs::write(&grown, vec![7u8; 200_000]).unwrap();
-        let file = open(&grown).unwrap();
+        let content: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&grown, &content).unwrap();
+        let (file, _) = open(&grown).unwrap();
         let mut sink = Sink::Owned(Vec::with_capacity(4));
-        assert_eq!(read_owned(&file, 0, 150_000, &mut sink).unwrap(), 150_000);
+        assert_eq!(
+            read_owned(&file, 5, 150_000, Some(10), &mut sink).unwrap(),
+            150_000
+        );
+        match &sink {
+            Sink::Owned(v) => assert_eq!(v.as_slice(), &content[5..150_005]),
+            other => panic!("{other:?}"),
+        }
+        // And it stops at the real end when the file is shorter than asked.
+        let mut sink = Sink::Allocate;
+        assert_eq!(
+            read_owned(&file, 190_000, 50_000, Some(10), &mut sink).unwrap(),
+            10_000
+        );
     }
 
     #[test]

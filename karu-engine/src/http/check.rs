@@ -267,7 +267,7 @@ fn partial(expect: &Expectation<'_>, head: &ResponseHead<'_>, etag: Option<Strin
             "Content-Length {cl} disagrees with Content-Range {raw:?}"
         ));
     }
-    let (want_first, want_last, ends_early) = match expect.range {
+    let (want_first, ends_early) = match expect.range {
         RangeSpec::Closed {
             first: want_first,
             last: want_last,
@@ -289,7 +289,7 @@ fn partial(expect: &Expectation<'_>, head: &ResponseHead<'_>, etag: Option<Strin
                      without ending at the object's end"
                 ));
             }
-            (want_first, want_last, ends_early)
+            (want_first, ends_early)
         }
         RangeSpec::Suffix { len } => {
             let Some(total) = total else {
@@ -303,13 +303,12 @@ fn partial(expect: &Expectation<'_>, head: &ResponseHead<'_>, etag: Option<Strin
                     "Content-Range {raw:?} is not the last {want} bytes of a {total}-byte object"
                 ));
             }
-            (first, last, false)
+            (first, false)
         }
     };
     if total.is_some_and(|t| last >= t) {
         return reject(&format!("Content-Range {raw:?} ends beyond its own total"));
     }
-    let _ = want_last;
     Verdict::Receive(Receipt {
         first: want_first,
         skip: 0,
@@ -509,7 +508,9 @@ fn xml_error(text: &str) -> Option<String> {
     }
 }
 
-fn xml_element<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+/// The text of the first `<name>…</name>` element of an XML error body (no parser: error
+/// bodies are small and flat).
+pub fn xml_element<'a>(text: &'a str, name: &str) -> Option<&'a str> {
     let open = format!("<{name}>");
     let close = format!("</{name}>");
     let start = text.find(&open)? + open.len();

@@ -131,14 +131,24 @@ impl Exchange<'_> {
         dst: &mut dyn Landing,
         base: u64,
     ) -> Result<Success, Failure> {
-        let origin = origin_of(&request.url);
-        let mut url = request.url.clone();
-        let mut headers = request.headers.clone();
+        let PreparedRequest {
+            mut url,
+            mut headers,
+            options,
+            ..
+        } = request;
+        let origin = origin_of(&url);
         for _hop in 0..=MAX_REDIRECTS {
             let host = host_of(&url);
-            let response = self.send(&url, &headers, &host).await?;
+            // The headers are only needed again if a redirect may follow.
+            let sent = if options.follow_redirects {
+                headers.clone()
+            } else {
+                std::mem::take(&mut headers)
+            };
+            let response = self.send(url.clone(), sent, &host).await?;
             let status = response.status().as_u16();
-            if request.options.follow_redirects && is_redirect(status) {
+            if options.follow_redirects && is_redirect(status) {
                 let Some(next) = redirect_target(&url, response.headers()) else {
                     return Err(Failure::new(
                         Error::new(
@@ -152,7 +162,7 @@ impl Exchange<'_> {
                 if origin_of(&next) != origin {
                     // Credentials never follow a redirect to another origin.
                     headers.remove(AUTHORIZATION);
-                    for name in &request.options.sensitive_headers {
+                    for name in &options.sensitive_headers {
                         headers.remove(name);
                     }
                 }
@@ -172,13 +182,14 @@ impl Exchange<'_> {
 
     async fn send(
         &self,
-        url: &Uri,
-        headers: &HeaderMap,
+        url: Uri,
+        headers: HeaderMap,
         host: &str,
     ) -> Result<Response<Incoming>, Failure> {
+        tracing::debug!(host, path = url.path(), range = ?headers.get(http::header::RANGE), "request");
         let mut request = Request::builder()
             .method(Method::GET)
-            .uri(url.clone())
+            .uri(url)
             .body(Empty::<Bytes>::new())
             .map_err(|_| {
                 Failure::new(
@@ -186,7 +197,7 @@ impl Exchange<'_> {
                     FailureClass::Permanent,
                 )
             })?;
-        *request.headers_mut() = headers.clone();
+        *request.headers_mut() = headers;
         if !request.headers().contains_key(http::header::USER_AGENT) {
             request.headers_mut().insert(
                 http::header::USER_AGENT,
@@ -194,7 +205,6 @@ impl Exchange<'_> {
             );
         }
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(host, path = url.path(), range = ?headers.get(http::header::RANGE), "request");
         let headers_by = self.headers_by();
         tokio::select! {
             biased;

@@ -430,15 +430,15 @@ async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
             fetch.run(&ctx, &mut scatter).await
         }
     };
-    let completions = scatter(&mut transfer, result);
+    let completions = complete_parts(&mut transfer, result);
     batch.complete(completions);
     batch.end();
 }
 
 /// Turn a fetch result into one completion per part (the bytes are already in place).
-fn scatter(transfer: &mut Transfer, result: Result<Fetched, Error>) -> Vec<Completion> {
+fn complete_parts(transfer: &mut Transfer, result: Result<Fetched, Error>) -> Vec<Completion> {
     let parts = std::mem::take(&mut transfer.parts);
-    let object_end = transfer.start;
+    let first = transfer.start;
     match result {
         Err(error) => parts
             .into_iter()
@@ -455,7 +455,7 @@ fn scatter(transfer: &mut Transfer, result: Result<Fetched, Error>) -> Vec<Compl
                     let length = part.length;
                     part.into_completion(Ok(()), length)
                 } else if fetched.ends_early {
-                    let at = object_end + available;
+                    let at = first + available;
                     let error = Error::new(
                         Status::RangeNotSatisfiable,
                         format!(

@@ -78,7 +78,7 @@ impl Backend for S3Backend {
         let origins = snapshot
             .key_origins(canonical, SECTION, &CREDENTIAL_KEYS)
             .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
-        let scope = CredentialScope::new(FAMILY, origins);
+        let scope = CredentialScope::new(FAMILY, origins.to_vec());
         let provider = {
             let mut discoveries = self.discoveries.lock();
             Arc::clone(discoveries.entry(scope.clone()).or_insert_with(|| {

@@ -12,6 +12,7 @@ use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use http::HeaderMap;
 use http::header::{HeaderName, HeaderValue};
+use karu_engine::http::check::xml_element;
 use karu_engine::{CanonicalPath, Correction, Error, Resolved, Status};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
@@ -257,7 +258,7 @@ pub(crate) fn sign_request(
 /// The correction an S3 error answer asks for, if any.
 pub(crate) fn correction(status: u16, headers: &HeaderMap, body: &[u8]) -> Option<Correction> {
     let text = String::from_utf8_lossy(body);
-    let code = element(&text, "Code");
+    let code = xml_element(&text, "Code").map(str::trim);
     if matches!(
         code,
         Some("ExpiredToken" | "ExpiredTokenException" | "TokenRefreshRequired")
@@ -274,20 +275,16 @@ pub(crate) fn correction(status: u16, headers: &HeaderMap, body: &[u8]) -> Optio
         .get("x-amz-bucket-region")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
-        .or_else(|| element(&text, "Region").map(str::to_string))?;
+        .or_else(|| {
+            xml_element(&text, "Region")
+                .map(str::trim)
+                .map(str::to_string)
+        })?;
     let valid = !region.is_empty()
         && region
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     valid.then_some(Correction::Reprepare { region })
-}
-
-fn element<'a>(text: &'a str, name: &str) -> Option<&'a str> {
-    let open = format!("<{name}>");
-    let close = format!("</{name}>");
-    let start = text.find(&open)? + open.len();
-    let end = start + text[start..].find(&close)?;
-    Some(text[start..end].trim())
 }
 
 #[cfg(test)]

@@ -150,14 +150,6 @@ impl Target for NginxTarget {
     }
 }
 
-/// Bytes an S3 key keeps unencoded in a URL path: unreserved characters and `/`.
-const KEY: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~')
-    .remove(b'/');
-
 /// The bucket the S3 targets use.
 const BUCKET: &str = "karu-conformance";
 
@@ -287,13 +279,10 @@ impl S3Target {
     }
 
     fn object_url(&self, key: &str) -> String {
-        let key = percent_encoding::utf8_percent_encode(key, KEY).to_string();
+        let path = object_path(&self.bucket, key);
         match &self.endpoint {
-            Some(e) => format!("{}/{}/{key}", e.trim_end_matches('/'), self.bucket),
-            None => format!(
-                "https://s3.{}.amazonaws.com/{}/{key}",
-                self.region, self.bucket
-            ),
+            Some(e) => format!("{}{path}", e.trim_end_matches('/')),
+            None => format!("https://s3.{}.amazonaws.com{path}", self.region),
         }
     }
 
