@@ -4,6 +4,7 @@
 mod bench;
 mod conformance;
 mod demo;
+mod features;
 mod table;
 mod test;
 
@@ -26,15 +27,18 @@ enum Task {
     /// what happened to the reads and to each batch.
     Demo,
     /// Install what the tests need, then build and run every test of the workspace (nextest
-    /// if present, else cargo test), then the format and lint checks.
+    /// if present, else cargo test), then the provider-feature builds, format and lint checks.
     Test {
-        /// Skip `cargo fmt --check` and `cargo clippy`.
+        /// Skip the provider-feature builds, `cargo fmt --check` and `cargo clippy`.
         #[arg(long)]
         no_lint: bool,
         /// Extra arguments for the test runner (e.g. `-p karu-engine plan`).
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Check that `karu` builds with no provider feature and with each one alone, and that
+    /// only the `s3` feature brings AWS SDK crates.
+    Features,
     /// Run the provider-agnostic conformance suite: against each provider's mock server (the
     /// fault matrix included), real servers started here (`--real`), or a real endpoint.
     Conformance(conformance::Conformance),
@@ -54,6 +58,7 @@ fn main() -> ExitCode {
     let result = match cli.task {
         Task::Demo => demo::run(),
         Task::Test { no_lint, args } => test::run(!no_lint, &args),
+        Task::Features => features::check(&workspace_root()),
         Task::Bench { args } => bench::run(&args),
         Task::Conformance(args) => conformance::run(args),
     };

@@ -39,6 +39,7 @@ pub(crate) fn run(lint: bool, extra: &[String]) -> Result<(), String> {
         step(&root, &args)?;
     }
     if lint && extra.is_empty() {
+        crate::features::check(&root)?;
         step(&root, &["fmt", "--all", "--", "--check"])?;
         step(
             &root,

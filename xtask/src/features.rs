@@ -1,0 +1,109 @@
+//! The provider features of `karu`: the build with none of them and with each one alone still
+//! compiles, and a build without `s3` carries no AWS SDK crate.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::cargo;
+
+/// Check the library with no provider and with each provider feature alone (a `cargo check`,
+/// not a test run), then that only the `s3` feature brings AWS SDK crates.
+pub(crate) fn check(root: &Path) -> Result<(), String> {
+    let providers = providers(root)?;
+    let mut combinations = vec![None];
+    combinations.extend(providers.iter().map(|p| Some(p.as_str())));
+    for feature in &combinations {
+        let mut args = vec!["check", "--quiet", "-p", "karu-api", "--lib"];
+        args.push("--no-default-features");
+        if let Some(feature) = feature {
+            args.extend(["--features", feature]);
+        }
+        println!("xtask test: cargo {}", args.join(" "));
+        run(root, &args)?;
+    }
+    for feature in providers.iter().filter(|p| p.as_str() != "s3") {
+        let sdk = aws_sdk_crates(root, feature)?;
+        if !sdk.is_empty() {
+            return Err(format!(
+                "karu with only the `{feature}` feature depends on AWS SDK crates: {}",
+                sdk.join(", ")
+            ));
+        }
+    }
+    println!(
+        "xtask test: karu builds with no provider and with each of {} alone",
+        providers.join(", ")
+    );
+    Ok(())
+}
+
+/// The provider features: the `default` features of `karu-api`.
+fn providers(root: &Path) -> Result<Vec<String>, String> {
+    let manifest = root.join("karu-api/Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
+    let parsed: toml::Table =
+        toml::from_str(&text).map_err(|e| format!("{}: {e}", manifest.display()))?;
+    let default = parsed
+        .get("features")
+        .and_then(|f| f.get("default"))
+        .and_then(|d| d.as_array())
+        .ok_or_else(|| format!("{} has no `features.default`", manifest.display()))?;
+    Ok(default
+        .iter()
+        .filter_map(|f| f.as_str().map(str::to_string))
+        .collect())
+}
+
+/// The AWS SDK crates in the normal dependency tree of `karu` built with one feature.
+/// `aws-lc-rs` / `aws-lc-sys` are rustls's cryptography, not the SDK, and do not count.
+fn aws_sdk_crates(root: &Path, feature: &str) -> Result<Vec<String>, String> {
+    let args = [
+        "tree",
+        "-p",
+        "karu-api",
+        "--no-default-features",
+        "--features",
+        feature,
+        "-e",
+        "normal",
+        "--prefix",
+        "none",
+        "--format",
+        "{p}",
+    ];
+    let out = Command::new(cargo())
+        .args(args)
+        .current_dir(root)
+        .output()
+        .map_err(|e| format!("cannot run cargo tree: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`cargo {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let mut sdk: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| name.starts_with("aws-") && !name.starts_with("aws-lc-"))
+        .map(str::to_string)
+        .collect();
+    sdk.sort();
+    sdk.dedup();
+    Ok(sdk)
+}
+
+fn run(root: &Path, args: &[&str]) -> Result<(), String> {
+    let status = Command::new(cargo())
+        .args(args)
+        .current_dir(root)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+    }
+}
