@@ -173,6 +173,35 @@ pub(crate) struct BatchShared {
     cancel_notify: tokio::sync::Notify,
 }
 
+/// Proof that one transfer of a batch is active: while it lives, the transfer may touch its
+/// destinations, and releasing the batch (or ending its scope) waits. Dropping it ends the
+/// transfer, also when a panic unwinds through the worker (the `std::sync::MutexGuard` shape).
+#[must_use = "the transfer ends when the guard is dropped"]
+pub(crate) struct Active<'b> {
+    batch: &'b BatchShared,
+}
+
+impl Active<'_> {
+    /// Queue the transfer's completions, then end it. Completions are queued while the
+    /// transfer is still active, so a waiting release sees the destinations returned before
+    /// it can finish.
+    pub(crate) fn complete(self, completions: impl IntoIterator<Item = Completion>) {
+        self.batch.complete(completions);
+    }
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        self.batch.end();
+    }
+}
+
+impl fmt::Debug for Active<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Active").finish_non_exhaustive()
+    }
+}
+
 struct State {
     queue: VecDeque<Completion>,
     /// Original reads whose completion has not been queued yet.
@@ -224,19 +253,25 @@ impl BatchShared {
         }
     }
 
-    /// A worker is about to run a transfer of this batch. Returns false if the batch was
-    /// cancelled; then the transfer must not touch its destinations.
-    pub(crate) fn begin(&self) -> bool {
+    /// A worker is about to run a transfer of this batch: the guard proves the transfer is
+    /// active (so that [`release`](BatchShared::release) and a scope wait for it) until it is
+    /// dropped, on every path including unwinding. `None` if the batch was cancelled; then the
+    /// transfer must not touch its destinations.
+    ///
+    /// Destinations are only reachable through a borrow of the guard
+    /// ([`Sink::open`](crate::read::Sink::open)), so no slice outlives the transfer's activity.
+    pub(crate) fn begin(&self) -> Option<Active<'_>> {
         let mut state = self.state.lock();
         if state.cancelled {
-            return false;
+            return None;
         }
         state.active += 1;
-        true
+        Some(Active { batch: self })
     }
 
-    /// The worker no longer references the transfer's destinations.
-    pub(crate) fn end(&self) {
+    /// The worker no longer references the transfer's destinations (called by [`Active`]'s
+    /// drop only).
+    fn end(&self) {
         let mut state = self.state.lock();
         state.active -= 1;
         if state.active == 0 {
@@ -391,25 +426,45 @@ mod tests {
     fn release_waits_for_active_transfers() {
         let b = batch(1);
         let shared = Arc::clone(&b.shared);
-        assert!(shared.begin());
+        let (begun, has_begun) = std::sync::mpsc::channel();
         let ended = Arc::new(AtomicBool::new(false));
         let worker_ended = Arc::clone(&ended);
         let worker = std::thread::spawn(move || {
-            // Give a release that does not wait every chance to return first.
-            std::thread::sleep(Duration::from_millis(50));
-            shared.complete([completion(0)]);
-            worker_ended.store(true, Ordering::SeqCst);
-            shared.end();
+            {
+                let active = shared.begin().expect("not cancelled");
+                begun.send(()).unwrap();
+                // Give a release that does not wait every chance to return first.
+                std::thread::sleep(Duration::from_millis(50));
+                worker_ended.store(true, Ordering::SeqCst);
+                active.complete([completion(0)]);
+            }
             shared
         });
-        drop(b); // blocks until `end`
+        has_begun.recv().unwrap();
+        drop(b); // blocks until the guard is dropped
         assert!(
             ended.load(Ordering::SeqCst),
             "release returned while a worker still held the batch's buffers"
         );
         let shared = worker.join().unwrap();
-        assert!(!shared.begin(), "a released batch accepts no new transfers");
+        assert!(
+            shared.begin().is_none(),
+            "a released batch accepts no new transfers"
+        );
         assert_eq!(shared.state.lock().active, 0);
+    }
+
+    #[test]
+    fn a_panicking_worker_still_ends_its_transfer() {
+        let b = batch(1);
+        let shared = Arc::clone(&b.shared);
+        let worker = std::thread::spawn(move || {
+            let _active = shared.begin().expect("not cancelled");
+            panic!("a worker panics while its transfer is active");
+        });
+        assert!(worker.join().is_err());
+        assert_eq!(b.shared.state.lock().active, 0, "the guard's drop ran");
+        drop(b); // returns: nothing is active
     }
 
     #[test]

@@ -24,7 +24,8 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant, SystemTime};
 
 use karu_config::{Origin, Snapshot};
 use parking_lot::{Condvar, Mutex};
@@ -238,12 +239,30 @@ pub struct CredentialStats {
     pub failures: u64,
 }
 
-/// The scoped, single-flight credential cache of one client.
+/// The scoped, single-flight credential cache of one client. Cheap to clone: clones share
+/// one cache.
+///
+/// Every lookup is a *flight*: the request that finds a scope cold (or refreshable) flies,
+/// the others join it and take its result. A flight always lands: a provider that panics
+/// lands as a [`Status::Credentials`] failure, and so does an owner that unwinds or is
+/// dropped before it could ask (its guard publishes the failure). Waiting for a flight is
+/// bounded by the waiting read's deadline ([`get_until`](CredentialCache::get_until); the
+/// engine's event loops wait the same way without blocking a thread).
+///
+/// A flight is never abandoned or duplicated: a lookup that outlives a read's deadline fails
+/// that read with [`Status::TimedOut`], and later reads of the scope wait for the same lookup
+/// (each until its own deadline) until it returns, after which the scope works again. A
+/// provider is never called a second time in parallel with itself, so a hung lookup holds
+/// one credential worker, not all of them; a provider that can hang should bound its own
+/// input and output (the specification asks the same of callbacks).
+#[derive(Clone)]
 pub struct CredentialCache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     clock: Arc<dyn Clock>,
     state: Mutex<CacheState>,
-    /// Signalled when a flight lands.
-    landed: Condvar,
 }
 
 #[derive(Default)]
@@ -251,8 +270,9 @@ struct CacheState {
     entries: HashMap<CredentialScope, Entry>,
     /// Callback values by family, then prefix.
     prefixed: HashMap<String, Vec<Prefixed>>,
+    /// Callback calls in flight, by family.
+    calls: HashMap<String, Calls>,
     stats: CredentialStats,
-    next_flight: u64,
 }
 
 enum Entry {
@@ -260,11 +280,9 @@ enum Entry {
         credential: Credential,
         obtained: SystemTime,
     },
-    /// A lookup in flight; waiters wait for `landed` and check again.
-    InFlight { id: u64 },
-    /// A lookup that failed: only the requests that waited for that flight take its error;
-    /// a later request starts a new lookup (failures are never cached).
-    Failed { id: u64, error: Error },
+    /// A lookup in flight; requests for the scope join it. A failed flight leaves no entry
+    /// (failures are never cached): its waiters read the failure from the flight itself.
+    InFlight(Arc<Flight>),
 }
 
 struct Prefixed {
@@ -273,14 +291,254 @@ struct Prefixed {
     obtained: SystemTime,
 }
 
-/// What a flight's owner publishes.
-struct Landing {
-    scope: CredentialScope,
-    id: u64,
+/// The callback calls of one family that are in flight.
+#[derive(Default)]
+struct Calls {
+    flying: Vec<Arc<Flight>>,
+    /// The family's last answer could not be cached (no prefix, or one not containing its
+    /// path): cold requests then call at once instead of first waiting for a call in flight.
+    uncacheable: bool,
 }
 
 /// The most entries kept per family of callback prefixes.
 const PREFIXES_PER_FAMILY: usize = 1024;
+
+/// One lookup in progress, shared by the request that started it and every request that
+/// joined it. It lands exactly once.
+pub(crate) struct Flight {
+    result: Mutex<Option<Result<Credential, Error>>>,
+    /// For threads waiting in [`Flight::wait_until`].
+    landed: Condvar,
+    /// For tasks waiting in [`Flight::landed`].
+    notify: tokio::sync::Notify,
+}
+
+impl Flight {
+    fn new() -> Arc<Self> {
+        Arc::new(Flight {
+            result: Mutex::new(None),
+            landed: Condvar::new(),
+            notify: tokio::sync::Notify::new(),
+        })
+    }
+
+    fn publish(&self, result: Result<Credential, Error>) {
+        *self.result.lock() = Some(result);
+        self.landed.notify_all();
+        self.notify.notify_waiters();
+    }
+
+    /// The result once landed, blocking the thread until then or until `deadline`
+    /// (`None` if the deadline came first).
+    pub(crate) fn wait_until(&self, deadline: Option<Instant>) -> Option<Result<Credential, Error>> {
+        let mut result = self.result.lock();
+        loop {
+            if let Some(r) = &*result {
+                return Some(r.clone());
+            }
+            match deadline {
+                None => self.landed.wait(&mut result),
+                Some(deadline) => {
+                    if self.landed.wait_until(&mut result, deadline).timed_out() {
+                        return result.clone();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The result once landed (for tasks: bound it with the read's deadline).
+    pub(crate) async fn landed(&self) -> Result<Credential, Error> {
+        loop {
+            let notified = self.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(r) = &*self.result.lock() {
+                return r.clone();
+            }
+            notified.await;
+        }
+    }
+}
+
+/// What a request for a credential must do next.
+#[must_use]
+pub(crate) enum Step {
+    /// Use this credential.
+    Ready(Credential),
+    /// Wait for a flight in progress. For a native scope its result is the request's; for a
+    /// callback (another path's call) the request looks again once it lands.
+    Join(Arc<Flight>),
+    /// Look up: run [`FlightOwner::fly`] (blocking, on a credential worker).
+    Fly(FlightOwner),
+}
+
+/// What a flight is keyed by.
+enum Key {
+    Scope(CredentialScope),
+    Callback {
+        family: String,
+        path: CanonicalPath,
+    },
+}
+
+/// The one request that looks up for a flight. Dropping it without flying (an unwind, a
+/// worker that stopped) lands the flight as a failure, so no waiter waits for it forever.
+#[must_use = "a flight lands as a failure if its owner is dropped"]
+pub(crate) struct FlightOwner {
+    cache: Arc<Inner>,
+    key: Key,
+    flight: Arc<Flight>,
+    landed: bool,
+}
+
+/// How a flight looks up.
+pub(crate) enum Call<'a> {
+    Provider(&'a dyn CredentialProvider),
+    Callback(&'a dyn CredentialCallback),
+}
+
+impl FlightOwner {
+    /// The flight this owner lands.
+    pub(crate) fn flight(&self) -> Arc<Flight> {
+        Arc::clone(&self.flight)
+    }
+
+    /// Look up (blocking) and land the flight with the result, which is also returned. A
+    /// panic of the provider or callback lands as a [`Status::Credentials`] failure.
+    pub(crate) fn fly(mut self, call: Call<'_>) -> Result<Credential, Error> {
+        let answer = catch_unwind(AssertUnwindSafe(|| match (call, &self.key) {
+            (Call::Provider(provider), _) => provider.fetch().map(CallbackCredential::once),
+            (Call::Callback(callback), Key::Callback { path, .. }) => callback.credential(path),
+            (Call::Callback(_), Key::Scope(_)) => Err(Error::internal(
+                "a callback was asked for a native credential scope",
+            )),
+        }))
+        .unwrap_or_else(|_| {
+            Err(Error::new(
+                Status::Credentials,
+                format!(
+                    "the credential lookup for the {} family panicked",
+                    self.family()
+                ),
+            ))
+        });
+        self.land(answer)
+    }
+
+    fn family(&self) -> &str {
+        match &self.key {
+            Key::Scope(scope) => scope.family(),
+            Key::Callback { family, .. } => family,
+        }
+    }
+
+    fn land(&mut self, answer: Result<CallbackCredential, Error>) -> Result<Credential, Error> {
+        self.landed = true;
+        let inner = &self.cache;
+        let mut state = inner.state.lock();
+        let result = match &self.key {
+            Key::Scope(scope) => {
+                state.stats.lookups += 1;
+                let ours = matches!(
+                    state.entries.get(scope),
+                    Some(Entry::InFlight(f)) if Arc::ptr_eq(f, &self.flight)
+                );
+                match answer {
+                    Ok(answer) => {
+                        if ours {
+                            let obtained = inner.clock.now();
+                            state.entries.insert(
+                                scope.clone(),
+                                Entry::Ready {
+                                    credential: answer.credential.clone(),
+                                    obtained,
+                                },
+                            );
+                        }
+                        Ok(answer.credential)
+                    }
+                    Err(error) => {
+                        // Handed to this flight's waiters only: the next request looks up again.
+                        state.stats.failures += 1;
+                        if ours {
+                            state.entries.remove(scope);
+                        }
+                        Err(error)
+                    }
+                }
+            }
+            Key::Callback { family, path } => {
+                let obtained = inner.clock.now();
+                let state = &mut *state;
+                let calls = state.calls.entry(family.clone()).or_default();
+                calls.flying.retain(|f| !Arc::ptr_eq(f, &self.flight));
+                match answer {
+                    Ok(answer) => {
+                        let cacheable = answer
+                            .prefix
+                            .as_deref()
+                            .is_some_and(|p| prefix_contains(p, path.as_str()));
+                        calls.uncacheable = !cacheable;
+                        match answer.prefix {
+                            Some(prefix) if cacheable => {
+                                let entries = state.prefixed.entry(family.clone()).or_default();
+                                entries.retain(|e| e.prefix != prefix);
+                                if entries.len() >= PREFIXES_PER_FAMILY {
+                                    entries.remove(0);
+                                }
+                                entries.push(Prefixed {
+                                    prefix,
+                                    credential: answer.credential.clone(),
+                                    obtained,
+                                });
+                            }
+                            Some(_) => {
+                                // A value that claims another scope is used once, never cached.
+                                tracing::warn!(
+                                    family = family.as_str(),
+                                    "a credential callback returned a prefix that does not contain the requested path; not caching it"
+                                );
+                            }
+                            None => {}
+                        }
+                        Ok(answer.credential)
+                    }
+                    Err(error) => {
+                        state.stats.failures += 1;
+                        Err(error)
+                    }
+                }
+            }
+        };
+        drop(state);
+        self.flight.publish(result.clone());
+        result
+    }
+}
+
+impl Drop for FlightOwner {
+    fn drop(&mut self) {
+        if !self.landed {
+            let error = Error::new(
+                Status::Credentials,
+                format!(
+                    "the credential lookup for the {} family ended without an answer",
+                    self.family()
+                ),
+            );
+            let _ = self.land(Err(error));
+        }
+    }
+}
+
+impl fmt::Debug for FlightOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FlightOwner")
+            .field("family", &self.family())
+            .finish_non_exhaustive()
+    }
+}
 
 impl CredentialCache {
     /// A cache on the system clock.
@@ -291,65 +549,50 @@ impl CredentialCache {
     /// A cache on this clock.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
         CredentialCache {
-            clock,
-            state: Mutex::new(CacheState::default()),
-            landed: Condvar::new(),
+            inner: Arc::new(Inner {
+                clock,
+                state: Mutex::new(CacheState::default()),
+            }),
         }
     }
 
     /// Counters so far.
     pub fn stats(&self) -> CredentialStats {
-        self.state.lock().stats
+        self.inner.state.lock().stats
     }
 
     /// A credential for `source.scope`: from the cache when fresh, else from one shared
-    /// lookup. Blocks (call it on a credential worker).
+    /// lookup. Blocks (call it on a credential worker), without a deadline.
     pub fn get(&self, source: &CredentialSource) -> Result<Credential, Error> {
-        let mut state = self.state.lock();
-        let mut waited_for = None;
-        let landing = loop {
-            let now = self.clock.now();
-            match state.entries.get(&source.scope) {
-                Some(Entry::Ready {
-                    credential,
-                    obtained,
-                }) if freshness(*obtained, credential.expires(), now) == Freshness::Fresh => {
-                    let credential = credential.clone();
-                    state.stats.hits += 1;
-                    return Ok(credential);
-                }
-                Some(Entry::InFlight { id }) => {
-                    waited_for = Some(*id);
-                    self.landed.wait(&mut state);
-                }
-                Some(Entry::Failed { id, error }) if waited_for == Some(*id) => {
-                    return Err(error.clone());
-                }
-                // Cold, refreshable or expired: this request flies.
-                _ => {
-                    state.next_flight += 1;
-                    let id = state.next_flight;
-                    state
-                        .entries
-                        .insert(source.scope.clone(), Entry::InFlight { id });
-                    break Landing {
-                        scope: source.scope.clone(),
-                        id,
-                    };
-                }
+        self.get_until(source, None)
+    }
+
+    /// [`get`](CredentialCache::get), waiting for another request's lookup at most until
+    /// `deadline` ([`Status::TimedOut`] then; the lookup goes on, and its result serves later
+    /// requests). A lookup this request makes itself runs on this thread, to its end.
+    pub fn get_until(
+        &self,
+        source: &CredentialSource,
+        deadline: Option<Instant>,
+    ) -> Result<Credential, Error> {
+        match self.begin_scope(&source.scope) {
+            Step::Ready(credential) => Ok(credential),
+            Step::Join(flight) => {
+                let result = flight
+                    .wait_until(deadline)
+                    .unwrap_or_else(|| Err(waited_too_long(source.scope.family())))?;
+                self.served_by_flight();
+                Ok(result)
             }
-        };
-        drop(state);
-        let result = source.provider.fetch();
-        self.land(landing, &result);
-        result
+            Step::Fly(owner) => owner.fly(Call::Provider(source.provider.as_ref())),
+        }
     }
 
     /// Forget the scope's credential if it is still `stale` (an expired-token answer), so the
     /// next [`get`](CredentialCache::get) looks up a new one. A newer credential that another
     /// request already obtained is kept.
     pub fn invalidate(&self, scope: &CredentialScope, stale: &Credential) {
-        let mut state = self.state.lock();
+        let mut state = self.inner.state.lock();
         if let Some(Entry::Ready { credential, .. }) = state.entries.get(scope)
             && credential.same(stale)
         {
@@ -357,100 +600,128 @@ impl CredentialCache {
         }
     }
 
-    fn land(&self, landing: Landing, result: &Result<Credential, Error>) {
-        let mut state = self.state.lock();
-        state.stats.lookups += 1;
-        let ours = matches!(
-            state.entries.get(&landing.scope),
-            Some(Entry::InFlight { id }) if *id == landing.id
-        );
-        if ours {
-            match result {
-                Ok(credential) => {
-                    let obtained = self.clock.now();
-                    state.entries.insert(
-                        landing.scope,
-                        Entry::Ready {
-                            credential: credential.clone(),
-                            obtained,
-                        },
-                    );
-                }
-                Err(error) => {
-                    // Handed to this flight's waiters only: the next request looks up again.
-                    state.stats.failures += 1;
-                    state.entries.insert(
-                        landing.scope,
-                        Entry::Failed {
-                            id: landing.id,
-                            error: error.clone(),
-                        },
-                    );
-                }
-            }
-        } else if result.is_err() {
-            state.stats.failures += 1;
-        }
-        drop(state);
-        self.landed.notify_all();
-    }
-
     /// A credential from an application callback for `path` in `family`: a cached value whose
     /// prefix contains the path, else a call (cached under its prefix when the path is
-    /// inside it). Blocks (call it on a credential worker).
+    /// inside it). Concurrent cold requests of a family first wait for a call in flight,
+    /// whose prefix may cover them too, before calling themselves. Blocks (call it on a
+    /// credential worker), without a deadline.
     pub fn from_callback(
         &self,
         family: &str,
         callback: &dyn CredentialCallback,
         path: &CanonicalPath,
     ) -> Result<Credential, Error> {
-        {
-            let mut state = self.state.lock();
-            let now = self.clock.now();
-            let found = state.prefixed.get(family).and_then(|entries| {
-                entries
-                    .iter()
-                    .filter(|e| prefix_contains(&e.prefix, path.as_str()))
-                    .filter(|e| {
-                        freshness(e.obtained, e.credential.expires(), now) == Freshness::Fresh
-                    })
-                    .max_by_key(|e| e.prefix.len())
-                    .map(|e| e.credential.clone())
-            });
-            if let Some(credential) = found {
-                state.stats.hits += 1;
-                return Ok(credential);
-            }
-            state.stats.callback_calls += 1;
-        }
-        let returned = callback.credential(path).inspect_err(|_| {
-            self.state.lock().stats.failures += 1;
-        })?;
-        let Some(prefix) = returned.prefix else {
-            return Ok(returned.credential);
-        };
-        if !prefix_contains(&prefix, path.as_str()) {
-            // A value that claims another scope is used once, never cached.
-            tracing::warn!(
-                family,
-                "a credential callback returned a prefix that does not contain the requested path; not caching it"
-            );
-            return Ok(returned.credential);
-        }
-        let mut state = self.state.lock();
-        let obtained = self.clock.now();
-        let entries = state.prefixed.entry(family.to_string()).or_default();
-        entries.retain(|e| e.prefix != prefix);
-        if entries.len() >= PREFIXES_PER_FAMILY {
-            entries.remove(0);
-        }
-        entries.push(Prefixed {
-            prefix,
-            credential: returned.credential.clone(),
-            obtained,
-        });
-        Ok(returned.credential)
+        self.from_callback_until(family, callback, path, None)
     }
+
+    /// [`from_callback`](CredentialCache::from_callback), waiting for a call in flight at
+    /// most until `deadline` ([`Status::TimedOut`] then).
+    pub fn from_callback_until(
+        &self,
+        family: &str,
+        callback: &dyn CredentialCallback,
+        path: &CanonicalPath,
+        deadline: Option<Instant>,
+    ) -> Result<Credential, Error> {
+        let mut may_join = true;
+        loop {
+            match self.begin_callback(family, path, may_join) {
+                Step::Ready(credential) => return Ok(credential),
+                Step::Join(flight) => {
+                    if flight.wait_until(deadline).is_none() {
+                        return Err(waited_too_long(family));
+                    }
+                    may_join = false;
+                }
+                Step::Fly(owner) => return owner.fly(Call::Callback(callback)),
+            }
+        }
+    }
+
+    /// The next step of a request for `scope`: the cached credential when fresh, else the
+    /// flight in progress, else a new flight (cold, refreshable or expired).
+    pub(crate) fn begin_scope(&self, scope: &CredentialScope) -> Step {
+        let mut state = self.inner.state.lock();
+        let now = self.inner.clock.now();
+        match state.entries.get(scope) {
+            Some(Entry::Ready {
+                credential,
+                obtained,
+            }) if freshness(*obtained, credential.expires(), now) == Freshness::Fresh => {
+                let credential = credential.clone();
+                state.stats.hits += 1;
+                Step::Ready(credential)
+            }
+            Some(Entry::InFlight(flight)) => Step::Join(Arc::clone(flight)),
+            _ => {
+                let flight = Flight::new();
+                state
+                    .entries
+                    .insert(scope.clone(), Entry::InFlight(Arc::clone(&flight)));
+                Step::Fly(FlightOwner {
+                    cache: Arc::clone(&self.inner),
+                    key: Key::Scope(scope.clone()),
+                    flight,
+                    landed: false,
+                })
+            }
+        }
+    }
+
+    /// The next step of a request for `path` from `family`'s callback: a cached value whose
+    /// prefix contains the path, else (if `may_join`, and the family's answers can be
+    /// cached) the newest call in flight, else a call of its own.
+    pub(crate) fn begin_callback(&self, family: &str, path: &CanonicalPath, may_join: bool) -> Step {
+        let mut state = self.inner.state.lock();
+        let now = self.inner.clock.now();
+        let found = state.prefixed.get(family).and_then(|entries| {
+            entries
+                .iter()
+                .filter(|e| prefix_contains(&e.prefix, path.as_str()))
+                .filter(|e| freshness(e.obtained, e.credential.expires(), now) == Freshness::Fresh)
+                .max_by_key(|e| e.prefix.len())
+                .map(|e| e.credential.clone())
+        });
+        if let Some(credential) = found {
+            state.stats.hits += 1;
+            return Step::Ready(credential);
+        }
+        let calls = state.calls.entry(family.to_string()).or_default();
+        if may_join
+            && !calls.uncacheable
+            && let Some(flight) = calls.flying.last()
+        {
+            return Step::Join(Arc::clone(flight));
+        }
+        let flight = Flight::new();
+        calls.flying.push(Arc::clone(&flight));
+        state.stats.callback_calls += 1;
+        Step::Fly(FlightOwner {
+            cache: Arc::clone(&self.inner),
+            key: Key::Callback {
+                family: family.to_string(),
+                path: path.clone(),
+            },
+            flight,
+            landed: false,
+        })
+    }
+
+    /// Count a request served by another request's lookup (a hit: it made none).
+    pub(crate) fn served_by_flight(&self) {
+        self.inner.state.lock().stats.hits += 1;
+    }
+}
+
+/// The error of a request that stopped waiting for a lookup at its deadline.
+pub(crate) fn waited_too_long(family: &str) -> Error {
+    Error::new(
+        Status::TimedOut,
+        format!(
+            "the read's deadline passed while its credential was being looked up ({family}); \
+             the lookup goes on and later reads use its result"
+        ),
+    )
 }
 
 impl Default for CredentialCache {
@@ -461,7 +732,7 @@ impl Default for CredentialCache {
 
 impl fmt::Debug for CredentialCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.state.lock();
+        let state = self.inner.state.lock();
         f.debug_struct("CredentialCache")
             .field("scopes", &state.entries.len())
             .field("stats", &state.stats)
@@ -521,14 +792,25 @@ pub(crate) enum Authority {
 }
 
 impl Authority {
-    /// The authority for `locator`, or `None` if its backend needs no credential.
+    /// The authority for `locator`, or `None` if its backend needs no credential. A backend
+    /// whose `credential_source` panics fails the read with [`Status::Internal`].
     pub(crate) fn for_locator(
         locator: &Locator,
         snapshot: &Snapshot,
         callbacks: &Callbacks,
     ) -> Result<Option<Authority>, Error> {
         let backend = locator.backend();
-        let Some(source) = backend.credential_source(locator, snapshot)? else {
+        let source = catch_unwind(AssertUnwindSafe(|| {
+            backend.credential_source(locator, snapshot)
+        }))
+        .unwrap_or_else(|_| {
+            Err(Error::internal(format!(
+                "the {} backend panicked while naming the credential of {}",
+                backend.name(),
+                locator.canonical()
+            )))
+        })?;
+        let Some(source) = source else {
             return Ok(None);
         };
         if let Some(callback) = callbacks.get(source.scope.family()) {
@@ -541,40 +823,63 @@ impl Authority {
         Ok(Some(Authority::Native(source)))
     }
 
-    /// Obtain the credential (blocking: credential workers only).
-    pub(crate) fn obtain(&self, cache: &CredentialCache) -> Result<Credential, Error> {
-        let result = match self {
-            Authority::Native(source) => cache.get(source),
-            Authority::Callback {
-                family,
-                callback,
-                path,
-            } => cache.from_callback(family, callback.as_ref(), path),
-        };
-        result.map_err(|e| {
-            if e.status() == Status::Credentials {
-                e
-            } else {
-                Error::new(
-                    Status::Credentials,
-                    format!("cannot obtain credentials: {}", e.message()),
-                )
-            }
-        })
+    /// The provider family.
+    pub(crate) fn family(&self) -> &str {
+        match self {
+            Authority::Native(source) => source.scope.family(),
+            Authority::Callback { family, .. } => family,
+        }
     }
 
-    /// Forget `stale` so the next `obtain` looks up again (callbacks are asked again anyway
-    /// once their prefix entry is gone).
+    /// The next step of a request for this authority's credential (see [`Step`]).
+    pub(crate) fn begin(&self, cache: &CredentialCache, may_join: bool) -> Step {
+        match self {
+            Authority::Native(source) => cache.begin_scope(&source.scope),
+            Authority::Callback { family, path, .. } => {
+                cache.begin_callback(family, path, may_join)
+            }
+        }
+    }
+
+    /// Whether a request that joined a flight takes its result (a native scope's single
+    /// flight), rather than looking again (another path's callback call, which may or may not
+    /// have cached a value covering this path).
+    pub(crate) fn shares_flights(&self) -> bool {
+        matches!(self, Authority::Native(_))
+    }
+
+    /// How this authority's flights look up.
+    pub(crate) fn call(&self) -> Call<'_> {
+        match self {
+            Authority::Native(source) => Call::Provider(source.provider.as_ref()),
+            Authority::Callback { callback, .. } => Call::Callback(callback.as_ref()),
+        }
+    }
+
+    /// Forget `stale` so the next request looks up again (callbacks are asked again once
+    /// their prefix entry is gone).
     pub(crate) fn invalidate(&self, cache: &CredentialCache, stale: &Credential) {
         match self {
             Authority::Native(source) => cache.invalidate(&source.scope, stale),
             Authority::Callback { family, .. } => {
-                let mut state = cache.state.lock();
+                let mut state = cache.inner.state.lock();
                 if let Some(entries) = state.prefixed.get_mut(family) {
                     entries.retain(|e| !e.credential.same(stale));
                 }
             }
         }
+    }
+}
+
+/// A lookup's error as the read reports it: always [`Status::Credentials`] (the read's own
+/// deadline passing while it waited stays [`Status::TimedOut`]).
+pub(crate) fn as_credentials_error(error: Error) -> Error {
+    match error.status() {
+        Status::Credentials | Status::TimedOut | Status::Cancelled => error,
+        _ => Error::new(
+            Status::Credentials,
+            format!("cannot obtain credentials: {}", error.message()),
+        ),
     }
 }
 

@@ -116,7 +116,7 @@ struct Inner {
     /// The event loops, started on the first remote transfer.
     remote: OnceLock<Result<Remote, Error>>,
     callbacks: Callbacks,
-    credentials: Arc<CredentialCache>,
+    credentials: CredentialCache,
 }
 
 impl Inner {
@@ -126,7 +126,7 @@ impl Inner {
                 Remote::start(
                     &self.snapshot,
                     self.callbacks.clone(),
-                    Arc::clone(&self.credentials),
+                    self.credentials.clone(),
                 )
             })
             .as_ref()
@@ -167,7 +167,7 @@ impl Engine {
                 files,
                 remote: OnceLock::new(),
                 callbacks: options.callbacks,
-                credentials: Arc::new(CredentialCache::new()),
+                credentials: CredentialCache::new(),
             }),
         })
     }
@@ -203,7 +203,7 @@ impl Engine {
         reads: impl IntoIterator<Item = Read<'static>>,
         options: &BatchOptions,
     ) -> Batch {
-        self.submit_any(reads.into_iter().collect(), options)
+        self.submit_any(reads.into_iter().collect(), options, None)
     }
 
     /// Run `f` with a [`Scope`] in which reads may borrow their destinations. When `f`
@@ -297,8 +297,18 @@ impl Engine {
         Ok(ends)
     }
 
-    fn submit_any(&self, reads: Vec<Read<'_>>, options: &BatchOptions) -> Batch {
+    /// Plan and route `reads`. A scope's batch is registered in `scope` before any transfer
+    /// is routed, so the scope waits for it even if this call unwinds half way.
+    fn submit_any(
+        &self,
+        reads: Vec<Read<'_>>,
+        options: &BatchOptions,
+        scope: Option<&Mutex<Vec<Arc<BatchShared>>>>,
+    ) -> Batch {
         let shared = BatchShared::new(reads.len());
+        if let Some(batches) = scope {
+            batches.lock().push(Arc::clone(&shared));
+        }
         let limits = options.limits(self.inner.limits);
         let (planned, mut early) = group(&reads);
         let plan_reads: Vec<PlanRead> = planned.iter().map(|p| p.read).collect();
@@ -356,7 +366,7 @@ impl Engine {
                 parts,
                 batch: Arc::clone(&shared),
                 auth: None,
-                started: None,
+                credential_wait: std::time::Duration::ZERO,
             };
             self.route(transfer);
         }
@@ -480,8 +490,9 @@ impl<'env> Scope<'env> {
         reads: impl IntoIterator<Item = Read<'env>>,
         options: &BatchOptions,
     ) -> ScopedBatch<'scope> {
-        let batch = self.engine.submit_any(reads.into_iter().collect(), options);
-        self.batches.lock().push(Arc::clone(&batch.shared));
+        let batch = self
+            .engine
+            .submit_any(reads.into_iter().collect(), options, Some(&self.batches));
         ScopedBatch {
             batch,
             _scope: PhantomData,

@@ -9,7 +9,8 @@ use std::thread::{self, JoinHandle, ThreadId};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::read::Sink;
+use crate::batch::Active;
+use crate::read::Open;
 use crate::status::{Error, Status};
 use crate::transfer::Transfer;
 
@@ -83,11 +84,11 @@ fn worker(receiver: &Receiver<Transfer>) {
 /// Run one local transfer: one part, read straight into its destination.
 fn run(mut transfer: Transfer) {
     let batch = std::sync::Arc::clone(&transfer.batch);
-    if !batch.begin() {
+    let Some(active) = batch.begin() else {
         transfer.cancel();
         return;
-    }
-    let outcome = catch_unwind(AssertUnwindSafe(|| read_parts(&mut transfer)));
+    };
+    let outcome = catch_unwind(AssertUnwindSafe(|| read_parts(&mut transfer, &active)));
     let parts = std::mem::take(&mut transfer.parts);
     let completions = match outcome {
         Ok(results) => parts
@@ -103,13 +104,10 @@ fn run(mut transfer: Transfer) {
                 .collect()
         }
     };
-    // Completions are queued while the transfer is still active, so a waiting release sees
-    // the destinations returned before it can finish.
-    batch.complete(completions);
-    batch.end();
+    active.complete(completions);
 }
 
-fn read_parts(transfer: &mut Transfer) -> Vec<(Result<(), Error>, u64)> {
+fn read_parts(transfer: &mut Transfer, active: &Active<'_>) -> Vec<(Result<(), Error>, u64)> {
     let Some(path) = transfer.locator.file_path().map(Path::to_path_buf) else {
         let err = Error::internal("a remote object reached the file workers");
         return transfer
@@ -129,34 +127,48 @@ fn read_parts(transfer: &mut Transfer) -> Vec<(Result<(), Error>, u64)> {
                 Err(e) => return (Err(e.clone()), 0),
             };
             let offset = start + part.offset_in_span;
-            let filled = match &mut part.sink {
+            let filled = match part.sink.open(active, part.length) {
                 // A caller's slice is filled in place.
-                Sink::Borrowed { .. } => match part.sink.slice(part.length) {
-                    Ok(dst) => read_at_most(file, offset, dst),
-                    Err(e) => return (Err(e), 0),
-                },
+                Ok(Open::Slice(dst)) => read_at_most(file, offset, dst),
                 // An owned buffer holds only what exists: never more than the file has.
-                sink => read_owned(file, offset, part.length, size, sink),
+                Ok(Open::Vec(buffer)) => read_owned(file, offset, part.length, size, buffer),
+                Err(e) => return (Err(e), 0),
             };
             match filled {
                 Ok(n) if n == part.length => (Ok(()), n),
                 Ok(n) => (Err(past_the_end(&path, offset, part.length, n)), n),
+                Err(e) if e.kind() == io::ErrorKind::OutOfMemory => (
+                    Err(Error::new(
+                        Status::InvalidArgument,
+                        format!(
+                            "cannot allocate a destination for {} bytes of {}",
+                            part.length,
+                            path.display()
+                        ),
+                    )),
+                    0,
+                ),
                 Err(e) => (Err(classify(&path, &e)), 0),
             }
         })
         .collect()
 }
 
-/// Read up to `length` bytes at `offset` into an owned (or not yet allocated) buffer, sized
-/// to what the file held (`size`, from its metadata) and grown, from fresh metadata, if the
-/// file grew since; with no size (not a regular file) the buffer holds the whole length.
+/// The first buffer size for a file whose metadata states no size (a device): doubled as long
+/// as reads fill it, so the buffer follows what can be read, not the length asked for.
+const UNSIZED_FIRST: u64 = 1 << 20;
+
+/// Read up to `length` bytes at `offset` into an owned buffer (emptied first), sized to what
+/// the file held (`size`, from its metadata) and grown, from fresh metadata, if the file grew
+/// since; with no size (not a regular file) the buffer starts small and doubles while reads
+/// fill it. Memory follows the data: a caller-chosen length is never allocated up front.
 /// Returns the bytes read.
 fn read_owned(
     file: &File,
     offset: u64,
     length: u64,
     size: Option<u64>,
-    sink: &mut Sink,
+    buffer: &mut Vec<u8>,
 ) -> io::Result<u64> {
     let too_big = || {
         io::Error::new(
@@ -164,16 +176,9 @@ fn read_owned(
             "cannot allocate the destination",
         )
     };
-    let mut want = size.map_or(length, |size| length.min(size.saturating_sub(offset)));
-    let buffer = match sink {
-        Sink::Owned(v) => v,
-        _ => {
-            *sink = Sink::Owned(Vec::new());
-            match sink {
-                Sink::Owned(v) => v,
-                _ => return Err(too_big()),
-            }
-        }
+    let mut want = match size {
+        Some(size) => length.min(size.saturating_sub(offset)),
+        None => length.min(UNSIZED_FIRST),
     };
     buffer.clear();
     let mut filled = 0u64;
@@ -185,16 +190,22 @@ fn read_owned(
         buffer.resize(want_len, 0);
         let n = read_at_most(file, offset + filled, &mut buffer[filled as usize..])?;
         filled += n;
-        if filled < want || want == length || size.is_none() {
+        if filled < want || want == length {
             buffer.truncate(filled as usize);
             return Ok(filled);
         }
-        // The file may have grown since its size was read: ask again, and read what is new.
-        let exists = file.metadata()?.len().saturating_sub(offset);
-        if exists <= filled {
-            return Ok(filled);
-        }
-        want = length.min(exists);
+        want = match size {
+            None => length.min(want.saturating_mul(2)),
+            Some(_) => {
+                // The file may have grown since its size was read: ask again, and read what
+                // is new.
+                let exists = file.metadata()?.len().saturating_sub(offset);
+                if exists <= filled {
+                    return Ok(filled);
+                }
+                length.min(exists)
+            }
+        };
     }
 }
 
@@ -324,36 +335,43 @@ mod tests {
         let path = dir.path().join("f");
         std::fs::write(&path, b"0123456789").unwrap();
         let (file, _) = open(&path).unwrap();
-        let mut sink = Sink::Allocate;
+        let mut buffer = Vec::new();
         assert_eq!(
-            read_owned(&file, 2, 1 << 62, Some(10), &mut sink).unwrap(),
+            read_owned(&file, 2, 1 << 62, Some(10), &mut buffer).unwrap(),
             8
         );
-        match &sink {
-            Sink::Owned(v) => assert_eq!((v.as_slice(), v.capacity()), (&b"23456789"[..], 8)),
-            other => panic!("{other:?}"),
-        }
+        assert_eq!((buffer.as_slice(), buffer.capacity()), (&b"23456789"[..], 8));
         // A file that grew after its size was read (a stale size of 10 bytes) is followed up
         // to the length asked for.
         let grown = dir.path().join("g");
         let content: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(&grown, &content).unwrap();
         let (file, _) = open(&grown).unwrap();
-        let mut sink = Sink::Owned(Vec::with_capacity(4));
+        let mut buffer = Vec::with_capacity(4);
         assert_eq!(
-            read_owned(&file, 5, 150_000, Some(10), &mut sink).unwrap(),
+            read_owned(&file, 5, 150_000, Some(10), &mut buffer).unwrap(),
             150_000
         );
-        match &sink {
-            Sink::Owned(v) => assert_eq!(v.as_slice(), &content[5..150_005]),
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(buffer.as_slice(), &content[5..150_005]);
         // And it stops at the real end when the file is shorter than asked.
-        let mut sink = Sink::Allocate;
+        let mut buffer = Vec::new();
         assert_eq!(
-            read_owned(&file, 190_000, 50_000, Some(10), &mut sink).unwrap(),
+            read_owned(&file, 190_000, 50_000, Some(10), &mut buffer).unwrap(),
             10_000
         );
+        // Without a size (as for a device), the buffer doubles while reads fill it: a length
+        // of 2^62 bytes is never allocated for 2.5 MiB of data.
+        let big = dir.path().join("big");
+        let content: Vec<u8> = (0..5 << 19).map(|i: u32| (i % 241) as u8).collect();
+        std::fs::write(&big, &content).unwrap();
+        let (file, _) = open(&big).unwrap();
+        let mut buffer = Vec::new();
+        assert_eq!(
+            read_owned(&file, 7, 1 << 62, None, &mut buffer).unwrap(),
+            content.len() as u64 - 7
+        );
+        assert_eq!(buffer.as_slice(), &content[7..]);
+        assert_eq!(buffer.capacity(), 4 * UNSIZED_FIRST as usize, "1, 2, then 4 MiB");
     }
 
     #[test]

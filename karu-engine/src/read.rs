@@ -4,6 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
+use crate::batch::Active;
 use crate::locator::Locator;
 use crate::status::{Error, Status};
 
@@ -96,7 +97,7 @@ impl<'d> Read<'d> {
 
 /// Where a read's bytes go.
 pub(crate) enum Destination<'d> {
-    /// Karu allocates a buffer of the read's length when the transfer starts.
+    /// Karu allocates a buffer holding what arrives (never more than the read's length).
     Allocate,
     /// A caller's buffer, moved in and handed back through the completion.
     Owned(Vec<u8>),
@@ -137,20 +138,12 @@ impl<'d> RawSlice<'d> {
     }
 }
 
-/// A vector of `n` zero bytes, or `None` if the allocation fails (never aborts).
-pub(crate) fn zeroed(n: usize) -> Option<Vec<u8>> {
-    if n == 0 {
-        return Some(Vec::new());
-    }
-    let layout = std::alloc::Layout::array::<u8>(n).ok()?;
-    // SAFETY: `layout` has a nonzero size (n > 0).
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-    if ptr.is_null() {
-        return None;
-    }
-    // SAFETY: `ptr` was allocated by the global allocator with the layout of `[u8; n]`
-    // (alignment 1, capacity n), and all n bytes are initialised (zeroed).
-    Some(unsafe { Vec::from_raw_parts(ptr, n, n) })
+/// A destination opened by an active transfer (see [`Sink::open`]).
+pub(crate) enum Open<'s> {
+    /// A caller's slice of exactly the read's length.
+    Slice(&'s mut [u8]),
+    /// An owned vector, empty, to be grown to at most the read's length.
+    Vec(&'s mut Vec<u8>),
 }
 
 /// The bytes of a destination while a transfer fills it, erased of the caller's lifetime.
@@ -158,16 +151,17 @@ pub(crate) fn zeroed(n: usize) -> Option<Vec<u8>> {
 /// The engine moves a `Sink` into the worker that runs the transfer and back out into the
 /// completion; it is never shared between threads.
 pub(crate) enum Sink {
-    /// Not yet allocated (Karu allocates on first use).
+    /// Not yet allocated (Karu allocates as bytes arrive).
     Allocate,
-    /// An owned buffer, `len` set to the read length while filling.
+    /// An owned buffer, holding the bytes received so far while filling.
     Owned(Vec<u8>),
     /// A borrowed slice (see [`RawSlice`]).
     Borrowed { ptr: NonNull<u8>, len: usize },
 }
 
-// SAFETY: see `RawSlice`: the borrowed variant is only dereferenced by the worker owning the
-// transfer while the transfer is active, and its scope outlives every active transfer.
+// SAFETY: see `RawSlice`: the borrowed variant is only dereferenced through `Sink::open`, by the
+// worker owning the transfer while it holds the transfer's `Active` guard, and its scope waits
+// for every active transfer.
 unsafe impl Send for Sink {}
 
 impl Sink {
@@ -182,40 +176,50 @@ impl Sink {
         }
     }
 
-    /// The destination as a writable slice of exactly `length` bytes, allocating or resizing
-    /// an owned buffer as needed. Only called by the worker that runs the active transfer.
-    pub(crate) fn slice(&mut self, length: u64) -> Result<&mut [u8], Error> {
-        let too_big = || {
-            Error::new(
-                Status::InvalidArgument,
-                format!("cannot allocate a destination of {length} bytes"),
-            )
-        };
-        let n = usize::try_from(length).map_err(|_| too_big())?;
-        if let Sink::Allocate = self {
-            // Fresh zeroed memory from the allocator (calloc: large blocks come zeroed from
-            // the system, with no fill pass).
-            *self = Sink::Owned(zeroed(n).ok_or_else(too_big)?);
-        }
+    /// The destination of a read of `length` bytes while its transfer is active: a caller's
+    /// slice, filled in place, or an owned vector (Karu's own, allocated empty now), emptied
+    /// and grown by the transfer as bytes arrive, never beyond `length`. Nothing is allocated
+    /// here: memory follows the data.
+    ///
+    /// The borrow of `active` is what makes the borrowed slice sound: the slice cannot outlive
+    /// the guard, and while the guard lives, the batch's release and its scope wait.
+    pub(crate) fn open<'s>(
+        &'s mut self,
+        _active: &'s Active<'_>,
+        length: u64,
+    ) -> Result<Open<'s>, Error> {
         match self {
-            Sink::Allocate => Err(Error::internal("destination was not allocated")),
+            Sink::Allocate => {
+                *self = Sink::Owned(Vec::new());
+                match self {
+                    Sink::Owned(v) => Ok(Open::Vec(v)),
+                    _ => Err(Error::internal("destination was not allocated")),
+                }
+            }
             Sink::Owned(v) => {
                 v.clear();
-                v.try_reserve_exact(n).map_err(|_| too_big())?;
-                v.resize(n, 0);
-                Ok(&mut v[..])
+                Ok(Open::Vec(v))
             }
             Sink::Borrowed { ptr, len } => {
-                if *len < n {
-                    return Err(Error::new(
-                        Status::InvalidArgument,
-                        format!("destination of {len} bytes is too small for a read of {n} bytes"),
-                    ));
-                }
-                // SAFETY: the pointer came from a live `&mut [u8]` of `len` bytes whose scope
-                // waits for this transfer (see `RawSlice`); `n <= len`; this worker is the only
-                // one holding the sink, so the slice is not aliased.
-                Ok(unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), n) })
+                let n = usize::try_from(length)
+                    .ok()
+                    .filter(|&n| n <= *len)
+                    .ok_or_else(|| {
+                        Error::new(
+                            Status::InvalidArgument,
+                            format!(
+                                "destination of {len} bytes is too small for a read of {length} bytes"
+                            ),
+                        )
+                    })?;
+                // SAFETY: the pointer came from a live `&mut [u8]` of `len` bytes (see
+                // `RawSlice`) submitted through a scope, which waits until no transfer of its
+                // batches is active; this one is, for as long as `active` is borrowed, and the
+                // returned slice cannot outlive that borrow. `n <= len`; the transfer owns the
+                // sink exclusively (`&'s mut self`), so the slice is not aliased.
+                Ok(Open::Slice(unsafe {
+                    std::slice::from_raw_parts_mut(ptr.as_ptr(), n)
+                }))
             }
         }
     }

@@ -25,9 +25,10 @@ pub(crate) struct Transfer {
     pub(crate) batch: Arc<BatchShared>,
     /// How the transfer is authenticated, and the credential a worker obtained for it.
     pub(crate) auth: Option<(Authority, Credential)>,
-    /// When the logical read started (its credential lookup, or its first request): the
-    /// deadline counts from here.
-    pub(crate) started: Option<std::time::Instant>,
+    /// How long the read already spent obtaining its credential: its deadline, which covers
+    /// the lookup too, counts from the lookup's start (not from its wait for a concurrency
+    /// permit).
+    pub(crate) credential_wait: std::time::Duration,
 }
 
 /// One original read inside a transfer: its place in the span, its destination and its tag.

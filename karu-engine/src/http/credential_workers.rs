@@ -1,57 +1,71 @@
 //! Credential workers: the threads where lookups block, so event loops never do.
 //!
-//! A cloud transfer enters this queue first; a worker obtains its credential (from the
-//! scoped cache, or by one shared lookup) and hands the transfer on to an event loop. A
-//! transfer that must re-authenticate mid-read asks a worker too and awaits the answer.
+//! A remote read that needs a credential asks the scoped cache first ([`CredentialWorkers::begin`],
+//! non-blocking). A fresh cached value sends it straight on to an event loop. Otherwise the
+//! read waits, as a task without a concurrency permit, for the flight that will bring its
+//! credential ([`CredentialWorkers::finish`]): one it joined, or one it started, whose
+//! lookup (provider or application callback) runs here on a worker thread. Waiting is bounded
+//! by the read's deadline and ended by its batch's cancellation, so a lookup that hangs fails
+//! its reads with [`Status::TimedOut`] instead of holding them, and a lookup that panics
+//! fails them with [`Status::Credentials`]. A read that must re-authenticate mid-transfer goes
+//! the same way.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
-use tokio::sync::oneshot;
 
-use crate::credential::{Authority, Credential, CredentialCache};
+use crate::batch::BatchShared;
+use crate::credential::{
+    Authority, Credential, CredentialCache, Flight, FlightOwner, Step, as_credentials_error,
+    waited_too_long,
+};
+use crate::http::exchange::{Failure, until_cancelled};
 use crate::status::{Error, Status};
-use crate::transfer::Transfer;
 
-/// Where a worker hands a transfer once it has its credential.
-pub(crate) type Handoff = Arc<dyn Fn(Transfer) + Send + Sync>;
+/// A lookup to run: the flight's owner and how to look up.
+struct Job {
+    owner: FlightOwner,
+    authority: Authority,
+}
 
-enum Job {
-    /// Obtain the transfer's credential, then hand it to an event loop.
-    Route {
-        transfer: Box<Transfer>,
-        authority: Box<Authority>,
-    },
-    /// Obtain a credential (after forgetting `stale`) and reply.
-    Lookup {
-        authority: Box<Authority>,
-        stale: Option<Credential>,
-        reply: oneshot::Sender<Result<Credential, Error>>,
-    },
+/// Where a request for a credential stands after [`CredentialWorkers::begin`].
+#[must_use]
+pub(crate) enum Pending {
+    /// The credential, from the cache.
+    Ready(Credential),
+    /// Wait for this flight, then do as `then` says.
+    Wait { flight: Arc<Flight>, then: Then },
+}
+
+/// What a request does once the flight it waits for lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Then {
+    /// Take its result: the request started this lookup.
+    Own,
+    /// Take its result: another request of the same native scope started it.
+    Share,
+    /// Look again: it was another path's callback call, whose prefix may or may not cover
+    /// this path.
+    LookAgain,
 }
 
 pub(crate) struct CredentialWorkers {
+    cache: CredentialCache,
     sender: Option<Sender<Job>>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl CredentialWorkers {
-    pub(crate) fn start(
-        count: usize,
-        cache: Arc<CredentialCache>,
-        handoff: Handoff,
-    ) -> Result<Self, Error> {
+    pub(crate) fn start(count: usize, cache: CredentialCache) -> Result<Self, Error> {
         let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
         let threads = (0..count.max(1))
             .map(|i| {
                 let receiver = receiver.clone();
-                let cache = Arc::clone(&cache);
-                let handoff = Arc::clone(&handoff);
                 std::thread::Builder::new()
                     .name(format!("karu-cred-{i}"))
-                    .spawn(move || work(&receiver, &cache, &handoff))
+                    .spawn(move || work(&receiver))
                     .map_err(|e| {
                         Error::new(
                             Status::Io,
@@ -61,98 +75,115 @@ impl CredentialWorkers {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(CredentialWorkers {
+            cache,
             sender: Some(sender),
             threads,
         })
     }
 
-    /// Queue a transfer for its credential.
-    pub(crate) fn route(&self, transfer: Transfer, authority: Authority) {
-        let job = Job::Route {
-            transfer: Box::new(transfer),
-            authority: Box::new(authority),
-        };
-        if let Some(Err(returned)) = self.sender.as_ref().map(|s| s.send(job))
-            && let Job::Route { transfer, .. } = returned.0
-        {
-            transfer.fail(&Error::internal("the credential workers have stopped"));
+    /// Where a request for `authority`'s credential stands, without blocking: cached, or
+    /// waiting for a flight (joined, or started now on a worker). `may_join` is false for a
+    /// callback request that already waited for another path's call.
+    pub(crate) fn begin(&self, authority: &Authority, may_join: bool) -> Pending {
+        match authority.begin(&self.cache, may_join) {
+            Step::Ready(credential) => Pending::Ready(credential),
+            Step::Join(flight) => Pending::Wait {
+                flight,
+                then: if authority.shares_flights() {
+                    Then::Share
+                } else {
+                    Then::LookAgain
+                },
+            },
+            Step::Fly(owner) => {
+                let flight = owner.flight();
+                let job = Job {
+                    owner,
+                    authority: authority.clone(),
+                };
+                // If the workers have stopped, the returned job drops its owner, which lands
+                // the flight as a failure.
+                if let Some(sender) = &self.sender {
+                    let _ = sender.send(job);
+                }
+                Pending::Wait {
+                    flight,
+                    then: Then::Own,
+                }
+            }
         }
     }
 
-    /// Obtain a credential on a worker, forgetting `stale` first; awaitable from an event
-    /// loop without blocking it.
-    pub(crate) async fn lookup(
+    /// The credential for `authority`, from where [`begin`](CredentialWorkers::begin) left the
+    /// request: waits for its flight until `deadline` ([`Status::TimedOut`]) or until `cancel`
+    /// is cancelled. Errors are [`Status::Credentials`] (or the timeout, or the cancellation).
+    pub(crate) async fn finish(
         &self,
-        authority: Authority,
-        stale: Option<Credential>,
+        authority: &Authority,
+        mut pending: Pending,
+        deadline: Instant,
+        cancel: Option<&BatchShared>,
     ) -> Result<Credential, Error> {
-        let (reply, answer) = oneshot::channel();
-        let job = Job::Lookup {
-            authority: Box::new(authority),
-            stale,
-            reply,
-        };
-        let sent = self.sender.as_ref().is_some_and(|s| s.send(job).is_ok());
-        if !sent {
-            return Err(Error::internal("the credential workers have stopped"));
+        loop {
+            let (flight, then) = match pending {
+                Pending::Ready(credential) => return Ok(credential),
+                Pending::Wait { flight, then } => (flight, then),
+            };
+            let landed = tokio::select! {
+                biased;
+                () = until_cancelled(cancel) => return Err(Failure::cancelled().error),
+                result = flight.landed() => result,
+                () = tokio::time::sleep_until(deadline.into()) => {
+                    return Err(waited_too_long(authority.family()));
+                }
+            };
+            match then {
+                Then::Own => return landed.map_err(as_credentials_error),
+                Then::Share => {
+                    let credential = landed.map_err(as_credentials_error)?;
+                    self.cache.served_by_flight();
+                    return Ok(credential);
+                }
+                // Another path's call landed: its prefix may now cover this path; if not,
+                // this request calls for itself (it waits for another call at most once).
+                Then::LookAgain => pending = self.begin(authority, false),
+            }
         }
-        answer
-            .await
-            .unwrap_or_else(|_| Err(Error::internal("a credential worker dropped a lookup")))
+    }
+
+    /// Forget `stale`, then obtain a fresh credential as [`finish`](CredentialWorkers::finish)
+    /// does (re-authentication after an expired-credential answer, or a probe's first lookup).
+    pub(crate) async fn obtain(
+        &self,
+        authority: &Authority,
+        stale: Option<&Credential>,
+        deadline: Instant,
+        cancel: Option<&BatchShared>,
+    ) -> Result<Credential, Error> {
+        if let Some(stale) = stale {
+            authority.invalidate(&self.cache, stale);
+        }
+        let pending = self.begin(authority, true);
+        self.finish(authority, pending, deadline, cancel).await
     }
 }
 
 impl Drop for CredentialWorkers {
     fn drop(&mut self) {
+        // Closing the queue lets each worker exit after its current lookup. They are not
+        // joined: a lookup that never returns must not hang the client's drop (a worker owns
+        // nothing but its lookup).
         self.sender = None;
-        let me = std::thread::current().id();
-        for t in self.threads.drain(..) {
-            if t.thread().id() != me {
-                let _ = t.join();
-            }
-        }
+        self.threads.clear();
     }
 }
 
-fn work(receiver: &Receiver<Job>, cache: &CredentialCache, handoff: &Handoff) {
-    while let Ok(job) = receiver.recv() {
-        match job {
-            Job::Route {
-                mut transfer,
-                authority,
-            } => {
-                if transfer.batch.is_cancelled() {
-                    transfer.cancel();
-                    continue;
-                }
-                // The read's deadline covers its credential lookup.
-                transfer.started = Some(Instant::now());
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    authority.obtain(cache)
-                }))
-                .unwrap_or_else(|_| Err(Error::internal("a credential provider panicked")));
-                match result {
-                    Ok(credential) => {
-                        transfer.auth = Some((*authority, credential));
-                        handoff(*transfer);
-                    }
-                    Err(e) => transfer.fail(&e),
-                }
-            }
-            Job::Lookup {
-                authority,
-                stale,
-                reply,
-            } => {
-                if let Some(stale) = &stale {
-                    authority.invalidate(cache, stale);
-                }
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    authority.obtain(cache)
-                }))
-                .unwrap_or_else(|_| Err(Error::internal("a credential provider panicked")));
-                let _ = reply.send(result);
-            }
-        }
+fn work(receiver: &Receiver<Job>) {
+    while let Ok(Job { owner, authority }) = receiver.recv() {
+        // `fly` turns a panicking provider into a failure; anything else that unwinds drops
+        // the owner, which lands the flight as a failure too. Either way the worker goes on.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            owner.fly(authority.call())
+        }));
     }
 }

@@ -10,7 +10,7 @@ use crate::credential::{Authority, Credential};
 use crate::http::LoopCtx;
 use crate::http::check::RangeSpec;
 use crate::http::fetch::{Fetch, Fetched};
-use crate::http::landing::Slice;
+use crate::http::landing::{Dest, Landing, Scatter};
 use crate::locator::Locator;
 use crate::status::{Error, Status};
 
@@ -31,8 +31,8 @@ pub(crate) async fn read_ends(
 ) -> Result<RemoteEnds, Error> {
     let whole = locator.whole();
     let settings = ctx.settings_for(&whole);
-    let auth = ctx.authenticate(&whole).await?;
     let started = Instant::now();
+    let auth = ctx.authenticate(&whole, &settings, started).await?;
     let probe = Probe {
         ctx,
         locator: &whole,
@@ -42,16 +42,10 @@ pub(crate) async fn read_ends(
     };
     let window = locator.window();
     let base = window.map_or(0, |w| w.start);
-    let too_big = |n: u64| {
-        usize::try_from(n).map_err(|_| {
-            Error::new(
-                Status::InvalidArgument,
-                format!("cannot allocate {n} bytes"),
-            )
-        })
-    };
-    let mut head = vec![0u8; too_big(head_len)?];
-    let mut tail = vec![0u8; too_big(tail_len)?];
+    // Both ends hold what the answers deliver, never the lengths asked for: they are clamped
+    // to the size the first answer states (a 1 TiB head of a 20 MiB object takes 20 MiB).
+    let mut head = Vec::new();
+    let mut tail = Vec::new();
     let suffix_ok = whole.backend().capabilities().suffix_ranges;
 
     // A bounded window knows its size: two closed ranges, in flight together (the second
@@ -80,27 +74,28 @@ pub(crate) async fn read_ends(
     }
 
     let head_range = RangeSpec::closed(base, head_len.max(1));
+    let mut one = [0u8; 1];
+    let head_dst = if head_len == 0 {
+        Dest::Slice(&mut one[..])
+    } else {
+        Dest::Vec {
+            buf: &mut head,
+            limit: head_len,
+        }
+    };
     let (hf, tf) = if suffix_ok && tail_len > 0 {
-        let mut one = [0u8; 1];
-        let head_dst: &mut [u8] = if head_len == 0 {
-            &mut one[..]
-        } else {
-            &mut head[..]
+        let tail_dst = Dest::Vec {
+            buf: &mut tail,
+            limit: tail_len,
         };
         let (hr, tr) = both(
             ctx,
             probe.range(head_range, None, head_dst),
-            probe.range(Some(RangeSpec::Suffix { len: tail_len }), None, &mut tail),
+            probe.range(Some(RangeSpec::Suffix { len: tail_len }), None, tail_dst),
         )
         .await;
         (hr?, Some(tr?))
     } else {
-        let mut one = [0u8; 1];
-        let head_dst: &mut [u8] = if head_len == 0 {
-            &mut one[..]
-        } else {
-            &mut head[..]
-        };
         (probe.range(head_range, None, head_dst).await?, None)
     };
     let size = hf.total.ok_or_else(|| {
@@ -111,7 +106,7 @@ pub(crate) async fn read_ends(
     })?;
     let visible = size.saturating_sub(base);
     let h = head_len.min(visible);
-    if hf.available < h {
+    if hf.available < h || (h > 0 && (head.len() as u64) < h) {
         return Err(Error::new(
             Status::Protocol,
             format!("the head of {} arrived short", whole.canonical()),
@@ -126,7 +121,7 @@ pub(crate) async fn read_ends(
                 return Err(changed(&whole, "size"));
             }
             // The suffix may reach before the window's start: keep only the visible part.
-            let got = tf.available;
+            let got = tf.available.min(tail.len() as u64);
             let skip = (got - t.min(got)) as usize;
             tail.truncate(got as usize);
             let tail = tail.split_off(skip);
@@ -194,10 +189,11 @@ impl Probe<'_> {
         &self,
         range: Option<RangeSpec>,
         if_match: Option<&str>,
-        dst: &mut [u8],
+        dst: Dest<'_>,
     ) -> Result<Fetched, Error> {
         let range = range.ok_or_else(|| Error::new(Status::InvalidRange, "range overflows"))?;
-        Fetch {
+        let mut landing = Scatter::one(dst);
+        let fetched = Fetch {
             locator: self.locator,
             range,
             if_match,
@@ -206,16 +202,21 @@ impl Probe<'_> {
             auth: self.auth.clone(),
             started: self.started,
         }
-        .run(self.ctx, &mut Slice(dst))
-        .await
+        .run(self.ctx, &mut landing)
+        .await?;
+        match landing.failure() {
+            Some(error) => Err(error),
+            None => Ok(fetched),
+        }
     }
 
+    /// `length` bytes at `offset` into `buf`, which then holds what arrived.
     async fn closed(
         &self,
         offset: u64,
         length: u64,
         if_match: Option<&str>,
-        dst: &mut [u8],
+        buf: &mut Vec<u8>,
     ) -> Result<Fetched, Error> {
         if length == 0 {
             return Ok(Fetched {
@@ -225,12 +226,9 @@ impl Probe<'_> {
                 total: None,
             });
         }
-        self.range(
-            RangeSpec::closed(offset, length),
-            if_match,
-            &mut dst[..length as usize],
-        )
-        .await
+        let dst = Dest::Vec { buf, limit: length };
+        self.range(RangeSpec::closed(offset, length), if_match, dst)
+            .await
     }
 }
 

@@ -262,6 +262,12 @@ impl Exchange<'_> {
                         FailureClass::Permanent,
                     ));
                 }
+                // Memory follows the data: room for what the head states will arrive.
+                if receipt.body_len.is_some()
+                    && let Err(error) = dst.expect(base + receipt.keep)
+                {
+                    return Err(Failure::new(error, FailureClass::Permanent));
+                }
                 let etag = receipt.etag.clone();
                 let total = receipt.total;
                 self.body(response, &receipt, dst, base, host)

@@ -182,10 +182,11 @@ impl Fetch<'_> {
                         return Err(failure.error);
                     };
                     tracing::debug!("credential expired: authenticating again");
+                    // Within the read's deadline, like every other step.
                     let fresh = ctx
                         .shared
                         .workers
-                        .lookup(authority.clone(), Some(stale))
+                        .obtain(&authority, Some(&stale), retry.deadline(), self.cancel)
                         .await?;
                     self.auth = Some((authority, fresh));
                 }

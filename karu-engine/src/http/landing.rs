@@ -1,41 +1,140 @@
-//! Where a response's kept bytes land: one contiguous destination, or, for a merged transfer,
-//! straight into each part's destination (gaps dropped, overlaps copied to every part that
-//! asked for them), so a merged span needs no temporary copy of its own.
+//! Where a response's kept bytes land: straight into each part's destination (gaps dropped,
+//! overlaps copied to every part that asked for them), so a merged span needs no temporary
+//! copy of its own, and a destination Karu owns holds only what arrived.
+//!
+//! Memory follows the data, not the request: an owned destination is reserved when a
+//! response head states how many bytes it delivers ([`Landing::expect`]) and otherwise grows
+//! as bytes arrive, never beyond its read's length. A read of 8 GB of a 20 MiB object takes
+//! 20 MiB.
+
+use crate::read::Open;
+use crate::status::{Error, Status};
 
 /// Receives the bytes of a transfer's span as they arrive, in order.
+///
+/// Call order for one response: [`expect`](Landing::expect) once its head states the body's
+/// length (skipped for a body of unknown length), then [`put`](Landing::put) for each chunk.
+/// A destination that cannot grow records the failure ([`failure`](Landing::failure)) instead
+/// of aborting; the transfer then fails with it.
 pub(crate) trait Landing: Send {
     /// The span's length.
     fn span(&self) -> u64;
 
+    /// The response states that span bytes up to `end` (exclusive) will arrive: make room
+    /// for them now, in one allocation per destination.
+    fn expect(&mut self, end: u64) -> Result<(), Error>;
+
     /// Store `bytes`, the span's bytes from offset `at` (`at + bytes.len() <= span()`).
     fn put(&mut self, at: u64, bytes: &[u8]);
+
+    /// Why a [`put`](Landing::put) could not store its bytes, if one could not.
+    fn failure(&mut self) -> Option<Error>;
 }
 
-/// One contiguous destination.
-pub(crate) struct Slice<'a>(pub(crate) &'a mut [u8]);
+/// One part's destination while its transfer is active.
+pub(crate) enum Dest<'a> {
+    /// A caller's slice of the read's length, filled in place.
+    Slice(&'a mut [u8]),
+    /// A vector holding the bytes received from the part's start, never longer than `limit`.
+    Vec { buf: &'a mut Vec<u8>, limit: u64 },
+}
 
-impl Landing for Slice<'_> {
-    fn span(&self) -> u64 {
-        self.0.len() as u64
+impl<'a> Dest<'a> {
+    /// The destination of a read of `length` bytes, as its sink was opened.
+    pub(crate) fn new(open: Open<'a>, length: u64) -> Self {
+        match open {
+            Open::Slice(slice) => Dest::Slice(slice),
+            Open::Vec(buf) => Dest::Vec { buf, limit: length },
+        }
     }
 
-    fn put(&mut self, at: u64, bytes: &[u8]) {
-        let at = at as usize;
-        self.0[at..at + bytes.len()].copy_from_slice(bytes);
+    /// Bytes this destination takes.
+    fn len(&self) -> u64 {
+        match self {
+            Dest::Slice(s) => s.len() as u64,
+            Dest::Vec { limit, .. } => *limit,
+        }
+    }
+
+    /// Room for the first `end` bytes (clamped to the destination's length), reserved exactly.
+    fn reserve(&mut self, end: u64) -> Result<(), Error> {
+        let Dest::Vec { buf, limit } = self else {
+            return Ok(());
+        };
+        let want = end.min(*limit);
+        let want = usize::try_from(want).map_err(|_| no_room(want))?;
+        if want > buf.capacity() {
+            buf.try_reserve_exact(want - buf.len())
+                .map_err(|_| no_room(want as u64))?;
+        }
+        Ok(())
+    }
+
+    /// Write `bytes` at offset `at` of the destination (`at + bytes.len() <= len()`).
+    fn write(&mut self, at: u64, bytes: &[u8]) -> Result<(), Error> {
+        match self {
+            Dest::Slice(s) => {
+                let at = at as usize;
+                s[at..at + bytes.len()].copy_from_slice(bytes);
+                Ok(())
+            }
+            Dest::Vec { buf, limit } => {
+                let end = at + bytes.len() as u64;
+                if end > buf.capacity() as u64 {
+                    // Amortised growth for a body of unknown length, capped at the limit.
+                    let doubled = (buf.capacity() as u64).saturating_mul(2);
+                    let target = end.max(doubled).min(*limit);
+                    let target = usize::try_from(target).map_err(|_| no_room(target))?;
+                    buf.try_reserve_exact(target - buf.len())
+                        .map_err(|_| no_room(target as u64))?;
+                }
+                let at = at as usize;
+                if at > buf.len() {
+                    // Not reached for bodies delivered in order; kept exact all the same.
+                    buf.resize(at, 0);
+                }
+                let overlap = (buf.len() - at).min(bytes.len());
+                buf[at..at + overlap].copy_from_slice(&bytes[..overlap]);
+                buf.extend_from_slice(&bytes[overlap..]);
+                Ok(())
+            }
+        }
     }
 }
 
-/// The destinations of a merged transfer's parts, by their offset in the span.
+fn no_room(bytes: u64) -> Error {
+    Error::new(
+        Status::InvalidArgument,
+        format!(
+            "cannot allocate {bytes} bytes for a destination; read into a buffer of your own or \
+             in smaller pieces"
+        ),
+    )
+}
+
+/// The destinations of a transfer's parts, by their offset in the span (one part at offset 0
+/// for a transfer that is not merged).
 pub(crate) struct Scatter<'a> {
     /// `(offset in the span, destination)`, sorted by offset (the planner's order).
-    parts: Vec<(u64, &'a mut [u8])>,
+    parts: Vec<(u64, Dest<'a>)>,
     span: u64,
+    failed: Option<Error>,
 }
 
 impl<'a> Scatter<'a> {
-    pub(crate) fn new(span: u64, mut parts: Vec<(u64, &'a mut [u8])>) -> Self {
+    pub(crate) fn new(span: u64, mut parts: Vec<(u64, Dest<'a>)>) -> Self {
         parts.sort_by_key(|(offset, _)| *offset);
-        Scatter { parts, span }
+        Scatter {
+            parts,
+            span,
+            failed: None,
+        }
+    }
+
+    /// One destination covering the whole span.
+    pub(crate) fn one(dest: Dest<'a>) -> Self {
+        let span = dest.len();
+        Scatter::new(span, vec![(0, dest)])
     }
 }
 
@@ -44,19 +143,42 @@ impl Landing for Scatter<'_> {
         self.span
     }
 
+    fn expect(&mut self, end: u64) -> Result<(), Error> {
+        for (start, dst) in &mut self.parts {
+            if *start >= end {
+                break;
+            }
+            dst.reserve(end - *start)?;
+        }
+        Ok(())
+    }
+
     fn put(&mut self, at: u64, bytes: &[u8]) {
+        if self.failed.is_some() {
+            return;
+        }
         let end = at + bytes.len() as u64;
         for (start, dst) in &mut self.parts {
             if *start >= end {
                 break;
             }
             let lo = at.max(*start);
-            let hi = end.min(*start + dst.len() as u64);
+            let hi = end.min(start.saturating_add(dst.len()));
             if lo < hi {
-                dst[(lo - *start) as usize..(hi - *start) as usize]
-                    .copy_from_slice(&bytes[(lo - at) as usize..(hi - at) as usize]);
+                let written = dst.write(
+                    lo - *start,
+                    &bytes[(lo - at) as usize..(hi - at) as usize],
+                );
+                if let Err(e) = written {
+                    self.failed = Some(e);
+                    return;
+                }
             }
         }
+    }
+
+    fn failure(&mut self) -> Option<Error> {
+        self.failed.take()
     }
 }
 
@@ -67,29 +189,113 @@ mod tests {
     #[test]
     fn scatter_fills_overlapping_and_gapped_parts_from_chunks() {
         let span: Vec<u8> = (0..100u8).collect();
-        let (mut a, mut b, mut c) = (vec![0u8; 10], vec![0u8; 20], vec![0u8; 5]);
+        let (mut a, mut b, mut c) = (vec![0u8; 10], Vec::new(), Vec::with_capacity(64));
         {
-            // a = [0, 10), b = [5, 25) overlaps a, c = [90, 95) after a gap.
+            // a = [0, 10) a slice, b = [5, 25) overlaps a, c = [90, 95) after a gap.
             let mut s = Scatter::new(
                 100,
-                vec![(90, &mut c[..]), (0, &mut a[..]), (5, &mut b[..])],
+                vec![
+                    (
+                        90,
+                        Dest::Vec {
+                            buf: &mut c,
+                            limit: 5,
+                        },
+                    ),
+                    (0, Dest::Slice(&mut a[..])),
+                    (
+                        5,
+                        Dest::Vec {
+                            buf: &mut b,
+                            limit: 20,
+                        },
+                    ),
+                ],
             );
             for (i, chunk) in span.chunks(7).enumerate() {
                 s.put(i as u64 * 7, chunk);
             }
+            assert!(s.failure().is_none());
         }
         assert_eq!(a, span[0..10]);
         assert_eq!(b, span[5..25]);
         assert_eq!(c, span[90..95]);
+        assert_eq!(b.capacity(), 20, "grown by doubling, capped at the read's length");
     }
 
     #[test]
     fn a_slice_lands_in_place() {
         let mut dst = [0u8; 6];
-        let mut slice = Slice(&mut dst);
-        let landing: &mut dyn Landing = &mut slice;
+        let mut one = Scatter::one(Dest::Slice(&mut dst));
+        let landing: &mut dyn Landing = &mut one;
+        landing.expect(6).unwrap();
         landing.put(2, b"abc");
         assert_eq!(landing.span(), 6);
         assert_eq!(&dst, b"\0\0abc\0");
+    }
+
+    #[test]
+    fn owned_destinations_hold_what_the_response_states_not_what_was_asked() {
+        // A read of 2^62 bytes whose response states 1,000: one exact reservation.
+        let mut buf = Vec::new();
+        let mut one = Scatter::one(Dest::Vec {
+            buf: &mut buf,
+            limit: 1 << 62,
+        });
+        one.expect(1000).unwrap();
+        for at in (0..1000).step_by(100) {
+            one.put(at, &[at as u8; 100]);
+        }
+        assert!(one.failure().is_none());
+        assert_eq!(buf.len(), 1000);
+        assert_eq!(buf.capacity(), 1000, "reserved once, exactly");
+        assert_eq!(buf[999], 900u64 as u8);
+    }
+
+    #[test]
+    fn a_body_of_unknown_length_grows_as_it_arrives() {
+        let mut buf = Vec::new();
+        let mut one = Scatter::one(Dest::Vec {
+            buf: &mut buf,
+            limit: u64::MAX,
+        });
+        let chunk = [7u8; 4096];
+        for i in 0..100 {
+            one.put(i * 4096, &chunk);
+        }
+        assert!(one.failure().is_none());
+        assert_eq!(buf.len(), 409_600);
+        assert!(buf.capacity() < 2 * 409_600, "{}", buf.capacity());
+    }
+
+    #[test]
+    fn a_restarted_response_overwrites_from_its_first_byte() {
+        let mut buf = Vec::new();
+        let mut one = Scatter::one(Dest::Vec {
+            buf: &mut buf,
+            limit: 10,
+        });
+        one.put(0, b"oldold");
+        one.put(0, b"0123456789");
+        assert_eq!(buf, b"0123456789");
+    }
+
+    #[test]
+    fn a_destination_that_cannot_be_allocated_fails_instead_of_aborting() {
+        let mut buf = Vec::new();
+        let mut one = Scatter::one(Dest::Vec {
+            buf: &mut buf,
+            limit: u64::MAX,
+        });
+        let error = one.expect(u64::MAX).unwrap_err();
+        assert_eq!(error.status(), Status::InvalidArgument);
+        // The same for growth while bytes arrive (a chunk claiming a far offset).
+        let mut buf = vec![0u8; 1];
+        let mut one = Scatter::one(Dest::Vec {
+            buf: &mut buf,
+            limit: u64::MAX,
+        });
+        one.put(u64::MAX / 2, b"x");
+        assert_eq!(one.failure().map(|e| e.status()), Some(Status::InvalidArgument));
     }
 }

@@ -32,11 +32,12 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 use crate::credential::{Authority, Callbacks, Credential, CredentialCache};
+use crate::http::credential_workers::Pending;
 use crate::http::check::RangeSpec;
 use crate::http::credential_workers::CredentialWorkers;
 use crate::http::ends::RemoteEnds;
 use crate::http::fetch::{Fetch, Fetched};
-use crate::http::landing::{Scatter, Slice};
+use crate::http::landing::{Dest, Landing, Scatter};
 use crate::http::transport::{DnsCache, HttpClient, Resolver};
 use crate::locator::Locator;
 use crate::read::Completion;
@@ -67,7 +68,76 @@ type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 enum Job {
     Transfer(Box<Transfer>),
+    /// A transfer waiting for its credential: waits without a concurrency permit, then joins
+    /// the queue as a `Transfer`.
+    Credential(Box<Waiting>),
     Task(Box<dyn FnOnce(Arc<LoopCtx>) -> BoxFuture + Send>),
+}
+
+/// A transfer whose credential is being looked up (or whose lookup it joined).
+struct Waiting {
+    transfer: Transfer,
+    authority: Authority,
+    pending: Pending,
+    /// When the lookup began for this transfer: the read's deadline counts from here.
+    began: Instant,
+    deadline: Instant,
+}
+
+impl Waiting {
+    /// Wait for the credential (until the read's deadline, or the batch's cancellation),
+    /// then queue the transfer, or fail it.
+    async fn run(self, ctx: &LoopCtx) {
+        let Waiting {
+            mut transfer,
+            authority,
+            pending,
+            began,
+            deadline,
+        } = self;
+        let workers = &ctx.shared.workers;
+        let batch = Arc::clone(&transfer.batch);
+        match workers
+            .finish(&authority, pending, deadline, Some(&batch))
+            .await
+        {
+            Ok(credential) => {
+                transfer.auth = Some((authority, credential));
+                transfer.credential_wait = began.elapsed();
+                ctx.queues.push_transfer(transfer);
+            }
+            Err(error) => transfer.fail(&error),
+        }
+    }
+}
+
+/// One queued or running job of a loop, counted in its `load` until dropped (also when the
+/// job's task unwinds).
+struct Load {
+    queues: Arc<Queues>,
+    index: usize,
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.queues.load[self.index].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Poll `future`, turning a panic inside it into `Err` (the future is not polled again).
+/// Third-party backend hooks run inside transfers; a panic in one must end that transfer
+/// with a status, never the loop, and never leave a batch waiting.
+async fn catch_panic<F: Future>(future: F) -> Result<F::Output, ()> {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(move |cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(cx)))
+        {
+            Ok(std::task::Poll::Ready(output)) => std::task::Poll::Ready(Ok(output)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(_) => std::task::Poll::Ready(Err(())),
+        }
+    })
+    .await
 }
 
 /// State every loop shares.
@@ -142,28 +212,48 @@ impl LoopCtx {
             .clone()
     }
 
-    /// The authority and a credential for a read outside a batch (probes): looked up on a
-    /// credential worker, never on this loop.
+    /// The authority and a credential for a read outside a batch (probes) that started at
+    /// `started`: looked up on a credential worker, never on this loop, within the read's
+    /// deadline.
     async fn authenticate(
         &self,
         locator: &Locator,
+        settings: &Settings,
+        started: Instant,
     ) -> Result<Option<(Authority, Credential)>, Error> {
         let shared = &self.shared;
         match Authority::for_locator(locator, &shared.snapshot, &shared.callbacks)? {
             None => Ok(None),
             Some(authority) => {
-                let credential = shared.workers.lookup(authority.clone(), None).await?;
+                let deadline = deadline_of(started, settings);
+                let credential = shared
+                    .workers
+                    .obtain(&authority, None, deadline, None)
+                    .await?;
                 Ok(Some((authority, credential)))
             }
         }
     }
 
     fn settings_for(&self, locator: &Locator) -> Arc<Settings> {
-        self.shared
-            .snapshot
-            .for_path(locator.canonical().as_str())
-            .unwrap_or_else(|_| Arc::new(self.shared.snapshot.global().clone()))
+        self.shared.settings_for(locator)
     }
+}
+
+impl Shared {
+    fn settings_for(&self, locator: &Locator) -> Arc<Settings> {
+        self.snapshot
+            .for_path(locator.canonical().as_str())
+            .unwrap_or_else(|_| Arc::new(self.snapshot.global().clone()))
+    }
+}
+
+/// The deadline of a read that started at `started` (far in the future if it overflows).
+fn deadline_of(started: Instant, settings: &Settings) -> Instant {
+    let budget = settings.retry.deadline.0;
+    started
+        .checked_add(budget)
+        .unwrap_or_else(|| started + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
 /// The HTTP engine: event loops, their shared limit, and the credential workers in front.
@@ -177,7 +267,7 @@ impl Remote {
     pub(crate) fn start(
         snapshot: &Snapshot,
         callbacks: Callbacks,
-        credentials: Arc<CredentialCache>,
+        credentials: CredentialCache,
     ) -> Result<Remote, Error> {
         let global = snapshot.global();
         let loops = global.io_threads.max(1);
@@ -185,12 +275,7 @@ impl Remote {
             senders: RwLock::new(Vec::new()),
             load: (0..loops).map(|_| AtomicUsize::new(0)).collect(),
         });
-        let handoff_queues = Arc::clone(&queues);
-        let workers = CredentialWorkers::start(
-            global.credential_workers,
-            Arc::clone(&credentials),
-            Arc::new(move |transfer| handoff_queues.push_transfer(transfer)),
-        )?;
+        let workers = CredentialWorkers::start(global.credential_workers, credentials)?;
         let shared = Arc::new(Shared {
             snapshot: snapshot.clone(),
             limit: Arc::new(Semaphore::new(global.concurrency.max(1))),
@@ -232,14 +317,38 @@ impl Remote {
         })
     }
 
-    /// Queue a transfer: through a credential worker when its backend authenticates, else
-    /// straight to an event loop.
-    pub(crate) fn submit(&self, transfer: Transfer) {
+    /// Queue a transfer on an event loop: at once when its backend needs no credential or
+    /// its credential is cached; else it first waits (without a concurrency permit) for the
+    /// lookup that brings its credential, under the read's deadline.
+    pub(crate) fn submit(&self, mut transfer: Transfer) {
         let shared = &self.shared;
-        match Authority::for_locator(&transfer.locator, &shared.snapshot, &shared.callbacks) {
-            Ok(None) => self.queues.push_transfer(transfer),
-            Ok(Some(authority)) => shared.workers.route(transfer, authority),
-            Err(e) => transfer.fail(&e),
+        let authority =
+            match Authority::for_locator(&transfer.locator, &shared.snapshot, &shared.callbacks) {
+                Ok(None) => return self.queues.push_transfer(transfer),
+                Ok(Some(authority)) => authority,
+                Err(e) => return transfer.fail(&e),
+            };
+        let began = Instant::now();
+        match shared.workers.begin(&authority, true) {
+            Pending::Ready(credential) => {
+                transfer.auth = Some((authority, credential));
+                self.queues.push_transfer(transfer);
+            }
+            pending => {
+                let deadline = deadline_of(began, &shared.settings_for(&transfer.locator));
+                let waiting = Waiting {
+                    transfer,
+                    authority,
+                    pending,
+                    began,
+                    deadline,
+                };
+                if let Err(Job::Credential(w)) = self.queues.push(Job::Credential(Box::new(waiting)))
+                {
+                    w.transfer
+                        .fail(&Error::internal("the event loops have stopped"));
+                }
+            }
         }
     }
 
@@ -254,7 +363,12 @@ impl Remote {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let job = Job::Task(Box::new(move |ctx| {
             Box::pin(async move {
-                let _ = tx.send(f(ctx).await);
+                let result = catch_panic(f(ctx)).await.unwrap_or_else(|()| {
+                    Err(Error::internal(
+                        "a panic (in a backend hook or in Karu) ended this request",
+                    ))
+                });
+                let _ = tx.send(result);
             })
         }));
         if self.queues.push(job).is_err() {
@@ -279,7 +393,8 @@ impl Remote {
         let locator = locator.whole();
         self.run(move |ctx| async move {
             let settings = ctx.settings_for(&locator);
-            let auth = ctx.authenticate(&locator).await?;
+            let started = Instant::now();
+            let auth = ctx.authenticate(&locator, &settings, started).await?;
             let mut byte = [0u8; 1];
             let fetched = Fetch {
                 locator: &locator,
@@ -288,9 +403,9 @@ impl Remote {
                 settings: &settings,
                 cancel: None,
                 auth,
-                started: Instant::now(),
+                started,
             }
-            .run(&ctx, &mut Slice(&mut byte))
+            .run(&ctx, &mut Scatter::one(Dest::Slice(&mut byte)))
             .await?;
             let size = fetched.total.ok_or_else(|| {
                 Error::new(
@@ -346,15 +461,32 @@ impl fmt::Debug for Remote {
 async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>) {
     let mut tasks = JoinSet::new();
     while let Some(job) = receiver.recv().await {
-        if let Job::Transfer(t) = &job
-            && t.batch.is_cancelled()
-        {
-            if let Job::Transfer(t) = job {
+        // Counted since `Queues::push`; uncounted when this guard drops, on every path.
+        let load = Load {
+            queues: Arc::clone(&ctx.queues),
+            index: ctx.index,
+        };
+        let job = match job {
+            Job::Transfer(t) if t.batch.is_cancelled() => {
                 t.cancel();
+                continue;
             }
-            ctx.queues.load[ctx.index].fetch_sub(1, Ordering::Relaxed);
-            continue;
-        }
+            Job::Credential(w) if w.transfer.batch.is_cancelled() => {
+                w.transfer.cancel();
+                continue;
+            }
+            Job::Credential(w) => {
+                // Waiting for a credential holds no permit.
+                let ctx = Arc::clone(&ctx);
+                tasks.spawn(async move {
+                    let _load = load;
+                    w.run(&ctx).await;
+                });
+                while tasks.try_join_next().is_some() {}
+                continue;
+            }
+            job => job,
+        };
         // This loop's share first, then the client-wide limit.
         let permits = match Arc::clone(&ctx.share).acquire_owned().await {
             Ok(local) => match Arc::clone(&ctx.shared.limit).acquire_owned().await {
@@ -367,17 +499,17 @@ async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>)
             if let Job::Transfer(t) = job {
                 t.fail(&Error::internal("the concurrency limit was closed"));
             }
-            ctx.queues.load[ctx.index].fetch_sub(1, Ordering::Relaxed);
             continue;
         };
         let ctx = Arc::clone(&ctx);
         tasks.spawn(async move {
+            let _load = load;
             let _permits = permits;
             match job {
                 Job::Transfer(t) => run_transfer(*t, Arc::clone(&ctx)).await,
                 Job::Task(f) => f(Arc::clone(&ctx)).await,
+                Job::Credential(w) => w.run(&ctx).await,
             }
-            ctx.queues.load[ctx.index].fetch_sub(1, Ordering::Relaxed);
         });
         while tasks.try_join_next().is_some() {}
     }
@@ -385,15 +517,23 @@ async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>)
 }
 
 /// Run one remote transfer and complete each of its parts.
+///
+/// The transfer is active (its batch's release and scope wait for it) exactly while `active`
+/// lives; destinations are reachable only through a borrow of it. A panic in a backend hook
+/// (`prepare`, `correction`, `transformed`) is caught here, so every part still gets exactly
+/// one completion ([`Status::Internal`]) before the transfer ends.
 async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
     let batch = Arc::clone(&transfer.batch);
-    if !batch.begin() {
+    let Some(active) = batch.begin() else {
         transfer.cancel();
         return;
-    }
+    };
     let settings = ctx.settings_for(&transfer.locator);
     let locator = transfer.locator.clone();
     let if_match = transfer.if_match.clone();
+    // The deadline counts from the start of the credential lookup, if there was one.
+    let now = Instant::now();
+    let started = now.checked_sub(transfer.credential_wait).unwrap_or(now);
     let fetch = Fetch {
         locator: &locator,
         range: RangeSpec::Closed {
@@ -404,35 +544,42 @@ async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
         settings: &settings,
         cancel: Some(&batch),
         auth: transfer.auth.take(),
-        started: transfer.started.unwrap_or_else(Instant::now),
+        started,
     };
-    // Every part's bytes land straight in its destination: in place for one part, scattered
-    // by offset for a merged transfer (overlaps copied to each part that asked for them).
-    let mut slices = Vec::with_capacity(transfer.parts.len());
-    let mut unallocated = None;
-    for part in transfer.parts.iter_mut() {
-        match part.sink.slice(part.length) {
-            Ok(dst) => slices.push((part.offset_in_span, dst)),
-            Err(e) => {
-                unallocated = Some(e);
-                break;
+    let result = {
+        // Every part's bytes land straight in its destination, scattered by offset for a
+        // merged transfer (overlaps copied to each part that asked for them). Karu-owned
+        // destinations grow with what the response delivers, never to the length asked.
+        let mut dests = Vec::with_capacity(transfer.parts.len());
+        let mut unopened = None;
+        for part in transfer.parts.iter_mut() {
+            match part.sink.open(&active, part.length) {
+                Ok(open) => dests.push((part.offset_in_span, Dest::new(open, part.length))),
+                Err(e) => {
+                    unopened = Some(e);
+                    break;
+                }
             }
         }
-    }
-    let result = match unallocated {
-        Some(e) => Err(e),
-        None if slices.len() == 1 => {
-            let (_, dst) = slices.pop().unwrap_or_default();
-            fetch.run(&ctx, &mut Slice(dst)).await
-        }
-        None => {
-            let mut scatter = Scatter::new(transfer.length, slices);
-            fetch.run(&ctx, &mut scatter).await
+        match unopened {
+            Some(e) => Err(e),
+            None => {
+                let mut landing = Scatter::new(transfer.length, dests);
+                match catch_panic(fetch.run(&ctx, &mut landing)).await {
+                    Ok(fetched) => match landing.failure() {
+                        Some(e) => Err(e),
+                        None => fetched,
+                    },
+                    Err(()) => Err(Error::internal(format!(
+                        "a panic (in the {} backend's hooks or in Karu) ended this transfer",
+                        locator.backend().name()
+                    ))),
+                }
+            }
         }
     };
     let completions = complete_parts(&mut transfer, result);
-    batch.complete(completions);
-    batch.end();
+    active.complete(completions);
 }
 
 /// Turn a fetch result into one completion per part (the bytes are already in place).
