@@ -237,6 +237,9 @@ pub struct CredentialStats {
     pub hits: u64,
     /// Lookups that failed.
     pub failures: u64,
+    /// Requests that joined a lookup (or a callback call) already in flight instead of
+    /// starting their own: the work single flight saved.
+    pub waits: u64,
 }
 
 /// The scoped, single-flight credential cache of one client. Cheap to clone: clones share
@@ -652,7 +655,11 @@ impl CredentialCache {
                 state.stats.hits += 1;
                 Step::Ready(credential)
             }
-            Some(Entry::InFlight(flight)) => Step::Join(Arc::clone(flight)),
+            Some(Entry::InFlight(flight)) => {
+                let flight = Arc::clone(flight);
+                state.stats.waits += 1;
+                Step::Join(flight)
+            }
             _ => {
                 let flight = Flight::new();
                 state
@@ -691,7 +698,9 @@ impl CredentialCache {
             && !calls.uncacheable
             && let Some(flight) = calls.flying.last()
         {
-            return Step::Join(Arc::clone(flight));
+            let flight = Arc::clone(flight);
+            state.stats.waits += 1;
+            return Step::Join(flight);
         }
         let flight = Flight::new();
         calls.flying.push(Arc::clone(&flight));
@@ -1206,6 +1215,202 @@ mod tests {
         assert!(prefix_contains("s3://b/", "s3://b/k"));
         assert!(prefix_contains("s3://", "s3://b/k"));
         assert!(!prefix_contains("s3://b/k/", "s3://b/k"));
+    }
+
+    /// Wait until `cache` counts `n` requests that joined a flight (polling: the joining
+    /// threads block right after they are counted).
+    fn wait_for_waits(cache: &CredentialCache, n: u64) {
+        let give_up = std::time::Instant::now() + Duration::from_secs(20);
+        while cache.stats().waits < n {
+            assert!(std::time::Instant::now() < give_up, "{:?}", cache.stats());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A gate opened once, for good.
+    #[derive(Debug, Default)]
+    struct Gate {
+        open: Mutex<bool>,
+        opened: Condvar,
+    }
+    impl Gate {
+        fn open(&self) {
+            *self.open.lock() = true;
+            self.opened.notify_all();
+        }
+        fn wait(&self) {
+            let mut open = self.open.lock();
+            while !*open {
+                self.opened.wait(&mut open);
+            }
+        }
+    }
+
+    /// A provider that blocks on `gate` on its first call, then panics or answers.
+    #[derive(Debug)]
+    struct Held {
+        gate: Arc<Gate>,
+        calls: AtomicU64,
+        panic_first: bool,
+    }
+    impl CredentialProvider for Held {
+        fn fetch(&self) -> Result<Credential, Error> {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == 1 {
+                self.gate.wait();
+                assert!(!self.panic_first, "the provider panics");
+            }
+            Ok(Credential::new(n))
+        }
+    }
+
+    fn held(panic_first: bool) -> (Arc<Held>, Arc<Gate>) {
+        let gate = Arc::new(Gate::default());
+        let provider = Arc::new(Held {
+            gate: Arc::clone(&gate),
+            calls: AtomicU64::new(0),
+            panic_first,
+        });
+        (provider, gate)
+    }
+
+    #[test]
+    fn a_panicking_provider_lands_its_flight_as_a_credentials_failure() {
+        let cache = Arc::new(CredentialCache::new());
+        let (provider, gate) = held(true);
+        let src = source(provider.clone(), vec![]);
+        let owner = {
+            let (cache, src) = (Arc::clone(&cache), src.clone());
+            std::thread::spawn(move || cache.get(&src))
+        };
+        // The owner is in flight once a joiner can join it.
+        let joiners: Vec<_> = (0..3)
+            .map(|_| {
+                let (cache, src) = (Arc::clone(&cache), src.clone());
+                std::thread::spawn(move || cache.get(&src))
+            })
+            .collect();
+        wait_for_waits(&cache, 3);
+        gate.open();
+        let owner = owner.join().expect("the panic is caught inside the cache");
+        assert_eq!(owner.unwrap_err().status(), Status::Credentials);
+        for j in joiners {
+            assert_eq!(j.join().unwrap().unwrap_err().status(), Status::Credentials);
+        }
+        assert_eq!(provider.calls.load(Ordering::SeqCst), 1);
+        // Nothing stayed in flight: the next request looks up again.
+        assert_eq!(value(&cache.get(&src).unwrap()), 2);
+        let stats = cache.stats();
+        assert_eq!((stats.lookups, stats.failures, stats.waits), (2, 1, 3));
+    }
+
+    #[test]
+    fn an_owner_dropped_before_it_flies_lands_its_flight_as_a_failure() {
+        let cache = CredentialCache::new();
+        let scope = CredentialScope::new("aws", vec![]);
+        let Step::Fly(owner) = cache.begin_scope(&scope) else {
+            panic!("a cold scope flies")
+        };
+        let Step::Join(flight) = cache.begin_scope(&scope) else {
+            panic!("a scope in flight is joined")
+        };
+        drop(owner); // as when a worker unwinds or stops before running the lookup
+        let landed = flight.wait_until(None).expect("landed");
+        assert_eq!(landed.unwrap_err().status(), Status::Credentials);
+        assert!(matches!(cache.begin_scope(&scope), Step::Fly(_)), "cold again");
+    }
+
+    #[test]
+    fn waiting_for_a_hung_lookup_ends_at_the_deadline_and_its_result_serves_later_requests() {
+        let cache = Arc::new(CredentialCache::new());
+        let (provider, gate) = held(false);
+        let src = source(provider.clone(), vec![]);
+        let owner = {
+            let (cache, src) = (Arc::clone(&cache), src.clone());
+            std::thread::spawn(move || cache.get(&src))
+        };
+        // Make sure the owner's flight is the one in progress before timing out on it.
+        let watcher = {
+            let (cache, src) = (Arc::clone(&cache), src.clone());
+            std::thread::spawn(move || cache.get(&src))
+        };
+        wait_for_waits(&cache, 1);
+        let deadline = std::time::Instant::now() + Duration::from_millis(20);
+        let err = cache.get_until(&src, Some(deadline)).unwrap_err();
+        assert_eq!(err.status(), Status::TimedOut);
+        assert!(std::time::Instant::now() >= deadline);
+        assert_eq!(provider.calls.load(Ordering::SeqCst), 1, "not asked again");
+        gate.open();
+        assert_eq!(value(&owner.join().unwrap().unwrap()), 1);
+        assert_eq!(value(&watcher.join().unwrap().unwrap()), 1);
+        assert_eq!(value(&cache.get(&src).unwrap()), 1, "cached");
+        assert_eq!(provider.calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn concurrent_cold_callback_requests_of_a_family_share_one_call() {
+        let cache = Arc::new(CredentialCache::new());
+        let gate = Arc::new(Gate::default());
+        let calls = Arc::new(AtomicU64::new(0));
+        let callback = {
+            let (gate, calls) = (Arc::clone(&gate), Arc::clone(&calls));
+            Arc::new(move |_: &CanonicalPath| {
+                let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+                gate.wait();
+                Ok(CallbackCredential::for_prefix(Credential::new(n), "s3://b"))
+            })
+        };
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let (cache, callback) = (Arc::clone(&cache), Arc::clone(&callback));
+                std::thread::spawn(move || {
+                    let path = CanonicalPath::new(format!("s3://b/k{i}"));
+                    cache.from_callback("aws", callback.as_ref(), &path)
+                })
+            })
+            .collect();
+        wait_for_waits(&cache, 7);
+        gate.open();
+        for t in threads {
+            assert_eq!(value(&t.join().unwrap().unwrap()), 1);
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let stats = cache.stats();
+        assert_eq!((stats.callback_calls, stats.hits, stats.waits), (1, 7, 7));
+    }
+
+    #[test]
+    fn callback_requests_not_covered_by_the_call_they_waited_for_call_for_themselves() {
+        let cache = Arc::new(CredentialCache::new());
+        let gate = Arc::new(Gate::default());
+        let calls = Arc::new(AtomicU64::new(0));
+        // Each bucket's credential is only valid in that bucket.
+        let callback = {
+            let (gate, calls) = (Arc::clone(&gate), Arc::clone(&calls));
+            Arc::new(move |path: &CanonicalPath| {
+                let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+                if n == 1 {
+                    gate.wait();
+                }
+                let bucket = path.as_str().rsplit_once('/').map_or("", |(b, _)| b);
+                Ok(CallbackCredential::for_prefix(
+                    Credential::new(n),
+                    bucket.to_string(),
+                ))
+            })
+        };
+        let ask = |bucket: &str| {
+            let (cache, callback) = (Arc::clone(&cache), Arc::clone(&callback));
+            let path = CanonicalPath::new(format!("s3://{bucket}/k"));
+            std::thread::spawn(move || cache.from_callback("aws", callback.as_ref(), &path))
+        };
+        let first = ask("a");
+        let other = ask("b");
+        wait_for_waits(&cache, 1);
+        gate.open();
+        assert_eq!(value(&first.join().unwrap().unwrap()), 1);
+        assert_eq!(value(&other.join().unwrap().unwrap()), 2, "its own call");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 
     #[test]

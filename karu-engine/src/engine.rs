@@ -476,6 +476,58 @@ struct Planned {
 }
 
 /// A region in which reads may borrow their destinations; see [`Engine::scope`].
+///
+/// Leaking is harmless: a batch leaked with [`std::mem::forget`] is still waited for (the
+/// scope registered it before any of its transfers started), and the scope itself is only
+/// ever lent to the closure, so it cannot be moved out, leaked, or kept:
+///
+/// ```compile_fail,E0507
+/// # let engine = karu_engine::Engine::new(karu_config::Snapshot::defaults()).unwrap();
+/// engine.scope(|scope| std::mem::forget(*scope)); // cannot move out of `*scope`
+/// ```
+///
+/// ```compile_fail
+/// # let engine = karu_engine::Engine::new(karu_config::Snapshot::defaults()).unwrap();
+/// let kept = engine.scope(|scope| scope); // the scope cannot outlive the closure
+/// ```
+///
+/// A slice lent to a scope's read stays borrowed until the scope has returned, so it cannot be
+/// touched while a transfer may write to it:
+///
+/// ```compile_fail,E0506
+/// # use karu_engine::{BatchOptions, Read, Registry};
+/// # let registry = Registry::new();
+/// # registry.register("file", std::sync::Arc::new(karu_engine::testing::FileBackend));
+/// # let object = registry.resolve("/etc/hostname").unwrap();
+/// # let engine = karu_engine::Engine::new(karu_config::Snapshot::defaults()).unwrap();
+/// let mut buf = [0u8; 4];
+/// engine.scope(|scope| {
+///     let batch = scope.submit([Read::into_slice(&object, 0, &mut buf)], &BatchOptions::new());
+///     std::mem::forget(batch);
+///     buf[0] = 1; // `buf` is still lent to the scope
+/// });
+/// ```
+///
+/// The same code reads `buf` once the scope has returned:
+///
+/// ```
+/// # use karu_engine::{BatchOptions, Read, Registry};
+/// # let registry = Registry::new();
+/// # registry.register("file", std::sync::Arc::new(karu_engine::testing::FileBackend));
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("f");
+/// # std::fs::write(&path, b"abcd").unwrap();
+/// # let object = registry.resolve(path.to_str().unwrap()).unwrap();
+/// # let engine = karu_engine::Engine::new(karu_config::Snapshot::defaults()).unwrap();
+/// let mut buf = [0u8; 4];
+/// engine.scope(|scope| {
+///     let batch = scope.submit([Read::into_slice(&object, 0, &mut buf)], &BatchOptions::new());
+///     assert!(batch.wait()[0].is_ok());
+///     std::mem::forget(batch); // leaked: harmless
+/// });
+/// buf[0] = buf[0].to_ascii_uppercase();
+/// assert_eq!(&buf, b"Abcd");
+/// ```
 pub struct Scope<'env> {
     engine: Engine,
     batches: Mutex<Vec<Arc<BatchShared>>>,

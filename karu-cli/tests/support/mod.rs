@@ -2,6 +2,9 @@
 //!
 //! Pattern files, and the built `karu` binary run with no user config, no project config and
 //! no `KARU_*` variables.
+//!
+//! Each test binary uses a subset.
+#![allow(dead_code)]
 
 use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;

@@ -1,0 +1,96 @@
+//! Caller-chosen lengths never abort the command: `karu ends` with a 1 TiB (or `u64::MAX`)
+//! head or tail clamps both ends to the object's size, and `karu read` of 8 GB or 1 TiB of a
+//! small remote object delivers what exists, as a range error with its prefix.
+
+mod support;
+
+use karu_testkit::{MockServer, pattern};
+use serde_json::json;
+use support::{karu, sha256};
+
+const SIZE: u64 = 100_000;
+
+fn server() -> (MockServer, String) {
+    let server = MockServer::start();
+    server.insert_virtual("/obj.bin", SIZE);
+    let url = server.url("/obj.bin");
+    (server, url)
+}
+
+#[test]
+fn ends_with_huge_lengths_clamps_both_ends_to_the_object() {
+    let (server, url) = server();
+    let home = tempfile::tempdir().unwrap();
+    for (head, tail) in [
+        ("1099511627776", "16"),
+        ("18446744073709551615", "18446744073709551615"),
+    ] {
+        let out = karu(home.path(), ["--json", "ends", &url, head, tail]);
+        assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
+        let lines = out.json_lines();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let line = &lines[0];
+        let tail_len = tail.parse::<u64>().unwrap().min(SIZE);
+        assert_eq!(line["size"], json!(SIZE));
+        assert_eq!(line["head_bytes"], json!(SIZE));
+        assert_eq!(line["head_sha256"], json!(sha256(&pattern(0, SIZE as usize))));
+        assert_eq!(line["tail_bytes"], json!(tail_len));
+        assert_eq!(
+            line["tail_sha256"],
+            json!(sha256(&pattern(SIZE - tail_len, tail_len as usize)))
+        );
+    }
+    assert_eq!(server.request_count(), 4, "a head and a suffix each time");
+}
+
+#[test]
+fn reads_far_beyond_a_remote_object_deliver_the_prefix_that_exists() {
+    let (server, url) = server();
+    let home = tempfile::tempdir().unwrap();
+    let out = karu(
+        home.path(),
+        [
+            "--json",
+            "read",
+            &url,
+            "0:8000000000",
+            "1000:1099511627776",
+            "5:5",
+        ],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    let lines = out.json_lines();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    let prefix = |start: u64| {
+        json!({
+            "status": "range_not_satisfiable",
+            "bytes_received": SIZE - start,
+            "sha256": sha256(&pattern(start, (SIZE - start) as usize)),
+        })
+    };
+    for (line, (tag, expected)) in lines.iter().zip([
+        (0, prefix(0)),
+        (1, prefix(1000)),
+        (
+            2,
+            json!({
+                "status": "ok",
+                "bytes_received": 5,
+                "sha256": sha256(&pattern(5, 5)),
+            }),
+        ),
+    ]) {
+        assert_eq!(line["tag"], json!(tag), "{line}");
+        for key in ["status", "bytes_received", "sha256"] {
+            assert_eq!(line[key], expected[key], "{key} of {line}");
+        }
+    }
+    let errors = out.stderr_lines();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors[0].ends_with(&format!("({SIZE} bytes delivered)")),
+        "{errors:?}"
+    );
+    let ranges: Vec<_> = server.requests().iter().map(|r| r.byte_range).collect();
+    assert_eq!(ranges.len(), 3, "one request per read: {ranges:?}");
+}
