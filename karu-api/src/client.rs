@@ -108,7 +108,11 @@ impl ClientBuilder {
     /// vendor SDK or a secret manager, instead of Karu's own discovery. The callback receives
     /// the canonical path; it may return an expiry and a canonical prefix where its value is
     /// valid (Karu caches it there, only if the path is inside it; without a prefix it is
-    /// called for every request). Calls may run concurrently.
+    /// called for every request). Calls for different paths may run concurrently, but cold
+    /// requests first wait for a call in flight whose prefix may cover them, so concurrent
+    /// cold reads under one cacheable prefix call it once. A call that panics fails its
+    /// reads with `Credentials`; one that hangs fails them with `TimedOut` at their deadline
+    /// (the callback should bound its own input and output).
     pub fn credential_callback(
         mut self,
         family: &str,

@@ -70,7 +70,7 @@ pub use karu_engine::{
     TransportStats, UNBOUNDED, Window,
 };
 pub use karu_engine::{CallbackCredential, Credential, CredentialCallback, CredentialStats};
-/// What a third-party [`Backend`] that authenticates names its credentials with.
-pub use karu_engine::{CredentialProvider, CredentialScope, CredentialSource};
 /// What a third-party [`Backend`] builds requests with.
 pub use karu_engine::{Capabilities, Correction, ErrorResponse, PrepareContext, PreparedRequest};
+/// What a third-party [`Backend`] that authenticates names its credentials with.
+pub use karu_engine::{CredentialProvider, CredentialScope, CredentialSource};

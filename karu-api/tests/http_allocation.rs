@@ -63,9 +63,17 @@ fn merged_parts_past_the_end_hold_their_own_prefix_and_owned_buffers_keep_their_
     let mut done = done.into_iter();
     let _ = done.next();
     let past = done.next().unwrap().into_buffer().unwrap();
-    assert_eq!(past.capacity(), 40, "holds what arrived, not the MiB asked for");
+    assert_eq!(
+        past.capacity(),
+        40,
+        "holds what arrived, not the MiB asked for"
+    );
     let owned = done.next().unwrap().into_buffer().unwrap();
-    assert_eq!(owned.capacity(), 64 * KIB as usize, "the caller's buffer is reused");
+    assert_eq!(
+        owned.capacity(),
+        64 * KIB as usize,
+        "the caller's buffer is reused"
+    );
     assert_eq!(server.request_count(), 2, "{:?}", server.requests());
 }
 

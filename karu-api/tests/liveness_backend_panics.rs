@@ -3,10 +3,10 @@
 //! still gets exactly one completion, the batch and its scope can end (nothing stays active),
 //! and the client's event loops go on serving other reads.
 
-#[path = "support/http.rs"]
-mod http_support;
 #[path = "support/hooks.rs"]
 mod hooks;
+#[path = "support/http.rs"]
+mod http_support;
 
 use std::sync::Arc;
 
@@ -69,7 +69,11 @@ fn a_panicking_prepare_fails_its_read_internal_and_the_batch_drops() {
     assert_eq!(done[0].status(), Status::Internal, "{:?}", done[0]);
     assert_eq!(done[0].bytes_received(), 0);
     assert_ok(&done[1], 10, 100);
-    assert_eq!(paths(&server), ["/good.bin"], "nothing was sent for bad.bin");
+    assert_eq!(
+        paths(&server),
+        ["/good.bin"],
+        "nothing was sent for bad.bin"
+    );
 
     // The event loop that ran the panicking transfer goes on: many more reads, each once.
     let good = locate(&client, &server, "/good.bin");
@@ -132,12 +136,16 @@ fn panicking_correction_and_transformed_hooks_fail_their_reads_internal() {
         ..Hooks::default()
     });
     let object = locate(&correction, &server, "/good.bin");
-    let done = within(PATIENCE, "a read whose correction hook panicked", move || {
-        let batch = correction.submit([Read::new(&object, 0, 10)]);
-        let done = drain(&batch);
-        drop(batch);
-        done
-    });
+    let done = within(
+        PATIENCE,
+        "a read whose correction hook panicked",
+        move || {
+            let batch = correction.submit([Read::new(&object, 0, 10)]);
+            let done = drain(&batch);
+            drop(batch);
+            done
+        },
+    );
     assert_eq!(done[0].status(), Status::Internal, "{:?}", done[0]);
     assert_eq!(server.request_count(), 1, "not retried");
 
@@ -148,12 +156,17 @@ fn panicking_correction_and_transformed_hooks_fail_their_reads_internal() {
         ..Hooks::default()
     });
     let object = locate(&transformed, &server, "/good.bin");
-    let done = within(PATIENCE, "a read whose transformed hook panicked", move || {
-        let batch = transformed.submit([Read::new(&object, 0, 10), Read::new(&object, 5000, 10)]);
-        let done = drain(&batch);
-        drop(batch);
-        done
-    });
+    let done = within(
+        PATIENCE,
+        "a read whose transformed hook panicked",
+        move || {
+            let batch =
+                transformed.submit([Read::new(&object, 0, 10), Read::new(&object, 5000, 10)]);
+            let done = drain(&batch);
+            drop(batch);
+            done
+        },
+    );
     assert_eq!(
         done.iter().map(|c| c.status()).collect::<Vec<_>>(),
         [Status::Internal, Status::Internal]

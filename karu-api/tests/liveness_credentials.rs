@@ -6,10 +6,10 @@
 //!
 //! The backend is a third-party one (`support/hooks.rs`) whose provider the test controls.
 
-#[path = "support/http.rs"]
-mod http_support;
 #[path = "support/hooks.rs"]
 mod hooks;
+#[path = "support/http.rs"]
+mod http_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,10 +47,7 @@ fn builder(provider: Arc<TestProvider>, hooks: Hooks) -> (ClientBuilder, Seen) {
         })),
         ..hooks
     };
-    (
-        quick().register(SCHEME, Arc::new(HookBackend(hooks))),
-        seen,
-    )
+    (quick().register(SCHEME, Arc::new(HookBackend(hooks))), seen)
 }
 
 fn server(objects: usize) -> MockServer {
@@ -112,7 +109,11 @@ fn a_panicking_provider_fails_the_reads_waiting_for_it_with_credentials_then_the
     });
     assert_ok(&c, 100, 10);
     assert_eq!(provider.calls.get(), 2);
-    assert_eq!(*seen.lock().unwrap(), [2], "signed with the second lookup's credential");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [2],
+        "signed with the second lookup's credential"
+    );
 }
 
 #[test]
@@ -149,7 +150,11 @@ fn a_lookup_that_never_returns_fails_reads_with_timed_out_at_their_deadline() {
     assert_failed(&second, Status::TimedOut);
     assert!(waited >= DEADLINE, "failed before its deadline: {waited:?}");
     assert_eq!(provider.calls.get(), 1, "the hung lookup was not repeated");
-    assert_eq!(client.credential_stats().waits, 1, "the second read joined it");
+    assert_eq!(
+        client.credential_stats().waits,
+        1,
+        "the second read joined it"
+    );
     assert_eq!(server.request_count(), 0);
 
     // Once the lookup returns, its credential serves the scope.
@@ -165,11 +170,13 @@ fn a_lookup_that_never_returns_fails_reads_with_timed_out_at_their_deadline() {
 fn re_authentication_that_never_returns_fails_the_read_with_timed_out_at_its_deadline() {
     let server = server(1);
     // The first request is refused as expired: the backend asks to re-authenticate.
-    server.add_fault(FaultRule::new(Fault::Status {
-        code: 401,
-        retry_after: None,
-    })
-    .times(1));
+    server.add_fault(
+        FaultRule::new(Fault::Status {
+            code: 401,
+            retry_after: None,
+        })
+        .times(1),
+    );
     let hung = Latch::new();
     let provider = TestProvider::new({
         let hung = Arc::clone(&hung);
@@ -197,7 +204,11 @@ fn re_authentication_that_never_returns_fails_the_read_with_timed_out_at_its_dea
         }
     });
     assert_failed(&first, Status::TimedOut);
-    assert_eq!(provider.calls.get(), 2, "the first lookup, then the hung one");
+    assert_eq!(
+        provider.calls.get(),
+        2,
+        "the first lookup, then the hung one"
+    );
     assert_eq!(server.request_count(), 1, "the refused request only");
 
     hung.open();
@@ -267,7 +278,10 @@ fn a_panicking_callback_fails_its_read_with_credentials_and_the_family_recovers(
     let callback = {
         let calls = Arc::clone(&calls);
         move |_: &CanonicalPath| {
-            assert!(calls.bump() > 1, "the test callback panics on its first call");
+            assert!(
+                calls.bump() > 1,
+                "the test callback panics on its first call"
+            );
             Ok(CallbackCredential::for_prefix(
                 Credential::new(9u64),
                 prefix.clone(),

@@ -4,10 +4,10 @@
 //! only ever lends `&Scope`, the scope itself cannot be leaked (see the `compile_fail`
 //! examples on `karu_engine::Scope`).
 
-#[path = "support/http.rs"]
-mod http_support;
 #[path = "support/hooks.rs"]
 mod hooks;
+#[path = "support/http.rs"]
+mod http_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

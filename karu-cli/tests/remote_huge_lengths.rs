@@ -33,7 +33,10 @@ fn ends_with_huge_lengths_clamps_both_ends_to_the_object() {
         let tail_len = tail.parse::<u64>().unwrap().min(SIZE);
         assert_eq!(line["size"], json!(SIZE));
         assert_eq!(line["head_bytes"], json!(SIZE));
-        assert_eq!(line["head_sha256"], json!(sha256(&pattern(0, SIZE as usize))));
+        assert_eq!(
+            line["head_sha256"],
+            json!(sha256(&pattern(0, SIZE as usize)))
+        );
         assert_eq!(line["tail_bytes"], json!(tail_len));
         assert_eq!(
             line["tail_sha256"],

@@ -279,6 +279,12 @@ impl BatchShared {
         }
     }
 
+    /// Transfers active now (for tests).
+    #[cfg(test)]
+    pub(crate) fn state_active(&self) -> usize {
+        self.state.lock().active
+    }
+
     pub(crate) fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::Relaxed)
     }

@@ -10,12 +10,21 @@
 //! - **lazy, proactive refresh**: a credential becomes refreshable in the final tenth of its
 //!   lifetime (that margin bounded to 1–60 s); the first request inside the window refreshes
 //!   while the others wait for the same result;
-//! - **no negative caching**: a failed lookup is returned to every waiter, never stored.
+//! - **no negative caching**: a failed lookup is returned to every waiter, never stored;
+//! - **every flight lands**: a provider that panics (or an owner that unwinds before it could
+//!   ask) lands its flight as a [`Status::Credentials`] failure, so no request waits on it
+//!   forever;
+//! - **bounded waits**: a request waits for a lookup at most until its read's deadline
+//!   ([`Status::TimedOut`]); a lookup is never abandoned or started twice in parallel, and
+//!   once it returns its result serves the scope again.
 //!
 //! An application [`CredentialCallback`] may replace native discovery for a family: it gets
 //! the canonical path and may return an expiry and a canonical prefix where its value is
 //! valid. Karu caches the value under that prefix only if the requested path is inside it;
-//! without a prefix the callback is asked for every request.
+//! without a prefix the callback is asked for every request. Cold requests of a family first
+//! wait for the call in flight (once), since its prefix may cover them too: concurrent cold
+//! reads under one cacheable prefix call the callback once. A family whose last answer could
+//! not be cached is called at once, concurrently.
 //!
 //! Time is a parameter of the pure parts ([`freshness`]) and of the cache (a [`Clock`]), so
 //! the tests run on a simulated clock.
@@ -23,8 +32,8 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use karu_config::{Origin, Snapshot};
@@ -333,7 +342,10 @@ impl Flight {
 
     /// The result once landed, blocking the thread until then or until `deadline`
     /// (`None` if the deadline came first).
-    pub(crate) fn wait_until(&self, deadline: Option<Instant>) -> Option<Result<Credential, Error>> {
+    pub(crate) fn wait_until(
+        &self,
+        deadline: Option<Instant>,
+    ) -> Option<Result<Credential, Error>> {
         let mut result = self.result.lock();
         loop {
             if let Some(r) = &*result {
@@ -379,10 +391,7 @@ pub(crate) enum Step {
 /// What a flight is keyed by.
 enum Key {
     Scope(CredentialScope),
-    Callback {
-        family: String,
-        path: CanonicalPath,
-    },
+    Callback { family: String, path: CanonicalPath },
 }
 
 /// The one request that looks up for a flight. Dropping it without flying (an unwind, a
@@ -678,7 +687,12 @@ impl CredentialCache {
     /// The next step of a request for `path` from `family`'s callback: a cached value whose
     /// prefix contains the path, else (if `may_join`, and the family's answers can be
     /// cached) the newest call in flight, else a call of its own.
-    pub(crate) fn begin_callback(&self, family: &str, path: &CanonicalPath, may_join: bool) -> Step {
+    pub(crate) fn begin_callback(
+        &self,
+        family: &str,
+        path: &CanonicalPath,
+        may_join: bool,
+    ) -> Step {
         let mut state = self.inner.state.lock();
         let now = self.inner.clock.now();
         let found = state.prefixed.get(family).and_then(|entries| {
@@ -1317,7 +1331,10 @@ mod tests {
         drop(owner); // as when a worker unwinds or stops before running the lookup
         let landed = flight.wait_until(None).expect("landed");
         assert_eq!(landed.unwrap_err().status(), Status::Credentials);
-        assert!(matches!(cache.begin_scope(&scope), Step::Fly(_)), "cold again");
+        assert!(
+            matches!(cache.begin_scope(&scope), Step::Fly(_)),
+            "cold again"
+        );
     }
 
     #[test]

@@ -542,9 +542,9 @@ impl<'env> Scope<'env> {
         reads: impl IntoIterator<Item = Read<'env>>,
         options: &BatchOptions,
     ) -> ScopedBatch<'scope> {
-        let batch = self
-            .engine
-            .submit_any(reads.into_iter().collect(), options, Some(&self.batches));
+        let batch =
+            self.engine
+                .submit_any(reads.into_iter().collect(), options, Some(&self.batches));
         ScopedBatch {
             batch,
             _scope: PhantomData,

@@ -340,7 +340,10 @@ mod tests {
             read_owned(&file, 2, 1 << 62, Some(10), &mut buffer).unwrap(),
             8
         );
-        assert_eq!((buffer.as_slice(), buffer.capacity()), (&b"23456789"[..], 8));
+        assert_eq!(
+            (buffer.as_slice(), buffer.capacity()),
+            (&b"23456789"[..], 8)
+        );
         // A file that grew after its size was read (a stale size of 10 bytes) is followed up
         // to the length asked for.
         let grown = dir.path().join("g");
@@ -371,7 +374,11 @@ mod tests {
             content.len() as u64 - 7
         );
         assert_eq!(buffer.as_slice(), &content[7..]);
-        assert_eq!(buffer.capacity(), 4 * UNSIZED_FIRST as usize, "1, 2, then 4 MiB");
+        assert_eq!(
+            buffer.capacity(),
+            4 * UNSIZED_FIRST as usize,
+            "1, 2, then 4 MiB"
+        );
     }
 
     #[test]

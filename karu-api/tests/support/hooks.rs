@@ -7,8 +7,8 @@
 #![allow(dead_code)]
 
 use std::fmt;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use http::HeaderMap;
@@ -57,7 +57,11 @@ impl Backend for HookBackend {
 
     fn resolve(&self, address: &str) -> Result<Resolved, Error> {
         let url = address.replacen("hooks://", "http://", 1);
-        Ok(Resolved::remote(CanonicalPath::new(url), None, String::new()))
+        Ok(Resolved::remote(
+            CanonicalPath::new(url),
+            None,
+            String::new(),
+        ))
     }
 
     fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {

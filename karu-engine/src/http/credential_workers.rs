@@ -182,8 +182,7 @@ fn work(receiver: &Receiver<Job>) {
     while let Ok(Job { owner, authority }) = receiver.recv() {
         // `fly` turns a panicking provider into a failure; anything else that unwinds drops
         // the owner, which lands the flight as a failure too. Either way the worker goes on.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            owner.fly(authority.call())
-        }));
+        let _ =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| owner.fly(authority.call())));
     }
 }

@@ -165,10 +165,8 @@ impl Landing for Scatter<'_> {
             let lo = at.max(*start);
             let hi = end.min(start.saturating_add(dst.len()));
             if lo < hi {
-                let written = dst.write(
-                    lo - *start,
-                    &bytes[(lo - at) as usize..(hi - at) as usize],
-                );
+                let written =
+                    dst.write(lo - *start, &bytes[(lo - at) as usize..(hi - at) as usize]);
                 if let Err(e) = written {
                     self.failed = Some(e);
                     return;
@@ -220,7 +218,11 @@ mod tests {
         assert_eq!(a, span[0..10]);
         assert_eq!(b, span[5..25]);
         assert_eq!(c, span[90..95]);
-        assert_eq!(b.capacity(), 20, "grown by doubling, capped at the read's length");
+        assert_eq!(
+            b.capacity(),
+            20,
+            "grown by doubling, capped at the read's length"
+        );
     }
 
     #[test]
@@ -296,6 +298,9 @@ mod tests {
             limit: u64::MAX,
         });
         one.put(u64::MAX / 2, b"x");
-        assert_eq!(one.failure().map(|e| e.status()), Some(Status::InvalidArgument));
+        assert_eq!(
+            one.failure().map(|e| e.status()),
+            Some(Status::InvalidArgument)
+        );
     }
 }

@@ -32,9 +32,9 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 use crate::credential::{Authority, Callbacks, Credential, CredentialCache};
-use crate::http::credential_workers::Pending;
 use crate::http::check::RangeSpec;
 use crate::http::credential_workers::CredentialWorkers;
+use crate::http::credential_workers::Pending;
 use crate::http::ends::RemoteEnds;
 use crate::http::fetch::{Fetch, Fetched};
 use crate::http::landing::{Dest, Landing, Scatter};
@@ -130,8 +130,7 @@ impl Drop for Load {
 async fn catch_panic<F: Future>(future: F) -> Result<F::Output, ()> {
     let mut future = std::pin::pin!(future);
     std::future::poll_fn(move |cx| {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(cx)))
-        {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(cx))) {
             Ok(std::task::Poll::Ready(output)) => std::task::Poll::Ready(Ok(output)),
             Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
             Err(_) => std::task::Poll::Ready(Err(())),
@@ -343,7 +342,8 @@ impl Remote {
                     began,
                     deadline,
                 };
-                if let Err(Job::Credential(w)) = self.queues.push(Job::Credential(Box::new(waiting)))
+                if let Err(Job::Credential(w)) =
+                    self.queues.push(Job::Credential(Box::new(waiting)))
                 {
                     w.transfer
                         .fail(&Error::internal("the event loops have stopped"));
@@ -617,5 +617,93 @@ fn complete_parts(transfer: &mut Transfer, result: Result<Fetched, Error>) -> Ve
                 }
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{Backend, Registry};
+    use crate::batch::{Batch, BatchShared, BatchStats};
+    use crate::http::request::{PrepareContext, PreparedRequest};
+    use crate::locator::{CanonicalPath, Resolved};
+    use crate::read::Sink;
+    use crate::transfer::Part;
+
+    /// A remote backend whose `prepare` always panics (nothing is ever sent).
+    #[derive(Debug)]
+    struct PanicsInPrepare;
+
+    impl Backend for PanicsInPrepare {
+        fn name(&self) -> &str {
+            "panics"
+        }
+
+        fn resolve(&self, _address: &str) -> Result<Resolved, Error> {
+            Ok(Resolved::remote(
+                CanonicalPath::new("http://127.0.0.1:9/never"),
+                None,
+                String::new(),
+            ))
+        }
+
+        fn prepare(&self, _ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
+            panic!("prepare panics")
+        }
+    }
+
+    #[test]
+    fn a_panicking_transfer_ends_completes_and_leaves_no_load_on_its_loop() {
+        let registry = Registry::new();
+        registry.register("panics", Arc::new(PanicsInPrepare));
+        let locator = registry.resolve("panics://x").unwrap();
+        let snapshot = Snapshot::defaults();
+        let remote = Remote::start(&snapshot, Callbacks::default(), CredentialCache::new())
+            .expect("the loops start");
+        const N: usize = 16;
+        let shared = BatchShared::new(N);
+        for i in 0..N {
+            remote.submit(Transfer {
+                locator: locator.clone(),
+                start: i as u64 * 10,
+                length: 5,
+                if_match: None,
+                parts: vec![Part {
+                    tag: i as u64,
+                    index: i,
+                    offset_in_span: 0,
+                    length: 5,
+                    sink: Sink::Allocate,
+                }],
+                batch: Arc::clone(&shared),
+                auth: None,
+                credential_wait: Duration::ZERO,
+            });
+        }
+        // Not dropped on a failed assertion: a transfer left active would hang the drop.
+        let batch = std::mem::ManuallyDrop::new(Batch {
+            shared,
+            stats: BatchStats::default(),
+            _engine: Arc::new(()),
+        });
+        let done = batch.wait();
+        assert_eq!(done.len(), N);
+        assert!(
+            done.iter().all(|c| c.status() == Status::Internal),
+            "{done:?}"
+        );
+        // Each task uncounts its job when it ends, also when it unwound.
+        let give_up = Instant::now() + Duration::from_secs(20);
+        while remote
+            .queues
+            .load
+            .iter()
+            .any(|l| l.load(Ordering::Relaxed) > 0)
+        {
+            assert!(Instant::now() < give_up, "load stayed raised");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(batch.shared.state_active(), 0, "no transfer stayed active");
+        drop(std::mem::ManuallyDrop::into_inner(batch));
     }
 }
