@@ -30,8 +30,9 @@ pub struct Read<'d> {
 
 impl Read<'static> {
     /// A read of `length` bytes at `offset` (relative to the locator's window, if any), into a
-    /// buffer Karu allocates and hands back in the [`Completion`]. Its tag defaults to its
-    /// index in the submission.
+    /// buffer Karu allocates and hands back in the [`Completion`]. The buffer follows the data:
+    /// it holds what the file or the response delivers, so a length far beyond the object's
+    /// end costs only the bytes that exist. Its tag defaults to its index in the submission.
     pub fn new(locator: &Locator, offset: u64, length: u64) -> Self {
         Read {
             locator: locator.clone(),
