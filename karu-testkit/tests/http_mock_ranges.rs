@@ -83,6 +83,14 @@ fn unsatisfiable_ranges_get_416_with_the_size() {
         let r = client.get_range("/empty", range);
         assert_eq!(r.status, 416, "{range}");
         assert_eq!(r.header("content-range"), Some("bytes */0"));
+        // The body states the size too, as S3's does.
+        let text = String::from_utf8(r.body).unwrap();
+        assert!(
+            text.contains(&format!(
+                "<RangeRequested>{range}</RangeRequested><ActualObjectSize>0</ActualObjectSize>"
+            )),
+            "{text}"
+        );
     }
     let whole = client.get("/empty");
     assert_eq!((whole.status, whole.content_length()), (200, Some(0)));

@@ -55,6 +55,8 @@ pub(crate) struct BodyPlan {
     pub(crate) stop: Option<(u64, Stop)>,
     /// Send `chunk` bytes every `interval`.
     pub(crate) trickle: Option<(usize, Duration)>,
+    /// Announce no length: the body ends when the connection closes (HTTP/1.0 framing).
+    pub(crate) close_delimited: bool,
 }
 
 impl BodyPlan {
@@ -64,6 +66,7 @@ impl BodyPlan {
             source: Source::Bytes(bytes),
             stop: None,
             trickle: None,
+            close_delimited: false,
         }
     }
 }
@@ -88,6 +91,8 @@ pub(crate) struct MockBody {
     sent: u64,
     stop: Option<Stop>,
     trickle: Option<(usize, Duration)>,
+    /// Hide the length from the connection, so it frames the body by closing.
+    close_delimited: bool,
     /// Size of the next frame once it was paced (0: not yet).
     ready: usize,
     state: State,
@@ -129,6 +134,7 @@ impl MockBody {
             trickle: plan
                 .trickle
                 .map(|(chunk, interval)| (chunk.max(1), interval)),
+            close_delimited: plan.close_delimited,
             ready: 0,
             state: State::Sending,
             sleep: None,
@@ -263,6 +269,9 @@ impl Body for MockBody {
     }
 
     fn size_hint(&self) -> SizeHint {
+        if self.close_delimited {
+            return SizeHint::default();
+        }
         SizeHint::with_exact(self.len - self.sent.min(self.len))
     }
 }

@@ -9,9 +9,10 @@ use std::time::Duration;
 /// [`RequestRecord::fault`](crate::RequestRecord::fault).
 ///
 /// Faults that shape a range response ([`Fault::IgnoreRange`], [`Fault::WrongContentRange`],
-/// [`Fault::MissingContentRange`]) act only on requests that would otherwise get a 206; body
-/// faults ([`Fault::CutBodyAfter`], [`Fault::ResetAfter`], [`Fault::Trickle`], [`Fault::Gzip`])
-/// act on any GET answered with the object's bytes (200 or 206).
+/// [`Fault::MissingContentRange`], [`Fault::OkWithContentRange`]) act only on requests that
+/// would otherwise get a 206 (the two `Content-Range` faults also on a 416); body faults
+/// ([`Fault::CutBodyAfter`], [`Fault::ResetAfter`], [`Fault::Trickle`], [`Fault::Gzip`],
+/// [`Fault::CloseDelimited`]) act on any GET answered with the object's bytes (200 or 206).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Fault {
@@ -28,16 +29,26 @@ pub enum Fault {
     /// Ignore the `Range` header: 200 with the whole body and no `Content-Range`.
     IgnoreRange,
     /// Answer 206 with the bytes that were asked for, but with a `Content-Range` whose start
-    /// and end are moved by `shift` (clamped at 0).
+    /// and end are moved by `shift` (clamped at 0). On a 416 the size it states
+    /// (`bytes */SIZE`, and `<ActualObjectSize>` in the body) is moved instead.
     WrongContentRange {
         /// How far the advertised range is moved from the real one.
         shift: i64,
     },
-    /// Answer 206 with the right bytes but no `Content-Range` header.
+    /// Answer 206 (or 416) with no `Content-Range` header; the body is unchanged (a 416 body
+    /// still states `<ActualObjectSize>`, as S3's does).
     MissingContentRange,
+    /// Answer a satisfiable range with `200 OK` instead of 206, keeping the `Content-Range` and
+    /// sending only the range's bytes, as some S3-compatible servers and proxies do.
+    OkWithContentRange,
     /// Send correct headers (the full `Content-Length`), then only this many body bytes, then
     /// close the connection (FIN).
     CutBodyAfter(u64),
+    /// Send the body without `Content-Length`, delimited by closing the connection (an
+    /// HTTP/1.0 response, so no chunked framing either): a client cannot tell a body cut by
+    /// [`Fault::CutBodyAfter`] from a complete one. Over HTTP/2 the body is merely sent
+    /// without `Content-Length`.
+    CloseDelimited,
     /// Send this many body bytes, then reset the connection (`SO_LINGER` 0, then close: RST).
     ResetAfter(u64),
     /// Send the body `chunk` bytes at a time, waiting `interval` before each chunk after the

@@ -36,18 +36,23 @@ struct Ctx {
     conn: Arc<ConnShared>,
     record: Arc<LiveRecord>,
     head: bool,
+    /// The request came over HTTP/1 (a close-delimited body is possible).
+    http1: bool,
 }
 
 impl Ctx {
-    /// Finishes a response: status and `Content-Length` set, status logged, body attached
-    /// (none for HEAD).
+    /// Finishes a response: status and `Content-Length` set (none for a close-delimited body,
+    /// which goes out as HTTP/1.0), status logged, body attached (none for HEAD).
     fn respond(
         &self,
         status: StatusCode,
         mut headers: HeaderMap,
         plan: BodyPlan,
     ) -> Response<MockBody> {
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(plan.len));
+        let close_delimited = plan.close_delimited && !self.head && plan.len > 0;
+        if !close_delimited {
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(plan.len));
+        }
         self.record.status.store(status.as_u16(), Ordering::Release);
         let body = if self.head || plan.len == 0 {
             MockBody::empty(self.shared.clone(), self.conn.clone(), self.record.clone())
@@ -62,6 +67,10 @@ impl Ctx {
         let mut response = Response::new(body);
         *response.status_mut() = status;
         *response.headers_mut() = headers;
+        if close_delimited && self.http1 {
+            // hyper frames an HTTP/1.0 response of unknown length by closing the connection.
+            *response.version_mut() = http::Version::HTTP_10;
+        }
         response
     }
 
@@ -71,11 +80,23 @@ impl Ctx {
         status: StatusCode,
         code: &str,
         message: &str,
+        headers: HeaderMap,
+    ) -> Response<MockBody> {
+        self.error_with(status, code, message, "", headers)
+    }
+
+    /// A small S3-style XML error with `extra` elements (already escaped) after the message.
+    fn error_with(
+        &self,
+        status: StatusCode,
+        code: &str,
+        message: &str,
+        extra: &str,
         mut headers: HeaderMap,
     ) -> Response<MockBody> {
         let id = request_id();
         let body = format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message><Resource>{}</Resource><RequestId>{id}</RequestId></Error>\n",
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{message}</Message>{extra}<Resource>{}</Resource><RequestId>{id}</RequestId></Error>\n",
             quick_xml::escape::escape(self.record.path.as_str())
         );
         headers.insert(
@@ -160,6 +181,7 @@ fn apply_body_faults(plan: &mut BodyPlan, faults: &[Fault]) {
             Fault::Trickle { chunk, interval } if plan.trickle.is_none() => {
                 plan.trickle = Some((*chunk, *interval));
             }
+            Fault::CloseDelimited => plan.close_delimited = true,
             _ => {}
         }
     }
@@ -277,6 +299,7 @@ where
     shared.log(record.clone());
     let ctx = Ctx {
         head: parts.method == Method::HEAD,
+        http1: parts.version <= http::Version::HTTP_11,
         shared,
         conn,
         record,
@@ -440,26 +463,36 @@ where
     } else {
         record.range.as_deref().and_then(range::parse)
     };
+    let shift = faults.iter().find_map(|f| match f {
+        Fault::WrongContentRange { shift } => Some(*shift),
+        _ => None,
+    });
     let (status, start, len) = match spec.map(|s| range::resolve(s, size)) {
         None => (StatusCode::OK, 0, size),
         Some(Resolved::Unsatisfiable) => {
-            headers.insert(
-                header::CONTENT_RANGE,
-                HeaderValue::try_from(format!("bytes */{size}"))
-                    .unwrap_or_else(|_| HeaderValue::from_static("bytes */0")),
+            // The size this answer states: moved by a wrong-range fault, like a range is.
+            let stated = shift.map_or(size, |shift| shifted(size, shift));
+            if !has(&Fault::MissingContentRange) {
+                headers.insert(
+                    header::CONTENT_RANGE,
+                    HeaderValue::try_from(format!("bytes */{stated}"))
+                        .unwrap_or_else(|_| HeaderValue::from_static("bytes */0")),
+                );
+            }
+            // S3 names the range asked for and the object's size in the body.
+            let requested = quick_xml::escape::escape(record.range.as_deref().unwrap_or(""));
+            let extra = format!(
+                "<RangeRequested>{requested}</RangeRequested><ActualObjectSize>{stated}</ActualObjectSize>"
             );
-            return ctx.error(
+            return ctx.error_with(
                 StatusCode::RANGE_NOT_SATISFIABLE,
                 "InvalidRange",
                 "The requested range is not satisfiable.",
+                &extra,
                 headers,
             );
         }
         Some(Resolved::Partial { start, end }) => {
-            let shift = faults.iter().find_map(|f| match f {
-                Fault::WrongContentRange { shift } => Some(*shift),
-                _ => None,
-            });
             if !has(&Fault::MissingContentRange) {
                 let (a, b) = match shift {
                     Some(shift) => (shifted(start, shift), shifted(end, shift)),
@@ -470,7 +503,12 @@ where
                     headers.insert(header::CONTENT_RANGE, value);
                 }
             }
-            (StatusCode::PARTIAL_CONTENT, start, end - start + 1)
+            let status = if has(&Fault::OkWithContentRange) {
+                StatusCode::OK
+            } else {
+                StatusCode::PARTIAL_CONTENT
+            };
+            (status, start, end - start + 1)
         }
     };
     headers.insert(
@@ -497,6 +535,7 @@ where
             len,
             stop: None,
             trickle: None,
+            close_delimited: false,
         }
     };
     apply_body_faults(&mut plan, faults);

@@ -1,0 +1,228 @@
+//! What a response must prove before its bytes count, against servers that bend the rules:
+//! a `200` that carries a `Content-Range` and only the range's bytes, a body delimited by
+//! closing the connection that stops early, a `416` whose stated size contradicts it, and an
+//! S3-style `416` whose size is only in its body. Each test asserts the bytes, each read's
+//! status and, from the request log, which ranges (and conditions) went over the wire.
+
+#[path = "support/http.rs"]
+mod http_support;
+
+use http_support::{
+    KIB, assert_failed, assert_ok, assert_pattern, assert_prefix, client, describe, locate,
+    range_headers, read_all, read_one,
+};
+use karu::Status;
+use karu_testkit::{Fault, FaultRule, MockServer, RequestRecord};
+
+/// A strong ETag the objects carry, so interrupted reads may resume.
+const ETAG: &str = "\"v1\"";
+
+/// The size of the object in the reports of the issue: 2,000,000 bytes.
+const SIZE: u64 = 2_000_000;
+
+fn server_with(path: &str, size: u64) -> MockServer {
+    let server = MockServer::start();
+    server.insert_virtual(path, size);
+    server.set_etag(path, Some(ETAG));
+    server
+}
+
+/// A server that answers every satisfiable range with `200` + `Content-Range` + the range.
+fn ok_with_content_range() -> MockServer {
+    let server = server_with("/o", SIZE);
+    server.add_fault(FaultRule::new(Fault::OkWithContentRange));
+    server
+}
+
+fn statuses(log: &[RequestRecord]) -> Vec<u16> {
+    log.iter().map(|r| r.status).collect()
+}
+
+#[test]
+fn a_200_with_the_requested_content_range_fills_every_part_of_a_merged_transfer_exactly() {
+    let server = ok_with_content_range();
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    // One merged transfer, bytes=5-19: today the read 5:8 got the bytes 10..17.
+    let done = read_all(&client, &object, &[(5, 8), (12, 8)]);
+    assert_ok(&done[0], 5, 8);
+    assert_ok(&done[1], 12, 8);
+    let log = server.requests();
+    assert_eq!(range_headers(&log), ["bytes=5-19"], "{}", describe(&log));
+    assert_eq!(statuses(&log), [200]);
+}
+
+#[test]
+fn a_200_with_the_requested_content_range_far_into_the_object_delivers_exact_bytes() {
+    let server = ok_with_content_range();
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    // Today: range_not_satisfiable, "the object ends at byte 1000000".
+    assert_ok(&read_one(&client, &object, 1_000_000, 100), 1_000_000, 100);
+    // The last bytes, and a read straddling the end: the prefix, ended by the stated size.
+    assert_ok(&read_one(&client, &object, SIZE - 10, 10), SIZE - 10, 10);
+    let c = read_one(&client, &object, SIZE - 5, 10);
+    assert_prefix(&c, SIZE - 5, 5);
+    let message = c.error().unwrap().message();
+    assert!(message.contains("2000000 bytes"), "{message}");
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        ["bytes=1000000-1000099", "bytes=1999990-1999999", "bytes=1999995-2000004"],
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(statuses(&log), [200, 200, 200]);
+}
+
+#[test]
+fn stat_and_read_ends_take_the_size_from_a_200s_content_range() {
+    let server = ok_with_content_range();
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    // Today: size 1.
+    let info = client.stat(&object).unwrap();
+    assert_eq!((info.size, info.etag.as_deref()), (SIZE, Some(ETAG)));
+    // Today: size 10.
+    let ends = client.read_ends(&object, 10, 10).unwrap();
+    assert_eq!(ends.size, SIZE);
+    assert_eq!(ends.etag.as_deref(), Some(ETAG));
+    assert_pattern(&ends.head, 0, 10);
+    assert_pattern(&ends.tail, SIZE - 10, 10);
+    let log = server.requests();
+    assert_eq!(log.len(), 3, "{}", describe(&log));
+    assert_eq!(log[0].range.as_deref(), Some("bytes=0-0"));
+    let mut ends_ranges = range_headers(&log[1..]);
+    ends_ranges.sort();
+    assert_eq!(ends_ranges, ["bytes=-10", "bytes=0-9"]);
+    assert_eq!(statuses(&log), [200, 200, 200]);
+}
+
+#[test]
+fn a_200_whose_content_range_names_other_bytes_is_a_protocol_error_and_not_retried() {
+    let server = ok_with_content_range();
+    server.add_fault(FaultRule::new(Fault::WrongContentRange { shift: 5 }).times(1));
+    server.add_fault(
+        FaultRule::new(Fault::WrongContentRange { shift: -5 })
+            .skip(1)
+            .times(1),
+    );
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    assert_failed(&read_one(&client, &object, 1000, 100), Status::Protocol);
+    assert_failed(&read_one(&client, &object, 1000, 100), Status::Protocol);
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        ["bytes=1000-1099", "bytes=1000-1099"],
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(statuses(&log), [200, 200]);
+}
+
+#[test]
+fn a_close_delimited_whole_body_that_stops_early_is_a_truncation_and_the_read_resumes() {
+    let server = server_with("/o", 4 << 20);
+    // The whole object from byte 0 without a length, cut after 50,000 bytes: to the client a
+    // clean end of the body. Today the read ends "at the end of the object" with 49,000 bytes.
+    for fault in [
+        Fault::IgnoreRange,
+        Fault::CloseDelimited,
+        Fault::CutBodyAfter(50_000),
+    ] {
+        server.add_fault(FaultRule::new(fault).times(1));
+    }
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    assert_ok(
+        &read_one(&client, &object, 1000, 300 * KIB),
+        1000,
+        300 * KIB,
+    );
+    let last = 1000 + 300 * KIB - 1;
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        [format!("bytes=1000-{last}"), format!("bytes=50000-{last}")],
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(statuses(&log), [200, 206]);
+    assert_eq!(
+        (log[0].body_bytes, log[0].header("if-match")),
+        (50_000, None)
+    );
+    assert_eq!(log[1].header("if-match"), Some(ETAG));
+}
+
+#[test]
+fn a_close_delimited_body_ending_at_the_real_end_is_proven_by_the_next_answer() {
+    let server = server_with("/o", 1000);
+    server.add_fault(FaultRule::new(Fault::IgnoreRange).times(1));
+    server.add_fault(FaultRule::new(Fault::CloseDelimited).times(1));
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    // The body held the whole object, but nothing states its size: the kept 100 bytes are
+    // proven, the end is not, until the resumed request's 416 states the size.
+    let c = read_one(&client, &object, 900, 200);
+    assert_prefix(&c, 900, 100);
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        ["bytes=900-1099", "bytes=1000-1099"],
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(statuses(&log), [200, 416]);
+    assert_eq!(log[1].header("if-match"), Some(ETAG));
+}
+
+#[test]
+fn a_416_stating_a_size_beyond_the_first_byte_is_a_protocol_error() {
+    let server = server_with("/o", 1000);
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    // `bytes */1000` for a read at 1000: consistent, the object ends there.
+    assert_prefix(&read_one(&client, &object, 1000, 10), 1000, 0);
+    // `bytes */1001`: byte 1000 would exist, yet the server refused it.
+    server.add_fault(FaultRule::new(Fault::WrongContentRange { shift: 1 }).times(1));
+    assert_failed(&read_one(&client, &object, 1000, 10), Status::Protocol);
+    // The same size stated only in an S3-style body.
+    server.add_fault(FaultRule::new(Fault::WrongContentRange { shift: 1 }).times(1));
+    server.add_fault(FaultRule::new(Fault::MissingContentRange).times(1));
+    assert_failed(&read_one(&client, &object, 1000, 10), Status::Protocol);
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        ["bytes=1000-1009", "bytes=1000-1009", "bytes=1000-1009"],
+        "a contradiction is not retried:\n{}",
+        describe(&log)
+    );
+    assert_eq!(statuses(&log), [416, 416, 416]);
+}
+
+#[test]
+fn the_size_in_an_s3_style_416_body_serves_stat_and_read_ends_of_an_empty_object() {
+    let server = MockServer::start();
+    server.insert("/empty", Vec::new());
+    server.insert_virtual("/o", 1000);
+    server.add_fault(FaultRule::new(Fault::MissingContentRange));
+    let client = client();
+    let empty = locate(&client, &server, "/empty");
+    // Today: "the server did not state the size".
+    assert_eq!(client.stat(&empty).unwrap().size, 0);
+    let ends = client.read_ends(&empty, 10, 10).unwrap();
+    assert_eq!((ends.size, ends.head.len(), ends.tail.len()), (0, 0, 0));
+    // A read past the end of a non-empty object names its real size.
+    let object = locate(&client, &server, "/o");
+    let c = read_one(&client, &object, 5000, 10);
+    assert_prefix(&c, 5000, 0);
+    let message = c.error().unwrap().message();
+    assert!(message.contains("1000 bytes"), "{message}");
+    let log = server.requests();
+    assert_eq!(log.len(), 4, "{}", describe(&log));
+    assert_eq!(statuses(&log), [416, 416, 416, 416]);
+    assert!(log.iter().all(|r| r.fault.as_deref() == Some("MissingContentRange")));
+    assert_eq!(log[3].range.as_deref(), Some("bytes=5000-5009"));
+}
