@@ -68,7 +68,11 @@ fn a_200_with_the_requested_content_range_far_into_the_object_delivers_exact_byt
     let log = server.requests();
     assert_eq!(
         range_headers(&log),
-        ["bytes=1000000-1000099", "bytes=1999990-1999999", "bytes=1999995-2000004"],
+        [
+            "bytes=1000000-1000099",
+            "bytes=1999990-1999999",
+            "bytes=1999995-2000004"
+        ],
         "{}",
         describe(&log)
     );
@@ -223,6 +227,9 @@ fn the_size_in_an_s3_style_416_body_serves_stat_and_read_ends_of_an_empty_object
     let log = server.requests();
     assert_eq!(log.len(), 4, "{}", describe(&log));
     assert_eq!(statuses(&log), [416, 416, 416, 416]);
-    assert!(log.iter().all(|r| r.fault.as_deref() == Some("MissingContentRange")));
+    assert!(
+        log.iter()
+            .all(|r| r.fault.as_deref() == Some("MissingContentRange"))
+    );
     assert_eq!(log[3].range.as_deref(), Some("bytes=5000-5009"));
 }

@@ -136,7 +136,7 @@ fn read_parts(transfer: &mut Transfer, active: &Active<'_>) -> Vec<(Result<(), E
             };
             match filled {
                 Ok(n) if n == part.length => (Ok(()), n),
-                Ok(n) => (Err(past_the_end(&path, offset, part.length, n)), n),
+                Ok(n) => (Err(past_the_end(&path, file, offset, part.length, n)), n),
                 Err(e) if e.kind() == io::ErrorKind::OutOfMemory => (
                     Err(Error::new(
                         Status::InvalidArgument,
@@ -231,14 +231,25 @@ fn read_at_most(file: &File, offset: u64, dst: &mut [u8]) -> io::Result<u64> {
     Ok(filled as u64)
 }
 
-fn past_the_end(path: &Path, offset: u64, length: u64, filled: u64) -> Error {
+/// The range error of a read that met the end of the file after `filled` bytes, saying where
+/// the file really ends: where the read met its end, or (nothing read) the size it has now.
+fn past_the_end(path: &Path, file: &File, offset: u64, length: u64, filled: u64) -> Error {
+    let size = if filled > 0 {
+        Some(offset + filled)
+    } else {
+        file.metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .map(|m| m.len())
+            .filter(|&size| size <= offset)
+    };
+    let end = match size {
+        Some(size) => format!("{} is {size} bytes long", path.display()),
+        None => format!("{} has no bytes at {offset}", path.display()),
+    };
     Error::new(
         Status::RangeNotSatisfiable,
-        format!(
-            "{} ends at byte {}: {filled} of the {length} bytes requested at offset {offset} exist",
-            path.display(),
-            offset + filled
-        ),
+        format!("{end}: {filled} of the {length} bytes requested at offset {offset} exist"),
     )
 }
 
@@ -379,6 +390,27 @@ mod tests {
             4 * UNSIZED_FIRST as usize,
             "1, 2, then 4 MiB"
         );
+    }
+
+    #[test]
+    fn a_read_past_the_end_names_the_real_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"0123456789abcd").unwrap();
+        let (file, _) = open(&path).unwrap();
+        // Today's "ends at byte 15" for a 14-byte file read at 15.
+        for (offset, filled) in [(15, 0), (100, 0), (14, 0), (10, 4)] {
+            let e = past_the_end(&path, &file, offset, 5, filled);
+            assert_eq!(e.status(), Status::RangeNotSatisfiable);
+            assert_eq!(
+                e.message(),
+                format!(
+                    "{} is 14 bytes long: {filled} of the 5 bytes requested at offset {offset} \
+                     exist",
+                    path.display()
+                )
+            );
+        }
     }
 
     #[test]

@@ -175,11 +175,7 @@ fn wrong_and_missing_content_range() {
 fn ok_with_content_range_sends_only_the_range_with_200() {
     let (server, data) = server_with("/a", 1000);
     server.add_fault(FaultRule::new(Fault::OkWithContentRange).times(1));
-    server.add_fault(
-        FaultRule::new(Fault::OkWithContentRange)
-            .skip(1)
-            .times(1),
-    );
+    server.add_fault(FaultRule::new(Fault::OkWithContentRange).skip(1).times(1));
     server.add_fault(
         FaultRule::new(Fault::WrongContentRange { shift: 3 })
             .skip(1)
@@ -189,7 +185,10 @@ fn ok_with_content_range_sends_only_the_range_with_200() {
     let r = client.get_range("/a", "bytes=5-19");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-range"), Some("bytes 5-19/1000"));
-    assert_eq!((r.content_length(), r.body.as_slice()), (Some(15), &data[5..20]));
+    assert_eq!(
+        (r.content_length(), r.body.as_slice()),
+        (Some(15), &data[5..20])
+    );
     let shifted = client.get_range("/a", "bytes=5-19");
     assert_eq!(shifted.status, 200);
     assert_eq!(shifted.header("content-range"), Some("bytes 8-22/1000"));
@@ -213,13 +212,23 @@ fn close_delimited_bodies_have_no_length_and_end_with_the_connection() {
     server.add_fault(FaultRule::new(Fault::CutBodyAfter(300)).skip(1).times(1));
     // Complete: every byte, then EOF; no length and no chunked framing announced.
     let mut client = Client::connect(server.addr());
-    client.send("GET", "/a", &[("Range", "bytes=100-899")]).unwrap();
+    client
+        .send("GET", "/a", &[("Range", "bytes=100-899")])
+        .unwrap();
     let (status, headers) = client.read_head().unwrap();
-    let header = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
     assert_eq!(status, 206);
     assert_eq!(header("content-length"), None);
     assert_eq!(header("transfer-encoding"), None);
-    assert_eq!(header("content-range").as_deref(), Some("bytes 100-899/1000"));
+    assert_eq!(
+        header("content-range").as_deref(),
+        Some("bytes 100-899/1000")
+    );
     let (body, end) = client.read_to_end();
     assert_eq!((body.as_slice(), end), (&data[100..900], BodyEnd::Eof));
     // Cut: 300 bytes, then the same clean EOF.
@@ -248,12 +257,20 @@ fn content_range_faults_apply_to_416_answers_too() {
     assert_eq!(moved.status, 416);
     assert_eq!(moved.header("content-range"), Some("bytes */1000"));
     let text = String::from_utf8(moved.body).unwrap();
-    assert!(text.contains("<ActualObjectSize>1000</ActualObjectSize>"), "{text}");
+    assert!(
+        text.contains("<ActualObjectSize>1000</ActualObjectSize>"),
+        "{text}"
+    );
     let missing = client.get_range("/a", "bytes=500-599");
-    assert_eq!((missing.status, missing.header("content-range")), (416, None));
+    assert_eq!(
+        (missing.status, missing.header("content-range")),
+        (416, None)
+    );
     let text = String::from_utf8(missing.body).unwrap();
     assert!(
-        text.contains("<RangeRequested>bytes=500-599</RangeRequested><ActualObjectSize>100</ActualObjectSize>"),
+        text.contains(
+            "<RangeRequested>bytes=500-599</RangeRequested><ActualObjectSize>100</ActualObjectSize>"
+        ),
         "{text}"
     );
 }

@@ -19,7 +19,8 @@ use crate::backend::Backend;
 use crate::batch::BatchShared;
 use crate::http::RemoteStats;
 use crate::http::check::{
-    self, Delivered, Expectation, Receipt, ResponseHead, Verdict, classify_status, summarize_body,
+    self, Delivered, Expectation, Receipt, Rejection, ResponseHead, Verdict, classify_status,
+    summarize_body,
 };
 use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
@@ -279,7 +280,18 @@ impl Exchange<'_> {
                     })
             }
             Verdict::Unsatisfiable { size, etag } => {
-                self.discard(response, 0).await;
+                let size = match size {
+                    Some(size) => {
+                        self.discard(response, 0).await;
+                        Some(size)
+                    }
+                    // An S3-style error body may state the size the header did not.
+                    None => {
+                        let body = self.discard(response, self.limits.error_body_limit).await;
+                        check::check_unsatisfiable(expect.range, check::actual_object_size(&body))
+                            .map_err(|rejection| rejected(rejection, status))?
+                    }
+                };
                 Ok(Success {
                     delivered: Delivered {
                         available: 0,
@@ -290,11 +302,10 @@ impl Exchange<'_> {
                 })
             }
             Verdict::ErrorStatus(code) => Err(self.error_status(code, response, host).await),
-            Verdict::Reject(error) => {
+            Verdict::Reject(rejection) => {
                 // Never download what cannot be used: the connection is dropped.
                 drop(response);
-                let class = FailureClass::Permanent;
-                Err(Failure::new(error.with_http_status(status), class))
+                Err(rejected(rejection, status))
             }
         }
     }
@@ -382,7 +393,14 @@ impl Exchange<'_> {
         }
         match receipt.finish(kept, seen, complete) {
             Ok(delivered) => Ok(delivered),
-            Err(error) => {
+            Err(rejection) => {
+                // A truncated body is a partial transfer (retry or resume); a body longer than
+                // promised is what the server says.
+                let class = if rejection.retryable() {
+                    FailureClass::Transport
+                } else {
+                    FailureClass::Permanent
+                };
                 let mut failure = match interrupted {
                     Some(f) if f.error.status() != Status::Network => f,
                     Some(f) => Failure {
@@ -397,11 +415,7 @@ impl Exchange<'_> {
                         ),
                         ..f
                     },
-                    None if seen > receipt.body_len.unwrap_or(u64::MAX) => {
-                        Failure::new(error, FailureClass::Permanent)
-                    }
-                    // A body that ended early without an error is a partial transfer.
-                    None => Failure::new(error, FailureClass::Transport),
+                    None => Failure::new(rejection.into(), class),
                 };
                 // What arrived is proven correct up to `kept`: a resume may keep it.
                 failure.kept = kept;
@@ -540,6 +554,12 @@ impl Meter {
         }
         Ok(())
     }
+}
+
+/// The failure of a response the check refused: permanent, with the server's status.
+fn rejected(rejection: Rejection, status: u16) -> Failure {
+    let error = Error::from(rejection).with_http_status(status);
+    Failure::new(error, FailureClass::Permanent)
 }
 
 /// Resolves when the batch is cancelled; never, without a batch.

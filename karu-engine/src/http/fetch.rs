@@ -11,7 +11,7 @@ use crate::batch::BatchShared;
 use crate::credential::{Authority, Credential};
 use crate::http::LoopCtx;
 use crate::http::check::{Expectation, RangeSpec, is_single_strong};
-use crate::http::exchange::{self, Exchange, Failure, Limits};
+use crate::http::exchange::{self, Exchange, Failure, Limits, Success};
 use crate::http::landing::Landing;
 use crate::http::request::{Correction, PrepareContext};
 use crate::locator::Locator;
@@ -128,11 +128,12 @@ impl Fetch<'_> {
             let attempt_started = Instant::now();
             let failure = match exchange.run(prepared, expect, dst, kept).await {
                 Ok(success) => {
+                    let total = resumed_total(range_now, kept, &success)?;
                     return Ok(Fetched {
                         available: kept + success.delivered.available,
                         ends_early: success.delivered.ends_early,
                         etag: success.etag.or(pin),
-                        total: success.total,
+                        total,
                     });
                 }
                 Err(failure) => failure,
@@ -250,6 +251,29 @@ impl Fetch<'_> {
     }
 }
 
+/// The object size an answer proves, given the `kept` bytes a resumed read already holds
+/// before `range_now`: a 416 there says the object ends exactly where they do (and a size
+/// stated below them contradicts them).
+fn resumed_total(range_now: RangeSpec, kept: u64, success: &Success) -> Result<Option<u64>, Error> {
+    let RangeSpec::Closed { first: from, .. } = range_now else {
+        return Ok(success.total);
+    };
+    if kept == 0 {
+        return Ok(success.total);
+    }
+    match success.total {
+        Some(size) if size < from => Err(Error::new(
+            Status::Protocol,
+            format!(
+                "the server states a size of {size} bytes, before the {kept} bytes it already \
+                 sent up to byte {from}"
+            ),
+        )),
+        None if success.delivered.ends_early && success.delivered.available == 0 => Ok(Some(from)),
+        total => Ok(total),
+    }
+}
+
 fn final_error(error: Error, reason: FailReason, attempts: u32) -> Error {
     let suffix = match reason {
         FailReason::Permanent => return error,
@@ -265,4 +289,45 @@ fn final_error(error: Error, reason: FailReason, attempts: u32) -> Error {
         out = out.with_http_status(code);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::check::Delivered;
+
+    fn answer(available: u64, ends_early: bool, total: Option<u64>) -> Success {
+        Success {
+            delivered: Delivered {
+                available,
+                ends_early,
+            },
+            etag: None,
+            total,
+        }
+    }
+
+    #[test]
+    fn a_resumed_read_learns_the_size_from_where_its_kept_bytes_end() {
+        let resumed = RangeSpec::Closed {
+            first: 1000,
+            last: 1099,
+        };
+        // A 416 without a size right after 100 kept bytes: the object ends at byte 1000.
+        let size = resumed_total(resumed, 100, &answer(0, true, None));
+        assert_eq!(size, Ok(Some(1000)));
+        assert_eq!(
+            resumed_total(resumed, 100, &answer(0, true, Some(1000))),
+            Ok(Some(1000))
+        );
+        // A stated size before bytes already received contradicts them.
+        let e = resumed_total(resumed, 100, &answer(0, true, Some(999))).unwrap_err();
+        assert_eq!(e.status(), Status::Protocol);
+        // Without kept bytes, or with bytes delivered, the answer speaks for itself.
+        assert_eq!(resumed_total(resumed, 0, &answer(0, true, None)), Ok(None));
+        assert_eq!(
+            resumed_total(resumed, 100, &answer(100, false, None)),
+            Ok(None)
+        );
+    }
 }

@@ -602,14 +602,8 @@ fn complete_parts(transfer: &mut Transfer, result: Result<Fetched, Error>) -> Ve
                     let length = part.length;
                     part.into_completion(Ok(()), length)
                 } else if fetched.ends_early {
-                    let at = first + available;
-                    let error = Error::new(
-                        Status::RangeNotSatisfiable,
-                        format!(
-                            "the object ends at byte {at}: {have} of the {} bytes requested exist",
-                            part.length
-                        ),
-                    );
+                    let offset = first + start;
+                    let error = past_the_end(fetched.total, offset, part.length, have);
                     part.into_completion(Err(error), have)
                 } else {
                     let error = Error::internal("a response delivered fewer bytes than proven");
@@ -618,6 +612,20 @@ fn complete_parts(transfer: &mut Transfer, result: Result<Fetched, Error>) -> Ve
             })
             .collect(),
     }
+}
+
+/// The range error of a part that reaches past the object's end, saying where the object
+/// really ends: its stated size, or (a 416 that stated none) no later than the first byte
+/// nothing was delivered for.
+fn past_the_end(size: Option<u64>, offset: u64, length: u64, have: u64) -> Error {
+    let end = match size {
+        Some(size) => format!("the object is {size} bytes long"),
+        None => format!("the server has no bytes at {}", offset + have),
+    };
+    Error::new(
+        Status::RangeNotSatisfiable,
+        format!("{end}: {have} of the {length} bytes requested at offset {offset} exist"),
+    )
 }
 
 #[cfg(test)]

@@ -219,6 +219,55 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         ..BASE
     },
     FaultCase {
+        name: "ok_with_content_range",
+        rules: |p| vec![on(p, Fault::OkWithContentRange)],
+        expect: Expect::Exact,
+        extra: Extra::Exactly(0),
+        ..BASE
+    },
+    FaultCase {
+        name: "ok_with_wrong_content_range",
+        rules: |p| {
+            vec![
+                on(p, Fault::OkWithContentRange).times(1),
+                on(p, Fault::WrongContentRange { shift: 1 }).times(1),
+            ]
+        },
+        expect: Expect::Fails(Status::Protocol),
+        extra: Extra::Exactly(0),
+        ..BASE
+    },
+    FaultCase {
+        name: "close_delimited_truncated_body",
+        rules: |p| {
+            vec![
+                on(p, Fault::CloseDelimited).times(1),
+                on(p, Fault::CutBodyAfter(500)).times(1),
+            ]
+        },
+        expect: Expect::Exact,
+        extra: Extra::Exactly(1),
+        resumes: true,
+        ..BASE
+    },
+    FaultCase {
+        // The whole object without a length, cut after 120,000 bytes: a clean end to the
+        // client, yet not the end of the object (the reads start at 100,000).
+        name: "ignored_range_close_delimited_cut",
+        rules: |p| {
+            vec![
+                on(p, Fault::IgnoreRange).times(1),
+                on(p, Fault::CloseDelimited).times(1),
+                on(p, Fault::CutBodyAfter(120_000)).times(1),
+            ]
+        },
+        expect: Expect::Exact,
+        extra: Extra::Exactly(1),
+        resumes: true,
+        scenarios: ONE_TRANSFER,
+        ..BASE
+    },
+    FaultCase {
         name: "status_416",
         rules: |p| vec![on(p, status(416, None))],
         expect: Expect::AllFail(Status::RangeNotSatisfiable),

@@ -1,0 +1,37 @@
+//! Checked responses: what a response head proves, and what its body must then contain.
+//!
+//! Pure: this module sees status codes, header values and byte counts, never a socket. The
+//! call order for one response is:
+//!
+//! 1. [`check_head`] with the [`Expectation`] and the [`ResponseHead`] → a [`Verdict`].
+//! 2. For [`Verdict::Receive`], the driver discards `skip` body bytes, keeps up to `keep`,
+//!    counts everything, then calls [`Receipt::finish`] with what arrived.
+//! 3. [`Receipt::finish`] says how many bytes from the first requested byte are proven (all
+//!    of them, or a prefix that ends exactly at the object's stated end), or why the response
+//!    fails ([`Rejection`]).
+//! 4. For [`Verdict::Unsatisfiable`] without a size, the driver may read the error body: the
+//!    size an S3-style body states ([`actual_object_size`]) goes through
+//!    [`check_unsatisfiable`] like a `Content-Range: bytes */SIZE` does.
+//!
+//! Never a wrong byte with an OK status: every rule refuses rather than guesses. The rooms:
+//! [`range`](RangeSpec) (ranges and `Content-Range`), the verdict (the rules above),
+//! [conditions](if_match_satisfied) (ETags and `If-Match`), [status classes](classify_status)
+//! and [error bodies](summarize_body).
+
+mod body;
+mod condition;
+mod range;
+mod status;
+mod verdict;
+
+#[cfg(test)]
+mod property;
+
+pub use body::{actual_object_size, collapse, redact, summarize_body, xml_element};
+pub use condition::{if_match_satisfied, is_single_strong, strong_etag};
+pub use range::{ContentRange, RangeSpec, parse_content_range};
+pub use status::{StatusClass, classify_status};
+pub use verdict::{
+    Delivered, Expectation, Mismatch, Receipt, Rejection, ResponseHead, Verdict, check_head,
+    check_unsatisfiable,
+};

@@ -1,0 +1,196 @@
+//! Byte ranges on the wire: the `Range` a request asks for and the `Content-Range` an answer
+//! states, parsed strictly.
+
+use std::fmt;
+
+/// The byte range a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RangeSpec {
+    /// `bytes=first-last` (inclusive), with `first <= last`.
+    Closed {
+        /// First byte.
+        first: u64,
+        /// Last byte (inclusive).
+        last: u64,
+    },
+    /// `bytes=-len`: the last `len` bytes (`len >= 1`).
+    Suffix {
+        /// Bytes from the end.
+        len: u64,
+    },
+}
+
+impl RangeSpec {
+    /// The closed range for `length` bytes at `offset`, computed after validation
+    /// (`length >= 1` and `offset + length` does not overflow).
+    pub fn closed(offset: u64, length: u64) -> Option<Self> {
+        let last = offset.checked_add(length.checked_sub(1)?)?;
+        Some(RangeSpec::Closed {
+            first: offset,
+            last,
+        })
+    }
+
+    /// The `Range` header value.
+    pub fn header_value(&self) -> String {
+        match self {
+            RangeSpec::Closed { first, last } => format!("bytes={first}-{last}"),
+            RangeSpec::Suffix { len } => format!("bytes=-{len}"),
+        }
+    }
+
+    /// Bytes asked for (for a suffix: at most this many).
+    pub fn length(&self) -> u64 {
+        match *self {
+            RangeSpec::Closed { first, last } => last - first + 1,
+            RangeSpec::Suffix { len } => len,
+        }
+    }
+}
+
+impl fmt::Display for RangeSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RangeSpec::Closed { first, last } => write!(f, "bytes {first}-{last}"),
+            RangeSpec::Suffix { len } => write!(f, "the last {len} bytes"),
+        }
+    }
+}
+
+/// A parsed `Content-Range` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContentRange {
+    /// `bytes first-last/total` (total `*` = unknown).
+    Bytes {
+        /// First byte.
+        first: u64,
+        /// Last byte (inclusive).
+        last: u64,
+        /// Object size, if stated.
+        total: Option<u64>,
+    },
+    /// `bytes */total`: the range could not be satisfied.
+    Unsatisfied {
+        /// Object size.
+        total: u64,
+    },
+}
+
+impl fmt::Display for ContentRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ContentRange::Bytes { first, last, total } => {
+                write!(f, "bytes {first}-{last}/")?;
+                match total {
+                    Some(total) => write!(f, "{total}"),
+                    None => f.write_str("*"),
+                }
+            }
+            ContentRange::Unsatisfied { total } => write!(f, "bytes */{total}"),
+        }
+    }
+}
+
+/// Parse `Content-Range` (RFC 9110 §14.4), strictly: unit `bytes`, decimal digits only,
+/// `first <= last`, and `last < total` when the total is known.
+pub fn parse_content_range(value: &str) -> Option<ContentRange> {
+    let rest = value.trim().strip_prefix("bytes")?;
+    let rest = rest.strip_prefix(' ')?.trim_start();
+    let (range, total) = rest.split_once('/')?;
+    let total = match total.trim() {
+        "*" => None,
+        t => Some(digits(t)?),
+    };
+    if range.trim() == "*" {
+        return Some(ContentRange::Unsatisfied { total: total? });
+    }
+    let (first, last) = range.trim().split_once('-')?;
+    let (first, last) = (digits(first)?, digits(last)?);
+    if first > last || total.is_some_and(|t| last >= t) {
+        return None;
+    }
+    Some(ContentRange::Bytes { first, last, total })
+}
+
+/// A non-empty run of ASCII digits that fits a `u64`.
+pub(crate) fn digits(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_header_is_inclusive() {
+        let r = RangeSpec::closed(1_048_576, 4096).unwrap();
+        assert_eq!(r.header_value(), "bytes=1048576-1052671");
+        assert_eq!(r.length(), 4096);
+        assert_eq!(RangeSpec::closed(0, 0), None);
+        assert_eq!(RangeSpec::closed(u64::MAX, 2), None);
+        assert_eq!(
+            RangeSpec::closed(u64::MAX, 1).unwrap().header_value(),
+            format!("bytes={}-{}", u64::MAX, u64::MAX)
+        );
+        assert_eq!(RangeSpec::Suffix { len: 10 }.header_value(), "bytes=-10");
+    }
+
+    #[test]
+    fn content_range_parsing() {
+        use ContentRange::*;
+        let ok = |s| parse_content_range(s);
+        assert_eq!(
+            ok("bytes 0-9/100"),
+            Some(Bytes {
+                first: 0,
+                last: 9,
+                total: Some(100)
+            })
+        );
+        assert_eq!(
+            ok("bytes 5-5/*"),
+            Some(Bytes {
+                first: 5,
+                last: 5,
+                total: None
+            })
+        );
+        assert_eq!(ok("bytes */0"), Some(Unsatisfied { total: 0 }));
+        assert_eq!(ok("bytes */1234"), Some(Unsatisfied { total: 1234 }));
+        assert_eq!(
+            ok(&format!("bytes 0-{}/{}", u64::MAX - 1, u64::MAX)),
+            Some(Bytes {
+                first: 0,
+                last: u64::MAX - 1,
+                total: Some(u64::MAX)
+            })
+        );
+        for bad in [
+            "",
+            "bytes",
+            "bytes 0-9",
+            "bytes 9-0/100",
+            "bytes 0-100/100",
+            "bytes -1-9/100",
+            "bytes +1-9/100",
+            "bytes 0-9/abc",
+            "bytes */*",
+            "items 0-9/100",
+            "bytes=0-9/100",
+            "bytes 0x1-9/100",
+            "bytes 0-99999999999999999999/*",
+        ] {
+            assert_eq!(parse_content_range(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn content_ranges_print_as_headers() {
+        for text in ["bytes 0-9/100", "bytes 5-5/*", "bytes */0"] {
+            assert_eq!(parse_content_range(text).unwrap().to_string(), text);
+        }
+    }
+}
