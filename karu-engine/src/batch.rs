@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::read::Completion;
+use crate::versions::VersionPins;
 
 /// What [`Batch::next`] returns.
 #[derive(Debug)]
@@ -171,6 +172,8 @@ pub(crate) struct BatchShared {
     cancelled: AtomicBool,
     /// Wakes remote transfers waiting on the network when the batch is cancelled.
     cancel_notify: tokio::sync::Notify,
+    /// The version each object is pinned to, when the batch keeps to one version.
+    versions: Option<VersionPins>,
 }
 
 /// Proof that one transfer of a batch is active: while it lives, the transfer may touch its
@@ -215,7 +218,9 @@ struct State {
 }
 
 impl BatchShared {
-    pub(crate) fn new(reads: usize) -> Arc<Self> {
+    /// The shared state of a batch of `reads` original reads; with `one_version`, each remote
+    /// object is pinned to the first version an answer states.
+    pub(crate) fn new(reads: usize, one_version: bool) -> Arc<Self> {
         Arc::new(BatchShared {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
@@ -229,7 +234,13 @@ impl BatchShared {
             idle: Condvar::new(),
             cancelled: AtomicBool::new(false),
             cancel_notify: tokio::sync::Notify::new(),
+            versions: one_version.then(VersionPins::default),
         })
+    }
+
+    /// The versions pinned so far, when the batch keeps to one version per object.
+    pub(crate) fn versions(&self) -> Option<&VersionPins> {
+        self.versions.as_ref()
     }
 
     /// Queue completions; each original read must be completed exactly once.
@@ -378,7 +389,7 @@ mod tests {
 
     fn batch(n: usize) -> Batch {
         Batch {
-            shared: BatchShared::new(n),
+            shared: BatchShared::new(n, false),
             stats: BatchStats::default(),
             _engine: Arc::new(()),
         }

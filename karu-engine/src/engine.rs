@@ -34,6 +34,7 @@ pub struct BatchOptions {
     max_span: Option<u64>,
     max_parts: Option<u32>,
     max_amplification: Option<u32>,
+    one_version: bool,
 }
 
 impl BatchOptions {
@@ -63,6 +64,26 @@ impl BatchOptions {
     /// Most fetched bytes per useful byte (0 behaves as 1 for a single read; merges need more).
     pub fn max_amplification(mut self, ratio: u32) -> Self {
         self.max_amplification = Some(ratio);
+        self
+    }
+
+    /// Read one version of each remote object in this batch: the first strong ETag an answer
+    /// states for an object pins it. Later requests for the object carry that tag as
+    /// `If-Match`, answers already in flight are compared with it, and a read that sees
+    /// another version fails with [`Status::PreconditionFailed`] (the others go on).
+    ///
+    /// Without it, a batch may mix versions of an object that changes while it runs; each
+    /// response is still checked on its own. As with [`Read::if_match`], an answer without a
+    /// strong ETag cannot be compared: enforcement is then the server's. Local files have no
+    /// versions.
+    ///
+    /// ```
+    /// use karu_engine::BatchOptions;
+    /// let consistent = BatchOptions::new().one_version();
+    /// # let _ = consistent;
+    /// ```
+    pub fn one_version(mut self) -> Self {
+        self.one_version = true;
         self
     }
 
@@ -305,7 +326,7 @@ impl Engine {
         options: &BatchOptions,
         scope: Option<&Mutex<Vec<Arc<BatchShared>>>>,
     ) -> Batch {
-        let shared = BatchShared::new(reads.len());
+        let shared = BatchShared::new(reads.len(), options.one_version);
         if let Some(batches) = scope {
             batches.lock().push(Arc::clone(&shared));
         }

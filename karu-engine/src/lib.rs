@@ -53,6 +53,7 @@ mod status;
 #[doc(hidden)]
 pub mod testing;
 mod transfer;
+mod versions;
 
 pub use backend::{Backend, Registry, scheme_of};
 pub use batch::{Batch, BatchStats, Next, NextFuture};

@@ -276,6 +276,37 @@ fn content_range_faults_apply_to_416_answers_too() {
 }
 
 #[test]
+fn a_barrier_holds_requests_until_the_round_is_complete_then_answers_in_arrival_order() {
+    let (server, data) = server_with("/a", 100);
+    server.set_etag("/a", Some("\"v1\""));
+    server.add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
+    server.add_fault(FaultRule::new(Fault::ChangeEtag).skip(1).times(1));
+    let mut first = Client::connect(server.addr());
+    first.send("GET", "/a", &[("Range", "bytes=0-9")]).unwrap();
+    // The second request goes out once the first is held at the barrier.
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while server.request_count() < 1 {
+        assert!(Instant::now() < give_up, "the first request never arrived");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut second = Client::connect(server.addr());
+    second
+        .send("GET", "/a", &[("Range", "bytes=10-19")])
+        .unwrap();
+    let one = first.read_response(false).unwrap();
+    let two = second.read_response(false).unwrap();
+    assert_eq!((one.status, one.body.as_slice()), (206, &data[..10]));
+    assert_eq!((two.status, two.body.as_slice()), (206, &data[10..20]));
+    // The first read the object before the second changed it.
+    assert_eq!(one.header("etag"), Some("\"v1\""));
+    let changed = two.header("etag").unwrap();
+    assert_ne!(changed, "\"v1\"");
+    let log = server.requests();
+    assert_eq!(log[0].fault.as_deref(), Some("Barrier(2)"));
+    assert_eq!(log[1].fault.as_deref(), Some("Barrier(2) + ChangeEtag"));
+}
+
+#[test]
 fn cut_body_sends_fewer_bytes_than_content_length_then_eof() {
     let server = MockServer::start();
     server.insert_virtual("/v", 10 << 20);

@@ -26,8 +26,10 @@ use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
 use crate::http::request::{Correction, ErrorResponse, PreparedRequest};
 use crate::http::transport::HttpClient;
+use crate::locator::CanonicalPath;
 use crate::retry::{FailureClass, RetryAfter};
 use crate::status::{Error, Status};
+use crate::versions::VersionPins;
 
 /// Most redirects followed in one attempt.
 const MAX_REDIRECTS: usize = 10;
@@ -120,6 +122,8 @@ pub(crate) struct Exchange<'a> {
     pub(crate) deadline: Instant,
     pub(crate) cancel: Option<&'a BatchShared>,
     pub(crate) stats: &'a RemoteStats,
+    /// The batch's version pins and the object, when the batch keeps to one version.
+    pub(crate) versions: Option<(&'a VersionPins, &'a CanonicalPath)>,
 }
 
 impl Exchange<'_> {
@@ -255,7 +259,12 @@ impl Exchange<'_> {
             etag: text(ETAG),
             transformed: self.backend.transformed(headers),
         };
-        match check::check_head(expect, &head) {
+        let verdict = check::check_head(expect, &head);
+        if let Some(failure) = self.keep_to_one_version(&verdict, status) {
+            drop(response);
+            return Err(failure);
+        }
+        match verdict {
             Verdict::Receive(receipt) => {
                 if receipt.keep > dst.span().saturating_sub(base) {
                     return Err(Failure::new(
@@ -308,6 +317,30 @@ impl Exchange<'_> {
                 Err(rejected(rejection, status))
             }
         }
+    }
+
+    /// In a batch that keeps to one version, pin the object to this answer's strong ETag if
+    /// none is pinned yet, or refuse an answer from another version (one already in flight
+    /// when the pin was set, or from a server that ignored `If-Match`).
+    fn keep_to_one_version(&self, verdict: &Verdict, status: u16) -> Option<Failure> {
+        let (versions, object) = self.versions?;
+        let etag = match verdict {
+            Verdict::Receive(receipt) => receipt.etag.as_deref(),
+            Verdict::Unsatisfiable { etag, .. } => etag.as_deref(),
+            Verdict::ErrorStatus(_) | Verdict::Reject(_) => None,
+        }?;
+        let pinned = versions.settle(object, etag).err()?;
+        let error = Error::new(
+            Status::PreconditionFailed,
+            format!(
+                "{object} changed during the batch: this answer's ETag {etag} is not the \
+                 {pinned} of its first answer"
+            ),
+        );
+        Some(Failure::new(
+            error.with_http_status(status),
+            FailureClass::Permanent,
+        ))
     }
 
     /// Receive a body the head accepted: skip, keep, then drain a small remainder or drop.

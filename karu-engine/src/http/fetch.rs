@@ -68,6 +68,9 @@ impl Fetch<'_> {
         let client = ctx.client(self.settings);
         let limits = Limits::from(&self.settings.http);
         let backend = self.locator.backend().as_ref();
+        // A batch that keeps to one version pins each object to the first strong ETag seen.
+        let versions = self.cancel.and_then(BatchShared::versions);
+        let object = self.locator.canonical();
         let exchange = Exchange {
             client: &client,
             backend,
@@ -75,6 +78,7 @@ impl Fetch<'_> {
             deadline: retry.deadline(),
             cancel: self.cancel,
             stats: &ctx.shared.stats,
+            versions: versions.map(|v| (v, object)),
         };
         let range = self.range;
         let if_match = self.if_match;
@@ -90,6 +94,7 @@ impl Fetch<'_> {
             if attempt > 1 {
                 ctx.shared.stats.retries.fetch_add(1, Ordering::Relaxed);
             }
+            let batch_pin = versions.and_then(|v| v.get(object));
             let (range_now, condition) = match range {
                 RangeSpec::Closed { first, last } if kept > 0 => (
                     RangeSpec::Closed {
@@ -102,7 +107,7 @@ impl Fetch<'_> {
                         pin.as_deref()
                     },
                 ),
-                _ => (range, if_match),
+                _ => (range, if_match.or(batch_pin.as_deref())),
             };
             let prepared = backend.prepare(&PrepareContext {
                 locator: self.locator,
@@ -143,6 +148,11 @@ impl Fetch<'_> {
             }
             let own_pin_failed =
                 failure.error.status() == Status::PreconditionFailed && !caller_pins && kept > 0;
+            if own_pin_failed && versions.is_some() {
+                // The object changed under a batch that keeps to one version: the read saw
+                // another version, and starting over would only meet it again.
+                return Err(failure.error);
+            }
             let class = if own_pin_failed {
                 // Karu's own saved tag stopped matching: the object changed. The partial data
                 // is discarded and the range starts over, as an ordinary retry.

@@ -64,6 +64,11 @@ pub enum Fault {
     Gzip,
     /// Give the object a new ETag (a new generated strong one) before answering this request.
     ChangeEtag,
+    /// Hold the request until this many requests with a `Barrier` fault have arrived (a
+    /// round), then let them read the object and build their answers one at a time, in
+    /// arrival order: requests that overlap for certain, with a fixed order of the object's
+    /// states (a [`Fault::ChangeEtag`] on the second one is seen by it and not by the first).
+    Barrier(u64),
     /// Serve the object even when `If-Match` does not match its ETag.
     IgnoreIfMatch,
     /// Answer with an error status and a body of `size` bytes.

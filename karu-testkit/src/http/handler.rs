@@ -417,6 +417,21 @@ where
         );
     }
 
+    // Held requests wait for their round, then read the object in turn; the ticket ends its
+    // turn when the answer is built (at the end of this function).
+    let round = faults.iter().find_map(|f| match f {
+        Fault::Barrier(n) => Some(*n),
+        _ => None,
+    });
+    let _ticket = match round {
+        Some(round) => {
+            let ticket = ctx.shared.barrier().arrive(round);
+            ticket.turn().await;
+            Some(ticket)
+        }
+        None => None,
+    };
+
     let object_path = object_path.as_deref().unwrap_or(&record.path);
     if has(&Fault::ChangeEtag) {
         ctx.shared.change_etag(object_path);

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use std::time::Instant;
 
+use super::barrier::Barrier;
 use super::fault::{Fault, FaultPlan, FaultRule};
 use super::timer::Timer;
 use super::{Gate, RequestRecord, Route};
@@ -108,6 +109,8 @@ pub(crate) struct Shared {
     in_flight: AtomicU64,
     /// High-water mark of `in_flight` since the start or the last reset.
     max_in_flight: AtomicU64,
+    /// Where [`Fault::Barrier`] requests wait for each other.
+    barrier: Barrier,
 }
 
 fn normalize(path: &str) -> String {
@@ -136,7 +139,13 @@ impl Shared {
             bytes_sent: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             max_in_flight: AtomicU64::new(0),
+            barrier: Barrier::default(),
         }
+    }
+
+    /// The barrier of [`Fault::Barrier`] requests.
+    pub(crate) fn barrier(&self) -> &Barrier {
+        &self.barrier
     }
 
     /// The server's precise timer, for every wait of the link model.
