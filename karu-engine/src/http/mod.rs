@@ -669,7 +669,7 @@ mod tests {
         let remote = Remote::start(&snapshot, Callbacks::default(), CredentialCache::new())
             .expect("the loops start");
         const N: usize = 16;
-        let shared = BatchShared::new(N);
+        let shared = BatchShared::new(N, false);
         for i in 0..N {
             remote.submit(Transfer {
                 locator: locator.clone(),
