@@ -510,3 +510,49 @@ fn never_answer_times_out_on_the_client_and_drop_still_returns() {
         "{end:?}"
     );
 }
+
+#[test]
+fn silenced_connections_are_accepted_read_and_never_answered() {
+    let (server, data) = server_with("/a", 100);
+    server.silence_connections(u64::MAX);
+    let mut silent = Vec::new();
+    for _ in 0..3 {
+        let mut client = Client::connect(server.addr());
+        client.set_read_timeout(Some(Duration::from_millis(100)));
+        let err = client.request("GET", "/a", &[]).unwrap_err();
+        assert!(
+            matches!(
+                err.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+            "{err:?}"
+        );
+        silent.push(client);
+    }
+    assert_eq!(
+        (server.connections_accepted(), server.request_count()),
+        (3, 0)
+    );
+    // Back to normal: the next connection is served.
+    server.silence_connections(0);
+    let answer = request(server.addr(), "GET", "/a", &[]);
+    assert_eq!((answer.status, answer.body.as_slice()), (200, &data[..]));
+    assert_eq!(
+        (server.connections_accepted(), server.request_count()),
+        (4, 1)
+    );
+    // Dropping the server closes the silent connections.
+    drop(server);
+    for mut client in silent {
+        client.set_read_timeout(Some(Duration::from_secs(5)));
+        let (rest, end) = client.read_to_end();
+        assert!(rest.is_empty());
+        assert!(
+            matches!(
+                end,
+                BodyEnd::Eof | BodyEnd::Error(std::io::ErrorKind::ConnectionReset)
+            ),
+            "{end:?}"
+        );
+    }
+}

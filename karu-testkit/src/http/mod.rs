@@ -30,6 +30,9 @@
 //! 11. the body is streamed in 64 KiB frames, paced by the bandwidth cap and the body faults
 //!     ([`Fault::CloseDelimited`] sends it without a length, ended by closing the connection).
 //!
+//! Connections can be held silent before any of this ([`MockServer::silence_connections`]):
+//! accepted, read from, and never answered (a TLS handshake that never completes).
+//!
 //! Error answers of the server itself are small S3-style XML documents
 //! (`<Error><Code>NoSuchKey</Code><Message>..</Message><Resource>..</Resource><RequestId>..</RequestId></Error>`,
 //! `Content-Type: application/xml`, with the same id in an `x-amz-request-id` header).
@@ -464,6 +467,37 @@ impl MockServer {
     /// status faults let through.
     pub fn set_route(&self, route: Option<Arc<dyn Route>>) {
         self.shared.set_route(route);
+    }
+
+    /// Holds the next `n` connections the server accepts open and never answers them (`0`
+    /// stops it; `u64::MAX` holds every later one): the server reads and discards whatever
+    /// the client sends, so a TLS client waits forever for the answer to its ClientHello and
+    /// a plain HTTP client for its response. They count in
+    /// [`connections_accepted`](MockServer::connections_accepted); no request is read from
+    /// them, so none is logged. The server closes them when it is dropped.
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// use std::time::Duration;
+    /// use karu_testkit::MockServer;
+    ///
+    /// let server = MockServer::start();
+    /// server.insert("/a", vec![1u8; 10]);
+    /// server.silence_connections(1);
+    /// let mut silent = std::net::TcpStream::connect(server.addr()).unwrap();
+    /// silent.write_all(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    /// silent.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    /// assert!(silent.read(&mut [0u8; 16]).is_err(), "no answer");
+    /// // The next connection is served.
+    /// let mut tcp = std::net::TcpStream::connect(server.addr()).unwrap();
+    /// tcp.write_all(b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    /// let mut answer = Vec::new();
+    /// tcp.read_to_end(&mut answer).unwrap();
+    /// assert!(answer.starts_with(b"HTTP/1.1 200"));
+    /// assert_eq!((server.connections_accepted(), server.request_count()), (2, 1));
+    /// ```
+    pub fn silence_connections(&self, n: u64) {
+        self.shared.set_silent(n);
     }
 
     /// TCP connections accepted so far.

@@ -10,6 +10,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio_rustls::TlsAcceptor;
@@ -111,7 +112,11 @@ async fn accept_loop(
                 Ok((tcp, _peer)) => {
                     let _ = tcp.set_nodelay(true);
                     let id = shared.next_connection();
-                    tokio::spawn(serve(tcp, id, shared.clone(), protocol.clone()));
+                    if shared.take_silent() {
+                        tokio::spawn(hold_silent(tcp));
+                    } else {
+                        tokio::spawn(serve(tcp, id, shared.clone(), protocol.clone()));
+                    }
                 }
                 Err(error) => {
                     // Out of file descriptors and the like: back off instead of spinning.
@@ -132,6 +137,17 @@ async fn serve(tcp: TcpStream, id: u64, shared: Arc<Shared>, protocol: Protocol)
             Err(error) => tracing::debug!(%error, "karu-testkit: TLS handshake failed"),
         },
         None => serve_http(TokioIo::new(io), shared, conn, protocol.http2).await,
+    }
+}
+
+/// Reads and discards whatever the client sends (a TLS ClientHello, a request) and never
+/// answers, until the client closes the connection or the server stops.
+async fn hold_silent(mut tcp: TcpStream) {
+    let mut sink = [0u8; 4096];
+    while let Ok(n) = tcp.read(&mut sink).await {
+        if n == 0 {
+            return;
+        }
     }
 }
 

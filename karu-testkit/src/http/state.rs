@@ -104,6 +104,10 @@ pub(crate) struct Shared {
     gate: RwLock<Option<Arc<dyn Gate>>>,
     route: RwLock<Option<Arc<dyn Route>>>,
     connections: AtomicU64,
+    /// Connections still to be accepted and never answered ([`MockServer::silence_connections`]).
+    ///
+    /// [`MockServer::silence_connections`]: crate::MockServer::silence_connections
+    silent: AtomicU64,
     bytes_sent: AtomicU64,
     /// Requests between their head arriving and their last response byte going out.
     in_flight: AtomicU64,
@@ -136,6 +140,7 @@ impl Shared {
             gate: RwLock::new(None),
             route: RwLock::new(None),
             connections: AtomicU64::new(0),
+            silent: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             max_in_flight: AtomicU64::new(0),
@@ -294,6 +299,17 @@ impl Shared {
     /// Counts a new connection and returns its id (1, 2, ...).
     pub(crate) fn next_connection(&self) -> u64 {
         self.connections.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub(crate) fn set_silent(&self, n: u64) {
+        self.silent.store(n, Ordering::Release);
+    }
+
+    /// Whether the connection just accepted is to be held silent (and counts it if so).
+    pub(crate) fn take_silent(&self) -> bool {
+        self.silent
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
     }
 
     pub(crate) fn connections_accepted(&self) -> u64 {
