@@ -1,19 +1,23 @@
 //! The transport against the mock server: connection reuse, backpressure under the concurrency
-//! limit, HTTPS with a custom CA, HTTP/2, redirects and credentials, refused connections, and
+//! limit, HTTPS with a custom CA, HTTP/2, redirects and credentials, refused connections,
+//! permanent TLS and HTTP/2 failures, the connect timeout, the drain and error-body bounds, and
 //! the single-request operations (`stat`, `read_ends`, `if_match`).
 
 #[path = "support/http.rs"]
 mod http_support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http_support::{
     KIB, MIB, assert_failed, assert_ok, build, client, describe, drain, locate, quick,
     range_headers, read_all, read_one, refused_port,
 };
-use karu::{Read, Status};
+use karu::{
+    Backend, CanonicalPath, Correction, Error, ErrorResponse, PrepareContext, PreparedRequest,
+    Read, Resolved, Status,
+};
 use karu_testkit::{
     Fault, FaultRule, Gate, GateResponse, MockServer, RequestHead, pattern, pattern_byte,
 };
@@ -113,7 +117,10 @@ fn an_untrusted_certificate_is_a_network_error_without_retries() {
     let object = locate(&client, &server, "/o");
     let c = read_one(&client, &object, 0, 100);
     assert_failed(&c, Status::Network);
-    assert!(c.error().unwrap().message().contains("TLS"), "{c:?}");
+    // The message names the cause and the remedy.
+    let message = c.error().unwrap().message();
+    assert!(message.contains("certificate"), "{message}");
+    assert!(message.contains("http.ca_file"), "{message}");
     // The handshake failed, so no request reached the server; one connection was tried.
     assert_eq!(server.request_count(), 0);
     assert_eq!(
@@ -636,4 +643,248 @@ fn https_resumes_after_a_body_cut_without_a_tls_close() {
         describe(&log)
     );
     assert_eq!(log[1].header("if-match"), Some("\"v1\""));
+}
+
+#[test]
+fn https_to_a_plain_http_port_is_one_attempt_naming_the_scheme() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", MIB);
+    let client = client();
+    let url = server.url("/o").replacen("http://", "https://", 1);
+    let c = read_one(&client, &client.locate(&url).unwrap(), 0, 100);
+    assert_failed(&c, Status::Network);
+    let message = c.error().unwrap().message();
+    assert!(
+        message.contains("plain HTTP") && message.contains("http://"),
+        "{message}"
+    );
+    // The server read a ClientHello where it expected a request: no request, one connection.
+    assert_eq!(
+        (server.connections_accepted(), server.request_count()),
+        (1, 0),
+        "{message}"
+    );
+    let stats = client.transport_stats();
+    assert_eq!((stats.requests, stats.retries), (1, 0), "{message}");
+}
+
+#[test]
+fn http2_against_an_http1_only_server_is_one_attempt_naming_http_version() {
+    // Over TLS the server refuses the `h2` ALPN offer; over plain TCP it drops the
+    // prior-knowledge preface without a byte of HTTP/2.
+    for tls in [true, false] {
+        let server = MockServer::builder().tls(tls).start().unwrap();
+        server.insert_virtual("/o", MIB);
+        let mut builder = quick().set("http.version", "http2");
+        if let Some(ca) = server.ca_file() {
+            builder = builder.set("http.ca_file", ca.to_str().unwrap());
+        }
+        let client = build(builder);
+        let c = read_one(&client, &locate(&client, &server, "/o"), 0, 100);
+        assert_failed(&c, Status::Network);
+        let message = c.error().unwrap().message();
+        assert!(message.contains("http.version"), "tls {tls}: {message}");
+        assert_eq!(
+            (server.connections_accepted(), server.request_count()),
+            (1, 0),
+            "tls {tls}: {message}"
+        );
+        let stats = client.transport_stats();
+        assert_eq!(
+            (stats.requests, stats.retries),
+            (1, 0),
+            "tls {tls}: {message}"
+        );
+    }
+}
+
+/// A client of `server` (HTTPS) with a 200 ms connect timeout.
+fn short_connect_timeout(server: &MockServer) -> karu::Client {
+    let ca = server.ca_file().unwrap();
+    build(
+        quick()
+            .set("http.ca_file", ca.to_str().unwrap())
+            .set("http.connect_timeout", "200ms")
+            .set("http.low_speed_time", "1s"),
+    )
+}
+
+#[test]
+fn a_tls_handshake_that_never_completes_fails_at_the_connect_timeout_after_three_attempts() {
+    let server = MockServer::builder().tls(true).start().unwrap();
+    server.insert_virtual("/o", MIB);
+    server.silence_connections(u64::MAX);
+    let client = short_connect_timeout(&server);
+    let c = read_one(&client, &locate(&client, &server, "/o"), 0, 100);
+    assert_failed(&c, Status::TimedOut);
+    let message = c.error().unwrap().message();
+    // A connect failure: three attempts, each a TCP connection whose ClientHello went
+    // unanswered, and not one request.
+    assert_eq!(
+        (server.connections_accepted(), server.request_count()),
+        (3, 0),
+        "{message}"
+    );
+    let stats = client.transport_stats();
+    assert_eq!((stats.requests, stats.retries), (3, 2), "{message}");
+    assert!(message.contains("http.connect_timeout"), "{message}");
+}
+
+#[test]
+fn a_stalled_tls_handshake_is_abandoned_at_the_connect_timeout_and_the_next_one_serves() {
+    let server = MockServer::builder().tls(true).start().unwrap();
+    server.insert_virtual("/o", MIB);
+    server.silence_connections(1);
+    let client = short_connect_timeout(&server);
+    let object = locate(&client, &server, "/o");
+    assert_ok(&read_one(&client, &object, 7, 100), 7, 100);
+    let log = server.requests();
+    assert_eq!(server.connections_accepted(), 2, "{}", describe(&log));
+    assert_eq!(
+        log.iter()
+            .map(|r| (r.byte_range, r.connection))
+            .collect::<Vec<_>>(),
+        [(Some((7, 106)), 2)],
+        "{}",
+        describe(&log)
+    );
+    let stats = client.transport_stats();
+    assert_eq!((stats.requests, stats.retries), (2, 1));
+}
+
+#[test]
+fn an_unwanted_rest_of_256_kib_is_drained_and_one_byte_more_closes_the_connection() {
+    const DRAIN: u64 = 256 * KIB;
+    let server = MockServer::start();
+    // The server answers with the whole object; Karu wants its first 10 bytes.
+    server.insert_virtual("/at", 10 + DRAIN);
+    server.insert_virtual("/past", 10 + DRAIN + 1);
+    server.add_fault(FaultRule::new(Fault::IgnoreRange).path("/at").times(1));
+    server.add_fault(FaultRule::new(Fault::IgnoreRange).path("/past").times(1));
+    let client = build(quick().io_threads(1));
+    let at = locate(&client, &server, "/at");
+    let past = locate(&client, &server, "/past");
+    assert_ok(&read_one(&client, &at, 0, 10), 0, 10);
+    assert_eq!(
+        client.transport_stats().body_bytes,
+        10 + DRAIN,
+        "the rest was read to its end"
+    );
+    assert_ok(&read_one(&client, &at, 20, 10), 20, 10);
+    assert_ok(&read_one(&client, &past, 0, 10), 0, 10);
+    assert_ok(&read_one(&client, &past, 20, 10), 20, 10);
+    let log = server.requests();
+    let seen: Vec<(&str, u16, u64)> = log
+        .iter()
+        .map(|r| (r.path.as_str(), r.status, r.connection))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("/at", 200, 1),
+            ("/at", 206, 1),
+            ("/past", 200, 1),
+            ("/past", 206, 2)
+        ],
+        "{}",
+        describe(&log)
+    );
+}
+
+/// Answers `GET /err/N` with a 404 whose body is [`error_body`]`(N)`.
+#[derive(Debug)]
+struct ErrorBodies;
+
+impl Gate for ErrorBodies {
+    fn check(&self, request: &RequestHead) -> Option<GateResponse> {
+        let len: usize = request.path.strip_prefix("/err/")?.parse().ok()?;
+        Some(GateResponse::new(404, error_body(len)))
+    }
+}
+
+/// `len` printable bytes, none equal to its neighbours' pattern (so a misplaced byte shows).
+fn error_body(len: usize) -> Vec<u8> {
+    (0..len).map(|i| b'a' + (i % 23) as u8).collect()
+}
+
+/// Plain HTTP under `rec://`, recording the error bodies the engine hands to its backend's
+/// correction hook (the bytes it kept).
+#[derive(Debug, Default)]
+struct Recorder {
+    kept: Mutex<Vec<Vec<u8>>>,
+}
+
+impl Backend for Recorder {
+    fn name(&self) -> &str {
+        "rec"
+    }
+
+    fn resolve(&self, address: &str) -> Result<Resolved, Error> {
+        let url = address.replacen("rec://", "http://", 1);
+        Ok(Resolved::remote(
+            CanonicalPath::new(url),
+            None,
+            String::new(),
+        ))
+    }
+
+    fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
+        PreparedRequest::get(ctx.locator.canonical().as_str(), ctx)
+    }
+
+    fn correction(&self, response: &ErrorResponse<'_>) -> Option<Correction> {
+        self.kept.lock().unwrap().push(response.body.to_vec());
+        None
+    }
+}
+
+#[test]
+fn error_bodies_keep_exactly_4_kib_and_drain_at_most_256_kib_beyond_it() {
+    const KEEP: u64 = 4 * KIB;
+    const DRAIN: u64 = 256 * KIB;
+    let server = MockServer::start();
+    server.insert_virtual("/o", MIB);
+    server.set_gate(Some(Arc::new(ErrorBodies)));
+    let recorder = Arc::new(Recorder::default());
+    let client = build(quick().io_threads(1).register("rec", recorder.clone()));
+    let good = client
+        .locate(&format!("rec://{}/o", server.addr()))
+        .unwrap();
+    // (error body length, whether the connection survives it)
+    let cases = [
+        (KEEP, true),
+        (KEEP + 1, true),
+        (KEEP + DRAIN, true),
+        (KEEP + DRAIN + 1, false),
+    ];
+    for (len, reused) in cases {
+        let bad = client
+            .locate(&format!("rec://{}/err/{len}", server.addr()))
+            .unwrap();
+        let c = read_one(&client, &bad, 0, 10);
+        assert_failed(&c, Status::NotFound);
+        assert_eq!(c.error().unwrap().http_status(), Some(404));
+        // The next read shows whether the error answer's connection went back to the pool.
+        assert_ok(&read_one(&client, &good, 0, 10), 0, 10);
+        let log = server.take_requests();
+        assert_eq!(
+            log.iter().map(|r| r.status).collect::<Vec<_>>(),
+            [404, 206],
+            "{}",
+            describe(&log)
+        );
+        assert_eq!(
+            log[1].connection == log[0].connection,
+            reused,
+            "an error body of {len} bytes:\n{}",
+            describe(&log)
+        );
+        let kept = recorder.kept.lock().unwrap().pop().expect("an error body");
+        let body = error_body(len as usize);
+        assert_eq!(kept.len() as u64, len.min(KEEP), "an error body of {len}");
+        assert!(
+            kept == body[..kept.len()],
+            "the kept bytes are not the body's first"
+        );
+    }
 }

@@ -12,6 +12,7 @@ use http::{HeaderMap, Method, Request, Response, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Body as _;
 use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::{CaptureConnection, capture_connection};
 use karu_config::HttpSettings;
 use tokio::time::sleep_until;
 
@@ -25,7 +26,8 @@ use crate::http::check::{
 use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
 use crate::http::request::{Correction, ErrorResponse, PreparedRequest};
-use crate::http::transport::HttpClient;
+use crate::http::speed::LowSpeed;
+use crate::http::transport::{self, HttpClient};
 use crate::locator::CanonicalPath;
 use crate::retry::{FailureClass, RetryAfter};
 use crate::status::{Error, Status};
@@ -94,7 +96,7 @@ impl Failure {
 
     fn transport(kind: TransportKind, host: &str) -> Self {
         Failure::new(
-            Error::new(kind.status(), format!("{} ({host})", kind.describe())),
+            Error::new(kind.status(), format!("{kind} ({host})")),
             kind.class(),
         )
     }
@@ -151,7 +153,9 @@ impl Exchange<'_> {
             } else {
                 std::mem::take(&mut headers)
             };
-            let response = self.send(url.clone(), sent, &host).await?;
+            // Low-speed protection counts from the request: waiting for the head counts.
+            let mut speed = self.low_speed(Instant::now());
+            let response = self.send(url.clone(), sent, &host, &speed).await?;
             let status = response.status().as_u16();
             if options.follow_redirects && is_redirect(status) {
                 let Some(next) = redirect_target(&url, response.headers()) else {
@@ -174,7 +178,9 @@ impl Exchange<'_> {
                 url = next;
                 continue;
             }
-            return self.receive(response, &expect, dst, base, &host).await;
+            return self
+                .receive(response, &expect, dst, base, &host, &mut speed)
+                .await;
         }
         Err(Failure::new(
             Error::new(
@@ -185,11 +191,24 @@ impl Exchange<'_> {
         ))
     }
 
+    /// The low-speed state of an exchange starting at `now`.
+    fn low_speed(&self, now: Instant) -> LowSpeed {
+        LowSpeed::new(self.limits.low_speed_limit, self.limits.low_speed_time, now)
+    }
+
+    /// When to stop waiting if no byte arrives: the low-speed abort time or the deadline.
+    fn wake_at(&self, speed: &LowSpeed) -> Instant {
+        speed
+            .poll_abort_at()
+            .map_or(self.deadline, |at| at.min(self.deadline))
+    }
+
     async fn send(
         &self,
         url: Uri,
         headers: HeaderMap,
         host: &str,
+        speed: &LowSpeed,
     ) -> Result<Response<Incoming>, Failure> {
         tracing::debug!(host, path = url.path(), range = ?headers.get(http::header::RANGE), "request");
         let mut request = Request::builder()
@@ -210,30 +229,42 @@ impl Exchange<'_> {
             );
         }
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
-        let headers_by = self.headers_by();
+        let connection = capture_connection(&mut request);
+        // No body byte arrives while waiting for the head.
+        let headers_by = self.wake_at(speed);
         tokio::select! {
             biased;
             () = until_cancelled(self.cancel) => Err(Failure::cancelled()),
-            result = self.client.request(request) => result.map_err(|e| {
-                let kind = failure::classify(&e, e.is_connect());
-                tracing::debug!(host, ?kind, "transport failure");
-                Failure::transport(kind, host)
-            }),
+            result = self.client.request(request) => match result {
+                Ok(mut response) => {
+                    let carrier = Carrier {
+                        connection: Some(connection),
+                        http1: response.version() < http::Version::HTTP_2,
+                    };
+                    response.extensions_mut().insert(carrier);
+                    Ok(response)
+                }
+                Err(e) => {
+                    let refused = connection
+                        .connection_metadata()
+                        .as_ref()
+                        .is_some_and(transport::refused_http2);
+                    let kind = if refused {
+                        // Whatever the HTTP/2 layer made of it: the server does not speak it.
+                        TransportKind::NotHttp2
+                    } else {
+                        failure::classify(&e, e.is_connect())
+                    };
+                    tracing::debug!(host, ?kind, "transport failure");
+                    Err(Failure::transport(kind, host))
+                }
+            },
             () = sleep_until(headers_by.into()) => Err(if Instant::now() >= self.deadline {
                 Failure::timed_out("the read's deadline passed while waiting for a response", host)
             } else {
                 Failure::timed_out("no response within the low-speed time", host)
             }),
         }
-    }
-
-    /// When waiting for headers must end: the deadline, or the low-speed window (no byte
-    /// arrives while waiting).
-    fn headers_by(&self) -> Instant {
-        if self.limits.low_speed_limit == 0 {
-            return self.deadline;
-        }
-        (Instant::now() + self.limits.low_speed_time).min(self.deadline)
     }
 
     async fn receive(
@@ -243,6 +274,7 @@ impl Exchange<'_> {
         dst: &mut dyn Landing,
         base: u64,
         host: &str,
+        speed: &mut LowSpeed,
     ) -> Result<Success, Failure> {
         let status = response.status().as_u16();
         let headers = response.headers();
@@ -261,7 +293,7 @@ impl Exchange<'_> {
         };
         let verdict = check::check_head(expect, &head);
         if let Some(failure) = self.keep_to_one_version(&verdict, status) {
-            drop(response);
+            Carrier::abandon(response);
             return Err(failure);
         }
         match verdict {
@@ -280,7 +312,7 @@ impl Exchange<'_> {
                 }
                 let etag = receipt.etag.clone();
                 let total = receipt.total;
-                self.body(response, &receipt, dst, base, host)
+                self.body(response, &receipt, dst, base, host, speed)
                     .await
                     .map(|delivered| Success {
                         delivered,
@@ -312,8 +344,8 @@ impl Exchange<'_> {
             }
             Verdict::ErrorStatus(code) => Err(self.error_status(code, response, host).await),
             Verdict::Reject(rejection) => {
-                // Never download what cannot be used: the connection is dropped.
-                drop(response);
+                // Never download what cannot be used: the connection is closed.
+                Carrier::abandon(response);
                 Err(rejected(rejection, status))
             }
         }
@@ -351,26 +383,29 @@ impl Exchange<'_> {
         dst: &mut dyn Landing,
         base: u64,
         host: &str,
+        speed: &mut LowSpeed,
     ) -> Result<Delivered, Failure> {
+        let carrier = Carrier::of(&response);
         let mut body = response.into_body();
         let mut skip_left = receipt.skip;
         let keep = receipt.keep;
         let mut kept = 0u64;
         let mut seen = 0u64;
         let mut complete = false;
-        let mut meter = Meter::new(&self.limits, self.deadline);
         let mut interrupted: Option<Failure> = None;
         loop {
             if kept == keep && skip_left == 0 {
-                // Everything needed has arrived; keep the connection if the rest is small.
-                let rest = receipt.body_len.map(|len| len.saturating_sub(seen));
-                match rest {
-                    Some(0) => {
+                // Everything needed has arrived. The bytes after the kept ones are unwanted:
+                // drained to keep the connection if they are at most the drain limit.
+                let drain = self.limits.drain_limit;
+                match receipt.body_len {
+                    Some(len) if seen >= len => {
                         complete = body.is_end_stream() || body.frame().await.is_none();
                         break;
                     }
-                    Some(n) if n <= self.limits.drain_limit => {}
-                    None if seen - receipt.skip - kept <= self.limits.drain_limit => {}
+                    Some(len) if len.saturating_sub(receipt.skip.saturating_add(keep)) <= drain => {
+                    }
+                    None if seen - receipt.skip - kept <= drain => {}
                     _ => break, // dropping the body closes the connection
                 }
             }
@@ -381,14 +416,17 @@ impl Exchange<'_> {
                     break;
                 }
                 frame = body.frame() => frame,
-                () = sleep_until(meter.next_check().into()) => {
-                    match meter.check(Instant::now()) {
-                        Ok(()) => continue,
-                        Err(what) => {
-                            interrupted = Some(Failure::timed_out(what, host));
-                            break;
-                        }
-                    }
+                () = sleep_until(self.wake_at(speed).into()) => {
+                    let now = Instant::now();
+                    let what = if now >= self.deadline {
+                        "the read's deadline passed while receiving the body"
+                    } else if speed.is_too_slow(now) {
+                        "the transfer fell below the low-speed limit"
+                    } else {
+                        continue;
+                    };
+                    interrupted = Some(Failure::timed_out(what, host));
+                    break;
                 }
             };
             match frame {
@@ -407,7 +445,7 @@ impl Exchange<'_> {
                     };
                     let n = data.len() as u64;
                     seen += n;
-                    meter.add(n);
+                    speed.handle_bytes(n, Instant::now());
                     self.stats.body_bytes.fetch_add(n, Ordering::Relaxed);
                     let mut chunk: &[u8] = &data;
                     let skipped = skip_left.min(chunk.len() as u64);
@@ -423,6 +461,10 @@ impl Exchange<'_> {
                     }
                 }
             }
+        }
+        if !complete {
+            // Unread bytes are left on the connection: it must not carry another request.
+            carrier.close();
         }
         match receipt.finish(kept, seen, complete) {
             Ok(delivered) => Ok(delivered),
@@ -496,30 +538,34 @@ impl Exchange<'_> {
         }
     }
 
-    /// Read up to `keep` bytes of a body and return them; drain the rest if it is small
-    /// (so the connection can be reused), else drop it.
+    /// Read up to `keep` bytes of a body and return them. The rest is unwanted: read to the
+    /// end (so the connection can be reused) when it is at most the drain limit, else the
+    /// body is dropped, which closes the connection.
     async fn discard(&self, response: Response<Incoming>, keep: u64) -> Vec<u8> {
         let length: Option<u64> = response
             .headers()
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse().ok());
+        let carrier = Carrier::of(&response);
         let mut body = response.into_body();
         let mut kept = Vec::new();
         let mut seen = 0u64;
-        let budget = match length {
-            Some(len) if len <= keep.max(self.limits.drain_limit) => len,
-            Some(_) => keep,
-            None => keep.max(self.limits.drain_limit),
-        };
+        let drain = self.limits.drain_limit;
+        // Without a length, read on until the end or until the unwanted bytes pass the limit.
+        let to_end = length.is_none_or(|len| len.saturating_sub(keep) <= drain);
         let until = (Instant::now() + self.limits.low_speed_time.min(Duration::from_secs(5)))
             .min(self.deadline);
-        while seen < budget || (budget == 0 && length == Some(0)) {
+        let ended = loop {
+            let unwanted = seen - kept.len() as u64;
+            if unwanted > drain || (!to_end && kept.len() as u64 >= keep) {
+                break false;
+            }
             let frame = tokio::select! {
                 biased;
-                () = until_cancelled(self.cancel) => break,
+                () = until_cancelled(self.cancel) => break false,
                 frame = body.frame() => frame,
-                () = sleep_until(until.into()) => break,
+                () = sleep_until(until.into()) => break false,
             };
             match frame {
                 Some(Ok(frame)) => {
@@ -532,60 +578,57 @@ impl Exchange<'_> {
                         kept.extend_from_slice(&data[..room.min(data.len())]);
                     }
                 }
-                _ => break,
+                // The end of the body: the connection is reusable.
+                None => break true,
+                Some(Err(_)) => break false,
             }
+        };
+        if !ended {
+            carrier.close();
         }
         kept
     }
 }
 
-/// Low-speed protection and the deadline while a body streams: in each window of
-/// `low_speed_time`, at least `low_speed_limit × low_speed_time` bytes must arrive.
-struct Meter {
-    deadline: Instant,
-    window: Duration,
-    min_bytes: u64,
-    window_end: Instant,
-    window_bytes: u64,
+/// The connection that carried a response, kept in the response's extensions by `send` so
+/// that whoever abandons the body can close the connection.
+///
+/// Dropping an unfinished HTTP/1 body is not enough: hyper then reads on for what is already
+/// buffered and keeps the connection if that happens to finish the body, so whether a large
+/// remainder costs its download would depend on timing. A closed (poisoned) connection never
+/// returns to the pool. An HTTP/2 body is one stream of a shared connection; dropping it
+/// resets the stream alone.
+#[derive(Clone, Default)]
+struct Carrier {
+    /// `None` for a response that did not come from `send`.
+    connection: Option<CaptureConnection>,
+    http1: bool,
 }
 
-impl Meter {
-    fn new(limits: &Limits, deadline: Instant) -> Self {
-        let min_bytes =
-            (limits.low_speed_limit as f64 * limits.low_speed_time.as_secs_f64()) as u64;
-        Meter {
-            deadline,
-            window: limits.low_speed_time,
-            min_bytes,
-            window_end: Instant::now() + limits.low_speed_time,
-            window_bytes: 0,
+impl Carrier {
+    /// The carrier of a response.
+    fn of(response: &Response<Incoming>) -> Carrier {
+        response
+            .extensions()
+            .get::<Carrier>()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Close the connection if it is HTTP/1: it never carries another request.
+    fn close(&self) {
+        if self.http1
+            && let Some(connection) = &self.connection
+            && let Some(connected) = connection.connection_metadata().as_ref()
+        {
+            connected.poison();
         }
     }
 
-    fn add(&mut self, n: u64) {
-        self.window_bytes += n;
-    }
-
-    fn next_check(&self) -> Instant {
-        if self.min_bytes == 0 {
-            self.deadline
-        } else {
-            self.window_end.min(self.deadline)
-        }
-    }
-
-    fn check(&mut self, now: Instant) -> Result<(), &'static str> {
-        if now >= self.deadline {
-            return Err("the read's deadline passed while receiving the body");
-        }
-        if self.min_bytes > 0 && now >= self.window_end {
-            if self.window_bytes < self.min_bytes {
-                return Err("the transfer fell below the low-speed limit");
-            }
-            self.window_end = now + self.window;
-            self.window_bytes = 0;
-        }
-        Ok(())
+    /// Drop a response whose body is not wanted, closing its HTTP/1 connection.
+    fn abandon(response: Response<Incoming>) {
+        Carrier::of(&response).close();
+        drop(response);
     }
 }
 
@@ -652,6 +695,16 @@ mod tests {
     }
 
     #[test]
+    fn the_default_limits_are_the_specifications() {
+        let limits = Limits::from(&HttpSettings::default());
+        assert_eq!(limits.fallback_limit, 8_388_608);
+        assert_eq!(limits.drain_limit, 262_144);
+        assert_eq!(limits.error_body_limit, 4_096);
+        assert_eq!(limits.low_speed_limit, 1_024);
+        assert_eq!(limits.low_speed_time, Duration::from_secs(60));
+    }
+
+    #[test]
     fn redirect_targets() {
         let base: Uri = "http://h/a/b?sig=1".parse().unwrap();
         let mut headers = HeaderMap::new();
@@ -667,32 +720,5 @@ mod tests {
         );
         headers.insert(LOCATION, "ftp://other/x".parse().unwrap());
         assert!(redirect_target(&base, &headers).is_none());
-    }
-
-    #[test]
-    fn meter_enforces_the_low_speed_window() {
-        let limits = Limits {
-            fallback_limit: 0,
-            drain_limit: 0,
-            error_body_limit: 0,
-            low_speed_limit: 100,
-            low_speed_time: Duration::from_secs(2),
-        };
-        let start = Instant::now();
-        let mut m = Meter::new(&limits, start + Duration::from_secs(100));
-        m.add(150);
-        assert!(m.check(start + Duration::from_secs(1)).is_ok());
-        m.add(100);
-        assert!(
-            m.check(m.window_end).is_ok(),
-            "250 >= 200 bytes in the window"
-        );
-        m.add(199);
-        let end = m.window_end;
-        assert!(m.check(end).is_err(), "199 < 200 bytes in the window");
-        assert!(
-            m.check(start + Duration::from_secs(100)).is_err(),
-            "deadline"
-        );
     }
 }

@@ -1,11 +1,32 @@
 //! Classification of transport failures from structured error kinds, never message text.
+//!
+//! Permanent failures are the ones another attempt cannot change: a TLS record that is not TLS
+//! (an `https://` address of a plain-HTTP port), a certificate the client does not trust, no
+//! TLS version or HTTP version in common with the server. Their messages name the likely cause
+//! and the setting or address to change.
 
 use std::error::Error as StdError;
+use std::fmt;
 use std::io;
 
-use crate::http::transport::DnsFailure;
+use crate::http::transport::{ConnectTimedOut, DnsFailure};
 use crate::retry::FailureClass;
 use crate::status::Status;
+
+/// What was wrong with the server's certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Certificate {
+    /// Not issued by a trusted authority (a private CA, a self-signed certificate).
+    Untrusted,
+    /// Not valid for the host name addressed.
+    WrongName,
+    /// Expired, or not valid yet.
+    OutOfDate,
+    /// Revoked by its issuer.
+    Revoked,
+    /// Invalid otherwise (bad encoding, signature or purpose); or none was presented.
+    Invalid,
+}
 
 /// What a transport error was, decided by walking its source chain for known types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,12 +35,23 @@ pub(crate) enum TransportKind {
     Dns,
     /// The connection was refused.
     Refused,
-    /// Connecting timed out.
+    /// The connection (TCP and the TLS handshake) was not established within the connect
+    /// timeout.
     ConnectTimeout,
     /// Connecting failed otherwise.
     Connect,
-    /// The server's certificate was not trusted, or TLS could not be agreed: permanent.
-    TlsPermanent,
+    /// The server answered the TLS handshake with something that is not TLS: permanent.
+    NotTls,
+    /// The server's certificate was refused: permanent.
+    Certificate(Certificate),
+    /// No TLS version or cipher suite in common with the server: permanent.
+    TlsIncompatible,
+    /// The server accepts none of the HTTP versions offered in the TLS handshake (ALPN):
+    /// permanent.
+    NoCommonHttpVersion,
+    /// The client speaks only HTTP/2 (`http.version = "http2"`) and the server does not (its
+    /// connection showed it, see `transport::Stream`): permanent.
+    NotHttp2,
     /// A TLS failure that another connection may not meet.
     Tls,
     /// The connection was reset, aborted or closed mid-exchange, or a send or receive failed.
@@ -38,7 +70,12 @@ impl TransportKind {
             | TransportKind::Refused
             | TransportKind::ConnectTimeout
             | TransportKind::Connect => FailureClass::Connect,
-            TransportKind::TlsPermanent | TransportKind::Malformed => FailureClass::Permanent,
+            TransportKind::NotTls
+            | TransportKind::Certificate(_)
+            | TransportKind::TlsIncompatible
+            | TransportKind::NoCommonHttpVersion
+            | TransportKind::NotHttp2
+            | TransportKind::Malformed => FailureClass::Permanent,
             TransportKind::Tls | TransportKind::Io | TransportKind::Http => FailureClass::Transport,
         }
     }
@@ -51,22 +88,57 @@ impl TransportKind {
             _ => Status::Network,
         }
     }
+}
 
-    /// A short description for messages.
-    pub(crate) fn describe(self) -> &'static str {
-        match self {
+/// A short description for messages: what failed, and for permanent failures the likely cause
+/// and what to change.
+impl fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = match self {
             TransportKind::Dns => "name resolution failed",
             TransportKind::Refused => "connection refused",
-            TransportKind::ConnectTimeout => "connect timeout",
+            TransportKind::ConnectTimeout => {
+                "no connection within the connect timeout (TCP and TLS handshake; \
+                 http.connect_timeout)"
+            }
             TransportKind::Connect => "cannot connect",
-            TransportKind::TlsPermanent => {
-                "TLS failed (untrusted certificate or no common protocol)"
+            TransportKind::NotTls => {
+                "TLS failed: the server did not answer with TLS; is this a plain HTTP port \
+                 addressed with https://? (use http:// for it)"
+            }
+            TransportKind::Certificate(Certificate::Untrusted) => {
+                "TLS failed: the server's certificate is not issued by a trusted authority \
+                 (a private CA can be added with http.ca_file)"
+            }
+            TransportKind::Certificate(Certificate::WrongName) => {
+                "TLS failed: the server's certificate is not valid for this host name"
+            }
+            TransportKind::Certificate(Certificate::OutOfDate) => {
+                "TLS failed: the server's certificate is expired or not valid yet"
+            }
+            TransportKind::Certificate(Certificate::Revoked) => {
+                "TLS failed: the server's certificate was revoked"
+            }
+            TransportKind::Certificate(Certificate::Invalid) => {
+                "TLS failed: the server's certificate is invalid"
+            }
+            TransportKind::TlsIncompatible => {
+                "TLS failed: no TLS version or cipher suite in common with the server"
+            }
+            TransportKind::NoCommonHttpVersion => {
+                "TLS failed: the server accepts none of the HTTP versions offered (ALPN); \
+                 check http.version (\"http1\", \"auto\" or \"http2\")"
+            }
+            TransportKind::NotHttp2 => {
+                "the server does not speak HTTP/2, which http.version = \"http2\" requires \
+                 (use \"auto\" or \"http1\" for it)"
             }
             TransportKind::Tls => "TLS failed",
             TransportKind::Io => "connection failed mid-exchange",
             TransportKind::Malformed => "malformed HTTP response",
             TransportKind::Http => "HTTP exchange failed",
-        }
+        };
+        f.write_str(text)
     }
 }
 
@@ -74,8 +146,9 @@ impl TransportKind {
 ///
 /// The error chain is walked through both `source()` links and the inner errors of
 /// `io::Error`s (hyper-rustls and tokio-rustls wrap rustls' error in `io::Error`s), looking
-/// for known types: a name-resolution failure or a TLS error anywhere decides the kind;
-/// otherwise the innermost I/O error kind, then hyper's own flags.
+/// for known types: a name-resolution failure, the connect timeout or a TLS error anywhere
+/// decides the kind; otherwise the innermost I/O error kind, then hyper's own flags.
+/// `connecting` says whether the error came from establishing the connection.
 pub(crate) fn classify(error: &(dyn StdError + 'static), connecting: bool) -> TransportKind {
     let chain = chain_of(error);
     if chain
@@ -84,8 +157,14 @@ pub(crate) fn classify(error: &(dyn StdError + 'static), connecting: bool) -> Tr
     {
         return TransportKind::Dns;
     }
+    if chain
+        .iter()
+        .any(|e| e.downcast_ref::<ConnectTimedOut>().is_some())
+    {
+        return TransportKind::ConnectTimeout;
+    }
     if let Some(tls) = chain.iter().find_map(|e| e.downcast_ref::<rustls::Error>()) {
-        return classify_tls(tls);
+        return classify_tls(tls, connecting);
     }
     if let Some(io) = chain
         .iter()
@@ -134,13 +213,33 @@ fn chain_of<'a>(error: &'a (dyn StdError + 'static)) -> Vec<&'a (dyn StdError + 
     chain
 }
 
-fn classify_tls(error: &rustls::Error) -> TransportKind {
+fn classify_tls(error: &rustls::Error, connecting: bool) -> TransportKind {
+    use rustls::{AlertDescription as Alert, CertificateError as Cert, Error as E};
     match error {
-        rustls::Error::InvalidCertificate(_)
-        | rustls::Error::NoCertificatesPresented
-        | rustls::Error::UnsupportedNameType
-        | rustls::Error::PeerIncompatible(_)
-        | rustls::Error::NoApplicationProtocol => TransportKind::TlsPermanent,
+        // The bytes that came back in the handshake are not TLS records: the port speaks
+        // something else, most often plain HTTP.
+        E::InvalidMessage(_) if connecting => TransportKind::NotTls,
+        E::InvalidCertificate(cert) => TransportKind::Certificate(match cert {
+            Cert::UnknownIssuer | Cert::BadSignature => Certificate::Untrusted,
+            Cert::NotValidForName | Cert::NotValidForNameContext { .. } => Certificate::WrongName,
+            Cert::Expired
+            | Cert::ExpiredContext { .. }
+            | Cert::NotValidYet
+            | Cert::NotValidYetContext { .. } => Certificate::OutOfDate,
+            Cert::Revoked => Certificate::Revoked,
+            _ => Certificate::Invalid,
+        }),
+        E::NoCertificatesPresented | E::UnsupportedNameType => {
+            TransportKind::Certificate(Certificate::Invalid)
+        }
+        E::PeerIncompatible(_)
+        | E::AlertReceived(Alert::ProtocolVersion | Alert::HandshakeFailure) => {
+            TransportKind::TlsIncompatible
+        }
+        // ALPN: the server accepts none of the protocols offered, or picked one not offered.
+        E::NoApplicationProtocol | E::AlertReceived(Alert::NoApplicationProtocol) => {
+            TransportKind::NoCommonHttpVersion
+        }
         _ => TransportKind::Tls,
     }
 }
@@ -166,12 +265,117 @@ mod tests {
         let untrusted = io::Error::other(rustls::Error::InvalidCertificate(
             rustls::CertificateError::UnknownIssuer,
         ));
-        assert_eq!(classify(&untrusted, true), TransportKind::TlsPermanent);
-        assert_eq!(TransportKind::TlsPermanent.class(), FailureClass::Permanent);
+        assert_eq!(
+            classify(&untrusted, true),
+            TransportKind::Certificate(Certificate::Untrusted)
+        );
+        assert_eq!(
+            TransportKind::Certificate(Certificate::Untrusted).class(),
+            FailureClass::Permanent
+        );
         let alert = io::Error::other(rustls::Error::AlertReceived(
             rustls::AlertDescription::InternalError,
         ));
         assert_eq!(classify(&alert, true), TransportKind::Tls);
+    }
+
+    /// A rustls error as hyper-rustls reports it: inside tokio-rustls' `io::Error`, inside
+    /// hyper-rustls' own `io::Error`.
+    fn wrapped(error: rustls::Error) -> io::Error {
+        io::Error::other(io::Error::new(io::ErrorKind::InvalidData, error))
+    }
+
+    #[test]
+    fn permanent_tls_failures_name_their_cause_and_are_not_retried() {
+        use rustls::{AlertDescription as Alert, CertificateError as Cert, Error as E};
+        let cases = [
+            (
+                E::InvalidMessage(rustls::InvalidMessage::InvalidContentType),
+                TransportKind::NotTls,
+                "http://",
+            ),
+            (
+                E::InvalidCertificate(Cert::UnknownIssuer),
+                TransportKind::Certificate(Certificate::Untrusted),
+                "http.ca_file",
+            ),
+            (
+                E::InvalidCertificate(Cert::NotValidForName),
+                TransportKind::Certificate(Certificate::WrongName),
+                "host name",
+            ),
+            (
+                E::InvalidCertificate(Cert::Expired),
+                TransportKind::Certificate(Certificate::OutOfDate),
+                "expired",
+            ),
+            (
+                E::InvalidCertificate(Cert::Revoked),
+                TransportKind::Certificate(Certificate::Revoked),
+                "revoked",
+            ),
+            (
+                E::InvalidCertificate(Cert::BadEncoding),
+                TransportKind::Certificate(Certificate::Invalid),
+                "certificate",
+            ),
+            (
+                E::AlertReceived(Alert::ProtocolVersion),
+                TransportKind::TlsIncompatible,
+                "TLS version",
+            ),
+            (
+                E::AlertReceived(Alert::NoApplicationProtocol),
+                TransportKind::NoCommonHttpVersion,
+                "http.version",
+            ),
+            (
+                E::NoApplicationProtocol,
+                TransportKind::NoCommonHttpVersion,
+                "http.version",
+            ),
+        ];
+        for (error, kind, names) in cases {
+            let debug = format!("{error:?}");
+            assert_eq!(classify(&wrapped(error), true), kind, "{debug}");
+            assert_eq!(kind.class(), FailureClass::Permanent, "{debug}");
+            assert_eq!(kind.status(), Status::Network, "{debug}");
+            assert!(kind.to_string().contains(names), "{debug}: {kind}");
+        }
+    }
+
+    #[test]
+    fn a_tls_record_that_is_not_tls_is_permanent_only_in_the_handshake() {
+        let garbage = || {
+            wrapped(rustls::Error::InvalidMessage(
+                rustls::InvalidMessage::InvalidContentType,
+            ))
+        };
+        assert_eq!(classify(&garbage(), true), TransportKind::NotTls);
+        // Mid-exchange, another connection may not meet it.
+        assert_eq!(classify(&garbage(), false), TransportKind::Tls);
+        assert_eq!(TransportKind::Tls.class(), FailureClass::Transport);
+    }
+
+    #[test]
+    fn the_connect_timeout_is_a_connect_failure() {
+        let e = io::Error::other(ConnectTimedOut::for_tests());
+        assert_eq!(classify(&e, true), TransportKind::ConnectTimeout);
+        assert_eq!(TransportKind::ConnectTimeout.class(), FailureClass::Connect);
+        assert_eq!(TransportKind::ConnectTimeout.status(), Status::TimedOut);
+        assert!(
+            TransportKind::ConnectTimeout
+                .to_string()
+                .contains("http.connect_timeout")
+        );
+    }
+
+    #[test]
+    fn a_server_without_http2_is_a_permanent_failure_naming_http_version() {
+        let kind = TransportKind::NotHttp2;
+        assert_eq!(kind.class(), FailureClass::Permanent);
+        assert_eq!(kind.status(), Status::Network);
+        assert!(kind.to_string().contains("http.version"), "{kind}");
     }
 
     #[test]
@@ -181,7 +385,10 @@ mod tests {
             rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
         );
         let outer = io::Error::other(inner);
-        assert_eq!(classify(&outer, true), TransportKind::TlsPermanent);
+        assert_eq!(
+            classify(&outer, true),
+            TransportKind::Certificate(Certificate::Untrusted)
+        );
     }
 
     #[test]

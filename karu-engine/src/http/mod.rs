@@ -15,6 +15,7 @@ pub(crate) mod failure;
 pub(crate) mod fetch;
 pub(crate) mod landing;
 pub mod request;
+pub(crate) mod speed;
 pub(crate) mod transport;
 
 use std::collections::HashMap;

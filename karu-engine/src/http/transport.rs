@@ -1,4 +1,5 @@
-//! The transport: one rustls configuration for the client, a DNS cache, and hyper clients.
+//! The transport: one rustls configuration for the client, a DNS cache, the connector (TCP
+//! and TLS under one connect timeout) and hyper clients.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -7,16 +8,19 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use http::Uri;
 use http_body_util::Empty;
-use hyper_rustls::HttpsConnector;
+use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
+use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::dns::Name;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use karu_config::{HttpSettings, HttpVersion};
 use parking_lot::Mutex;
 use rustls::pki_types::CertificateDer;
@@ -25,7 +29,9 @@ use rustls::pki_types::pem::PemObject;
 use crate::status::{Error, Status};
 
 /// The hyper client of one event loop.
-pub(crate) type HttpClient = Client<HttpsConnector<HttpConnector<Resolver>>, Empty<Bytes>>;
+pub(crate) type HttpClient = Client<Connector, Empty<Bytes>>;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The client's one TLS configuration: aws-lc-rs, platform roots plus an optional CA file,
 /// ALPN by the HTTP version policy. Shared by every loop, so TLS sessions resume across loops.
@@ -87,14 +93,315 @@ pub(crate) fn client(
     let mut http = HttpConnector::new_with_resolver(resolver);
     http.enforce_http(false);
     http.set_nodelay(true);
+    // The TCP connect alone; the connector bounds TCP and TLS together by the same time.
     http.set_connect_timeout(Some(connect_timeout));
     http.set_keepalive(Some(Duration::from_secs(60)));
-    let https = HttpsConnector::from((http, tls));
+    let http2_only = version == HttpVersion::Http2;
+    let connector = Connector {
+        https: HttpsConnector::from((http, tls)),
+        timeout: connect_timeout,
+        http2_only,
+    };
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(90))
         .pool_max_idle_per_host(usize::MAX)
-        .http2_only(version == HttpVersion::Http2)
-        .build(https)
+        .http2_only(http2_only)
+        .build(connector)
+}
+
+/// Establishes connections: name resolution, TCP and the TLS handshake together within the
+/// connect timeout (`http.connect_timeout`), so a server that accepts TCP and never answers
+/// the ClientHello is a connect failure at that timeout, not a wait for the response.
+#[derive(Clone)]
+pub(crate) struct Connector {
+    https: HttpsConnector<HttpConnector<Resolver>>,
+    timeout: Duration,
+    /// The client speaks only HTTP/2: its connections watch for a server that does not.
+    http2_only: bool,
+}
+
+impl fmt::Debug for Connector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connector")
+            .field("timeout", &self.timeout)
+            .field("http2_only", &self.http2_only)
+            .finish_non_exhaustive()
+    }
+}
+
+impl tower_service::Service<Uri> for Connector {
+    type Response = Stream;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Stream, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.https.poll_ready(cx)
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        let connecting = self.https.call(dst);
+        let (after, http2_only) = (self.timeout, self.http2_only);
+        Box::pin(async move {
+            match tokio::time::timeout(after, connecting).await {
+                Ok(Ok(io)) => Ok(Stream {
+                    inner: io,
+                    first: http2_only.then(FirstBytes::default),
+                    refusal: http2_only.then(Http2Refusal::default),
+                }),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(Box::new(ConnectTimedOut { after }) as BoxError),
+            }
+        })
+    }
+}
+
+/// The connection was not established within the connect timeout: recognisable in an
+/// error's source chain.
+#[derive(Debug, thiserror::Error)]
+#[error("no connection within {after:?}")]
+pub(crate) struct ConnectTimedOut {
+    after: Duration,
+}
+
+#[cfg(test)]
+impl ConnectTimedOut {
+    pub(crate) fn for_tests() -> Self {
+        ConnectTimedOut {
+            after: Duration::from_secs(30),
+        }
+    }
+}
+
+/// One connection. On a client that speaks only HTTP/2 it watches the server's first bytes:
+/// an HTTP/2 server's first frame is SETTINGS, so an HTTP/1 status line (`HTTP/`), or the
+/// connection ending before the server sent a byte, means the server does not speak HTTP/2.
+/// The connection then records an [`Http2Refusal`] in its metadata, where the exchange finds
+/// it ([`refused_http2`]) and fails the read permanently naming `http.version`, instead of
+/// retrying a broken pipe eight times. (Which error the HTTP/2 layer reports for the request
+/// depends on whether it noticed a failed write or the end of the connection first, so the
+/// evidence is kept beside it.)
+pub(crate) struct Stream {
+    inner: MaybeHttpsStream<TokioIo<tokio::net::TcpStream>>,
+    /// The server's first bytes, while they are being judged (HTTP/2-only clients).
+    first: Option<FirstBytes>,
+    /// Where the judgement is recorded (HTTP/2-only clients).
+    refusal: Option<Http2Refusal>,
+}
+
+/// The mark of a connection whose server does not speak HTTP/2, in its metadata.
+#[derive(Debug, Clone, Default)]
+struct Http2Refusal(Arc<AtomicBool>);
+
+/// Whether the connection showed that its server does not speak HTTP/2 (see [`Stream`]).
+pub(crate) fn refused_http2(connected: &Connected) -> bool {
+    let mut extensions = http::Extensions::new();
+    connected.get_extras(&mut extensions);
+    extensions
+        .get::<Http2Refusal>()
+        .is_some_and(|refusal| refusal.0.load(Ordering::Acquire))
+}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stream")
+            .field("judging_first_bytes", &self.first.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the first bytes of a server say about its protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Judgement {
+    /// They are not an HTTP/1 answer: from here on, bytes pass unwatched.
+    Http2,
+    /// An HTTP/1 status line, or the end of the connection before any answer.
+    NotHttp2,
+    /// Too few bytes to tell yet.
+    Undecided,
+}
+
+/// The start of an HTTP/1 status line.
+const HTTP1: &[u8] = b"HTTP/";
+
+/// The first bytes a server sent, up to the length of [`HTTP1`].
+#[derive(Debug, Default)]
+struct FirstBytes {
+    seen: [u8; HTTP1.len()],
+    len: usize,
+}
+
+impl FirstBytes {
+    /// Add bytes that arrived and judge everything seen so far.
+    fn handle_bytes(&mut self, bytes: &[u8]) -> Judgement {
+        let take = bytes.len().min(self.seen.len() - self.len);
+        self.seen[self.len..self.len + take].copy_from_slice(&bytes[..take]);
+        self.len += take;
+        if self.seen[..self.len] != HTTP1[..self.len] {
+            Judgement::Http2
+        } else if self.len == HTTP1.len() {
+            Judgement::NotHttp2
+        } else {
+            Judgement::Undecided
+        }
+    }
+
+    /// How many bytes to read next while judging (at least one: once an HTTP/1 status line
+    /// was seen, every read fails again).
+    fn wanted(&self) -> usize {
+        (self.seen.len() - self.len).max(1)
+    }
+}
+
+/// The error a [`Stream`] reports for a server that does not speak HTTP/2.
+fn not_http2(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("the server {what} instead of speaking HTTP/2"),
+    )
+}
+
+/// Whether an I/O error is the connection ending (so, before any byte, a refusal).
+fn is_closed(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::UnexpectedEof
+    )
+}
+
+impl Stream {
+    fn judge_error(&self, error: io::Error) -> io::Error {
+        match Stream::judge_error_of(self.first.as_ref(), error) {
+            Ok(error) => error,
+            Err(refused) => {
+                self.refuse();
+                refused
+            }
+        }
+    }
+
+    /// Record that the server does not speak HTTP/2.
+    fn refuse(&self) {
+        if let Some(refusal) = &self.refusal {
+            refusal.0.store(true, Ordering::Release);
+        }
+    }
+
+    /// While the first bytes are judged and none arrived yet, a closed connection means the
+    /// server refused HTTP/2: `Err` with the error to report instead; else `Ok(error)`.
+    fn judge_error_of(
+        first: Option<&FirstBytes>,
+        error: io::Error,
+    ) -> Result<io::Error, io::Error> {
+        match first {
+            Some(first) if first.len == 0 && is_closed(&error) => {
+                Err(not_http2("closed the connection"))
+            }
+            _ => Ok(error),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let want = match &this.first {
+            Some(first) => first.wanted().min(buf.remaining()),
+            None => 0,
+        };
+        if want == 0 {
+            return Pin::new(&mut this.inner).poll_read(cx, buf);
+        }
+        // Read at most the bytes still to judge, into a small buffer of our own, then hand
+        // them on: no byte reaches HTTP/2 before it is judged.
+        let mut small = [0u8; HTTP1.len()];
+        let mut read = ReadBuf::new(&mut small[..want]);
+        match Pin::new(&mut this.inner).poll_read(cx, read.unfilled()) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Err(e)) => Poll::Ready(Err(this.judge_error(e))),
+            Poll::Ready(Ok(())) => {
+                let got = read.filled();
+                if got.is_empty() {
+                    // The end of the connection before an HTTP/2 answer.
+                    this.refuse();
+                    return Poll::Ready(Err(not_http2("closed the connection")));
+                }
+                let judgement = match this.first.as_mut() {
+                    Some(first) => first.handle_bytes(got),
+                    None => Judgement::Http2,
+                };
+                match judgement {
+                    // Keep judging: every later read fails the same way.
+                    Judgement::NotHttp2 => {
+                        this.refuse();
+                        return Poll::Ready(Err(not_http2("answered with HTTP/1")));
+                    }
+                    Judgement::Http2 => this.first = None,
+                    Judgement::Undecided => {}
+                }
+                buf.put_slice(got);
+                Poll::Ready(Ok(()))
+            }
+        }
+    }
+}
+
+impl Write for Stream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_write(cx, buf) {
+            Poll::Ready(Err(e)) => Poll::Ready(Err(this.judge_error(e))),
+            other => other,
+        }
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_flush(cx) {
+            Poll::Ready(Err(e)) => Poll::Ready(Err(this.judge_error(e))),
+            other => other,
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
+            Poll::Ready(Err(e)) => Poll::Ready(Err(this.judge_error(e))),
+            other => other,
+        }
+    }
+}
+
+impl Connection for Stream {
+    fn connected(&self) -> Connected {
+        let connected = self.inner.connected();
+        match &self.refusal {
+            Some(refusal) => connected.extra(refusal.clone()),
+            None => connected,
+        }
+    }
 }
 
 /// A DNS answer and when it was obtained.
@@ -271,6 +578,90 @@ mod tests {
             orders.insert(order);
         }
         assert!(orders.len() > 1);
+    }
+
+    /// Judges `chunks` arriving one after the other; the judgements made.
+    fn judge(chunks: &[&[u8]]) -> Vec<Judgement> {
+        let mut first = FirstBytes::default();
+        chunks.iter().map(|c| first.handle_bytes(c)).collect()
+    }
+
+    #[test]
+    fn first_bytes_tell_an_http1_answer_from_http2() {
+        // An HTTP/2 server's first frame: SETTINGS (length, type 4, flags, stream 0).
+        assert_eq!(judge(&[b"\0\0\x12\x04\0\0\0\0\0"]), [Judgement::Http2]);
+        assert_eq!(judge(&[b"\0"]), [Judgement::Http2]);
+        // An HTTP/1 server's answer to the HTTP/2 preface, whole or in pieces.
+        assert_eq!(
+            judge(&[b"HTTP/1.1 400 Bad Request\r\n"]),
+            [Judgement::NotHttp2]
+        );
+        assert_eq!(
+            judge(&[b"H", b"TT", b"P/1.1"]),
+            [
+                Judgement::Undecided,
+                Judgement::Undecided,
+                Judgement::NotHttp2
+            ]
+        );
+        // Once an HTTP/1 status line was seen, it stays seen.
+        assert_eq!(
+            judge(&[b"HTTP/", b"1.1"]),
+            [Judgement::NotHttp2, Judgement::NotHttp2]
+        );
+        assert_eq!(
+            judge(&[b"HT", b"X"]),
+            [Judgement::Undecided, Judgement::Http2]
+        );
+        let mut first = FirstBytes::default();
+        assert_eq!(first.wanted(), 5);
+        let _ = first.handle_bytes(b"HTT");
+        assert_eq!(first.wanted(), 2);
+        let _ = first.handle_bytes(b"P/");
+        assert_eq!(
+            first.wanted(),
+            1,
+            "a judged stream still reads to fail again"
+        );
+    }
+
+    #[test]
+    fn a_closed_connection_before_any_byte_is_a_refusal_of_http2_while_judging() {
+        let judging = |first: Option<FirstBytes>, kind: io::ErrorKind| {
+            Stream::judge_error_of(first.as_ref(), io::Error::from(kind)).map_err(|e| e.kind())
+        };
+        use io::ErrorKind::*;
+        for closed in [
+            ConnectionReset,
+            ConnectionAborted,
+            BrokenPipe,
+            UnexpectedEof,
+        ] {
+            assert_eq!(
+                judging(Some(FirstBytes::default()), closed).map(|e| e.kind()),
+                Err(InvalidData)
+            );
+            // Not judging (not an HTTP/2-only client, or judged already): left alone.
+            assert_eq!(judging(None, closed).map(|e| e.kind()), Ok(closed));
+            // A byte arrived: something spoke; the end of the connection is just that.
+            let mut some = FirstBytes::default();
+            let _ = some.handle_bytes(b"H");
+            assert_eq!(judging(Some(some), closed).map(|e| e.kind()), Ok(closed));
+        }
+        assert_eq!(
+            judging(Some(FirstBytes::default()), PermissionDenied).map(|e| e.kind()),
+            Ok(PermissionDenied)
+        );
+    }
+
+    #[test]
+    fn a_refusal_is_found_in_the_connection_metadata() {
+        let refusal = Http2Refusal::default();
+        let connected = Connected::new().extra(refusal.clone());
+        assert!(!refused_http2(&connected));
+        refusal.0.store(true, Ordering::Release);
+        assert!(refused_http2(&connected));
+        assert!(!refused_http2(&Connected::new()));
     }
 
     #[test]
