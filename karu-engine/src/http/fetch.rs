@@ -82,8 +82,8 @@ impl Fetch<'_> {
         };
         let range = self.range;
         let if_match = self.if_match;
-        // A caller's single strong tag already pins one version; a wildcard or a list does
-        // not, so a resume pins Karu's own saved tag instead.
+        // A caller's single strong tag already pins one version. Without a condition a resume
+        // pins Karu's own saved tag; a wildcard or a list never resumes (see `keep_progress`).
         let caller_pins = if_match.is_some_and(is_single_strong);
         // Resume state: bytes already proven, and the tag that pins their version.
         let mut kept: u64 = 0;
@@ -234,9 +234,15 @@ impl Fetch<'_> {
     }
 
     /// Keep proven bytes for a resume only when one strong tag pins their version; otherwise
-    /// the range restarts from its first byte.
+    /// the range restarts from its first byte. A caller's wildcard or tag list also restarts
+    /// it: the condition may accept another version than the one the kept bytes came from.
     fn keep_progress(&self, failure: &Failure, kept: &mut u64, pin: &mut Option<String>) {
         if failure.kept == 0 || !matches!(self.range, RangeSpec::Closed { .. }) {
+            return;
+        }
+        if self.if_match.is_some_and(|c| !is_single_strong(c)) {
+            *kept = 0;
+            *pin = None;
             return;
         }
         let tag = failure
