@@ -889,3 +889,39 @@ fn durations_accept_numbers_and_humantime() {
     );
     assert_eq!(global.http.connect_timeout, secs(120));
 }
+
+/// Every default of the specification, each against its literal number: what a client gets
+/// when nothing is configured (through the whole layering, defaults serialized and read back).
+#[test]
+fn every_default_of_the_specification_is_its_number() {
+    for global in [
+        isolated().build().unwrap().global().clone(),
+        Snapshot::defaults().global().clone(),
+    ] {
+        // Threads: 4 event loops, 4 file workers, 4 credential workers; 64 transfers at once.
+        assert_eq!(global.io_threads, 4);
+        assert_eq!(global.file_workers, 4);
+        assert_eq!(global.credential_workers, 4);
+        assert_eq!(global.concurrency, 64);
+        // Planner: a 1 MiB gap, a 64 MiB span, 1,024 parts, 16 fetched bytes per useful byte.
+        assert_eq!(global.planner.max_gap, ByteSize(1_048_576));
+        assert_eq!(global.planner.max_span, ByteSize(67_108_864));
+        assert_eq!(global.planner.max_parts, 1024);
+        assert_eq!(global.planner.max_amplification, 16);
+        // HTTP: 1.1, a fallback of 8 MiB, a drain of 256 KiB, 4 KiB of an error body, a 30 s
+        // connect timeout, 1,024 B/s for 60 s, DNS answers kept for a minute.
+        assert_eq!(global.http.version, HttpVersion::Http1);
+        assert_eq!(global.http.ca_file, None);
+        assert_eq!(global.http.fallback_limit, ByteSize(8_388_608));
+        assert_eq!(global.http.drain_limit, ByteSize(262_144));
+        assert_eq!(global.http.error_body_limit, ByteSize(4_096));
+        assert_eq!(global.http.connect_timeout, secs(30));
+        assert_eq!(global.http.low_speed_limit, 1_024);
+        assert_eq!(global.http.low_speed_time, secs(60));
+        assert_eq!(global.http.dns_ttl, secs(60));
+        // Retries: 8 attempts, 3 for connection failures, one 120 s deadline.
+        assert_eq!(global.retry.attempts, 8);
+        assert_eq!(global.retry.connect_attempts, 3);
+        assert_eq!(global.retry.deadline, secs(120));
+    }
+}

@@ -275,6 +275,19 @@ impl Open {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_default_guards_are_the_specifications() {
+        assert_eq!(
+            Limits::default(),
+            Limits {
+                max_gap: 1_048_576,
+                max_span: 67_108_864,
+                max_parts: 1024,
+                max_amplification: 16,
+            }
+        );
+    }
+
     fn r(offset: u64, length: u64) -> PlanRead {
         PlanRead {
             group: 0,

@@ -282,6 +282,20 @@ mod tests {
     }
 
     #[test]
+    fn the_default_policy_is_the_specifications() {
+        assert_eq!(
+            RetryPolicy::default(),
+            RetryPolicy {
+                attempts: 8,
+                connect_attempts: 3,
+                deadline: Duration::from_secs(120),
+                initial_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(15),
+            }
+        );
+    }
+
+    #[test]
     fn eight_attempts_for_retryable_results() {
         for class in [FailureClass::Transport, FailureClass::RetryableStatus(503)] {
             let d = run(class, policy(), 1);
