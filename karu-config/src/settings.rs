@@ -150,10 +150,13 @@ pub struct HttpSettings {
     /// Bytes of an error body kept for classification and messages (`http.error_body_limit`;
     /// default 4 KiB).
     pub error_body_limit: ByteSize,
-    /// Bound on establishing a connection (`http.connect_timeout`; default 30 s).
+    /// Bound on establishing a connection: name resolution, TCP and the TLS handshake
+    /// together; a failure to connect in time counts as a connect failure
+    /// (`http.connect_timeout`; default 30 s).
     pub connect_timeout: Seconds,
-    /// Below this many bytes per second for `low_speed_time`, a connection is aborted
-    /// (`http.low_speed_limit`; default 1,024).
+    /// An exchange that receives fewer than this many bytes per second over any sliding
+    /// window of `low_speed_time` is aborted, waiting for the response included
+    /// (`http.low_speed_limit`; 0 disables; default 1,024).
     pub low_speed_limit: u64,
     /// Window of the low-speed check (`http.low_speed_time`; default 60 s).
     pub low_speed_time: Seconds,
