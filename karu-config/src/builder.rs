@@ -3,12 +3,16 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use figment::value::Value;
 
-use crate::error::ConfigError;
-use crate::layers::{self, CONFIG_VAR, ExplicitOption};
+use crate::error::{ConfigError, Problem};
+use crate::layers::{self, CONFIG_VAR, Context, ExplicitOption};
+use crate::prefix::Prefixes;
+use crate::section::Section;
 use crate::snapshot::Snapshot;
+use crate::wording::Wording;
 
 /// Builds an immutable [`Snapshot`]. Layering, lowest to highest:
 /// built-in defaults < config files (user file in the platform config dir, then project
@@ -51,6 +55,9 @@ pub struct ConfigBuilder {
     files: Vec<PathBuf>,
     environment: Option<BTreeMap<String, String>>,
     explicit: Vec<ExplicitOption>,
+    sections: Vec<Section>,
+    prefixes: Prefixes,
+    wording: Wording,
 }
 
 /// Which user or project file to read.
@@ -89,9 +96,11 @@ impl ConfigBuilder {
     /// `directories::ProjectDirs::from("", "", "karu")` `config_dir()/config.toml`, such as
     /// `~/.config/karu/config.toml` on Linux); `None` = no user file.
     ///
-    /// The user file is optional: if it does not exist it is skipped, whether it is the default
-    /// or set here. The default location is found from the process environment (`HOME`,
-    /// `XDG_CONFIG_HOME`), even when [`environment`](Self::environment) is used.
+    /// The user file is optional: if it does not exist, or cannot even be reached (a home
+    /// directory this user may not enter), it is skipped, whether it is the default or set
+    /// here; one that exists but cannot be read is an error. The default location is found
+    /// from the process environment (`HOME`, `XDG_CONFIG_HOME`), even when
+    /// [`environment`](Self::environment) is used.
     pub fn user_file(mut self, path: Option<PathBuf>) -> Self {
         self.user_file = FileChoice::from_option(path);
         self
@@ -100,7 +109,8 @@ impl ConfigBuilder {
     /// Override the project file (default: `karu.toml` in the current directory, if it
     /// exists); `None` = none.
     ///
-    /// Like the user file, the project file is skipped if it does not exist.
+    /// Like the user file, the project file is skipped if it does not exist or cannot be
+    /// reached.
     pub fn project_file(mut self, path: Option<PathBuf>) -> Self {
         self.project_file = FileChoice::from_option(path);
         self
@@ -158,43 +168,90 @@ impl ConfigBuilder {
         self
     }
 
-    /// Resolve everything now. Errors name the file (or "environment variable KARU_X" /
-    /// "explicit option"), the key and the expected type.
+    /// Declare a provider's section (`[s3]`, `[http_provider]`, …): its keys may then appear
+    /// at top level, in path rules, as `KARU_<SECTION>__<KEY>` and as explicit options, and
+    /// [`build`](Self::build) checks it, globally and under every path rule. A table that no
+    /// declaration names (`[nonsense]`) is an unknown key. Declaring a name again replaces the
+    /// earlier declaration.
+    pub fn section(mut self, section: Section) -> Self {
+        self.sections.retain(|known| known.name() != section.name());
+        self.sections.push(section);
+        self
+    }
+
+    /// Declare several sections, as [`section`](Self::section) does.
+    pub fn sections(self, sections: impl IntoIterator<Item = Section>) -> Self {
+        sections.into_iter().fold(self, Self::section)
+    }
+
+    /// Make path rule prefixes canonical the way addresses are (a client passes its address
+    /// resolution, so `[paths."HTTP://Host/data"]` applies to `http://host/data/x` and
+    /// `[paths."https://b.s3.amazonaws.com/"]` to `s3://b/…`). `canonical` receives the prefix
+    /// as written, after the checks every prefix passes (not empty, no control characters, no
+    /// query or fragment), and returns its canonical form or why it is not a prefix of any
+    /// address. Without it, the scheme and host of a URL prefix are lower-cased and a path
+    /// prefix must be absolute.
+    pub fn canonical_prefixes(
+        mut self,
+        canonical: impl Fn(&str) -> Result<String, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.prefixes = Prefixes::resolved_by(Arc::new(canonical));
+        self
+    }
+
+    /// Speak in the words of another interface (a command line: `--config`, `--set`) in error
+    /// messages and in [`Snapshot::explain`].
+    pub fn wording(mut self, wording: Wording) -> Self {
+        self.wording = wording;
+        self
+    }
+
+    /// Resolve everything now. Errors name the file and line (or "environment variable
+    /// KARU_X" / "explicit option"), the key and the expected type.
     ///
     /// Reads the files, captures the environment (unless [`environment`](Self::environment)
-    /// was given), and checks the global settings and every path rule, so a snapshot that
-    /// builds resolves without errors. Provider sections are checked when a provider reads
-    /// them with [`Snapshot::section`].
+    /// was given), and checks the global settings, the declared [`section`](Self::section)s
+    /// and every path rule, so a snapshot that builds resolves without errors.
     pub fn build(&self) -> Result<Snapshot, ConfigError> {
+        if let Some(problem) = self.sections.iter().find_map(Section::name_problem) {
+            return Err(ConfigError::new(Problem::Usage(problem)));
+        }
         let env = match &self.environment {
             Some(vars) => vars.clone(),
             None => capture_environment(),
         };
+        let context = Context {
+            sections: &self.sections,
+            prefixes: &self.prefixes,
+            wording: &self.wording,
+        };
 
         let mut layers = vec![layers::defaults_layer()];
         if let Some(path) = self.user_file.resolve(default_user_file) {
-            layers.extend(layers::file_layer(&path, None)?);
+            layers.extend(layers::file_layer(&path, None, &context)?);
         }
         if let Some(path) = self.project_file.resolve(default_project_file) {
-            layers.extend(layers::file_layer(&path, None)?);
+            layers.extend(layers::file_layer(&path, None, &context)?);
         }
         for path in &self.files {
             layers.extend(layers::file_layer(
                 path,
-                Some("added with ConfigBuilder::file"),
+                Some(&self.wording.added_file),
+                &context,
             )?);
         }
         if let Some(path) = env.get(CONFIG_VAR).filter(|path| !path.is_empty()) {
             layers.extend(layers::file_layer(
                 Path::new(path),
                 Some("named by environment variable KARU_CONFIG"),
+                &context,
             )?);
         }
-        layers.extend(layers::env_layers(&env));
+        layers.extend(layers::env_layers(&env, &context)?);
         for option in &self.explicit {
-            layers.push(layers::explicit_layer(option)?);
+            layers.push(layers::explicit_layer(option, &context)?);
         }
-        Snapshot::assemble(layers, env)
+        Snapshot::assemble(layers, env, self.sections.clone())
     }
 }
 
@@ -216,6 +273,12 @@ impl fmt::Debug for ConfigBuilder {
                 &self.environment.as_ref().map(|vars| vars.len()),
             )
             .field("explicit", &explicit)
+            .field(
+                "sections",
+                &self.sections.iter().map(Section::name).collect::<Vec<_>>(),
+            )
+            .field("prefixes", &self.prefixes)
+            .field("wording", &self.wording)
             .finish_non_exhaustive()
     }
 }
@@ -232,8 +295,9 @@ fn capture_environment() -> BTreeMap<String, String> {
         .collect()
 }
 
-/// `config.toml` in the platform's configuration directory for Karu.
-fn default_user_file() -> Option<PathBuf> {
+/// `config.toml` in the platform's configuration directory for Karu (such as
+/// `~/.config/karu/config.toml` on Linux), if there is a home directory to find it in.
+pub fn default_user_file() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "karu").map(|dirs| dirs.config_dir().join("config.toml"))
 }
 

@@ -13,8 +13,10 @@ use figment::error::{Actual, Kind};
 /// what was expected:
 ///
 /// ```text
-/// invalid configuration: /tmp/x/karu.toml: key "planner.max_gap": expected a byte size such as 1048576 or "1MiB", found string "lots"
+/// invalid configuration: /tmp/x/karu.toml:2: key "planner.max_gap": expected a byte size such as 1048576 or "1MiB", found string "lots"
 /// ```
+///
+/// A value from a file also names its line ([`line`](Self::line)).
 ///
 /// The `Display` text is for people; programs should use [`kind`](Self::kind),
 /// [`key`](Self::key) and [`source_name`](Self::source_name).
@@ -30,18 +32,21 @@ pub enum ConfigErrorKind {
     /// A file that had to exist does not: one added with
     /// [`ConfigBuilder::file`](crate::ConfigBuilder::file) or named by `KARU_CONFIG`.
     MissingFile,
-    /// A file exists but could not be read.
+    /// A file exists but could not be read (an optional file that cannot even be reached, such
+    /// as one under an unreadable home directory, is skipped instead).
     Unreadable,
     /// A file is not valid TOML.
     Syntax,
-    /// A key that is not a setting, such as `planner.max_gapp` or `KARU_PLANNER__MAX_GAPP`.
+    /// A key, table or environment variable that is not a setting, such as
+    /// `planner.max_gapp`, `[nonsense]`, `KARU_PLANNER__MAX_GAPP` or `KARU_IO_THREAD`.
     UnknownKey,
-    /// A value of the wrong type or out of range, such as `io_threads = 0`.
+    /// A value of the wrong type or out of range, such as `io_threads = 0`, or one that would
+    /// make every read fail, such as `retry.deadline = 0`.
     InvalidValue,
     /// A value that is valid but not allowed where it is, such as `io_threads` in a path rule.
     Misplaced,
-    /// A malformed request to this crate: an empty key or path prefix, a section name that
-    /// is not a single key.
+    /// A malformed request to this crate: an empty key or a malformed path prefix, a section
+    /// name that is not a single key.
     InvalidUsage,
 }
 
@@ -49,14 +54,18 @@ pub enum ConfigErrorKind {
 #[derive(Debug)]
 struct Detail {
     source_name: Option<String>,
+    /// The line of the key in the file named by `source_name`.
+    line: Option<usize>,
     key: Option<String>,
     problem: Problem,
 }
 
 impl fmt::Display for Detail {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(source) = &self.source_name {
-            write!(f, "{source}: ")?;
+        match (&self.source_name, self.line) {
+            (Some(source), Some(line)) => write!(f, "{source}:{line}: ")?,
+            (Some(source), None) => write!(f, "{source}: ")?,
+            (None, _) => {}
         }
         if let Some(key) = &self.key {
             write!(f, "key \"{key}\": ")?;
@@ -70,7 +79,7 @@ impl fmt::Display for Detail {
 pub(crate) enum Problem {
     /// A required file is missing; the text says why it was required.
     #[error("file not found ({0})")]
-    MissingFile(&'static str),
+    MissingFile(String),
     /// Reading a file failed.
     #[error("cannot read file: {0}")]
     Unreadable(io::Error),
@@ -93,6 +102,15 @@ pub(crate) enum Problem {
     /// A count that must be positive is zero.
     #[error("expected at least 1, found 0")]
     Zero,
+    /// A number above the largest the key accepts.
+    #[error("out of range (at most {max}), found {found}")]
+    TooLarge { max: u64, found: String },
+    /// A value that would make reads fail every time; the text says why.
+    #[error("{0}")]
+    AlwaysFails(String),
+    /// A `KARU_*` environment variable Karu does not read.
+    #[error("unknown environment variable, {}", variable_hint(.suggestion))]
+    UnknownVariable { suggestion: Option<String> },
     /// A global-only key in a path rule.
     #[error("applies to the whole client and cannot be set in a path rule")]
     GlobalOnly,
@@ -106,9 +124,16 @@ impl ConfigError {
     pub(crate) fn new(problem: Problem) -> Self {
         Self(Box::new(Detail {
             source_name: None,
+            line: None,
             key: None,
             problem,
         }))
+    }
+
+    /// Names the line of the offending key in the file named by the source.
+    pub(crate) fn with_line(mut self, line: Option<usize>) -> Self {
+        self.0.line = line.or(self.0.line);
+        self
     }
 
     /// Names where the offending value came from.
@@ -143,8 +168,13 @@ impl ConfigError {
             Problem::MissingFile(_) => ConfigErrorKind::MissingFile,
             Problem::Unreadable(_) => ConfigErrorKind::Unreadable,
             Problem::Syntax { .. } => ConfigErrorKind::Syntax,
-            Problem::UnknownKey { .. } => ConfigErrorKind::UnknownKey,
-            Problem::InvalidValue(_) | Problem::Zero => ConfigErrorKind::InvalidValue,
+            Problem::UnknownKey { .. } | Problem::UnknownVariable { .. } => {
+                ConfigErrorKind::UnknownKey
+            }
+            Problem::InvalidValue(_)
+            | Problem::Zero
+            | Problem::TooLarge { .. }
+            | Problem::AlwaysFails(_) => ConfigErrorKind::InvalidValue,
             Problem::GlobalOnly => ConfigErrorKind::Misplaced,
             Problem::Usage(_) => ConfigErrorKind::InvalidUsage,
         }
@@ -164,34 +194,50 @@ impl ConfigError {
         self.0.source_name.as_deref()
     }
 
-    /// The line of a TOML syntax error (1-based), when this is one.
+    /// The line (1-based) of the offending key in the file named by
+    /// [`source_name`](Self::source_name), or of a TOML syntax error, when the value came from
+    /// a file.
     pub fn line(&self) -> Option<usize> {
         match self.0.problem {
             Problem::Syntax { line, .. } => Some(line),
-            _ => None,
+            _ => self.0.line,
         }
     }
 }
 
 /// Turns a figment deserialization error into a [`Problem`], returning also the name of a
-/// missing field so the caller can add it to the key.
-pub(crate) fn describe(kind: &Kind) -> (Problem, Option<String>) {
+/// missing field so the caller can add it to the key. A `secret` value is never quoted.
+pub(crate) fn describe(kind: &Kind, secret: bool) -> (Problem, Option<String>) {
+    let found = |actual: &Actual| {
+        if secret {
+            "a value that is not shown (the key holds a secret)".to_owned()
+        } else {
+            actual_text(actual)
+        }
+    };
     let problem = match kind {
         Kind::InvalidType(actual, expected) | Kind::InvalidValue(actual, expected) => {
-            Problem::InvalidValue(format!(
-                "expected {}, found {}",
-                expected_text(expected),
-                actual_text(actual)
-            ))
+            match integer_range(actual, expected) {
+                Some(problem) if !secret => problem,
+                _ => Problem::InvalidValue(format!(
+                    "expected {}, found {}",
+                    expected_text(expected),
+                    found(actual)
+                )),
+            }
         }
-        Kind::UnknownVariant(found, expected) => Problem::InvalidValue(format!(
-            "expected {}, found string {found:?}",
-            one_of(expected)
+        Kind::UnknownVariant(variant, expected) => Problem::InvalidValue(format!(
+            "expected {}, found {}",
+            one_of(expected),
+            found(&Actual::Str(variant.clone()))
         )),
-        Kind::UnknownField(found, expected) => unknown_key(found, expected),
+        Kind::UnknownField(field, expected) => unknown_key(field, expected),
         Kind::MissingField(field) => {
             let problem = Problem::InvalidValue("required, but no configuration sets it".into());
             return (problem, Some(field.to_string()));
+        }
+        Kind::Message(_) if secret => {
+            Problem::InvalidValue("invalid value (not shown: the key holds a secret)".into())
         }
         Kind::Message(message) => Problem::InvalidValue(message.clone()),
         other => Problem::InvalidValue(other.to_string()),
@@ -199,19 +245,85 @@ pub(crate) fn describe(kind: &Kind) -> (Problem, Option<String>) {
     (problem, None)
 }
 
+/// The largest and smallest values of serde's integer types, by the names serde gives them.
+fn integer_bounds(expected: &str) -> Option<(i128, u128)> {
+    Some(match expected {
+        "u8" => (0, u8::MAX.into()),
+        "u16" => (0, u16::MAX.into()),
+        "u32" => (0, u32::MAX.into()),
+        "u64" | "usize" => (0, u64::MAX.into()),
+        "u128" => (0, u128::MAX),
+        "i8" => (i8::MIN.into(), i8::MAX as u128),
+        "i16" => (i16::MIN.into(), i16::MAX as u128),
+        "i32" => (i32::MIN.into(), i32::MAX as u128),
+        "i64" | "isize" => (i64::MIN.into(), i64::MAX as u128),
+        _ => return None,
+    })
+}
+
+/// "out of range (at most N)" for an integer that does not fit the integer type a key expects,
+/// instead of serde's "expected u32" or "integer `…` as u128".
+fn integer_range(actual: &Actual, expected: &str) -> Option<Problem> {
+    let (min, max) = integer_bounds(expected)?;
+    let found: i128 = match actual {
+        Actual::Unsigned(v) => i128::try_from(*v).unwrap_or(i128::MAX),
+        Actual::Signed(v) => *v,
+        // serde describes 128-bit integers as "integer `N` as u128" (or i128).
+        Actual::Other(text) => {
+            let number = text.strip_prefix("integer `")?.split('`').next()?;
+            return Some(match number.parse::<i128>() {
+                Ok(n) if n < min => out_of_range_low(min, number),
+                _ => Problem::TooLarge {
+                    max: u64::try_from(max).unwrap_or(u64::MAX),
+                    found: number.to_owned(),
+                },
+            });
+        }
+        _ => return None,
+    };
+    Some(if found < min {
+        out_of_range_low(min, &found.to_string())
+    } else {
+        Problem::TooLarge {
+            max: u64::try_from(max).unwrap_or(u64::MAX),
+            found: found.to_string(),
+        }
+    })
+}
+
+/// The problem of an integer below the smallest a key accepts.
+fn out_of_range_low(min: i128, found: &str) -> Problem {
+    Problem::InvalidValue(format!("out of range (at least {min}), found {found}"))
+}
+
 /// An [`Problem::UnknownKey`] for `found`, suggesting the closest of `known` when one is close.
 pub(crate) fn unknown_key<S: AsRef<str>>(found: &str, known: &[S]) -> Problem {
-    let suggestion = known
+    Problem::UnknownKey {
+        suggestion: closest(found, known).map(str::to_owned),
+        expected: known.iter().map(|k| k.as_ref().to_owned()).collect(),
+    }
+}
+
+/// The entry of `known` closest to `found`, if one is close enough to be a typo of it.
+pub(crate) fn closest<'k, S: AsRef<str>>(found: &str, known: &'k [S]) -> Option<&'k str> {
+    known
         .iter()
         .map(|k| (edit_distance(found, k.as_ref()), k.as_ref()))
         .filter(|&(distance, _)| {
             distance <= (found.len() / 3).clamp(1, 3) && distance < found.len()
         })
         .min_by_key(|&(distance, _)| distance)
-        .map(|(_, known)| known.to_owned());
-    Problem::UnknownKey {
-        suggestion,
-        expected: known.iter().map(|k| k.as_ref().to_owned()).collect(),
+        .map(|(_, known)| known)
+}
+
+/// The end of an unknown-variable message: a suggestion, or else what Karu reads.
+fn variable_hint(suggestion: &Option<String>) -> String {
+    match suggestion {
+        Some(known) => format!("did you mean {known}?"),
+        None => "Karu reads KARU_CONFIG, KARU_CA_FILE, KARU_<SETTING> such as KARU_IO_THREADS, \
+                 KARU_<TABLE>__<KEY> such as KARU_PLANNER__MAX_GAP, and \
+                 KARU_<SECTION>__<KEY> such as KARU_S3__REGION"
+            .to_owned(),
     }
 }
 
@@ -302,8 +414,10 @@ mod tests {
             "invalid configuration: explicit option: key \"io_threads\": expected at least 1, \
              found 0"
         );
-        let error = ConfigError::new(Problem::MissingFile("added with ConfigBuilder::file"))
-            .with_source("/nowhere/karu.toml");
+        let error = ConfigError::new(Problem::MissingFile(
+            "added with ConfigBuilder::file".into(),
+        ))
+        .with_source("/nowhere/karu.toml");
         assert_eq!(
             error.to_string(),
             "invalid configuration: /nowhere/karu.toml: file not found (added with \

@@ -6,13 +6,17 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::Path;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use figment::value::{Dict, Value};
 
-use crate::error::{ConfigError, Problem, actual_text, unknown_key};
+use crate::error::{ConfigError, Problem, actual_text, closest, unknown_key};
+use crate::lines::KeyLines;
+use crate::prefix::Prefixes;
+use crate::section::Section;
 use crate::settings::{GLOBAL_ONLY, Settings};
 use crate::snapshot::Origin;
+use crate::wording::Wording;
 
 /// The top-level table that holds path rules.
 pub(crate) const PATHS: &str = "paths";
@@ -23,8 +27,9 @@ pub(crate) const CONFIG_VAR: &str = "KARU_CONFIG";
 /// The prefix of every environment variable this crate reads.
 const ENV_PREFIX: &str = "KARU_";
 
-/// The source name of explicit options in error messages.
-pub(crate) const EXPLICIT: &str = "explicit option";
+/// Names after `KARU_` left to Karu's own build and CI scripts (such as `KARU_CI_TARGET_DIR`):
+/// never read, never reported.
+const RESERVED_ENV: &str = "CI_";
 
 /// The built-in defaults as a figment dictionary. Its keys are exactly the keys [`Settings`]
 /// accepts: top-level keys whose value is a dictionary are tables (`planner`, `http`, `retry`),
@@ -40,6 +45,30 @@ pub(crate) fn is_settings_table(key: &str) -> bool {
     matches!(SCHEMA.get(key), Some(Value::Dict(..)))
 }
 
+/// What the layers are read against: the declared sections, how rule prefixes are made
+/// canonical, and the words of the interface.
+pub(crate) struct Context<'a> {
+    pub(crate) sections: &'a [Section],
+    pub(crate) prefixes: &'a Prefixes,
+    pub(crate) wording: &'a Wording,
+}
+
+impl Context<'_> {
+    /// The declared section called `name`.
+    pub(crate) fn section(&self, name: &str) -> Option<&Section> {
+        self.sections.iter().find(|section| section.name() == name)
+    }
+
+    /// Every name a top-level key may have: settings, `paths`, declared sections.
+    fn top_level_keys(&self) -> Vec<&str> {
+        let mut keys: Vec<&str> = SCHEMA.keys().map(String::as_str).collect();
+        keys.push(PATHS);
+        keys.extend(self.sections.iter().map(Section::name));
+        keys.sort_unstable();
+        keys
+    }
+}
+
 /// One layer of configuration and where it came from.
 pub(crate) struct Layer {
     /// The origin of the layer's global keys; its path rules get [`Origin::PathRule`] around it.
@@ -47,6 +76,8 @@ pub(crate) struct Layer {
     /// How error messages name this layer: a file path, `environment variable KARU_X`,
     /// `explicit option`.
     pub(crate) source_name: String,
+    /// The lines of the keys, for a file.
+    pub(crate) lines: Option<Arc<KeyLines>>,
     /// The layer's content.
     pub(crate) document: Document,
 }
@@ -56,10 +87,20 @@ pub(crate) struct Layer {
 pub(crate) struct Document {
     /// Keys of [`Settings`], at top level (`io_threads`) or in its tables (`[planner]`).
     pub(crate) settings: Dict,
-    /// Every other top-level table: provider sections such as `[s3]`.
+    /// Every declared provider section, such as `[s3]`.
     pub(crate) sections: Dict,
-    /// Path rules, by prefix, in the order written. A rule's own document has no rules.
-    pub(crate) rules: Vec<(String, Document)>,
+    /// Path rules, in the order written. A rule's own document has no rules.
+    pub(crate) rules: Vec<RuleDocument>,
+}
+
+/// One path rule of a layer.
+pub(crate) struct RuleDocument {
+    /// The prefix in canonical form: what the rule matches.
+    pub(crate) canonical: String,
+    /// The prefix as written: what errors quote, so the user finds it.
+    pub(crate) written: String,
+    /// The rule's keys.
+    pub(crate) document: Document,
 }
 
 /// One option set on the builder with `set` or `path_set`.
@@ -101,6 +142,7 @@ pub(crate) fn defaults_layer() -> Layer {
     Layer {
         origin: Origin::Default,
         source_name: "built-in defaults".to_owned(),
+        lines: None,
         document: Document {
             settings: SCHEMA.clone(),
             ..Document::default()
@@ -108,11 +150,16 @@ pub(crate) fn defaults_layer() -> Layer {
     }
 }
 
-/// Reads one TOML file. A missing file is skipped when `required` is `None`, and otherwise is an
-/// error whose message gives `required` as the reason the file had to exist.
+/// Reads one TOML file.
+///
+/// An optional file (`required` is `None`) is skipped when it does not exist or cannot even be
+/// reached (a user file under an unreadable home directory); one that exists but cannot be read
+/// is an error. A required file that is missing is an error whose message gives `required` as
+/// the reason it had to exist.
 pub(crate) fn file_layer(
     path: &Path,
-    required: Option<&'static str>,
+    required: Option<&str>,
+    context: &Context<'_>,
 ) -> Result<Option<Layer>, ConfigError> {
     let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let source_name = path.display().to_string();
@@ -121,17 +168,26 @@ pub(crate) fn file_layer(
         Ok(text) => text,
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
             return match required {
-                Some(why) => Err(fail(Problem::MissingFile(why))),
+                Some(why) => Err(fail(Problem::MissingFile(why.to_owned()))),
                 None => Ok(None),
             };
         }
+        // An optional file whose metadata cannot be had is out of reach, not unreadable.
+        Err(_) if required.is_none() && fs::metadata(&path).is_err() => return Ok(None),
         Err(error) => return Err(fail(Problem::Unreadable(error))),
     };
     let dict: Dict = toml::from_str(&text).map_err(|error| fail(syntax(&text, &error)))?;
-    let document = split(dict, None).map_err(|error| error.with_source(source_name.clone()))?;
+    let lines = KeyLines::of(&text);
+    let place = Place {
+        rule: None,
+        lines: Some(&lines),
+    };
+    let document =
+        split(dict, &place, context).map_err(|error| error.with_source(source_name.clone()))?;
     Ok(Some(Layer {
         origin: Origin::File(path),
         source_name,
+        lines: Some(Arc::new(lines)),
         document,
     }))
 }
@@ -150,37 +206,47 @@ fn syntax(text: &str, error: &toml::de::Error) -> Problem {
     }
 }
 
-/// One layer per `KARU_*` variable that configures something, in name order.
+/// One layer per `KARU_*` variable, in name order.
 ///
 /// The mapping (documented for users on the crate root):
 /// - `KARU_CONFIG` names a file and is handled by the builder, not here;
 /// - `KARU_CA_FILE` is `http.ca_file`;
 /// - `KARU_<KEY>` is a top-level setting such as `io_threads`;
 /// - `KARU_<TABLE>__<KEY>` is a key of a settings table; an unknown key there (a typo such as
-///   `KARU_PLANNER__MAX_GAPP`) is kept so that resolution reports it;
-/// - `KARU_<SECTION>__<KEY>[__<KEY>…]` for any other section is a key of that provider section;
-/// - anything else, and any variable set to the empty string, is ignored.
-pub(crate) fn env_layers(env: &BTreeMap<String, String>) -> Vec<Layer> {
+///   `KARU_PLANNER__MAX_GAPP`) is kept so that resolution reports it with a did-you-mean;
+/// - `KARU_<SECTION>__<KEY>[__<KEY>…]` is a key of a declared provider section;
+/// - `KARU_CI_*` is left to Karu's own scripts, and a variable set to the empty string counts as
+///   unset;
+/// - any other name is an error, with a did-you-mean when one is close.
+pub(crate) fn env_layers(
+    env: &BTreeMap<String, String>,
+    context: &Context<'_>,
+) -> Result<Vec<Layer>, ConfigError> {
     let mut layers = Vec::new();
     for (name, raw) in env {
         let Some(rest) = name.strip_prefix(ENV_PREFIX) else {
             continue;
         };
-        if raw.is_empty() || name == CONFIG_VAR {
+        if raw.is_empty() || name == CONFIG_VAR || rest.starts_with(RESERVED_ENV) {
             continue;
         }
+        let source_name = format!("environment variable {name}");
+        let unknown = |suggestion: Option<String>| {
+            Err(ConfigError::new(Problem::UnknownVariable { suggestion })
+                .with_source(source_name.clone()))
+        };
         let path: Vec<String> = if rest == "CA_FILE" {
             vec!["http".to_owned(), "ca_file".to_owned()]
         } else {
             rest.split("__").map(str::to_ascii_lowercase).collect()
         };
-        if path.iter().any(String::is_empty) {
-            continue;
-        }
-        let value = Value::from(raw.clone());
         let Some((first, inner)) = path.split_first() else {
             continue;
         };
+        if path.iter().any(String::is_empty) {
+            return unknown(None);
+        }
+        let value = Value::from(raw.clone());
         let mut document = Document::default();
         match SCHEMA.get(first) {
             Some(Value::Dict(..)) if !inner.is_empty() => {
@@ -189,30 +255,93 @@ pub(crate) fn env_layers(env: &BTreeMap<String, String>) -> Vec<Layer> {
                     .settings
                     .insert(first.clone(), Value::from(Dict::from([(key, value)])));
             }
-            Some(Value::Dict(..)) => continue,
+            Some(Value::Dict(..)) => return unknown(Some(table_variable(first))),
             Some(_) if inner.is_empty() => {
                 document.settings.insert(first.clone(), value);
             }
-            Some(_) => continue,
-            None if first == PATHS || inner.is_empty() => continue,
-            None => {
+            Some(_) => return unknown(Some(format!("KARU_{}", first.to_ascii_uppercase()))),
+            None if first == PATHS => {
+                return Err(ConfigError::new(Problem::Usage(
+                    "path rules cannot be set from the environment; write them in a config file"
+                        .into(),
+                ))
+                .with_source(source_name));
+            }
+            None if !inner.is_empty() && context.section(first).is_some() => {
                 document.sections.insert(first.clone(), nest(inner, value));
             }
+            None if context.section(first).is_some() => {
+                return unknown(Some(table_variable(first)));
+            }
+            None => return unknown(suggest_variable(rest, context)),
         }
         layers.push(Layer {
             origin: Origin::Environment,
-            source_name: format!("environment variable {name}"),
+            source_name,
+            lines: None,
             document,
         });
     }
-    layers
+    Ok(layers)
+}
+
+/// `KARU_PLANNER__<KEY> (such as KARU_PLANNER__MAX_GAP)`: how to set a key of a table.
+fn table_variable(table: &str) -> String {
+    let upper = table.to_ascii_uppercase();
+    let example = match table {
+        "planner" => "MAX_GAP",
+        "http" => "VERSION",
+        "retry" => "DEADLINE",
+        _ => return format!("KARU_{upper}__<KEY>"),
+    };
+    format!("KARU_{upper}__<KEY> (such as KARU_{upper}__{example})")
+}
+
+/// The variable closest to `KARU_<rest>`, if one is close enough to be a typo of it.
+fn suggest_variable(rest: &str, context: &Context<'_>) -> Option<String> {
+    let mut known = vec!["CONFIG".to_owned(), "CA_FILE".to_owned()];
+    for (key, value) in SCHEMA.iter() {
+        match value {
+            Value::Dict(_, table) => {
+                known.extend(table.keys().map(|field| format!("{key}__{field}")));
+            }
+            _ => known.push(key.clone()),
+        }
+    }
+    for section in context.sections {
+        let name = section.name();
+        known.extend(
+            section
+                .fields()
+                .iter()
+                .map(|field| format!("{name}__{field}")),
+        );
+    }
+    let known: Vec<String> = known.iter().map(|k| k.to_ascii_uppercase()).collect();
+    if let Some(found) = closest(rest, &known) {
+        return Some(format!("KARU_{found}"));
+    }
+    // A table or section named alone, or with a typo: say how to set its keys.
+    let mut tables: Vec<&str> = SCHEMA
+        .iter()
+        .filter(|(_, value)| matches!(value, Value::Dict(..)))
+        .map(|(key, _)| key.as_str())
+        .collect();
+    tables.extend(context.sections.iter().map(Section::name));
+    let lower = rest.to_ascii_lowercase();
+    let first = lower.split("__").next().unwrap_or_default();
+    closest(first, &tables).map(table_variable)
 }
 
 /// The layer of one explicit option.
-pub(crate) fn explicit_layer(option: &ExplicitOption) -> Result<Layer, ConfigError> {
+pub(crate) fn explicit_layer(
+    option: &ExplicitOption,
+    context: &Context<'_>,
+) -> Result<Layer, ConfigError> {
+    let source = context.wording.explicit.clone();
     let fail = |problem| {
         ConfigError::new(problem)
-            .with_source(EXPLICIT)
+            .with_source(source.clone())
             .with_key(option.display_key())
     };
     let segments: Vec<&str> = option.key.split('.').collect();
@@ -222,9 +351,7 @@ pub(crate) fn explicit_layer(option: &ExplicitOption) -> Result<Layer, ConfigErr
         )));
     }
     if option.prefix.is_none() && segments[0] == PATHS {
-        return Err(fail(Problem::Usage(
-            "path rules are set with ConfigBuilder::path_set".into(),
-        )));
+        return Err(fail(Problem::Usage(context.wording.path_rules.clone())));
     }
     let value = option.value.clone().map_err(|message| {
         fail(Problem::InvalidValue(format!(
@@ -235,17 +362,22 @@ pub(crate) fn explicit_layer(option: &ExplicitOption) -> Result<Layer, ConfigErr
     let Value::Dict(_, dict) = nest(&segments, value) else {
         unreachable!("a key has at least one segment");
     };
+    let top = Place {
+        rule: None,
+        lines: None,
+    };
     let document = match &option.prefix {
-        None => split(dict, None),
-        Some(prefix) => rule_document(prefix, dict).map(|rule| Document {
-            rules: vec![(prefix.clone(), rule)],
+        None => split(dict, &top, context),
+        Some(prefix) => rule_document(prefix, dict, &top, context).map(|rule| Document {
+            rules: vec![rule],
             ..Document::default()
         }),
     }
-    .map_err(|error| error.with_source(EXPLICIT))?;
+    .map_err(|error| error.with_source(source.clone()))?;
     Ok(Layer {
         origin: Origin::Explicit,
-        source_name: EXPLICIT.to_owned(),
+        source_name: source,
+        lines: None,
         document,
     })
 }
@@ -257,66 +389,128 @@ fn nest(segments: &[String], value: Value) -> Value {
     })
 }
 
-/// Splits the body of one path rule, whose keys are those of a file minus `paths`.
-fn rule_document(prefix: &str, body: Dict) -> Result<Document, ConfigError> {
-    if prefix.is_empty() {
-        return Err(ConfigError::new(Problem::Usage(
-            "a path rule prefix must not be empty".into(),
-        ))
-        .with_key(format!("{PATHS}.''")));
+/// Where keys being split sit: at the top of a layer or inside a rule, and the lines of the
+/// file they come from.
+struct Place<'a> {
+    /// The rule's prefix as written, inside a rule.
+    rule: Option<&'a str>,
+    lines: Option<&'a KeyLines>,
+}
+
+impl Place<'_> {
+    /// The key as errors write it.
+    fn full_key(&self, key: &str) -> String {
+        match self.rule {
+            Some(prefix) => rule_key(prefix, key),
+            None => key.to_owned(),
+        }
     }
-    split(body, Some(prefix))
+
+    /// The line of `key` (dotted inside this place) in the file, if known.
+    fn line(&self, key: &str) -> Option<usize> {
+        let lines = self.lines?;
+        let mut path: Vec<&str> = match self.rule {
+            Some(prefix) => vec![PATHS, prefix],
+            None => Vec::new(),
+        };
+        path.extend(key.split('.').filter(|segment| !segment.is_empty()));
+        lines.line(&path)
+    }
+
+    /// An error about `key` here.
+    fn error(&self, problem: Problem, key: &str) -> ConfigError {
+        ConfigError::new(problem)
+            .with_key(self.full_key(key))
+            .with_line(self.line(key))
+    }
+}
+
+/// Splits the body of one path rule, whose keys are those of a file minus `paths`.
+fn rule_document(
+    written: &str,
+    body: Dict,
+    place: &Place<'_>,
+    context: &Context<'_>,
+) -> Result<RuleDocument, ConfigError> {
+    let rule_place = Place {
+        rule: Some(written),
+        lines: place.lines,
+    };
+    let canonical = context.prefixes.canonical(written).map_err(|why| {
+        let key = rule_key(written, "");
+        let key = key.trim_end_matches('.');
+        ConfigError::new(Problem::Usage(why))
+            .with_key(key)
+            .with_line(rule_place.line(""))
+    })?;
+    let document = split(body, &rule_place, context)?;
+    Ok(RuleDocument {
+        canonical,
+        written: written.to_owned(),
+        document,
+    })
 }
 
 /// Splits a file's (or rule's) top level into settings keys, provider sections and rules.
 ///
 /// Settings keys are checked here only for placement (global-only keys may not appear in a
-/// rule); their values, and unknown keys inside settings tables, are checked when settings are
-/// extracted. A top-level key that is neither a setting, `paths`, nor a table is unknown.
-fn split(dict: Dict, rule: Option<&str>) -> Result<Document, ConfigError> {
-    let full_key = |key: &str| match rule {
-        Some(prefix) => rule_key(prefix, key),
-        None => key.to_owned(),
-    };
+/// rule); their values, and unknown keys inside settings tables and sections, are checked when
+/// the snapshot resolves them. A top-level key that is neither a setting, `paths`, nor a
+/// declared section is unknown.
+fn split(dict: Dict, place: &Place<'_>, context: &Context<'_>) -> Result<Document, ConfigError> {
     let mut document = Document::default();
     for (key, value) in dict {
         if SCHEMA.contains_key(&key) {
-            if rule.is_some()
+            if place.rule.is_some()
                 && let Some(global) = global_only_key(&key, &value)
             {
-                return Err(ConfigError::new(Problem::GlobalOnly).with_key(full_key(&global)));
+                return Err(place.error(Problem::GlobalOnly, &global));
             }
             document.settings.insert(key, value);
         } else if key == PATHS {
-            if rule.is_some() {
-                return Err(ConfigError::new(Problem::Usage(
-                    "path rules cannot be nested inside a path rule".into(),
-                ))
-                .with_key(full_key(&key)));
+            if place.rule.is_some() {
+                return Err(place.error(
+                    Problem::Usage("path rules cannot be nested inside a path rule".into()),
+                    &key,
+                ));
             }
             let Value::Dict(_, rules) = value else {
-                return Err(ConfigError::new(Problem::InvalidValue(format!(
-                    "expected a table of path rules such as [paths.\"s3://bucket\"], found {}",
-                    actual_text(&value.to_actual())
-                )))
-                .with_key(key));
+                return Err(place.error(
+                    Problem::InvalidValue(format!(
+                        "expected a table of path rules such as [paths.\"s3://bucket\"], found {}",
+                        actual_text(&value.to_actual())
+                    )),
+                    &key,
+                ));
             };
             for (prefix, body) in rules {
                 let Value::Dict(_, body) = body else {
+                    let key = rule_key(&prefix, "");
                     return Err(ConfigError::new(Problem::InvalidValue(format!(
                         "expected a table of settings and sections, found {}",
                         actual_text(&body.to_actual())
                     )))
-                    .with_key(rule_key(&prefix, "").trim_end_matches('.').to_owned()));
+                    .with_key(key.trim_end_matches('.'))
+                    .with_line(place.lines.and_then(|lines| lines.line(&[PATHS, &prefix]))));
                 };
-                let document_of_rule = rule_document(&prefix, body)?;
-                document.rules.push((prefix, document_of_rule));
+                document
+                    .rules
+                    .push(rule_document(&prefix, body, place, context)?);
             }
-        } else if let Value::Dict(..) = value {
+        } else if context.section(&key).is_some() {
+            if !matches!(value, Value::Dict(..)) {
+                return Err(place.error(
+                    Problem::InvalidValue(format!(
+                        "expected a table of {key} options such as [{key}], found {}",
+                        actual_text(&value.to_actual())
+                    )),
+                    &key,
+                ));
+            }
             document.sections.insert(key, value);
         } else {
-            let known: Vec<&str> = SCHEMA.keys().map(String::as_str).collect();
-            return Err(ConfigError::new(unknown_key(&key, &known)).with_key(full_key(&key)));
+            let known = context.top_level_keys();
+            return Err(place.error(unknown_key(&key, &known), &key));
         }
     }
     Ok(document)
@@ -339,6 +533,32 @@ fn global_only_key(key: &str, value: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::section::SectionConfig;
+
+    #[derive(Debug, Default, serde::Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct S3 {
+        region: Option<String>,
+        endpoint: Option<String>,
+    }
+
+    impl SectionConfig for S3 {}
+
+    fn with_context<T>(f: impl FnOnce(&Context<'_>) -> T) -> T {
+        let sections = [
+            Section::of::<S3>("s3"),
+            Section::of::<S3>("azure"),
+            Section::of::<S3>("http_provider"),
+        ];
+        let prefixes = Prefixes::default();
+        let wording = Wording::default();
+        f(&Context {
+            sections: &sections,
+            prefixes: &prefixes,
+            wording: &wording,
+        })
+    }
 
     fn env(vars: &[(&str, &str)]) -> BTreeMap<String, String> {
         vars.iter()
@@ -347,7 +567,8 @@ mod tests {
     }
 
     fn env_keys(vars: &[(&str, &str)]) -> Vec<(String, String, String)> {
-        env_layers(&env(vars))
+        with_context(|context| env_layers(&env(vars), context))
+            .unwrap()
             .into_iter()
             .map(|layer| {
                 let settings = format!("{:?}", layer.document.settings.keys().collect::<Vec<_>>());
@@ -355,6 +576,13 @@ mod tests {
                 (layer.source_name, settings, sections)
             })
             .collect()
+    }
+
+    fn env_error(name: &str) -> String {
+        with_context(|context| env_layers(&env(&[(name, "1")]), context))
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
@@ -378,7 +606,7 @@ mod tests {
     }
 
     #[test]
-    fn environment_variables_map_to_keys_or_are_ignored() {
+    fn environment_variables_map_to_keys() {
         let layers = env_keys(&[
             ("KARU_IO_THREADS", "8"),
             ("KARU_CA_FILE", "/etc/ca.pem"),
@@ -387,11 +615,7 @@ mod tests {
             ("KARU_S3__REGION", "eu-west-1"),
             ("KARU_CONFIG", "/etc/karu.toml"),
             ("KARU_EMPTY", ""),
-            ("KARU_IO_THREADS__X", "1"),
-            ("KARU_PATHS__X", "1"),
-            ("KARU_SOMETHING_ELSE", "1"),
-            ("KARU___X", "1"),
-            ("KARU_PLANNER", "1"),
+            ("KARU_CI_TARGET_DIR", "/cache"),
             ("AWS_REGION", "us-east-1"),
         ]);
         let expected = [
@@ -421,10 +645,59 @@ mod tests {
     }
 
     #[test]
+    fn unknown_environment_variables_are_errors_with_a_did_you_mean() {
+        let unknown = |name: &str, hint: &str| {
+            format!(
+                "invalid configuration: environment variable {name}: unknown environment \
+                 variable, {hint}"
+            )
+        };
+        assert_eq!(
+            env_error("KARU_IO_THREAD"),
+            unknown("KARU_IO_THREAD", "did you mean KARU_IO_THREADS?")
+        );
+        assert_eq!(
+            env_error("KARU_S3_REGION"),
+            unknown("KARU_S3_REGION", "did you mean KARU_S3__REGION?")
+        );
+        assert_eq!(
+            env_error("KARU_PLANNER"),
+            unknown(
+                "KARU_PLANNER",
+                "did you mean KARU_PLANNER__<KEY> (such as KARU_PLANNER__MAX_GAP)?"
+            )
+        );
+        assert_eq!(
+            env_error("KARU_S3"),
+            unknown("KARU_S3", "did you mean KARU_S3__<KEY>?")
+        );
+        assert_eq!(
+            env_error("KARU_IO_THREADS__X"),
+            unknown("KARU_IO_THREADS__X", "did you mean KARU_IO_THREADS?")
+        );
+        let generic = "Karu reads KARU_CONFIG, KARU_CA_FILE, KARU_<SETTING> such as \
+                       KARU_IO_THREADS, KARU_<TABLE>__<KEY> such as KARU_PLANNER__MAX_GAP, and \
+                       KARU_<SECTION>__<KEY> such as KARU_S3__REGION";
+        for name in [
+            "KARU_FOO",
+            "KARU___X",
+            "KARU_GCS__BUCKET",
+            "KARU_SOMETHING_ELSE",
+        ] {
+            assert_eq!(env_error(name), unknown(name, generic), "{name}");
+        }
+        assert!(env_error("KARU_PATHS__X").contains("cannot be set from the environment"));
+    }
+
+    #[test]
     fn rules_may_not_set_global_only_keys() {
         let rule = |toml: &str| {
             let dict: Dict = toml::from_str(toml).unwrap();
-            rule_document("s3://b", dict)
+            let top = Place {
+                rule: None,
+                lines: None,
+            };
+            with_context(|context| rule_document("s3://b", dict, &top, context))
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         };
@@ -453,18 +726,65 @@ mod tests {
         );
     }
 
+    fn split_text(text: &str) -> Result<Document, ConfigError> {
+        let dict: Dict = toml::from_str(text).unwrap();
+        let lines = KeyLines::of(text);
+        let place = Place {
+            rule: None,
+            lines: Some(&lines),
+        };
+        with_context(|context| split(dict, &place, context))
+    }
+
     #[test]
-    fn top_level_scalars_must_be_settings() {
-        let dict: Dict = toml::from_str("io_thread = 4").unwrap();
-        let error = split(dict, None).map(|_| ()).unwrap_err();
+    fn top_level_keys_must_be_settings_or_declared_sections() {
+        let error = split_text("io_thread = 4").map(|_| ()).unwrap_err();
         assert_eq!(
             error.to_string(),
             "invalid configuration: key \"io_thread\": unknown key, did you mean \"io_threads\"?"
         );
-        let dict: Dict =
-            toml::from_str("[s3]\nregion = \"x\"\n[azure]\n[http_provider]\nx = 1").unwrap();
-        let document = split(dict, None).unwrap();
+        assert_eq!(error.line(), Some(1));
+        let document = split_text("[s3]\nregion = \"x\"\n[azure]\n[http_provider]\nx = 1").unwrap();
         assert_eq!(document.sections.len(), 3);
+
+        let error = split_text("io_threads = 2\n\n[nonsense]\nx = 1\n")
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(error.kind(), crate::ConfigErrorKind::UnknownKey);
+        assert_eq!(error.line(), Some(3));
+        assert!(
+            error.to_string().starts_with(
+                "invalid configuration: key \"nonsense\": unknown key, expected one of"
+            ),
+            "{error}"
+        );
+        let error = split_text("[s4]\nregion = \"x\"").map(|_| ()).unwrap_err();
+        assert!(
+            error.to_string().ends_with("did you mean \"s3\"?"),
+            "{error}"
+        );
+        let error = split_text("s3 = \"eu-west-1\"").map(|_| ()).unwrap_err();
+        assert!(
+            error.to_string().ends_with(
+                "expected a table of s3 options such as [s3], found string \"eu-west-1\""
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn rule_prefixes_are_canonical_and_malformed_ones_refused() {
+        let document =
+            split_text("[paths.\"HTTP://Host/Data\"]\nretry.deadline = \"1s\"\n").unwrap();
+        assert_eq!(document.rules[0].canonical, "http://host/Data");
+        assert_eq!(document.rules[0].written, "HTTP://Host/Data");
+
+        let error = split_text("io_threads = 1\n[paths.\"relative/dir\"]\nretry.attempts = 1\n")
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(error.kind(), crate::ConfigErrorKind::InvalidUsage);
+        assert_eq!(error.key(), Some("paths.'relative/dir'"));
+        assert_eq!(error.line(), Some(2));
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //!
 //! 1. the built-in defaults of [`Settings`];
 //! 2. the user file, `config.toml` in the platform config directory (such as
-//!    `~/.config/karu/config.toml`), if it exists;
-//! 3. the project file, `karu.toml` in the current directory, if it exists;
+//!    `~/.config/karu/config.toml`), if it exists (a file that cannot even be reached, such as
+//!    one under a home directory this user may not enter, is skipped; one that exists but
+//!    cannot be read is an error);
+//! 3. the project file, `karu.toml` in the current directory, likewise optional;
 //! 4. files added with [`ConfigBuilder::file`], which must exist;
 //! 5. the file named by the `KARU_CONFIG` environment variable, which must exist;
 //! 6. the `KARU_*` environment variables, captured when `build` runs;
@@ -21,9 +23,13 @@
 //! # Files
 //!
 //! Files are TOML. Top-level keys and the `[planner]`, `[http]` and `[retry]` tables are
-//! [`Settings`]; an unknown key there is an error. Any other top-level table is a provider's
-//! section (`[s3]`, `[gcs]`, `[azure]`, `[http_provider]`), read by that provider with
-//! [`Snapshot::section`]. `[paths."prefix"]` tables are path rules.
+//! [`Settings`]; an unknown key there is an error. Other top-level tables are providers'
+//! sections (`[s3]`, `[http_provider]`, …): each provider declares its own with
+//! [`ConfigBuilder::section`] (a [`Section`] of its [`SectionConfig`] type), the builder checks
+//! it globally and under every path rule, and the provider reads it with
+//! [`Snapshot::section`]. A table no provider declares (`[nonsense]`) is an unknown key.
+//! `[paths."prefix"]` tables are path rules. Errors about a value from a file name the file,
+//! the line and the key.
 //!
 //! ```toml
 //! io_threads = 4
@@ -40,15 +46,23 @@
 //! http.fallback_limit = "1MiB"
 //! ```
 //!
-//! Sizes are [`ByteSize`] (`1048576`, `"64KiB"`, `"16KB"`) and durations [`Seconds`] (`30`,
-//! `2.5`, `"250ms"`). Numbers and booleans may also be written as strings.
+//! Values are typed by their key: sizes are [`ByteSize`] (`1048576`, `"64KiB"`, `"1 MiB"`,
+//! `"0x100000"`) and durations [`Seconds`] (`30`, `2.5`, `"250ms"`); integer settings take
+//! decimal or `0x` hexadecimal numbers; numbers and booleans may also be written as strings
+//! (environment variables always are), and a string key takes digits as text
+//! (`KARU_S3__REGION=123` is the region `"123"`). A number that does not fit its key is "out
+//! of range (at most N)".
 //!
 //! # Path rules
 //!
 //! A rule applies to a canonical path when its prefix matches on whole segments:
 //! `"s3://bucket/pre"` matches `s3://bucket/pre` and `s3://bucket/pre/x` but not
-//! `s3://bucket/prefix`; a prefix ending in `/` matches everything below it. Prefixes are
-//! compared as written with canonical paths, so write them in canonical form.
+//! `s3://bucket/prefix`; a prefix ending in `/` matches everything below it. Prefixes are made
+//! canonical like addresses: a client resolves them as it resolves addresses
+//! ([`ConfigBuilder::canonical_prefixes`]), so `"HTTP://Host/data"` applies to
+//! `http://host/data/x`; without one, the scheme and host are lower-cased. A malformed prefix
+//! (empty, relative without a client, with a query or a fragment, or one no provider accepts)
+//! is an error.
 //!
 //! For each key, the longest matching rule that sets it wins, then shorter ones, then the
 //! global value from the layers above. Rules come from any file and from
@@ -68,19 +82,27 @@
 //! - `KARU_<TABLE>__<KEY>` sets a key of a settings table: `KARU_PLANNER__MAX_GAP=0`,
 //!   `KARU_RETRY__DEADLINE=5s`, `KARU_HTTP__VERSION=auto`. A key that is not in the table
 //!   (`KARU_PLANNER__MAX_GAPP`) is an error, since it can only be a typo.
-//! - `KARU_<SECTION>__<KEY>` for any other section sets a provider section key:
+//! - `KARU_<SECTION>__<KEY>` sets a key of a declared provider section:
 //!   `KARU_S3__REGION=eu-west-1` is `s3.region`.
-//! - Every other `KARU_*` name is ignored, since other tools may use the prefix; path rules
-//!   cannot be set from the environment.
+//! - Every other `KARU_*` name is an error with a did-you-mean (`KARU_IO_THREAD`: did you mean
+//!   `KARU_IO_THREADS`?), since the prefix is Karu's; only `KARU_CI_*` is left to Karu's own
+//!   build scripts. Path rules cannot be set from the environment.
 //!
 //! Names after `KARU_` are case-insensitive keys (they are lower-cased). A malformed value,
 //! such as `KARU_IO_THREADS=many`, is an error naming the variable.
 //!
 //! # Errors
 //!
-//! Every [`ConfigError`] names the layer (a file path, `environment variable KARU_X`, or
-//! `explicit option`), the key, and what was expected; a TOML syntax error names the file and
-//! line.
+//! Every [`ConfigError`] names the layer (a file path and line, `environment variable KARU_X`,
+//! or `explicit option`: an interface names its own options with [`Wording`]), the key, and
+//! what was expected; a TOML syntax error names the file and line. Secret values are never
+//! quoted.
+//!
+//! # Explaining
+//!
+//! [`Snapshot::explain`] lists the effective configuration of one canonical path, each value
+//! with the layer, path rule and line that supplied it, secrets redacted (`karu config
+//! ADDRESS` prints it).
 //!
 //! # Example
 //!
@@ -115,13 +137,22 @@
 
 mod builder;
 mod error;
+mod explain;
+mod integer;
 mod layers;
+mod lines;
+mod prefix;
+mod section;
 mod settings;
 mod snapshot;
 mod units;
+mod wording;
 
-pub use builder::ConfigBuilder;
+pub use builder::{ConfigBuilder, default_user_file};
 pub use error::{ConfigError, ConfigErrorKind};
+pub use explain::{Explained, Explanation};
+pub use section::{InvalidKey, Section, SectionConfig};
 pub use settings::{HttpSettings, HttpVersion, PlannerSettings, RetrySettings, Settings};
 pub use snapshot::{Origin, Scoped, Snapshot};
-pub use units::{ByteSize, Seconds};
+pub use units::{ByteSize, ParseUnitError, Seconds};
+pub use wording::Wording;

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Problem;
+use crate::integer;
 use crate::units::{ByteSize, Seconds};
 
 /// Every setting Karu's engine reads, resolved for the whole client or for one canonical path.
@@ -16,22 +18,35 @@ use crate::units::{ByteSize, Seconds};
 /// [`Snapshot::for_path`](crate::Snapshot::for_path) the values for one canonical path.
 ///
 /// Counts that size the engine (`io_threads`, `file_workers`, `credential_workers`,
-/// `concurrency`, `planner.max_parts`, `planner.max_amplification`) must be at least 1.
+/// `concurrency`, `planner.max_parts`, `planner.max_amplification`) must be at least 1, and
+/// thread and worker counts at most [`MAX_IO_THREADS`](Self::MAX_IO_THREADS),
+/// [`MAX_FILE_WORKERS`](Self::MAX_FILE_WORKERS) and
+/// [`MAX_CREDENTIAL_WORKERS`](Self::MAX_CREDENTIAL_WORKERS); `concurrency` at most
+/// [`MAX_CONCURRENCY`](Self::MAX_CONCURRENCY). Settings that would make every remote read fail
+/// are refused too: `retry.deadline`, `retry.attempts`, `retry.connect_attempts` and
+/// `http.connect_timeout` must be above zero.
+///
+/// Integer settings accept decimal or `0x` hexadecimal numbers, also written as strings
+/// (`"0x10"`); sizes are [`ByteSize`] and durations [`Seconds`], with units.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Settings {
     /// HTTP event loops, each a thread with its own runtime and connection pool
-    /// (`io_threads`, env `KARU_IO_THREADS`; default 4).
+    /// (`io_threads`, env `KARU_IO_THREADS`; default 4, at most 256).
+    #[serde(deserialize_with = "integer::deserialize")]
     pub io_threads: usize,
     /// Threads doing positional reads of local files (`file_workers`, env `KARU_FILE_WORKERS`;
-    /// default 4).
+    /// default 4, at most 1,024).
+    #[serde(deserialize_with = "integer::deserialize")]
     pub file_workers: usize,
     /// Threads looking up credentials for cloud transfers (`credential_workers`, env
-    /// `KARU_CREDENTIAL_WORKERS`; default 4).
+    /// `KARU_CREDENTIAL_WORKERS`; default 4, at most 256).
+    #[serde(deserialize_with = "integer::deserialize")]
     pub credential_workers: usize,
     /// Remote transfers active at once across all event loops (`concurrency`, env
-    /// `KARU_CONCURRENCY`; default 64).
+    /// `KARU_CONCURRENCY`; default 64, at most 65,536).
+    #[serde(deserialize_with = "integer::deserialize")]
     pub concurrency: usize,
     /// Default merge guards; a batch may override each.
     pub planner: PlannerSettings,
@@ -55,22 +70,75 @@ pub(crate) const GLOBAL_ONLY: &[&str] = &[
 ];
 
 impl Settings {
-    /// The dotted key of the first count that must be at least 1 but is 0, if any.
-    pub(crate) fn zero_count(&self) -> Option<&'static str> {
+    /// The most HTTP event loops (`io_threads`): each is a thread with its own runtime.
+    pub const MAX_IO_THREADS: usize = 256;
+    /// The most file worker threads (`file_workers`).
+    pub const MAX_FILE_WORKERS: usize = 1024;
+    /// The most credential worker threads (`credential_workers`).
+    pub const MAX_CREDENTIAL_WORKERS: usize = 256;
+    /// The most remote transfers active at once (`concurrency`).
+    pub const MAX_CONCURRENCY: usize = 65_536;
+
+    /// The dotted key of the first value out of its range, or that would make every read
+    /// fail, with the problem.
+    pub(crate) fn check(&self) -> Option<(&'static str, Problem)> {
         let counts = [
-            ("io_threads", self.io_threads == 0),
-            ("file_workers", self.file_workers == 0),
-            ("credential_workers", self.credential_workers == 0),
-            ("concurrency", self.concurrency == 0),
-            ("planner.max_parts", self.planner.max_parts == 0),
+            ("io_threads", self.io_threads, Self::MAX_IO_THREADS),
+            ("file_workers", self.file_workers, Self::MAX_FILE_WORKERS),
+            (
+                "credential_workers",
+                self.credential_workers,
+                Self::MAX_CREDENTIAL_WORKERS,
+            ),
+            ("concurrency", self.concurrency, Self::MAX_CONCURRENCY),
+            (
+                "planner.max_parts",
+                self.planner.max_parts as usize,
+                usize::MAX,
+            ),
             (
                 "planner.max_amplification",
-                self.planner.max_amplification == 0,
+                self.planner.max_amplification as usize,
+                usize::MAX,
+            ),
+            ("retry.attempts", self.retry.attempts as usize, usize::MAX),
+            (
+                "retry.connect_attempts",
+                self.retry.connect_attempts as usize,
+                usize::MAX,
             ),
         ];
-        counts
-            .into_iter()
-            .find_map(|(key, zero)| zero.then_some(key))
+        for (key, value, max) in counts {
+            if value == 0 {
+                return Some((key, Problem::Zero));
+            }
+            if value > max {
+                let problem = Problem::TooLarge {
+                    max: max as u64,
+                    found: value.to_string(),
+                };
+                return Some((key, problem));
+            }
+        }
+        let never = [
+            (
+                "retry.deadline",
+                self.retry.deadline,
+                "a deadline of 0 fails every read before it starts",
+            ),
+            (
+                "http.connect_timeout",
+                self.http.connect_timeout,
+                "a connect timeout of 0 fails every connection",
+            ),
+        ];
+        never.into_iter().find_map(|(key, value, why)| {
+            value.0.is_zero().then(|| {
+                let problem =
+                    Problem::AlwaysFails(format!("expected a duration above 0, found 0 ({why})"));
+                (key, problem)
+            })
+        })
     }
 }
 
@@ -98,9 +166,13 @@ pub struct PlannerSettings {
     pub max_gap: ByteSize,
     /// Largest span of one merged transfer (`planner.max_span`; default 64 MiB).
     pub max_span: ByteSize,
-    /// Most original reads one transfer may serve (`planner.max_parts`; default 1,024).
+    /// Most original reads one transfer may serve (`planner.max_parts`; default 1,024; at
+    /// least 1).
+    #[serde(deserialize_with = "integer::deserialize")]
     pub max_parts: u32,
-    /// Most fetched bytes per useful byte (`planner.max_amplification`; default 16).
+    /// Most fetched bytes per useful byte (`planner.max_amplification`; default 16; at least
+    /// 1).
+    #[serde(deserialize_with = "integer::deserialize")]
     pub max_amplification: u32,
 }
 
@@ -152,11 +224,12 @@ pub struct HttpSettings {
     pub error_body_limit: ByteSize,
     /// Bound on establishing a connection: name resolution, TCP and the TLS handshake
     /// together; a failure to connect in time counts as a connect failure
-    /// (`http.connect_timeout`; default 30 s).
+    /// (`http.connect_timeout`; default 30 s; above 0).
     pub connect_timeout: Seconds,
     /// An exchange that receives fewer than this many bytes per second over any sliding
     /// window of `low_speed_time` is aborted, waiting for the response included
     /// (`http.low_speed_limit`; 0 disables; default 1,024).
+    #[serde(deserialize_with = "integer::deserialize")]
     pub low_speed_limit: u64,
     /// Window of the low-speed check (`http.low_speed_time`; default 60 s).
     pub low_speed_time: Seconds,
@@ -183,12 +256,15 @@ impl Default for HttpSettings {
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct RetrySettings {
-    /// Attempts per transfer for retryable results (`retry.attempts`; default 8).
+    /// Attempts per transfer for retryable results (`retry.attempts`; default 8; at least 1).
+    #[serde(deserialize_with = "integer::deserialize")]
     pub attempts: u32,
-    /// Attempts when name resolution or connecting fails (`retry.connect_attempts`; default 3).
+    /// Attempts when name resolution or connecting fails (`retry.connect_attempts`; default 3;
+    /// at least 1).
+    #[serde(deserialize_with = "integer::deserialize")]
     pub connect_attempts: u32,
     /// Monotonic deadline of one logical read: credentials, requests and waits
-    /// (`retry.deadline`; default 120 s).
+    /// (`retry.deadline`; default 120 s; above 0).
     pub deadline: Seconds,
     /// First wait after a failure, before jitter (`retry.initial_backoff`; default 100 ms).
     pub initial_backoff: Seconds,

@@ -11,8 +11,11 @@ use figment::{Figment, Metadata, Profile, Provider, Source};
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 
-use crate::error::{ConfigError, Problem, describe};
+use crate::error::{ConfigError, Problem, actual_text, describe};
+use crate::explain::{Explained, Explanation, REDACTED, render};
 use crate::layers::{self, Layer, PATHS};
+use crate::lines::KeyLines;
+use crate::section::{Failure, InvalidKey, Section};
 use crate::settings::Settings;
 
 /// Most distinct sets of matching path rules whose resolution is kept. Every canonical path
@@ -59,7 +62,7 @@ impl fmt::Display for Origin {
             Self::Default => f.write_str("built-in defaults"),
             Self::File(path) => path.display().fmt(f),
             Self::Environment => f.write_str("environment"),
-            Self::Explicit => f.write_str(layers::EXPLICIT),
+            Self::Explicit => f.write_str("explicit option"),
             Self::PathRule { prefix, source } => write!(f, "path rule {prefix:?} in {source}"),
         }
     }
@@ -103,7 +106,9 @@ struct Inner {
     /// Resolutions by the set of matching rules (indices into `rules`, in order).
     cache: Mutex<HashMap<Box<[usize]>, Arc<Resolved>>>,
     /// Typed sections by the set of matching rules, section name and type.
-    sections: Mutex<HashMap<SectionKey, Arc<dyn Any + Send + Sync>>>,
+    typed: Mutex<HashMap<SectionKey, Arc<dyn Any + Send + Sync>>>,
+    /// The provider sections declared to the builder, checked under every rule.
+    declared: Vec<Section>,
     /// The environment captured at build time.
     env: BTreeMap<String, String>,
 }
@@ -115,10 +120,30 @@ struct Contribution {
     source_name: String,
     /// Written before keys in errors: empty, or `paths.'prefix'.` for a rule.
     key_prefix: String,
+    /// The lines of the keys of the file, for a file's contribution.
+    lines: Option<Arc<KeyLines>>,
+    /// Where the contribution's keys sit in its file: nothing, or `paths` and the prefix as
+    /// written for a rule.
+    toml_path: Vec<String>,
     /// Keys of [`Settings`].
     settings: Dict,
     /// Provider sections.
     sections: Dict,
+}
+
+impl Contribution {
+    /// The line in this contribution's file of the key at `path` (relative to the
+    /// contribution), if it came from a file.
+    fn line(&self, path: &[&str]) -> Option<usize> {
+        let lines = self.lines.as_ref()?;
+        let full: Vec<&str> = self
+            .toml_path
+            .iter()
+            .map(String::as_str)
+            .chain(path.iter().copied())
+            .collect();
+        lines.line(&full)
+    }
 }
 
 /// All contributions that write a rule for one prefix, lowest layer first.
@@ -188,15 +213,17 @@ impl Snapshot {
     /// assert_eq!(snapshot.env("HOME"), None);
     /// ```
     pub fn defaults() -> Snapshot {
-        Self::assemble(vec![layers::defaults_layer()], BTreeMap::new())
+        Self::assemble(vec![layers::defaults_layer()], BTreeMap::new(), Vec::new())
             .expect("the built-in defaults are valid")
     }
 
     /// Builds a snapshot from its layers, lowest first, resolving and checking the global
-    /// settings and every path rule now so that configuration errors surface at build time.
+    /// settings, the declared sections and every path rule now so that configuration errors
+    /// surface at build time.
     pub(crate) fn assemble(
         layers: Vec<Layer>,
         env: BTreeMap<String, String>,
+        declared: Vec<Section>,
     ) -> Result<Snapshot, ConfigError> {
         let mut contributions = Vec::new();
         let mut global = Vec::new();
@@ -208,23 +235,27 @@ impl Snapshot {
                 origin: layer.origin.clone(),
                 source_name: layer.source_name.clone(),
                 key_prefix: String::new(),
+                lines: layer.lines.clone(),
+                toml_path: Vec::new(),
                 settings: document.settings,
                 sections: document.sections,
             });
-            for (prefix, rule) in document.rules {
+            for rule in document.rules {
                 rules
-                    .entry(prefix.clone())
+                    .entry(rule.canonical.clone())
                     .or_default()
                     .push(contributions.len());
                 contributions.push(Contribution {
                     origin: Origin::PathRule {
-                        prefix: prefix.clone(),
+                        prefix: rule.canonical,
                         source: Box::new(layer.origin.clone()),
                     },
                     source_name: layer.source_name.clone(),
-                    key_prefix: layers::rule_key(&prefix, ""),
-                    settings: rule.settings,
-                    sections: rule.sections,
+                    key_prefix: layers::rule_key(&rule.written, ""),
+                    lines: layer.lines.clone(),
+                    toml_path: vec![PATHS.to_owned(), rule.written],
+                    settings: rule.document.settings,
+                    sections: rule.document.sections,
                 });
             }
         }
@@ -248,14 +279,20 @@ impl Snapshot {
         };
         let settings_figment = figment_of(Part::Settings);
         let sections_figment = figment_of(Part::Sections);
-        let global = resolve(&contributions, settings_figment, sections_figment)?;
+        let global = resolve(
+            &contributions,
+            &declared,
+            settings_figment,
+            sections_figment,
+        )?;
 
         let inner = Inner {
             contributions,
             rules,
             global: Arc::new(global),
             cache: Mutex::new(HashMap::new()),
-            sections: Mutex::new(HashMap::new()),
+            typed: Mutex::new(HashMap::new()),
+            declared,
             env,
         };
         for rule in &inner.rules {
@@ -311,7 +348,8 @@ impl Snapshot {
     /// the same way as [`for_path`](Self::for_path) and deserialized into the provider's serde
     /// type, with the origins that supplied its values.
     ///
-    /// Keys come from the top-level table (`[s3] region = "x"`), from
+    /// A provider [declares](crate::ConfigBuilder::section) its section so that the builder
+    /// checks it; keys come from the top-level table (`[s3] region = "x"`), from
     /// `KARU_<SECTION>__<KEY>` environment variables, from explicit options
     /// (`set("s3.region", "x")`) and from path rules (`[paths."s3://bucket".s3] region = "y"`,
     /// `path_set("s3://bucket", "s3.region", "y")`). A section nobody sets deserializes from an
@@ -325,7 +363,7 @@ impl Snapshot {
     /// a table of its own (such as `http_provider`).
     ///
     /// ```
-    /// use karu_config::{ConfigBuilder, Origin};
+    /// use karu_config::{ConfigBuilder, Origin, Section, SectionConfig};
     /// use serde::Deserialize;
     ///
     /// #[derive(Debug, Default, Deserialize, PartialEq)]
@@ -335,9 +373,12 @@ impl Snapshot {
     ///     endpoint: Option<String>,
     /// }
     ///
+    /// impl SectionConfig for S3Config {}
+    ///
     /// let snapshot = ConfigBuilder::new()
     ///     .user_file(None)
     ///     .project_file(None)
+    ///     .section(Section::of::<S3Config>("s3"))
     ///     .environment([("KARU_S3__ENDPOINT", "http://127.0.0.1:9000")])
     ///     .set("s3.region", "us-east-1")
     ///     .path_set("s3://eu-bucket", "s3.region", "eu-west-1")
@@ -375,7 +416,10 @@ impl Snapshot {
         let value = figment
             .focus(section)
             .extract_lossy::<T>()
-            .map_err(|error| figment_error(&self.inner.contributions, error, section))?;
+            .map_err(|error| {
+                let declared = self.inner.declared.iter().find(|d| d.name() == section);
+                figment_error(&self.inner.contributions, error, section, declared)
+            })?;
         let mut origins = BTreeSet::new();
         if let Ok(table) = figment.find_value(section) {
             collect_origins(&table, figment, &self.inner.contributions, &mut origins);
@@ -442,20 +486,116 @@ impl Snapshot {
             name,
             TypeId::of::<V>(),
         );
-        if let Some(found) = self.inner.sections.lock().get(&key)
+        if let Some(found) = self.inner.typed.lock().get(&key)
             && let Ok(typed) = Arc::clone(found).downcast::<V>()
         {
             return Ok(typed);
         }
         let value = Arc::new(compute()?);
-        let mut sections = self.inner.sections.lock();
-        if sections.len() >= CACHE_CAPACITY
-            && let Some(evicted) = sections.keys().next().cloned()
+        let mut typed = self.inner.typed.lock();
+        if typed.len() >= CACHE_CAPACITY
+            && let Some(evicted) = typed.keys().next().cloned()
         {
-            sections.remove(&evicted);
+            typed.remove(&evicted);
         }
-        sections.insert(key, Arc::clone(&value) as Arc<dyn Any + Send + Sync>);
+        typed.insert(key, Arc::clone(&value) as Arc<dyn Any + Send + Sync>);
         Ok(value)
+    }
+
+    /// The effective configuration for one canonical path: every setting, then every key set
+    /// in a declared provider section, each with the layer and path rule that supplied it, and
+    /// the path rules that apply. Secret values (the keys a section names in
+    /// [`SectionConfig::secret_keys`](crate::SectionConfig::secret_keys)) read `<redacted>`.
+    ///
+    /// ```
+    /// use karu_config::{ConfigBuilder, Origin};
+    ///
+    /// let snapshot = ConfigBuilder::new()
+    ///     .user_file(None)
+    ///     .project_file(None)
+    ///     .environment([("KARU_RETRY__DEADLINE", "30s")])
+    ///     .path_set("s3://bucket/logs", "retry.deadline", "5s")
+    ///     .build()?;
+    ///
+    /// let explanation = snapshot.explain("s3://bucket/logs/2024.json")?;
+    /// assert_eq!(explanation.rules, ["s3://bucket/logs"]);
+    /// let deadline = explanation.values.iter().find(|v| v.key == "retry.deadline").unwrap();
+    /// assert_eq!(deadline.value, "\"5s\"");
+    /// assert_eq!(deadline.place(), "path rule \"s3://bucket/logs\" in explicit option");
+    ///
+    /// let other = snapshot.explain("s3://bucket/other")?;
+    /// let deadline = other.values.iter().find(|v| v.key == "retry.deadline").unwrap();
+    /// assert_eq!((deadline.value.as_str(), deadline.origin.clone()), ("\"30s\"", Origin::Environment));
+    /// assert_eq!(deadline.place(), "environment variable KARU_RETRY__DEADLINE");
+    /// # Ok::<(), karu_config::ConfigError>(())
+    /// ```
+    pub fn explain(&self, canonical: &str) -> Result<Explanation, ConfigError> {
+        let inner = &self.inner;
+        let matching = inner.matching(canonical);
+        let resolved = inner.resolve(&matching)?;
+        let rules = matching
+            .iter()
+            .map(|&rule| inner.rules[rule].prefix.clone())
+            .collect();
+        let typed = Value::serialize(&*resolved.settings).map_err(|error| {
+            ConfigError::new(Problem::InvalidValue(format!(
+                "the settings cannot be shown: {error}"
+            )))
+        })?;
+        let mut values = Vec::new();
+        for key in layers::SCHEMA.keys() {
+            let Ok(found) = resolved.settings_figment.find_value(key) else {
+                continue;
+            };
+            let mut path = vec![key.clone()];
+            inner.explain_leaves(
+                &found,
+                &mut path,
+                &resolved.settings_figment,
+                &mut |path, _| {
+                    let segments: Vec<&str> = path.iter().map(String::as_str).collect();
+                    lookup(&typed, &segments).map(render)
+                },
+                &mut values,
+            );
+        }
+        for section in &inner.declared {
+            let Ok(found) = resolved.sections_figment.find_value(section.name()) else {
+                continue;
+            };
+            let mut path = vec![section.name().to_owned()];
+            inner.explain_leaves(
+                &found,
+                &mut path,
+                &resolved.sections_figment,
+                &mut |path, value| {
+                    let inside: Vec<&str> = path[1..].iter().map(String::as_str).collect();
+                    Some(if section.is_secret(&inside) {
+                        REDACTED.to_owned()
+                    } else {
+                        render(value)
+                    })
+                },
+                &mut values,
+            );
+        }
+        Ok(Explanation {
+            canonical: canonical.to_owned(),
+            rules,
+            values,
+        })
+    }
+
+    /// The names of the layers this snapshot was built from, lowest first: `built-in
+    /// defaults`, each file read, each environment variable, the explicit options.
+    pub fn layer_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for contribution in &self.inner.contributions {
+            if !names.contains(&contribution.source_name.as_str()) {
+                names.push(&contribution.source_name);
+            }
+        }
+        names
     }
 
     /// The value of one environment variable as captured when the snapshot was built, for
@@ -499,6 +639,44 @@ impl fmt::Debug for Snapshot {
 }
 
 impl Inner {
+    /// Adds one [`Explained`] per leaf under `value` (found at `path` in `figment`), written
+    /// by `show`; a leaf `show` does not know is skipped.
+    fn explain_leaves(
+        &self,
+        value: &Value,
+        path: &mut Vec<String>,
+        figment: &Figment,
+        show: &mut dyn FnMut(&[String], &Value) -> Option<String>,
+        out: &mut Vec<Explained>,
+    ) {
+        if let Value::Dict(_, dict) = value
+            && !dict.is_empty()
+        {
+            for (key, inner) in dict {
+                path.push(key.clone());
+                self.explain_leaves(inner, path, figment, show, out);
+                path.pop();
+            }
+            return;
+        }
+        let Some(shown) = show(path, value) else {
+            return;
+        };
+        let contribution = contribution_of(&self.contributions, figment.get_metadata(value.tag()));
+        let segments: Vec<&str> = path.iter().map(String::as_str).collect();
+        let (origin, source, line) = match contribution {
+            Some(c) => (c.origin.clone(), c.source_name.clone(), c.line(&segments)),
+            None => (Origin::Default, "built-in defaults".to_owned(), None),
+        };
+        out.push(Explained {
+            key: path.join("."),
+            value: shown,
+            origin,
+            source,
+            line,
+        });
+    }
+
     /// Indices of the rules that match `canonical`, shortest prefix first.
     fn matching(&self, canonical: &str) -> Vec<usize> {
         self.rules
@@ -538,6 +716,7 @@ impl Inner {
         }
         let resolved = Arc::new(resolve(
             &self.contributions,
+            &self.declared,
             settings_figment,
             sections_figment,
         )?);
@@ -552,25 +731,50 @@ impl Inner {
     }
 }
 
-/// Extracts and checks the settings of merged figments.
+/// Extracts and checks the settings and the declared sections of merged figments.
 fn resolve(
     contributions: &[Contribution],
+    declared: &[Section],
     settings_figment: Figment,
     sections_figment: Figment,
 ) -> Result<Resolved, ConfigError> {
     let settings: Settings = settings_figment
         .extract_lossy()
-        .map_err(|error| figment_error(contributions, error, ""))?;
-    if let Some(key) = settings.zero_count() {
-        let mut error = ConfigError::new(Problem::Zero);
+        .map_err(|error| figment_error(contributions, error, "", None))?;
+    if let Some((key, problem)) = settings.check() {
+        let mut error = ConfigError::new(problem);
         let mut full_key = key.to_owned();
         if let Some(contribution) =
             contribution_of(contributions, settings_figment.find_metadata(key))
         {
-            error = error.with_source(contribution.source_name.clone());
+            let path: Vec<&str> = key.split('.').collect();
+            error = error
+                .with_source(contribution.source_name.clone())
+                .with_line(contribution.line(&path));
             full_key = format!("{}{key}", contribution.key_prefix);
         }
         return Err(error.with_key(full_key));
+    }
+    for section in declared {
+        match section.validate(&sections_figment) {
+            Ok(()) => {}
+            Err(Failure::Figment(error)) => {
+                return Err(figment_error(
+                    contributions,
+                    *error,
+                    section.name(),
+                    Some(section),
+                ));
+            }
+            Err(Failure::Invalid(invalid)) => {
+                return Err(invalid_key_error(
+                    contributions,
+                    &sections_figment,
+                    section,
+                    &invalid,
+                ));
+            }
+        }
     }
     Ok(Resolved {
         settings: Arc::new(settings),
@@ -588,23 +792,29 @@ fn contribution_of<'c>(
     contributions.get(index)
 }
 
-/// Turns a figment error into a [`ConfigError`] naming the layer and the full key. `section`
-/// is the table the figment was focused on, if any.
+/// Turns a figment error into a [`ConfigError`] naming the layer, the line and the full key.
+/// `section` is the table the figment was focused on, if any, and `declared` its declaration,
+/// which says whether the value is a secret (and so not quoted).
 fn figment_error(
     contributions: &[Contribution],
     error: figment::Error,
     section: &str,
+    declared: Option<&Section>,
 ) -> ConfigError {
-    let (problem, missing) = describe(&error.kind);
+    let inner: Vec<&str> = error.path.iter().map(String::as_str).collect();
+    let secret = declared.is_some_and(|declared| declared.is_secret(&inner));
+    let (problem, missing) = describe(&error.kind, secret);
     let path: Vec<&str> = std::iter::once(section)
         .filter(|section| !section.is_empty())
-        .chain(error.path.iter().map(String::as_str))
+        .chain(inner.iter().copied())
         .chain(missing.as_deref())
         .collect();
     let mut key = path.join(".");
     let mut result = ConfigError::new(problem);
     if let Some(contribution) = contribution_of(contributions, error.metadata.as_ref()) {
-        result = result.with_source(contribution.source_name.clone());
+        result = result
+            .with_source(contribution.source_name.clone())
+            .with_line(contribution.line(&path));
         key = format!("{}{key}", contribution.key_prefix);
     }
     if key.is_empty() {
@@ -612,6 +822,36 @@ fn figment_error(
     } else {
         result.with_key(key)
     }
+}
+
+/// The error of a value a section's [`check`](crate::SectionConfig::check) refused: where it
+/// came from, the full key, what was expected and what was found (unless it is a secret).
+fn invalid_key_error(
+    contributions: &[Contribution],
+    figment: &Figment,
+    section: &Section,
+    invalid: &InvalidKey,
+) -> ConfigError {
+    let inner: Vec<&str> = invalid.key().split('.').collect();
+    let dotted = format!("{}.{}", section.name(), invalid.key());
+    let found = match figment.find_value(&dotted) {
+        Ok(_) if section.is_secret(&inner) => {
+            ", found a value that is not shown (the key holds a secret)".to_owned()
+        }
+        Ok(value) => format!(", found {}", actual_text(&value.to_actual())),
+        Err(_) => String::new(),
+    };
+    let problem = Problem::InvalidValue(format!("expected {}{found}", invalid.expected()));
+    let mut error = ConfigError::new(problem);
+    let mut key = dotted.clone();
+    if let Some(contribution) = contribution_of(contributions, figment.find_metadata(&dotted)) {
+        let path: Vec<&str> = std::iter::once(section.name()).chain(inner).collect();
+        error = error
+            .with_source(contribution.source_name.clone())
+            .with_line(contribution.line(&path));
+        key = format!("{}{dotted}", contribution.key_prefix);
+    }
+    error.with_key(key)
 }
 
 /// Adds the origin of every leaf value under `value` to `origins`.
@@ -635,6 +875,14 @@ fn collect_origins(
             }
         }
     }
+}
+
+/// The value at `path` inside `value`.
+fn lookup<'v>(value: &'v Value, path: &[&str]) -> Option<&'v Value> {
+    path.iter().try_fold(value, |value, key| match value {
+        Value::Dict(_, dict) => dict.get(*key),
+        _ => None,
+    })
 }
 
 /// Rejects names that cannot be a provider section.

@@ -17,7 +17,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 ///
 /// - an integer: `1048576` (bytes);
 /// - a string holding a number and an optional unit, with optional spaces between them:
-///   `"1048576"`, `"64KiB"`, `"1 MiB"`, `"16KB"`.
+///   `"1048576"`, `"64KiB"`, `"1 MiB"`, `"16KB"`;
+/// - a string holding a hexadecimal number of bytes: `"0x100000"`.
 ///
 /// Units are case-insensitive. Binary units are powers of 1,024: `KiB`, `MiB`, `GiB`, `TiB`,
 /// `PiB`, `EiB`; decimal units are powers of 1,000: `KB`, `MB`, `GB`, `TB`, `PB`, `EB` (so
@@ -26,7 +27,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// is `u64::MAX` bytes; anything larger is rejected, never wrapped or saturated.
 ///
 /// `Display` and `Serialize` write the shortest exact form (`"1MiB"`, `"16KB"`, `"1000B"`), which
-/// deserializes to the same value.
+/// deserializes to the same value. [`FromStr`](std::str::FromStr) accepts the string forms, for
+/// command-line options.
 ///
 /// ```
 /// use karu_config::ByteSize;
@@ -34,6 +36,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// assert_eq!(ByteSize(1 << 20).to_string(), "1MiB");
 /// assert_eq!(ByteSize(16_000).to_string(), "16KB");
 /// assert_eq!(ByteSize(1023).to_string(), "1023B");
+/// assert_eq!("1 MiB".parse::<ByteSize>(), Ok(ByteSize(1 << 20)));
+/// assert_eq!("0x400".parse::<ByteSize>(), Ok(ByteSize(1024)));
+/// assert!("lots".parse::<ByteSize>().is_err());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ByteSize(pub u64);
@@ -47,13 +52,15 @@ pub struct ByteSize(pub u64);
 /// - a humantime string: `"30s"`, `"250ms"`, `"2m"`, `"1h 30m"`.
 ///
 /// `Display` and `Serialize` write the humantime form (`"250ms"`, `"1m 30s"`), which deserializes
-/// to the same value.
+/// to the same value. [`FromStr`](std::str::FromStr) accepts the string forms.
 ///
 /// ```
 /// use std::time::Duration;
 /// use karu_config::Seconds;
 ///
 /// assert_eq!(Seconds(Duration::from_millis(90_250)).to_string(), "1m 30s 250ms");
+/// assert_eq!("2.5".parse::<Seconds>(), Ok(Seconds(Duration::from_millis(2500))));
+/// assert_eq!("250ms".parse::<Seconds>(), Ok(Seconds(Duration::from_millis(250))));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Seconds(pub Duration);
@@ -127,6 +134,13 @@ impl ByteSizeError {
 /// Parses the string form of a [`ByteSize`].
 fn parse_byte_size(text: &str) -> Result<u64, ByteSizeError> {
     let text = text.trim();
+    if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        return parse_hex(hex).ok_or(if hex.chars().all(|c| c.is_ascii_hexdigit()) {
+            ByteSizeError::TooLarge
+        } else {
+            ByteSizeError::Malformed
+        });
+    }
     let split = text
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(text.len());
@@ -178,6 +192,73 @@ fn parse_byte_size(text: &str) -> Result<u64, ByteSizeError> {
             .ok_or(ByteSizeError::TooLarge)?;
     }
     u64::try_from(total).map_err(|_| ByteSizeError::TooLarge)
+}
+
+/// The value of hexadecimal digits (after `0x`), if they are digits and fit a `u64`.
+pub(crate) fn parse_hex(digits: &str) -> Option<u64> {
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    u64::from_str_radix(digits, 16).ok()
+}
+
+/// Why a string given to [`ByteSize::from_str`](std::str::FromStr::from_str) or
+/// [`Seconds::from_str`](std::str::FromStr::from_str) is not one: the same words as a
+/// configuration error about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseUnitError(String);
+
+impl fmt::Display for ParseUnitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ParseUnitError {}
+
+/// The message of a deserialization error, for `FromStr`.
+#[derive(Debug)]
+struct Message(String);
+
+impl fmt::Display for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Message {}
+
+impl de::Error for Message {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        Message(msg.to_string())
+    }
+
+    fn invalid_value(unexpected: Unexpected<'_>, expected: &dyn de::Expected) -> Self {
+        match unexpected {
+            Unexpected::Str(text) => Message(format!("expected {expected}, found {text:?}")),
+            other => Message(format!("expected {expected}, found {other}")),
+        }
+    }
+}
+
+impl std::str::FromStr for ByteSize {
+    type Err = ParseUnitError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        ByteSizeVisitor
+            .visit_str::<Message>(text)
+            .map_err(|error| ParseUnitError(error.0))
+    }
+}
+
+impl std::str::FromStr for Seconds {
+    type Err = ParseUnitError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        SecondsVisitor
+            .visit_str::<Message>(text)
+            .map_err(|error| ParseUnitError(error.0))
+    }
 }
 
 impl fmt::Display for ByteSize {
@@ -354,6 +435,15 @@ mod tests {
         assert_eq!(size("0"), Ok(0));
         assert_eq!(size("0B"), Ok(0));
         assert_eq!(size("000012"), Ok(12));
+        assert_eq!(size("0x100000"), Ok(1 << 20));
+        assert_eq!(size(" 0XfF "), Ok(255));
+        assert_eq!(size("0xffffffffffffffff"), Ok(u64::MAX));
+        assert_eq!(
+            size("0x1ffffffffffffffff"),
+            Err(too_large("0x1ffffffffffffffff"))
+        );
+        assert!(size("0x").is_err());
+        assert!(size("0xg").unwrap_err().contains("expected a byte size"));
         assert_eq!(size("16EiB"), Err(too_large("16EiB")));
     }
 
@@ -473,6 +563,24 @@ mod tests {
             Ok(Seconds(Duration::from_secs(u64::MAX)))
         );
         assert!(Seconds::deserialize(I64Deserializer::<PlainError>::new(-1)).is_err());
+    }
+
+    #[test]
+    fn from_str_speaks_like_a_configuration_error() {
+        use std::str::FromStr;
+        assert_eq!(ByteSize::from_str("64KiB"), Ok(ByteSize(64 << 10)));
+        assert_eq!(
+            ByteSize::from_str("lots").unwrap_err().to_string(),
+            "expected a byte size such as 1048576 or \"1MiB\", found \"lots\""
+        );
+        assert_eq!(
+            Seconds::from_str("1m 30s"),
+            Ok(Seconds(Duration::from_secs(90)))
+        );
+        assert_eq!(
+            Seconds::from_str("soon").unwrap_err().to_string(),
+            "expected a duration such as 30 or 2.5 (seconds), or \"250ms\", found \"soon\""
+        );
     }
 
     #[test]

@@ -6,19 +6,31 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use karu_config::{
-    ByteSize, ConfigBuilder, ConfigError, ConfigErrorKind, HttpVersion, Origin, Seconds, Settings,
-    Snapshot,
+    ByteSize, ConfigBuilder, ConfigError, ConfigErrorKind, HttpVersion, InvalidKey, Origin,
+    Seconds, Section, SectionConfig, Settings, Snapshot,
 };
 use serde::Deserialize;
 use tempfile::TempDir;
 
-/// A builder that reads no default file and sees an empty environment.
+/// A builder that reads no default file, sees an empty environment and knows the sections a
+/// client with providers would declare.
 fn isolated() -> ConfigBuilder {
     ConfigBuilder::new()
         .user_file(None)
         .project_file(None)
         .environment(std::iter::empty::<(String, String)>())
+        .section(Section::of::<S3Section>("s3"))
+        .section(Section::of::<Open>("gcs"))
+        .section(Section::of::<Open>("azure"))
+        .section(Section::of::<Open>("http_provider"))
 }
+
+/// A section that takes any key.
+#[derive(Debug, Default, Deserialize)]
+#[serde(transparent)]
+struct Open(#[allow(dead_code)] std::collections::BTreeMap<String, toml::Value>);
+
+impl SectionConfig for Open {}
 
 /// Writes `content` to `name` inside `dir` and returns its path.
 fn write(dir: &TempDir, name: &str, content: &str) -> PathBuf {
@@ -44,6 +56,22 @@ struct S3Section {
     region: Option<String>,
     endpoint: Option<String>,
     port: Option<u16>,
+    secret_access_key: Option<String>,
+}
+
+impl SectionConfig for S3Section {
+    fn check(&self) -> Result<(), InvalidKey> {
+        match &self.endpoint {
+            Some(endpoint) if !endpoint.starts_with("http") => {
+                Err(InvalidKey::new("endpoint", "an http or https URL"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn secret_keys() -> &'static [&'static str] {
+        &["secret_access_key"]
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -229,9 +257,8 @@ fn environment_variables_set_settings() {
             ("KARU_RETRY__DEADLINE", "5s"),
             ("KARU_RETRY__INITIAL_BACKOFF", "0.5"),
             ("KARU_HTTP__VERSION", "auto"),
-            ("KARU_SOME_OTHER_TOOL", "whatever"),
-            ("KARU_OTHER__TOOL__SETTING", "whatever"),
             ("KARU_EMPTY_VALUE", ""),
+            ("KARU_CI_TARGET_DIR", "/cache"),
             ("KARU_RETRY__ATTEMPTS", ""),
         ])
         .build()
@@ -482,39 +509,96 @@ fn an_unset_section_is_the_providers_defaults_with_no_origins() {
 }
 
 #[test]
-fn section_errors_name_the_file_and_key() {
+fn section_errors_name_the_file_line_and_key_at_build() {
     let dir = tempfile::tempdir().unwrap();
-    let file = write(
-        &dir,
-        "karu.toml",
-        "[s3]\nregoin = \"x\"\n[paths.\"s3://b\".s3]\nport = \"many\"\n",
-    );
-    let snapshot = isolated().project_file(Some(file.clone())).build().unwrap();
-    let error = snapshot
-        .section::<S3Section>("s3://a/key", "s3")
-        .unwrap_err();
+    let file = write(&dir, "karu.toml", "[s3]\nregoin = \"x\"\n");
+    let error = build_error(&isolated().project_file(Some(file.clone())));
     assert_eq!(
         error.to_string(),
         format!(
-            "invalid configuration: {}: key \"s3.regoin\": unknown key, did you mean \"region\"?",
+            "invalid configuration: {}:2: key \"s3.regoin\": unknown key, did you mean \
+             \"region\"?",
             file.display()
         )
     );
-    #[derive(Debug, Deserialize)]
-    #[allow(dead_code)]
-    struct Port {
-        port: Option<u16>,
-    }
-    let error = snapshot.section::<Port>("s3://b/key", "s3").unwrap_err();
+    assert_eq!(error.kind(), ConfigErrorKind::UnknownKey);
+    assert_eq!(error.line(), Some(2));
+
+    // A path rule's override is checked too, though no path was read.
+    let file = write(
+        &dir,
+        "rule.toml",
+        "[s3]\nregion = \"x\"\n\n[paths.\"s3://b\".s3]\nport = \"many\"\n",
+    );
+    let error = build_error(&isolated().project_file(Some(file.clone())));
     assert_eq!(
         error.to_string(),
         format!(
-            "invalid configuration: {}: key \"paths.'s3://b'.s3.port\": expected a non-negative \
-             integer, found string \"many\"",
+            "invalid configuration: {}:5: key \"paths.'s3://b'.s3.port\": expected a \
+             non-negative integer, found string \"many\"",
             file.display()
         )
     );
     assert_eq!(error.kind(), ConfigErrorKind::InvalidValue);
+
+    // What only the provider can check names the file, line, key and value.
+    let file = write(&dir, "endpoint.toml", "[s3]\nendpoint = \"not a url\"\n");
+    let error = build_error(&isolated().file(&file));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}:2: key \"s3.endpoint\": expected an http or https URL, \
+             found string \"not a url\"",
+            file.display()
+        )
+    );
+
+    // Numbers that do not fit say so.
+    let error = build_error(&isolated().environment([("KARU_S3__PORT", "70000")]));
+    assert_eq!(
+        error.to_string(),
+        "invalid configuration: environment variable KARU_S3__PORT: key \"s3.port\": out of \
+         range (at most 65535), found 70000"
+    );
+
+    // A secret is never quoted.
+    let error = build_error(&isolated().set("s3.secret_access_key", 12345));
+    assert!(!error.to_string().contains("12345"), "{error}");
+    assert!(error.to_string().contains("not shown"), "{error}");
+}
+
+#[test]
+fn unknown_tables_are_unknown_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(&dir, "karu.toml", "io_threads = 2\n[nonsense]\nx = 1\n");
+    let error = build_error(&isolated().project_file(Some(file.clone())));
+    assert_eq!(error.kind(), ConfigErrorKind::UnknownKey);
+    assert_eq!(error.key(), Some("nonsense"));
+    assert_eq!(error.line(), Some(2));
+    assert!(
+        error.to_string().starts_with(&format!(
+            "invalid configuration: {}:2: key \"nonsense\": unknown key, expected one of",
+            file.display()
+        )),
+        "{error}"
+    );
+    let file = write(&dir, "typo.toml", "[paths.\"s3://b\".s4]\nregion = \"x\"\n");
+    let error = build_error(&isolated().project_file(Some(file)));
+    assert_eq!(error.key(), Some("paths.'s3://b'.s4"));
+    assert!(
+        error.to_string().ends_with("did you mean \"s3\"?"),
+        "{error}"
+    );
+
+    // Without a declaration, a provider's table is unknown too.
+    let error = build_error(
+        &ConfigBuilder::new()
+            .user_file(None)
+            .project_file(None)
+            .environment(std::iter::empty::<(String, String)>())
+            .set("s3.region", "x"),
+    );
+    assert_eq!(error.kind(), ConfigErrorKind::UnknownKey);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -573,7 +657,7 @@ fn a_bad_value_in_a_file_names_the_file_key_and_expected_type() {
     assert_eq!(
         error.to_string(),
         format!(
-            "invalid configuration: {}: key \"planner.max_gap\": expected a byte size such as \
+            "invalid configuration: {}:2: key \"planner.max_gap\": expected a byte size such as \
              1048576 or \"1MiB\", found string \"lots\"",
             file.display()
         )
@@ -601,7 +685,8 @@ fn a_bad_environment_variable_names_the_variable() {
     assert_eq!(
         error.to_string(),
         "invalid configuration: environment variable KARU_IO_THREADS: key \"io_threads\": \
-         expected a non-negative integer, found string \"many\""
+         expected a non-negative integer (decimal, or hexadecimal such as 0x10), found string \
+         \"many\""
     );
     assert_eq!(
         error.source_name(),
@@ -647,6 +732,8 @@ fn a_bad_explicit_option_says_so() {
          be empty"
     );
     let error = build_error(&isolated().set("s3", "eu-west-1"));
+    assert_eq!(error.kind(), ConfigErrorKind::InvalidValue);
+    let error = build_error(&isolated().set("nonsense", "eu-west-1"));
     assert_eq!(error.kind(), ConfigErrorKind::UnknownKey);
 }
 
@@ -658,7 +745,7 @@ fn unknown_keys_in_settings_tables_are_errors() {
     assert_eq!(
         error.to_string(),
         format!(
-            "invalid configuration: {}: key \"planner.max_gapp\": unknown key, did you mean \
+            "invalid configuration: {}:2: key \"planner.max_gapp\": unknown key, did you mean \
              \"max_gap\"?",
             file.display()
         )
@@ -670,7 +757,7 @@ fn unknown_keys_in_settings_tables_are_errors() {
     assert_eq!(
         error.to_string(),
         format!(
-            "invalid configuration: {}: key \"io_thread\": unknown key, did you mean \
+            "invalid configuration: {}:1: key \"io_thread\": unknown key, did you mean \
              \"io_threads\"?",
             file.display()
         )
@@ -686,20 +773,45 @@ fn unknown_keys_in_settings_tables_are_errors() {
 }
 
 #[test]
-fn environment_typos_inside_known_tables_are_errors_and_other_names_are_ignored() {
+fn misspelled_environment_variables_are_errors_with_a_did_you_mean() {
     let error = build_error(&isolated().environment([("KARU_PLANNER__MAX_GAPP", "0")]));
     assert_eq!(
         error.to_string(),
         "invalid configuration: environment variable KARU_PLANNER__MAX_GAPP: key \
          \"planner.max_gapp\": unknown key, did you mean \"max_gap\"?"
     );
+    for (name, hint) in [
+        ("KARU_IO_THREAD", "did you mean KARU_IO_THREADS?"),
+        ("KARU_S3__REGOIN", ""),
+        ("KARU_S3_REGION", "did you mean KARU_S3__REGION?"),
+        (
+            "KARU_PLANNER",
+            "did you mean KARU_PLANNER__<KEY> (such as KARU_PLANNER__MAX_GAP)?",
+        ),
+        ("KARU_FOO", "Karu reads KARU_CONFIG, KARU_CA_FILE"),
+        ("KARU_IO_THREADS__X", "did you mean KARU_IO_THREADS?"),
+    ] {
+        let error = build_error(&isolated().environment([(name, "4")]));
+        assert_eq!(error.kind(), ConfigErrorKind::UnknownKey, "{name}");
+        assert_eq!(
+            error.source_name(),
+            Some(format!("environment variable {name}").as_str())
+        );
+        assert!(error.to_string().contains(hint), "{name}: {error}");
+    }
+    let error = build_error(&isolated().environment([("KARU_S3__REGOIN", "x")]));
+    assert!(
+        error
+            .to_string()
+            .ends_with("key \"s3.regoin\": unknown key, did you mean \"region\"?"),
+        "{error}"
+    );
+    let error = build_error(&isolated().environment([("KARU_PATHS__X", "1")]));
+    assert_eq!(error.kind(), ConfigErrorKind::InvalidUsage);
+
+    // Empty values count as unset; KARU_CI_* belongs to Karu's scripts.
     isolated()
-        .environment([
-            ("KARU_IO_THREAD", "4"),
-            ("KARU_TOOL_VERSION", "2"),
-            ("KARU_PATHS__X", "1"),
-            ("KARU_IO_THREADS__X", "1"),
-        ])
+        .environment([("KARU_FOO", ""), ("KARU_CI_TARGET_DIR", "/cache")])
         .build()
         .unwrap();
 }
@@ -712,7 +824,7 @@ fn zero_counts_are_rejected() {
     assert_eq!(
         error.to_string(),
         format!(
-            "invalid configuration: {}: key \"io_threads\": expected at least 1, found 0",
+            "invalid configuration: {}:1: key \"io_threads\": expected at least 1, found 0",
             file.display()
         )
     );
@@ -810,7 +922,7 @@ fn rule_errors_name_the_rule() {
     assert_eq!(
         error.to_string(),
         format!(
-            "invalid configuration: {}: key \"paths.'s3://b'.retry.deadline\": expected a \
+            "invalid configuration: {}:2: key \"paths.'s3://b'.retry.deadline\": expected a \
              duration such as 30 or 2.5 (seconds), or \"250ms\", found string \"soon\"",
             file.display()
         )
@@ -821,7 +933,7 @@ fn rule_errors_name_the_rule() {
     assert_eq!(
         error.to_string(),
         format!(
-            "invalid configuration: {}: key \"paths.'s3://b'.io_threads\": applies to the whole \
+            "invalid configuration: {}:2: key \"paths.'s3://b'.io_threads\": applies to the whole \
              client and cannot be set in a path rule",
             file.display()
         )
@@ -855,7 +967,7 @@ fn byte_size_limits_through_a_file() {
     assert_eq!(
         error.to_string(),
         format!(
-            "invalid configuration: {}: key \"planner.max_gap\": expected a byte size of at most \
+            "invalid configuration: {}:2: key \"planner.max_gap\": expected a byte size of at most \
              18446744073709551615 bytes (16EiB), found string \"20000000PiB\"",
             file.display()
         )
@@ -924,4 +1036,344 @@ fn every_default_of_the_specification_is_its_number() {
         assert_eq!(global.retry.connect_attempts, 3);
         assert_eq!(global.retry.deadline, secs(120));
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bounds, numbers and values typed by their key
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn thread_and_worker_counts_have_upper_bounds() {
+    for (var, key, max) in [
+        ("KARU_IO_THREADS", "io_threads", Settings::MAX_IO_THREADS),
+        (
+            "KARU_FILE_WORKERS",
+            "file_workers",
+            Settings::MAX_FILE_WORKERS,
+        ),
+        (
+            "KARU_CREDENTIAL_WORKERS",
+            "credential_workers",
+            Settings::MAX_CREDENTIAL_WORKERS,
+        ),
+        ("KARU_CONCURRENCY", "concurrency", Settings::MAX_CONCURRENCY),
+    ] {
+        let error = build_error(&isolated().environment([(var, "100000")]));
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "invalid configuration: environment variable {var}: key \"{key}\": out of range \
+                 (at most {max}), found 100000"
+            )
+        );
+        assert_eq!(error.kind(), ConfigErrorKind::InvalidValue);
+        let at_most = isolated()
+            .environment([(var, max.to_string())])
+            .build()
+            .unwrap();
+        let global = at_most.global();
+        let value = [
+            global.io_threads,
+            global.file_workers,
+            global.credential_workers,
+            global.concurrency,
+        ];
+        assert!(value.contains(&max), "{var}");
+    }
+}
+
+#[test]
+fn settings_that_guarantee_failure_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(&dir, "karu.toml", "[retry]\nattempts = 3\ndeadline = 0\n");
+    let error = build_error(&isolated().project_file(Some(file.clone())));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}:3: key \"retry.deadline\": expected a duration above 0, \
+             found 0 (a deadline of 0 fails every read before it starts)",
+            file.display()
+        )
+    );
+    assert_eq!(error.kind(), ConfigErrorKind::InvalidValue);
+    // In a path rule too, naming the rule.
+    let error = build_error(&isolated().path_set("s3://b", "retry.deadline", "0s"));
+    assert_eq!(error.key(), Some("paths.'s3://b'.retry.deadline"));
+    for key in ["retry.attempts", "retry.connect_attempts"] {
+        let error = build_error(&isolated().set(key, 0));
+        assert!(
+            error.to_string().ends_with("expected at least 1, found 0"),
+            "{error}"
+        );
+    }
+    let error = build_error(&isolated().set("http.connect_timeout", "0ms"));
+    assert_eq!(error.key(), Some("http.connect_timeout"));
+    // Zero is meaningful where it switches something off.
+    isolated()
+        .set("planner.max_gap", 0)
+        .set("http.low_speed_limit", 0)
+        .build()
+        .unwrap();
+}
+
+#[test]
+fn numbers_out_of_range_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(&dir, "karu.toml", "[planner]\nmax_parts = 5000000000\n");
+    let error = build_error(&isolated().project_file(Some(file.clone())));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}:2: key \"planner.max_parts\": out of range (at most \
+             4294967295), found 5000000000",
+            file.display()
+        )
+    );
+    let error =
+        build_error(&isolated().environment([("KARU_IO_THREADS", "99999999999999999999999")]));
+    assert!(
+        error.to_string().ends_with(
+            "out of range (at most 18446744073709551615), found 99999999999999999999999"
+        ),
+        "{error}"
+    );
+    let error = build_error(&isolated().set("retry.attempts", -1));
+    assert!(
+        error
+            .to_string()
+            .ends_with("out of range (at least 0), found -1"),
+        "{error}"
+    );
+}
+
+#[test]
+fn integers_and_sizes_accept_hexadecimal() {
+    let snapshot = isolated()
+        .environment([("KARU_PLANNER__MAX_PARTS", "0x10")])
+        .set("planner.max_gap", "0x100000")
+        .set("retry.attempts", "0X3")
+        .build()
+        .unwrap();
+    let global = snapshot.global();
+    assert_eq!(global.planner.max_parts, 16);
+    assert_eq!(global.planner.max_gap, ByteSize(1 << 20));
+    assert_eq!(global.retry.attempts, 3);
+}
+
+#[test]
+fn string_keys_take_digits_as_text() {
+    let snapshot = isolated()
+        .environment([("KARU_S3__REGION", "123")])
+        .set("s3.endpoint", "http://127.0.0.1:9000")
+        .path_set("s3://b", "s3.region", "0x10")
+        .build()
+        .unwrap();
+    let global = snapshot.section::<S3Section>("s3://a/k", "s3").unwrap();
+    assert_eq!(global.value.region.as_deref(), Some("123"));
+    let rule = snapshot.section::<S3Section>("s3://b/k", "s3").unwrap();
+    assert_eq!(rule.value.region.as_deref(), Some("0x10"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Path rule prefixes
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn rule_prefixes_are_canonical_like_addresses() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "karu.toml",
+        "[paths.\"HTTP://Host.Example/Data\"]\nretry.attempts = 2\n",
+    );
+    let snapshot = isolated().project_file(Some(file)).build().unwrap();
+    let attempts = |path: &str| snapshot.for_path(path).unwrap().retry.attempts;
+    assert_eq!(attempts("http://host.example/Data/x"), 2);
+    assert_eq!(
+        attempts("http://host.example/data/x"),
+        8,
+        "paths keep their case"
+    );
+
+    // Two spellings of one prefix are one rule: the higher layer wins key by key.
+    let snapshot = isolated()
+        .path_set("S3://bucket", "retry.attempts", 3)
+        .path_set("s3://bucket", "retry.connect_attempts", 1)
+        .build()
+        .unwrap();
+    let rule = snapshot.for_path("s3://bucket/k").unwrap();
+    assert_eq!((rule.retry.attempts, rule.retry.connect_attempts), (3, 1));
+    assert_eq!(
+        snapshot.explain("s3://bucket/k").unwrap().rules,
+        ["s3://bucket"]
+    );
+
+    // A client passes its address resolution.
+    let snapshot = isolated()
+        .canonical_prefixes(|prefix| Ok(prefix.replace("https://b.s3.amazonaws.com", "s3://b")))
+        .path_set("https://b.s3.amazonaws.com/logs", "retry.attempts", 4)
+        .build()
+        .unwrap();
+    assert_eq!(
+        snapshot.for_path("s3://b/logs/x").unwrap().retry.attempts,
+        4
+    );
+    let error = build_error(
+        &isolated()
+            .canonical_prefixes(|_| Err("no backend is registered for scheme \"gs\"".into()))
+            .path_set("gs://b", "retry.attempts", 4),
+    );
+    assert_eq!(
+        error.to_string(),
+        "invalid configuration: explicit option: key \"paths.'gs://b'\": no backend is \
+         registered for scheme \"gs\""
+    );
+}
+
+#[test]
+fn malformed_rule_prefixes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (prefix, says) in [
+        ("data/relative", "expected an absolute path"),
+        ("s3://b/k?versionId=1", "query"),
+        ("9s3://b", "not a URL scheme"),
+        ("", "must not be empty"),
+    ] {
+        let file = write(
+            &dir,
+            "karu.toml",
+            &format!("io_threads = 2\n[paths.{prefix:?}]\nretry.attempts = 2\n"),
+        );
+        let error = build_error(&isolated().project_file(Some(file)));
+        assert_eq!(error.kind(), ConfigErrorKind::InvalidUsage, "{prefix:?}");
+        assert_eq!(error.line(), Some(2), "{prefix:?}");
+        assert!(error.to_string().contains(says), "{prefix:?}: {error}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files that cannot be read
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn an_optional_file_out_of_reach_is_skipped_but_an_unreadable_one_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    // A "home directory" that is a plain file: the user file under it cannot be reached.
+    let not_a_dir = write(&dir, "home", "");
+    let snapshot = isolated()
+        .user_file(Some(not_a_dir.join(".config/karu/config.toml")))
+        .build()
+        .unwrap();
+    assert_eq!(snapshot.global(), &Settings::default());
+
+    // A file that exists (here a directory) but cannot be read is an error.
+    let error = build_error(&isolated().user_file(Some(dir.path().to_path_buf())));
+    assert_eq!(error.kind(), ConfigErrorKind::Unreadable);
+
+    // A required file out of reach is an error.
+    let error = build_error(&isolated().file(not_a_dir.join("karu.toml")));
+    assert_eq!(error.kind(), ConfigErrorKind::Unreadable);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wording and explanations
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn errors_speak_the_words_of_the_interface() {
+    let dir = tempfile::tempdir().unwrap();
+    let cli = || {
+        isolated().wording(karu_config::Wording::new(
+            "given with --config",
+            "--set",
+            "path rules are written in a config file",
+        ))
+    };
+    let missing = dir.path().join("missing.toml");
+    let error = build_error(&cli().file(&missing));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "invalid configuration: {}: file not found (given with --config)",
+            missing.display()
+        )
+    );
+    let error = build_error(&cli().set("io_threads", "many"));
+    assert!(
+        error
+            .to_string()
+            .starts_with("invalid configuration: --set: key \"io_threads\": "),
+        "{error}"
+    );
+    let error = build_error(&cli().set("paths.x", 1));
+    assert!(
+        error
+            .to_string()
+            .ends_with("path rules are written in a config file"),
+        "{error}"
+    );
+}
+
+#[test]
+fn explain_names_the_layer_rule_and_line_of_every_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "karu.toml",
+        "[s3]\nregion = \"us-east-1\"\nsecret_access_key = \"hunter2\"\n\n\
+         [paths.\"s3://bucket\"]\nretry.deadline = \"5s\"\n",
+    );
+    let snapshot = isolated()
+        .project_file(Some(file.clone()))
+        .environment([("KARU_IO_THREADS", "2")])
+        .set("planner.max_gap", "64KiB")
+        .build()
+        .unwrap();
+    let explanation = snapshot.explain("s3://bucket/key").unwrap();
+    assert_eq!(explanation.canonical, "s3://bucket/key");
+    assert_eq!(explanation.rules, ["s3://bucket"]);
+    let find = |key: &str| {
+        explanation
+            .values
+            .iter()
+            .find(|v| v.key == key)
+            .unwrap_or_else(|| panic!("{key} is explained"))
+    };
+    let io = find("io_threads");
+    assert_eq!((io.value.as_str(), &io.origin), ("2", &Origin::Environment));
+    assert_eq!(io.place(), "environment variable KARU_IO_THREADS");
+    let gap = find("planner.max_gap");
+    assert_eq!(
+        (gap.value.as_str(), gap.place().as_str()),
+        ("\"64KiB\"", "explicit option")
+    );
+    let deadline = find("retry.deadline");
+    assert_eq!(deadline.value, "\"5s\"");
+    assert_eq!(
+        deadline.place(),
+        format!("path rule \"s3://bucket\" in {}:6", file.display())
+    );
+    assert_eq!(find("retry.attempts").place(), "built-in defaults");
+    assert_eq!(find("http.ca_file").value, "(unset)");
+    let region = find("s3.region");
+    assert_eq!(region.value, "\"us-east-1\"");
+    assert_eq!(region.place(), format!("{}:2", file.display()));
+    let secret = find("s3.secret_access_key");
+    assert_eq!(secret.value, "<redacted>");
+    assert!(!format!("{explanation:?}").contains("hunter2"));
+
+    // Outside the rule, the global deadline.
+    let other = snapshot.explain("s3://other/key").unwrap();
+    assert!(other.rules.is_empty());
+    let deadline = other
+        .values
+        .iter()
+        .find(|v| v.key == "retry.deadline")
+        .unwrap();
+    assert_eq!(deadline.place(), "built-in defaults");
+
+    let layers = snapshot.layer_names();
+    assert_eq!(layers[0], "built-in defaults");
+    assert!(layers.contains(&file.display().to_string().as_str()));
+    assert!(layers.contains(&"environment variable KARU_IO_THREADS"));
 }

@@ -1,0 +1,288 @@
+//! Provider sections declared to the builder, so that every layer's and every path rule's
+//! `[s3]`, `[http_provider]`, … is checked when the snapshot is built.
+
+use std::fmt;
+use std::sync::Arc;
+
+use figment::Figment;
+use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
+
+/// A provider's options type, checked when a client is built.
+///
+/// A provider implements it for the serde type of its section (with `#[serde(default,
+/// deny_unknown_fields)]`, so unknown keys are reported with a did-you-mean) and declares the
+/// section with [`Section::of`]. Deserialization checks the type of every key; [`check`]
+/// adds what serde cannot see (a URL that does not parse, two keys that must be set together).
+///
+/// [`check`]: SectionConfig::check
+///
+/// ```
+/// use karu_config::{ConfigBuilder, InvalidKey, Section, SectionConfig};
+/// use serde::Deserialize;
+///
+/// #[derive(Debug, Default, Deserialize)]
+/// #[serde(default, deny_unknown_fields)]
+/// struct Store {
+///     endpoint: Option<String>,
+///     token: Option<String>,
+/// }
+///
+/// impl SectionConfig for Store {
+///     fn check(&self) -> Result<(), InvalidKey> {
+///         match &self.endpoint {
+///             Some(url) if !url.starts_with("https://") => {
+///                 Err(InvalidKey::new("endpoint", "an https URL"))
+///             }
+///             _ => Ok(()),
+///         }
+///     }
+///     fn secret_keys() -> &'static [&'static str] {
+///         &["token"]
+///     }
+/// }
+///
+/// let error = ConfigBuilder::new()
+///     .user_file(None)
+///     .project_file(None)
+///     .environment([("KARU_STORE__ENDPOINT", "ftp://x")])
+///     .section(Section::of::<Store>("store"))
+///     .build()
+///     .unwrap_err();
+/// assert_eq!(
+///     error.to_string(),
+///     "invalid configuration: environment variable KARU_STORE__ENDPOINT: key \
+///      \"store.endpoint\": expected an https URL, found string \"ftp://x\""
+/// );
+/// ```
+pub trait SectionConfig: DeserializeOwned + Send + Sync + 'static {
+    /// Checks beyond the types of the keys. The default accepts every value that deserializes.
+    fn check(&self) -> Result<(), InvalidKey> {
+        Ok(())
+    }
+
+    /// Keys whose values are secrets: never quoted in an error, shown as `<redacted>` by
+    /// [`Snapshot::explain`](crate::Snapshot::explain). A key names a value or a whole table
+    /// (`"headers"` hides every header). Aliases must be listed too.
+    fn secret_keys() -> &'static [&'static str] {
+        &[]
+    }
+}
+
+/// A key of a section whose value [`SectionConfig::check`] refuses, and what it expects.
+///
+/// The configuration layer adds where the value came from (file and line, environment variable
+/// or option), the full key and the value found (unless the key is secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidKey {
+    key: String,
+    expected: String,
+}
+
+impl InvalidKey {
+    /// The key within the section (`"endpoint"`, `"headers.x-api-key"`) and what it expects,
+    /// worded to follow "expected": `"an http or https URL such as http://127.0.0.1:9000"`.
+    pub fn new(key: impl Into<String>, expected: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            expected: expected.into(),
+        }
+    }
+
+    /// The key within the section.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// What the key expects.
+    pub fn expected(&self) -> &str {
+        &self.expected
+    }
+}
+
+/// Why a declared section did not validate.
+pub(crate) enum Failure {
+    /// Deserialization failed (an unknown key, a wrong type).
+    Figment(Box<figment::Error>),
+    /// [`SectionConfig::check`] refused a value.
+    Invalid(InvalidKey),
+}
+
+/// The checker of one section: extracts it from a figment and checks it.
+type Validate = dyn Fn(&Figment, &str) -> Result<(), Failure> + Send + Sync;
+
+/// A provider's configuration section, declared to
+/// [`ConfigBuilder::section`](crate::ConfigBuilder::section) so that it is known (an unknown
+/// table such as `[nonsense]` is an error) and checked when the snapshot is built, globally and
+/// under every path rule.
+///
+/// Each provider declares its own section when a client is built (for Karu's providers,
+/// `karu::Client::builder()` does it); the configuration layer knows no provider.
+#[derive(Clone)]
+pub struct Section {
+    name: String,
+    fields: Vec<&'static str>,
+    secrets: &'static [&'static str],
+    validate: Arc<Validate>,
+}
+
+impl Section {
+    /// The section `name` (`"s3"`), holding a `T`.
+    ///
+    /// `name` must be a single key other than a setting or `paths`;
+    /// [`ConfigBuilder::build`](crate::ConfigBuilder::build) refuses another.
+    pub fn of<T: SectionConfig>(name: &str) -> Self {
+        Section {
+            name: name.to_owned(),
+            fields: fields_of::<T>(),
+            secrets: T::secret_keys(),
+            validate: Arc::new(|figment: &Figment, name: &str| {
+                let value: T = figment
+                    .focus(name)
+                    .extract_lossy()
+                    .map_err(|error| Failure::Figment(Box::new(error)))?;
+                value.check().map_err(Failure::Invalid)
+            }),
+        }
+    }
+
+    /// The section's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Why the name cannot be a section's, if it cannot.
+    pub(crate) fn name_problem(&self) -> Option<String> {
+        let name = &self.name;
+        let bad = name.is_empty()
+            || name.contains('.')
+            || name == crate::layers::PATHS
+            || crate::layers::SCHEMA.contains_key(name);
+        bad.then(|| {
+            format!("a provider section is one key other than a setting or \"paths\", not {name:?}")
+        })
+    }
+
+    /// The keys the section's type names (for suggestions), sorted.
+    pub(crate) fn fields(&self) -> &[&'static str] {
+        &self.fields
+    }
+
+    /// Whether the key at `path` (inside the section) holds a secret: it, or a table above
+    /// it, is one of the secret keys.
+    pub(crate) fn is_secret(&self, path: &[&str]) -> bool {
+        path.iter()
+            .any(|segment| self.secrets.iter().any(|secret| secret == segment))
+    }
+
+    /// Extracts and checks the section from a merged figment.
+    pub(crate) fn validate(&self, figment: &Figment) -> Result<(), Failure> {
+        (self.validate)(figment, &self.name)
+    }
+}
+
+impl fmt::Debug for Section {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Section")
+            .field("name", &self.name)
+            .field("fields", &self.fields)
+            .field("secrets", &self.secrets)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The field names of a struct deserialized by serde's derive, or none for another shape.
+fn fields_of<T: DeserializeOwned>() -> Vec<&'static str> {
+    let mut fields = Vec::new();
+    let _ = T::deserialize(FieldNames(&mut fields));
+    fields.sort_unstable();
+    fields
+}
+
+/// A deserializer that only records the field names a struct asks for, then stops.
+struct FieldNames<'a>(&'a mut Vec<&'static str>);
+
+/// The error [`FieldNames`] stops with.
+#[derive(Debug)]
+struct Stop;
+
+impl fmt::Display for Stop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("field names recorded")
+    }
+}
+
+impl std::error::Error for Stop {}
+
+impl de::Error for Stop {
+    fn custom<T: fmt::Display>(_: T) -> Self {
+        Stop
+    }
+}
+
+impl<'de> Deserializer<'de> for FieldNames<'_> {
+    type Error = Stop;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
+        Err(Stop)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Stop> {
+        self.0.extend_from_slice(fields);
+        Err(Stop)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Example {
+        region: Option<String>,
+        #[serde(alias = "url")]
+        endpoint: Option<String>,
+        token: Option<String>,
+    }
+
+    impl SectionConfig for Example {
+        fn secret_keys() -> &'static [&'static str] {
+            &["token", "headers"]
+        }
+    }
+
+    #[test]
+    fn a_section_knows_its_fields_and_secrets() {
+        let section = Section::of::<Example>("example");
+        assert_eq!(section.name(), "example");
+        assert!(section.fields().contains(&"region"));
+        assert!(section.fields().contains(&"endpoint"));
+        assert!(section.is_secret(&["token"]));
+        assert!(section.is_secret(&["headers", "x-api-key"]));
+        assert!(!section.is_secret(&["region"]));
+        let debug = format!("{section:?}");
+        assert!(debug.contains("example"), "{debug}");
+    }
+
+    #[test]
+    fn a_section_may_not_be_named_after_a_setting() {
+        assert_eq!(Section::of::<Example>("example").name_problem(), None);
+        for name in ["planner", "io_threads", "paths", "", "a.b"] {
+            let problem = Section::of::<Example>(name).name_problem();
+            assert!(problem.is_some_and(|p| p.contains("one key")), "{name:?}");
+        }
+    }
+}
