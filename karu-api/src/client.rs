@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use karu_config::{ConfigBuilder, Snapshot};
+use karu_config::{ConfigBuilder, Section, Snapshot, Wording};
 use karu_engine::credential::Callbacks;
 use karu_engine::{
     Backend, Batch, BatchOptions, CredentialCallback, CredentialStats, Ends, Engine, EngineOptions,
@@ -30,6 +30,8 @@ use karu_engine::{
 pub struct ClientBuilder {
     config: ConfigBuilder,
     backends: Vec<(String, Arc<dyn Backend>)>,
+    /// Configuration sections of third-party providers, checked at build like Karu's own.
+    sections: Vec<Section>,
     callbacks: Callbacks,
 }
 
@@ -104,6 +106,21 @@ impl ClientBuilder {
         self
     }
 
+    /// Declare a third-party provider's configuration section, so that [`build`](Self::build)
+    /// checks it (globally and under every path rule) as it checks the sections of Karu's
+    /// providers, which are declared for you.
+    pub fn config_section(mut self, section: Section) -> Self {
+        self.sections.push(section);
+        self
+    }
+
+    /// Name configuration errors in the words of another interface (the `karu` command says
+    /// `--config` and `--set`).
+    pub fn wording(mut self, wording: Wording) -> Self {
+        self.config = self.config.wording(wording);
+        self
+    }
+
     /// Provide credentials for a provider family (`"aws"`, ...) from the application, e.g. a
     /// vendor SDK or a secret manager, instead of Karu's own discovery. The callback receives
     /// the canonical path; it may return an expiry and a canonical prefix where its value is
@@ -123,20 +140,68 @@ impl ClientBuilder {
     }
 
     /// Capture the configuration and start the engine. A malformed file or value is an
-    /// [`Status::InvalidArgument`] error naming the file (or variable), key and expected type.
+    /// [`Status::InvalidArgument`] error naming the file (and line) or variable, the key and
+    /// the expected type. The sections of the providers (`[s3]`, `[http_provider]`, and those
+    /// declared with [`config_section`](Self::config_section)) are checked here, globally and
+    /// under every path rule, and path rule prefixes are made canonical the way addresses are.
     pub fn build(&self) -> Result<Client, Error> {
+        let registry = Arc::new(registry_with(&self.backends));
+        let resolver = Arc::clone(&registry);
         let snapshot = self
             .config
+            .clone()
+            .sections(karu_providers::config_sections())
+            .sections(self.sections.iter().cloned())
+            .canonical_prefixes(move |prefix| canonical_prefix(&resolver, prefix))
             .build()
             .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
         Client::start(
             snapshot,
-            &self.backends,
+            registry,
             EngineOptions {
                 callbacks: self.callbacks.clone(),
             },
         )
     }
+}
+
+/// A registry with every enabled provider plus `extra`.
+fn registry_with(extra: &[(String, Arc<dyn Backend>)]) -> Registry {
+    let registry = Registry::new();
+    karu_providers::register_all(&registry);
+    for (pattern, backend) in extra {
+        registry.register(pattern, Arc::clone(backend));
+    }
+    registry
+}
+
+/// The canonical form of a path rule prefix, found the way an address's is: the backend of the
+/// prefix resolves it with a last segment added, which is then taken off again. So
+/// `HTTP://Host:80/data` is `http://host/data` and `https://b.s3.amazonaws.com/logs/` is
+/// `s3://b/logs/`; a scheme alone (`s3://`) covers every object of its backend.
+fn canonical_prefix(registry: &Registry, prefix: &str) -> Result<String, String> {
+    /// A last segment no real prefix ends with.
+    const PROBE: &str = "karu~prefix~probe";
+    let not_an_address = |why: String| format!("not a prefix of addresses Karu can read: {why}");
+    if let Some(scheme) = prefix.strip_suffix("://") {
+        registry
+            .backend_for(prefix)
+            .map_err(|e| not_an_address(e.message().to_owned()))?;
+        return Ok(format!("{}://", scheme.to_ascii_lowercase()));
+    }
+    let separator = if prefix.ends_with('/') { "" } else { "/" };
+    let probe = format!("{prefix}{separator}{PROBE}");
+    let locator = registry
+        .resolve(&probe)
+        .map_err(|e| not_an_address(e.message().replace(PROBE, "…")))?;
+    let canonical = locator.canonical().as_str();
+    canonical
+        .strip_suffix(PROBE)
+        .map(|rest| match separator {
+            "" => rest.to_owned(),
+            _ => rest.strip_suffix('/').unwrap_or(rest).to_owned(),
+        })
+        .ok_or_else(|| not_an_address(format!("its canonical form {canonical:?} is not a prefix")))
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -147,6 +212,10 @@ impl fmt::Debug for ClientBuilder {
             .field(
                 "extra_backends",
                 &self.backends.iter().map(|(p, _)| p).collect::<Vec<_>>(),
+            )
+            .field(
+                "extra_sections",
+                &self.sections.iter().map(Section::name).collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -173,28 +242,26 @@ impl Client {
     }
 
     /// A client from an already-built snapshot, with every enabled provider plus `extra`.
+    /// The snapshot's builder checked only the sections declared to it
+    /// ([`ConfigBuilder::section`]; `karu::providers::config_sections()` lists Karu's).
     pub fn with_snapshot(
         snapshot: Snapshot,
         extra: &[(String, Arc<dyn Backend>)],
     ) -> Result<Client, Error> {
-        Client::start(snapshot, extra, EngineOptions::default())
+        Client::start(
+            snapshot,
+            Arc::new(registry_with(extra)),
+            EngineOptions::default(),
+        )
     }
 
     fn start(
         snapshot: Snapshot,
-        extra: &[(String, Arc<dyn Backend>)],
+        registry: Arc<Registry>,
         options: EngineOptions,
     ) -> Result<Client, Error> {
-        let registry = Registry::new();
-        karu_providers::register_all(&registry);
-        for (pattern, backend) in extra {
-            registry.register(pattern, Arc::clone(backend));
-        }
         let engine = Engine::with_options(snapshot, options)?;
-        Ok(Client {
-            engine,
-            registry: Arc::new(registry),
-        })
+        Ok(Client { engine, registry })
     }
 
     /// The configuration captured when the client was built.

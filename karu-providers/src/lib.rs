@@ -33,6 +33,18 @@ pub fn register_all(registry: &karu_engine::Registry) {
     let _ = registry;
 }
 
+/// The configuration sections of the providers enabled by this crate's features (`[s3]`,
+/// `[http_provider]`), to declare to the configuration builder so that a client checks them
+/// when it is built.
+pub fn config_sections() -> Vec<karu_config::Section> {
+    vec![
+        #[cfg(feature = "http")]
+        karu_provider_http::config_section(),
+        #[cfg(feature = "s3")]
+        karu_provider_s3::config_section(),
+    ]
+}
+
 /// The providers enabled in this build, by name.
 pub fn enabled() -> &'static [&'static str] {
     &[

@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use http::{HeaderName, HeaderValue};
+use karu_config::{InvalidKey, SectionConfig};
 use serde::Deserialize;
 
 /// Options of the plain HTTP provider, globally (`[http_provider]`) or for a URL prefix
@@ -35,6 +37,39 @@ impl HttpProviderConfig {
     }
 }
 
+impl SectionConfig for HttpProviderConfig {
+    /// Header names and values, and the token, must be able to travel in a request.
+    fn check(&self) -> Result<(), InvalidKey> {
+        for (name, value) in &self.headers {
+            if HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(InvalidKey::new(
+                    format!("headers.{name}"),
+                    "a header name of letters, digits and !#$%&'*+-.^_`|~",
+                ));
+            }
+            if HeaderValue::from_str(value).is_err() {
+                return Err(InvalidKey::new(
+                    format!("headers.{name}"),
+                    "a header value without control characters",
+                ));
+            }
+        }
+        if let Some(token) = &self.bearer_token
+            && HeaderValue::from_str(&format!("Bearer {token}")).is_err()
+        {
+            return Err(InvalidKey::new(
+                "bearer_token",
+                "a token without control characters",
+            ));
+        }
+        Ok(())
+    }
+
+    fn secret_keys() -> &'static [&'static str] {
+        &["headers", "bearer_token", "token"]
+    }
+}
+
 impl fmt::Debug for HttpProviderConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpProviderConfig")
@@ -51,6 +86,25 @@ impl fmt::Debug for HttpProviderConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn headers_and_tokens_that_cannot_travel_are_refused() {
+        let config = |headers: &[(&str, &str)], token: Option<&str>| HttpProviderConfig {
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            bearer_token: token.map(str::to_string),
+            follow_redirects: None,
+        };
+        assert_eq!(config(&[("X-Api-Key", "abc")], Some("t")).check(), Ok(()));
+        let bad_name = config(&[("bad name", "v")], None).check().unwrap_err();
+        assert_eq!(bad_name.key(), "headers.bad name");
+        let bad_value = config(&[("X-Key", "a\nb")], None).check().unwrap_err();
+        assert_eq!(bad_value.key(), "headers.X-Key");
+        let bad_token = config(&[], Some("a\u{7f}")).check().unwrap_err();
+        assert_eq!(bad_token.key(), "bearer_token");
+    }
 
     #[test]
     fn debug_hides_secrets() {

@@ -5,7 +5,7 @@
 //!
 //! | file | what it holds |
 //! | --- | --- |
-//! | `lib.rs` | this overview, [`SCHEMES`], [`register`] |
+//! | `lib.rs` | this overview, [`SCHEMES`], [`SECTION`], [`config_section`], [`register`] |
 //! | `config.rs` | [`HttpProviderConfig`], the `[http_provider]` section |
 //! | `backend.rs` | [`HttpBackend`], the [`Backend`](karu_engine::Backend) implementation |
 //! | `request.rs` | URL normalisation and request building |
@@ -40,6 +40,12 @@ pub const SCHEMES: [&str; 2] = ["http", "https"];
 /// The configuration section this provider reads (`[http_provider]`, and
 /// `[paths."https://host/prefix".http_provider]`).
 pub const SECTION: &str = "http_provider";
+
+/// The `[http_provider]` section, declared to the configuration so that a client checks it
+/// (and its path-rule overrides) when it is built; its headers and token are secrets.
+pub fn config_section() -> karu_config::Section {
+    karu_config::Section::of::<HttpProviderConfig>(SECTION)
+}
 
 /// Register the plain HTTP provider for `http://` and `https://`.
 pub fn register(registry: &karu_engine::Registry) {

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use karu_config::Snapshot;
+use karu_config::{InvalidKey, SectionConfig, Snapshot};
 use serde::Deserialize;
 
 /// How bucket and key map to a URL.
@@ -92,6 +92,46 @@ pub(crate) const CREDENTIAL_KEYS: [&str; 14] = [
     "credential_process",
     "discovery",
 ];
+
+impl SectionConfig for S3Config {
+    /// What serde cannot see: an endpoint that is not an http(s) URL, half a key pair.
+    fn check(&self) -> Result<(), InvalidKey> {
+        if let Some(endpoint) = &self.endpoint {
+            let parsed = url::Url::parse(endpoint);
+            let fine = parsed.is_ok_and(|url| {
+                matches!(url.scheme(), "http" | "https") && url.host_str().is_some()
+            });
+            if !fine {
+                return Err(InvalidKey::new(
+                    "endpoint",
+                    "an http or https URL such as http://127.0.0.1:9000",
+                ));
+            }
+        }
+        match (&self.access_key_id, &self.secret_access_key) {
+            (Some(_), None) => Err(InvalidKey::new(
+                "secret_access_key",
+                "a secret key too, since access_key_id is set (they are set together)",
+            )),
+            (None, Some(_)) => Err(InvalidKey::new(
+                "access_key_id",
+                "an access key id too, since secret_access_key is set (they are set together)",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn secret_keys() -> &'static [&'static str] {
+        &[
+            "secret_access_key",
+            "aws_secret_access_key",
+            "session_token",
+            "aws_session_token",
+            "token",
+            "credential_process",
+        ]
+    }
+}
 
 impl fmt::Debug for S3Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -204,6 +244,7 @@ mod tests {
         let mut b = ConfigBuilder::new()
             .user_file(None)
             .project_file(None)
+            .section(crate::config_section())
             .environment(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         for (k, v) in sets {
             b = b.set(k, *v);
@@ -259,9 +300,47 @@ mod tests {
 
     #[test]
     fn half_a_key_pair_is_an_error() {
-        let s = snapshot(&[], &[("s3.access_key_id", "AKID")]);
-        let c = s.section::<S3Config>("s3://b/k", "s3").unwrap().value;
+        let c = S3Config {
+            access_key_id: Some("AKID".into()),
+            ..S3Config::default()
+        };
+        let s = snapshot(&[], &[]);
         assert!(Effective::resolve(&c, &s).unwrap_err().contains("together"));
+        assert_eq!(c.check().unwrap_err().key(), "secret_access_key");
+        let c = S3Config {
+            secret_access_key: Some("SECRET".into()),
+            ..S3Config::default()
+        };
+        assert_eq!(c.check().unwrap_err().key(), "access_key_id");
+    }
+
+    #[test]
+    fn endpoints_must_be_http_urls() {
+        let with = |endpoint: &str| S3Config {
+            endpoint: Some(endpoint.into()),
+            ..S3Config::default()
+        };
+        assert_eq!(with("http://127.0.0.1:9000").check(), Ok(()));
+        assert_eq!(with("https://s3.example").check(), Ok(()));
+        for bad in ["not a url", "ftp://x", "127.0.0.1:9000", "http://"] {
+            assert_eq!(with(bad).check().unwrap_err().key(), "endpoint", "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_section_is_checked_when_the_snapshot_is_built() {
+        let error = ConfigBuilder::new()
+            .user_file(None)
+            .project_file(None)
+            .environment([("KARU_S3__REGIONN", "x")])
+            .section(crate::config_section())
+            .build()
+            .unwrap_err();
+        assert_eq!(error.kind(), karu_config::ConfigErrorKind::UnknownKey);
+        assert!(
+            error.to_string().ends_with("did you mean \"region\"?"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //!
 //! | file | what it holds |
 //! | --- | --- |
-//! | `lib.rs` | this overview, [`SCHEME`], [`PATTERNS`], [`register`] |
+//! | `lib.rs` | this overview, [`SCHEME`], [`PATTERNS`], [`SECTION`], [`config_section`], [`register`] |
 //! | `config.rs` | [`S3Config`], the `[s3]` section and the `AWS_*` names it honours |
 //! | `backend.rs` | [`S3Backend`], the [`Backend`](karu_engine::Backend) implementation |
 //! | `request.rs` | address parsing, URL building, SigV4 signing, error answers |
@@ -57,6 +57,12 @@ pub const PATTERNS: [&str; 2] = ["https://*.amazonaws.com/", "http://*.amazonaws
 /// The configuration section this provider reads (`[s3]`, and
 /// `[paths."s3://bucket/prefix".s3]`).
 pub const SECTION: &str = "s3";
+
+/// The `[s3]` section, declared to the configuration so that a client checks it (and its
+/// path-rule overrides) when it is built; its secret keys are redacted.
+pub fn config_section() -> karu_config::Section {
+    karu_config::Section::of::<S3Config>(SECTION)
+}
 
 /// The credential family of this provider (for application callbacks).
 pub const FAMILY: &str = "aws";
