@@ -4,12 +4,13 @@
 use super::range::digits;
 
 /// A human-readable summary of an error body (at most `limit` characters): the code and
-/// message of an XML or JSON error when there is one, else the collapsed text; query strings
-/// and signature material are redacted.
+/// message of an XML or JSON error when there is one, the title (and first paragraph) of an
+/// HTML page, else the collapsed text; query strings and signature material are redacted.
 pub fn summarize_body(body: &[u8], limit: usize) -> String {
     let text = String::from_utf8_lossy(body);
     let summary = xml_error(&text)
         .or_else(|| json_error(&text))
+        .or_else(|| super::html::summary(&text))
         .unwrap_or_else(|| collapse(&strip_sensitive_elements(&text)));
     let redacted = redact(&summary);
     truncate_chars(&redacted, limit)
@@ -160,6 +161,9 @@ mod tests {
         assert_eq!(summarize_body(&long, 50).chars().count(), 50);
         let signed = b"<Error><SignatureProvided>abc</SignatureProvided>oops</Error>";
         assert!(!summarize_body(signed, 200).contains("abc"));
+        let html = b"<html><head><title>404 Not Found</title></head><body><center>\
+                     <h1>404 Not Found</h1></center><hr><center>nginx</center></body></html>";
+        assert_eq!(summarize_body(html, 200), "404 Not Found");
     }
 
     #[test]

@@ -20,6 +20,7 @@
 
 mod body;
 mod condition;
+mod html;
 mod range;
 mod status;
 mod verdict;
