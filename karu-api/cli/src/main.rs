@@ -1,339 +1,221 @@
-//! `karu`: read exact byte ranges, the size, or both ends of any object Karu can address.
+//! `karu`: read exact byte ranges, the size, or both ends of any object Karu can address, and
+//! show the configuration that applies to it.
 //!
 //! ```text
-//! karu read ADDRESS OFFSET:LENGTH...   one batch; one range without --json writes raw bytes
+//! karu read ADDRESS OFFSET:LENGTH...   one batch, streamed as it completes
+//! karu read --ranges-from FILE|-       ranges (and addresses) one per line
 //! karu stat ADDRESS                    size and ETag
 //! karu ends ADDRESS HEAD TAIL          both ends in one round trip
+//! karu config [ADDRESS]                the effective configuration, value by value
 //! ```
 //!
-//! Exit status 0 only when every read succeeded, 1 when a read or operation failed, 2 for a
-//! usage error; each error is one line on stderr.
+//! Exit status: 0 when every read (or the operation) succeeded, 1 when one failed, 2 for a
+//! usage or configuration error, 3 when the output could not be written; a broken pipe ends
+//! quietly (status 0, or 1 if a read had failed). `karu --help` says it all.
 
-use std::io::{self, Write};
-use std::path::PathBuf;
+mod cli;
+mod numbers;
+mod outcome;
+mod output;
+mod read;
+mod report;
+mod requests;
+mod show_config;
+
 use std::process::ExitCode;
-use std::time::Instant;
 
-use clap::{Args, Parser, Subcommand};
-use karu::{BatchOptions, Client, Completion, Locator, Read, Status};
+use karu::{Client, Error, Locator};
+use karu_config::Wording;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "karu",
-    version,
-    about = "Exact byte-range reads from files, HTTP and cloud stores"
-)]
-struct Cli {
-    #[command(flatten)]
-    global: Global,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Args)]
-struct Global {
-    /// Layer this config file above the user and project files.
-    #[arg(long, global = true, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Set an option, e.g. `--set planner.max_gap=0` or `--set http.ca_file=ca.pem`
-    /// (repeatable; above files and environment).
-    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
-    options: Vec<String>,
-    /// Expose only [START, START+LEN) of the object (LEN may be `end`); offsets are relative to it.
-    #[arg(long, global = true, value_name = "START:LEN")]
-    window: Option<String>,
-    /// Print JSON lines instead of raw bytes or text.
-    #[arg(long, global = true)]
-    json: bool,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Read ranges in one batch.
-    Read {
-        /// A path, file:// URI or provider URL.
-        address: String,
-        /// Ranges as OFFSET:LENGTH (decimal or 0x hex).
-        #[arg(required = true, value_name = "OFFSET:LENGTH")]
-        ranges: Vec<String>,
-        /// Require this ETag on every read (sent as If-Match, checked on the response).
-        #[arg(long, value_name = "ETAG")]
-        if_match: Option<String>,
-        /// Largest gap between merged neighbours (0 disables merging).
-        #[arg(long, value_name = "BYTES")]
-        max_gap: Option<u64>,
-        /// Largest span of a merged transfer.
-        #[arg(long, value_name = "BYTES")]
-        max_span: Option<u64>,
-        /// Most reads in one transfer.
-        #[arg(long, value_name = "N")]
-        max_parts: Option<u32>,
-        /// Most fetched bytes per useful byte.
-        #[arg(long, value_name = "RATIO")]
-        max_amplification: Option<u32>,
-    },
-    /// Print the size and ETag.
-    Stat {
-        /// A path, file:// URI or provider URL.
-        address: String,
-    },
-    /// Read the first HEAD and last TAIL bytes.
-    Ends {
-        /// A path, file:// URI or provider URL.
-        address: String,
-        /// Bytes from the start.
-        head: u64,
-        /// Bytes from the end.
-        tail: u64,
-    },
-}
+use crate::cli::{Cli, Command, Global};
+use crate::outcome::{FAILED, OK, Stop, say};
+use crate::output::Stdout;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
-        Ok(code) => code,
-        Err(message) => {
-            eprintln!("karu: {message}");
-            ExitCode::from(2)
-        }
-    }
+    let cli = cli::parse();
+    let mut failed = false;
+    let result = run(cli, &mut failed);
+    outcome::finish(result, if failed { FAILED } else { OK })
 }
 
-fn run(cli: Cli) -> Result<ExitCode, String> {
+fn run(cli: Cli, failed: &mut bool) -> Result<u8, Stop> {
     let client = build_client(&cli.global)?;
+    let mut out = Stdout::new();
+    let window = cli.global.window.as_deref();
+    let json = cli.global.json;
     match cli.command {
-        Command::Read {
-            address,
-            ranges,
-            if_match,
-            max_gap,
-            max_span,
-            max_parts,
-            max_amplification,
-        } => {
-            let locator = locate(&client, &address, cli.global.window.as_deref())?;
-            let ranges = ranges
-                .iter()
-                .map(|r| parse_range(r))
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut options = BatchOptions::new();
-            if let Some(v) = max_gap {
-                options = options.max_gap(v);
-            }
-            if let Some(v) = max_span {
-                options = options.max_span(v);
-            }
-            if let Some(v) = max_parts {
-                options = options.max_parts(v);
-            }
-            if let Some(v) = max_amplification {
-                options = options.max_amplification(v);
-            }
-            read(
-                &client,
-                &locator,
-                &ranges,
-                if_match,
-                &options,
-                cli.global.json,
-            )
-        }
+        Command::Read(args) => read::run(&client, &args, window, json, &mut out, failed),
         Command::Stat { address } => {
-            let locator = locate(&client, &address, cli.global.window.as_deref())?;
-            let info = match client.stat(&locator) {
+            let info = match locate(&client, &address, window)?.and_then(|l| client.stat(&l)) {
                 Ok(info) => info,
                 Err(e) => return Ok(operation_failed(&e)),
             };
-            if cli.global.json {
-                println!("{}", json!({"size": info.size, "etag": info.etag}));
+            if json {
+                out.line(&json!({"size": info.size, "etag": info.etag}).to_string())?;
             } else {
-                println!("size\t{}", info.size);
-                println!("etag\t{}", info.etag.as_deref().unwrap_or("-"));
+                out.line(&format!("size\t{}", info.size))?;
+                out.line(&format!("etag\t{}", info.etag.as_deref().unwrap_or("-")))?;
             }
-            Ok(ExitCode::SUCCESS)
+            out.flush()?;
+            Ok(OK)
         }
         Command::Ends {
             address,
             head,
             tail,
         } => {
-            let locator = locate(&client, &address, cli.global.window.as_deref())?;
-            let ends = match client.read_ends(&locator, head, tail) {
+            let ends = match locate(&client, &address, window)?
+                .and_then(|l| client.read_ends(&l, head, tail))
+            {
                 Ok(ends) => ends,
                 Err(e) => return Ok(operation_failed(&e)),
             };
-            if cli.global.json {
-                println!(
-                    "{}",
-                    json!({
-                        "size": ends.size,
-                        "etag": ends.etag,
-                        "head_bytes": ends.head.len(),
-                        "head_sha256": sha256(&ends.head),
-                        "tail_bytes": ends.tail.len(),
-                        "tail_sha256": sha256(&ends.tail),
-                    })
-                );
+            if json {
+                let line = json!({
+                    "size": ends.size,
+                    "etag": ends.etag,
+                    "head_bytes": ends.head.len(),
+                    "head_sha256": sha256(&ends.head),
+                    "tail_bytes": ends.tail.len(),
+                    "tail_sha256": sha256(&ends.tail),
+                });
+                out.line(&line.to_string())?;
             } else {
-                println!("size\t{}", ends.size);
-                println!("etag\t{}", ends.etag.as_deref().unwrap_or("-"));
-                println!(
+                out.line(&format!("size\t{}", ends.size))?;
+                out.line(&format!("etag\t{}", ends.etag.as_deref().unwrap_or("-")))?;
+                out.line(&format!(
                     "head\t{} bytes\tsha256 {}",
                     ends.head.len(),
                     sha256(&ends.head)
-                );
-                println!(
+                ))?;
+                out.line(&format!(
                     "tail\t{} bytes\tsha256 {}",
                     ends.tail.len(),
                     sha256(&ends.tail)
-                );
+                ))?;
             }
-            Ok(ExitCode::SUCCESS)
+            out.flush()?;
+            Ok(OK)
+        }
+        Command::Config { address } => {
+            show_config::run(&client, address.as_deref(), json, &mut out)
         }
     }
 }
 
-/// An operation that ran but failed (exit 1); usage errors exit 2.
-fn operation_failed(error: &karu::Error) -> ExitCode {
-    eprintln!("karu: {}: {}", error.status(), error.message());
-    ExitCode::FAILURE
+/// An operation that ran but failed (exit 1).
+fn operation_failed(error: &Error) -> u8 {
+    say(&format!("karu: {}: {}", error.status(), error.message()));
+    FAILED
 }
 
-fn build_client(global: &Global) -> Result<Client, String> {
-    let mut builder = Client::builder();
+/// The client, configured by files, environment and `--config` / `--set`.
+fn build_client(global: &Global) -> Result<Client, Stop> {
+    let mut builder = Client::builder().wording(Wording::new(
+        "given with --config",
+        "--set",
+        "path rules cannot be set with --set: write a [paths.\"PREFIX\"] table in a config file \
+         (--config FILE)",
+    ));
     if let Some(path) = &global.config {
         builder = builder.config_file(path.clone());
     }
     for option in &global.options {
         let (key, value) = option
             .split_once('=')
-            .ok_or_else(|| format!("--set {option:?}: expected KEY=VALUE"))?;
-        builder = match value.parse::<i64>() {
-            Ok(n) => builder.set(key, n),
-            Err(_) => match value {
-                "true" | "false" => builder.set(key, value == "true"),
-                _ => builder.set(key, value),
-            },
+            .ok_or_else(|| Stop::Usage(format!("--set {option:?}: expected KEY=VALUE")))?;
+        let key = key.trim();
+        builder = match quoted_value(value) {
+            Some(parsed) => builder.set(
+                key,
+                parsed.map_err(|e| Stop::Usage(format!("--set {option:?}: {e}")))?,
+            ),
+            // Anything else is text, read as the type of its key by the configuration.
+            None => builder.set(key, value),
         };
     }
-    builder.build().map_err(|e| e.to_string())
+    builder
+        .build()
+        .map_err(|e| Stop::Usage(e.message().to_owned()))
 }
 
-fn locate(client: &Client, address: &str, window: Option<&str>) -> Result<Locator, String> {
-    let locator = client.locate(address).map_err(|e| e.to_string())?;
-    let Some(window) = window else {
-        return Ok(locator);
-    };
-    let (start, len) = window
-        .split_once(':')
-        .ok_or_else(|| format!("--window {window:?}: expected START:LEN or START:end"))?;
-    let start = parse_u64(start).map_err(|e| format!("--window {window:?}: {e}"))?;
-    let len = match len {
-        "end" => None,
-        len => Some(parse_u64(len).map_err(|e| format!("--window {window:?}: {e}"))?),
-    };
-    locator.with_window(start, len).map_err(|e| e.to_string())
+/// A `--set` value written in TOML: a quoted string (`'"123"'`), an inline table or an array.
+/// `None` for a bare value, which is passed on as text.
+fn quoted_value(value: &str) -> Option<Result<toml::Value, String>> {
+    let trimmed = value.trim();
+    let quoted = trimmed.len() >= 2
+        && ((trimmed.starts_with('"') && trimmed.ends_with('"'))
+            || (trimmed.starts_with('\'') && trimmed.ends_with('\''))
+            || (trimmed.starts_with('{') && trimmed.ends_with('}'))
+            || (trimmed.starts_with('[') && trimmed.ends_with(']')));
+    if !quoted {
+        return None;
+    }
+    Some(
+        toml::from_str::<toml::Table>(&format!("value = {trimmed}"))
+            .map_err(|e| format!("not a TOML value: {}", e.message().trim()))
+            .and_then(|mut table| table.remove("value").ok_or_else(|| "no value".to_owned())),
+    )
 }
 
-fn parse_u64(s: &str) -> Result<u64, String> {
-    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => s.parse::<u64>(),
-    };
-    parsed.map_err(|_| format!("{s:?} is not an unsigned 64-bit number"))
-}
-
-fn parse_range(range: &str) -> Result<(u64, u64), String> {
-    let (offset, length) = range
-        .split_once(':')
-        .ok_or_else(|| format!("range {range:?}: expected OFFSET:LENGTH"))?;
-    Ok((
-        parse_u64(offset).map_err(|e| format!("range {range:?}: {e}"))?,
-        parse_u64(length).map_err(|e| format!("range {range:?}: {e}"))?,
-    ))
-}
-
-fn read(
+/// Resolves an address with the `--window` of the command line. A malformed window is a usage
+/// error; an address (or window) the client refuses is the error of the operation or reads.
+pub(crate) fn locate(
     client: &Client,
-    locator: &Locator,
-    ranges: &[(u64, u64)],
-    if_match: Option<String>,
-    options: &BatchOptions,
-    json: bool,
-) -> Result<ExitCode, String> {
-    let started = Instant::now();
-    let reads = ranges.iter().enumerate().map(|(i, &(offset, length))| {
-        let read = Read::new(locator, offset, length).tag(i as u64);
-        match &if_match {
-            Some(etag) => read.if_match(etag.clone()),
-            None => read,
+    address: &str,
+    window: Option<&str>,
+) -> Result<Result<Locator, Error>, Stop> {
+    let window = match window {
+        None => None,
+        Some(text) => {
+            let (start, len) = text.split_once(':').ok_or_else(|| {
+                Stop::Usage(format!(
+                    "--window {text:?}: expected START:LEN or START:end"
+                ))
+            })?;
+            let start = numbers::bytes(start)
+                .map_err(|e| Stop::Usage(format!("--window {text:?}: {e}")))?;
+            let len = match len {
+                "end" => None,
+                len => Some(
+                    numbers::bytes(len)
+                        .map_err(|e| Stop::Usage(format!("--window {text:?}: {e}")))?,
+                ),
+            };
+            Some((start, len))
         }
-    });
-    let batch = client.submit_with(reads, options);
-    let completions = batch.wait();
-    let wall = started.elapsed();
-    let stats = batch.stats();
-
-    let mut all_ok = true;
-    let mut out = io::stdout().lock();
-    for c in &completions {
-        if !c.is_ok() {
-            all_ok = false;
-            report_error(c, ranges);
-        }
-        if json {
-            let line = json!({
-                "tag": c.tag(),
-                "status": c.status().name(),
-                "bytes_received": c.bytes_received(),
-                "sha256": sha256(c.bytes()),
-            });
-            writeln!(out, "{line}").map_err(|e| e.to_string())?;
-        } else {
-            out.write_all(c.bytes()).map_err(|e| e.to_string())?;
-        }
-    }
-    if json {
-        let line = json!({
-            "batch": {
-                "reads": stats.reads,
-                "rejected": stats.rejected,
-                "transfers": stats.transfers,
-                "requested_bytes": stats.requested_bytes,
-                "fetched_bytes": stats.fetched_bytes,
-                "wall_ms": wall.as_secs_f64() * 1000.0,
-            }
-        });
-        writeln!(out, "{line}").map_err(|e| e.to_string())?;
-    }
-    out.flush().map_err(|e| e.to_string())?;
-    Ok(if all_ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
-}
-
-fn report_error(c: &Completion, ranges: &[(u64, u64)]) {
-    let (offset, length) = ranges.get(c.index()).copied().unwrap_or_default();
-    let message = c
-        .error()
-        .map(|e| e.message().to_string())
-        .unwrap_or_default();
-    let received = if c.status() == Status::RangeNotSatisfiable {
-        format!(" ({} bytes delivered)", c.bytes_received())
-    } else {
-        String::new()
     };
-    eprintln!(
-        "karu: read {} ({offset}:{length}): {}: {message}{received}",
-        c.tag(),
-        c.status()
-    );
+    Ok(client.locate(address).and_then(|locator| match window {
+        Some((start, len)) => locator.with_window(start, len),
+        None => Ok(locator),
+    }))
 }
 
-fn sha256(bytes: &[u8]) -> String {
+/// Lower-case hex SHA-256.
+pub(crate) fn sha256(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_values_in_toml_are_parsed_and_bare_ones_are_text() {
+        assert!(quoted_value("123").is_none());
+        assert!(quoted_value("eu-west-1").is_none());
+        assert_eq!(
+            quoted_value("\"123\"").unwrap(),
+            Ok(toml::Value::String("123".into()))
+        );
+        assert_eq!(
+            quoted_value("'x'").unwrap(),
+            Ok(toml::Value::String("x".into()))
+        );
+        let table = quoted_value("{ X-Key = \"v\" }").unwrap().unwrap();
+        assert_eq!(table["X-Key"].as_str(), Some("v"));
+        assert!(quoted_value("\"unterminated\\\"").unwrap().is_err());
+    }
 }
