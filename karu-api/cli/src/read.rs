@@ -33,6 +33,11 @@ pub(crate) fn run(
         &args.ranges,
         args.ranges_from.as_deref(),
     )?;
+    if args.concat && json {
+        return Err(Stop::Usage(
+            "--concat writes raw bytes; --json writes one line per read: give one of them".into(),
+        ));
+    }
     let files = output_files(args, &requests)?;
     if !json && files.is_none() && requests.reads.len() > 1 && !args.concat {
         return Err(Stop::Usage(format!(
@@ -49,12 +54,13 @@ pub(crate) fn run(
         .iter()
         .map(|address| locate(client, address, window))
         .collect::<Result<_, Stop>>()?;
+    let raw = (!json && files.is_none()).then(RawOrder::default);
     let mut run = Run {
         requests: &requests,
         locators: &locators,
         files,
         json,
-        raw: (!json).then(RawOrder::default),
+        raw,
         failures: Failures::default(),
         reporter: Reporter::new(requests.reads.len() as u64),
         done: 0,
