@@ -1401,12 +1401,15 @@ mod tests {
         let cache = Arc::new(CredentialCache::new());
         let gate = Arc::new(Gate::default());
         let calls = Arc::new(AtomicU64::new(0));
+        let (entered, first_call_entered) = std::sync::mpsc::channel();
+        let entered = parking_lot::Mutex::new(entered);
         // Each bucket's credential is only valid in that bucket.
         let callback = {
             let (gate, calls) = (Arc::clone(&gate), Arc::clone(&calls));
             Arc::new(move |path: &CanonicalPath| {
                 let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
                 if n == 1 {
+                    let _ = entered.lock().send(());
                     gate.wait();
                 }
                 let bucket = path.as_str().rsplit_once('/').map_or("", |(b, _)| b);
@@ -1422,6 +1425,9 @@ mod tests {
             std::thread::spawn(move || cache.from_callback("aws", callback.as_ref(), &path))
         };
         let first = ask("a");
+        // "a" holds the first call before "b" asks, so "b" waits for a call that cannot
+        // cover it (the order is arranged, not raced).
+        first_call_entered.recv().unwrap();
         let other = ask("b");
         wait_for_waits(&cache, 1);
         gate.open();
