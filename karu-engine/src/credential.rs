@@ -942,15 +942,16 @@ mod tests {
         }
     }
 
-    /// A provider that counts lookups, optionally slow or failing, issuing credentials that
-    /// live `lifetime` from the simulated clock.
+    /// A provider that counts lookups, optionally held at a gate or failing, issuing
+    /// credentials that live `lifetime` from the simulated clock.
     #[derive(Debug)]
     struct Counting {
         clock: Arc<SimClock>,
         lifetime: Option<Duration>,
         calls: AtomicU64,
         fail: std::sync::atomic::AtomicBool,
-        delay: Duration,
+        /// Lookups from this call number on wait for the gate.
+        gate: Option<(u64, Arc<Gate>)>,
     }
     impl Counting {
         fn new(clock: &Arc<SimClock>, lifetime: Option<Duration>) -> Arc<Self> {
@@ -959,14 +960,20 @@ mod tests {
                 lifetime,
                 calls: AtomicU64::new(0),
                 fail: false.into(),
-                delay: Duration::ZERO,
+                gate: None,
             })
         }
 
-        /// A provider whose lookups take `delay`, so concurrent requests overlap.
-        fn slow(clock: &Arc<SimClock>, lifetime: Option<Duration>, delay: Duration) -> Arc<Self> {
+        /// A provider whose lookups from call number `from` on wait until `gate` opens, so
+        /// concurrent requests overlap.
+        fn held(
+            clock: &Arc<SimClock>,
+            lifetime: Option<Duration>,
+            from: u64,
+            gate: &Arc<Gate>,
+        ) -> Arc<Self> {
             Arc::new(Counting {
-                delay,
+                gate: Some((from, Arc::clone(gate))),
                 ..Arc::try_unwrap(Counting::new(clock, lifetime)).unwrap()
             })
         }
@@ -975,7 +982,11 @@ mod tests {
     impl CredentialProvider for Counting {
         fn fetch(&self) -> Result<Credential, Error> {
             let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
-            std::thread::sleep(self.delay);
+            if let Some((from, gate)) = &self.gate
+                && n >= *from
+            {
+                gate.wait();
+            }
             if self.fail.load(Ordering::SeqCst) {
                 return Err(Error::new(Status::Credentials, "lookup failed"));
             }
@@ -983,18 +994,23 @@ mod tests {
         }
     }
 
-    /// `n` threads asking the cache for `src` at once; their answers.
+    /// `n` threads asking the cache for `src` at once, while the lookup is held at `gate`
+    /// until the other `n - 1` have joined its flight; their answers.
     fn concurrently(
         cache: &Arc<CredentialCache>,
         src: &CredentialSource,
         n: usize,
+        gate: &Gate,
     ) -> Vec<Result<Credential, Error>> {
+        let waits_before = cache.stats().waits;
         let threads: Vec<_> = (0..n)
             .map(|_| {
                 let (cache, src) = (Arc::clone(cache), src.clone());
                 std::thread::spawn(move || cache.get(&src))
             })
             .collect();
+        wait_for_waits(cache, waits_before + n as u64 - 1);
+        gate.open();
         threads.into_iter().map(|t| t.join().unwrap()).collect()
     }
 
@@ -1060,9 +1076,10 @@ mod tests {
     fn concurrent_cold_requests_share_one_lookup() {
         let clock = SimClock::new();
         let cache = Arc::new(CredentialCache::with_clock(clock.clone()));
-        let p = Counting::slow(&clock, None, Duration::from_millis(50));
+        let gate = Arc::new(Gate::default());
+        let p = Counting::held(&clock, None, 1, &gate);
         let src = source(p.clone(), vec![]);
-        let values: Vec<u64> = concurrently(&cache, &src, 16)
+        let values: Vec<u64> = concurrently(&cache, &src, 16, &gate)
             .iter()
             .map(|r| value(r.as_ref().unwrap()))
             .collect();
@@ -1074,15 +1091,13 @@ mod tests {
     fn refresh_window_is_single_flight_too() {
         let clock = SimClock::new();
         let cache = Arc::new(CredentialCache::with_clock(clock.clone()));
-        let p = Counting::slow(
-            &clock,
-            Some(Duration::from_secs(100)),
-            Duration::from_millis(30),
-        );
+        let gate = Arc::new(Gate::default());
+        // The refresh (the second lookup) is held until every request has joined it.
+        let p = Counting::held(&clock, Some(Duration::from_secs(100)), 2, &gate);
         let src = source(p.clone(), vec![]);
         cache.get(&src).unwrap();
         clock.advance(Duration::from_secs(95));
-        let values: Vec<u64> = concurrently(&cache, &src, 8)
+        let values: Vec<u64> = concurrently(&cache, &src, 8, &gate)
             .iter()
             .map(|r| value(r.as_ref().unwrap()))
             .collect();
@@ -1130,10 +1145,11 @@ mod tests {
     fn waiters_share_a_failed_lookup() {
         let clock = SimClock::new();
         let cache = Arc::new(CredentialCache::with_clock(clock.clone()));
-        let p = Counting::slow(&clock, None, Duration::from_millis(50));
+        let gate = Arc::new(Gate::default());
+        let p = Counting::held(&clock, None, 1, &gate);
         p.fail.store(true, Ordering::SeqCst);
         let src = source(p.clone(), vec![]);
-        for answer in concurrently(&cache, &src, 8) {
+        for answer in concurrently(&cache, &src, 8, &gate) {
             assert_eq!(answer.unwrap_err().status(), Status::Credentials);
         }
         assert_eq!(
