@@ -408,15 +408,18 @@ impl Client {
         })
     }
 
-    /// The object's visible size and strong ETag (when it has one). Sizes are never cached.
+    /// The object's visible size (`None` for a local device or FIFO, which states none) and
+    /// strong ETag (when it has one). Sizes are never cached.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
     /// # let path = dir.path().join("a"); std::fs::write(&path, [0u8; 1000])?;
     /// # let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
     /// let object = client.locate(path.to_str().unwrap())?;
-    /// assert_eq!(client.stat(&object)?.size, 1000);
-    /// assert_eq!(client.stat(&object.with_window(100, None)?)?.size, 900);
+    /// assert_eq!(client.stat(&object)?.size, Some(1000));
+    /// assert_eq!(client.stat(&object.with_window(100, None)?)?.size, Some(900));
+    /// // A device states no size.
+    /// assert_eq!(client.stat(&client.locate("/dev/zero")?)?.size, None);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn stat(&self, locator: &Locator) -> Result<ObjectInfo, Error> {

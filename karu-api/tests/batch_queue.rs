@@ -10,30 +10,29 @@ use std::time::Duration;
 
 use karu::{Completion, Next, Read, Status, UNBOUNDED};
 use support::{
-    FifoGuard, PATIENCE, TinyExecutor, assert_pattern, client, drain, expect_completion, isolated,
-    locate, mkfifo, pattern_file, release_fifo, wait_until_active,
+    LeaseGuard, PATIENCE, TinyExecutor, assert_pattern, client, drain, expect_completion,
+    held_file, isolated, locate, pattern_file, wait_until_active,
 };
 
-/// Assert the completion of a read of a FIFO: it ran (it was not cancelled) and failed, since a
-/// pipe cannot be read at an offset.
+/// Assert the completion of a read of 8 bytes of a held file: it ran (it was not cancelled)
+/// once the lease was released, and delivered the file's first bytes.
 #[track_caller]
-fn assert_fifo_read(c: &Completion, fifo: &std::path::Path) {
-    assert_eq!(c.status(), Status::Io, "{c:?}");
-    assert_eq!(c.bytes_received(), 0);
-    let message = c.error().unwrap().message();
-    assert!(message.contains(fifo.to_str().unwrap()), "{message}");
+fn assert_held_read(c: &Completion) {
+    assert_eq!(c.status(), Status::Ok, "{c:?}");
+    assert_eq!(c.bytes_received(), 8);
+    assert_pattern(c.bytes(), 0, 8);
 }
 
 #[test]
 fn next_times_out_while_a_read_runs_then_delivers_then_drains() {
     let dir = tempfile::tempdir().unwrap();
-    let pipe = mkfifo(dir.path(), "pipe");
+    let (held, lease) = held_file(dir.path(), "held.bin", 100);
     let client = client();
-    let batch = client.submit([Read::new(&locate(&client, &pipe), 0, 8).tag(5)]);
-    let _guard = FifoGuard(pipe.clone());
+    let batch = client.submit([Read::new(&locate(&client, &held), 0, 8).tag(5)]);
+    let _guard = LeaseGuard(lease.clone());
 
-    // The worker is inside the read and nobody has opened the pipe for writing: no
-    // completion can exist, so waiting ends without one and changes nothing.
+    // The worker is inside the read, waiting for the lease to be released: no completion can
+    // exist, so waiting ends without one and changes nothing.
     wait_until_active(&batch, 1);
     assert!(matches!(
         batch.next(Duration::from_millis(50)),
@@ -42,10 +41,10 @@ fn next_times_out_while_a_read_runs_then_delivers_then_drains() {
     assert!(matches!(batch.try_next(), Next::TimedOut));
     assert_eq!(batch.pending(), 1);
 
-    release_fifo(&pipe);
+    lease.release();
     let c = expect_completion(&batch);
     assert_eq!((c.tag(), c.index()), (5, 0));
-    assert_fifo_read(&c, &pipe);
+    assert_held_read(&c);
     assert_eq!(batch.pending(), 0);
     assert!(matches!(batch.next(PATIENCE), Next::Drained));
     assert!(matches!(batch.try_next(), Next::Drained));
@@ -169,11 +168,11 @@ fn several_threads_draining_one_batch_see_each_completion_once() {
 #[test]
 fn dropping_a_batch_waits_for_the_read_a_worker_is_running() {
     let dir = tempfile::tempdir().unwrap();
-    let pipe = mkfifo(dir.path(), "pipe");
+    let (held, lease) = held_file(dir.path(), "held.bin", 100);
     let data = pattern_file(dir.path(), "data.bin", 100);
     let client = client();
-    let batch = Arc::new(client.submit([Read::new(&locate(&client, &pipe), 0, 8)]));
-    let _guard = FifoGuard(pipe.clone());
+    let batch = Arc::new(client.submit([Read::new(&locate(&client, &held), 0, 8)]));
+    let _guard = LeaseGuard(lease.clone());
     wait_until_active(&batch, 1);
 
     // The writer waits until the batch's last handle is being dropped (its strong count is 0
@@ -184,13 +183,13 @@ fn dropping_a_batch_waits_for_the_read_a_worker_is_running() {
     let writer = {
         let weak = Arc::downgrade(&batch);
         let released = Arc::clone(&released);
-        let pipe = pipe.clone();
+        let lease = lease.clone();
         std::thread::spawn(move || {
             while weak.strong_count() > 0 {
                 std::thread::sleep(Duration::from_millis(1));
             }
             released.store(true, Ordering::SeqCst);
-            release_fifo(&pipe);
+            lease.release();
         })
     };
     drop(batch);
@@ -208,14 +207,14 @@ fn dropping_a_batch_waits_for_the_read_a_worker_is_running() {
 #[test]
 fn cancel_completes_the_reads_that_had_not_started() {
     let dir = tempfile::tempdir().unwrap();
-    let pipe = mkfifo(dir.path(), "pipe");
+    let (held_path, lease) = held_file(dir.path(), "held.bin", 100);
     let data = pattern_file(dir.path(), "data.bin", 100);
     let client = isolated().file_workers(1).build().unwrap();
     let object = locate(&client, &data);
 
-    // Hold the only worker on the pipe, then queue five reads behind it.
-    let held = client.submit([Read::new(&locate(&client, &pipe), 0, 8)]);
-    let _guard = FifoGuard(pipe.clone());
+    // Hold the only worker on the leased file, then queue five reads behind it.
+    let held = client.submit([Read::new(&locate(&client, &held_path), 0, 8)]);
+    let _guard = LeaseGuard(lease.clone());
     wait_until_active(&held, 1);
     let buffers: Vec<Vec<u8>> = (0..5).map(|_| vec![0xAA; 64]).collect();
     let identities: Vec<(*const u8, usize)> =
@@ -230,11 +229,11 @@ fn cancel_completes_the_reads_that_had_not_started() {
     assert_eq!(queued.pending(), 5);
 
     queued.cancel();
-    release_fifo(&pipe);
+    lease.release();
 
     // The running read finishes as it would have; the queued ones are cancelled, deliver
     // nothing and hand their buffers back.
-    assert_fifo_read(&expect_completion(&held), &pipe);
+    assert_held_read(&expect_completion(&held));
     let mut done = drain(&queued);
     done.sort_by_key(Completion::index);
     assert_eq!(done.len(), 5);
@@ -254,33 +253,33 @@ fn cancel_completes_the_reads_that_had_not_started() {
 #[test]
 fn next_async_is_woken_by_the_worker_without_a_runtime() {
     let dir = tempfile::tempdir().unwrap();
-    let pipe = mkfifo(dir.path(), "pipe");
+    let (held, lease) = held_file(dir.path(), "held.bin", 100);
     let client = client();
     let batch = client.submit([
-        Read::new(&locate(&client, &pipe), 0, 8).tag(1),
-        Read::new(&locate(&client, &pipe), 0, 0).tag(2),
+        Read::new(&locate(&client, &held), 0, 8).tag(1),
+        Read::new(&locate(&client, &held), 0, 0).tag(2),
     ]);
-    let _guard = FifoGuard(pipe.clone());
+    let _guard = LeaseGuard(lease.clone());
     let executor = TinyExecutor::new();
 
     // The rejected read is ready at once.
     let first = executor.block_on(&mut batch.next_async()).unwrap();
     assert_eq!((first.tag(), first.status()), (2, Status::InvalidRange));
 
-    // The other is held on the pipe: the future is pending and has not been woken.
+    // The other is held on the lease: the future is pending and has not been woken.
     wait_until_active(&batch, 1);
     let mut next = batch.next_async();
     assert!(matches!(executor.poll(&mut next), Poll::Pending));
     assert_eq!(executor.wakes(), 0);
 
     let writer = {
-        let pipe = pipe.clone();
-        std::thread::spawn(move || release_fifo(&pipe))
+        let lease = lease.clone();
+        std::thread::spawn(move || lease.release())
     };
     let second = executor.block_on(&mut next).expect("a completion");
     assert!(executor.wakes() >= 1, "the worker woke the future");
     assert_eq!(second.tag(), 1);
-    assert_fifo_read(&second, &pipe);
+    assert_held_read(&second);
     assert!(executor.block_on(&mut batch.next_async()).is_none());
     writer.join().unwrap();
 }

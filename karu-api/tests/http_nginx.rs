@@ -183,10 +183,10 @@ fn stat_returns_the_size_and_nginxs_strong_etag_from_one_request() {
     let served = Served::start(&[("/a.bin", 3 * MIB + 7), ("/empty.bin", 0)]);
     let client = client();
     let info = client.stat(&served.locate(&client, "/a.bin")).unwrap();
-    assert_eq!(info.size, 3 * MIB + 7);
+    assert_eq!(info.size, Some(3 * MIB + 7));
     assert_eq!(info.etag, Some(served.etag("/a.bin")));
     let info = client.stat(&served.locate(&client, "/empty.bin")).unwrap();
-    assert_eq!(info.size, 0);
+    assert_eq!(info.size, Some(0));
     let log = served.log(2);
     assert_eq!(
         (log[0].range.as_str(), log[0].status, log[0].bytes),

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use karu::{BatchOptions, Completion, Read, Status, UNBOUNDED, Window};
-use support::{Rng, assert_pattern, client, locate, pattern, pattern_file};
+use support::{Rng, assert_pattern, client, isolated, locate, pattern, pattern_file};
 
 /// Assert a successful read of `len` pattern bytes at absolute offset `start`.
 #[track_caller]
@@ -115,7 +115,7 @@ fn window_offsets_are_relative_to_the_window_start() {
         assert!(message.contains("window of 50 bytes"), "{message}");
     }
 
-    assert_eq!(client.stat(&window).unwrap().size, 50);
+    assert_eq!(client.stat(&window).unwrap().size, Some(50));
     assert_eq!(client.read(&window, 45, 5).unwrap(), pattern(145, 5));
 }
 
@@ -180,9 +180,9 @@ fn nested_windows_compose_and_must_fit() {
     assert_failed(&done[4], Status::InvalidRange);
     assert_failed(&done[5], Status::InvalidRange);
 
-    assert_eq!(client.stat(&inner).unwrap().size, 50);
-    assert_eq!(client.stat(&innermost).unwrap().size, 40);
-    assert_eq!(client.stat(&empty).unwrap().size, 0);
+    assert_eq!(client.stat(&inner).unwrap().size, Some(50));
+    assert_eq!(client.stat(&innermost).unwrap().size, Some(40));
+    assert_eq!(client.stat(&empty).unwrap().size, Some(0));
 }
 
 #[test]
@@ -200,7 +200,7 @@ fn unbounded_windows_run_to_the_end_of_the_file() {
             len: None
         })
     );
-    assert_eq!(client.stat(&tail).unwrap().size, 1000);
+    assert_eq!(client.stat(&tail).unwrap().size, Some(1000));
     let slice = tail.with_window(500, Some(100)).unwrap();
     assert_eq!(
         slice.window(),
@@ -210,11 +210,11 @@ fn unbounded_windows_run_to_the_end_of_the_file() {
         })
     );
     let beyond = object.with_window(20_000, None).unwrap();
-    assert_eq!(client.stat(&beyond).unwrap().size, 0);
+    assert_eq!(client.stat(&beyond).unwrap().size, Some(0));
     // A bounded window may reach past the end of the file: its visible size is its length,
     // and reads in it see the end of the file.
     let overhanging = object.with_window(9990, Some(100)).unwrap();
-    assert_eq!(client.stat(&overhanging).unwrap().size, 100);
+    assert_eq!(client.stat(&overhanging).unwrap().size, Some(100));
 
     let done = client
         .submit([
@@ -643,7 +643,7 @@ fn an_empty_file_has_no_bytes_to_give() {
     assert_failed(&done[3], Status::InvalidRange);
 
     let info = client.stat(&object).unwrap();
-    assert_eq!((info.size, info.etag), (0, None));
+    assert_eq!((info.size, info.etag), (Some(0), None));
     let ends = client.read_ends(&object, 4, 4).unwrap();
     assert_eq!((ends.size, ends.head.len(), ends.tail.len()), (0, 0, 0));
     let err = client.read(&object, 0, 1).unwrap_err();
@@ -668,7 +668,7 @@ fn offsets_beyond_4_gib_reach_the_right_bytes() {
 
     let client = client();
     let object = locate(&client, &path);
-    assert_eq!(client.stat(&object).unwrap().size, SIZE);
+    assert_eq!(client.stat(&object).unwrap().size, Some(SIZE));
     let window = object
         .with_window(marker_at, Some(marker.len() as u64))
         .unwrap();
@@ -716,7 +716,7 @@ fn read_ends_stat_and_the_one_shot_helpers() {
     let object = locate(&client, &path);
 
     let info = client.stat(&object).unwrap();
-    assert_eq!((info.size, info.etag), (LEN, None));
+    assert_eq!((info.size, info.etag), (Some(LEN), None));
 
     let ends = client.read_ends(&object, 16, 32).unwrap();
     assert_eq!((ends.size, ends.etag.as_deref()), (LEN, None));
@@ -748,9 +748,8 @@ fn spellings_of_one_file_read_the_same_bytes() {
     let path = pattern_file(dir.path(), "data.bin", 1000);
     let client = client();
     let plain = path.to_str().unwrap().to_string();
-    let dotted = format!("{}/./sub/../data.bin", dir.path().display());
+    let dotted = format!("{}/.//./data.bin", dir.path().display());
     let uri = format!("file://{plain}");
-    std::fs::create_dir(dir.path().join("sub")).unwrap();
 
     let locators: Vec<_> = [&plain, &dotted, &uri]
         .iter()
@@ -760,4 +759,172 @@ fn spellings_of_one_file_read_the_same_bytes() {
         assert_eq!(l.canonical().as_str(), plain);
         assert_eq!(client.read(l, 500, 20).unwrap(), pattern(500, 20));
     }
+
+    // Through a real directory, `sub/..` is the same file, but only the filesystem can say
+    // so: the canonical path keeps the segment.
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let through = client
+        .locate(&format!("{}/sub/../data.bin", dir.path().display()))
+        .unwrap();
+    assert_eq!(
+        through.canonical().as_str(),
+        format!("{}/sub/../data.bin", dir.path().display())
+    );
+    assert_eq!(client.read(&through, 500, 20).unwrap(), pattern(500, 20));
+}
+
+/// The bytes of a small text file, written here.
+fn text_file(path: &std::path::Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn dot_dot_after_a_symbolic_link_is_the_parent_of_its_target() {
+    // dir/hello.txt, dir/a/hello.txt, dir/a/b/, and dir/blink -> a/b.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("a/b")).unwrap();
+    text_file(&root.join("hello.txt"), "the top hello\n");
+    text_file(&root.join("a/hello.txt"), "hello from a\n");
+    std::os::unix::fs::symlink("a/b", root.join("blink")).unwrap();
+    let client = client();
+
+    // What the operating system opens for the path, as `cat` would.
+    let written = root.join("blink/../hello.txt");
+    let os_reads = std::fs::read(&written).unwrap();
+    assert_eq!(os_reads, b"hello from a\n");
+
+    let object = locate(&client, &written);
+    assert_eq!(object.canonical().as_str(), written.to_str().unwrap());
+    assert_eq!(client.read(&object, 0, 13).unwrap(), os_reads);
+    assert_eq!(client.stat(&object).unwrap().size, Some(13));
+    let uri = client
+        .locate(&format!("file://{}", written.display()))
+        .unwrap();
+    assert_eq!(client.read(&uri, 0, 13).unwrap(), os_reads);
+
+    // A missing directory, or a file, followed by `..`: the OS says ENOENT or ENOTDIR.
+    for path in [
+        root.join("missing/../hello.txt"),
+        root.join("hello.txt/../hello.txt"),
+    ] {
+        assert!(std::fs::File::open(&path).is_err(), "{}", path.display());
+        let object = locate(&client, &path);
+        let done = client.submit([Read::new(&object, 0, 4)]).wait();
+        assert_failed(&done[0], Status::NotFound);
+        let message = done[0].error().unwrap().message();
+        assert!(message.contains(path.to_str().unwrap()), "{message}");
+        assert_eq!(client.stat(&object).unwrap_err().status(), Status::NotFound);
+    }
+}
+
+/// Frees a file worker blocked opening a FIFO (by opening it for writing) if the test has not
+/// finished within [`support::PATIENCE`], so that broken code fails the test instead of
+/// hanging it; says whether it had to.
+struct FifoWatchdog {
+    done: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<bool>,
+}
+
+impl FifoWatchdog {
+    fn new(fifo: &std::path::Path) -> Self {
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let fifo = fifo.to_path_buf();
+        let thread = std::thread::spawn(move || {
+            let timed_out = finished.recv_timeout(support::PATIENCE).is_err();
+            if timed_out {
+                // Read-write never blocks and counts as a writer: every blocked reader goes on.
+                let _ = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&fifo);
+            }
+            timed_out
+        });
+        FifoWatchdog { done, thread }
+    }
+
+    fn had_to_unblock(self) -> bool {
+        let _ = self.done.send(());
+        self.thread.join().unwrap()
+    }
+}
+
+#[test]
+fn a_fifo_is_refused_at_once_and_states_no_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let data = pattern_file(dir.path(), "data.bin", 100);
+    let client = isolated().file_workers(1).build().unwrap();
+    let object = locate(&client, &fifo);
+
+    // No writer ever comes: the read fails on its own, and the one file worker goes on to the
+    // next read.
+    let watchdog = FifoWatchdog::new(&fifo);
+    let done = client
+        .submit([
+            Read::new(&object, 0, 8),
+            Read::new(&locate(&client, &data), 0, 8),
+        ])
+        .wait();
+    assert!(!watchdog.had_to_unblock(), "the read waited for a writer");
+    assert_failed(&done[0], Status::Unsupported);
+    let message = done[0].error().unwrap().message();
+    assert!(message.contains(fifo.to_str().unwrap()), "{message}");
+    assert_ok(&done[1], 0, 8);
+
+    let info = client.stat(&object).unwrap();
+    assert_eq!((info.size, info.etag), (None, None));
+    let err = client.read_ends(&object, 4, 4).unwrap_err();
+    assert_eq!(err.status(), Status::Unsupported, "{err}");
+}
+
+#[test]
+fn character_devices_state_no_size_and_read_at_offsets() {
+    let client = client();
+    let zero = locate(&client, std::path::Path::new("/dev/zero"));
+    let null = locate(&client, std::path::Path::new("/dev/null"));
+    assert_eq!(client.stat(&zero).unwrap().size, None);
+    assert_eq!(client.stat(&null).unwrap().size, None);
+    // A bounded window states its own size, whatever the object's.
+    let window = zero.with_window(4096, Some(64)).unwrap();
+    assert_eq!(client.stat(&window).unwrap().size, Some(64));
+    assert_eq!(
+        client
+            .stat(&zero.with_window(4096, None).unwrap())
+            .unwrap()
+            .size,
+        None
+    );
+
+    let done = client
+        .submit([
+            Read::new(&zero, 1 << 40, 16),
+            Read::new(&null, 0, 4),
+            Read::new(&window, 60, 4),
+        ])
+        .wait();
+    assert_eq!(
+        (done[0].status(), done[0].bytes()),
+        (Status::Ok, &[0u8; 16][..])
+    );
+    assert_prefix(&done[1], 0, 0);
+    assert_eq!(
+        (done[2].status(), done[2].bytes()),
+        (Status::Ok, &[0u8; 4][..])
+    );
+
+    // Without a size there are no last bytes; through a bounded window there are.
+    let err = client.read_ends(&zero, 4, 4).unwrap_err();
+    assert_eq!(err.status(), Status::Unsupported, "{err}");
+    let ends = client.read_ends(&window, 4, 4).unwrap();
+    assert_eq!(
+        (ends.size, ends.head, ends.tail),
+        (64, vec![0; 4], vec![0; 4])
+    );
 }

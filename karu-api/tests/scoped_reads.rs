@@ -3,7 +3,6 @@
 mod support;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -12,7 +11,7 @@ use std::time::Duration;
 
 use karu::{BatchOptions, Read, Status};
 use support::{
-    FifoGuard, client, locate, mkfifo, pattern, pattern_file, release_fifo, wait_until_active,
+    Lease, LeaseGuard, client, held_file, locate, pattern, pattern_file, wait_until_active,
 };
 
 #[test]
@@ -101,37 +100,37 @@ fn read_into_fills_the_slice_or_fails() {
     assert_eq!(err.status(), Status::NotFound);
 }
 
-/// A writer thread that lets the worker blocked on `pipe` go once the scope's closure says it
-/// is about to leave (or has unwound), recording that it does so just before.
+/// A thread that lets the worker held on `lease` go once the scope's closure says it is about
+/// to leave (or has unwound), recording that it does so just before.
 ///
 /// After the signal it pauses briefly: the pause proves nothing, it only gives a scope that
 /// failed to wait the time to return first, so that the test sees `released == false`.
-fn writer_after_signal(pipe: PathBuf) -> (mpsc::Sender<()>, Arc<AtomicBool>, JoinHandle<()>) {
+fn release_after_signal(lease: Lease) -> (mpsc::Sender<()>, Arc<AtomicBool>, JoinHandle<()>) {
     let (signal, leaving) = mpsc::channel::<()>();
     let released = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&released);
-    let writer = std::thread::spawn(move || {
+    let releaser = std::thread::spawn(move || {
         // A closed channel (the closure unwound before sending) also means "leaving".
         let _ = leaving.recv();
         std::thread::sleep(Duration::from_millis(50));
         flag.store(true, Ordering::SeqCst);
-        release_fifo(&pipe);
+        lease.release();
     });
-    (signal, released, writer)
+    (signal, released, releaser)
 }
 
 #[test]
 fn a_scope_waits_for_a_batch_leaked_with_mem_forget() {
     let dir = tempfile::tempdir().unwrap();
-    let pipe = mkfifo(dir.path(), "pipe");
+    let (held, lease) = held_file(dir.path(), "held.bin", 100);
     let client = client();
-    let object = locate(&client, &pipe);
-    let (signal, released, writer) = writer_after_signal(pipe.clone());
-    let _guard = FifoGuard(pipe);
+    let object = locate(&client, &held);
+    let (signal, released, releaser) = release_after_signal(lease.clone());
+    let _guard = LeaseGuard(lease);
 
     let mut slice = [0u8; 8];
     client.scope(|scope| {
-        let signal = signal; // moved in: if the closure unwinds early, the writer still goes
+        let signal = signal; // moved in: if the closure unwinds early, the releaser still goes
         let batch = scope.submit(
             [Read::into_slice(&object, 0, &mut slice)],
             &BatchOptions::new(),
@@ -145,17 +144,17 @@ fn a_scope_waits_for_a_batch_leaked_with_mem_forget() {
         released.load(Ordering::SeqCst),
         "the scope returned while a worker still referenced a borrowed slice"
     );
-    writer.join().unwrap();
+    releaser.join().unwrap();
 }
 
 #[test]
 fn a_panic_in_a_scope_propagates_after_the_wait() {
     let dir = tempfile::tempdir().unwrap();
-    let pipe = mkfifo(dir.path(), "pipe");
+    let (held, lease) = held_file(dir.path(), "held.bin", 100);
     let client = client();
-    let object = locate(&client, &pipe);
-    let (signal, released, writer) = writer_after_signal(pipe.clone());
-    let _guard = FifoGuard(pipe);
+    let object = locate(&client, &held);
+    let (signal, released, releaser) = release_after_signal(lease.clone());
+    let _guard = LeaseGuard(lease);
 
     let mut slice = [0u8; 8];
     let outcome = catch_unwind(AssertUnwindSafe(|| {
@@ -179,5 +178,5 @@ fn a_panic_in_a_scope_propagates_after_the_wait() {
         payload.downcast_ref::<&str>(),
         Some(&"boom inside the scope")
     );
-    writer.join().unwrap();
+    releaser.join().unwrap();
 }

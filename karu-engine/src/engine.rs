@@ -102,8 +102,10 @@ impl BatchOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ObjectInfo {
-    /// Visible size in bytes (a window's length for a windowed locator).
-    pub size: u64,
+    /// Visible size in bytes (a window's length for a windowed locator), or `None` when the
+    /// object states none: a local device or FIFO, whose metadata says nothing of what can
+    /// be read. Remote objects and regular files always have one.
+    pub size: Option<u64>,
     /// The object's strong ETag, when the server sent one (never for local files).
     pub etag: Option<String>,
 }
@@ -255,16 +257,19 @@ impl Engine {
     pub fn stat(&self, locator: &Locator) -> Result<ObjectInfo, Error> {
         if let Some(Window { len: Some(len), .. }) = locator.window() {
             return Ok(ObjectInfo {
-                size: len,
+                size: Some(len),
                 etag: None,
             });
         }
         let (size, etag) = match locator.target() {
             Target::File(path) => (file::size(path)?, None),
-            Target::Remote => self.inner.remote()?.stat(locator)?,
+            Target::Remote => {
+                let (size, etag) = self.inner.remote()?.stat(locator)?;
+                (Some(size), etag)
+            }
         };
         Ok(ObjectInfo {
-            size: visible_size(locator.window(), size),
+            size: size.map(|size| visible_size(locator.window(), size)),
             etag,
         })
     }
@@ -290,18 +295,26 @@ impl Engine {
             });
         }
         let info = self.stat(locator)?;
-        let head_len = head_len.min(info.size);
-        let tail_len = tail_len.min(info.size);
+        let Some(size) = info.size else {
+            return Err(Error::new(
+                Status::Unsupported,
+                format!(
+                    "{locator} has no size (it is not a regular file), so it has no last bytes"
+                ),
+            ));
+        };
+        let head_len = head_len.min(size);
+        let tail_len = tail_len.min(size);
         let mut reads = Vec::new();
         if head_len > 0 {
             reads.push(Read::new(locator, 0, head_len).tag(0));
         }
         if tail_len > 0 {
-            reads.push(Read::new(locator, info.size - tail_len, tail_len).tag(1));
+            reads.push(Read::new(locator, size - tail_len, tail_len).tag(1));
         }
         let batch = self.submit(reads, &BatchOptions::new().max_gap(0));
         let mut ends = Ends {
-            size: info.size,
+            size,
             etag: info.etag,
             head: Vec::new(),
             tail: Vec::new(),

@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::thread::{self, JoinHandle, ThreadId};
@@ -254,22 +254,100 @@ fn past_the_end(path: &Path, file: &File, offset: u64, length: u64, filled: u64)
 }
 
 /// Open a file for positional reads, classifying failures; with its size when opened (`None`
-/// for something that is not a regular file, such as a pipe or a device, whose metadata says
-/// nothing of what can be read).
+/// for a device, whose metadata says nothing of what can be read).
+///
+/// The open does not wait on what the path names: it is non-blocking, so a FIFO with no
+/// writer (which a blocking open waits on forever, past every deadline) is opened and refused
+/// at once, as is anything else that cannot be read at an offset (a terminal, a pipe), with
+/// [`Status::Unsupported`]. A regular file then reads as it always does (the flag is
+/// cleared); a seekable device (`/dev/zero`) keeps it, so a read with nothing to give fails
+/// instead of waiting.
 pub(crate) fn open(path: &Path) -> Result<(File, Option<u64>), Error> {
-    let file = File::open(path).map_err(|e| classify(path, &e))?;
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = match rustix::fs::open(path, flags, Mode::empty()) {
+        Ok(fd) => File::from(fd),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+            open_leased(path).map_err(|e| classify(path, &e))?
+        }
+        Err(e) => return Err(classify(path, &io::Error::from(e))),
+    };
     let meta = file.metadata().map_err(|e| classify(path, &e))?;
-    if meta.is_dir() {
+    let kind = meta.file_type();
+    if kind.is_dir() {
         return Err(Error::new(
             Status::IsDirectory,
             format!("{} is a directory, not a file", path.display()),
         ));
     }
-    Ok((file, meta.is_file().then_some(meta.len())))
+    if kind.is_file() {
+        let flags = rustix::fs::fcntl_getfl(&file).map_err(|e| classify(path, &e.into()))?;
+        rustix::fs::fcntl_setfl(&file, flags - OFlags::NONBLOCK)
+            .map_err(|e| classify(path, &e.into()))?;
+        return Ok((file, Some(meta.len())));
+    }
+    if kind.is_fifo() || rustix::fs::seek(&file, rustix::fs::SeekFrom::Current(0)).is_err() {
+        return Err(not_addressable(path, &kind));
+    }
+    Ok((file, None))
 }
 
-/// The size of a local file from its metadata.
-pub(crate) fn size(path: &Path) -> Result<u64, Error> {
+/// A non-blocking open fails with `EWOULDBLOCK` when another process holds a write lease on a
+/// regular file (a file server's oplock). The holder has been asked to let go, and the
+/// operating system's own open would wait for it (at most `fs.lease-break-time`): wait the
+/// same way, for that same file. The path is opened without access (`O_PATH` never waits and
+/// breaks no lease), checked to be a regular file, and that very file is opened for reading
+/// through `/proc/self/fd`, so a path swapped for a FIFO in between cannot block.
+#[cfg(target_os = "linux")]
+fn open_leased(path: &Path) -> io::Result<File> {
+    use std::os::fd::AsRawFd;
+
+    use rustix::fs::{FileType, Mode, OFlags};
+    let leased = || io::Error::from(rustix::io::Errno::WOULDBLOCK);
+    let handle = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+    let stat = rustix::fs::fstat(&handle)?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Err(leased());
+    }
+    File::open(format!("/proc/self/fd/{}", handle.as_raw_fd())).map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            leased() // no /proc: report the lease, not a missing file
+        } else {
+            e
+        }
+    })
+}
+
+/// Leases are Linux's: elsewhere the error stands.
+#[cfg(not(target_os = "linux"))]
+fn open_leased(_path: &Path) -> io::Result<File> {
+    Err(io::Error::from(rustix::io::Errno::WOULDBLOCK))
+}
+
+/// The error for a file that cannot be read at an offset.
+fn not_addressable(path: &Path, kind: &std::fs::FileType) -> Error {
+    let what = if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device that cannot seek"
+    } else {
+        "a file that cannot seek"
+    };
+    Error::new(
+        Status::Unsupported,
+        format!(
+            "{} is {what}: Karu reads files at offsets, and this one has none",
+            path.display()
+        ),
+    )
+}
+
+/// The size of a local file from its metadata, without opening it (so a FIFO cannot block):
+/// `None` for what is not a regular file (a device, a FIFO), whose metadata says nothing of
+/// what can be read.
+pub(crate) fn size(path: &Path) -> Result<Option<u64>, Error> {
     let meta = std::fs::metadata(path).map_err(|e| classify(path, &e))?;
     if meta.is_dir() {
         return Err(Error::new(
@@ -277,7 +355,7 @@ pub(crate) fn size(path: &Path) -> Result<u64, Error> {
             format!("{} is a directory, not a file", path.display()),
         ));
     }
-    Ok(meta.len())
+    Ok(meta.is_file().then_some(meta.len()))
 }
 
 /// Map an I/O error on `path` to a status with a clear message.
@@ -418,5 +496,99 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(open(dir.path()).unwrap_err().status(), Status::IsDirectory);
         assert_eq!(size(dir.path()).unwrap_err().status(), Status::IsDirectory);
+    }
+
+    /// Opens the FIFO for writing if `open` has not returned within 20 s (only when the code
+    /// is broken), so that a failing test fails instead of hanging; says whether it had to.
+    struct Unblock {
+        done: std::sync::mpsc::Sender<()>,
+        thread: thread::JoinHandle<bool>,
+    }
+
+    impl Unblock {
+        fn new(fifo: &Path) -> Self {
+            let (done, finished) = std::sync::mpsc::channel::<()>();
+            let fifo = fifo.to_path_buf();
+            let thread = thread::spawn(move || {
+                let timed_out = finished
+                    .recv_timeout(std::time::Duration::from_secs(20))
+                    .is_err();
+                if timed_out {
+                    let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+                }
+                timed_out
+            });
+            Unblock { done, thread }
+        }
+
+        fn had_to_unblock(self) -> bool {
+            let _ = self.done.send(());
+            self.thread.join().unwrap()
+        }
+    }
+
+    fn mkfifo(path: &Path) {
+        let made = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(made.success(), "mkfifo {}", path.display());
+    }
+
+    #[test]
+    fn a_fifo_without_a_writer_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        mkfifo(&fifo);
+        let unblock = Unblock::new(&fifo);
+        let opened = open(&fifo);
+        assert!(!unblock.had_to_unblock(), "open waited for a writer");
+        let err = opened.unwrap_err();
+        assert_eq!(err.status(), Status::Unsupported, "{err}");
+        assert!(err.message().contains("FIFO"), "{err}");
+        assert!(err.message().contains(fifo.to_str().unwrap()), "{err}");
+        assert_eq!(size(&fifo).unwrap(), None, "a FIFO states no size");
+    }
+
+    #[test]
+    fn seekable_devices_read_and_state_no_size() {
+        for device in ["/dev/zero", "/dev/null"] {
+            let path = Path::new(device);
+            assert_eq!(size(path).unwrap(), None, "{device}");
+            let (file, size) = open(path).unwrap();
+            assert_eq!(size, None, "{device}");
+            let mut dst = [0xAAu8; 16];
+            let filled = read_at_most(&file, 1 << 40, &mut dst).unwrap();
+            if device == "/dev/zero" {
+                assert_eq!((filled, dst), (16, [0; 16]));
+            } else {
+                assert_eq!(filled, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn a_device_that_cannot_seek_is_refused() {
+        // Opening the pseudo-terminal multiplexer makes a terminal, which has no offsets.
+        let ptmx = Path::new("/dev/ptmx");
+        if std::fs::metadata(ptmx).is_err() {
+            eprintln!("skipped: no /dev/ptmx");
+            return;
+        }
+        let err = open(ptmx).unwrap_err();
+        assert_eq!(err.status(), Status::Unsupported, "{err}");
+        assert!(err.message().contains("cannot seek"), "{err}");
+    }
+
+    #[test]
+    fn a_regular_file_is_read_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let (file, size) = open(&path).unwrap();
+        assert_eq!(size, Some(10));
+        let flags = rustix::fs::fcntl_getfl(&file).unwrap();
+        assert!(!flags.contains(rustix::fs::OFlags::NONBLOCK), "{flags:?}");
+        assert_eq!(self::size(&path).unwrap(), Some(10));
     }
 }

@@ -4,7 +4,7 @@
 //! ```text
 //! karu read ADDRESS OFFSET:LENGTH...   one batch, streamed as it completes
 //! karu read --ranges-from FILE|-       ranges (and addresses) one per line
-//! karu stat ADDRESS                    size and ETag
+//! karu stat ADDRESS                    size (`unknown` for a device or FIFO) and ETag
 //! karu ends ADDRESS HEAD TAIL          both ends in one round trip
 //! karu config [ADDRESS]                the effective configuration, value by value
 //! ```
@@ -55,7 +55,10 @@ fn run(cli: Cli, failed: &mut bool) -> Result<u8, Stop> {
             if json {
                 out.line(&json!({"size": info.size, "etag": info.etag}).to_string())?;
             } else {
-                out.line(&format!("size\t{}", info.size))?;
+                match info.size {
+                    Some(size) => out.line(&format!("size\t{size}"))?,
+                    None => out.line("size\tunknown")?,
+                }
                 out.line(&format!("etag\t{}", info.etag.as_deref().unwrap_or("-")))?;
             }
             out.flush()?;

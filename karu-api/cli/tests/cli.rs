@@ -424,3 +424,111 @@ fn an_unreadable_file_is_permission_denied() {
     );
     assert!(errors[0].contains(&file), "{errors:?}");
 }
+
+#[test]
+fn dot_dot_means_what_the_operating_system_means() {
+    // hello.txt, a/hello.txt, a/b/, and blink -> a/b: `blink/..` is `a`, not `.`.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("a/b")).unwrap();
+    std::fs::write(root.join("hello.txt"), "the top hello\n").unwrap();
+    std::fs::write(root.join("a/hello.txt"), "hello from a\n").unwrap();
+    std::os::unix::fs::symlink("a/b", root.join("blink")).unwrap();
+
+    let cat = Command::new("cat")
+        .arg("blink/../hello.txt")
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(cat.status.success(), "{cat:?}");
+    assert_eq!(cat.stdout, b"hello from a\n");
+
+    // Relative, absolute and as a file URI, Karu reads what cat reads.
+    let absolute = root.join("blink/../hello.txt");
+    let absolute = absolute.to_str().unwrap();
+    for address in [
+        "blink/../hello.txt".to_string(),
+        "./blink//../hello.txt".to_string(),
+        absolute.to_string(),
+        format!("file://{absolute}"),
+    ] {
+        let out = karu(root, ["read", &address, "0:13"]);
+        assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{address}");
+        assert_eq!(out.stdout, cat.stdout, "{address}");
+    }
+
+    // Where the OS says ENOENT, the read is not_found.
+    let cat = Command::new("cat")
+        .arg("relative/../hello.txt")
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(!cat.status.success(), "{cat:?}");
+    let out = karu(root, ["read", "relative/../hello.txt", "0:1"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let errors = out.stderr_lines();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("karu: read 0 (0:1): not_found: "),
+        "{errors:?}"
+    );
+    assert!(errors[0].contains("relative/../hello.txt"), "{errors:?}");
+}
+
+#[test]
+fn a_device_or_fifo_has_an_unknown_size_and_a_fifo_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = karu(dir.path(), ["stat", "/dev/zero"]);
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "size\tunknown\netag\t-\n"
+    );
+    let out = karu(dir.path(), ["--json", "stat", "/dev/null"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.json_lines(), vec![json!({"size": null, "etag": null})]);
+    let out = karu(dir.path(), ["read", "/dev/zero", "4096:8"]);
+    assert_eq!((out.code, out.stdout), (0, vec![0u8; 8]));
+
+    let fifo = dir.path().join("pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let fifo = fifo.to_str().unwrap();
+    let out = karu(dir.path(), ["stat", fifo]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "size\tunknown\netag\t-\n"
+    );
+
+    // No writer ever comes. If the read waited for one, a watchdog lets it go after 20 s
+    // (so the test fails instead of hanging) and says so.
+    let (finished, watch) = std::sync::mpsc::channel::<()>();
+    let watchdog = {
+        let fifo = fifo.to_string();
+        std::thread::spawn(move || {
+            let timed_out = watch
+                .recv_timeout(std::time::Duration::from_secs(20))
+                .is_err();
+            if timed_out {
+                let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+            }
+            timed_out
+        })
+    };
+    let out = karu(dir.path(), ["read", fifo, "0:4"]);
+    let _ = finished.send(());
+    assert!(!watchdog.join().unwrap(), "the read waited for a writer");
+    assert_eq!(out.code, 1, "{out:?}");
+    let errors = out.stderr_lines();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("karu: read 0 (0:4): unsupported: "),
+        "{errors:?}"
+    );
+    assert!(errors[0].contains(fifo), "{errors:?}");
+    let out = karu(dir.path(), ["ends", fifo, "4", "4"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.starts_with("karu: unsupported: "), "{out:?}");
+}

@@ -1,12 +1,10 @@
 //! Helpers shared by the integration tests.
 //!
-//! Isolated clients, files whose bytes are a function of their offset, FIFOs that hold a file
-//! worker until the test lets it go, and a tiny executor. Each test binary uses a subset.
+//! Isolated clients, files whose bytes are a function of their offset, leased files that hold a
+//! file worker until the test lets it go, and a tiny executor. Each test binary uses a subset.
 #![allow(dead_code)]
 
-use std::fs::OpenOptions;
 use std::future::Future;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -120,45 +118,65 @@ pub(crate) fn wait_until_active(batch: &Batch, transfers: usize) {
     }
 }
 
-/// Make a named pipe. A local read of it blocks its file worker in `open` until someone opens
-/// the pipe for writing ([`release_fifo`]); the read then fails with [`karu::Status::Io`],
-/// since a pipe cannot be read at an offset. Tests use it to hold a worker exactly as long as
-/// they want.
-pub(crate) fn mkfifo(dir: &Path, name: &str) -> PathBuf {
-    let path = dir.join(name);
-    let status = std::process::Command::new("mkfifo")
-        .arg(&path)
-        .status()
-        .expect("run mkfifo");
-    assert!(status.success(), "mkfifo {} failed", path.display());
-    path
+/// A pattern file of `len` bytes whose reads wait in `open` until the test lets them go:
+/// the test holds a write lease on it (`fcntl(F_SETLEASE, F_WRLCK)`), and an open for
+/// reading waits until the holder releases the lease ([`Lease::release`]), exactly as it
+/// does for `cat` (or until `fs.lease-break-time` passes, 45 s by default). The read then
+/// delivers the file's bytes. Tests use it to hold a file worker exactly as long as they want.
+pub(crate) fn held_file(dir: &Path, name: &str, len: u64) -> (PathBuf, Lease) {
+    use std::os::fd::AsRawFd;
+    let path = pattern_file(dir, name, len);
+    let file = std::fs::File::open(&path).expect("open the file to lease");
+    let fd = file.as_raw_fd();
+    // The holder is told of a waiting reader by a signal, SIGIO (which ends the process) unless
+    // another is set: SIGURG, which is ignored unless handled. (`F_SETSIG` from Linux's
+    // <fcntl.h>; the libc crate does not export it.)
+    const F_SETSIG: libc::c_int = 10;
+    // SAFETY: fcntl with integer arguments on a descriptor this function owns and keeps open.
+    let set_signal = unsafe { libc::fcntl(fd, F_SETSIG, libc::SIGURG) };
+    assert_eq!(
+        set_signal,
+        0,
+        "F_SETSIG: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: as above.
+    let leased = unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_WRLCK) };
+    assert_eq!(
+        leased,
+        0,
+        "cannot take a write lease on {} ({}): these tests hold file workers with file \
+         leases, which need fs.leases-enable = 1 and a filesystem that supports them",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+    (path, Lease(Arc::new(std::sync::Mutex::new(Some(file)))))
 }
 
-/// Open the pipe for writing (this is what lets a reader blocked in `open` go on) and write a
-/// few bytes. The reader may already have closed its end, so the write may fail with `EPIPE`
-/// (Rust programs ignore `SIGPIPE`); that is fine.
-pub(crate) fn release_fifo(path: &Path) {
-    let mut writer = OpenOptions::new()
-        .write(true)
-        .open(path)
-        .expect("open the FIFO for writing");
-    let _ = writer.write_all(b"released");
+/// The write lease of a [`held_file`]; clones share it.
+#[derive(Debug, Clone)]
+pub(crate) struct Lease(Arc<std::sync::Mutex<Option<std::fs::File>>>);
+
+impl Lease {
+    /// Let every reader waiting to open the file go on (closing the leased descriptor ends
+    /// the lease). Idempotent.
+    pub(crate) fn release(&self) {
+        let file = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(file);
+    }
 }
 
-/// Frees any worker still blocked on a pipe when dropped, and removes the pipe, so that a
-/// failing test fails instead of hanging in `Batch::drop` or the client's drop.
+/// Releases the lease when dropped, so that a failing test fails instead of waiting in
+/// `Batch::drop` or the client's drop for the lease to be broken.
 ///
-/// Declare it *after* the batch that reads the pipe: locals drop in reverse order, and the
-/// batch's drop waits for the blocked worker.
+/// Declare it *after* the batch that reads the file: locals drop in reverse order, and the
+/// batch's drop waits for the held worker.
 #[derive(Debug)]
-pub(crate) struct FifoGuard(pub(crate) PathBuf);
+pub(crate) struct LeaseGuard(pub(crate) Lease);
 
-impl Drop for FifoGuard {
+impl Drop for LeaseGuard {
     fn drop(&mut self) {
-        // Opening a FIFO read-write never blocks on Linux and counts as a writer, which frees
-        // a reader blocked in `open`; removing it makes later opens fail instead of blocking.
-        let _ = OpenOptions::new().read(true).write(true).open(&self.0);
-        let _ = std::fs::remove_file(&self.0);
+        self.0.release();
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use karu_engine::{Backend, Error, Resolved, Status};
 use percent_encoding::percent_decode_str;
@@ -50,11 +50,14 @@ impl Backend for LocalBackend {
         if path.as_os_str().is_empty() {
             return Err(invalid(address, "the path is empty"));
         }
+        // Joined as text: the OS resolves a relative path from the current directory exactly
+        // as it resolves that directory's path followed by the relative one, `..` included.
         let absolute = if path.is_absolute() {
             path
         } else {
             match &self.base {
-                Some(base) => base.join(path),
+                Some(base) if base.is_absolute() => base.join(path),
+                Some(_) => return Err(invalid(address, "the base directory is not absolute")),
                 None => return Err(invalid(address, "no current directory to resolve against")),
             }
         };
@@ -106,19 +109,31 @@ fn path_of_file_uri(uri: &str) -> Result<PathBuf, Error> {
     Ok(PathBuf::from(OsStr::from_bytes(&bytes)))
 }
 
-/// Remove `.` segments, resolve `..` lexically, and collapse repeated separators.
+/// The path the operating system opens for `path` (absolute), spelled without what cannot
+/// change which file that is: repeated separators and `.` segments go, and so does a `..`
+/// directly under the root (the root is its own parent). Every other `..` stays: the kernel
+/// resolves it after following the symbolic links before it, so `link/../x` is not `x` when
+/// `link` points elsewhere, and `missing/../x` does not exist at all. A trailing separator
+/// stays too (`file/` is not `file`: it must be a directory).
 fn normalise(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for component in path.components() {
-        match component {
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-            Component::ParentDir => {
-                out.pop();
+    let bytes = path.as_os_str().as_bytes();
+    let mut out: Vec<u8> = Vec::with_capacity(bytes.len());
+    let mut last = &b""[..];
+    for segment in bytes.split(|&b| b == b'/') {
+        last = segment;
+        match segment {
+            b"" | b"." => {}
+            b".." if out.is_empty() => {}
+            _ => {
+                out.push(b'/');
+                out.extend_from_slice(segment);
             }
-            Component::Normal(part) => out.push(part),
         }
     }
-    out
+    if out.is_empty() || matches!(last, b"" | b".") {
+        out.push(b'/');
+    }
+    PathBuf::from(OsStr::from_bytes(&out))
 }
 
 #[cfg(test)]
@@ -136,16 +151,59 @@ mod tests {
         for spelling in [
             "/data/a.bin",
             "/data//a.bin",
+            "//data///a.bin",
             "/data/./a.bin",
-            "/data/x/../a.bin",
+            "/./data/././a.bin",
+            "/../data/a.bin",
+            "/../../data/a.bin",
             "file:///data/a.bin",
             "FILE:///data/a.bin",
             "file://localhost/data/a.bin",
             "file:/data/a.bin",
             "file:///data/%61.bin",
-            "../../data/a.bin",
+            "file:///data/.//a.bin",
         ] {
             assert_eq!(canonical(spelling).unwrap(), "/data/a.bin", "{spelling}");
+        }
+    }
+
+    #[test]
+    fn dot_dot_segments_stay_for_the_operating_system_to_resolve() {
+        // `x` may be a symbolic link (then `x/..` is the parent of its target) or missing
+        // (then the path does not exist): only the filesystem knows, at open.
+        for (address, expected) in [
+            ("/data/x/../a.bin", "/data/x/../a.bin"),
+            ("/data/x/./../a.bin", "/data/x/../a.bin"),
+            ("/data/x/..", "/data/x/.."),
+            ("../../data/a.bin", "/work/dir/../../data/a.bin"),
+            ("sub/../a.bin", "/work/dir/sub/../a.bin"),
+            ("/a/../../x", "/a/../../x"),
+            ("file:///data/x/%2E%2E/a.bin", "/data/x/../a.bin"),
+        ] {
+            assert_eq!(canonical(address).unwrap(), expected, "{address}");
+        }
+        assert_ne!(
+            canonical("/data/x/../a.bin").unwrap(),
+            canonical("/data/a.bin").unwrap()
+        );
+    }
+
+    #[test]
+    fn a_trailing_separator_stays() {
+        // `a.bin/` names a directory: opening it fails where opening `a.bin` would not.
+        for (address, expected) in [
+            ("/data/a.bin/", "/data/a.bin/"),
+            ("/data/a.bin//", "/data/a.bin/"),
+            ("/data/a.bin/.", "/data/a.bin/"),
+            ("/data/a.bin/./", "/data/a.bin/"),
+            ("/", "/"),
+            ("/.", "/"),
+            ("//", "/"),
+            ("/..", "/"),
+            ("./", "/work/dir/"),
+            (".", "/work/dir/"),
+        ] {
+            assert_eq!(canonical(address).unwrap(), expected, "{address}");
         }
     }
 
@@ -153,7 +211,23 @@ mod tests {
     fn relative_paths_use_the_base() {
         assert_eq!(canonical("a.bin").unwrap(), "/work/dir/a.bin");
         assert_eq!(canonical("./sub/a.bin").unwrap(), "/work/dir/sub/a.bin");
-        assert_eq!(canonical("/../../x").unwrap(), "/x");
+        let err = LocalBackend::with_base("relative/base")
+            .resolve("a.bin")
+            .unwrap_err();
+        assert_eq!(err.status(), Status::InvalidArgument, "{err}");
+    }
+
+    #[test]
+    fn the_canonical_path_resolves_to_itself() {
+        for address in [
+            "/data/x/../a.bin/",
+            "sub/.././a.bin",
+            "file:///a%3Fb%23c%20d",
+            "/..",
+        ] {
+            let once = canonical(address).unwrap();
+            assert_eq!(canonical(&once).unwrap(), once, "{address}");
+        }
     }
 
     #[test]
@@ -182,5 +256,78 @@ mod tests {
         assert_eq!(r.target, karu_engine::Target::File(PathBuf::from("/w/x")));
         assert_eq!(r.key, "/w/x");
         assert_eq!(r.container, None);
+        let r = LocalBackend::with_base("/w").resolve("l/../x").unwrap();
+        assert_eq!(
+            r.target,
+            karu_engine::Target::File(PathBuf::from("/w/l/../x"))
+        );
+    }
+
+    /// Open `path` as the operating system does; the file's identity, or the error number.
+    fn outcome(path: &Path) -> Result<(u64, u64), i32> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::File::open(path)
+            .and_then(|f| f.metadata())
+            .map(|m| (m.dev(), m.ino()))
+            .map_err(|e| e.raw_os_error().unwrap_or(-1))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Whatever the spelling (symbolic links to files and directories, dangling links,
+        /// missing directories, `.`, `..`, repeated and trailing separators), the normalised
+        /// path opens exactly what the operating system opens for the path as written, or
+        /// fails with the same error.
+        #[test]
+        fn the_normalised_path_opens_what_the_os_opens(
+            segments in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "a", "b", "hello.txt", "blink", "flink", "dangling", "missing", ".", "..", "",
+                ]),
+                0..7,
+            ),
+        ) {
+            let fixture = fixture();
+            let written = format!("{}/{}", fixture.path().display(), segments.join("/"));
+            let written = PathBuf::from(written);
+            let normalised = normalise(&written);
+            proptest::prop_assert_eq!(
+                outcome(&normalised),
+                outcome(&written),
+                "{} -> {}",
+                written.display(),
+                normalised.display()
+            );
+            proptest::prop_assert_eq!(normalise(&normalised), normalised.clone());
+        }
+    }
+
+    /// `a/hello.txt`, `a/b/hello.txt`, `hello.txt`, `blink -> a/b`, `flink -> hello.txt`,
+    /// `dangling -> missing`, made once per test process.
+    fn fixture() -> &'static tempfile::TempDir {
+        static FIXTURE: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+        FIXTURE.get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path();
+            std::fs::create_dir_all(root.join("a/b")).unwrap();
+            std::fs::write(root.join("hello.txt"), "top").unwrap();
+            std::fs::write(root.join("a/hello.txt"), "a").unwrap();
+            std::fs::write(root.join("a/b/hello.txt"), "b").unwrap();
+            std::os::unix::fs::symlink("a/b", root.join("blink")).unwrap();
+            std::os::unix::fs::symlink("hello.txt", root.join("flink")).unwrap();
+            std::os::unix::fs::symlink("missing", root.join("dangling")).unwrap();
+            dir
+        })
+    }
+
+    #[test]
+    fn through_a_link_to_a_directory_dot_dot_is_the_targets_parent() {
+        let root = fixture().path();
+        let through = normalise(&root.join("blink/../hello.txt"));
+        assert_eq!(outcome(&through), outcome(&root.join("a/hello.txt")));
+        assert_ne!(outcome(&through), outcome(&root.join("hello.txt")));
+        let missing = normalise(&root.join("missing/../hello.txt"));
+        assert_eq!(outcome(&missing), Err(2), "ENOENT, as the OS says");
     }
 }

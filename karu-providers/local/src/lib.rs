@@ -1,8 +1,12 @@
 //! Karu's local-file provider: plain paths and `file://` URIs.
 //!
-//! Resolution makes a path absolute and normalises it lexically (`.` and `..` segments,
-//! repeated separators) without touching the filesystem, so a missing file fails on its own
-//! read with `Status::NotFound` rather than at resolution. The engine's file workers do the
+//! Resolution makes a path absolute (relative paths against the current directory read when
+//! the backend was made) and drops only what cannot change which file the operating system
+//! opens: repeated separators and `.` segments. `..` segments stay in the path and in its
+//! canonical identity, because only the filesystem knows what they mean: with
+//! `blink -> a/b`, `blink/../x` is `a/x`, and `missing/../x` does not exist. Resolution does
+//! not touch the filesystem, so a missing file fails on its own read with
+//! `Status::NotFound` rather than at resolution. The engine's file workers do the
 //! reading (positional reads straight into destinations); this crate only says which file an
 //! address means. Local reads are never merged and take no credentials, so this provider has
 //! no `config`, `request` or `credential` room.
@@ -10,10 +14,13 @@
 //! ```
 //! let registry = karu_engine::Registry::new();
 //! karu_provider_local::register(&registry);
-//! let a = registry.resolve("/data/./x/../tensors.bin")?;
+//! let a = registry.resolve("/data/.//tensors.bin")?;
 //! let b = registry.resolve("file:///data/tensors.bin")?;
 //! assert_eq!(a.canonical(), b.canonical());
 //! assert_eq!(a.canonical().as_str(), "/data/tensors.bin");
+//! // `x` may be a symbolic link: `..` is the filesystem's to resolve, at open.
+//! let c = registry.resolve("/data/x/../tensors.bin")?;
+//! assert_eq!(c.canonical().as_str(), "/data/x/../tensors.bin");
 //! # Ok::<(), karu_engine::Error>(())
 //! ```
 

@@ -322,12 +322,13 @@ fn stat_and_ends(client: &Client, server: &MockServer, object: &Locator) -> Resu
     server.take_requests();
     let started = Instant::now();
     let info = client.stat(object).map_err(|e| e.to_string())?;
+    let size = info.size.ok_or("a remote object states its size")?;
     let wall = started.elapsed();
     let log = server.take_requests();
     println!(
         "stat: size {} ({}), ETag {}; {} request(s) seen by the server ({}), {}",
-        info.size,
-        bytes(info.size),
+        size,
+        bytes(size),
         info.etag.as_deref().unwrap_or("none"),
         log.len(),
         ranges(&log),
