@@ -75,6 +75,91 @@ fn a_wrong_region_301_permanent_redirect_is_corrected_once_and_remembered() {
     wrong_region_is_corrected_once_and_remembered(301);
 }
 
+/// One bucket name at two endpoints is two buckets: the region learned from one endpoint's
+/// wrong-region answer signs later requests to that endpoint only.
+#[test]
+fn a_region_learned_at_one_endpoint_is_not_used_at_another() {
+    let eu = S3Mock::start();
+    eu.set_bucket_region(BUCKET, "eu-west-1");
+    eu.insert_virtual(BUCKET, "eu/a.bin", MIB);
+    let us = S3Mock::start(); // the bucket is in the mock's region, us-east-1
+    us.insert_virtual(BUCKET, "us/a.bin", MIB);
+    us.add_credentials(eu.default_credentials());
+    let env = AwsEnv::new();
+    // Signing for us-east-1, at `eu` by default and at `us` for the objects under `us/`.
+    let client = build(explicit(&eu, &env).path_set(
+        &format!("s3://{BUCKET}/us"),
+        "s3.endpoint",
+        us.endpoint(),
+    ));
+    let at_eu = locate(&client, BUCKET, "eu/a.bin");
+    let at_us = locate(&client, BUCKET, "us/a.bin");
+
+    // `eu` corrects the region once.
+    assert_ok(&read_one(&client, &at_eu, 0, 10), 0, 10);
+    let log = eu.server().take_requests();
+    assert_eq!(statuses(&log), [400, 206], "{}", describe(&log));
+    assert_eq!(regions(&log), ["us-east-1", "eu-west-1"]);
+
+    // `us` is asked with the configured region: what `eu` said of its bucket is not `us`'s.
+    assert_ok(&read_one(&client, &at_us, 0, 10), 0, 10);
+    let log = us.server().take_requests();
+    assert_eq!(statuses(&log), [206], "{}", describe(&log));
+    assert_eq!(regions(&log), ["us-east-1"]);
+
+    // Each endpoint keeps its own answer.
+    assert_ok(&read_one(&client, &at_eu, 10, 10), 10, 10);
+    assert_ok(&read_one(&client, &at_us, 10, 10), 10, 10);
+    let (eu_log, us_log) = (eu.server().take_requests(), us.server().take_requests());
+    assert_eq!(statuses(&eu_log), [206], "{}", describe(&eu_log));
+    assert_eq!(regions(&eu_log), ["eu-west-1"]);
+    assert_eq!(statuses(&us_log), [206], "{}", describe(&us_log));
+    assert_eq!(regions(&us_log), ["us-east-1"]);
+    assert_eq!(
+        (eu.wrong_region_answers(), us.wrong_region_answers()),
+        (1, 0)
+    );
+    assert_no_rejections(&us);
+}
+
+/// The region an AWS URL names signs the requests of that locator; resolving it changes
+/// nothing for other spellings of the bucket.
+#[test]
+fn the_region_a_url_names_travels_with_its_locator() {
+    let s3 = S3Mock::start(); // KARU_BUCKET is in us-east-1
+    s3.insert_virtual(BUCKET, "a.bin", MIB);
+    s3.set_bucket_region("eu-bucket", "eu-west-1");
+    s3.insert_virtual("eu-bucket", "a.bin", MIB);
+    let env = AwsEnv::new();
+    let client = build(explicit(&s3, &env));
+
+    // A URL naming the wrong region, resolved and never read: nothing is remembered.
+    let stale = client
+        .locate(&format!(
+            "https://{BUCKET}.s3.ap-south-1.amazonaws.com/a.bin"
+        ))
+        .unwrap();
+    assert_eq!(stale.region(), Some("ap-south-1"));
+    assert_eq!(stale.canonical().as_str(), format!("s3://{BUCKET}/a.bin"));
+    let object = locate(&client, BUCKET, "a.bin");
+    assert_eq!(object.region(), None);
+    assert_ok(&read_one(&client, &object, 0, 10), 0, 10);
+    let log = s3.server().take_requests();
+    assert_eq!(statuses(&log), [206], "{}", describe(&log));
+    assert_eq!(regions(&log), ["us-east-1"]);
+
+    // A URL naming the bucket's region is signed for it from the first request.
+    let by_url = client
+        .locate("https://eu-bucket.s3.eu-west-1.amazonaws.com/a.bin")
+        .unwrap();
+    assert_ok(&read_one(&client, &by_url, 5, 10), 5, 10);
+    let log = s3.server().take_requests();
+    assert_eq!(statuses(&log), [206], "{}", describe(&log));
+    assert_eq!(regions(&log), ["eu-west-1"]);
+    assert_eq!(s3.wrong_region_answers(), 0);
+    assert_no_rejections(&s3);
+}
+
 /// Answers every request as S3 answers a wrong region, naming another region each time.
 #[derive(Debug, Default)]
 struct EverWrongRegion {

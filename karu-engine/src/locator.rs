@@ -89,6 +89,10 @@ pub struct Resolved {
     pub key: String,
     /// How transfers reach the bytes.
     pub target: Target,
+    /// The region the address itself named (an AWS URL's host names one), if any: a hint for
+    /// [`Backend::prepare`](crate::Backend::prepare), not part of the identity. Spellings that
+    /// name different regions share their canonical path.
+    pub region: Option<String>,
 }
 
 impl Resolved {
@@ -100,6 +104,7 @@ impl Resolved {
             container: None,
             key,
             target: Target::File(path),
+            region: None,
         }
     }
 
@@ -110,7 +115,14 @@ impl Resolved {
             container,
             key,
             target: Target::Remote,
+            region: None,
         }
+    }
+
+    /// The same object, with the region its address named.
+    pub fn with_region(mut self, region: Option<String>) -> Self {
+        self.region = region;
+        self
     }
 }
 
@@ -162,6 +174,11 @@ impl Locator {
     /// How transfers reach the bytes.
     pub fn target(&self) -> &Target {
         &self.0.resolved.target
+    }
+
+    /// The region the address named, if any (see [`Resolved::region`]).
+    pub fn region(&self) -> Option<&str> {
+        self.0.resolved.region.as_deref()
     }
 
     /// The local file path, for a local object.

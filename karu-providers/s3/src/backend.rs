@@ -20,12 +20,30 @@ use crate::{FAMILY, SECTION};
 /// The region S3 requests are signed for when nothing else names one.
 const DEFAULT_REGION: &str = "us-east-1";
 
+/// Where a learned region applies: one bucket at one service. The same bucket name at two
+/// endpoints (two S3-compatible stores, or one of them and AWS) is two buckets.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct RegionKey {
+    /// The configured endpoint without a trailing `/`; `None` for AWS.
+    endpoint: Option<String>,
+    bucket: String,
+}
+
+impl RegionKey {
+    fn new(endpoint: Option<&str>, bucket: &str) -> Self {
+        RegionKey {
+            endpoint: endpoint.map(|e| e.trim_end_matches('/').to_string()),
+            bucket: bucket.to_string(),
+        }
+    }
+}
+
 /// Serves `s3://bucket/key` and AWS S3 URLs.
 #[derive(Debug, Default)]
 pub struct S3Backend {
-    /// Regions learned from URLs and wrong-region answers, by bucket, so later requests are
-    /// signed right the first time.
-    regions: Mutex<HashMap<String, String>>,
+    /// Regions learned from wrong-region answers, by endpoint and bucket, so later requests
+    /// are signed right the first time.
+    regions: Mutex<HashMap<RegionKey, String>>,
     /// One discovery per credential scope, so each chain is built once.
     discoveries: Mutex<HashMap<CredentialScope, Arc<Discovery>>>,
     runtime: Arc<Runtime>,
@@ -55,14 +73,9 @@ impl Backend for S3Backend {
         "s3"
     }
 
+    /// Pure: a region the address names travels in the [`Resolved`], it is not remembered.
     fn resolve(&self, address: &str) -> Result<Resolved, Error> {
-        let parsed = request::parse(address)?;
-        if let Some(region) = &parsed.region {
-            self.regions
-                .lock()
-                .insert(parsed.bucket.clone(), region.clone());
-        }
-        Ok(parsed.resolved())
+        Ok(request::parse(address)?.resolved())
     }
 
     fn credential_source(
@@ -98,16 +111,20 @@ impl Backend for S3Backend {
         let options = self.effective(canonical, ctx.snapshot)?;
         let bucket = locator.container().unwrap_or_default();
         let secret = ctx.credential.and_then(|c| c.get::<S3Secret>());
+        // A correction for this read, else what this service said of the bucket before, else
+        // the region the address named, the configured one, the credential's, the default.
+        let key = RegionKey::new(options.endpoint.as_deref(), bucket);
         let region = {
             let mut regions = self.regions.lock();
             match ctx.region_hint {
                 Some(hint) => {
-                    regions.insert(bucket.to_string(), hint.to_string());
+                    regions.insert(key, hint.to_string());
                     hint.to_string()
                 }
                 None => regions
-                    .get(bucket)
+                    .get(&key)
                     .cloned()
+                    .or_else(|| locator.region().map(str::to_string))
                     .or_else(|| options.region.clone())
                     .or_else(|| secret.and_then(|s| s.region.clone()))
                     .unwrap_or_else(|| DEFAULT_REGION.to_string()),
@@ -150,5 +167,37 @@ impl Backend for S3Backend {
 
     fn correction(&self, response: &ErrorResponse<'_>) -> Option<Correction> {
         request::correction(response.status, response.headers, response.body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_has_no_side_effects() {
+        let backend = S3Backend::new();
+        let url = "https://bucket.s3.eu-west-1.amazonaws.com/a/b.bin";
+        let first = backend.resolve(url).unwrap();
+        assert_eq!(first.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(first.canonical.as_str(), "s3://bucket/a/b.bin");
+        assert!(
+            backend.regions.lock().is_empty(),
+            "resolve remembered a region"
+        );
+        assert_eq!(backend.resolve(url).unwrap(), first);
+        let plain = backend.resolve("s3://bucket/a/b.bin").unwrap();
+        assert_eq!((plain.canonical, plain.region), (first.canonical, None));
+        assert!(backend.regions.lock().is_empty());
+    }
+
+    #[test]
+    fn one_bucket_at_two_endpoints_is_two_keys() {
+        let aws = RegionKey::new(None, "b");
+        let minio = RegionKey::new(Some("http://127.0.0.1:9000/"), "b");
+        assert_ne!(aws, minio);
+        assert_eq!(minio, RegionKey::new(Some("http://127.0.0.1:9000"), "b"));
+        assert_ne!(minio, RegionKey::new(Some("http://127.0.0.1:9001"), "b"));
+        assert_ne!(minio, RegionKey::new(Some("http://127.0.0.1:9000"), "c"));
     }
 }

@@ -15,7 +15,9 @@
 //! query, headers (the `Range` included), payload hash, time, service and region. A signed
 //! request is never redirected: a wrong-region answer (301/400 naming the bucket's region in
 //! `x-amz-bucket-region` or the body) makes the engine prepare and sign it again for that
-//! region, once; an expired-token answer invalidates the scoped credential and authenticates
+//! region, once, and the backend remembers it for that bucket at that endpoint (the same
+//! bucket name at another endpoint is another bucket); a region an AWS URL names travels with
+//! its locator; an expired-token answer invalidates the scoped credential and authenticates
 //! once more.
 //!
 //! Credentials are discovered in this order: explicit keys (configuration), then, when

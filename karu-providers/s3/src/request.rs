@@ -54,12 +54,14 @@ pub(crate) struct Address {
 }
 
 impl Address {
+    /// The object, and the region the address named as a hint for preparing its requests.
     pub(crate) fn resolved(&self) -> Resolved {
         Resolved::remote(
             CanonicalPath::new(format!("s3://{}/{}", self.bucket, self.key)),
             Some(self.bucket.clone()),
             self.key.clone(),
         )
+        .with_region(self.region.clone())
     }
 }
 
