@@ -137,11 +137,22 @@ impl Registry {
     /// The backend for an address: the longest registered prefix it starts with, else its
     /// scheme's backend (plain paths use `file`).
     pub fn backend_for(&self, address: &str) -> Result<Arc<dyn Backend>, Error> {
-        let scheme = scheme_of(address).unwrap_or_else(|| "file".to_string());
+        let scheme = scheme_of(address);
+        // Prefixes are matched against the URL as a URL parser reads it (the form the
+        // backends resolve, and canonical paths spell): `https:/h`, `https://h:443` and
+        // `HTTPS:\\h` are all `https://h/`, so no spelling reaches another backend than the
+        // canonical path does.
+        let normalised = scheme
+            .as_ref()
+            .and_then(|_| url::Url::parse(address).ok())
+            .filter(url::Url::has_host)
+            .map(String::from);
+        let matched = normalised.as_deref().unwrap_or(address);
+        let scheme = scheme.unwrap_or_else(|| "file".to_string());
         let entries = self.entries.read();
         let by_prefix = entries
             .iter()
-            .filter(|e| e.pattern.contains("://") && prefix_matches(address, &e.pattern))
+            .filter(|e| e.pattern.contains("://") && prefix_matches(matched, &e.pattern))
             .max_by_key(|e| e.pattern.len());
         if let Some(entry) = by_prefix {
             return Ok(Arc::clone(&entry.backend));
@@ -290,6 +301,18 @@ mod tests {
         assert_eq!(name("https://HuggingFace.co/m/resolve/main/x"), "hf");
         assert_eq!(name("https://huggingface.co/datasets/d/x"), "hf-datasets");
         assert_eq!(name("/tmp/x"), "local");
+        // Found by the `resolve` fuzz target: spellings a URL parser reads as the same URL
+        // reached the plain HTTP backend, whose canonical path then resolved through S3.
+        for spelling in [
+            "https:/b.s3.amazonaws.com/k",
+            "https://b.s3.amazonaws.com:443/k",
+            "HTTPS:\\\\b.s3.amazonaws.com\\k",
+            "https://b.s3.amazonaws%2Ecom/k",
+        ] {
+            assert_eq!(name(spelling), "s3", "{spelling}");
+        }
+        assert_eq!(name("https://b.s3.amazonaws.com:8443/k"), "http");
+        assert_eq!(name(" https://b.s3.amazonaws.com/k"), "local", "not a URL");
         let err = r.backend_for("gs://b/k").unwrap_err();
         assert_eq!(err.status(), Status::Unsupported);
         assert!(err.message().contains("\"gs\""), "{err}");

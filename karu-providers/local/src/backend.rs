@@ -4,8 +4,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use karu_engine::{Backend, Error, Resolved, Status};
-use percent_encoding::percent_decode_str;
+use karu_engine::{Backend, CanonicalPath, Error, Resolved, Status};
+use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, percent_encode};
 
 /// The local-file backend. Resolves against the current directory captured at construction,
 /// so a relative path means the same file for the life of a client.
@@ -42,7 +42,10 @@ impl Backend for LocalBackend {
     }
 
     fn resolve(&self, address: &str) -> Result<Resolved, Error> {
-        let path = if address.len() >= 5 && address[..5].eq_ignore_ascii_case("file:") {
+        let is_uri = address
+            .get(..5)
+            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("file:"));
+        let path = if is_uri {
             path_of_file_uri(address)?
         } else {
             PathBuf::from(address)
@@ -61,8 +64,29 @@ impl Backend for LocalBackend {
                 None => return Err(invalid(address, "no current directory to resolve against")),
             }
         };
-        Ok(Resolved::file(normalise(&absolute)))
+        Ok(resolved_file(normalise(&absolute)))
     }
+}
+
+/// Bytes a `file://` URI made from a path percent-encodes, besides everything not ASCII.
+const URI_PATH: &AsciiSet = &CONTROLS.add(b' ').add(b'%').add(b'?').add(b'#');
+
+/// A local file's identity: its path, or, for a path that is not UTF-8 (only a percent-encoded
+/// file URI can name one), the `file://` URI that names it. So two such paths never share an
+/// identity (a lossy conversion would merge `%FE` and `%FF`), and resolving the canonical path
+/// gives the same file.
+fn resolved_file(path: PathBuf) -> Resolved {
+    if path.to_str().is_some() {
+        return Resolved::file(path);
+    }
+    let uri = format!(
+        "file://{}",
+        percent_encode(path.as_os_str().as_bytes(), URI_PATH)
+    );
+    let mut resolved = Resolved::file(path);
+    resolved.canonical = CanonicalPath::new(uri.as_str());
+    resolved.key = uri;
+    resolved
 }
 
 fn invalid(address: &str, why: &str) -> Error {
@@ -243,6 +267,38 @@ mod tests {
             let err = canonical(bad).unwrap_err();
             assert_eq!(err.status(), Status::InvalidArgument, "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn non_ascii_addresses_resolve() {
+        // Found by the `resolve` fuzz target: byte 5 inside a character panicked.
+        for (address, expected) in [
+            ("bli/\u{7d3}", "/work/dir/bli/\u{7d3}"),
+            ("ab/ü", "/work/dir/ab/ü"),
+            ("file\u{e9}/x", "/work/dir/file\u{e9}/x"),
+            ("ファイル", "/work/dir/ファイル"),
+        ] {
+            assert_eq!(canonical(address).unwrap(), expected, "{address}");
+        }
+    }
+
+    #[test]
+    fn a_path_that_is_not_utf8_is_named_by_a_file_uri() {
+        // Found by the `resolve` fuzz target: the identity was the lossy UTF-8 of the path, so
+        // `%FE` and `%FF` shared one, and resolving it named another file.
+        let backend = LocalBackend::with_base("/w");
+        let ff = backend.resolve("file:///d/a%FF%20b%25?").unwrap_err();
+        assert_eq!(ff.status(), Status::InvalidArgument, "a query: {ff}");
+        let ff = backend.resolve("file:///d/./a%FF%20b%25%3F").unwrap();
+        let fe = backend.resolve("file:///d/a%FE%20b%25%3F").unwrap();
+        assert_eq!(ff.canonical.as_str(), "file:///d/a%FF%20b%25%3F");
+        assert_ne!(ff.canonical, fe.canonical);
+        assert_eq!(
+            ff.target,
+            karu_engine::Target::File(PathBuf::from(OsStr::from_bytes(b"/d/a\xFF b%?")))
+        );
+        let again = backend.resolve(ff.canonical.as_str()).unwrap();
+        assert_eq!(again, ff);
     }
 
     #[test]

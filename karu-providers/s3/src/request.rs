@@ -72,7 +72,10 @@ pub(crate) fn parse(address: &str) -> Result<Address, S3Error> {
         address: karu_engine::redact_address(address),
         why,
     };
-    if address.len() > 5 && address[..5].eq_ignore_ascii_case("s3://") {
+    let s3_scheme = address
+        .get(..5)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("s3://"));
+    if s3_scheme {
         let rest = &address[5..];
         let (bucket, key) = rest
             .split_once('/')
@@ -335,6 +338,18 @@ mod tests {
         assert_eq!(
             parse("https://s3-external-1.amazonaws.com/b12/k").unwrap(),
             addr("b12", "k", Some("us-east-1"))
+        );
+    }
+
+    #[test]
+    fn non_ascii_addresses_are_refused_without_a_panic() {
+        // Byte 5 inside a character once panicked.
+        for bad in ["s3:/ü/k", "s3:ü", "s3://ü/k", "s3:/\u{7d3}"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse("s3://bucket/ü/k").unwrap(),
+            addr("bucket", "ü/k", None)
         );
     }
 
