@@ -198,6 +198,187 @@ pub fn plan(reads: &[PlanRead], limits: &Limits) -> Plan {
     }
 }
 
+/// Check that `plan` is a correct plan of `reads` under `limits`: every read rejected (with
+/// [`Status::InvalidRange`], and only if it is invalid) or in exactly one transfer at its
+/// absolute position; every span the exact hull of its parts, parts in offset order; every
+/// merged transfer within all four guards; a transfer closed only where adding the next read
+/// of its group would break a guard; transfers in (group, offset) order; and planning again
+/// gives the same plan. `Err` says which property failed.
+///
+/// The planner's property test and the fuzz target share it; it is not part of the API.
+#[doc(hidden)]
+pub fn check(reads: &[PlanRead], limits: &Limits, plan: &Plan) -> Result<(), String> {
+    macro_rules! ensure {
+        ($cond:expr, $($why:tt)+) => {
+            if !$cond {
+                return Err(format!($($why)+));
+            }
+        };
+    }
+    // Every read is rejected or lands in exactly one transfer.
+    let mut seen = vec![0u32; reads.len()];
+    for (i, _) in &plan.rejected {
+        ensure!(*i < reads.len(), "rejected index {i} out of range");
+        seen[*i] += 1;
+    }
+    for t in &plan.transfers {
+        for part in &t.parts {
+            ensure!(
+                part.index < reads.len(),
+                "part index {} out of range",
+                part.index
+            );
+            seen[part.index] += 1;
+        }
+    }
+    ensure!(seen.iter().all(|&n| n == 1), "coverage {seen:?}");
+    ensure!(
+        plan.rejected.windows(2).all(|w| w[0].0 < w[1].0),
+        "rejections out of input order"
+    );
+
+    // Rejections are exactly the invalid reads, with InvalidRange.
+    for (i, e) in &plan.rejected {
+        ensure!(
+            e.status() == Status::InvalidRange,
+            "read {i} rejected with {e}"
+        );
+        let read = &reads[*i];
+        ensure!(!is_valid(read), "valid read {read:?} rejected: {e}");
+    }
+
+    for t in &plan.transfers {
+        ensure!(!t.parts.is_empty(), "a transfer without parts");
+        ensure!(t.length >= 1, "an empty transfer");
+        ensure!(
+            t.start.checked_add(t.length).is_some(),
+            "transfer {}+{} overflows",
+            t.start,
+            t.length
+        );
+        // Every part is valid, at its right position, inside the span.
+        for part in &t.parts {
+            let read = &reads[part.index];
+            ensure!(is_valid(read), "invalid read {read:?} planned");
+            ensure!(
+                read.group == t.group,
+                "read {} in another group",
+                part.index
+            );
+            let abs = read.window.map_or(0, |w| w.start) + read.offset;
+            ensure!(
+                t.start + part.offset_in_span == abs,
+                "read {} placed at {} instead of {abs}",
+                part.index,
+                t.start + part.offset_in_span
+            );
+            ensure!(part.length == read.length, "read {} resized", part.index);
+            ensure!(
+                part.offset_in_span + part.length <= t.length,
+                "read {} leaves its span",
+                part.index
+            );
+        }
+        // The span is exactly the hull of its parts, parts sorted by offset.
+        let end = t
+            .parts
+            .iter()
+            .map(|p| p.offset_in_span + p.length)
+            .max()
+            .unwrap_or(0);
+        ensure!(end == t.length, "span {} is not the hull {end}", t.length);
+        ensure!(
+            t.parts[0].offset_in_span == 0,
+            "the span starts before its first part"
+        );
+        ensure!(
+            t.parts
+                .windows(2)
+                .all(|w| (w[0].offset_in_span, w[0].index) < (w[1].offset_in_span, w[1].index)),
+            "parts out of (offset, input) order"
+        );
+        // Merged transfers obey every guard.
+        if t.parts.len() > 1 {
+            ensure!(limits.max_gap > 0, "merged with merging disabled");
+            ensure!(
+                t.parts.iter().all(|p| reads[p.index].mergeable),
+                "an unmergeable read merged"
+            );
+            ensure!(
+                t.length <= limits.max_span,
+                "span {} over the limit",
+                t.length
+            );
+            ensure!(
+                t.parts.len() <= limits.max_parts as usize,
+                "{} parts over the limit",
+                t.parts.len()
+            );
+            ensure!(
+                u128::from(t.length) <= u128::from(limits.max_amplification) * t.useful_bytes(),
+                "amplification over the limit"
+            );
+            let mut hull_end = t.parts[0].length;
+            for part in &t.parts[1..] {
+                ensure!(
+                    part.offset_in_span.saturating_sub(hull_end) <= limits.max_gap,
+                    "gap over the limit"
+                );
+                hull_end = hull_end.max(part.offset_in_span + part.length);
+            }
+        }
+    }
+
+    // Transfers come out in (group, start) order, and one closes only where a guard (or an
+    // unmergeable read) stops the next read of its group from joining it.
+    for w in plan.transfers.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        ensure!(
+            (a.group, a.start) <= (b.group, b.start),
+            "transfers out of order"
+        );
+        if a.group == b.group {
+            let next = &reads[b.parts[0].index];
+            let last = &reads[a.parts[a.parts.len() - 1].index];
+            let open = Open {
+                group: a.group,
+                start: a.start,
+                end: a.start + a.length,
+                useful: a.useful_bytes(),
+                parts: a.parts.clone(),
+            };
+            let candidate = Candidate {
+                group: b.group,
+                start: b.start,
+                length: next.length,
+                index: b.parts[0].index,
+            };
+            ensure!(
+                !(next.mergeable && last.mergeable && open.accepts(&candidate, limits)),
+                "transfer at {} closed though read {} could join it",
+                a.start,
+                b.parts[0].index
+            );
+        }
+    }
+
+    // Deterministic.
+    ensure!(&self::plan(reads, limits) == plan, "planning again differs");
+    Ok(())
+}
+
+/// Whether a read passes validation (the specification's rules, written independently of
+/// [`absolute_offset`]).
+fn is_valid(read: &PlanRead) -> bool {
+    read.length != 0
+        && read.length != UNBOUNDED
+        && read.offset.checked_add(read.length).is_some_and(|end| {
+            read.window.is_none_or(|w| {
+                w.len.is_none_or(|l| end <= l) && w.start.checked_add(end).is_some()
+            })
+        })
+}
+
 struct Candidate {
     group: u32,
     start: u64,
@@ -470,6 +651,61 @@ mod tests {
     }
 
     #[test]
+    fn the_plan_check_refuses_wrong_plans() {
+        let reads = [r(0, 10), r(20, 10), r(0, 0), r(100, 5)];
+        let limits = Limits {
+            max_gap: 50,
+            ..Limits::default()
+        };
+        let good = plan(&reads, &limits);
+        assert_eq!(spans(&good), vec![(0, 30, 2), (100, 5, 1)]);
+        check(&reads, &limits, &good).unwrap();
+
+        let mut wrong = Vec::new();
+        let mut p = good.clone();
+        p.transfers[0].parts[1].offset_in_span += 1; // a byte off
+        wrong.push(p);
+        let mut p = good.clone();
+        p.transfers[0].parts.pop(); // a read lost
+        p.transfers[0].length = 10;
+        wrong.push(p);
+        let mut p = good.clone();
+        p.rejected.clear(); // an invalid read neither rejected nor planned
+        wrong.push(p);
+        let mut p = good.clone();
+        p.transfers[0].length += 1; // more than the hull
+        wrong.push(p);
+        let mut p = good.clone();
+        p.transfers.swap(0, 1); // out of order
+        wrong.push(p);
+        let mut p = good.clone(); // closed though the next read could join
+        let second = p.transfers[0].parts.pop().unwrap();
+        p.transfers[0].length = 10;
+        p.transfers.insert(
+            1,
+            PlannedTransfer {
+                group: 0,
+                start: 20,
+                length: 10,
+                parts: vec![PlannedPart {
+                    offset_in_span: 0,
+                    ..second
+                }],
+            },
+        );
+        wrong.push(p);
+        for (i, p) in wrong.iter().enumerate() {
+            assert!(check(&reads, &limits, p).is_err(), "wrong plan {i} passed");
+        }
+        // Merged past a guard.
+        let tight = Limits {
+            max_span: 29,
+            ..limits
+        };
+        assert!(check(&reads, &tight, &good).is_err());
+    }
+
+    #[test]
     fn read_ending_exactly_at_u64_max_is_valid() {
         let p = plan(&[r(u64::MAX - 10, 10)], &Limits::default());
         assert!(p.rejected.is_empty());
@@ -568,74 +804,9 @@ mod properties {
         #[test]
         fn plans_are_correct(reads in arb_batch(), limits in prop_oneof![Just(Limits::default()), arb_limits()]) {
             let p = plan(&reads, &limits);
-
-            // Every read is rejected or lands in exactly one transfer.
-            let mut seen = vec![0u32; reads.len()];
-            for (i, _) in &p.rejected {
-                seen[*i] += 1;
+            if let Err(why) = check(&reads, &limits, &p) {
+                return Err(TestCaseError::fail(why));
             }
-            for t in &p.transfers {
-                for part in &t.parts {
-                    seen[part.index] += 1;
-                }
-            }
-            prop_assert!(seen.iter().all(|&n| n == 1), "coverage {:?}", seen);
-
-            // Rejections are exactly the invalid reads, with InvalidRange.
-            for (i, e) in &p.rejected {
-                prop_assert_eq!(e.status(), Status::InvalidRange);
-                let read = &reads[*i];
-                let valid = read.length != 0
-                    && read.length != UNBOUNDED
-                    && read.offset.checked_add(read.length).is_some_and(|end| {
-                        read.window.is_none_or(|w| {
-                            w.len.is_none_or(|l| end <= l)
-                                && w.start.checked_add(end).is_some()
-                        })
-                    });
-                prop_assert!(!valid, "read {:?} rejected: {}", read, e);
-            }
-
-            for t in &p.transfers {
-                prop_assert!(!t.parts.is_empty());
-                prop_assert!(t.length >= 1);
-                prop_assert!(t.start.checked_add(t.length).is_some());
-                // Every part's position is right and inside the span.
-                for part in &t.parts {
-                    let read = &reads[part.index];
-                    prop_assert_eq!(read.group, t.group);
-                    let abs = read.window.map_or(0, |w| w.start) + read.offset;
-                    prop_assert_eq!(t.start + part.offset_in_span, abs);
-                    prop_assert_eq!(part.length, read.length);
-                    prop_assert!(part.offset_in_span + part.length <= t.length);
-                }
-                // The span is exactly the hull of its parts.
-                let end = t.parts.iter().map(|p| t.start + p.offset_in_span + p.length).max().unwrap();
-                prop_assert_eq!(end - t.start, t.length);
-                prop_assert_eq!(t.parts[0].offset_in_span, 0);
-                // Parts are sorted by offset.
-                prop_assert!(t.parts.windows(2).all(|w| w[0].offset_in_span <= w[1].offset_in_span));
-                // Merged transfers obey every guard.
-                if t.parts.len() > 1 {
-                    prop_assert!(limits.max_gap > 0);
-                    prop_assert!(reads[t.parts[0].index].mergeable);
-                    prop_assert!(t.length <= limits.max_span);
-                    prop_assert!(t.parts.len() <= limits.max_parts as usize);
-                    prop_assert!(u128::from(t.length) <= u128::from(limits.max_amplification) * t.useful_bytes());
-                    let mut hull_end = t.start + t.parts[0].length;
-                    for part in &t.parts[1..] {
-                        let s = t.start + part.offset_in_span;
-                        prop_assert!(s.saturating_sub(hull_end) <= limits.max_gap);
-                        hull_end = hull_end.max(s + part.length);
-                    }
-                }
-            }
-
-            // Transfers come out in (group, start) order.
-            prop_assert!(p.transfers.windows(2).all(|w| (w[0].group, w[0].start) <= (w[1].group, w[1].start)));
-
-            // Deterministic.
-            prop_assert_eq!(&plan(&reads, &limits), &p);
         }
     }
 }
