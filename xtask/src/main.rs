@@ -1,10 +1,11 @@
 //! `cargo xtask`: the project's tasks. `demo` runs the main job, `test` every test, `bench`
-//! the benchmarks, `conformance` the provider suite.
+//! the benchmarks, `conformance` the provider suite, `fuzz` the fuzz targets.
 
 mod bench;
 mod conformance;
 mod demo;
 mod features;
+mod fuzz;
 mod table;
 mod test;
 
@@ -27,7 +28,8 @@ enum Task {
     /// what happened to the reads and to each batch.
     Demo,
     /// Install what the tests need, then build and run every test of the workspace (nextest
-    /// if present, else cargo test), then the provider-feature builds, format and lint checks.
+    /// if present, else cargo test), then the provider-feature builds, format and lint
+    /// checks, and each fuzz target for a few seconds.
     Test {
         /// Skip the provider-feature builds, `cargo fmt --check` and `cargo clippy`.
         #[arg(long)]
@@ -42,6 +44,10 @@ enum Task {
     /// Run the provider-agnostic conformance suite: against each provider's mock server (the
     /// fault matrix included), real servers started here (`--real`), or a real endpoint.
     Conformance(conformance::Conformance),
+    /// Fuzz the parsers, the response check, address resolution, the config loader and the
+    /// planner (cargo-fuzz on the nightly toolchain), or run karu-engine's unit tests under
+    /// AddressSanitizer (`--asan`); `--list` names the targets.
+    Fuzz(fuzz::Fuzz),
     /// Build `karu-bench` in release mode and run a benchmark: `planner`, `scattered`,
     /// `scattered-10k`, `clustered`, `tensors`, `many-objects`, `ends`, `http`, `cpu`
     /// (`cargo xtask bench --help` lists them and their options).
@@ -61,6 +67,7 @@ fn main() -> ExitCode {
         Task::Features => features::check(&workspace_root()),
         Task::Bench { args } => bench::run(&args),
         Task::Conformance(args) => conformance::run(args),
+        Task::Fuzz(args) => fuzz::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

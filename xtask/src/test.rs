@@ -1,4 +1,6 @@
-//! `cargo xtask test`: prerequisites, every test, then format and lint checks.
+//! `cargo xtask test`: prerequisites, every test, the provider-feature builds, format and lint
+//! checks, then each fuzz
+//! target briefly.
 
 use std::process::Command;
 use std::time::Instant;
@@ -52,6 +54,10 @@ pub(crate) fn run(lint: bool, extra: &[String]) -> Result<(), String> {
                 "warnings",
             ],
         )?;
+    }
+    if extra.is_empty() {
+        // Each fuzz target for a few seconds, so that none rots.
+        crate::fuzz::smoke()?;
     }
     println!(
         "xtask test: all passed in {:.1} s",
