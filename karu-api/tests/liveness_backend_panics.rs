@@ -186,7 +186,7 @@ fn probes_of_a_panicking_backend_fail_internal() {
     });
     assert_eq!(stat.unwrap_err().status(), Status::Internal);
     assert_eq!(ends.unwrap_err().status(), Status::Internal);
-    assert_eq!(client.stat(&good).unwrap().size, SIZE);
+    assert_eq!(client.stat(&good).unwrap().size, Some(SIZE));
 }
 
 /// A backend whose `credential_source` panics: called on the submitting thread, it must not
