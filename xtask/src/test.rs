@@ -1,6 +1,5 @@
 //! `cargo xtask test`: prerequisites, every test, the provider-feature builds, format and lint
-//! checks, then each fuzz
-//! target briefly.
+//! checks, then each fuzz target briefly.
 
 use std::process::Command;
 use std::time::Instant;

@@ -25,6 +25,10 @@ fn check_content_range(text: &str) {
     let canonical = match parsed {
         ContentRange::Bytes { first, last, total } => {
             assert!(first <= last, "{text:?}: {parsed:?}");
+            assert!(
+                (last - first).checked_add(1).is_some(),
+                "{text:?}: {parsed:?}"
+            );
             if let Some(total) = total {
                 assert!(last < total, "{text:?}: {parsed:?}");
                 format!("bytes {first}-{last}/{total}")
@@ -69,7 +73,8 @@ fn reference(text: &str) -> Option<ContentRange> {
         return None;
     }
     let (first, last) = (number(first)?, number(last)?);
-    if first > last || total.is_some_and(|t| last >= t) {
+    // A length of 2^64 (`0-18446744073709551615/*`) is no object's.
+    if first > last || total.is_some_and(|t| last >= t) || (first, last) == (0, u64::MAX) {
         return None;
     }
     Some(ContentRange::Bytes { first, last, total })

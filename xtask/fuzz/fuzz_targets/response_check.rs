@@ -13,13 +13,15 @@
 //!   asked for or kept, and never fewer without an end of object;
 //! - an end of object only where the response states a total at or below the range's end,
 //!   and the delivered bytes end exactly there;
-//! - an unsatisfiable answer never states a size beyond the first requested byte;
+//! - an unsatisfiable answer never states a size beyond the first requested byte, in its head
+//!   or in an S3-style error body;
 //! - a transformed or unasked-for encoded body, or a failed strong `If-Match`, is never kept.
 #![no_main]
 
 use karu_engine::RangeSpec;
 use karu_engine::http::check::{
-    ContentRange, Expectation, ResponseHead, Verdict, check_head, parse_content_range,
+    ContentRange, Expectation, ResponseHead, Verdict, actual_object_size, check_head,
+    check_unsatisfiable, parse_content_range,
 };
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
@@ -47,6 +49,8 @@ struct Case {
     arrived: u64,
     /// Whether the body ended cleanly (false: by a connection error).
     complete: bool,
+    /// The error body of an unsatisfiable answer (S3 states the size in it).
+    error_body: String,
 }
 
 /// A number near `base`: equal, one off, a few off, or anything.
@@ -165,6 +169,14 @@ impl Case {
             transformed: u.ratio(1u8, 16)?,
             arrived,
             complete: !u.ratio(1u8, 5)?,
+            error_body: match u.int_in_range(0u8..=2)? {
+                0 => format!(
+                    "<Error><Code>InvalidRange</Code><ActualObjectSize>{}</ActualObjectSize></Error>",
+                    near(u, size)?
+                ),
+                1 => u.arbitrary()?,
+                _ => String::new(),
+            },
         })
     }
 
@@ -264,15 +276,33 @@ impl Case {
                     "status {} unsatisfiable: {self:?}",
                     self.status
                 );
-                if let (Some(size), RangeSpec::Closed { first, .. }) = (size, self.range) {
-                    assert!(
+                // Without a size in the head, the driver may take one from an S3-style body.
+                let size = match size {
+                    Some(size) => Some(size),
+                    None => match actual_object_size(self.error_body.as_bytes()) {
+                        Some(stated) => match check_unsatisfiable(self.range, Some(stated)) {
+                            Ok(size) => size,
+                            Err(rejection) => {
+                                assert!(!rejection.status().is_ok());
+                                None
+                            }
+                        },
+                        None => None,
+                    },
+                };
+                let Some(size) = size else { return };
+                match self.range {
+                    RangeSpec::Closed { first, .. } => assert!(
                         size <= first,
                         "unsatisfiable though the stated size {size} reaches past byte {first}: {self:?}"
-                    );
+                    ),
+                    RangeSpec::Suffix { .. } => {
+                        assert_eq!(size, 0, "a suffix of a non-empty object is satisfiable")
+                    }
                 }
             }
             Verdict::ErrorStatus(code) => assert_eq!(code, self.status),
-            Verdict::Reject(error) => assert!(!error.status().is_ok()),
+            Verdict::Reject(rejection) => assert!(!rejection.status().is_ok()),
         }
     }
 }
