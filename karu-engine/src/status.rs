@@ -44,7 +44,8 @@ pub enum Status {
     Protocol = 12,
     /// The batch was released before this read completed.
     Cancelled = 13,
-    /// No backend is registered for the address, or the backend cannot do this operation.
+    /// No backend is registered for the address, or the backend cannot do this operation
+    /// (a local FIFO, socket or terminal cannot be read at an offset).
     Unsupported = 14,
     /// Any other local input/output failure.
     Io = 15,
