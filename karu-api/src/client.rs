@@ -1,14 +1,18 @@
 //! `Client` and `ClientBuilder`: the engine, the providers and one configuration snapshot.
 
 use std::fmt;
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
+
+use futures_core::Stream;
 
 use karu_config::{ConfigBuilder, Section, Snapshot, Wording};
 use karu_engine::credential::Callbacks;
 use karu_engine::{
-    Backend, Batch, BatchOptions, CredentialCallback, CredentialStats, Ends, Engine, EngineOptions,
-    Error, Locator, ObjectInfo, Read, Registry, Scope, Status,
+    Backend, Batch, BatchOptions, Completion, CredentialCallback, CredentialStats, Ends, Engine,
+    EngineOptions, Error, Evidence, Locator, ObjectInfo, Read, Registry, Scope, Status,
 };
 
 /// Configures and builds a [`Client`]. Cheap to clone; [`ClientBuilder::build`] copies
@@ -158,9 +162,7 @@ impl ClientBuilder {
         Client::start(
             snapshot,
             registry,
-            EngineOptions {
-                callbacks: self.callbacks.clone(),
-            },
+            EngineOptions::new().with_callbacks(self.callbacks.clone()),
         )
     }
 }
@@ -297,7 +299,25 @@ impl Client {
         self.registry.resolve(address)
     }
 
-    /// Submit reads; returns at once with a [`Batch`] that yields one completion per read.
+    /// Submit reads; returns at once with a [`Batch`] that yields one completion per read,
+    /// blocking ([`Batch::next_timeout`], [`Batch::wait`]) or as a `Stream` on any executor.
+    /// Dropping the batch cancels what has not completed, without waiting.
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("a"); std::fs::write(&path, (0..=255u8).collect::<Vec<_>>())?;
+    /// # let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
+    /// let object = client.locate(path.to_str().unwrap())?;
+    /// let mut batch = client.submit([karu::Read::new(&object, 0, 4), karu::Read::new(&object, 100, 2)]);
+    /// futures::executor::block_on(async {
+    ///     while let Some(done) = batch.next().await {
+    ///         assert!(done.is_ok(), "{done:?}");
+    ///     }
+    /// });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use = "dropping the batch cancels its reads"]
     pub fn submit(&self, reads: impl IntoIterator<Item = Read<'static>>) -> Batch {
         self.engine.submit(reads, &BatchOptions::new())
     }
@@ -317,6 +337,7 @@ impl Client {
     /// assert!(batch.wait().iter().all(|c| c.is_ok()));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[must_use = "dropping the batch cancels its reads"]
     pub fn submit_with(
         &self,
         reads: impl IntoIterator<Item = Read<'static>>,
@@ -337,7 +358,7 @@ impl Client {
     /// let (mut a, mut b) = ([0u8; 4], [0u8; 2]);
     /// client.scope(|scope| {
     ///     let batch = scope.submit(
-    ///         [karu::Read::into_slice(&object, 10, &mut a), karu::Read::into_slice(&object, 50, &mut b)],
+    ///         [karu::Read::borrowed(&object, 10, &mut a), karu::Read::borrowed(&object, 50, &mut b)],
     ///         &karu::BatchOptions::new(),
     ///     );
     ///     assert!(batch.wait().iter().all(|c| c.is_ok()));
@@ -364,18 +385,48 @@ impl Client {
     /// ```
     pub fn read(&self, locator: &Locator, offset: u64, length: u64) -> Result<Vec<u8>, Error> {
         let batch = self.submit([Read::new(locator, offset, length)]);
-        match batch.wait().pop() {
-            Some(completion) => completion.into_result(),
-            None => Err(Error::new(
-                Status::Internal,
-                "a read produced no completion",
-            )),
+        exact(batch.wait().pop(), locator, offset, length)
+    }
+
+    /// [`Client::read`] as a future: executor-neutral (woken by the Karu thread that completes
+    /// the read, so tokio, smol or `futures::executor::block_on` can poll it, and no runtime
+    /// of the caller's is needed), never blocking the thread that polls it. It is `'static`
+    /// and `Send` (it owns what it needs), so it can be spawned. The read starts when the
+    /// future is first polled; dropping the future cancels it without waiting.
+    ///
+    /// There is no async `read_into`: a future lending a borrowed slice to Karu's threads
+    /// could be forgotten (`mem::forget`) while they write to it. Owned buffers are the safe
+    /// shape: [`Read::with_buffer`] in a batch hands the buffer back in its completion, and
+    /// [`ObjectReader::read_at_async`](crate::ObjectReader::read_at_async) copies into a
+    /// slice only once the bytes are complete.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("a"); std::fs::write(&path, b"hello, world")?;
+    /// # let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
+    /// let object = client.locate(path.to_str().unwrap())?;
+    /// let bytes = futures::executor::block_on(client.read_async(&object, 7, 5))?;
+    /// assert_eq!(bytes, b"world");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_async(
+        &self,
+        locator: &Locator,
+        offset: u64,
+        length: u64,
+    ) -> impl Future<Output = Result<Vec<u8>, Error>> + Send + 'static + use<> {
+        let client = self.clone();
+        let locator = locator.clone();
+        async move {
+            let mut batch = client.submit([Read::new(&locator, offset, length)]);
+            exact(next_completion(&mut batch).await, &locator, offset, length)
         }
     }
 
     /// Fill `destination` from `offset`: exact bytes or an error, like a positional
-    /// `read_exact_at`. On [`Status::RangeNotSatisfiable`] nothing is promised beyond the
-    /// error; use a batch to learn the valid prefix.
+    /// `read_exact_at`. On [`Status::RangeNotSatisfiable`] the error's
+    /// [`Evidence::EndOfObject`](karu_engine::Evidence::EndOfObject) says how many bytes at
+    /// the start of `destination` exist and were delivered.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
@@ -393,18 +444,14 @@ impl Client {
         offset: u64,
         destination: &mut [u8],
     ) -> Result<(), Error> {
+        let destination_len = destination.len() as u64;
         self.scope(|scope| {
             let batch = scope.submit(
-                [Read::into_slice(locator, offset, destination)],
+                [Read::borrowed(locator, offset, destination)],
                 &BatchOptions::new(),
             );
-            match batch.wait().pop() {
-                Some(completion) => completion.into_result().map(drop),
-                None => Err(Error::new(
-                    Status::Internal,
-                    "a read produced no completion",
-                )),
-            }
+            let length = destination_len;
+            exact(batch.wait().pop(), locator, offset, length).map(drop)
         })
     }
 
@@ -424,6 +471,26 @@ impl Client {
     /// ```
     pub fn stat(&self, locator: &Locator) -> Result<ObjectInfo, Error> {
         self.engine.stat(locator)
+    }
+
+    /// [`Client::stat`] as an executor-neutral future: a file worker reads a local file's
+    /// metadata, an event loop sends the remote probe, and the future only waits to be woken.
+    /// It starts when first polled; dropping it cancels the probe.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("a"); std::fs::write(&path, [0u8; 1000])?;
+    /// # let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
+    /// let object = client.locate(path.to_str().unwrap())?;
+    /// let info = futures::executor::block_on(client.stat_async(&object))?;
+    /// assert_eq!(info.size, 1000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn stat_async(
+        &self,
+        locator: &Locator,
+    ) -> impl Future<Output = Result<ObjectInfo, Error>> + Send + 'static + use<> {
+        self.engine.stat_async(locator)
     }
 
     /// The first `head_len` and last `tail_len` bytes (each clamped to the size), the size
@@ -446,6 +513,55 @@ impl Client {
     ) -> Result<Ends, Error> {
         self.engine.read_ends(locator, head_len, tail_len)
     }
+
+    /// [`Client::read_ends`] as an executor-neutral future, completed from Karu's threads. It
+    /// starts when first polled; dropping it cancels its requests.
+    pub fn read_ends_async(
+        &self,
+        locator: &Locator,
+        head_len: u64,
+        tail_len: u64,
+    ) -> impl Future<Output = Result<Ends, Error>> + Send + 'static + use<> {
+        self.engine.read_ends_async(locator, head_len, tail_len)
+    }
+}
+
+/// The bytes of the completion of a read of `length` bytes at `offset` of `locator`, or its
+/// error; a range error always says how many bytes exist ([`Evidence::EndOfObject`]), also
+/// where the path that failed it did not.
+pub(crate) fn exact(
+    completion: Option<Completion>,
+    locator: &Locator,
+    offset: u64,
+    length: u64,
+) -> Result<Vec<u8>, Error> {
+    let Some(completion) = completion else {
+        return Err(Error::new(
+            Status::Internal,
+            "a read produced no completion",
+        ));
+    };
+    let received = completion.bytes_received();
+    match completion.into_result() {
+        Err(error)
+            if error.status() == Status::RangeNotSatisfiable
+                && !matches!(error.evidence(), Some(Evidence::EndOfObject { .. })) =>
+        {
+            let start = locator.window().map_or(0, |w| w.start);
+            Err(error.with_evidence(Evidence::EndOfObject {
+                offset: start.saturating_add(offset),
+                requested: length,
+                received,
+                size: None,
+            }))
+        }
+        result => result,
+    }
+}
+
+/// The next completion of `batch`, woken by the Karu thread that completes it.
+pub(crate) async fn next_completion(batch: &mut Batch) -> Option<Completion> {
+    std::future::poll_fn(|cx| Pin::new(&mut *batch).poll_next(cx)).await
 }
 
 impl fmt::Debug for Client {

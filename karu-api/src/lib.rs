@@ -25,7 +25,7 @@
 //!     Read::new(&object, 100, 0).tag(3),      // zero length: rejected on its own
 //! ]);
 //! loop {
-//!     match batch.next(Duration::from_secs(1)) {
+//!     match batch.next_timeout(Duration::from_secs(1)) {
 //!         Next::Completion(done) => match done.tag() {
 //!             1 => assert_eq!(done.bytes(), &[7u8; 4096][..]),
 //!             2 => {
@@ -41,13 +41,50 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Async Rust
+//!
+//! A [`Batch`] is a `Stream` of completions, and [`Client::read_async`],
+//! [`Client::stat_async`] and [`Client::read_ends_async`] are futures. All of them are woken
+//! by Karu's own threads, so they work on tokio, smol or `futures::executor::block_on` alike,
+//! need no runtime of the caller's, and never block the thread that polls them. Dropping a
+//! future or a batch cancels its work without waiting.
+//!
+//! ```
+//! use futures::StreamExt;
+//! # let dir = tempfile::tempdir()?;
+//! # let path = dir.path().join("frames.bin");
+//! # std::fs::write(&path, vec![7u8; 10_000])?;
+//! # let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
+//! let object = client.locate(path.to_str().unwrap())?;
+//! futures::executor::block_on(async {
+//!     let size = client.stat_async(&object).await?.size;
+//!     let mut batch = client.submit((0..size).step_by(4096).map(|at| karu::Read::new(&object, at, 16)));
+//!     while let Some(done) = batch.next().await {
+//!         assert!(done.is_ok(), "{done:?}");
+//!     }
+//!     Ok::<(), karu::Error>(())
+//! })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Layers above Karu that want a `read_at` seam (chunk caches, format readers) use an
+//! [`ObjectReader`]: one object, its size, positional reads from many threads at once, and
+//! async counterparts.
+//!
 //! # Buffers
 //!
-//! A [`Batch`] owns its destinations: a buffer you give ([`Read::into_buffer`]) or one Karu
+//! A [`Batch`] owns its destinations: a buffer you give ([`Read::with_buffer`]) or one Karu
 //! allocates travels with its transfer and comes back in the completion. Nothing borrowed is
-//! referenced by a batch, so even leaking one with `mem::forget` is sound. To read into
-//! borrowed slices, use [`Client::scope`] (or [`Client::read_into`]): the scope waits until
-//! no transfer references a slice before it returns.
+//! referenced by a batch, so dropping one never waits, and even leaking one with
+//! `mem::forget` is sound. To read into borrowed slices ([`Read::borrowed`]), use
+//! [`Client::scope`] (or [`Client::read_into`], [`ObjectReader::read_at`]): the scope waits
+//! until no transfer references a slice before it returns.
+//!
+//! # Errors
+//!
+//! Each failed read has an [`Error`]: its [`Status`], the HTTP status if a server answered,
+//! the [`Evidence`] of a refused response or of the object's end (what was asked against what
+//! the server stated), [`Error::is_transient`], and its cause through `source()`.
 //!
 //! # Configuration
 //!
@@ -57,6 +94,7 @@
 //! first. Changing a builder never changes a client already built.
 
 mod client;
+mod reader;
 
 /// The providers of this build, for their configuration types and helpers (for example
 /// `karu::providers::s3::credential` to build an S3 credential in a credential callback).
@@ -65,12 +103,13 @@ pub use karu_providers as providers;
 pub use client::{Client, ClientBuilder};
 pub use karu_config::{ConfigBuilder, Snapshot};
 pub use karu_engine::{
-    Backend, Batch, BatchOptions, BatchStats, CanonicalPath, Completion, Ends, Error, Locator,
-    Next, NextFuture, ObjectInfo, Read, Registry, Resolved, Scope, ScopedBatch, Status, Target,
-    TransportStats, UNBOUNDED, Window,
+    Backend, Batch, BatchOptions, BatchStats, CanonicalPath, Completion, ContentRange, Ends, Error,
+    Evidence, Locator, Mismatch, Next, ObjectInfo, RangeSpec, Read, Registry, Rejection, Resolved,
+    Scope, ScopedBatch, Status, Target, TransportStats, UNBOUNDED, Window,
 };
 pub use karu_engine::{CallbackCredential, Credential, CredentialCallback, CredentialStats};
 /// What a third-party [`Backend`] builds requests with.
 pub use karu_engine::{Capabilities, Correction, ErrorResponse, PrepareContext, PreparedRequest};
 /// What a third-party [`Backend`] that authenticates names its credentials with.
 pub use karu_engine::{CredentialProvider, CredentialScope, CredentialSource};
+pub use reader::ObjectReader;

@@ -1,12 +1,15 @@
-//! The completion queue: `next`, shared consumers, cancel, drop during a read, `next_async`.
+//! The completion queue: `next_timeout`, shared consumers, cancel, drop during a read, and
+//! the batch as a `Stream`.
 
 mod support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 use std::time::Duration;
+
+use futures::stream::FusedStream;
+use futures::{Stream, StreamExt};
 
 use karu::{Completion, Next, Read, Status, UNBOUNDED};
 use support::{
@@ -35,7 +38,7 @@ fn next_times_out_while_a_read_runs_then_delivers_then_drains() {
     // exist, so waiting ends without one and changes nothing.
     wait_until_active(&batch, 1);
     assert!(matches!(
-        batch.next(Duration::from_millis(50)),
+        batch.next_timeout(Duration::from_millis(50)),
         Next::TimedOut
     ));
     assert!(matches!(batch.try_next(), Next::TimedOut));
@@ -46,7 +49,7 @@ fn next_times_out_while_a_read_runs_then_delivers_then_drains() {
     assert_eq!((c.tag(), c.index()), (5, 0));
     assert_held_read(&c);
     assert_eq!(batch.pending(), 0);
-    assert!(matches!(batch.next(PATIENCE), Next::Drained));
+    assert!(matches!(batch.next_timeout(PATIENCE), Next::Drained));
     assert!(matches!(batch.try_next(), Next::Drained));
     assert!(batch.wait().is_empty());
 }
@@ -68,14 +71,11 @@ fn a_batch_of_no_reads_is_drained_at_once() {
     );
     assert_eq!(batch.pending(), 0);
     assert!(matches!(batch.try_next(), Next::Drained));
-    assert!(matches!(batch.next(PATIENCE), Next::Drained));
+    assert!(matches!(batch.next_timeout(PATIENCE), Next::Drained));
     assert!(batch.next_blocking().is_none());
     assert!(batch.wait().is_empty());
-    assert!(
-        TinyExecutor::new()
-            .block_on(&mut batch.next_async())
-            .is_none()
-    );
+    assert!(TinyExecutor::new().block_on(&mut (&batch).next()).is_none());
+    assert!(batch.is_terminated());
 }
 
 #[test]
@@ -133,7 +133,7 @@ fn several_threads_draining_one_batch_see_each_completion_once() {
             std::thread::spawn(move || {
                 let mut got = Vec::new();
                 loop {
-                    match batch.next(PATIENCE) {
+                    match batch.next_timeout(PATIENCE) {
                         Next::Completion(c) => got.push(c),
                         Next::Drained => return got,
                         Next::TimedOut => panic!("no completion within {PATIENCE:?}"),
@@ -165,41 +165,40 @@ fn several_threads_draining_one_batch_see_each_completion_once() {
     assert!(matches!(batch.try_next(), Next::Drained));
 }
 
+/// Run `f` on another thread; fail the test (instead of hanging) if it does not return
+/// within [`PATIENCE`].
+fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    outcome
+        .recv_timeout(PATIENCE)
+        .unwrap_or_else(|_| panic!("{what} did not return within {PATIENCE:?}"))
+}
+
 #[test]
-fn dropping_a_batch_waits_for_the_read_a_worker_is_running() {
+fn dropping_an_owned_batch_returns_while_a_worker_still_runs_its_read() {
     let dir = tempfile::tempdir().unwrap();
     let (held, lease) = held_file(dir.path(), "held.bin", 100);
     let data = pattern_file(dir.path(), "data.bin", 100);
-    let client = client();
-    let batch = Arc::new(client.submit([Read::new(&locate(&client, &held), 0, 8)]));
+    let client = isolated().file_workers(1).build().unwrap();
+    let batch = client.submit([
+        Read::new(&locate(&client, &held), 0, 8),
+        Read::new(&locate(&client, &data), 0, 8),
+    ]);
     let _guard = LeaseGuard(lease.clone());
     wait_until_active(&batch, 1);
 
-    // The writer waits until the batch's last handle is being dropped (its strong count is 0
-    // from the moment `Batch::drop` starts), records that it is about to let the worker go,
-    // then lets it go. Only `weak.strong_count()` is used: upgrading would make the writer a
-    // holder of the batch.
-    let released = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let weak = Arc::downgrade(&batch);
-        let released = Arc::clone(&released);
-        let lease = lease.clone();
-        std::thread::spawn(move || {
-            while weak.strong_count() > 0 {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            released.store(true, Ordering::SeqCst);
-            lease.release();
-        })
-    };
-    drop(batch);
-    assert!(
-        released.load(Ordering::SeqCst),
-        "Batch::drop returned while a worker still ran one of its reads"
-    );
-    writer.join().unwrap();
+    // The only worker is held on the lease until the test lets it go, which it does only
+    // after the drop returned: a drop that waited for the worker would never return.
+    within("dropping a batch whose read a worker holds", move || {
+        drop(batch);
+    });
 
-    // The worker is free again.
+    // The held read ends in the background once the lease is released; the read queued
+    // behind it was cancelled. The worker is free again: a later read is served.
+    lease.release();
     let object = locate(&client, &data);
     assert_eq!(client.read(&object, 0, 4).unwrap(), support::pattern(0, 4));
 }
@@ -223,7 +222,7 @@ fn cancel_completes_the_reads_that_had_not_started() {
         buffers
             .into_iter()
             .enumerate()
-            .map(|(i, b)| Read::new(&object, i as u64 * 10, 10).into_buffer(b)),
+            .map(|(i, b)| Read::new(&object, i as u64 * 10, 10).with_buffer(b)),
     );
     assert!(matches!(queued.try_next(), Next::TimedOut));
     assert_eq!(queued.pending(), 5);
@@ -251,24 +250,25 @@ fn cancel_completes_the_reads_that_had_not_started() {
 }
 
 #[test]
-fn next_async_is_woken_by_the_worker_without_a_runtime() {
+fn the_stream_is_woken_by_the_worker_without_a_runtime() {
     let dir = tempfile::tempdir().unwrap();
     let (held, lease) = held_file(dir.path(), "held.bin", 100);
     let client = client();
-    let batch = client.submit([
+    let mut batch = client.submit([
         Read::new(&locate(&client, &held), 0, 8).tag(1),
         Read::new(&locate(&client, &held), 0, 0).tag(2),
     ]);
     let _guard = LeaseGuard(lease.clone());
     let executor = TinyExecutor::new();
+    assert_eq!(batch.size_hint(), (2, Some(2)));
 
     // The rejected read is ready at once.
-    let first = executor.block_on(&mut batch.next_async()).unwrap();
+    let first = executor.block_on(&mut batch.next()).unwrap();
     assert_eq!((first.tag(), first.status()), (2, Status::InvalidRange));
 
-    // The other is held on the lease: the future is pending and has not been woken.
+    // The other is held on the lease: the stream is pending and has not been woken.
     wait_until_active(&batch, 1);
-    let mut next = batch.next_async();
+    let mut next = batch.next();
     assert!(matches!(executor.poll(&mut next), Poll::Pending));
     assert_eq!(executor.wakes(), 0);
 
@@ -277,32 +277,71 @@ fn next_async_is_woken_by_the_worker_without_a_runtime() {
         std::thread::spawn(move || lease.release())
     };
     let second = executor.block_on(&mut next).expect("a completion");
-    assert!(executor.wakes() >= 1, "the worker woke the future");
+    assert!(executor.wakes() >= 1, "the worker woke the stream");
     assert_eq!(second.tag(), 1);
     assert_held_read(&second);
-    assert!(executor.block_on(&mut batch.next_async()).is_none());
+    assert!(executor.block_on(&mut batch.next()).is_none());
+    assert!(batch.is_terminated());
     writer.join().unwrap();
 }
 
 #[test]
-fn next_async_drains_a_whole_batch() {
+fn a_batch_drains_as_a_stream_with_while_let() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 10_000);
     let client = client();
     let object = locate(&client, &path);
-    let batch = client.submit((0..200u64).map(|i| Read::new(&object, i * 50, 50)));
+    let mut batch = client.submit((0..200u64).map(|i| Read::new(&object, i * 50, 50)));
 
-    let mut all = TinyExecutor::new().block_on(&mut std::pin::pin!(async {
+    let mut all = futures::executor::block_on(async {
         let mut all = Vec::new();
-        while let Some(c) = batch.next_async().await {
-            all.push(c);
+        while let Some(done) = batch.next().await {
+            all.push(done);
         }
         all
-    }));
+    });
     all.sort_by_key(Completion::index);
     assert_eq!(all.len(), 200);
     for (i, c) in (0..200u64).zip(&all) {
         assert_eq!((c.index() as u64, c.status()), (i, Status::Ok));
         assert_pattern(c.bytes(), i * 50, 50);
+    }
+}
+
+#[test]
+fn several_tasks_drain_one_batch_through_shared_references() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = pattern_file(dir.path(), "data.bin", 64 << 10);
+    let client = client();
+    let object = locate(&client, &path);
+    let batch = client.submit((0..1000u64).map(|i| Read::new(&object, i * 60, 1 + i % 60)));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let mut all: Vec<Completion> = runtime.block_on(async {
+        let batch = Arc::new(batch);
+        let tasks: Vec<_> = (0..4)
+            .map(|_| {
+                let batch = Arc::clone(&batch);
+                tokio::spawn(async move { (&*batch).collect::<Vec<_>>().await })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for task in tasks {
+            all.extend(task.await.unwrap());
+        }
+        all
+    });
+    all.sort_by_key(Completion::index);
+    let indices: Vec<u64> = all.iter().map(|c| c.index() as u64).collect();
+    assert_eq!(
+        indices,
+        (0..1000).collect::<Vec<_>>(),
+        "each read exactly once"
+    );
+    for (i, c) in (0..1000u64).zip(&all) {
+        assert_eq!(c.status(), Status::Ok, "{c:?}");
+        assert_pattern(c.bytes(), i * 60, 1 + i % 60);
     }
 }

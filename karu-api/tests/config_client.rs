@@ -157,7 +157,7 @@ fn file_workers_from_the_environment_are_honoured() {
     wait_until_active(&held, 1);
     let waiting = client.submit([Read::new(&locate(&client, &data), 0, 10)]);
     assert!(matches!(
-        waiting.next(Duration::from_millis(50)),
+        waiting.next_timeout(Duration::from_millis(50)),
         Next::TimedOut
     ));
     lease.release();

@@ -52,7 +52,7 @@ fn merged_parts_past_the_end_hold_their_own_prefix_and_owned_buffers_keep_their_
         [
             Read::new(&object, SIZE - 100, 50),
             Read::new(&object, SIZE - 40, 1 << 20),
-            Read::new(&object, 1000, 100).into_buffer(Vec::with_capacity(64 * KIB as usize)),
+            Read::new(&object, 1000, 100).with_buffer(Vec::with_capacity(64 * KIB as usize)),
         ],
         &BatchOptions::new().max_gap(MIB),
     );

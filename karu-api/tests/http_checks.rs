@@ -475,7 +475,7 @@ fn a_server_that_never_answers_times_out_at_the_deadline() {
     let object = locate(&client, &server, "/o");
     let batch = client.submit([Read::new(&object, 0, 100)]);
     // The deadline holds: the completion comes (well before the test's patience runs out).
-    let c = match batch.next(PATIENCE) {
+    let c = match batch.next_timeout(PATIENCE) {
         Next::Completion(c) => c,
         other => panic!("no completion: {other:?}"),
     };
@@ -579,7 +579,7 @@ fn a_retry_after_beyond_the_deadline_fails_at_once_instead_of_sleeping() {
     let object = locate(&client, &server, "/o");
     let batch = client.submit([Read::new(&object, 0, 10)]);
     // The completion comes before the 60 s the server asked for, let alone the test's patience.
-    let c = match batch.next(PATIENCE) {
+    let c = match batch.next_timeout(PATIENCE) {
         Next::Completion(c) => c,
         other => panic!("no completion: {other:?}"),
     };
@@ -625,7 +625,7 @@ fn cancelling_a_batch_ends_a_read_that_waits_for_an_answer() {
     let batch = client.submit([Read::new(&object, 0, 10)]);
     wait_for_requests(&server, 1);
     batch.cancel();
-    let c = match batch.next(PATIENCE) {
+    let c = match batch.next_timeout(PATIENCE) {
         Next::Completion(c) => c,
         other => panic!("no completion after cancel: {other:?}"),
     };

@@ -404,9 +404,9 @@ fn remote_reads_into_borrowed_slices_arrive_exact() {
     client.scope(|scope| {
         let batch = scope.submit(
             [
-                Read::into_slice(&object, 50 * MIB, &mut a),
-                Read::into_slice(&object, 50 * MIB + 50, &mut b),
-                Read::into_slice(&object, 900 * MIB, &mut c),
+                Read::borrowed(&object, 50 * MIB, &mut a),
+                Read::borrowed(&object, 50 * MIB + 50, &mut b),
+                Read::borrowed(&object, 900 * MIB, &mut c),
             ],
             &BatchOptions::new(),
         );

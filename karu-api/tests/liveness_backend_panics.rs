@@ -102,8 +102,8 @@ fn a_panicking_prepare_inside_a_scope_lets_the_scope_end() {
         let statuses = client.scope(|scope| {
             let batch = scope.submit(
                 [
-                    Read::into_slice(&bad, 0, &mut bad_slice),
-                    Read::into_slice(&good, 10, &mut good_slice),
+                    Read::borrowed(&bad, 0, &mut bad_slice),
+                    Read::borrowed(&good, 10, &mut good_slice),
                 ],
                 &BatchOptions::new(),
             );

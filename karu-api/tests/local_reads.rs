@@ -252,7 +252,7 @@ fn reads_reaching_the_end_of_the_file_deliver_a_valid_prefix() {
         Read::new(&object, 1 << 40, 4096),     // far past the end
         Read::new(&object, u64::MAX - 10, 10), // a valid range ending at u64::MAX
         Read::new(&object, 0, LEN + 1),
-        Read::new(&object, 9900, 300).into_buffer(vec![0xAA; 300]),
+        Read::new(&object, 9900, 300).with_buffer(vec![0xAA; 300]),
     ]);
     let stats = batch.stats();
     assert_eq!((stats.reads, stats.rejected, stats.transfers), (8, 0, 8));
@@ -469,7 +469,7 @@ fn owned_buffers_are_reused_and_come_back_truncated() {
         let offset = round * 500;
         let len = 4096 - round * 100;
         let mut done = client
-            .submit([Read::new(&object, offset, len).into_buffer(buffer)])
+            .submit([Read::new(&object, offset, len).with_buffer(buffer)])
             .wait();
         let c = done.pop().unwrap();
         assert_ok(&c, offset, len);
@@ -487,9 +487,9 @@ fn owned_buffers_are_reused_and_come_back_truncated() {
     let mut buffers = buffers.into_iter();
     let done = client
         .submit([
-            Read::new(&object, LEN - 100, 4096).into_buffer(buffers.next().unwrap()),
-            Read::new(&object, 0, 0).into_buffer(buffers.next().unwrap()),
-            Read::new(&missing, 0, 16).into_buffer(buffers.next().unwrap()),
+            Read::new(&object, LEN - 100, 4096).with_buffer(buffers.next().unwrap()),
+            Read::new(&object, 0, 0).with_buffer(buffers.next().unwrap()),
+            Read::new(&missing, 0, 16).with_buffer(buffers.next().unwrap()),
         ])
         .wait();
     assert_prefix(&done[0], LEN - 100, 100);
@@ -507,7 +507,7 @@ fn owned_buffers_are_reused_and_come_back_truncated() {
 
     // A buffer smaller than its read grows to fit.
     let mut done = client
-        .submit([Read::new(&object, 10, 5000).into_buffer(Vec::with_capacity(16))])
+        .submit([Read::new(&object, 10, 5000).with_buffer(Vec::with_capacity(16))])
         .wait();
     let c = done.pop().unwrap();
     assert_ok(&c, 10, 5000);

@@ -32,11 +32,11 @@ fn a_scope_fills_borrowed_slices_with_exact_bytes() {
     let statuses = client.scope(|scope| {
         let batch = scope.submit(
             [
-                Read::into_slice(&object, 0, &mut a),
-                Read::into_slice(&object, 5000, &mut b),
-                Read::into_slice(&object, LEN - 1, &mut c),
-                Read::into_slice(&object, LEN - 10, &mut short),
-                Read::into_slice(&window, 70, &mut windowed),
+                Read::borrowed(&object, 0, &mut a),
+                Read::borrowed(&object, 5000, &mut b),
+                Read::borrowed(&object, LEN - 1, &mut c),
+                Read::borrowed(&object, LEN - 10, &mut short),
+                Read::borrowed(&window, 70, &mut windowed),
             ],
             &BatchOptions::new(),
         );
@@ -47,7 +47,7 @@ fn a_scope_fills_borrowed_slices_with_exact_bytes() {
             .collect();
         // A second batch in the same scope.
         let other = scope.submit(
-            [Read::into_slice(&object, 77, &mut second)],
+            [Read::borrowed(&object, 77, &mut second)],
             &BatchOptions::new(),
         );
         assert!(other.wait()[0].is_ok());
@@ -132,7 +132,7 @@ fn a_scope_waits_for_a_batch_leaked_with_mem_forget() {
     client.scope(|scope| {
         let signal = signal; // moved in: if the closure unwinds early, the releaser still goes
         let batch = scope.submit(
-            [Read::into_slice(&object, 0, &mut slice)],
+            [Read::borrowed(&object, 0, &mut slice)],
             &BatchOptions::new(),
         );
         wait_until_active(&batch, 1);
@@ -145,6 +145,34 @@ fn a_scope_waits_for_a_batch_leaked_with_mem_forget() {
         "the scope returned while a worker still referenced a borrowed slice"
     );
     releaser.join().unwrap();
+}
+
+#[test]
+fn dropping_a_scoped_batch_waits_for_the_read_a_worker_is_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipe = mkfifo(dir.path(), "pipe");
+    let client = client();
+    let object = locate(&client, &pipe);
+    let (signal, released, writer) = writer_after_signal(pipe.clone());
+    let _guard = FifoGuard(pipe);
+
+    let mut slice = [0u8; 8];
+    client.scope(|scope| {
+        let signal = signal;
+        let batch = scope.submit(
+            [Read::borrowed(&object, 0, &mut slice)],
+            &BatchOptions::new(),
+        );
+        wait_until_active(&batch, 1);
+        signal.send(()).unwrap();
+        // Unlike an owned batch's, this drop waits: the worker references `slice`.
+        drop(batch);
+        assert!(
+            released.load(Ordering::SeqCst),
+            "a scoped batch's drop returned while a worker still referenced a borrowed slice"
+        );
+    });
+    writer.join().unwrap();
 }
 
 #[test]
@@ -161,7 +189,7 @@ fn a_panic_in_a_scope_propagates_after_the_wait() {
         client.scope(|scope| {
             let signal = signal;
             let batch = scope.submit(
-                [Read::into_slice(&object, 0, &mut slice)],
+                [Read::borrowed(&object, 0, &mut slice)],
                 &BatchOptions::new(),
             );
             wait_until_active(&batch, 1);

@@ -63,7 +63,7 @@ fn a_remote_scope_waits_for_a_batch_leaked_with_mem_forget() {
             client.scope(|scope| {
                 let leaving = leaving; // moved in: if the closure unwinds, the helper goes too
                 let batch = scope.submit(
-                    [Read::into_slice(&object, 0, &mut slice)],
+                    [Read::borrowed(&object, 0, &mut slice)],
                     &BatchOptions::new(),
                 );
                 entered.wait_for(1, PATIENCE);

@@ -1,20 +1,21 @@
-//! Batches: the completion queue of one submission, drained with `next`, `wait` or `.await`.
+//! Batches: the completion queue of one submission, drained blocking (`next_timeout`, `wait`)
+//! or as a `Stream`.
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use futures_core::{FusedStream, Stream};
 use parking_lot::{Condvar, Mutex};
 
 use crate::read::Completion;
 use crate::versions::VersionPins;
 
-/// What [`Batch::next`] returns.
+/// What [`Batch::next_timeout`] and [`Batch::try_next`] return.
 #[derive(Debug)]
 #[must_use]
 pub enum Next {
@@ -44,15 +45,27 @@ pub struct BatchStats {
 
 /// A submission's completions, arriving as work finishes.
 ///
-/// `Batch` is `Send + Sync`: several threads may call [`Batch::next`] on one batch at once,
-/// and each completion is returned exactly once. Dropping a batch cancels its pending work and
-/// waits until no worker references its buffers; reads that had not started complete as
-/// [`Status::Cancelled`](crate::Status::Cancelled) (no one sees them).
+/// Drain it in whichever way suits the caller, even several at once:
+///
+/// - blocking: [`Batch::next_timeout`], [`Batch::try_next`], [`Batch::next_blocking`],
+///   [`Batch::wait`];
+/// - async: `Batch` (and `&Batch`) is a [`Stream`] of [`Completion`]s, so
+///   `while let Some(done) = batch.next().await` works with `futures::StreamExt` (or
+///   `tokio_stream::StreamExt`) on any executor: the stream is woken by the Karu thread that
+///   completes a read, never by the caller's runtime. It ends once every read has completed
+///   and been taken, and its [`size_hint`](Stream::size_hint) is exact.
+///
+/// `Batch` is `Send + Sync`: several threads (or tasks, through `&Batch`) may take completions
+/// from one batch at once, and each completion is returned exactly once.
 ///
 /// Destinations are owned: a read's buffer (caller-supplied or Karu-allocated) travels with
 /// its transfer and comes back in its [`Completion`]. Nothing the caller borrows is referenced
-/// by a `Batch`, so leaking one with [`std::mem::forget`] is safe (it only leaks memory).
-/// Borrowed destinations go through a [`Scope`](crate::Scope) instead.
+/// by a `Batch`, so dropping one never waits: its reads that had not started are cancelled,
+/// and the transfers already running are told to stop and end in the background, each with
+/// the buffers it owns (freed when it ends). Leaking a batch with [`std::mem::forget`] is safe
+/// too (it only leaks memory). Borrowed destinations go through a [`Scope`](crate::Scope)
+/// instead, whose [`ScopedBatch`](crate::ScopedBatch) does wait when dropped.
+#[must_use = "dropping a batch cancels its reads"]
 pub struct Batch {
     pub(crate) shared: Arc<BatchShared>,
     pub(crate) stats: BatchStats,
@@ -61,8 +74,8 @@ pub struct Batch {
 }
 
 impl Batch {
-    /// The next completion, waiting at most `timeout` for one.
-    pub fn next(&self, timeout: Duration) -> Next {
+    /// The next completion, waiting at most `timeout` for one (blocking the thread).
+    pub fn next_timeout(&self, timeout: Duration) -> Next {
         self.shared.next(Some(timeout))
     }
 
@@ -71,19 +84,11 @@ impl Batch {
         self.shared.next(Some(Duration::ZERO))
     }
 
-    /// The next completion, or `None` once drained; waits as long as it takes.
+    /// The next completion, or `None` once drained; blocks the thread as long as it takes.
     pub fn next_blocking(&self) -> Option<Completion> {
         match self.shared.next(None) {
             Next::Completion(c) => Some(c),
             _ => None,
-        }
-    }
-
-    /// The next completion as a future (`None` once drained). Executor-neutral: it is woken by
-    /// the worker that completes a read.
-    pub fn next_async(&self) -> NextFuture<'_> {
-        NextFuture {
-            shared: &self.shared,
         }
     }
 
@@ -112,9 +117,48 @@ impl Batch {
     }
 }
 
+impl Stream for Batch {
+    type Item = Completion;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+        self.shared.poll_next(cx)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.shared.size_hint()
+    }
+}
+
+/// Several tasks may take completions from one batch through shared references.
+impl Stream for &Batch {
+    type Item = Completion;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+        self.shared.poll_next(cx)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.shared.size_hint()
+    }
+}
+
+impl FusedStream for Batch {
+    fn is_terminated(&self) -> bool {
+        self.shared.is_drained()
+    }
+}
+
+impl FusedStream for &Batch {
+    fn is_terminated(&self) -> bool {
+        self.shared.is_drained()
+    }
+}
+
 impl Drop for Batch {
+    /// Cancels the batch without waiting: nothing borrowed is at stake (a scope's batches
+    /// wait in [`ScopedBatch`](crate::ScopedBatch)'s drop and at the end of their scope).
     fn drop(&mut self) {
-        self.shared.release();
+        self.shared.cancel();
     }
 }
 
@@ -128,36 +172,6 @@ impl fmt::Debug for Batch {
             .field("active_transfers", &state.active)
             .field("cancelled", &state.cancelled)
             .finish()
-    }
-}
-
-/// Future returned by [`Batch::next_async`].
-#[must_use = "futures do nothing unless polled"]
-pub struct NextFuture<'a> {
-    shared: &'a BatchShared,
-}
-
-impl fmt::Debug for NextFuture<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NextFuture").finish_non_exhaustive()
-    }
-}
-
-impl Future for NextFuture<'_> {
-    type Output = Option<Completion>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.shared.state.lock();
-        if let Some(c) = state.queue.pop_front() {
-            return Poll::Ready(Some(c));
-        }
-        if state.pending == 0 {
-            return Poll::Ready(None);
-        }
-        if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            state.wakers.push(cx.waker().clone());
-        }
-        Poll::Pending
     }
 }
 
@@ -331,6 +345,34 @@ impl BatchShared {
         }
     }
 
+    /// Take a queued completion, or register the task's waker to be woken by the next one.
+    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+        let mut state = self.state.lock();
+        if let Some(c) = state.queue.pop_front() {
+            return Poll::Ready(Some(c));
+        }
+        if state.pending == 0 {
+            return Poll::Ready(None);
+        }
+        if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            state.wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    /// Completions still to be taken: queued ones and those of reads not completed yet.
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let state = self.state.lock();
+        let left = state.queue.len() + state.pending;
+        (left, Some(left))
+    }
+
+    /// Whether every completion has been taken.
+    fn is_drained(&self) -> bool {
+        let state = self.state.lock();
+        state.pending == 0 && state.queue.is_empty()
+    }
+
     fn next(&self, timeout: Option<Duration>) -> Next {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut state = self.state.lock();
@@ -376,6 +418,7 @@ impl BatchShared {
 mod tests {
     use super::*;
     use crate::status::{Error, Status};
+    use futures::StreamExt;
 
     fn completion(index: usize) -> Completion {
         Completion {
@@ -398,16 +441,22 @@ mod tests {
     #[test]
     fn next_times_out_then_delivers_then_drains() {
         let b = batch(2);
-        assert!(matches!(b.next(Duration::from_millis(10)), Next::TimedOut));
+        assert!(matches!(
+            b.next_timeout(Duration::from_millis(10)),
+            Next::TimedOut
+        ));
         b.shared.complete([completion(1)]);
-        match b.next(Duration::from_millis(10)) {
+        match b.next_timeout(Duration::from_millis(10)) {
             Next::Completion(c) => assert_eq!(c.index(), 1),
             other => panic!("{other:?}"),
         }
         b.shared.complete([completion(0)]);
         assert!(matches!(b.try_next(), Next::Completion(_)));
         assert!(matches!(b.try_next(), Next::Drained));
-        assert!(matches!(b.next(Duration::from_secs(5)), Next::Drained));
+        assert!(matches!(
+            b.next_timeout(Duration::from_secs(5)),
+            Next::Drained
+        ));
     }
 
     #[test]
@@ -419,7 +468,7 @@ mod tests {
                 std::thread::spawn(move || {
                     let mut got = Vec::new();
                     loop {
-                        match b.next(Duration::from_secs(10)) {
+                        match b.next_timeout(Duration::from_secs(10)) {
                             Next::Completion(c) => got.push(c.index()),
                             Next::Drained => return got,
                             Next::TimedOut => panic!("timed out"),
@@ -458,7 +507,7 @@ mod tests {
             shared
         });
         has_begun.recv().unwrap();
-        drop(b); // blocks until the guard is dropped
+        b.shared.release(); // blocks until the guard is dropped
         assert!(
             ended.load(Ordering::SeqCst),
             "release returned while a worker still held the batch's buffers"
@@ -472,6 +521,31 @@ mod tests {
     }
 
     #[test]
+    fn dropping_a_batch_cancels_without_waiting_for_active_transfers() {
+        let b = batch(2);
+        let shared = Arc::clone(&b.shared);
+        let (begun, has_begun) = std::sync::mpsc::channel();
+        let (go, may_go) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            let active = shared.begin().expect("not cancelled");
+            begun.send(()).unwrap();
+            may_go.recv().unwrap();
+            active.complete([completion(0)]);
+            shared
+        });
+        has_begun.recv().unwrap();
+        // The worker holds its transfer active until told to go, which happens only after
+        // the drop: a drop that waited would never return.
+        drop(b);
+        go.send(()).unwrap();
+        let shared = worker.join().unwrap();
+        assert!(shared.is_cancelled(), "the drop cancelled the batch");
+        assert!(shared.begin().is_none(), "no new transfer starts");
+        assert_eq!(shared.state.lock().active, 0);
+        assert_eq!(shared.state.lock().pending, 1, "the other read never ran");
+    }
+
+    #[test]
     fn a_panicking_worker_still_ends_its_transfer() {
         let b = batch(1);
         let shared = Arc::clone(&b.shared);
@@ -481,38 +555,39 @@ mod tests {
         });
         assert!(worker.join().is_err());
         assert_eq!(b.shared.state.lock().active, 0, "the guard's drop ran");
-        drop(b); // returns: nothing is active
+        b.shared.release(); // returns: nothing is active
     }
 
     #[test]
-    fn async_next_is_woken() {
-        let b = batch(1);
+    fn the_stream_is_woken_by_the_completing_thread() {
+        let mut b = batch(2);
+        assert_eq!(b.size_hint(), (2, Some(2)));
         let shared = Arc::clone(&b.shared);
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
+        let (go, may_go) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            may_go.recv().unwrap();
+            shared.complete([completion(1)]);
+            may_go.recv().unwrap();
             shared.complete([completion(0)]);
         });
-        let got = block_on(b.next_async());
+        let mut next = b.next();
+        let waker = futures::task::noop_waker();
+        assert!(
+            std::pin::Pin::new(&mut next)
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending(),
+            "nothing completed yet"
+        );
+        go.send(()).unwrap();
+        let got = futures::executor::block_on(next);
+        assert_eq!(got.map(|c| c.index()), Some(1));
+        assert_eq!(b.size_hint(), (1, Some(1)));
+        go.send(()).unwrap();
+        let got = futures::executor::block_on((&b).next());
         assert_eq!(got.map(|c| c.index()), Some(0));
-        assert!(block_on(b.next_async()).is_none());
-    }
-
-    /// A minimal executor for one future, parking the thread between polls.
-    fn block_on<F: Future>(fut: F) -> F::Output {
-        struct ThreadWaker(std::thread::Thread);
-        impl std::task::Wake for ThreadWaker {
-            fn wake(self: Arc<Self>) {
-                self.0.unpark();
-            }
-        }
-        let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
-        let mut cx = Context::from_waker(&waker);
-        let mut fut = std::pin::pin!(fut);
-        loop {
-            if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-                return v;
-            }
-            std::thread::park();
-        }
+        assert!(b.is_terminated());
+        assert!(futures::executor::block_on(b.next()).is_none());
+        assert_eq!(b.size_hint(), (0, Some(0)));
+        worker.join().unwrap();
     }
 }

@@ -2,10 +2,15 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::marker::PhantomData;
 use std::ops::Deref;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+
+use futures_core::{FusedStream, Stream};
 
 use karu_config::Snapshot;
 use parking_lot::Mutex;
@@ -13,10 +18,12 @@ use parking_lot::Mutex;
 use crate::batch::{Batch, BatchShared, BatchStats};
 use crate::credential::{Callbacks, CredentialCache, CredentialStats};
 use crate::file::{self, FilePool};
+use crate::http::ends::RemoteEnds;
 use crate::http::{Remote, TransportStats};
 use crate::locator::{Locator, Target, Window};
 use crate::plan::{self, Limits, PlanRead};
 use crate::read::{Completion, Read, Sink};
+use crate::reply::{self, Reply};
 use crate::status::{Error, Status};
 use crate::transfer::{Part, Transfer};
 
@@ -29,6 +36,7 @@ use crate::transfer::{Part, Transfer};
 /// # let _ = (no_merging, tight);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BatchOptions {
     max_gap: Option<u64>,
     max_span: Option<u64>,
@@ -158,10 +166,31 @@ impl Inner {
 }
 
 /// Options of an engine beyond its configuration snapshot.
+///
+/// ```
+/// use karu_engine::EngineOptions;
+/// use karu_engine::credential::Callbacks;
+/// let options = EngineOptions::new().with_callbacks(Callbacks::default());
+/// # let _ = options;
+/// ```
 #[derive(Debug, Default, Clone)]
+#[non_exhaustive]
 pub struct EngineOptions {
     /// Application credential callbacks, by provider family.
     pub callbacks: Callbacks,
+}
+
+impl EngineOptions {
+    /// No callbacks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Use these application credential callbacks.
+    pub fn with_callbacks(mut self, callbacks: Callbacks) -> Self {
+        self.callbacks = callbacks;
+        self
+    }
 }
 
 impl Engine {
@@ -180,7 +209,8 @@ impl Engine {
             return Err(Error::new(
                 Status::InvalidArgument,
                 format!("cannot read CA file {}: {e}", path.display()),
-            ));
+            )
+            .with_source(e));
         }
         let files = FilePool::new(global.file_workers)?;
         Ok(Engine {
@@ -253,29 +283,76 @@ impl Engine {
     }
 
     /// The visible size of an object, and its strong ETag when it has one. Sizes are never
-    /// cached.
+    /// cached. Blocks the calling thread; see [`Engine::stat_async`].
     pub fn stat(&self, locator: &Locator) -> Result<ObjectInfo, Error> {
-        if let Some(Window { len: Some(len), .. }) = locator.window() {
-            return Ok(ObjectInfo {
-                size: Some(len),
-                etag: None,
-            });
-        }
-        let (size, etag) = match locator.target() {
-            Target::File(path) => (file::size(path)?, None),
-            Target::Remote => {
-                let (size, etag) = self.inner.remote()?.stat(locator)?;
-                (Some(size), etag)
+        match locator.target() {
+            // A local file's metadata is read right here: a blocking caller needs no hop.
+            Target::File(path)
+                if !matches!(locator.window(), Some(Window { len: Some(_), .. })) =>
+            {
+                Ok(ObjectInfo {
+                    size: file::size(path)?.map(|size| visible_size(locator.window(), size)),
+                    etag: None,
+                })
             }
+            _ => reply::block_on(self.stat_reply(locator)),
+        }
+    }
+
+    /// [`Engine::stat`] as a future that completes from Karu's own threads (a file worker
+    /// reads a local file's metadata; an event loop sends the remote probe): any executor can
+    /// poll it, and it never blocks the thread that does. It starts when first polled;
+    /// dropping it cancels the probe.
+    pub fn stat_async(
+        &self,
+        locator: &Locator,
+    ) -> impl Future<Output = Result<ObjectInfo, Error>> + Send + 'static + use<> {
+        let engine = self.clone();
+        let locator = locator.clone();
+        async move { engine.stat_reply(&locator).await }
+    }
+
+    /// Start the stat of `locator` on Karu's threads (now, not when first polled).
+    fn stat_reply(
+        &self,
+        locator: &Locator,
+    ) -> impl Future<Output = Result<ObjectInfo, Error>> + Send + 'static + use<> {
+        /// Where the size comes from.
+        enum Probe {
+            /// A bounded window states it.
+            Window(u64),
+            /// A file worker reads the metadata (no size for a device or FIFO).
+            Local(Reply<Option<u64>>),
+            /// An event loop sends the one-byte probe.
+            Remote(Reply<(u64, Option<String>)>),
+        }
+        let window = locator.window();
+        let probe = match (window, locator.target()) {
+            (Some(Window { len: Some(len), .. }), _) => Probe::Window(len),
+            (_, Target::File(path)) => {
+                let path = path.clone();
+                Probe::Local(self.inner.files.run(move || file::size(&path)))
+            }
+            (_, Target::Remote) => Probe::Remote(match self.inner.remote() {
+                Ok(remote) => remote.stat(locator),
+                Err(e) => Reply::ready(Err(e)),
+            }),
         };
-        Ok(ObjectInfo {
-            size: size.map(|size| visible_size(locator.window(), size)),
-            etag,
-        })
+        async move {
+            let (size, etag) = match probe {
+                Probe::Window(len) => (Some(len), None),
+                Probe::Local(reply) => (reply.await?.map(|size| visible_size(window, size)), None),
+                Probe::Remote(reply) => {
+                    let (size, etag) = reply.await?;
+                    (Some(visible_size(window, size)), etag)
+                }
+            };
+            Ok(ObjectInfo { size, etag })
+        }
     }
 
     /// The first `head_len` and last `tail_len` bytes of an object (each clamped to its size),
-    /// with its size and ETag.
+    /// with its size and ETag. Blocks the calling thread; see [`Engine::read_ends_async`].
     pub fn read_ends(
         &self,
         locator: &Locator,
@@ -283,52 +360,62 @@ impl Engine {
         tail_len: u64,
     ) -> Result<Ends, Error> {
         if let Target::Remote = locator.target() {
-            let ends = self
-                .inner
-                .remote()?
-                .read_ends(locator, head_len, tail_len)?;
-            return Ok(Ends {
-                size: ends.size,
-                etag: ends.etag,
-                head: ends.head,
-                tail: ends.tail,
-            });
+            let remote = self.inner.remote()?;
+            return remote
+                .read_ends(locator, head_len, tail_len)
+                .wait()
+                .map(Ends::from);
         }
         let info = self.stat(locator)?;
-        let Some(size) = info.size else {
-            return Err(Error::new(
-                Status::Unsupported,
-                format!(
-                    "{locator} has no size (it is not a regular file), so it has no last bytes"
-                ),
-            ));
-        };
-        let head_len = head_len.min(size);
-        let tail_len = tail_len.min(size);
-        let mut reads = Vec::new();
-        if head_len > 0 {
-            reads.push(Read::new(locator, 0, head_len).tag(0));
-        }
-        if tail_len > 0 {
-            reads.push(Read::new(locator, size - tail_len, tail_len).tag(1));
-        }
-        let batch = self.submit(reads, &BatchOptions::new().max_gap(0));
-        let mut ends = Ends {
-            size,
-            etag: info.etag,
-            head: Vec::new(),
-            tail: Vec::new(),
-        };
-        for completion in batch.wait() {
-            let tag = completion.tag();
-            let bytes = completion.into_result()?;
-            if tag == 0 {
-                ends.head = bytes;
-            } else {
-                ends.tail = bytes;
+        let size = known_size(locator, &info)?;
+        let batch = self.ends_batch(locator, size, head_len, tail_len);
+        ends_of(size, info.etag, batch.wait())
+    }
+
+    /// [`Engine::read_ends`] as a future that completes from Karu's own threads; any executor
+    /// can poll it, and it never blocks the thread that does. It starts when first polled;
+    /// dropping it cancels its requests (or its batch).
+    pub fn read_ends_async(
+        &self,
+        locator: &Locator,
+        head_len: u64,
+        tail_len: u64,
+    ) -> impl Future<Output = Result<Ends, Error>> + Send + 'static + use<> {
+        let engine = self.clone();
+        let locator = locator.clone();
+        async move {
+            if let Target::Remote = locator.target() {
+                let remote = engine.inner.remote()?;
+                return remote
+                    .read_ends(&locator, head_len, tail_len)
+                    .await
+                    .map(Ends::from);
             }
+            let info = engine.stat_reply(&locator).await?;
+            let size = known_size(&locator, &info)?;
+            let mut batch = engine.ends_batch(&locator, size, head_len, tail_len);
+            let mut completions = Vec::with_capacity(2);
+            while let Some(c) = std::future::poll_fn(|cx| Pin::new(&mut batch).poll_next(cx)).await
+            {
+                completions.push(c);
+            }
+            ends_of(size, info.etag, completions)
         }
-        Ok(ends)
+    }
+
+    /// The batch reading both ends of a local object of known size: the head tagged 0, the
+    /// tail tagged 1, never merged.
+    fn ends_batch(&self, locator: &Locator, size: u64, head: u64, tail: u64) -> Batch {
+        let head = head.min(size);
+        let tail = tail.min(size);
+        let mut reads = Vec::new();
+        if head > 0 {
+            reads.push(Read::new(locator, 0, head).tag(0));
+        }
+        if tail > 0 {
+            reads.push(Read::new(locator, size - tail, tail).tag(1));
+        }
+        self.submit(reads, &BatchOptions::new().max_gap(0))
     }
 
     /// Plan and route `reads`. A scope's batch is registered in `scope` before any transfer
@@ -427,6 +514,47 @@ fn visible_size(window: Option<Window>, object_size: u64) -> u64 {
         None => object_size,
         Some(Window { len: Some(len), .. }) => len,
         Some(Window { start, len: None }) => object_size.saturating_sub(start),
+    }
+}
+
+/// Both ends of a local object from the completions of its [`Engine::ends_batch`].
+/// The size `read_ends` needs: a device or FIFO has none, so it has no last bytes.
+fn known_size(locator: &Locator, info: &ObjectInfo) -> Result<u64, Error> {
+    info.size.ok_or_else(|| {
+        Error::new(
+            Status::Unsupported,
+            format!("{locator} has no size (it is not a regular file), so it has no last bytes"),
+        )
+    })
+}
+
+fn ends_of(size: u64, etag: Option<String>, completions: Vec<Completion>) -> Result<Ends, Error> {
+    let mut ends = Ends {
+        size,
+        etag,
+        head: Vec::new(),
+        tail: Vec::new(),
+    };
+    for completion in completions {
+        let tag = completion.tag();
+        let bytes = completion.into_result()?;
+        if tag == 0 {
+            ends.head = bytes;
+        } else {
+            ends.tail = bytes;
+        }
+    }
+    Ok(ends)
+}
+
+impl From<RemoteEnds> for Ends {
+    fn from(ends: RemoteEnds) -> Self {
+        Ends {
+            size: ends.size,
+            etag: ends.etag,
+            head: ends.head,
+            tail: ends.tail,
+        }
     }
 }
 
@@ -536,7 +664,7 @@ struct Planned {
 /// # let engine = karu_engine::Engine::new(karu_config::Snapshot::defaults()).unwrap();
 /// let mut buf = [0u8; 4];
 /// engine.scope(|scope| {
-///     let batch = scope.submit([Read::into_slice(&object, 0, &mut buf)], &BatchOptions::new());
+///     let batch = scope.submit([Read::borrowed(&object, 0, &mut buf)], &BatchOptions::new());
 ///     std::mem::forget(batch);
 ///     buf[0] = 1; // `buf` is still lent to the scope
 /// });
@@ -555,7 +683,7 @@ struct Planned {
 /// # let engine = karu_engine::Engine::new(karu_config::Snapshot::defaults()).unwrap();
 /// let mut buf = [0u8; 4];
 /// engine.scope(|scope| {
-///     let batch = scope.submit([Read::into_slice(&object, 0, &mut buf)], &BatchOptions::new());
+///     let batch = scope.submit([Read::borrowed(&object, 0, &mut buf)], &BatchOptions::new());
 ///     assert!(batch.wait()[0].is_ok());
 ///     std::mem::forget(batch); // leaked: harmless
 /// });
@@ -595,7 +723,11 @@ impl fmt::Debug for Scope<'_> {
 }
 
 /// A [`Batch`] whose reads may borrow destinations; it cannot outlive its [`Scope`].
+///
+/// Unlike an owned [`Batch`], dropping it waits until no transfer references its borrowed
+/// destinations (its pending reads are cancelled first), as the end of its scope would.
 #[derive(Debug)]
+#[must_use = "dropping a scoped batch cancels its reads and waits for its transfers"]
 pub struct ScopedBatch<'scope> {
     batch: Batch,
     _scope: PhantomData<&'scope ()>,
@@ -605,6 +737,30 @@ impl Deref for ScopedBatch<'_> {
     type Target = Batch;
     fn deref(&self) -> &Batch {
         &self.batch
+    }
+}
+
+impl Drop for ScopedBatch<'_> {
+    fn drop(&mut self) {
+        self.batch.shared.release();
+    }
+}
+
+impl Stream for ScopedBatch<'_> {
+    type Item = Completion;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+        Pin::new(&mut self.batch).poll_next(cx)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.batch.size_hint()
+    }
+}
+
+impl FusedStream for ScopedBatch<'_> {
+    fn is_terminated(&self) -> bool {
+        self.batch.is_terminated()
     }
 }
 

@@ -11,18 +11,26 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::batch::Active;
 use crate::read::Open;
-use crate::status::{Error, Status};
+use crate::reply::{self, Reply};
+use crate::status::{Error, Evidence, Status};
 use crate::transfer::Transfer;
 
-/// A pool of threads running local transfers.
+/// A pool of threads running local transfers (and small filesystem tasks, such as the stat
+/// of an async caller, that must not run on the caller's thread).
 pub(crate) struct FilePool {
-    sender: Option<Sender<Transfer>>,
+    sender: Option<Sender<Job>>,
     threads: Vec<JoinHandle<()>>,
+}
+
+/// What a file worker runs.
+enum Job {
+    Transfer(Transfer),
+    Task(Box<dyn FnOnce() + Send>),
 }
 
 impl FilePool {
     pub(crate) fn new(workers: usize) -> Result<Self, Error> {
-        let (sender, receiver) = crossbeam_channel::unbounded::<Transfer>();
+        let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
         let threads = (0..workers.max(1))
             .map(|i| {
                 let receiver = receiver.clone();
@@ -44,15 +52,37 @@ impl FilePool {
     }
 
     pub(crate) fn submit(&self, transfer: Transfer) {
-        match &self.sender {
-            Some(sender) => {
-                if let Err(returned) = sender.send(transfer) {
-                    returned
-                        .0
-                        .fail(&Error::internal("the file workers have stopped"));
-                }
+        if let Err(Job::Transfer(transfer)) = self.send(Job::Transfer(transfer)) {
+            transfer.fail(&Error::internal("the file workers have stopped"));
+        }
+    }
+
+    /// Run `f` on a worker; its result arrives in the returned [`Reply`]. A task whose reply
+    /// was dropped before a worker took it does not run.
+    pub(crate) fn run<T, F>(&self, f: F) -> Reply<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<T, Error> + Send + 'static,
+    {
+        let (tx, reply) = reply::channel();
+        let task = Box::new(move || {
+            if tx.is_closed() {
+                return;
             }
-            None => transfer.fail(&Error::internal("the file workers have stopped")),
+            let result = catch_unwind(AssertUnwindSafe(f))
+                .unwrap_or_else(|_| Err(Error::internal("a file worker panicked")));
+            tx.send(result);
+        });
+        match self.send(Job::Task(task)) {
+            Ok(()) => reply,
+            Err(_) => Reply::ready(Err(Error::internal("the file workers have stopped"))),
+        }
+    }
+
+    fn send(&self, job: Job) -> Result<(), Job> {
+        match &self.sender {
+            Some(sender) => sender.send(job).map_err(|returned| returned.0),
+            None => Err(job),
         }
     }
 
@@ -75,9 +105,12 @@ impl Drop for FilePool {
     }
 }
 
-fn worker(receiver: &Receiver<Transfer>) {
-    while let Ok(transfer) = receiver.recv() {
-        run(transfer);
+fn worker(receiver: &Receiver<Job>) {
+    while let Ok(job) = receiver.recv() {
+        match job {
+            Job::Transfer(transfer) => run(transfer),
+            Job::Task(task) => task(),
+        }
     }
 }
 
@@ -251,6 +284,12 @@ fn past_the_end(path: &Path, file: &File, offset: u64, length: u64, filled: u64)
         Status::RangeNotSatisfiable,
         format!("{end}: {filled} of the {length} bytes requested at offset {offset} exist"),
     )
+    .with_evidence(Evidence::EndOfObject {
+        offset,
+        requested: length,
+        received: filled,
+        size,
+    })
 }
 
 /// Open a file for positional reads, classifying failures; with its size when opened (`None`
@@ -361,7 +400,12 @@ pub(crate) fn size(path: &Path) -> Result<Option<u64>, Error> {
 /// Map an I/O error on `path` to a status with a clear message.
 pub(crate) fn classify(path: &Path, e: &io::Error) -> Error {
     let p = path.display();
-    match e.kind() {
+    // The cause, for `source()`: the same OS error (or kind and text) as `e`.
+    let source = e.raw_os_error().map_or_else(
+        || io::Error::new(e.kind(), e.to_string()),
+        io::Error::from_raw_os_error,
+    );
+    let error = match e.kind() {
         io::ErrorKind::NotFound => Error::new(Status::NotFound, format!("no such file: {p}")),
         io::ErrorKind::NotADirectory => Error::new(
             Status::NotFound,
@@ -376,7 +420,8 @@ pub(crate) fn classify(path: &Path, e: &io::Error) -> Error {
             format!("{p} is a directory, not a file"),
         ),
         _ => Error::new(Status::Io, format!("cannot read {p}: {e}")),
-    }
+    };
+    error.with_source(source)
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@
 //!    conversion, grouping, sorting and merging under four guards) and returns a [`Batch`].
 //! 3. Transfers go to file workers (positional reads straight into destinations) or to the
 //!    remote path.
-//! 4. Each original read completes on its own: [`Batch::next`] yields [`Completion`]s.
+//! 4. Each original read completes on its own: a [`Batch`] yields [`Completion`]s, blocking
+//!    ([`Batch::next_timeout`], [`Batch::wait`]) or as a `Stream` on any executor.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -48,6 +49,7 @@ pub mod http;
 mod locator;
 pub mod plan;
 mod read;
+mod reply;
 pub mod retry;
 mod status;
 #[doc(hidden)]
@@ -56,17 +58,17 @@ mod transfer;
 mod versions;
 
 pub use backend::{Backend, Registry, scheme_of};
-pub use batch::{Batch, BatchStats, Next, NextFuture};
+pub use batch::{Batch, BatchStats, Next};
 pub use credential::{
     CallbackCredential, Credential, CredentialCallback, CredentialProvider, CredentialScope,
     CredentialSource, CredentialStats,
 };
 pub use engine::{BatchOptions, Ends, Engine, EngineOptions, ObjectInfo, Scope, ScopedBatch};
 pub use http::TransportStats;
-pub use http::check::RangeSpec;
+pub use http::check::{ContentRange, Mismatch, RangeSpec, Rejection};
 pub use http::request::{
     Capabilities, Correction, ErrorResponse, HttpOptions, PrepareContext, PreparedRequest,
 };
 pub use locator::{CanonicalPath, Locator, Resolved, Target, Window, redact_address};
 pub use read::{Completion, Read, UNBOUNDED};
-pub use status::{Error, Status};
+pub use status::{Error, Evidence, Status};

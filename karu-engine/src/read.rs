@@ -45,8 +45,16 @@ impl Read<'static> {
     }
 
     /// Deliver into this owned buffer instead (its capacity is reused; its contents replaced).
-    /// The completion hands it back, truncated to the bytes received.
-    pub fn into_buffer(mut self, buffer: Vec<u8>) -> Self {
+    /// The completion hands it back, truncated to the bytes received, whatever the read's
+    /// status ([`Completion::into_buffer`]).
+    ///
+    /// ```
+    /// # use karu_engine::{Locator, Read};
+    /// # fn reads(object: &Locator, recycled: Vec<u8>) -> Read<'static> {
+    /// Read::new(object, 4096, 512).with_buffer(recycled)
+    /// # }
+    /// ```
+    pub fn with_buffer(mut self, buffer: Vec<u8>) -> Self {
         self.destination = Destination::Owned(buffer);
         self
     }
@@ -54,8 +62,9 @@ impl Read<'static> {
 
 impl<'d> Read<'d> {
     /// A read of `destination.len()` bytes at `offset` straight into a borrowed slice. Submit it
-    /// through a scope, which keeps the slice borrowed until every transfer has finished.
-    pub fn into_slice(locator: &Locator, offset: u64, destination: &'d mut [u8]) -> Self {
+    /// through a scope ([`Engine::scope`](crate::Engine::scope)), which keeps the slice
+    /// borrowed until every transfer has finished.
+    pub fn borrowed(locator: &Locator, offset: u64, destination: &'d mut [u8]) -> Self {
         let length = destination.len() as u64;
         Read {
             locator: locator.clone(),

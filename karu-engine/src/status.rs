@@ -1,6 +1,10 @@
 //! The status of one read, and the error that carries a failed status with its evidence.
 
+use std::error::Error as StdError;
 use std::fmt;
+use std::sync::Arc;
+
+use crate::http::check::{Rejection, classify_status};
 
 /// The outcome class of one original read, with stable numbers for the C ABI.
 ///
@@ -115,24 +119,83 @@ impl fmt::Display for Status {
     }
 }
 
-/// A failed read or operation: a [`Status`] other than `Ok` and a redacted, human-readable
-/// message. The message is for people; programs ask [`Error::status`] and
-/// [`Error::http_status`].
+/// A failed read or operation: a [`Status`] other than `Ok`, a redacted human-readable
+/// message, and what a program can act on, as data:
+///
+/// - [`Error::status`], and [`Error::http_status`] when a server answered;
+/// - [`Error::evidence`]: why a response was refused (the requested range against the one the
+///   server stated, a truncated body, another version), or where the object ended;
+/// - [`Error::is_transient`]: whether trying again later could succeed;
+/// - [`std::error::Error::source`]: the underlying cause (an I/O or transport error), when
+///   there is one.
+///
+/// The message is for people and is not an API. `Error` is one pointer wide.
 ///
 /// ```
 /// use karu_engine::{Error, Status};
 /// let err = Error::new(Status::NotFound, "no such file: /data/a.bin");
 /// assert_eq!(err.status(), Status::NotFound);
+/// assert!(!err.is_transient());
 /// assert_eq!(err.to_string(), "not_found: no such file: /data/a.bin");
+///
+/// let cause = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+/// let err = Error::new(Status::Network, "connection failed mid-exchange").with_source(cause);
+/// assert!(err.is_transient());
+/// let source = std::error::Error::source(&err).unwrap();
+/// assert_eq!(
+///     source.downcast_ref::<std::io::Error>().map(|e| e.kind()),
+///     Some(std::io::ErrorKind::ConnectionReset)
+/// );
 /// ```
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Error(Box<ErrorInner>);
 
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 struct ErrorInner {
     status: Status,
     message: String,
     http_status: Option<u16>,
+    evidence: Option<Evidence>,
+    source: Option<Arc<dyn StdError + Send + Sync + 'static>>,
+    /// Set where the failure's cause was classified; else derived from the data above.
+    transient: Option<bool>,
+}
+
+/// What a failed read proves, as data: why a response was refused, or where the object ended.
+///
+/// ```
+/// use karu_engine::{Evidence, Mismatch, Rejection, Status};
+/// # fn check(err: &karu_engine::Error) {
+/// match err.evidence() {
+///     Some(Evidence::Response(Rejection::UnexpectedRange { expected, actual, mismatch })) => {
+///         eprintln!("asked for {expected}, the server sent {actual} ({mismatch:?})");
+///     }
+///     Some(Evidence::EndOfObject { received, .. }) => {
+///         assert_eq!(err.status(), Status::RangeNotSatisfiable);
+///         eprintln!("only {received} bytes exist");
+///     }
+///     _ => {}
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Evidence {
+    /// The response did not prove it held the requested bytes (or came from another version
+    /// than the read required): the response check's finding, with the values it compared.
+    Response(Rejection),
+    /// The object ends before the read's last byte ([`Status::RangeNotSatisfiable`]): the
+    /// first `received` bytes exist and were delivered, the rest does not exist.
+    EndOfObject {
+        /// The read's first byte in the object (absolute: a window's start included).
+        offset: u64,
+        /// The bytes the read asked for.
+        requested: u64,
+        /// The bytes that exist from `offset` on (a valid prefix of the destination).
+        received: u64,
+        /// The object's size, when it is known (of the whole object, not of a window).
+        size: Option<u64>,
+    },
 }
 
 impl Error {
@@ -143,12 +206,36 @@ impl Error {
             status,
             message: message.into(),
             http_status: None,
+            evidence: None,
+            source: None,
+            transient: None,
         }))
     }
 
     /// Attach the HTTP status code the server answered with.
     pub fn with_http_status(mut self, code: u16) -> Self {
         self.0.http_status = Some(code);
+        self
+    }
+
+    /// Attach the underlying cause, returned by [`source`](std::error::Error::source). Its
+    /// text must be free of secrets too.
+    pub fn with_source(mut self, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
+        self.0.source = Some(Arc::from(source.into()));
+        self
+    }
+
+    /// Attach the evidence of the failure.
+    pub fn with_evidence(mut self, evidence: Evidence) -> Self {
+        self.0.evidence = Some(evidence);
+        self
+    }
+
+    /// State whether trying again later could succeed, where the code that classified the
+    /// failure knows better than its status (for example a credential service that was
+    /// unreachable: transient, though its status is [`Status::Credentials`]).
+    pub fn with_transient(mut self, transient: bool) -> Self {
+        self.0.transient = Some(transient);
         self
     }
 
@@ -167,11 +254,78 @@ impl Error {
         self.0.http_status
     }
 
+    /// What the failure proves, when it is more than its status: see [`Evidence`].
+    pub fn evidence(&self) -> Option<&Evidence> {
+        self.0.evidence.as_ref()
+    }
+
+    /// Whether trying the same read again later could succeed: the network failed or timed
+    /// out, the server answered with a status that asks to come back (408, 425, 429, 5xx), a
+    /// body broke off, or a local read was interrupted. Karu has already retried within the
+    /// read's deadline by then; this tells a caller whether its own, later retry makes sense.
+    /// A missing object, a refused credential, a changed version, a range past the end or a
+    /// response that contradicts itself will fail the same way again.
+    pub fn is_transient(&self) -> bool {
+        if let Some(transient) = self.0.transient {
+            return transient;
+        }
+        match self.0.status {
+            Status::Network | Status::TimedOut => true,
+            Status::Http => self
+                .0
+                .http_status
+                .is_some_and(|code| classify_status(code).retryable),
+            Status::Protocol => matches!(
+                &self.0.evidence,
+                Some(Evidence::Response(rejection)) if rejection.retryable()
+            ),
+            Status::Io => self
+                .0
+                .source
+                .as_deref()
+                .and_then(|s| s.downcast_ref::<std::io::Error>())
+                .is_some_and(|e| {
+                    matches!(
+                        e.kind(),
+                        std::io::ErrorKind::Interrupted
+                            | std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                    )
+                }),
+            _ => false,
+        }
+    }
+
+    /// This error with another status and message, keeping everything else (its HTTP status,
+    /// evidence, cause and transience).
+    pub(crate) fn reworded(mut self, status: Status, message: impl Into<String>) -> Self {
+        self.0.status = status;
+        self.0.message = message.into();
+        self
+    }
+
     /// A shorthand for `Error::new(Status::Internal, ..)`, used where an invariant failed.
     pub(crate) fn internal(message: impl Into<String>) -> Self {
         Error::new(Status::Internal, message)
     }
 }
+
+/// Errors are equal when everything a program can ask of them is: status, message, HTTP
+/// status, evidence and transience (causes are compared by their text).
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (&*self.0, &*other.0);
+        a.status == b.status
+            && a.message == b.message
+            && a.http_status == b.http_status
+            && a.evidence == b.evidence
+            && a.transient == b.transient
+            && a.source.as_ref().map(ToString::to_string)
+                == b.source.as_ref().map(ToString::to_string)
+    }
+}
+
+impl Eq for Error {}
 
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -180,7 +334,14 @@ impl fmt::Debug for Error {
         if let Some(code) = self.0.http_status {
             d.field("http_status", &code);
         }
-        d.field("message", &self.0.message).finish()
+        d.field("message", &self.0.message);
+        if let Some(evidence) = &self.0.evidence {
+            d.field("evidence", evidence);
+        }
+        if let Some(source) = &self.0.source {
+            d.field("source", &format_args!("{source}"));
+        }
+        d.finish()
     }
 }
 
@@ -190,7 +351,14 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.0
+            .source
+            .as_deref()
+            .map(|s| s as &(dyn StdError + 'static))
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -211,6 +379,78 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), Status::ALL.len());
+    }
+
+    #[test]
+    fn error_stays_one_pointer_wide() {
+        assert_eq!(std::mem::size_of::<Error>(), std::mem::size_of::<usize>());
+    }
+
+    #[test]
+    fn transience_follows_the_status_and_the_evidence() {
+        let e = |status| Error::new(status, "x");
+        assert!(e(Status::Network).is_transient());
+        assert!(e(Status::TimedOut).is_transient());
+        for code in [408, 425, 429, 500, 503] {
+            assert!(
+                e(Status::Http).with_http_status(code).is_transient(),
+                "{code}"
+            );
+        }
+        for code in [400, 405, 418] {
+            assert!(
+                !e(Status::Http).with_http_status(code).is_transient(),
+                "{code}"
+            );
+        }
+        let truncated = Rejection::Truncated {
+            kept: 1,
+            wanted: 2,
+            seen: 1,
+            promised: Some(2),
+            interrupted: true,
+        };
+        assert!(Error::from(truncated).is_transient());
+        let overlong = Rejection::Overlong {
+            seen: 3,
+            promised: 2,
+        };
+        assert!(!Error::from(overlong).is_transient());
+        for status in [
+            Status::NotFound,
+            Status::PermissionDenied,
+            Status::PreconditionFailed,
+            Status::RangeNotSatisfiable,
+            Status::InvalidRange,
+            Status::Credentials,
+            Status::Cancelled,
+            Status::Internal,
+            Status::Io,
+        ] {
+            assert!(!e(status).is_transient(), "{status:?}");
+        }
+        let interrupted = std::io::Error::from(std::io::ErrorKind::Interrupted);
+        assert!(e(Status::Io).with_source(interrupted).is_transient());
+        assert!(e(Status::Credentials).with_transient(true).is_transient());
+        assert!(!e(Status::Network).with_transient(false).is_transient());
+    }
+
+    #[test]
+    fn rewording_keeps_the_data() {
+        let cause = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        let err = Error::new(Status::Http, "the server answered 503")
+            .with_http_status(503)
+            .with_source(cause)
+            .reworded(Status::Credentials, "refused");
+        assert_eq!(
+            (err.status(), err.message(), err.http_status()),
+            (Status::Credentials, "refused", Some(503))
+        );
+        let source = StdError::source(&err).expect("the cause is kept");
+        assert_eq!(
+            source.downcast_ref::<std::io::Error>().map(|e| e.kind()),
+            Some(std::io::ErrorKind::ConnectionReset)
+        );
     }
 
     #[test]

@@ -86,7 +86,7 @@ impl Rng {
 pub(crate) fn drain(batch: &Batch) -> Vec<Completion> {
     let mut all = Vec::new();
     loop {
-        match batch.next(PATIENCE) {
+        match batch.next_timeout(PATIENCE) {
             Next::Completion(c) => all.push(c),
             Next::Drained => return all,
             Next::TimedOut => panic!("no completion within {PATIENCE:?}; {batch:?}"),
@@ -96,7 +96,7 @@ pub(crate) fn drain(batch: &Batch) -> Vec<Completion> {
 
 /// The next completion, failing the test on `TimedOut` or `Drained`.
 pub(crate) fn expect_completion(batch: &Batch) -> Completion {
-    match batch.next(PATIENCE) {
+    match batch.next_timeout(PATIENCE) {
         Next::Completion(c) => c,
         other => panic!("expected a completion, got {other:?}; {batch:?}"),
     }

@@ -17,7 +17,7 @@ pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
 pub(crate) fn drain(batch: &Batch) -> Vec<Completion> {
     let mut all = Vec::new();
     loop {
-        match batch.next(PATIENCE) {
+        match batch.next_timeout(PATIENCE) {
             Next::Completion(c) => all.push(c),
             Next::Drained => break,
             Next::TimedOut => panic!("no completion within {PATIENCE:?}; {batch:?}"),

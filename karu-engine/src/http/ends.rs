@@ -12,7 +12,7 @@ use crate::http::check::RangeSpec;
 use crate::http::fetch::{Fetch, Fetched};
 use crate::http::landing::{Dest, Landing, Scatter};
 use crate::locator::Locator;
-use crate::status::{Error, Status};
+use crate::status::{Error, Evidence, Status};
 
 /// Both ends of a remote object, as absolute answers.
 #[derive(Debug)]
@@ -61,8 +61,8 @@ pub(crate) async fn read_ends(
         .await;
         let (hf, tf) = (hr?, tr?);
         let etag = agree_etag(&hf, &tf, &whole)?;
-        exact(&hf, h, &whole)?;
-        exact(&tf, t, &whole)?;
+        exact(&hf, base, h, &whole)?;
+        exact(&tf, base + len - t, t, &whole)?;
         head.truncate(h as usize);
         tail.truncate(t as usize);
         return Ok(RemoteEnds {
@@ -144,7 +144,7 @@ pub(crate) async fn read_ends(
             if tf.total.is_some_and(|s| s != size) {
                 return Err(changed(&whole, "size"));
             }
-            exact(&tf, t, &whole)?;
+            exact(&tf, size - t, t, &whole)?;
             tail.truncate(t as usize);
             (etag, tail)
         }
@@ -232,7 +232,7 @@ impl Probe<'_> {
     }
 }
 
-fn exact(f: &Fetched, want: u64, locator: &Locator) -> Result<(), Error> {
+fn exact(f: &Fetched, offset: u64, want: u64, locator: &Locator) -> Result<(), Error> {
     if want > 0 && f.available < want {
         return Err(Error::new(
             Status::RangeNotSatisfiable,
@@ -241,7 +241,13 @@ fn exact(f: &Fetched, want: u64, locator: &Locator) -> Result<(), Error> {
                 locator.canonical(),
                 f.available
             ),
-        ));
+        )
+        .with_evidence(Evidence::EndOfObject {
+            offset,
+            requested: want,
+            received: f.available,
+            size: f.total,
+        }));
     }
     Ok(())
 }

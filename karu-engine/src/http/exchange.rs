@@ -94,9 +94,13 @@ impl Failure {
         }
     }
 
-    fn transport(kind: TransportKind, host: &str) -> Self {
+    fn transport(
+        kind: TransportKind,
+        host: &str,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
         Failure::new(
-            Error::new(kind.status(), format!("{kind} ({host})")),
+            Error::new(kind.status(), format!("{kind} ({host})")).with_source(cause),
             kind.class(),
         )
     }
@@ -256,7 +260,7 @@ impl Exchange<'_> {
                         failure::classify(&e, e.is_connect())
                     };
                     tracing::debug!(host, ?kind, "transport failure");
-                    Err(Failure::transport(kind, host))
+                    Err(Failure::transport(kind, host, e))
                 }
             },
             () = sleep_until(headers_by.into()) => Err(if Instant::now() >= self.deadline {
@@ -436,7 +440,7 @@ impl Exchange<'_> {
                 }
                 Some(Err(e)) => {
                     let kind = failure::classify(&e, false);
-                    interrupted = Some(Failure::transport(kind, host));
+                    interrupted = Some(Failure::transport(kind, host, e));
                     break;
                 }
                 Some(Ok(frame)) => {
@@ -478,18 +482,16 @@ impl Exchange<'_> {
                 };
                 let mut failure = match interrupted {
                     Some(f) if f.error.status() != Status::Network => f,
-                    Some(f) => Failure {
-                        error: Error::new(
-                            Status::Network,
-                            format!(
-                                "{} ({} of {} wanted bytes arrived)",
-                                f.error.message(),
-                                kept,
-                                keep
-                            ),
-                        ),
-                        ..f
-                    },
+                    Some(mut f) => {
+                        let message = format!(
+                            "{} ({} of {} wanted bytes arrived)",
+                            f.error.message(),
+                            kept,
+                            keep
+                        );
+                        f.error = f.error.reworded(Status::Network, message);
+                        f
+                    }
                     None => Failure::new(rejection.into(), class),
                 };
                 // What arrived is proven correct up to `kept`: a resume may keep it.

@@ -221,11 +221,8 @@ impl Fetch<'_> {
                     let mut error = final_error(failure.error, reason, attempt);
                     if failure.class == FailureClass::Reauthenticate {
                         // A fresh credential was refused as expired too: a credential problem.
-                        let code = error.http_status();
-                        error = Error::new(Status::Credentials, error.message().to_string());
-                        if let Some(code) = code {
-                            error = error.with_http_status(code);
-                        }
+                        let message = error.message().to_string();
+                        error = error.reworded(Status::Credentials, message);
                     }
                     return Err(error);
                 }
@@ -300,11 +297,8 @@ fn final_error(error: Error, reason: FailReason, attempts: u32) -> Error {
         ),
         FailReason::CorrectionRepeated => " (a one-time correction was needed again)".to_string(),
     };
-    let mut out = Error::new(error.status(), format!("{}{suffix}", error.message()));
-    if let Some(code) = error.http_status() {
-        out = out.with_http_status(code);
-    }
-    out
+    let (status, message) = (error.status(), format!("{}{suffix}", error.message()));
+    error.reworded(status, message)
 }
 
 #[cfg(test)]

@@ -42,7 +42,8 @@ use crate::http::landing::{Dest, Landing, Scatter};
 use crate::http::transport::{DnsCache, HttpClient, Resolver};
 use crate::locator::Locator;
 use crate::read::Completion;
-use crate::status::{Error, Status};
+use crate::reply::{self, Reply};
+use crate::status::{Error, Evidence, Status};
 use crate::transfer::Transfer;
 
 /// Counters of the remote path, for benchmarks and demos.
@@ -301,11 +302,17 @@ impl Remote {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map_err(|e| Error::new(Status::Io, format!("cannot start an event loop: {e}")))?;
+                .map_err(|e| {
+                    Error::new(Status::Io, format!("cannot start an event loop: {e}"))
+                        .with_source(e)
+                })?;
             let thread = std::thread::Builder::new()
                 .name(format!("karu-io-{i}"))
                 .spawn(move || runtime.block_on(run_loop(receiver, ctx)))
-                .map_err(|e| Error::new(Status::Io, format!("cannot start an event loop: {e}")))?;
+                .map_err(|e| {
+                    Error::new(Status::Io, format!("cannot start an event loop: {e}"))
+                        .with_source(e)
+                })?;
             senders.push(sender);
             threads.push(thread);
         }
@@ -353,30 +360,36 @@ impl Remote {
         }
     }
 
-    /// Run `f` on a loop (under the concurrency limit) and wait for its result. Used for size
-    /// probes and `read_ends`, which are not batch reads.
-    fn run<T, F, Fut>(&self, f: F) -> Result<T, Error>
+    /// Run `f` on a loop (under the concurrency limit); its result arrives in the returned
+    /// [`Reply`], woken from the loop (a blocking caller waits with [`Reply::wait`]). Used for
+    /// size probes and `read_ends`, which are not batch reads. Dropping the reply cancels the
+    /// work: `f`'s future is dropped at its next wake (its requests with it), or never starts.
+    fn spawn<T, F, Fut>(&self, f: F) -> Reply<T>
     where
         T: Send + 'static,
         F: FnOnce(Arc<LoopCtx>) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, Error>> + Send + 'static,
     {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let (mut tx, reply) = reply::channel();
         let job = Job::Task(Box::new(move |ctx| {
             Box::pin(async move {
-                let result = catch_panic(f(ctx)).await.unwrap_or_else(|()| {
-                    Err(Error::internal(
-                        "a panic (in a backend hook or in Karu) ended this request",
-                    ))
-                });
-                let _ = tx.send(result);
+                let work = catch_panic(f(ctx));
+                let result = tokio::select! {
+                    biased;
+                    () = tx.closed() => return,
+                    result = work => result.unwrap_or_else(|()| {
+                        Err(Error::internal(
+                            "a panic (in a backend hook or in Karu) ended this request",
+                        ))
+                    }),
+                };
+                tx.send(result);
             })
         }));
         if self.queues.push(job).is_err() {
-            return Err(Error::internal("the event loops have stopped"));
+            return Reply::ready(Err(Error::internal("the event loops have stopped")));
         }
-        rx.recv()
-            .unwrap_or_else(|_| Err(Error::internal("an event loop dropped a request")))
+        reply
     }
 
     pub(crate) fn stats(&self) -> TransportStats {
@@ -390,9 +403,9 @@ impl Remote {
 
     /// Size and strong ETag from a one-byte read of byte 0 (same authorisation and range path
     /// as a real read). The empty-object answer (416 `bytes */0`) means size 0.
-    pub(crate) fn stat(&self, locator: &Locator) -> Result<(u64, Option<String>), Error> {
+    pub(crate) fn stat(&self, locator: &Locator) -> Reply<(u64, Option<String>)> {
         let locator = locator.whole();
-        self.run(move |ctx| async move {
+        self.spawn(move |ctx| async move {
             let settings = ctx.settings_for(&locator);
             let started = Instant::now();
             let auth = ctx.authenticate(&locator, &settings, started).await?;
@@ -429,9 +442,9 @@ impl Remote {
         locator: &Locator,
         head_len: u64,
         tail_len: u64,
-    ) -> Result<RemoteEnds, Error> {
+    ) -> Reply<RemoteEnds> {
         let locator = locator.clone();
-        self.run(
+        self.spawn(
             move |ctx| async move { ends::read_ends(&ctx, &locator, head_len, tail_len).await },
         )
     }
@@ -627,6 +640,12 @@ fn past_the_end(size: Option<u64>, offset: u64, length: u64, have: u64) -> Error
         Status::RangeNotSatisfiable,
         format!("{end}: {have} of the {length} bytes requested at offset {offset} exist"),
     )
+    .with_evidence(Evidence::EndOfObject {
+        offset,
+        requested: length,
+        received: have,
+        size,
+    })
 }
 
 #[cfg(test)]

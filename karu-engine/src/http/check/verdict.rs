@@ -133,8 +133,9 @@ impl Mismatch {
     }
 }
 
-/// Why a response cannot be used, with the evidence. Converts into an [`Error`]:
-/// [`Status::PreconditionFailed`] for [`Rejection::Changed`], [`Status::Protocol`] otherwise.
+/// Why a response cannot be used, with the evidence. Converts into an [`Error`] that carries
+/// it ([`Error::evidence`]): [`Status::PreconditionFailed`] for [`Rejection::Changed`],
+/// [`Status::Protocol`] otherwise.
 #[derive(Debug, Clone, PartialEq, Eq, ThisError)]
 #[non_exhaustive]
 pub enum Rejection {
@@ -267,8 +268,13 @@ impl Rejection {
 }
 
 impl From<Rejection> for Error {
+    /// The error carries the rejection as its [`Evidence`](crate::Evidence), and is transient
+    /// exactly when the rejection is [retryable](Rejection::retryable).
     fn from(rejection: Rejection) -> Self {
+        let transient = rejection.retryable();
         Error::new(rejection.status(), rejection.to_string())
+            .with_evidence(crate::status::Evidence::Response(rejection))
+            .with_transient(transient)
     }
 }
 
