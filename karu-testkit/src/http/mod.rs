@@ -528,6 +528,13 @@ impl MockServer {
         self.shared.max_in_flight()
     }
 
+    /// The requests in flight now (counted as for
+    /// [`max_in_flight`](MockServer::max_in_flight)): a request held by a fault whose client
+    /// went away stops counting once the server notices the closed connection.
+    pub fn in_flight(&self) -> u64 {
+        self.shared.in_flight()
+    }
+
     /// Starts a new high-water mark for [`max_in_flight`](MockServer::max_in_flight) from
     /// the requests in flight now.
     pub fn reset_max_in_flight(&self) {

@@ -337,6 +337,10 @@ impl Shared {
         self.max_in_flight.load(Ordering::Acquire)
     }
 
+    pub(crate) fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
     pub(crate) fn reset_max_in_flight(&self) {
         // Requests still in flight count towards the new mark; the second look catches one
         // that began between the load and the store.
