@@ -13,7 +13,7 @@ use crate::client::{Client, exact, next_completion};
 /// [`read_at`](ObjectReader::read_at) and [`read_many`](ObjectReader::read_many), and their
 /// async counterparts. Every call returns the exact bytes asked for or an error: a range that
 /// reaches past the end of the object fails with [`Status::RangeNotSatisfiable`], whose
-/// [`Evidence::EndOfObject`] says how many bytes do exist (and were delivered), never with a
+/// [`Evidence::EndOfObject`](crate::Evidence::EndOfObject) says how many bytes do exist (and were delivered), never with a
 /// silently short buffer.
 ///
 /// `ObjectReader` is cheap to clone, `Send` and `Sync`, and every method takes `&self`: many
@@ -147,7 +147,7 @@ impl ObjectReader {
     /// once. An empty destination reads nothing.
     ///
     /// On [`Status::RangeNotSatisfiable`] the first
-    /// [`received`](Evidence::EndOfObject::received) bytes of `destination` hold the bytes
+    /// [`received`](crate::Evidence::EndOfObject::received) bytes of `destination` hold the bytes
     /// that exist; on any other error its contents are unspecified.
     pub fn read_at(&self, offset: u64, destination: &mut [u8]) -> Result<(), Error> {
         if destination.is_empty() {

@@ -121,6 +121,9 @@ fn an_untrusted_certificate_is_a_network_error_without_retries() {
     let message = c.error().unwrap().message();
     assert!(message.contains("certificate"), "{message}");
     assert!(message.contains("http.ca_file"), "{message}");
+    // Another attempt meets the same certificate; the TLS error is kept as the cause.
+    assert!(!c.error().unwrap().is_transient(), "{c:?}");
+    assert!(std::error::Error::source(c.error().unwrap()).is_some());
     // The handshake failed, so no request reached the server; one connection was tried.
     assert_eq!(server.request_count(), 0);
     assert_eq!(
@@ -295,10 +298,20 @@ fn a_refused_connection_is_a_network_error_after_three_attempts() {
         .unwrap();
     let c = read_one(&client, &object, 0, 10);
     assert_failed(&c, Status::Network);
-    let message = c.error().unwrap().message();
-    assert!(message.contains("connection refused"), "{message}");
+    let error = c.error().unwrap();
+    assert!(error.is_transient(), "{error:?}");
+    // The cause is kept: the refusal itself, somewhere down the chain of sources.
+    let mut cause = std::error::Error::source(error);
+    let mut refused = false;
+    while let Some(e) = cause {
+        refused |= e
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+        cause = e.source();
+    }
+    assert!(refused, "no ConnectionRefused in the sources of {error:?}");
     let stats = client.transport_stats();
-    assert_eq!((stats.requests, stats.retries), (3, 2), "{message}");
+    assert_eq!((stats.requests, stats.retries), (3, 2), "{error:?}");
 }
 
 #[test]

@@ -385,6 +385,14 @@ fn filesystem_failures_name_the_path_and_stay_with_their_read() {
         assert!(message.contains(path.to_str().unwrap()), "{message}");
     }
     assert_ok(&done[3], 0, 4);
+    // The operating system's error is kept as the cause.
+    let cause = |c: &karu::Completion| {
+        std::error::Error::source(c.error().unwrap())
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .map(std::io::Error::kind)
+    };
+    assert_eq!(cause(&done[0]), Some(std::io::ErrorKind::NotFound));
+    assert_eq!(cause(&done[2]), Some(std::io::ErrorKind::NotADirectory));
 
     for (path, status) in expected {
         let err = client.stat(&locate(&client, path)).unwrap_err();

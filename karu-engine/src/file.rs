@@ -52,8 +52,16 @@ impl FilePool {
     }
 
     pub(crate) fn submit(&self, transfer: Transfer) {
-        if let Err(Job::Transfer(transfer)) = self.send(Job::Transfer(transfer)) {
-            transfer.fail(&Error::internal("the file workers have stopped"));
+        let stopped = || Error::internal("the file workers have stopped");
+        match &self.sender {
+            Some(sender) => {
+                if let Err(returned) = sender.send(Job::Transfer(transfer))
+                    && let Job::Transfer(transfer) = returned.0
+                {
+                    transfer.fail(&stopped());
+                }
+            }
+            None => transfer.fail(&stopped()),
         }
     }
 
@@ -73,16 +81,9 @@ impl FilePool {
                 .unwrap_or_else(|_| Err(Error::internal("a file worker panicked")));
             tx.send(result);
         });
-        match self.send(Job::Task(task)) {
-            Ok(()) => reply,
-            Err(_) => Reply::ready(Err(Error::internal("the file workers have stopped"))),
-        }
-    }
-
-    fn send(&self, job: Job) -> Result<(), Job> {
         match &self.sender {
-            Some(sender) => sender.send(job).map_err(|returned| returned.0),
-            None => Err(job),
+            Some(sender) if sender.send(Job::Task(task)).is_ok() => reply,
+            _ => Reply::ready(Err(Error::internal("the file workers have stopped"))),
         }
     }
 

@@ -99,10 +99,11 @@ impl Failure {
         host: &str,
         cause: impl std::error::Error + Send + Sync + 'static,
     ) -> Self {
-        Failure::new(
-            Error::new(kind.status(), format!("{kind} ({host})")).with_source(cause),
-            kind.class(),
-        )
+        let class = kind.class();
+        let error = Error::new(kind.status(), format!("{kind} ({host})"))
+            .with_source(cause)
+            .with_transient(class != FailureClass::Permanent);
+        Failure::new(error, class)
     }
 
     fn timed_out(what: &str, host: &str) -> Self {
