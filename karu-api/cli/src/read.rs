@@ -103,7 +103,7 @@ pub(crate) fn run(
             Next::TimedOut => {
                 // Nothing ready: show what arrived so far, then wait.
                 out.flush()?;
-                batch.next(Duration::from_millis(200))
+                batch.next_timeout(Duration::from_millis(200))
             }
             next => next,
         };
