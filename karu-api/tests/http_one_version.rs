@@ -9,7 +9,7 @@ mod http_support;
 use http_support::{
     MIB, assert_failed, assert_ok, build, describe, drain, locate, quick, range_headers,
 };
-use karu::{BatchOptions, Client, Completion, Locator, Read, Status};
+use karu::{BatchOptions, Client, Completion, Evidence, Locator, Read, Rejection, Status};
 use karu_testkit::{Fault, FaultRule, MockServer, RequestRecord};
 
 /// The object's first version.
@@ -123,6 +123,13 @@ fn an_answer_in_flight_from_another_version_fails_its_read() {
     let (kept, refused) = (ok[0], 1 - ok[0]);
     assert_ok(&done[kept], READS[kept].0, READS[kept].1);
     assert_failed(&done[refused], Status::PreconditionFailed);
+    // The evidence: the version the batch was pinned to, and the one this answer stated.
+    match done[refused].error().unwrap().evidence() {
+        Some(Evidence::Response(Rejection::Changed { required, actual })) => {
+            assert_ne!(required, actual);
+        }
+        other => panic!("no version evidence: {other:?}"),
+    }
 }
 
 #[test]

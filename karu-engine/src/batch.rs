@@ -62,8 +62,9 @@ pub struct BatchStats {
 /// its transfer and comes back in its [`Completion`]. Nothing the caller borrows is referenced
 /// by a `Batch`, so dropping one never waits: its reads that had not started are cancelled,
 /// and the transfers already running are told to stop and end in the background, each with
-/// the buffers it owns (freed when it ends). Leaking a batch with [`std::mem::forget`] is safe
-/// too (it only leaks memory). Borrowed destinations go through a [`Scope`](crate::Scope)
+/// the buffers it owns (freed when it ends). (A batch keeps its engine alive; if it is the
+/// last handle to it, the drop also shuts the engine down, which waits for its threads.)
+/// Leaking a batch with [`std::mem::forget`] is safe too (it only leaks memory). Borrowed destinations go through a [`Scope`](crate::Scope)
 /// instead, whose [`ScopedBatch`](crate::ScopedBatch) does wait when dropped.
 #[must_use = "dropping a batch cancels its reads"]
 pub struct Batch {

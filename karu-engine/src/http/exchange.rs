@@ -30,7 +30,7 @@ use crate::http::speed::LowSpeed;
 use crate::http::transport::{self, HttpClient};
 use crate::locator::CanonicalPath;
 use crate::retry::{FailureClass, RetryAfter};
-use crate::status::{Error, Status};
+use crate::status::{Error, Evidence, Status};
 use crate::versions::VersionPins;
 
 /// Most redirects followed in one attempt.
@@ -373,7 +373,11 @@ impl Exchange<'_> {
                 "{object} changed during the batch: this answer's ETag {etag} is not the \
                  {pinned} of its first answer"
             ),
-        );
+        )
+        .with_evidence(Evidence::Response(Rejection::Changed {
+            required: pinned.to_string(),
+            actual: etag.to_string(),
+        }));
         Some(Failure::new(
             error.with_http_status(status),
             FailureClass::Permanent,
