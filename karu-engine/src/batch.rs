@@ -64,8 +64,9 @@ pub struct BatchStats {
 /// and the transfers already running are told to stop and end in the background, each with
 /// the buffers it owns (freed when it ends). (A batch keeps its engine alive; if it is the
 /// last handle to it, the drop also shuts the engine down, which waits for its threads.)
-/// Leaking a batch with [`std::mem::forget`] is safe too (it only leaks memory). Borrowed destinations go through a [`Scope`](crate::Scope)
-/// instead, whose [`ScopedBatch`](crate::ScopedBatch) does wait when dropped.
+/// Leaking a batch with [`std::mem::forget`] is safe too (it only leaks memory). Borrowed
+/// destinations go through a [`Scope`](crate::Scope) instead, whose
+/// [`ScopedBatch`](crate::ScopedBatch) does wait when dropped.
 #[must_use = "dropping a batch cancels its reads"]
 pub struct Batch {
     pub(crate) shared: Arc<BatchShared>,

@@ -363,7 +363,8 @@ impl Remote {
     /// Run `f` on a loop (under the concurrency limit); its result arrives in the returned
     /// [`Reply`], woken from the loop (a blocking caller waits with [`Reply::wait`]). Used for
     /// size probes and `read_ends`, which are not batch reads. Dropping the reply cancels the
-    /// work: `f`'s future is dropped at its next wake (its requests with it), or never starts.
+    /// work: the loop is woken and drops `f`'s future (its requests with it), or never starts
+    /// it.
     fn spawn<T, F, Fut>(&self, f: F) -> Reply<T>
     where
         T: Send + 'static,
