@@ -72,6 +72,19 @@ use crate::client::{Client, exact, next_completion};
 #[derive(Clone)]
 pub struct ObjectReader(Arc<Inner>);
 
+/// The size a reader needs: an object that states none cannot be opened by stat.
+fn sized(locator: &Locator, size: Option<u64>) -> Result<u64, Error> {
+    size.ok_or_else(|| {
+        Error::new(
+            Status::Unsupported,
+            format!(
+                "{locator} states no size (it is not a regular file); open it with \
+                 ObjectReader::with_size"
+            ),
+        )
+    })
+}
+
 #[derive(Clone)]
 struct Inner {
     client: Client,
@@ -82,10 +95,13 @@ struct Inner {
 
 impl ObjectReader {
     /// Open `locator`: one [`Client::stat`] for its size and strong ETag, which later reads
-    /// are pinned to.
+    /// are pinned to. An object without a size (a local device or FIFO) is
+    /// [`Status::Unsupported`]; a caller who knows how much to read uses
+    /// [`ObjectReader::with_size`].
     pub fn open(client: &Client, locator: &Locator) -> Result<Self, Error> {
         let info = client.stat(locator)?;
-        Ok(Self::with_size(client, locator, info.size).pinned_to(info.etag))
+        let size = sized(locator, info.size)?;
+        Ok(Self::with_size(client, locator, size).pinned_to(info.etag))
     }
 
     /// [`ObjectReader::open`] as an executor-neutral future (see [`Client::stat_async`]).
@@ -97,7 +113,8 @@ impl ObjectReader {
         let locator = locator.clone();
         async move {
             let info = client.stat_async(&locator).await?;
-            Ok(Self::with_size(&client, &locator, info.size).pinned_to(info.etag))
+            let size = sized(&locator, info.size)?;
+            Ok(Self::with_size(&client, &locator, size).pinned_to(info.etag))
         }
     }
 

@@ -150,11 +150,11 @@ fn a_scope_waits_for_a_batch_leaked_with_mem_forget() {
 #[test]
 fn dropping_a_scoped_batch_waits_for_the_read_a_worker_is_running() {
     let dir = tempfile::tempdir().unwrap();
-    let pipe = mkfifo(dir.path(), "pipe");
+    let (held, lease) = held_file(dir.path(), "held.bin", 100);
     let client = client();
-    let object = locate(&client, &pipe);
-    let (signal, released, writer) = writer_after_signal(pipe.clone());
-    let _guard = FifoGuard(pipe);
+    let object = locate(&client, &held);
+    let (signal, released, releaser) = release_after_signal(lease.clone());
+    let _guard = LeaseGuard(lease);
 
     let mut slice = [0u8; 8];
     client.scope(|scope| {
@@ -172,7 +172,7 @@ fn dropping_a_scoped_batch_waits_for_the_read_a_worker_is_running() {
             "a scoped batch's drop returned while a worker still referenced a borrowed slice"
         );
     });
-    writer.join().unwrap();
+    releaser.join().unwrap();
 }
 
 #[test]
