@@ -483,7 +483,7 @@ impl Client {
     /// # let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
     /// let object = client.locate(path.to_str().unwrap())?;
     /// let info = futures::executor::block_on(client.stat_async(&object))?;
-    /// assert_eq!(info.size, 1000);
+    /// assert_eq!(info.size, Some(1000));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn stat_async(

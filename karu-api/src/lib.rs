@@ -57,7 +57,7 @@
 //! # let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
 //! let object = client.locate(path.to_str().unwrap())?;
 //! futures::executor::block_on(async {
-//!     let size = client.stat_async(&object).await?.size;
+//!     let size = client.stat_async(&object).await?.size.unwrap_or(0); // None: a device or FIFO
 //!     let mut batch = client.submit((0..size).step_by(4096).map(|at| karu::Read::new(&object, at, 16)));
 //!     while let Some(done) = batch.next().await {
 //!         assert!(done.is_ok(), "{done:?}");
