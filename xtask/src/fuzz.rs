@@ -7,7 +7,7 @@
 //! cargo xtask fuzz --asan                   karu-engine's unit tests under AddressSanitizer
 //! ```
 //!
-//! The fuzz crate lives in `xtask/fuzz` (its own workspace, never a member of the main one,
+//! The harness crate lives in `xtask/fuzz` (its own workspace, never a member of the main one,
 //! since it builds only on nightly); it builds into `target/fuzz`, so the sanitizer build of
 //! the dependencies is made once and reused. Each target starts from the seed corpus committed
 //! in `xtask/fuzz/corpus/TARGET` and writes what it finds to `target/fuzz/corpus/TARGET`
@@ -16,8 +16,12 @@
 //! `cargo +nightly fuzz run --fuzz-dir xtask/fuzz --target-dir target/fuzz TARGET FILE`, and
 //! turn it into a unit test next to the code it broke.
 //!
-//! cargo-fuzz is installed (`cargo install cargo-fuzz --locked`) when missing. `cargo xtask
-//! test` runs each target for a few seconds (`smoke`) so that none can rot.
+//! cargo-fuzz is installed (`cargo install cargo-fuzz --locked`) when missing. The targets
+//! are plain functions in the workspace crate `karu-fuzz-targets` (`xtask/fuzz-targets`); the
+//! harness binaries in `xtask/fuzz` are one line each. `cargo xtask test` does not build the
+//! harness (a cold nightly build of the instrumented dependencies costs about 15 CPU-minutes);
+//! it runs `karu-fuzz-targets`' tests instead, which replay every target's committed corpus and
+//! seeded mutations of it in the shared stable build, so that no target can rot.
 //!
 //! `--asan` runs `cargo +nightly test -p karu-engine --lib` with `-Zsanitizer=address` for
 //! the target only (`--target x86_64-unknown-linux-gnu`, so build scripts and proc-macros are
@@ -34,32 +38,7 @@ use clap::Args;
 
 use crate::{target_dir, workspace_root};
 
-/// The fuzz targets, with what each one checks.
-pub(crate) const TARGETS: [(&str, &str); 5] = [
-    (
-        "content_range",
-        "Content-Range parsing (against an independent reading of RFC 9110) and Range headers",
-    ),
-    (
-        "response_check",
-        "check_head + receive + Receipt::finish: bytes at their stated position, ends of object only where stated",
-    ),
-    (
-        "resolve",
-        "every provider's address resolution: no panic, stable canonical paths, no secret in messages",
-    ),
-    (
-        "config",
-        "TOML + KARU_* environment + explicit options: errors not panics, every path resolves, no secret shown",
-    ),
-    (
-        "plan",
-        "the planner on random batches: coverage, positions, hulls, the four guards, determinism",
-    ),
-];
-
-/// Seconds each target runs in `cargo xtask test`.
-pub(crate) const SMOKE_SECONDS: u64 = 3;
+use karu_fuzz_targets::TARGETS;
 
 #[derive(Debug, Args)]
 pub(crate) struct Fuzz {
@@ -78,8 +57,8 @@ pub(crate) struct Fuzz {
 
 pub(crate) fn run(args: Fuzz) -> Result<(), String> {
     if args.list {
-        for (name, what) in TARGETS {
-            println!("{name:<16}{what}");
+        for target in &TARGETS {
+            println!("{:<16}{}", target.name, target.checks);
         }
         return Ok(());
     }
@@ -88,22 +67,16 @@ pub(crate) fn run(args: Fuzz) -> Result<(), String> {
     }
     let targets: Vec<&str> = match &args.target {
         Some(target) => {
-            let known = TARGETS.iter().find(|(name, _)| name == target);
+            let known = karu_fuzz_targets::target(target);
             vec![
                 known
-                    .map(|(name, _)| *name)
+                    .map(|t| t.name)
                     .ok_or_else(|| format!("no fuzz target {target:?} (`--list` names them)"))?,
             ]
         }
-        None => TARGETS.iter().map(|(name, _)| *name).collect(),
+        None => TARGETS.iter().map(|t| t.name).collect(),
     };
     fuzz(&targets, args.seconds.max(1))
-}
-
-/// Run every target briefly (for `cargo xtask test`).
-pub(crate) fn smoke() -> Result<(), String> {
-    let targets: Vec<&str> = TARGETS.iter().map(|(name, _)| *name).collect();
-    fuzz(&targets, SMOKE_SECONDS)
 }
 
 /// What one run of a target did.

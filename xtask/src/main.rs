@@ -29,7 +29,7 @@ enum Task {
     Demo,
     /// Install what the tests need, then build and run every test of the workspace (nextest
     /// if present, else cargo test), then the provider-feature builds, format and lint
-    /// checks, and each fuzz target for a few seconds.
+    /// checks. Every fuzz target replays its corpus in the test run (`karu-fuzz-targets`).
     Test {
         /// Skip the provider-feature builds, `cargo fmt --check` and `cargo clippy`.
         #[arg(long)]
