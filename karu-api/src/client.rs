@@ -8,12 +8,15 @@ use std::sync::Arc;
 
 use futures_core::Stream;
 
-use karu_config::{ConfigBuilder, Section, Snapshot, Wording};
-use karu_engine::credential::Callbacks;
+use karu_config::{ConfigBuilder, Snapshot, Wording};
+use karu_engine::provider::RegistryBuilder;
 use karu_engine::{
-    Backend, Batch, BatchOptions, Completion, CredentialCallback, CredentialStats, Ends, Engine,
+    Batch, BatchOptions, Completion, CredentialCallback, CredentialStats, Ends, Engine,
     EngineOptions, Error, Evidence, Locator, ObjectInfo, Read, Registry, Scope, Status,
 };
+
+/// A provider crate's `register` function, kept to be run for every client built.
+type Register = dyn Fn(&mut RegistryBuilder) + Send + Sync;
 
 /// Configures and builds a [`Client`]. Cheap to clone; [`ClientBuilder::build`] copies
 /// everything, so changing a builder afterwards never changes a client.
@@ -33,10 +36,9 @@ use karu_engine::{
 #[derive(Clone, Default)]
 pub struct ClientBuilder {
     config: ConfigBuilder,
-    backends: Vec<(String, Arc<dyn Backend>)>,
-    /// Configuration sections of third-party providers, checked at build like Karu's own.
-    sections: Vec<Section>,
-    callbacks: Callbacks,
+    /// Third-party providers, registered after the enabled ones of `karu-providers`.
+    providers: Vec<Arc<Register>>,
+    options: EngineOptions,
 }
 
 impl ClientBuilder {
@@ -103,18 +105,19 @@ impl ClientBuilder {
         self
     }
 
-    /// Register a backend (a third-party provider) for a scheme or address prefix, in addition
-    /// to the providers enabled by `karu-providers`' features.
-    pub fn register(mut self, pattern: &str, backend: Arc<dyn Backend>) -> Self {
-        self.backends.push((pattern.to_string(), backend));
-        self
-    }
-
-    /// Declare a third-party provider's configuration section, so that [`build`](Self::build)
-    /// checks it (globally and under every path rule) as it checks the sections of Karu's
-    /// providers, which are declared for you.
-    pub fn config_section(mut self, section: Section) -> Self {
-        self.sections.push(section);
+    /// Add a provider (a third-party provider crate) by its `register` function, in addition
+    /// to the providers enabled by `karu`'s cargo features: `.provider(my_provider::register)`.
+    /// The function declares the provider's backend, the schemes and address prefixes it
+    /// serves, its credential family and its configuration section (see
+    /// `karu_engine::provider`, the provider SDK); [`build`](Self::build) checks that section
+    /// as it checks Karu's own. It runs for every client `build` makes, so each client has
+    /// backends of its own; a pattern also registered by an earlier provider is served by this
+    /// one.
+    pub fn provider<F>(mut self, register: F) -> Self
+    where
+        F: Fn(&mut RegistryBuilder) + Send + Sync + 'static,
+    {
+        self.providers.push(Arc::new(register));
         self
     }
 
@@ -134,47 +137,65 @@ impl ClientBuilder {
     /// cold reads under one cacheable prefix call it once. A call that panics fails its
     /// reads with `Credentials`; one that hangs fails them with `TimedOut` at their deadline
     /// (the callback should bound its own input and output).
+    ///
+    /// [`build`](ClientBuilder::build) refuses a callback for a family that no provider of
+    /// the client declares (a misspelt `"awz"` would otherwise leave Karu's own discovery in
+    /// place without a word).
     pub fn credential_callback(
         mut self,
         family: &str,
         callback: impl CredentialCallback + 'static,
     ) -> Self {
-        self.callbacks.insert(family, Arc::new(callback));
+        self.options.credential_callback(family, Arc::new(callback));
         self
     }
 
-    /// Capture the configuration and start the engine. A malformed file or value is an
-    /// [`Status::InvalidArgument`] error naming the file (and line) or variable, the key and
-    /// the expected type. The sections of the providers (`[s3]`, `[http_provider]`, and those
-    /// declared with [`config_section`](Self::config_section)) are checked here, globally and
-    /// under every path rule, and path rule prefixes are made canonical the way addresses are.
+    /// Register the providers, capture the configuration and start the engine. A malformed
+    /// file or value is an [`Status::InvalidArgument`] error naming the file (and line) or
+    /// variable, the key and the expected type. The sections the providers declare (`[s3]`,
+    /// `[http_provider]`, a third party's) are checked here, globally and under every path
+    /// rule, and path rule prefixes are made canonical the way addresses are. An invalid
+    /// provider registration, and a credential callback for a family no provider declares,
+    /// are [`Status::InvalidArgument`] errors too.
     pub fn build(&self) -> Result<Client, Error> {
-        let registry = Arc::new(registry_with(&self.backends));
+        let registry = Arc::new(registry(&self.providers)?);
+        let families = registry.credential_families();
+        if let Some(unknown) = self
+            .options
+            .callback_families()
+            .into_iter()
+            .find(|family| !families.contains(family))
+        {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "a credential callback is registered for the family \"{unknown}\", which no \
+                     provider of this client uses (families: {})",
+                    families.join(", ")
+                ),
+            ));
+        }
         let resolver = Arc::clone(&registry);
         let snapshot = self
             .config
             .clone()
-            .sections(karu_providers::config_sections())
-            .sections(self.sections.iter().cloned())
+            .sections(registry.config_sections().iter().cloned())
             .canonical_prefixes(move |prefix| canonical_prefix(&resolver, prefix))
             .build()
             .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
-        Client::start(
-            snapshot,
-            registry,
-            EngineOptions::new().with_callbacks(self.callbacks.clone()),
-        )
+        Client::start(snapshot, registry, self.options.clone())
     }
 }
 
-/// A registry with every enabled provider plus `extra`.
-fn registry_with(extra: &[(String, Arc<dyn Backend>)]) -> Registry {
-    let registry = Registry::new();
-    karu_providers::register_all(&registry);
-    for (pattern, backend) in extra {
-        registry.register(pattern, Arc::clone(backend));
+/// The registry of a client: the providers enabled by cargo features, then `extra`.
+fn registry(extra: &[Arc<Register>]) -> Result<Registry, Error> {
+    let mut registry = RegistryBuilder::new();
+    karu_providers::register_all(&mut registry);
+    for register in extra {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| register(&mut registry)))
+            .map_err(|_| Error::new(Status::Internal, "a provider's register function panicked"))?;
     }
-    registry
+    registry.build()
 }
 
 /// The canonical form of a path rule prefix, found the way an address's is: the backend of the
@@ -210,15 +231,8 @@ impl fmt::Debug for ClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientBuilder")
             .field("config", &self.config)
-            .field("callbacks", &self.callbacks)
-            .field(
-                "extra_backends",
-                &self.backends.iter().map(|(p, _)| p).collect::<Vec<_>>(),
-            )
-            .field(
-                "extra_sections",
-                &self.sections.iter().map(Section::name).collect::<Vec<_>>(),
-            )
+            .field("options", &self.options)
+            .field("extra_providers", &self.providers.len())
             .finish()
     }
 }
@@ -229,6 +243,7 @@ impl fmt::Debug for ClientBuilder {
 #[derive(Clone)]
 pub struct Client {
     engine: Engine,
+    /// Frozen when the client was built.
     registry: Arc<Registry>,
 }
 
@@ -243,18 +258,12 @@ impl Client {
         ClientBuilder::new()
     }
 
-    /// A client from an already-built snapshot, with every enabled provider plus `extra`.
-    /// The snapshot's builder checked only the sections declared to it
-    /// ([`ConfigBuilder::section`]; `karu::providers::config_sections()` lists Karu's).
-    pub fn with_snapshot(
-        snapshot: Snapshot,
-        extra: &[(String, Arc<dyn Backend>)],
-    ) -> Result<Client, Error> {
-        Client::start(
-            snapshot,
-            Arc::new(registry_with(extra)),
-            EngineOptions::default(),
-        )
+    /// A client from an already-built snapshot, with the providers enabled by `karu`'s cargo
+    /// features. The snapshot's builder checked only the sections declared to it
+    /// ([`ConfigBuilder::section`]; a client's [`Registry::config_sections`] are the ones its
+    /// providers declare).
+    pub fn with_snapshot(snapshot: Snapshot) -> Result<Client, Error> {
+        Client::start(snapshot, Arc::new(registry(&[])?), EngineOptions::default())
     }
 
     fn start(
@@ -271,14 +280,10 @@ impl Client {
         self.engine.snapshot()
     }
 
-    /// The backend registry.
+    /// The providers' registry, frozen when the client was built: which addresses it can
+    /// read, the credential families and configuration sections of its providers.
     pub fn registry(&self) -> &Registry {
         &self.registry
-    }
-
-    /// The engine.
-    pub fn engine(&self) -> &Engine {
-        &self.engine
     }
 
     /// Counters of the remote path since the client started: requests sent (every attempt),

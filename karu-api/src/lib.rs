@@ -92,6 +92,13 @@
 //! config files (user, project `karu.toml`, `KARU_CONFIG`) < `KARU_*` environment variables <
 //! options set on the [`ClientBuilder`]; path rules apply per canonical path, longest prefix
 //! first. Changing a builder never changes a client already built.
+//!
+//! # Providers
+//!
+//! Karu's own providers (local files, plain HTTP, S3) are chosen by cargo features, all on by
+//! default. A third-party provider crate is added in one line with
+//! [`ClientBuilder::provider`]`(its_crate::register)`; provider crates are written against the
+//! provider SDK, `karu_engine::provider`, never against this crate.
 
 mod client;
 mod reader;
@@ -103,13 +110,9 @@ pub use karu_providers as providers;
 pub use client::{Client, ClientBuilder};
 pub use karu_config::{ConfigBuilder, Snapshot};
 pub use karu_engine::{
-    Backend, Batch, BatchOptions, BatchStats, CanonicalPath, Completion, ContentRange, Ends, Error,
-    Evidence, Locator, Mismatch, Next, ObjectInfo, RangeSpec, Read, Registry, Rejection, Resolved,
-    Scope, ScopedBatch, Status, Target, TransportStats, UNBOUNDED, Window,
+    Batch, BatchOptions, BatchStats, CanonicalPath, Completion, ContentRange, Ends, Error,
+    Evidence, Locator, Mismatch, Next, ObjectInfo, RangeSpec, Read, Registry, Rejection, Scope,
+    ScopedBatch, Status, Target, TransportStats, UNBOUNDED, Window,
 };
 pub use karu_engine::{CallbackCredential, Credential, CredentialCallback, CredentialStats};
-/// What a third-party [`Backend`] builds requests with.
-pub use karu_engine::{Capabilities, Correction, ErrorResponse, PrepareContext, PreparedRequest};
-/// What a third-party [`Backend`] that authenticates names its credentials with.
-pub use karu_engine::{CredentialProvider, CredentialScope, CredentialSource};
 pub use reader::ObjectReader;

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use hooks::{Count, HookBackend, Hooks, Latch, OpenOnDrop, SCHEME, hooks_url, within};
-use http_support::{PATIENCE, assert_pattern, build, locate, quick};
+use hooks::{Count, FAMILY, HookBackend, Hooks, Latch, OpenOnDrop, SCHEME, hooks_url, within};
+use http_support::{PATIENCE, assert_pattern, build, locate, quick, with_backend};
 use karu::{Read, Status};
 use karu_testkit::{Fault, FaultRule, MockServer};
 
@@ -133,11 +133,12 @@ fn dropping_an_owned_batch_returns_while_a_backend_hook_holds_its_transfer() {
         })),
         ..Hooks::default()
     };
-    let client = build(
-        quick()
-            .concurrency(1)
-            .register(SCHEME, Arc::new(HookBackend(hooks))),
-    );
+    let client = build(with_backend(
+        quick().concurrency(1),
+        SCHEME,
+        Some(FAMILY),
+        Arc::new(HookBackend(hooks)),
+    ));
     let _free = OpenOnDrop(Arc::clone(&hold));
     let object = client.locate(&hooks_url(&server.url("/obj.bin"))).unwrap();
 

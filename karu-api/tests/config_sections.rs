@@ -4,8 +4,12 @@
 
 mod support;
 
+use std::sync::Arc;
+
 use karu::Status;
-use karu_config::{InvalidKey, Section, SectionConfig};
+use karu_engine::provider::{
+    Backend, CanonicalPath, Error, InvalidKey, RegistryBuilder, Resolved, Section, SectionConfig,
+};
 use serde::Deserialize;
 use support::isolated;
 
@@ -128,9 +132,31 @@ impl SectionConfig for Vendor {
     }
 }
 
+/// The vendor's provider: `vendor://` addresses (never read here).
+#[derive(Debug)]
+struct VendorBackend;
+
+impl Backend for VendorBackend {
+    fn name(&self) -> &str {
+        "vendor"
+    }
+
+    fn resolve(&self, address: &str) -> Result<Resolved, Error> {
+        Ok(Resolved::remote(CanonicalPath::new(address), None, address.into()))
+    }
+}
+
+/// The vendor's `register`, declaring its section.
+fn register_vendor(registry: &mut RegistryBuilder) {
+    registry
+        .provider(Arc::new(VendorBackend))
+        .scheme("vendor")
+        .config_section(Section::of::<Vendor>("vendor"));
+}
+
 #[test]
 fn a_third_party_section_gets_the_same_checks() {
-    let vendor = || isolated().config_section(Section::of::<Vendor>("vendor"));
+    let vendor = || isolated().provider(register_vendor);
     let message = build_error(&vendor().environment([("KARU_VENDOR__BUCKET_URLL", "x")]));
     assert!(
         message.ends_with("did you mean \"bucket_url\"?"),

@@ -7,9 +7,10 @@ mod http_support;
 
 use std::sync::Arc;
 
-use http_support::{build, isolated};
-use karu::{
-    Backend, CanonicalPath, Capabilities, Error, PrepareContext, PreparedRequest, Resolved, Status,
+use http_support::{build, isolated, with_backend};
+use karu::Status;
+use karu_engine::provider::{
+    Backend, CanonicalPath, Capabilities, Error, PrepareContext, PreparedRequest, Resolved,
 };
 use karu_testkit::{Fault, FaultRule, MockServer, pattern};
 
@@ -45,7 +46,12 @@ const SIZE: u64 = 100_000;
 fn setup() -> (MockServer, karu::Client, karu::Locator) {
     let server = MockServer::start();
     server.insert_virtual("/obj.bin", SIZE);
-    let client = build(isolated().register("nosuffix", Arc::new(NoSuffix)));
+    let client = build(with_backend(
+        isolated(),
+        "nosuffix",
+        None,
+        Arc::new(NoSuffix),
+    ));
     let address = server.url("/obj.bin").replacen("http://", "nosuffix://", 1);
     let object = client.locate(&address).unwrap();
     (server, client, object)

@@ -12,11 +12,12 @@ use std::time::Duration;
 
 use http_support::{
     KIB, MIB, assert_failed, assert_ok, build, client, describe, drain, locate, quick,
-    range_headers, read_all, read_one, refused_port,
+    range_headers, read_all, read_one, refused_port, with_backend,
 };
-use karu::{
+use karu::{Read, Status};
+use karu_engine::provider::{
     Backend, CanonicalPath, Correction, Error, ErrorResponse, PrepareContext, PreparedRequest,
-    Read, Resolved, Status,
+    Resolved,
 };
 use karu_testkit::{
     Fault, FaultRule, Gate, GateResponse, MockServer, RequestHead, pattern, pattern_byte,
@@ -859,7 +860,12 @@ fn error_bodies_keep_exactly_4_kib_and_drain_at_most_256_kib_beyond_it() {
     server.insert_virtual("/o", MIB);
     server.set_gate(Some(Arc::new(ErrorBodies)));
     let recorder = Arc::new(Recorder::default());
-    let client = build(quick().io_threads(1).register("rec", recorder.clone()));
+    let client = build(with_backend(
+        quick().io_threads(1),
+        "rec",
+        None,
+        recorder.clone(),
+    ));
     let good = client
         .locate(&format!("rec://{}/o", server.addr()))
         .unwrap();

@@ -10,9 +10,10 @@ mod http_support;
 
 use std::sync::Arc;
 
-use hooks::{HookBackend, Hooks, SCHEME, hooks_url, within};
-use http_support::{PATIENCE, assert_ok, build, drain, isolated, quick};
+use hooks::{FAMILY, HookBackend, Hooks, SCHEME, hooks_url, within};
+use http_support::{PATIENCE, assert_ok, build, drain, isolated, quick, with_backend};
 use karu::{BatchOptions, Client, Locator, Read, Status};
+use karu_engine::provider;
 use karu_testkit::{Fault, FaultRule, MockServer, pattern};
 
 const SIZE: u64 = 10_000;
@@ -26,7 +27,12 @@ fn server() -> MockServer {
 }
 
 fn client(hooks: Hooks) -> Client {
-    build(quick().register(SCHEME, Arc::new(HookBackend(hooks))))
+    build(with_backend(
+        quick(),
+        SCHEME,
+        Some(FAMILY),
+        Arc::new(HookBackend(hooks)),
+    ))
 }
 
 fn locate(client: &Client, server: &MockServer, path: &str) -> Locator {
@@ -194,20 +200,20 @@ fn probes_of_a_panicking_backend_fail_internal() {
 #[derive(Debug)]
 struct PanickingSource;
 
-impl karu::Backend for PanickingSource {
+impl provider::Backend for PanickingSource {
     fn name(&self) -> &str {
         "panicking-source"
     }
 
-    fn resolve(&self, address: &str) -> Result<karu::Resolved, karu::Error> {
+    fn resolve(&self, address: &str) -> Result<provider::Resolved, provider::Error> {
         HookBackend(Hooks::default()).resolve(address)
     }
 
     fn credential_source(
         &self,
         _locator: &Locator,
-        _snapshot: &karu::Snapshot,
-    ) -> Result<Option<karu::CredentialSource>, karu::Error> {
+        _snapshot: &provider::Snapshot,
+    ) -> Result<Option<provider::CredentialSource>, provider::Error> {
         panic!("the test backend's credential_source panics")
     }
 }
@@ -215,7 +221,12 @@ impl karu::Backend for PanickingSource {
 #[test]
 fn a_panicking_credential_source_fails_its_read_without_unwinding_into_submit() {
     let server = server();
-    let client = build(isolated().register(SCHEME, Arc::new(PanickingSource)));
+    let client = build(with_backend(
+        isolated(),
+        SCHEME,
+        None,
+        Arc::new(PanickingSource),
+    ));
     let object = locate(&client, &server, "/good.bin");
     let batch = client.submit([Read::new(&object, 0, 10)]);
     let done = drain(&batch);

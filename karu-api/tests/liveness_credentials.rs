@@ -18,7 +18,9 @@ use hooks::{
     Count, FAMILY, HookBackend, Hooks, Latch, OpenOnDrop, SCHEME, TestProvider, hooks_url,
     numbered, within,
 };
-use http_support::{PATIENCE, assert_failed, assert_ok, build, drain, quick, read_one};
+use http_support::{
+    PATIENCE, assert_failed, assert_ok, build, drain, quick, read_one, with_backend,
+};
 use karu::{
     BatchOptions, CallbackCredential, CanonicalPath, Client, ClientBuilder, Credential, Locator,
     Read, Status,
@@ -47,7 +49,8 @@ fn builder(provider: Arc<TestProvider>, hooks: Hooks) -> (ClientBuilder, Seen) {
         })),
         ..hooks
     };
-    (quick().register(SCHEME, Arc::new(HookBackend(hooks))), seen)
+    let builder = with_backend(quick(), SCHEME, Some(FAMILY), Arc::new(HookBackend(hooks)));
+    (builder, seen)
 }
 
 fn server(objects: usize) -> MockServer {

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use hooks::{Count, HookBackend, Hooks, Latch, OpenOnDrop, SCHEME, hooks_url, within};
-use http_support::{PATIENCE, build, quick};
+use hooks::{Count, FAMILY, HookBackend, Hooks, Latch, OpenOnDrop, SCHEME, hooks_url, within};
+use http_support::{PATIENCE, build, quick, with_backend};
 use karu::{BatchOptions, Read};
 use karu_testkit::MockServer;
 
@@ -37,7 +37,12 @@ fn a_remote_scope_waits_for_a_batch_leaked_with_mem_forget() {
         })),
         ..Hooks::default()
     };
-    let client = build(quick().register(SCHEME, Arc::new(HookBackend(hooks))));
+    let client = build(with_backend(
+        quick(),
+        SCHEME,
+        Some(FAMILY),
+        Arc::new(HookBackend(hooks)),
+    ));
     let _free = OpenOnDrop(Arc::clone(&hold));
     let object = client.locate(&hooks_url(&server.url("/obj.bin"))).unwrap();
 

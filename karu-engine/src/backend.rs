@@ -3,10 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use parking_lot::RwLock;
-
 use http::HeaderMap;
-use karu_config::Snapshot;
+use karu_config::{Section, Snapshot};
 
 use crate::credential::CredentialSource;
 use crate::http::request::{
@@ -18,7 +16,7 @@ use crate::status::{Error, Status};
 /// A provider: turns addresses into [`Locator`]s and, for remote objects, resolved objects and
 /// ranges into requests the engine sends. A backend never does input or output for a read.
 ///
-/// Implement it in a provider crate and register it with [`Registry::register`]. A local
+/// Implement it in a provider crate and declare it with [`RegistryBuilder::provider`]. A local
 /// backend only implements [`Backend::resolve`] (returning [`Resolved::file`]); a remote one
 /// also implements [`Backend::prepare`], and the hooks it needs.
 pub trait Backend: Send + Sync + fmt::Debug + 'static {
@@ -30,7 +28,8 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     fn resolve(&self, address: &str) -> Result<Resolved, Error>;
 
     /// Build the request of one attempt: URL, headers (start from
-    /// [`PreparedRequest::get`], then authenticate), the context's range, options, region.
+    /// [`PreparedRequest::get`], which sets the context's range, then authenticate) and
+    /// options.
     /// Called late, for every attempt, so credentials and corrections are current.
     fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
         Err(Error::new(
@@ -76,62 +75,269 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     }
 }
 
-/// Maps schemes (`"s3"`) and longer address prefixes (`"https://huggingface.co/"`) to
-/// backends. Addresses without a scheme are plain local paths and use the `file` scheme.
+/// Collects the providers of a client: each one's backend, the addresses it serves, its
+/// credential family and its configuration section. [`build`](RegistryBuilder::build) freezes
+/// it into a [`Registry`].
+///
+/// A provider crate exports one `register` function that declares itself here; a client
+/// builder calls it (`karu::ClientBuilder::provider(my_provider::register)`):
+///
+/// ```
+/// use std::sync::Arc;
+/// use karu_engine::provider::{RegistryBuilder, Section, SectionConfig};
+/// # use karu_engine::provider::{Backend, CanonicalPath, Error, Resolved};
+/// # #[derive(Debug)]
+/// # struct ToyBackend;
+/// # impl Backend for ToyBackend {
+/// #     fn name(&self) -> &str { "toy" }
+/// #     fn resolve(&self, a: &str) -> Result<Resolved, Error> {
+/// #         Ok(Resolved::remote(CanonicalPath::new(a), None, a.into()))
+/// #     }
+/// # }
+///
+/// #[derive(Debug, Default, serde::Deserialize)]
+/// #[serde(default, deny_unknown_fields)]
+/// struct ToyConfig {
+///     token: Option<String>,
+/// }
+///
+/// impl SectionConfig for ToyConfig {
+///     fn secret_keys() -> &'static [&'static str] {
+///         &["token"]
+///     }
+/// }
+///
+/// pub fn register(registry: &mut RegistryBuilder) {
+///     registry
+///         .provider(Arc::new(ToyBackend))
+///         .scheme("toy")
+///         .prefix("https://*.toy.example/")
+///         .credential_family("toy")
+///         .config_section(Section::of::<ToyConfig>("toy"));
+/// }
+///
+/// let mut registry = RegistryBuilder::new();
+/// register(&mut registry);
+/// let registry = registry.build()?;
+/// assert_eq!(registry.resolve("toy://host/key")?.backend().name(), "toy");
+/// assert_eq!(registry.resolve("https://a.toy.example/k")?.backend().name(), "toy");
+/// assert_eq!(registry.credential_families(), ["toy"]);
+/// assert_eq!(registry.config_sections()[0].name(), "toy");
+/// # Ok::<(), karu_engine::Error>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct RegistryBuilder {
+    routes: Vec<Route>,
+    families: Vec<String>,
+    /// Configuration sections, each name once (a later declaration replaces an earlier one).
+    sections: Vec<Section>,
+    /// Declarations that could not be accepted; [`RegistryBuilder::build`] reports them.
+    problems: Vec<String>,
+}
+
+/// A pattern and the backend serving addresses that match it.
+#[derive(Clone)]
+struct Route {
+    /// A lower-case scheme (`"s3"`) or a normalised address prefix containing `"://"`.
+    pattern: String,
+    backend: Arc<dyn Backend>,
+}
+
+impl RegistryBuilder {
+    /// No provider yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Declare a provider served by `backend`; name the addresses it serves, its credential
+    /// family and its configuration section on the returned [`Registration`].
+    pub fn provider(&mut self, backend: Arc<dyn Backend>) -> Registration<'_> {
+        Registration {
+            registry: self,
+            backend,
+        }
+    }
+
+    /// The registry: immutable from now on. A declaration that was not valid (a scheme that
+    /// is not one, a prefix without a host, an empty family or section name) is an
+    /// [`Status::InvalidArgument`] error naming it.
+    pub fn build(&self) -> Result<Registry, Error> {
+        if !self.problems.is_empty() {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "invalid provider registration: {}",
+                    self.problems.join("; ")
+                ),
+            ));
+        }
+        let mut families = self.families.clone();
+        families.sort();
+        families.dedup();
+        let mut sections = self.sections.clone();
+        sections.sort_by(|a, b| a.name().cmp(b.name()));
+        Ok(Registry {
+            routes: self.routes.clone(),
+            families,
+            sections,
+        })
+    }
+
+    fn route(&mut self, pattern: String, backend: &Arc<dyn Backend>) {
+        // A later registration of a pattern replaces the earlier one.
+        self.routes.retain(|r| r.pattern != pattern);
+        self.routes.push(Route {
+            pattern,
+            backend: Arc::clone(backend),
+        });
+    }
+}
+
+impl fmt::Debug for RegistryBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegistryBuilder")
+            .field("patterns", &patterns(&self.routes))
+            .field("credential_families", &self.families)
+            .field("config_sections", &section_names(&self.sections))
+            .field("problems", &self.problems)
+            .finish()
+    }
+}
+
+/// One provider being declared to a [`RegistryBuilder`]: each call adds to the registry at
+/// once, so the calls may come in any order and any number.
+#[must_use = "a provider serves no address until a scheme or prefix is declared"]
+pub struct Registration<'a> {
+    registry: &'a mut RegistryBuilder,
+    backend: Arc<dyn Backend>,
+}
+
+impl Registration<'_> {
+    /// Serve addresses with this scheme (`"s3"` for `s3://bucket/key`; `"file"` also serves
+    /// plain paths). Schemes compare case-insensitively.
+    pub fn scheme(&mut self, scheme: &str) -> &mut Self {
+        match scheme_of(&format!("{scheme}:")) {
+            Some(lower) if lower.len() == scheme.len() => {
+                self.registry.route(lower, &self.backend);
+            }
+            _ => self.problem(format!("{scheme:?} is not a URI scheme")),
+        }
+        self
+    }
+
+    /// Serve addresses that start with `prefix`, a URL prefix with a host
+    /// (`"https://huggingface.co/"`). The host may start with `*.` to match any subdomain
+    /// (`"https://*.amazonaws.com/"` matches `https://b.s3.amazonaws.com/k`). Scheme and host
+    /// compare case-insensitively. A prefix wins over a scheme, and the longest matching
+    /// prefix wins.
+    pub fn prefix(&mut self, prefix: &str) -> &mut Self {
+        match normalise_prefix(prefix) {
+            Some(pattern) => self.registry.route(pattern, &self.backend),
+            None => self.problem(format!(
+                "{prefix:?} is not an address prefix (scheme://host/...)"
+            )),
+        }
+        self
+    }
+
+    /// The credential family of this provider (`"aws"`): the family of the
+    /// [`CredentialScope`](crate::provider::CredentialScope)s its backend returns, and the
+    /// name an application's credential callback is registered under.
+    pub fn credential_family(&mut self, family: &str) -> &mut Self {
+        if is_name(family) {
+            self.registry.families.push(family.to_string());
+        } else {
+            self.problem(format!("{family:?} is not a credential family name"));
+        }
+        self
+    }
+
+    /// The configuration section this provider reads (`[s3]` and `[paths."…".s3]` for
+    /// `Section::of::<S3Config>("s3")`), through
+    /// [`PrepareContext::section`](crate::provider::PrepareContext::section) or
+    /// [`section`](crate::provider::section). A client checks it when it is built (every
+    /// layer, every path rule: unknown keys, wrong types, what its
+    /// [`SectionConfig::check`](karu_config::SectionConfig::check) refuses), and never quotes
+    /// its secret keys. A later declaration of the same name replaces an earlier one.
+    pub fn config_section(&mut self, section: Section) -> &mut Self {
+        let name = section.name();
+        if is_name(name) && !name.contains('.') {
+            let sections = &mut self.registry.sections;
+            sections.retain(|known| known.name() != name);
+            sections.push(section);
+        } else {
+            self.problem(format!("{name:?} is not a configuration section name"));
+        }
+        self
+    }
+
+    fn problem(&mut self, what: String) {
+        let problem = format!("{} provider: {what}", self.backend.name());
+        self.registry.problems.push(problem);
+    }
+}
+
+impl fmt::Debug for Registration<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registration")
+            .field("backend", &self.backend.name())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A non-empty name of letters, digits, `-`, `_` and `.`.
+fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Maps addresses to the backends of a client's providers, and knows their credential
+/// families and configuration sections. Made by [`RegistryBuilder::build`] and immutable: the
+/// backends of a client never change underneath it.
+///
+/// Addresses without a scheme are plain local paths and use the `file` scheme.
 ///
 /// ```
 /// # use std::sync::Arc;
-/// use karu_engine::Registry;
-/// let registry = Registry::new();
-/// registry.register("file", Arc::new(karu_engine::testing::FileBackend));
+/// use karu_engine::provider::RegistryBuilder;
+/// let mut builder = RegistryBuilder::new();
+/// builder
+///     .provider(Arc::new(karu_engine::testing::FileBackend))
+///     .scheme("file");
+/// let registry = builder.build()?;
 /// let locator = registry.resolve("/tmp/example.bin")?;
 /// assert_eq!(locator.backend().name(), "local");
 /// assert!(registry.resolve("gs://bucket/key").is_err());
 /// # Ok::<(), karu_engine::Error>(())
 /// ```
-#[derive(Default)]
 pub struct Registry {
-    entries: RwLock<Vec<Entry>>,
-}
-
-struct Entry {
-    /// A lower-case scheme (`"s3"`) or an address prefix containing `"://"`.
-    pattern: String,
-    backend: Arc<dyn Backend>,
+    routes: Vec<Route>,
+    families: Vec<String>,
+    sections: Vec<Section>,
 }
 
 impl Registry {
-    /// An empty registry.
-    pub fn new() -> Self {
-        Self::default()
+    /// A builder ([`RegistryBuilder::new`]).
+    pub fn builder() -> RegistryBuilder {
+        RegistryBuilder::new()
     }
 
-    /// Register `backend` for a scheme (`"s3"`, `"file"`) or an address prefix containing
-    /// `"://"` (`"https://huggingface.co/"`). A prefix's host may start with `*.` to match
-    /// any subdomain (`"https://*.amazonaws.com/"` matches `https://b.s3.amazonaws.com/k`).
-    /// A later registration of the same pattern replaces the earlier one. Prefixes win over
-    /// schemes; the longest matching prefix wins.
-    pub fn register(&self, pattern: &str, backend: Arc<dyn Backend>) {
-        let pattern = if pattern.contains("://") {
-            normalise_prefix(pattern)
-        } else {
-            pattern.to_ascii_lowercase()
-        };
-        let mut entries = self.entries.write();
-        entries.retain(|e| e.pattern != pattern);
-        entries.push(Entry { pattern, backend });
-    }
-
-    /// The patterns registered, sorted.
+    /// The patterns registered (schemes and prefixes), sorted.
     pub fn patterns(&self) -> Vec<String> {
-        let mut patterns: Vec<String> = self
-            .entries
-            .read()
-            .iter()
-            .map(|e| e.pattern.clone())
-            .collect();
-        patterns.sort();
-        patterns
+        patterns(&self.routes)
+    }
+
+    /// The credential families the providers declared, sorted.
+    pub fn credential_families(&self) -> Vec<&str> {
+        self.families.iter().map(String::as_str).collect()
+    }
+
+    /// The configuration sections the providers declared, sorted by name: what a client
+    /// declares to its configuration builder, so they are checked when it is built.
+    pub fn config_sections(&self) -> &[Section] {
+        &self.sections
     }
 
     /// The backend for an address: the longest registered prefix it starts with, else its
@@ -149,28 +355,24 @@ impl Registry {
             .map(String::from);
         let matched = normalised.as_deref().unwrap_or(address);
         let scheme = scheme.unwrap_or_else(|| "file".to_string());
-        let entries = self.entries.read();
-        let by_prefix = entries
+        let by_prefix = self
+            .routes
             .iter()
-            .filter(|e| e.pattern.contains("://") && prefix_matches(matched, &e.pattern))
-            .max_by_key(|e| e.pattern.len());
-        if let Some(entry) = by_prefix {
-            return Ok(Arc::clone(&entry.backend));
+            .filter(|r| r.pattern.contains("://") && prefix_matches(matched, &r.pattern))
+            .max_by_key(|r| r.pattern.len());
+        if let Some(route) = by_prefix {
+            return Ok(Arc::clone(&route.backend));
         }
-        entries
+        self.routes
             .iter()
-            .find(|e| e.pattern == scheme)
-            .map(|e| Arc::clone(&e.backend))
+            .find(|r| r.pattern == scheme)
+            .map(|r| Arc::clone(&r.backend))
             .ok_or_else(|| {
                 Error::new(
                     Status::Unsupported,
                     format!(
                         "no backend is registered for scheme \"{scheme}\" (registered: {})",
-                        entries
-                            .iter()
-                            .map(|e| e.pattern.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        self.patterns().join(", ")
                     ),
                 )
             })
@@ -188,8 +390,21 @@ impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Registry")
             .field("patterns", &self.patterns())
+            .field("credential_families", &self.families)
+            .field("config_sections", &section_names(&self.sections))
             .finish()
     }
+}
+
+fn section_names(sections: &[Section]) -> Vec<&str> {
+    sections.iter().map(Section::name).collect()
+}
+
+/// The patterns of `routes`, sorted.
+fn patterns(routes: &[Route]) -> Vec<String> {
+    let mut patterns: Vec<String> = routes.iter().map(|r| r.pattern.clone()).collect();
+    patterns.sort();
+    patterns
 }
 
 /// The scheme of an address (RFC 3986: a letter, then letters, digits, `+`, `-`, `.`, then
@@ -207,21 +422,23 @@ pub fn scheme_of(address: &str) -> Option<String> {
     Some(scheme.to_ascii_lowercase())
 }
 
-/// Lower-case the scheme and host of a prefix so matching is case-insensitive there.
-fn normalise_prefix(prefix: &str) -> String {
-    match prefix.find("://") {
-        Some(i) => {
-            let rest = &prefix[i + 3..];
-            let host_end = rest.find('/').unwrap_or(rest.len());
-            format!(
-                "{}://{}{}",
-                prefix[..i].to_ascii_lowercase(),
-                rest[..host_end].to_ascii_lowercase(),
-                &rest[host_end..]
-            )
-        }
-        None => prefix.to_string(),
+/// A prefix with its scheme and host lower-cased, so matching is case-insensitive there;
+/// `None` unless it is `scheme://host…` with a valid scheme and a non-empty host.
+fn normalise_prefix(prefix: &str) -> Option<String> {
+    let i = prefix.find("://")?;
+    let scheme = scheme_of(&prefix[..=i])?;
+    let rest = &prefix[i + 3..];
+    let host_end = rest.find('/').unwrap_or(rest.len());
+    let host = &rest[..host_end];
+    let bare = host.strip_prefix("*.").unwrap_or(host);
+    if bare.is_empty() || bare.contains(['*', '?', '#', '@']) || rest.contains(['?', '#']) {
+        return None;
     }
+    Some(format!(
+        "{scheme}://{}{}",
+        host.to_ascii_lowercase(),
+        &rest[host_end..]
+    ))
 }
 
 /// Whether `address` starts with the normalised prefix pattern (scheme and host compared
@@ -279,18 +496,20 @@ mod tests {
         assert_eq!(scheme_of(":y").as_deref(), None);
     }
 
+    fn named(name: &'static str) -> Arc<dyn Backend> {
+        Arc::new(Named(name))
+    }
+
     #[test]
     fn longest_prefix_wins_over_scheme() {
-        let r = Registry::new();
-        r.register("https", Arc::new(Named("http")));
-        r.register("http", Arc::new(Named("http")));
-        r.register("https://huggingface.co/", Arc::new(Named("hf")));
-        r.register(
-            "https://huggingface.co/datasets/",
-            Arc::new(Named("hf-datasets")),
-        );
-        r.register("file", Arc::new(FileBackend));
-        r.register("https://*.amazonaws.com/", Arc::new(Named("s3")));
+        let mut b = RegistryBuilder::new();
+        b.provider(named("http")).scheme("https").scheme("http");
+        b.provider(named("hf")).prefix("https://huggingface.co/");
+        b.provider(named("hf-datasets"))
+            .prefix("https://huggingface.co/datasets/");
+        b.provider(Arc::new(FileBackend)).scheme("file");
+        b.provider(named("s3")).prefix("https://*.amazonaws.com/");
+        let r = b.build().unwrap();
         let name = |a: &str| r.backend_for(a).unwrap().name().to_string();
         assert_eq!(name("https://example.com/x"), "http");
         assert_eq!(name("https://b.s3.us-east-1.amazonaws.com/k"), "s3");
@@ -320,10 +539,139 @@ mod tests {
 
     #[test]
     fn re_registration_replaces() {
-        let r = Registry::new();
-        r.register("s3", Arc::new(Named("one")));
-        r.register("S3", Arc::new(Named("two")));
+        let mut b = RegistryBuilder::new();
+        b.provider(named("one")).scheme("s3");
+        b.provider(named("two")).scheme("S3");
+        let r = b.build().unwrap();
         assert_eq!(r.patterns(), vec!["s3".to_string()]);
         assert_eq!(r.backend_for("s3://b/k").unwrap().name(), "two");
+    }
+
+    #[derive(Debug, Default, serde::Deserialize)]
+    struct Empty {}
+    impl karu_config::SectionConfig for Empty {}
+
+    #[derive(Debug, Default, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Other {
+        key: Option<String>,
+    }
+    impl karu_config::SectionConfig for Other {}
+
+    fn section(name: &str) -> Section {
+        Section::of::<Empty>(name)
+    }
+
+    #[test]
+    fn families_and_sections_are_declared_once_each() {
+        let mut b = RegistryBuilder::new();
+        b.provider(named("s3"))
+            .scheme("s3")
+            .credential_family("aws")
+            .config_section(section("s3"));
+        b.provider(named("s3-again"))
+            .scheme("s3a")
+            .credential_family("aws")
+            .config_section(Section::of::<Other>("s3"));
+        b.provider(named("toy"))
+            .credential_family("toy")
+            .config_section(section("a_toy"));
+        let r = b.build().unwrap();
+        assert_eq!(r.credential_families(), ["aws", "toy"]);
+        assert_eq!(section_names(r.config_sections()), ["a_toy", "s3"]);
+        // The later declaration of a name is the one kept (its type's fields).
+        let debug = format!("{:?}", r.config_sections()[1]);
+        assert!(debug.contains("\"key\""), "{debug}");
+    }
+
+    #[test]
+    fn invalid_declarations_fail_the_build_naming_each() {
+        for (declare, named_in_error) in [
+            (
+                (|r: &mut Registration<'_>| {
+                    r.scheme("s 3");
+                }) as fn(&mut Registration<'_>),
+                "\"s 3\" is not a URI scheme",
+            ),
+            (
+                |r| {
+                    r.scheme("s3:x");
+                },
+                "\"s3:x\" is not a URI scheme",
+            ),
+            (
+                |r| {
+                    r.scheme("");
+                },
+                "\"\" is not a URI scheme",
+            ),
+            (
+                |r| {
+                    r.prefix("huggingface.co/");
+                },
+                "is not an address prefix",
+            ),
+            (
+                |r| {
+                    r.prefix("https:///x");
+                },
+                "is not an address prefix",
+            ),
+            (
+                |r| {
+                    r.prefix("https://*./x");
+                },
+                "is not an address prefix",
+            ),
+            (
+                |r| {
+                    r.prefix("https://h/x?sig=1");
+                },
+                "is not an address prefix",
+            ),
+            (
+                |r| {
+                    r.credential_family("");
+                },
+                "is not a credential family name",
+            ),
+            (
+                |r| {
+                    r.config_section(section("a.b"));
+                },
+                "is not a configuration section name",
+            ),
+        ] {
+            let mut b = RegistryBuilder::new();
+            declare(&mut b.provider(named("bad")));
+            let err = b.build().unwrap_err();
+            assert_eq!(err.status(), Status::InvalidArgument);
+            assert!(err.message().contains("bad provider"), "{err}");
+            assert!(err.message().contains(named_in_error), "{err}");
+        }
+    }
+
+    #[test]
+    fn prefixes_are_normalised() {
+        assert_eq!(
+            normalise_prefix("HTTPS://*.AmazonAWS.com/Path/").as_deref(),
+            Some("https://*.amazonaws.com/Path/")
+        );
+        assert_eq!(normalise_prefix("https://h").as_deref(), Some("https://h"));
+        assert_eq!(normalise_prefix("1x://h/"), None);
+    }
+
+    #[test]
+    fn a_built_registry_does_not_change_with_its_builder() {
+        let mut b = RegistryBuilder::new();
+        b.provider(named("one")).scheme("s3");
+        let first = b.build().unwrap();
+        b.provider(named("two")).scheme("s3").scheme("gs");
+        assert_eq!(first.backend_for("s3://b/k").unwrap().name(), "one");
+        assert!(first.backend_for("gs://b/k").is_err());
+        assert_eq!(
+            b.build().unwrap().backend_for("s3://b/k").unwrap().name(),
+            "two"
+        );
     }
 }

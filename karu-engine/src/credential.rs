@@ -125,9 +125,34 @@ impl CredentialScope {
 
 /// Looks up credentials. Runs on a credential worker thread, so it may block (read files, run
 /// a `credential_process`, call a metadata service).
+///
+/// A lookup should end by the context's [`deadline`](FetchContext::deadline): a read whose
+/// deadline passes fails with [`Status::TimedOut`] whether or not its lookup goes on, and a
+/// lookup that never returns holds a credential worker for good. An asynchronous SDK runs
+/// through [`bridge::block_on`](crate::provider::bridge::block_on), which bounds it so.
 pub trait CredentialProvider: Send + Sync + fmt::Debug {
     /// Obtain a fresh credential.
-    fn fetch(&self) -> Result<Credential, Error>;
+    fn fetch(&self, ctx: &FetchContext) -> Result<Credential, Error>;
+}
+
+/// What the engine tells a [`CredentialProvider`] when it asks for a lookup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FetchContext {
+    deadline: Option<Instant>,
+}
+
+impl FetchContext {
+    /// A lookup for a read that must end by `deadline` (`None`: no deadline).
+    pub fn new(deadline: Option<Instant>) -> Self {
+        FetchContext { deadline }
+    }
+
+    /// The deadline of the read whose request started this lookup (requests that join it
+    /// wait, each until its own deadline). `None` when the caller set none.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
 }
 
 /// How a backend authenticates one object.
@@ -185,14 +210,14 @@ where
 }
 
 /// A source of wall-clock time; the system clock in production, a simulated one in tests.
-pub trait Clock: Send + Sync + fmt::Debug {
+pub(crate) trait Clock: Send + Sync + fmt::Debug {
     /// The time now.
     fn now(&self) -> SystemTime;
 }
 
 /// The system clock.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> SystemTime {
@@ -202,7 +227,7 @@ impl Clock for SystemClock {
 
 /// How usable a cached credential is at some moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Freshness {
+pub(crate) enum Freshness {
     /// Use it.
     Fresh,
     /// Still valid, but in the final tenth of its lifetime: the next request refreshes it.
@@ -213,14 +238,18 @@ pub enum Freshness {
 
 /// The refresh margin of a credential obtained at `obtained` that expires at `expires`: a
 /// tenth of its lifetime, bounded to 1–60 s.
-pub fn refresh_margin(obtained: SystemTime, expires: SystemTime) -> Duration {
+pub(crate) fn refresh_margin(obtained: SystemTime, expires: SystemTime) -> Duration {
     let lifetime = expires.duration_since(obtained).unwrap_or(Duration::ZERO);
     (lifetime / 10).clamp(Duration::from_secs(1), Duration::from_secs(60))
 }
 
 /// Whether a credential obtained at `obtained` and expiring at `expires` (never, if `None`) is
 /// fresh at `now`.
-pub fn freshness(obtained: SystemTime, expires: Option<SystemTime>, now: SystemTime) -> Freshness {
+pub(crate) fn freshness(
+    obtained: SystemTime,
+    expires: Option<SystemTime>,
+    now: SystemTime,
+) -> Freshness {
     let Some(expires) = expires else {
         return Freshness::Fresh;
     };
@@ -268,7 +297,7 @@ pub struct CredentialStats {
 /// one credential worker, not all of them; a provider that can hang should bound its own
 /// input and output (the specification asks the same of callbacks).
 #[derive(Clone)]
-pub struct CredentialCache {
+pub(crate) struct CredentialCache {
     inner: Arc<Inner>,
 }
 
@@ -340,6 +369,7 @@ impl Flight {
         self.notify.notify_waiters();
     }
 
+    #[cfg(test)]
     /// The result once landed, blocking the thread until then or until `deadline`
     /// (`None` if the deadline came first).
     pub(crate) fn wait_until(
@@ -417,10 +447,16 @@ impl FlightOwner {
     }
 
     /// Look up (blocking) and land the flight with the result, which is also returned. A
-    /// panic of the provider or callback lands as a [`Status::Credentials`] failure.
-    pub(crate) fn fly(mut self, call: Call<'_>) -> Result<Credential, Error> {
+    /// panic of the provider or callback lands as a [`Status::Credentials`] failure. A
+    /// provider is told the `deadline` of the read that started the flight.
+    pub(crate) fn fly(
+        mut self,
+        call: Call<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<Credential, Error> {
+        let ctx = FetchContext::new(deadline);
         let answer = catch_unwind(AssertUnwindSafe(|| match (call, &self.key) {
-            (Call::Provider(provider), _) => provider.fetch().map(CallbackCredential::once),
+            (Call::Provider(provider), _) => provider.fetch(&ctx).map(CallbackCredential::once),
             (Call::Callback(callback), Key::Callback { path, .. }) => callback.credential(path),
             (Call::Callback(_), Key::Scope(_)) => Err(Error::internal(
                 "a callback was asked for a native credential scope",
@@ -554,12 +590,12 @@ impl fmt::Debug for FlightOwner {
 
 impl CredentialCache {
     /// A cache on the system clock.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with_clock(Arc::new(SystemClock))
     }
 
     /// A cache on this clock.
-    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn with_clock(clock: Arc<dyn Clock>) -> Self {
         CredentialCache {
             inner: Arc::new(Inner {
                 clock,
@@ -569,20 +605,23 @@ impl CredentialCache {
     }
 
     /// Counters so far.
-    pub fn stats(&self) -> CredentialStats {
+    pub(crate) fn stats(&self) -> CredentialStats {
         self.inner.state.lock().stats
     }
 
+    #[cfg(test)]
     /// A credential for `source.scope`: from the cache when fresh, else from one shared
     /// lookup. Blocks (call it on a credential worker), without a deadline.
-    pub fn get(&self, source: &CredentialSource) -> Result<Credential, Error> {
+    pub(crate) fn get(&self, source: &CredentialSource) -> Result<Credential, Error> {
         self.get_until(source, None)
     }
 
+    #[cfg(test)]
     /// [`get`](CredentialCache::get), waiting for another request's lookup at most until
     /// `deadline` ([`Status::TimedOut`] then; the lookup goes on, and its result serves later
-    /// requests). A lookup this request makes itself runs on this thread, to its end.
-    pub fn get_until(
+    /// requests). A lookup this request makes itself runs on this thread, to its end; its
+    /// provider is told the deadline ([`FetchContext::deadline`]).
+    pub(crate) fn get_until(
         &self,
         source: &CredentialSource,
         deadline: Option<Instant>,
@@ -596,14 +635,14 @@ impl CredentialCache {
                 self.served_by_flight();
                 Ok(result)
             }
-            Step::Fly(owner) => owner.fly(Call::Provider(source.provider.as_ref())),
+            Step::Fly(owner) => owner.fly(Call::Provider(source.provider.as_ref()), deadline),
         }
     }
 
     /// Forget the scope's credential if it is still `stale` (an expired-token answer), so the
     /// next [`get`](CredentialCache::get) looks up a new one. A newer credential that another
     /// request already obtained is kept.
-    pub fn invalidate(&self, scope: &CredentialScope, stale: &Credential) {
+    pub(crate) fn invalidate(&self, scope: &CredentialScope, stale: &Credential) {
         let mut state = self.inner.state.lock();
         if let Some(Entry::Ready { credential, .. }) = state.entries.get(scope)
             && credential.same(stale)
@@ -612,23 +651,25 @@ impl CredentialCache {
         }
     }
 
+    #[cfg(test)]
     /// A credential from an application callback for `path` in `family`: a cached value whose
     /// prefix contains the path, else a call (cached under its prefix when the path is
     /// inside it). Concurrent cold requests of a family first wait for a call in flight,
     /// whose prefix may cover them too, before calling themselves. Blocks (call it on a
     /// credential worker), without a deadline.
-    pub fn from_callback(
+    pub(crate) fn callback(
         &self,
         family: &str,
         callback: &dyn CredentialCallback,
         path: &CanonicalPath,
     ) -> Result<Credential, Error> {
-        self.from_callback_until(family, callback, path, None)
+        self.callback_until(family, callback, path, None)
     }
 
-    /// [`from_callback`](CredentialCache::from_callback), waiting for a call in flight at
+    #[cfg(test)]
+    /// [`callback`](CredentialCache::callback), waiting for a call in flight at
     /// most until `deadline` ([`Status::TimedOut`] then).
-    pub fn from_callback_until(
+    pub(crate) fn callback_until(
         &self,
         family: &str,
         callback: &dyn CredentialCallback,
@@ -645,7 +686,7 @@ impl CredentialCache {
                     }
                     may_join = false;
                 }
-                Step::Fly(owner) => return owner.fly(Call::Callback(callback)),
+                Step::Fly(owner) => return owner.fly(Call::Callback(callback), deadline),
             }
         }
     }
@@ -765,7 +806,7 @@ impl fmt::Debug for CredentialCache {
 
 /// Whether `prefix` contains `path` on whole segments (`s3://b/p` contains `s3://b/p/x`
 /// but not `s3://b/px`; a prefix ending in `/` contains everything below it).
-pub fn prefix_contains(prefix: &str, path: &str) -> bool {
+pub(crate) fn prefix_contains(prefix: &str, path: &str) -> bool {
     if !path.starts_with(prefix) {
         return false;
     }
@@ -777,19 +818,30 @@ pub fn prefix_contains(prefix: &str, path: &str) -> bool {
 
 /// The credential callbacks an application registered, by family.
 #[derive(Default, Clone)]
-pub struct Callbacks {
+pub(crate) struct Callbacks {
     by_family: HashMap<String, Arc<dyn CredentialCallback>>,
 }
 
 impl Callbacks {
     /// Register `callback` for `family` (replacing an earlier one).
-    pub fn insert(&mut self, family: impl Into<String>, callback: Arc<dyn CredentialCallback>) {
+    pub(crate) fn insert(
+        &mut self,
+        family: impl Into<String>,
+        callback: Arc<dyn CredentialCallback>,
+    ) {
         self.by_family.insert(family.into(), callback);
     }
 
     /// The callback for `family`.
-    pub fn get(&self, family: &str) -> Option<&Arc<dyn CredentialCallback>> {
+    pub(crate) fn get(&self, family: &str) -> Option<&Arc<dyn CredentialCallback>> {
         self.by_family.get(family)
+    }
+
+    /// The families with a callback, sorted.
+    pub(crate) fn families(&self) -> Vec<&str> {
+        let mut families: Vec<&str> = self.by_family.keys().map(String::as_str).collect();
+        families.sort_unstable();
+        families
     }
 }
 
@@ -980,7 +1032,7 @@ mod tests {
     }
 
     impl CredentialProvider for Counting {
-        fn fetch(&self) -> Result<Credential, Error> {
+        fn fetch(&self, _ctx: &FetchContext) -> Result<Credential, Error> {
             let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
             if let Some((from, gate)) = &self.gate
                 && n >= *from
@@ -992,6 +1044,28 @@ mod tests {
             }
             Ok(Credential::new(n).with_expiry(self.lifetime.map(|l| self.clock.now() + l)))
         }
+    }
+
+    #[test]
+    fn a_lookup_is_told_the_callers_deadline() {
+        #[derive(Debug, Default)]
+        struct Records(Mutex<Vec<Option<Instant>>>);
+        impl CredentialProvider for Records {
+            fn fetch(&self, ctx: &FetchContext) -> Result<Credential, Error> {
+                self.0.lock().push(ctx.deadline());
+                Err(Error::new(Status::Credentials, "never cached"))
+            }
+        }
+        let provider = Arc::new(Records::default());
+        let src = CredentialSource {
+            scope: CredentialScope::new("test", Vec::new()),
+            provider: Arc::clone(&provider) as Arc<dyn CredentialProvider>,
+        };
+        let cache = CredentialCache::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        assert!(cache.get_until(&src, Some(deadline)).is_err());
+        assert!(cache.get(&src).is_err());
+        assert_eq!(*provider.0.lock(), vec![Some(deadline), None]);
     }
 
     /// `n` threads asking the cache for `src` at once, while the lookup is held at `gate`
@@ -1196,7 +1270,7 @@ mod tests {
             })
         };
         let path = |p: &str| CanonicalPath::new(p);
-        let get = |p: &str| value(&cache.from_callback("aws", &callback, &path(p)).unwrap());
+        let get = |p: &str| value(&cache.callback("aws", &callback, &path(p)).unwrap());
         assert_eq!(get("s3://scoped/a"), 1);
         assert_eq!(get("s3://scoped/b/c"), 1, "inside the prefix: cached");
         assert_eq!(get("s3://scopedx/a"), 2, "whole segments only: a new call");
@@ -1225,7 +1299,7 @@ mod tests {
             Ok(CallbackCredential::for_prefix(credential, "s3://b"))
         };
         let p = CanonicalPath::new("s3://b/k");
-        let get = || value(&cache.from_callback("aws", &callback, &p).unwrap());
+        let get = || value(&cache.callback("aws", &callback, &p).unwrap());
         assert_eq!(get(), 1);
         clock.advance(Duration::from_secs(50));
         assert_eq!(get(), 1);
@@ -1284,7 +1358,7 @@ mod tests {
         panic_first: bool,
     }
     impl CredentialProvider for Held {
-        fn fetch(&self) -> Result<Credential, Error> {
+        fn fetch(&self, _ctx: &FetchContext) -> Result<Credential, Error> {
             let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
             if n == 1 {
                 self.gate.wait();
@@ -1398,7 +1472,7 @@ mod tests {
                 let (cache, callback) = (Arc::clone(&cache), Arc::clone(&callback));
                 std::thread::spawn(move || {
                     let path = CanonicalPath::new(format!("s3://b/k{i}"));
-                    cache.from_callback("aws", callback.as_ref(), &path)
+                    cache.callback("aws", callback.as_ref(), &path)
                 })
             })
             .collect();
@@ -1438,7 +1512,7 @@ mod tests {
         let ask = |bucket: &str| {
             let (cache, callback) = (Arc::clone(&cache), Arc::clone(&callback));
             let path = CanonicalPath::new(format!("s3://{bucket}/k"));
-            std::thread::spawn(move || cache.from_callback("aws", callback.as_ref(), &path))
+            std::thread::spawn(move || cache.callback("aws", callback.as_ref(), &path))
         };
         let first = ask("a");
         // "a" holds the first call before "b" asks, so "b" waits for a call that cannot

@@ -16,7 +16,7 @@ use karu_config::Snapshot;
 use parking_lot::Mutex;
 
 use crate::batch::{Batch, BatchShared, BatchStats};
-use crate::credential::{Callbacks, CredentialCache, CredentialStats};
+use crate::credential::{Callbacks, CredentialCache, CredentialCallback, CredentialStats};
 use crate::file::{self, FilePool};
 use crate::http::ends::RemoteEnds;
 use crate::http::{Remote, TransportStats};
@@ -168,28 +168,43 @@ impl Inner {
 /// Options of an engine beyond its configuration snapshot.
 ///
 /// ```
-/// use karu_engine::EngineOptions;
-/// use karu_engine::credential::Callbacks;
-/// let options = EngineOptions::new().with_callbacks(Callbacks::default());
-/// # let _ = options;
+/// use std::sync::Arc;
+/// use karu_engine::{CanonicalPath, EngineOptions, Error, Status};
+///
+/// let mut options = EngineOptions::new();
+/// options.credential_callback(
+///     "aws",
+///     Arc::new(|_: &CanonicalPath| Err(Error::new(Status::Credentials, "the vault is sealed"))),
+/// );
+/// assert_eq!(options.callback_families(), ["aws"]);
 /// ```
 #[derive(Debug, Default, Clone)]
 #[non_exhaustive]
 pub struct EngineOptions {
     /// Application credential callbacks, by provider family.
-    pub callbacks: Callbacks,
+    callbacks: Callbacks,
 }
 
 impl EngineOptions {
-    /// No callbacks.
+    /// No options.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Use these application credential callbacks.
-    pub fn with_callbacks(mut self, callbacks: Callbacks) -> Self {
-        self.callbacks = callbacks;
+    /// Credentials of `family` come from `callback` instead of the provider's own discovery
+    /// (replacing an earlier callback of the family).
+    pub fn credential_callback(
+        &mut self,
+        family: impl Into<String>,
+        callback: Arc<dyn CredentialCallback>,
+    ) -> &mut Self {
+        self.callbacks.insert(family, callback);
         self
+    }
+
+    /// The families that have a credential callback, sorted.
+    pub fn callback_families(&self) -> Vec<&str> {
+        self.callbacks.families()
     }
 }
 
@@ -657,9 +672,8 @@ struct Planned {
 /// touched while a transfer may write to it:
 ///
 /// ```compile_fail,E0506
-/// # use karu_engine::{BatchOptions, Read, Registry};
-/// # let registry = Registry::new();
-/// # registry.register("file", std::sync::Arc::new(karu_engine::testing::FileBackend));
+/// # use karu_engine::{BatchOptions, Read};
+/// # let registry = karu_engine::testing::registry();
 /// # let object = registry.resolve("/etc/hostname").unwrap();
 /// # let engine = karu_engine::Engine::new(karu_config::Snapshot::defaults()).unwrap();
 /// let mut buf = [0u8; 4];
@@ -673,9 +687,8 @@ struct Planned {
 /// The same code reads `buf` once the scope has returned:
 ///
 /// ```
-/// # use karu_engine::{BatchOptions, Read, Registry};
-/// # let registry = Registry::new();
-/// # registry.register("file", std::sync::Arc::new(karu_engine::testing::FileBackend));
+/// # use karu_engine::{BatchOptions, Read};
+/// # let registry = karu_engine::testing::registry();
 /// # let dir = tempfile::tempdir().unwrap();
 /// # let path = dir.path().join("f");
 /// # std::fs::write(&path, b"abcd").unwrap();

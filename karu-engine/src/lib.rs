@@ -2,15 +2,16 @@
 //! workers, and the transport for remote objects.
 //!
 //! Most programs use the `karu` crate (`karu-api`), which wires this engine to the providers
-//! and the layered configuration. This crate is what a provider crate builds on: it defines
-//! [`Backend`] and the [`Registry`], and owns everything that is the same for every provider.
+//! and the layered configuration. This crate is also what a provider crate builds on: the
+//! [`provider`] module (the provider SDK) is everything a provider needs, and the engine owns
+//! everything that is the same for every provider.
 //!
 //! The life of a read:
 //!
 //! 1. An address is resolved by the [`Registry`] into a [`Locator`] (no network, no
 //!    credentials).
-//! 2. [`Engine::submit`] copies the [`Read`]s, [`plan`](plan::plan)s them (validation, window
-//!    conversion, grouping, sorting and merging under four guards) and returns a [`Batch`].
+//! 2. [`Engine::submit`] copies the [`Read`]s, plans them (validation, window conversion,
+//!    grouping, sorting and merging under four guards) and returns a [`Batch`].
 //! 3. Transfers go to file workers (positional reads straight into destinations) or to the
 //!    remote path.
 //! 4. Each original read completes on its own: a [`Batch`] yields [`Completion`]s, blocking
@@ -24,9 +25,11 @@
 //! let path = dir.path().join("object.bin");
 //! std::fs::write(&path, (0..=255u8).collect::<Vec<_>>())?;
 //!
-//! let registry = Registry::new();
-//! registry.register("file", Arc::new(karu_engine::testing::FileBackend));
-//! let object = registry.resolve(path.to_str().unwrap())?;
+//! let mut registry = Registry::builder();
+//! registry
+//!     .provider(Arc::new(karu_engine::testing::FileBackend))
+//!     .scheme("file");
+//! let object = registry.build()?.resolve(path.to_str().unwrap())?;
 //!
 //! let engine = Engine::new(karu_config::Snapshot::defaults())?;
 //! let batch = engine.submit(
@@ -42,33 +45,30 @@
 
 mod backend;
 mod batch;
-pub mod credential;
+mod credential;
 mod engine;
 mod file;
+#[doc(hidden)]
 pub mod http;
 mod locator;
+#[doc(hidden)]
 pub mod plan;
+pub mod provider;
 mod read;
 mod reply;
-pub mod retry;
+mod retry;
 mod status;
 #[doc(hidden)]
 pub mod testing;
 mod transfer;
 mod versions;
 
-pub use backend::{Backend, Registry, scheme_of};
+pub use backend::{Registry, scheme_of};
 pub use batch::{Batch, BatchStats, Next};
-pub use credential::{
-    CallbackCredential, Credential, CredentialCallback, CredentialProvider, CredentialScope,
-    CredentialSource, CredentialStats,
-};
+pub use credential::{CallbackCredential, Credential, CredentialCallback, CredentialStats};
 pub use engine::{BatchOptions, Ends, Engine, EngineOptions, ObjectInfo, Scope, ScopedBatch};
 pub use http::TransportStats;
 pub use http::check::{ContentRange, Mismatch, RangeSpec, Rejection};
-pub use http::request::{
-    Capabilities, Correction, ErrorResponse, HttpOptions, PrepareContext, PreparedRequest,
-};
-pub use locator::{CanonicalPath, Locator, Resolved, Target, Window, redact_address};
+pub use locator::{CanonicalPath, Locator, Target, Window};
 pub use read::{Completion, Read, UNBOUNDED};
 pub use status::{Error, Evidence, Status};

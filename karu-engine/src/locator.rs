@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::backend::Backend;
+use crate::provider::redact;
 use crate::status::{Error, Status};
 
 /// The normalised identity of an object, used for planner grouping, path rules and credential
@@ -17,7 +18,7 @@ pub struct CanonicalPath(Arc<str>);
 
 impl CanonicalPath {
     /// Wrap an already-normalised identity. Backends call this from
-    /// [`Backend::resolve`](crate::Backend::resolve).
+    /// [`Backend::resolve`](crate::provider::Backend::resolve).
     pub fn new(normalised: impl Into<Arc<str>>) -> Self {
         CanonicalPath(normalised.into())
     }
@@ -27,12 +28,10 @@ impl CanonicalPath {
         &self.0
     }
 
-    /// The identity without its query string, safe for messages and logs.
+    /// The identity without its query string, safe for messages and logs
+    /// ([`redact::without_query`]).
     pub fn redacted(&self) -> &str {
-        match self.0.find('?') {
-            Some(i) => &self.0[..i],
-            None => &self.0,
-        }
+        redact::without_query(&self.0)
     }
 }
 
@@ -40,7 +39,7 @@ impl fmt::Display for CanonicalPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.redacted())?;
         if self.0.contains('?') {
-            f.write_str("?<redacted>")?;
+            write!(f, "?{}", redact::REDACTED)?;
         }
         Ok(())
     }
@@ -76,7 +75,7 @@ pub enum Target {
     Remote,
 }
 
-/// What a backend returns from [`Backend::resolve`](crate::Backend::resolve): the meaning of an
+/// What a backend returns from [`Backend::resolve`](crate::provider::Backend::resolve): the meaning of an
 /// address, established without network access or credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -90,7 +89,7 @@ pub struct Resolved {
     /// How transfers reach the bytes.
     pub target: Target,
     /// The region the address itself named (an AWS URL's host names one), if any: a hint for
-    /// [`Backend::prepare`](crate::Backend::prepare), not part of the identity. Spellings that
+    /// [`Backend::prepare`](crate::provider::Backend::prepare), not part of the identity. Spellings that
     /// name different regions share their canonical path.
     pub region: Option<String>,
 }
@@ -200,9 +199,9 @@ impl Locator {
     ///
     /// ```
     /// # use karu_engine::{Locator, Registry, Window};
-    /// # let registry = Registry::new();
-    /// # let backend = std::sync::Arc::new(karu_engine::testing::FileBackend);
-    /// # registry.register("file", backend);
+    /// # let mut registry = Registry::builder();
+    /// # registry.provider(std::sync::Arc::new(karu_engine::testing::FileBackend)).scheme("file");
+    /// # let registry = registry.build()?;
     /// let file = registry.resolve("/data/tensors.bin")?;
     /// let tensor = file.with_window(4096, Some(1 << 20))?;
     /// assert_eq!(tensor.window(), Some(Window { start: 4096, len: Some(1 << 20) }));
@@ -305,39 +304,6 @@ impl fmt::Display for Locator {
         }
         Ok(())
     }
-}
-
-/// An address as it may appear in a message: user information (`user:password@`) and the
-/// query string (which may hold a signature) replaced by `<redacted>`.
-///
-/// ```
-/// assert_eq!(
-///     karu_engine::redact_address("https://u:p@h/a?sig=x"),
-///     "https://<redacted>@h/a?<redacted>"
-/// );
-/// ```
-pub fn redact_address(address: &str) -> String {
-    let (without_query, had_query) = match address.find('?') {
-        Some(i) => (&address[..i], true),
-        None => (address, false),
-    };
-    let mut out = match without_query.find("://") {
-        Some(i) => {
-            let rest = &without_query[i + 3..];
-            let authority_end = rest.find('/').unwrap_or(rest.len());
-            let authority = &rest[..authority_end];
-            let host = match authority.rfind('@') {
-                Some(at) => format!("<redacted>@{}", &authority[at + 1..]),
-                None => authority.to_string(),
-            };
-            format!("{}://{host}{}", &without_query[..i], &rest[authority_end..])
-        }
-        None => without_query.to_string(),
-    };
-    if had_query {
-        out.push_str("?<redacted>");
-    }
-    out
 }
 
 #[cfg(test)]

@@ -16,17 +16,17 @@ use karu_config::RetrySettings;
 
 /// The retry budget of one logical read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
+pub(crate) struct RetryPolicy {
     /// Most attempts for retryable results.
-    pub attempts: u32,
+    pub(crate) attempts: u32,
     /// Most attempts when name resolution or connecting fails.
-    pub connect_attempts: u32,
+    pub(crate) connect_attempts: u32,
     /// The monotonic deadline of the whole read.
-    pub deadline: Duration,
+    pub(crate) deadline: Duration,
     /// First wait, before jitter.
-    pub initial_backoff: Duration,
+    pub(crate) initial_backoff: Duration,
     /// Longest wait before `Retry-After`.
-    pub max_backoff: Duration,
+    pub(crate) max_backoff: Duration,
 }
 
 impl From<&RetrySettings> for RetryPolicy {
@@ -50,7 +50,7 @@ impl Default for RetryPolicy {
 /// What kind of failure an attempt ended with, decided from structured results (error kinds
 /// and status codes), never from message text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FailureClass {
+pub(crate) enum FailureClass {
     /// Name resolution failed, the connection was refused, or connecting timed out: counted
     /// against `connect_attempts` as well as `attempts`.
     Connect,
@@ -71,7 +71,7 @@ pub enum FailureClass {
 /// What to do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Wait this long, then make another ordinary attempt.
     RetryAfter(Duration),
     /// Prepare the request again now (one-time correction, outside the attempt counter).
@@ -84,7 +84,7 @@ pub enum Decision {
 
 /// Why the policy gave up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailReason {
+pub(crate) enum FailReason {
     /// The failure is not retryable.
     Permanent,
     /// The attempt budget (or the connect budget) is spent.
@@ -97,7 +97,7 @@ pub enum FailReason {
 
 /// A `Retry-After` value (RFC 9110 §10.2.3): delay seconds or an HTTP date.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RetryAfter {
+pub(crate) enum RetryAfter {
     /// `Retry-After: 120`.
     Delay(Duration),
     /// `Retry-After: Fri, 31 Dec 1999 23:59:59 GMT`.
@@ -106,7 +106,7 @@ pub enum RetryAfter {
 
 impl RetryAfter {
     /// Parse a header value; `None` for anything malformed.
-    pub fn parse(value: &str) -> Option<RetryAfter> {
+    pub(crate) fn parse(value: &str) -> Option<RetryAfter> {
         let v = value.trim();
         if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
             return v
@@ -118,7 +118,7 @@ impl RetryAfter {
     }
 
     /// The wait it asks for, given the wall-clock time now (a date in the past means 0).
-    pub fn wait(&self, wall_now: SystemTime) -> Duration {
+    pub(crate) fn wait(&self, wall_now: SystemTime) -> Duration {
         match *self {
             RetryAfter::Delay(d) => d,
             RetryAfter::Date(at) => at.duration_since(wall_now).unwrap_or(Duration::ZERO),
@@ -128,7 +128,7 @@ impl RetryAfter {
 
 /// The retry bookkeeping of one logical read.
 #[derive(Debug, Clone)]
-pub struct RetryState {
+pub(crate) struct RetryState {
     policy: RetryPolicy,
     deadline: Instant,
     attempts: u32,
@@ -140,7 +140,7 @@ pub struct RetryState {
 
 impl RetryState {
     /// Start the budget of a read at `now`.
-    pub fn new(policy: RetryPolicy, now: Instant) -> Self {
+    pub(crate) fn new(policy: RetryPolicy, now: Instant) -> Self {
         RetryState {
             policy,
             deadline: now + policy.deadline,
@@ -153,23 +153,18 @@ impl RetryState {
     }
 
     /// The read's monotonic deadline.
-    pub fn deadline(&self) -> Instant {
+    pub(crate) fn deadline(&self) -> Instant {
         self.deadline
     }
 
-    /// Ordinary attempts made so far.
-    pub fn attempts(&self) -> u32 {
-        self.attempts
-    }
-
     /// Record that an attempt is starting; returns its number (1-based).
-    pub fn start_attempt(&mut self) -> u32 {
+    pub(crate) fn start_attempt(&mut self) -> u32 {
         self.attempts += 1;
         self.attempts
     }
 
     /// Whether the deadline has passed at `now`.
-    pub fn expired(&self, now: Instant) -> bool {
+    pub(crate) fn expired(&self, now: Instant) -> bool {
         now >= self.deadline
     }
 
@@ -178,7 +173,7 @@ impl RetryState {
     /// `last_attempt` is how long the failed attempt took: another attempt is only worth
     /// starting if the wait plus about that long still fits before the deadline.
     /// `retry_after` is the wait the server asked for (it can only lengthen ours).
-    pub fn handle_failure(
+    pub(crate) fn handle_failure(
         &mut self,
         class: FailureClass,
         retry_after: Option<Duration>,

@@ -4,8 +4,9 @@
 //! paths; this one only makes a plain path absolute.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Registry};
 use crate::locator::Resolved;
 use crate::status::{Error, Status};
 
@@ -29,4 +30,13 @@ impl Backend for FileBackend {
         };
         Ok(Resolved::file(path))
     }
+}
+
+/// A registry with [`FileBackend`] under the `file` scheme (plain paths).
+pub fn registry() -> Registry {
+    let mut builder = Registry::builder();
+    builder.provider(Arc::new(FileBackend)).scheme("file");
+    builder
+        .build()
+        .unwrap_or_else(|e| unreachable!("a valid registration: {e}"))
 }

@@ -7,12 +7,15 @@
 //! | `s3` | `karu-provider-s3` | `s3://`, `https://*.amazonaws.com/` |
 //!
 //! Registration is explicit (no link-time initialisers): [`register_all`] calls each enabled
-//! provider's own `register`. A third-party provider registers itself the same way.
+//! provider's own `register`. A third-party provider registers itself the same way
+//! (`karu::ClientBuilder::provider(my_provider::register)`); `README.md` in this directory is
+//! the guide to writing one.
 //!
 //! ```
-//! let registry = karu_engine::Registry::new();
-//! karu_providers::register_all(&registry);
-//! assert!(registry.resolve("/tmp/x.bin").is_ok());
+//! let mut registry = karu_engine::provider::RegistryBuilder::new();
+//! karu_providers::register_all(&mut registry);
+//! assert!(registry.build()?.resolve("/tmp/x.bin").is_ok());
+//! # Ok::<(), karu_engine::provider::Error>(())
 //! ```
 
 #[cfg(feature = "http")]
@@ -23,7 +26,7 @@ pub use karu_provider_local as local;
 pub use karu_provider_s3 as s3;
 
 /// Register every provider enabled by this crate's features.
-pub fn register_all(registry: &karu_engine::Registry) {
+pub fn register_all(registry: &mut karu_engine::provider::RegistryBuilder) {
     #[cfg(feature = "local")]
     karu_provider_local::register(registry);
     #[cfg(feature = "http")]
@@ -31,18 +34,6 @@ pub fn register_all(registry: &karu_engine::Registry) {
     #[cfg(feature = "s3")]
     karu_provider_s3::register(registry);
     let _ = registry;
-}
-
-/// The configuration sections of the providers enabled by this crate's features (`[s3]`,
-/// `[http_provider]`), to declare to the configuration builder so that a client checks them
-/// when it is built.
-pub fn config_sections() -> Vec<karu_config::Section> {
-    vec![
-        #[cfg(feature = "http")]
-        karu_provider_http::config_section(),
-        #[cfg(feature = "s3")]
-        karu_provider_s3::config_section(),
-    ]
 }
 
 /// The providers enabled in this build, by name.

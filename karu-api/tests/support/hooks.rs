@@ -12,10 +12,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use http::HeaderMap;
-use karu::{
+use karu_engine::provider::{
     Backend, CanonicalPath, Correction, Credential, CredentialProvider, CredentialScope,
-    CredentialSource, Error, ErrorResponse, Locator, PrepareContext, PreparedRequest, Resolved,
-    Snapshot,
+    CredentialSource, Error, ErrorResponse, FetchContext, Locator, PrepareContext, PreparedRequest,
+    Resolved, Snapshot,
 };
 
 /// The scheme the backend is registered under.
@@ -223,7 +223,7 @@ impl fmt::Debug for TestProvider {
 }
 
 impl CredentialProvider for TestProvider {
-    fn fetch(&self) -> Result<Credential, Error> {
+    fn fetch(&self, _ctx: &FetchContext) -> Result<Credential, Error> {
         let n = self.calls.bump();
         (self.behaviour)(n)
     }

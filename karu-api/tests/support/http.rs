@@ -11,9 +11,11 @@ mod remote;
 pub(crate) use remote::*;
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use karu::{Client, ClientBuilder, Locator};
+use karu_engine::provider::Backend;
 use karu_testkit::{MockServer, RequestRecord};
 
 /// One kibibyte.
@@ -35,6 +37,23 @@ pub(crate) fn quick() -> ClientBuilder {
     isolated()
         .set("retry.initial_backoff", "10ms")
         .set("retry.max_backoff", "50ms")
+}
+
+/// `builder` with a third-party provider: `backend` serving the `scheme`, with the credential
+/// `family` if it has one.
+pub(crate) fn with_backend(
+    builder: ClientBuilder,
+    scheme: &'static str,
+    family: Option<&'static str>,
+    backend: Arc<dyn Backend>,
+) -> ClientBuilder {
+    builder.provider(move |registry| {
+        let mut provider = registry.provider(Arc::clone(&backend));
+        provider.scheme(scheme);
+        if let Some(family) = family {
+            provider.credential_family(family);
+        }
+    })
 }
 
 /// A client built from `builder`.

@@ -24,10 +24,12 @@ use crate::credential::{
 use crate::http::exchange::{Failure, until_cancelled};
 use crate::status::{Error, Status};
 
-/// A lookup to run: the flight's owner and how to look up.
+/// A lookup to run: the flight's owner, how to look up, and the deadline of the read that
+/// started it (the provider is told, so it can bound its own input and output).
 struct Job {
     owner: FlightOwner,
     authority: Authority,
+    deadline: Instant,
 }
 
 /// Where a request for a credential stands after [`CredentialWorkers::begin`].
@@ -82,9 +84,15 @@ impl CredentialWorkers {
     }
 
     /// Where a request for `authority`'s credential stands, without blocking: cached, or
-    /// waiting for a flight (joined, or started now on a worker). `may_join` is false for a
-    /// callback request that already waited for another path's call.
-    pub(crate) fn begin(&self, authority: &Authority, may_join: bool) -> Pending {
+    /// waiting for a flight (joined, or started now on a worker, for a read that must end by
+    /// `deadline`). `may_join` is false for a callback request that already waited for
+    /// another path's call.
+    pub(crate) fn begin(
+        &self,
+        authority: &Authority,
+        may_join: bool,
+        deadline: Instant,
+    ) -> Pending {
         match authority.begin(&self.cache, may_join) {
             Step::Ready(credential) => Pending::Ready(credential),
             Step::Join(flight) => Pending::Wait {
@@ -100,6 +108,7 @@ impl CredentialWorkers {
                 let job = Job {
                     owner,
                     authority: authority.clone(),
+                    deadline,
                 };
                 // If the workers have stopped, the returned job drops its owner, which lands
                 // the flight as a failure.
@@ -146,7 +155,7 @@ impl CredentialWorkers {
                 }
                 // Another path's call landed: its prefix may now cover this path; if not,
                 // this request calls for itself (it waits for another call at most once).
-                Then::LookAgain => pending = self.begin(authority, false),
+                Then::LookAgain => pending = self.begin(authority, false, deadline),
             }
         }
     }
@@ -163,7 +172,7 @@ impl CredentialWorkers {
         if let Some(stale) = stale {
             authority.invalidate(&self.cache, stale);
         }
-        let pending = self.begin(authority, true);
+        let pending = self.begin(authority, true, deadline);
         self.finish(authority, pending, deadline, cancel).await
     }
 }
@@ -179,10 +188,60 @@ impl Drop for CredentialWorkers {
 }
 
 fn work(receiver: &Receiver<Job>) {
-    while let Ok(Job { owner, authority }) = receiver.recv() {
+    while let Ok(Job {
+        owner,
+        authority,
+        deadline,
+    }) = receiver.recv()
+    {
         // `fly` turns a panicking provider into a failure; anything else that unwinds drops
         // the owner, which lands the flight as a failure too. Either way the worker goes on.
-        let _ =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| owner.fly(authority.call())));
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            owner.fly(authority.call(), Some(deadline))
+        }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use parking_lot::Mutex;
+
+    use super::*;
+    use crate::credential::{CredentialProvider, CredentialScope, CredentialSource, FetchContext};
+
+    /// A provider that records the deadline each lookup is told.
+    #[derive(Debug, Default)]
+    struct Records(Mutex<Vec<Option<Instant>>>);
+    impl CredentialProvider for Records {
+        fn fetch(&self, ctx: &FetchContext) -> Result<Credential, Error> {
+            self.0.lock().push(ctx.deadline());
+            Ok(Credential::new(()))
+        }
+    }
+
+    #[test]
+    fn a_lookup_is_told_the_deadline_of_the_read_that_started_it() {
+        let provider = Arc::new(Records::default());
+        let authority = Authority::Native(CredentialSource {
+            scope: CredentialScope::new("test", Vec::new()),
+            provider: Arc::clone(&provider) as Arc<dyn CredentialProvider>,
+        });
+        let workers = CredentialWorkers::start(1, CredentialCache::new()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(7);
+        let Pending::Wait { flight, then } = workers.begin(&authority, true, deadline) else {
+            panic!("a cold scope is looked up");
+        };
+        assert_eq!(then, Then::Own);
+        assert!(flight.wait_until(None).expect("landed").is_ok());
+        assert_eq!(*provider.0.lock(), vec![Some(deadline)]);
+        // A second request finds it cached: no lookup, whatever its deadline.
+        let later = deadline + Duration::from_secs(1);
+        assert!(matches!(
+            workers.begin(&authority, true, later),
+            Pending::Ready(_)
+        ));
+        assert_eq!(provider.0.lock().len(), 1);
     }
 }

@@ -21,7 +21,6 @@ use crate::batch::BatchShared;
 use crate::http::RemoteStats;
 use crate::http::check::{
     self, Delivered, Expectation, Receipt, Rejection, ResponseHead, Verdict, classify_status,
-    summarize_body,
 };
 use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
@@ -29,6 +28,7 @@ use crate::http::request::{Correction, ErrorResponse, PreparedRequest};
 use crate::http::speed::LowSpeed;
 use crate::http::transport::{self, HttpClient};
 use crate::locator::CanonicalPath;
+use crate::provider::error_body;
 use crate::retry::{FailureClass, RetryAfter};
 use crate::status::{Error, Evidence, Status};
 use crate::versions::VersionPins;
@@ -523,7 +523,7 @@ impl Exchange<'_> {
             .and_then(|v| v.to_str().ok())
             .and_then(RetryAfter::parse)
             .map(|r| r.wait(std::time::SystemTime::now()));
-        let summary = summarize_body(&body, SUMMARY_CHARS);
+        let summary = error_body::summary(&body, SUMMARY_CHARS);
         let message = if summary.is_empty() {
             format!("the server answered {code} ({host})")
         } else {

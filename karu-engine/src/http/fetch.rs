@@ -18,6 +18,16 @@ use crate::locator::Locator;
 use crate::retry::{Decision, FailReason, FailureClass, RetryPolicy, RetryState};
 use crate::status::{Error, Status};
 
+/// Whether `headers` ask for exactly `range`: one `Range` header, equal to its value. What is
+/// sent (and signed) is the header, so that is what must match.
+fn asks_for(headers: &http::HeaderMap, range: RangeSpec) -> bool {
+    let mut values = headers.get_all(http::header::RANGE).iter();
+    match (values.next(), values.next()) {
+        (Some(value), None) => value.as_bytes() == range.header_value().as_bytes(),
+        _ => false,
+    }
+}
+
 /// What a fetch delivered into its destination.
 #[derive(Debug, Clone)]
 pub(crate) struct Fetched {
@@ -118,10 +128,11 @@ impl Fetch<'_> {
                 region_hint: region_hint.as_deref(),
                 attempt,
             })?;
-            if prepared.range != range_now {
+            if !asks_for(&prepared.headers, range_now) {
                 return Err(Error::internal(format!(
-                    "the {} backend prepared a different range than asked",
-                    backend.name()
+                    "the {} backend prepared a request without the Range header {}",
+                    backend.name(),
+                    range_now.header_value()
                 )));
             }
             let expect = Expectation {
@@ -339,5 +350,25 @@ mod tests {
             resumed_total(resumed, 100, &answer(100, false, None)),
             Ok(None)
         );
+    }
+
+    #[test]
+    fn only_the_exact_range_header_is_sent() {
+        use http::HeaderValue;
+        use http::header::RANGE;
+        let range = RangeSpec::Closed { first: 0, last: 9 };
+        let mut headers = http::HeaderMap::new();
+        assert!(!asks_for(&headers, range), "no Range header");
+        headers.insert(RANGE, HeaderValue::from_static("bytes=0-9"));
+        assert!(asks_for(&headers, range));
+        assert!(!asks_for(
+            &headers,
+            RangeSpec::Closed { first: 0, last: 10 }
+        ));
+        assert!(!asks_for(&headers, RangeSpec::Suffix { len: 10 }));
+        headers.append(RANGE, HeaderValue::from_static("bytes=0-9"));
+        assert!(!asks_for(&headers, range), "two Range headers");
+        headers.insert(RANGE, HeaderValue::from_static("bytes=0-9, 20-29"));
+        assert!(!asks_for(&headers, range));
     }
 }

@@ -14,7 +14,7 @@ pub(crate) mod exchange;
 pub(crate) mod failure;
 pub(crate) mod fetch;
 pub(crate) mod landing;
-pub mod request;
+pub(crate) mod request;
 pub(crate) mod speed;
 pub(crate) mod transport;
 
@@ -336,13 +336,13 @@ impl Remote {
                 Err(e) => return transfer.fail(&e),
             };
         let began = Instant::now();
-        match shared.workers.begin(&authority, true) {
+        let deadline = deadline_of(began, &shared.settings_for(&transfer.locator));
+        match shared.workers.begin(&authority, true, deadline) {
             Pending::Ready(credential) => {
                 transfer.auth = Some((authority, credential));
                 self.queues.push_transfer(transfer);
             }
             pending => {
-                let deadline = deadline_of(began, &shared.settings_for(&transfer.locator));
                 let waiting = Waiting {
                     transfer,
                     authority,
@@ -683,9 +683,11 @@ mod tests {
 
     #[test]
     fn a_panicking_transfer_ends_completes_and_leaves_no_load_on_its_loop() {
-        let registry = Registry::new();
-        registry.register("panics", Arc::new(PanicsInPrepare));
-        let locator = registry.resolve("panics://x").unwrap();
+        let mut registry = Registry::builder();
+        registry
+            .provider(Arc::new(PanicsInPrepare))
+            .scheme("panics");
+        let locator = registry.build().unwrap().resolve("panics://x").unwrap();
         let snapshot = Snapshot::defaults();
         let remote = Remote::start(&snapshot, Callbacks::default(), CredentialCache::new())
             .expect("the loops start");

@@ -1,14 +1,17 @@
 //! What a backend builds for each attempt: the `PreparedRequest`, and the hooks around it.
 
 use std::fmt;
+use std::sync::Arc;
 
 use http::header::{ACCEPT_ENCODING, HeaderName, HeaderValue, IF_MATCH, RANGE};
 use http::{HeaderMap, Uri};
-use karu_config::Snapshot;
+use karu_config::{Scoped, Snapshot};
+use serde::de::DeserializeOwned;
 
 use crate::credential::Credential;
 use crate::http::check::RangeSpec;
 use crate::locator::Locator;
+use crate::provider::redact;
 use crate::status::{Error, Status};
 
 /// What the engine tells a backend when it asks for a request: built late, per attempt.
@@ -17,7 +20,8 @@ use crate::status::{Error, Status};
 pub struct PrepareContext<'a> {
     /// The object (without window: the range is absolute).
     pub locator: &'a Locator,
-    /// The range to request. The prepared request must carry exactly this range.
+    /// The range to request: the prepared request's `Range` header must be exactly this
+    /// range ([`PreparedRequest::get`] sets it), or the engine refuses to send it.
     pub range: RangeSpec,
     /// The identity condition to send as `If-Match`, if any.
     pub if_match: Option<&'a str>,
@@ -29,6 +33,17 @@ pub struct PrepareContext<'a> {
     pub region_hint: Option<&'a str>,
     /// The attempt number (1-based), for logging.
     pub attempt: u32,
+}
+
+impl PrepareContext<'_> {
+    /// The backend's configuration section `name` for this object, with the path rules that
+    /// match it applied (see [`section`](crate::provider::section)).
+    pub fn section<T>(&self, name: &str) -> Result<Arc<Scoped<T>>, Error>
+    where
+        T: DeserializeOwned + Send + Sync + 'static,
+    {
+        crate::provider::section(self.snapshot, self.locator, name)
+    }
 }
 
 /// Per-request transport options a backend may set.
@@ -46,8 +61,11 @@ pub struct HttpOptions {
     pub sensitive_headers: Vec<HeaderName>,
 }
 
-/// The one request shape every backend produces: URL, headers, closed byte range, HTTP
-/// options and an optional routing region. The engine sends it; a backend never does.
+/// The one request shape every backend produces: URL, headers (the byte range among them, as
+/// `Range`) and HTTP options. The engine sends it; a backend never does.
+///
+/// The engine checks that the `Range` header is exactly the context's range before sending,
+/// and its `Debug` shows neither header values nor the URL's query or user information.
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct PreparedRequest {
@@ -56,12 +74,8 @@ pub struct PreparedRequest {
     /// Headers, including `Range`, `If-Match`, `Accept-Encoding` (set by
     /// [`PreparedRequest::get`]) and the backend's authentication.
     pub headers: HeaderMap,
-    /// The byte range, which must equal the one the engine asked for.
-    pub range: RangeSpec,
     /// Transport options.
     pub options: HttpOptions,
-    /// The region the request is routed to (and signed for), if any.
-    pub region: Option<String>,
 }
 
 impl PreparedRequest {
@@ -89,9 +103,7 @@ impl PreparedRequest {
         Ok(PreparedRequest {
             url,
             headers,
-            range: ctx.range,
             options: HttpOptions::default(),
-            region: None,
         })
     }
 
@@ -115,24 +127,13 @@ fn header_value(value: &str) -> Result<HeaderValue, Error> {
 
 impl fmt::Debug for PreparedRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Never print query strings or header values: they may carry signatures or tokens.
-        let url = format!(
-            "{}://{}{}{}",
-            self.url.scheme_str().unwrap_or("?"),
-            self.url.authority().map(|a| a.as_str()).unwrap_or("?"),
-            self.url.path(),
-            if self.url.query().is_some() {
-                "?<redacted>"
-            } else {
-                ""
-            }
-        );
+        // Never header values, a query string or user information: they may carry
+        // signatures, tokens or passwords.
         f.debug_struct("PreparedRequest")
-            .field("url", &url)
+            .field("url", &redact::uri(&self.url))
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
-            .field("range", &self.range)
+            .field("range", &self.headers.get(RANGE))
             .field("options", &self.options)
-            .field("region", &self.region)
             .finish()
     }
 }

@@ -1,6 +1,6 @@
 //! The plain HTTP backend.
 
-use karu_engine::{Backend, Error, PrepareContext, PreparedRequest, Resolved, Status};
+use karu_engine::provider::{Backend, Error, PrepareContext, PreparedRequest, Resolved};
 
 use crate::config::HttpProviderConfig;
 use crate::request;
@@ -28,10 +28,7 @@ impl Backend for HttpBackend {
     }
 
     fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
-        let config = ctx
-            .snapshot
-            .section_shared::<HttpProviderConfig>(ctx.locator.canonical().as_str(), crate::SECTION)
-            .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
+        let config = ctx.section::<HttpProviderConfig>(crate::SECTION)?;
         request::prepare(ctx, &config.value)
     }
 }

@@ -7,7 +7,7 @@
 //! | --- | --- |
 //! | `lib.rs` | this overview, [`SCHEMES`], [`SECTION`], [`config_section`], [`register`] |
 //! | `config.rs` | [`HttpProviderConfig`], the `[http_provider]` section |
-//! | `backend.rs` | [`HttpBackend`], the [`Backend`](karu_engine::Backend) implementation |
+//! | `backend.rs` | [`HttpBackend`], the [`Backend`](karu_engine::provider::Backend) implementation |
 //! | `request.rs` | URL normalisation and request building |
 //! | `credential.rs` | the static bearer token and headers from path rules |
 //!
@@ -15,13 +15,17 @@
 //! (followed only where safe: `Authorization` and configured headers never go to another
 //! origin).
 //!
+//! It is built on the provider SDK, [`karu_engine::provider`], only; its mock is the testkit's
+//! `MockServer`, and `karu-testkit`'s conformance suite runs on it (and on a real nginx).
+//!
 //! ```
-//! let registry = karu_engine::Registry::new();
-//! karu_provider_http::register(&registry);
+//! let mut registry = karu_engine::provider::RegistryBuilder::new();
+//! karu_provider_http::register(&mut registry);
+//! let registry = registry.build()?;
 //! let a = registry.resolve("HTTPS://Example.COM:443/data/./x/../a.bin#frag")?;
 //! assert_eq!(a.canonical().as_str(), "https://example.com/data/a.bin");
 //! assert_eq!(a.container(), Some("example.com"));
-//! # Ok::<(), karu_engine::Error>(())
+//! # Ok::<(), karu_engine::provider::Error>(())
 //! ```
 
 mod backend;
@@ -30,6 +34,8 @@ mod credential;
 mod request;
 
 use std::sync::Arc;
+
+use karu_engine::provider::{RegistryBuilder, Section};
 
 pub use backend::HttpBackend;
 pub use config::HttpProviderConfig;
@@ -41,16 +47,18 @@ pub const SCHEMES: [&str; 2] = ["http", "https"];
 /// `[paths."https://host/prefix".http_provider]`).
 pub const SECTION: &str = "http_provider";
 
-/// The `[http_provider]` section, declared to the configuration so that a client checks it
-/// (and its path-rule overrides) when it is built; its headers and token are secrets.
-pub fn config_section() -> karu_config::Section {
-    karu_config::Section::of::<HttpProviderConfig>(SECTION)
+/// The `[http_provider]` section, declared by [`register`] so that a client checks it (and
+/// its path-rule overrides) when it is built; its headers and token are secrets.
+pub fn config_section() -> Section {
+    Section::of::<HttpProviderConfig>(SECTION)
 }
 
-/// Register the plain HTTP provider for `http://` and `https://`.
-pub fn register(registry: &karu_engine::Registry) {
-    let backend = Arc::new(HttpBackend::new());
+/// Register the plain HTTP provider: `http://` and `https://`, the `[http_provider]` section
+/// (its static token and headers need no credential family).
+pub fn register(registry: &mut RegistryBuilder) {
+    let mut provider = registry.provider(Arc::new(HttpBackend::new()));
+    provider.config_section(config_section());
     for scheme in SCHEMES {
-        registry.register(scheme, backend.clone());
+        provider.scheme(scheme);
     }
 }

@@ -1,6 +1,8 @@
 //! URL normalisation (resolution) and request building (preparation).
 
-use karu_engine::{CanonicalPath, Error, PrepareContext, PreparedRequest, Resolved, Status};
+use karu_engine::provider::{
+    CanonicalPath, Error, PrepareContext, PreparedRequest, Resolved, Status, redact,
+};
 use url::Url;
 
 use crate::config::HttpProviderConfig;
@@ -13,10 +15,7 @@ pub(crate) fn resolve(address: &str) -> Result<Resolved, Error> {
     let invalid = |why: &str| {
         Error::new(
             Status::InvalidArgument,
-            format!(
-                "invalid HTTP address {}: {why}",
-                karu_engine::redact_address(address)
-            ),
+            format!("invalid HTTP address {}: {why}", redact::address(address)),
         )
     };
     let mut url = Url::parse(address).map_err(|e| invalid(&e.to_string()))?;

@@ -12,8 +12,9 @@
 //! no `config`, `request` or `credential` room.
 //!
 //! ```
-//! let registry = karu_engine::Registry::new();
-//! karu_provider_local::register(&registry);
+//! let mut registry = karu_engine::provider::RegistryBuilder::new();
+//! karu_provider_local::register(&mut registry);
+//! let registry = registry.build()?;
 //! let a = registry.resolve("/data/.//tensors.bin")?;
 //! let b = registry.resolve("file:///data/tensors.bin")?;
 //! assert_eq!(a.canonical(), b.canonical());
@@ -21,19 +22,24 @@
 //! // `x` may be a symbolic link: `..` is the filesystem's to resolve, at open.
 //! let c = registry.resolve("/data/x/../tensors.bin")?;
 //! assert_eq!(c.canonical().as_str(), "/data/x/../tensors.bin");
-//! # Ok::<(), karu_engine::Error>(())
+//! # Ok::<(), karu_engine::provider::Error>(())
 //! ```
 
 mod backend;
 
 use std::sync::Arc;
 
+use karu_engine::provider::RegistryBuilder;
+
 pub use backend::LocalBackend;
 
 /// The URI scheme this provider registers. Plain paths (no scheme) also resolve through it.
 pub const SCHEME: &str = "file";
 
-/// Register the local provider for `file://` URIs and plain paths.
-pub fn register(registry: &karu_engine::Registry) {
-    registry.register(SCHEME, Arc::new(LocalBackend::new()));
+/// Register the local provider for `file://` URIs and plain paths (no credential family, no
+/// configuration section).
+pub fn register(registry: &mut RegistryBuilder) {
+    registry
+        .provider(Arc::new(LocalBackend::new()))
+        .scheme(SCHEME);
 }

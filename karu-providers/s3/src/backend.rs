@@ -1,19 +1,17 @@
 //! The S3 backend.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::HeaderValue;
-use karu_config::Snapshot;
-use karu_engine::{
+use karu_engine::provider::{
     Backend, Correction, CredentialScope, CredentialSource, Error, ErrorResponse, Locator,
-    PrepareContext, PreparedRequest, Resolved, Status,
+    PerScope, PrepareContext, PreparedRequest, Resolved, Snapshot, Status,
 };
 use parking_lot::Mutex;
 
 use crate::config::{CREDENTIAL_KEYS, Effective, S3Config};
-use crate::credential::{Discovery, Runtime, S3Secret};
+use crate::credential::{Discovery, S3Secret};
 use crate::request;
 use crate::{FAMILY, SECTION};
 
@@ -45,8 +43,7 @@ pub struct S3Backend {
     /// are signed right the first time.
     regions: Mutex<HashMap<RegionKey, String>>,
     /// One discovery per credential scope, so each chain is built once.
-    discoveries: Mutex<HashMap<CredentialScope, Arc<Discovery>>>,
-    runtime: Arc<Runtime>,
+    discoveries: PerScope<Discovery>,
 }
 
 impl S3Backend {
@@ -55,14 +52,12 @@ impl S3Backend {
         Self::default()
     }
 
-    fn effective(&self, canonical: &str, snapshot: &Snapshot) -> Result<Effective, Error> {
-        let config = snapshot
-            .section_shared::<S3Config>(canonical, SECTION)
-            .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
+    fn effective(&self, locator: &Locator, snapshot: &Snapshot) -> Result<Effective, Error> {
+        let config = karu_engine::provider::section::<S3Config>(snapshot, locator, SECTION)?;
         Effective::resolve(&config.value, snapshot).map_err(|why| {
             Error::new(
                 Status::InvalidArgument,
-                format!("S3 configuration for {canonical}: {why}"),
+                format!("S3 configuration for {}: {why}", locator.canonical()),
             )
         })
     }
@@ -83,32 +78,26 @@ impl Backend for S3Backend {
         locator: &Locator,
         snapshot: &Snapshot,
     ) -> Result<Option<CredentialSource>, Error> {
-        let canonical = locator.canonical().as_str();
-        let options = self.effective(canonical, snapshot)?;
+        let options = self.effective(locator, snapshot)?;
         if options.anonymous {
             return Ok(None);
         }
         let origins = snapshot
-            .key_origins(canonical, SECTION, &CREDENTIAL_KEYS)
+            .key_origins(locator.canonical().as_str(), SECTION, &CREDENTIAL_KEYS)
             .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
         let scope = CredentialScope::new(FAMILY, origins.to_vec());
-        let provider = {
-            let mut discoveries = self.discoveries.lock();
-            Arc::clone(discoveries.entry(scope.clone()).or_insert_with(|| {
-                let env = snapshot
-                    .env_vars()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect();
-                Arc::new(Discovery::new(options, env, Arc::clone(&self.runtime)))
-            }))
-        };
-        Ok(Some(CredentialSource { scope, provider }))
+        Ok(Some(self.discoveries.source(scope, || {
+            let env = snapshot
+                .env_vars()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Discovery::new(options, env)
+        })))
     }
 
     fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
         let locator = ctx.locator;
-        let canonical = locator.canonical().as_str();
-        let options = self.effective(canonical, ctx.snapshot)?;
+        let options = self.effective(locator, ctx.snapshot)?;
         let bucket = locator.container().unwrap_or_default();
         let secret = ctx.credential.and_then(|c| c.get::<S3Secret>());
         // A correction for this read, else what this service said of the bucket before, else
@@ -161,7 +150,6 @@ impl Backend for S3Backend {
             )
             .map_err(Error::from)?;
         }
-        prepared.region = Some(region);
         Ok(prepared)
     }
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use karu_config::{InvalidKey, SectionConfig, Snapshot};
+use karu_engine::provider::{InvalidKey, SectionConfig, Snapshot};
 use serde::Deserialize;
 
 /// How bucket and key map to a URL.
@@ -238,7 +238,7 @@ impl Effective {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use karu_config::ConfigBuilder;
+    use karu_engine::provider::ConfigBuilder;
 
     fn snapshot(env: &[(&str, &str)], sets: &[(&str, &str)]) -> Snapshot {
         let mut b = ConfigBuilder::new()

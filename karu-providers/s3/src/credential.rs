@@ -7,12 +7,14 @@
 //! container credentials, instance metadata.
 //!
 //! Lookups run on Karu's credential workers (they may block); aws-config's asynchronous
-//! providers run on one small runtime owned by the backend.
+//! providers run through the SDK's [`bridge`], bounded by the read's deadline. One
+//! [`Discovery`] serves each credential scope ([`PerScope`](karu_engine::provider::PerScope)
+//! in the backend), so aws-config's default chain is built once per scope.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use aws_config::BehaviorVersion;
 use aws_config::credential_process::CredentialProcessProvider;
@@ -20,7 +22,7 @@ use aws_credential_types::Credentials;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_types::os_shim_internal::Env;
 use aws_types::region::Region;
-use karu_engine::{Credential, CredentialProvider, Error, Status};
+use karu_engine::provider::{Credential, CredentialProvider, Error, FetchContext, Status, bridge};
 use parking_lot::Mutex;
 
 use crate::config::Effective;
@@ -43,7 +45,7 @@ impl fmt::Debug for S3Secret {
 }
 
 /// A [`Credential`] for S3 requests from key material the application already holds, for a
-/// [`CredentialCallback`](karu_engine::CredentialCallback) registered for the
+/// [`CredentialCallback`](karu_engine::provider::CredentialCallback) registered for the
 /// [`FAMILY`](crate::FAMILY) `"aws"` (a vendor SDK, a secret manager). Requests are signed
 /// with it exactly as with discovered credentials; `session_token` is sent as
 /// `x-amz-security-token`, and `expires` is when Karu stops reusing it (it refreshes in the
@@ -51,7 +53,7 @@ impl fmt::Debug for S3Secret {
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
-/// use karu_engine::CallbackCredential;
+/// use karu_engine::provider::CallbackCredential;
 ///
 /// let expires = SystemTime::now() + Duration::from_secs(3600);
 /// let credential = karu_provider_s3::credential(
@@ -86,87 +88,33 @@ pub fn credential(
     .with_expiry(expires)
 }
 
-/// The runtime aws-config's providers run on, created on the first lookup.
-#[derive(Default)]
-pub(crate) struct Runtime(OnceLock<Result<tokio::runtime::Runtime, String>>);
-
-impl Runtime {
-    fn get(&self) -> Result<&tokio::runtime::Runtime, Error> {
-        self.0
-            .get_or_init(|| {
-                tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .thread_name("karu-aws-credentials")
-                    .enable_all()
-                    .build()
-                    .map_err(|e| e.to_string())
-            })
-            .as_ref()
-            .map_err(|e| {
-                Error::new(
-                    Status::Io,
-                    format!("cannot start the credential runtime: {e}"),
-                )
-            })
-    }
-}
-
-impl fmt::Debug for Runtime {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Runtime").finish_non_exhaustive()
-    }
-}
-
-/// The longest a lookup may take (metadata services and STS answer in far less).
-const LOOKUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// What the bridge calls an aws-config lookup in errors.
+const LOOKUP: &str = "the AWS credential lookup";
 
 /// Discovers credentials for one scope. Reused for every lookup of that scope, so the chain
 /// is built once.
 pub(crate) struct Discovery {
     options: Effective,
     env: HashMap<String, String>,
-    runtime: Arc<Runtime>,
     chain: Mutex<Option<(SharedCredentialsProvider, Option<String>)>>,
 }
 
 impl Discovery {
-    pub(crate) fn new(
-        options: Effective,
-        env: HashMap<String, String>,
-        runtime: Arc<Runtime>,
-    ) -> Self {
+    pub(crate) fn new(options: Effective, env: HashMap<String, String>) -> Self {
         Discovery {
             options,
             env,
-            runtime,
             chain: Mutex::new(None),
         }
     }
 
     fn provide(
         &self,
+        ctx: &FetchContext,
         provider: &SharedCredentialsProvider,
         region: Option<String>,
     ) -> Result<Credential, Error> {
-        let runtime = self.runtime.get()?;
-        let result = runtime.block_on(async {
-            tokio::time::timeout(LOOKUP_TIMEOUT, provider.provide_credentials()).await
-        });
-        let credentials = match result {
-            Ok(Ok(credentials)) => credentials,
-            Ok(Err(e)) => {
-                return Err(Error::new(
-                    Status::Credentials,
-                    format!("no AWS credentials found: {}", describe(&e)),
-                ));
-            }
-            Err(_) => {
-                return Err(Error::new(
-                    Status::Credentials,
-                    format!("AWS credential lookup took longer than {LOOKUP_TIMEOUT:?}"),
-                ));
-            }
-        };
+        let credentials = bridge::block_on(ctx, LOOKUP, provider.provide_credentials())?;
         let expires = credentials.expiry();
         Ok(Credential::new(S3Secret {
             credentials,
@@ -176,12 +124,14 @@ impl Discovery {
     }
 
     /// aws-config's default chain on the captured environment, built once.
-    fn chain(&self) -> Result<(SharedCredentialsProvider, Option<String>), Error> {
+    fn chain(
+        &self,
+        ctx: &FetchContext,
+    ) -> Result<(SharedCredentialsProvider, Option<String>), Error> {
         let mut chain = self.chain.lock();
         if let Some(built) = chain.as_ref() {
             return Ok(built.clone());
         }
-        let runtime = self.runtime.get()?;
         let mut loader =
             aws_config::defaults(BehaviorVersion::latest()).env(Env::from(self.env.clone()));
         if let Some(profile) = &self.options.profile {
@@ -190,13 +140,8 @@ impl Discovery {
         if let Some(region) = &self.options.region {
             loader = loader.region(Region::new(region.clone()));
         }
-        let config =
-            runtime.block_on(async { tokio::time::timeout(LOOKUP_TIMEOUT, loader.load()).await });
-        let config = config.map_err(|_| {
-            Error::new(
-                Status::Credentials,
-                format!("loading the AWS configuration took longer than {LOOKUP_TIMEOUT:?}"),
-            )
+        let config = bridge::block_on(ctx, "loading the AWS configuration", async {
+            Ok::<_, Infallible>(loader.load().await)
         })?;
         let provider = config.credentials_provider().ok_or_else(|| {
             Error::new(
@@ -211,7 +156,7 @@ impl Discovery {
 }
 
 impl CredentialProvider for Discovery {
-    fn fetch(&self) -> Result<Credential, Error> {
+    fn fetch(&self, ctx: &FetchContext) -> Result<Credential, Error> {
         if let Some((id, secret, token)) = &self.options.explicit_keys {
             let credentials = Credentials::new(id, secret, token.clone(), None, "karu-config");
             return Ok(Credential::new(S3Secret {
@@ -222,7 +167,7 @@ impl CredentialProvider for Discovery {
         if let Some(command) = &self.options.credential_process {
             let provider =
                 SharedCredentialsProvider::new(CredentialProcessProvider::new(command.clone()));
-            return self.provide(&provider, None);
+            return self.provide(ctx, &provider, None);
         }
         if !self.options.discovery {
             return Err(Error::new(
@@ -231,8 +176,8 @@ impl CredentialProvider for Discovery {
                  s3.discovery, or set s3.anonymous for public buckets",
             ));
         }
-        let (provider, region) = self.chain()?;
-        self.provide(&provider, region)
+        let (provider, region) = self.chain(ctx)?;
+        self.provide(ctx, &provider, region)
     }
 }
 
@@ -243,19 +188,4 @@ impl fmt::Debug for Discovery {
             .field("env_vars", &self.env.len())
             .finish_non_exhaustive()
     }
-}
-
-/// A credential error's message with its sources, which aws-config keeps free of secrets.
-fn describe(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        let s = e.to_string();
-        if !text.contains(&s) {
-            text.push_str(": ");
-            text.push_str(&s);
-        }
-        source = e.source();
-    }
-    karu_engine::http::check::redact(&karu_engine::http::check::collapse(&text))
 }

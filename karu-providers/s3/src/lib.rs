@@ -5,11 +5,14 @@
 //!
 //! | file | what it holds |
 //! | --- | --- |
-//! | `lib.rs` | this overview, [`SCHEME`], [`PATTERNS`], [`SECTION`], [`config_section`], [`register`] |
+//! | `lib.rs` | this overview, [`SCHEME`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`config_section`], [`register`] |
 //! | `config.rs` | [`S3Config`], the `[s3]` section and the `AWS_*` names it honours |
-//! | `backend.rs` | [`S3Backend`], the [`Backend`](karu_engine::Backend) implementation |
+//! | `backend.rs` | [`S3Backend`], the [`Backend`](karu_engine::provider::Backend) implementation |
 //! | `request.rs` | address parsing, URL building, SigV4 signing, error answers |
-//! | `credential.rs` | credential discovery and the credential scope |
+//! | `credential.rs` | credential discovery (aws-config through the SDK's bridge) |
+//!
+//! It is built on the provider SDK, [`karu_engine::provider`], only; its mock is the testkit's
+//! `S3Mock` (SigV4 checked on every request), and `karu-testkit`'s conformance suite runs on it.
 //!
 //! Requests are signed late, for every attempt, with the `aws-sigv4` crate: method, path,
 //! query, headers (the `Range` included), payload hash, time, service and region. A signed
@@ -27,8 +30,9 @@
 //! metadata. `anonymous = true` sends unsigned requests.
 //!
 //! ```
-//! let registry = karu_engine::Registry::new();
-//! karu_provider_s3::register(&registry);
+//! let mut registry = karu_engine::provider::RegistryBuilder::new();
+//! karu_provider_s3::register(&mut registry);
+//! let registry = registry.build()?;
 //! let a = registry.resolve("s3://bucket/path/to/object.bin")?;
 //! let b = registry.resolve("https://bucket.s3.eu-west-1.amazonaws.com/path/to/object.bin")?;
 //! let c = registry.resolve("https://s3.eu-west-1.amazonaws.com/bucket/path/to/object.bin")?;
@@ -36,7 +40,7 @@
 //! assert_eq!(b.canonical(), c.canonical());
 //! assert_eq!(a.container(), Some("bucket"));
 //! assert_eq!(a.key(), "path/to/object.bin");
-//! # Ok::<(), karu_engine::Error>(())
+//! # Ok::<(), karu_engine::provider::Error>(())
 //! ```
 
 mod backend;
@@ -45,6 +49,8 @@ mod credential;
 mod request;
 
 use std::sync::Arc;
+
+use karu_engine::provider::{RegistryBuilder, Section};
 
 pub use backend::S3Backend;
 pub use config::{Addressing, S3Config};
@@ -62,18 +68,22 @@ pub const SECTION: &str = "s3";
 
 /// The `[s3]` section, declared to the configuration so that a client checks it (and its
 /// path-rule overrides) when it is built; its secret keys are redacted.
-pub fn config_section() -> karu_config::Section {
-    karu_config::Section::of::<S3Config>(SECTION)
+pub fn config_section() -> Section {
+    Section::of::<S3Config>(SECTION)
 }
 
 /// The credential family of this provider (for application callbacks).
 pub const FAMILY: &str = "aws";
 
-/// Register the S3 provider for `s3://` and AWS S3 URLs.
-pub fn register(registry: &karu_engine::Registry) {
-    let backend = Arc::new(S3Backend::new());
-    registry.register(SCHEME, backend.clone());
+/// Register the S3 provider: `s3://` and AWS S3 URLs, the `aws` credential family, the `[s3]`
+/// section.
+pub fn register(registry: &mut RegistryBuilder) {
+    let mut provider = registry.provider(Arc::new(S3Backend::new()));
+    provider
+        .scheme(SCHEME)
+        .credential_family(FAMILY)
+        .config_section(config_section());
     for pattern in PATTERNS {
-        registry.register(pattern, backend.clone());
+        provider.prefix(pattern);
     }
 }

@@ -12,8 +12,8 @@ use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use http::HeaderMap;
 use http::header::{HeaderName, HeaderValue};
-use karu_engine::http::check::xml_element;
-use karu_engine::{CanonicalPath, Correction, Error, Resolved, Status};
+use karu_engine::provider::error_body::xml_element;
+use karu_engine::provider::{CanonicalPath, Correction, Error, Resolved, Status, redact};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
 use crate::config::Addressing;
@@ -69,7 +69,7 @@ impl Address {
 /// style; the path percent-decoded).
 pub(crate) fn parse(address: &str) -> Result<Address, S3Error> {
     let invalid = |why| S3Error::InvalidAddress {
-        address: karu_engine::redact_address(address),
+        address: redact::address(address),
         why,
     };
     let s3_scheme = address

@@ -16,11 +16,12 @@
 //! Never a wrong byte with an OK status: every rule refuses rather than guesses. The rooms:
 //! [`range`](RangeSpec) (ranges and `Content-Range`), the verdict (the rules above),
 //! [conditions](if_match_satisfied) (ETags and `If-Match`), [status classes](classify_status)
-//! and [error bodies](summarize_body).
+//! and the [size an error body states](actual_object_size). Summaries of error bodies and
+//! redaction are the provider SDK's ([`error_body`](crate::provider::error_body),
+//! [`redact`](crate::provider::redact)).
 
 mod body;
 mod condition;
-mod html;
 mod range;
 mod status;
 mod verdict;
@@ -28,7 +29,7 @@ mod verdict;
 #[cfg(test)]
 mod property;
 
-pub use body::{actual_object_size, collapse, redact, summarize_body, xml_element};
+pub use body::actual_object_size;
 pub use condition::{if_match_satisfied, is_single_strong, strong_etag};
 pub use range::{ContentRange, RangeSpec, parse_content_range};
 pub use status::{StatusClass, classify_status};

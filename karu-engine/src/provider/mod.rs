@@ -1,0 +1,83 @@
+//! The provider SDK: everything a provider crate needs, and the helpers every cloud provider
+//! shares. A provider crate depends on `karu-engine` and imports from this module only (not
+//! from the rest of the engine, not from `karu-config`, never from the `karu` facade).
+//!
+//! A provider is a [`Backend`]: it [resolves](Backend::resolve) addresses into
+//! [`Resolved`] objects (no network, no credentials) and, for remote objects,
+//! [prepares](Backend::prepare) the request of each attempt from a [`PrepareContext`] (the
+//! object, the [`RangeSpec`], the configuration [`Snapshot`], the [`Credential`]) into a
+//! [`PreparedRequest`], which the engine sends, checks, retries and resumes. Optional hooks:
+//! [`credential_source`](Backend::credential_source) (a [`CredentialScope`] and the
+//! [`CredentialProvider`] that looks credentials up on a credential worker),
+//! [`capabilities`](Backend::capabilities) ([`Capabilities`]),
+//! [`correction`](Backend::correction) (an [`ErrorResponse`] asking for a [`Correction`]) and
+//! [`transformed`](Backend::transformed).
+//!
+//! A provider crate exports one `register` function that declares the provider to a
+//! [`RegistryBuilder`]: its backend, the schemes and prefixes it serves, its credential family
+//! and its configuration section. An application adds it in one line,
+//! `karu::Client::builder().provider(my_provider::register)`; Karu's own providers are
+//! registered the same way, by cargo feature.
+//!
+//! The shared helpers:
+//!
+//! - [`bridge`]: run an asynchronous credential SDK (aws-config, gcp_auth, azure_identity) from
+//!   a credential lookup, on one shared small runtime, bounded by the read's deadline, its
+//!   errors formatted without secrets;
+//! - [`PerScope`]: one credential provider per credential scope (an SDK chain built once per
+//!   scope);
+//! - [`redact`]: what of an address, URL, text or error chain may be shown;
+//! - [`error_body`]: the code and message of XML and JSON error answers, and summaries.
+//!
+//! `karu-providers/README.md` is the guide to writing a provider crate; the toy provider in
+//! `karu-providers/example` is a complete one in under 150 lines.
+
+pub mod bridge;
+pub mod error_body;
+mod html;
+pub mod redact;
+mod scopes;
+
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+
+pub use crate::backend::{Backend, Registration, Registry, RegistryBuilder, scheme_of};
+pub use crate::credential::{
+    CallbackCredential, Credential, CredentialCallback, CredentialProvider, CredentialScope,
+    CredentialSource, FetchContext,
+};
+pub use crate::http::check::RangeSpec;
+pub use crate::http::request::{
+    Capabilities, Correction, ErrorResponse, HttpOptions, PrepareContext, PreparedRequest,
+};
+pub use crate::locator::{CanonicalPath, Locator, Resolved, Target, Window};
+pub use crate::status::{Error, Status};
+pub use karu_config::{
+    ConfigBuilder, ConfigError, InvalidKey, Origin, Scoped, Section, SectionConfig, Snapshot,
+};
+pub use scopes::PerScope;
+
+/// The `http` crate of [`PreparedRequest`]'s URL and headers, so a provider names the same
+/// version the engine sends.
+pub use ::http;
+
+/// A provider's configuration section `name` (`[name]`, `KARU_NAME__KEY`, and the path rules'
+/// `[paths."prefix".name]`) for the object `locator` names, deserialized into the provider's
+/// serde type `T` (which should be `#[serde(default)]`), with the origins of its values.
+/// Cached: every object under the same path rules shares one value.
+///
+/// A value that does not deserialize is an [`Status::InvalidArgument`] error naming the layer
+/// and the key.
+pub fn section<T>(
+    snapshot: &Snapshot,
+    locator: &Locator,
+    name: &str,
+) -> Result<Arc<Scoped<T>>, Error>
+where
+    T: DeserializeOwned + Send + Sync + 'static,
+{
+    snapshot
+        .section_shared::<T>(locator.canonical().as_str(), name)
+        .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))
+}
