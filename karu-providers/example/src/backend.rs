@@ -1,0 +1,45 @@
+//! The toy backend.
+
+use karu_engine::provider::{
+    Backend, CredentialScope, CredentialSource, Error, Locator, PerScope, PrepareContext,
+    PreparedRequest, Resolved, Snapshot, Status, section,
+};
+
+use crate::config::{CREDENTIAL_KEYS, ToyConfig};
+use crate::credential::{Token, Tokens};
+use crate::{FAMILY, SECTION, request};
+
+/// Serves `toy://host:port/key`.
+#[derive(Debug, Default)]
+pub struct ToyBackend {
+    /// One token provider per credential scope.
+    tokens: PerScope<Tokens>,
+}
+
+impl Backend for ToyBackend {
+    fn name(&self) -> &str {
+        "toy"
+    }
+
+    fn resolve(&self, address: &str) -> Result<Resolved, Error> {
+        request::resolve(address)
+    }
+
+    fn credential_source(
+        &self,
+        locator: &Locator,
+        snapshot: &Snapshot,
+    ) -> Result<Option<CredentialSource>, Error> {
+        let config = section::<ToyConfig>(snapshot, locator, SECTION)?;
+        let origins = snapshot
+            .key_origins(locator.canonical().as_str(), SECTION, &CREDENTIAL_KEYS)
+            .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
+        let scope = CredentialScope::new(FAMILY, origins.to_vec());
+        let token = config.value.token.clone().map(Token);
+        Ok(Some(self.tokens.source(scope, || Tokens { token })))
+    }
+
+    fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
+        request::prepare(ctx)
+    }
+}

@@ -1,0 +1,47 @@
+//! A toy provider, the example of `karu-providers/README.md`: `toy://host:port/key` read over
+//! plain HTTP from `http://host:port/key`, authenticated with a bearer token from its own
+//! `[toy]` configuration section, or from an application's credential callback for the `toy`
+//! family. It uses only the provider SDK, [`karu_engine::provider`].
+//!
+//! ```
+//! let client = karu::Client::builder()
+//!     .user_config_file(None)
+//!     .project_config_file(None)
+//!     .provider(karu_provider_example::register)
+//!     .set("toy.token", "t0ken")
+//!     .build()?;
+//! let object = client.locate("toy://127.0.0.1:8080/data/a.bin")?;
+//! assert_eq!(object.canonical().as_str(), "toy://127.0.0.1:8080/data/a.bin");
+//! # Ok::<(), karu::Error>(())
+//! ```
+
+mod backend;
+mod config;
+mod credential;
+mod request;
+
+use std::sync::Arc;
+
+use karu_engine::provider::RegistryBuilder;
+
+pub use backend::ToyBackend;
+pub use config::ToyConfig;
+pub use credential::credential;
+
+/// The URI scheme of toy objects.
+pub const SCHEME: &str = "toy";
+
+/// The configuration section (`[toy]`, `[paths."toy://host/prefix".toy]`).
+pub const SECTION: &str = "toy";
+
+/// The credential family (for application callbacks).
+pub const FAMILY: &str = "toy";
+
+/// Register the toy provider: its scheme, credential family and configuration section.
+pub fn register(registry: &mut RegistryBuilder) {
+    registry
+        .provider(Arc::new(ToyBackend::default()))
+        .scheme(SCHEME)
+        .credential_family(FAMILY)
+        .config_section(SECTION);
+}
