@@ -7,8 +7,12 @@
 #[path = "support/s3.rs"]
 mod s3_support;
 
+use std::time::{Duration, Instant};
+
 use karu::Status;
-use karu_testkit::{CredentialCalls, CredentialFakes, MockCredentials, S3Mock};
+use karu_testkit::{
+    CredentialCalls, CredentialFakes, Fault, FaultRule, MockCredentials, S3Mock, pattern,
+};
 use s3_support::{
     AwsEnv, BUCKET, assert_failed, assert_no_rejections, assert_ok, build, counting_process,
     describe, discovering, explicit, key_ids, locate, read_all, runs,
@@ -251,6 +255,45 @@ fn container_credentials_come_from_the_full_uri_with_the_authorization_token() {
         Some(fakes.container_token().as_str())
     );
     assert_eq!(client.credential_stats().lookups, 1);
+}
+
+#[test]
+fn a_hung_lookup_ends_at_the_reads_deadline_and_the_next_read_looks_up_again() {
+    let s3 = mock();
+    let (fakes, issued) = fakes_for(&s3);
+    let env = container_env(&fakes);
+    // The container endpoint never answers its first request (aws-config itself would wait
+    // for it for seconds); later requests are answered.
+    let uri = fakes.container_full_uri();
+    let path = &uri[uri.find("://").map(|i| i + 3).unwrap_or(0)..];
+    let path = &path[path.find('/').unwrap_or(0)..];
+    fakes
+        .server()
+        .add_fault(FaultRule::new(Fault::NeverAnswer).path(path).times(1));
+    let client = build(discovering(&s3, &env).set("retry.deadline", "1s"));
+    let object = locate(&client, BUCKET, "a.bin");
+    let first = client.read(&object, 0, 10).unwrap_err();
+    assert_eq!(first.status(), Status::TimedOut, "{first}");
+    // The lookup was bounded by that read's deadline: it ends (as a failure), the credential
+    // worker is free and the scope is cold again, so the next read asks the endpoint again.
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while client.credential_stats().failures < 1 {
+        assert!(Instant::now() < give_up, "the hung lookup never ended");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(client.read(&object, 100, 10).unwrap(), pattern(100, 10));
+    // Two requests reached the endpoint: the hung one, and the one that answered.
+    let asked: Vec<_> = fakes
+        .server()
+        .requests()
+        .into_iter()
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(asked, [path, path]);
+    assert_eq!(fakes.calls().container, 1, "one answered");
+    assert_signed_by(&key_ids(&s3.server().requests()), &issued.access_key_id);
+    let stats = client.credential_stats();
+    assert_eq!((stats.lookups, stats.failures), (2, 1));
 }
 
 fn imds_env(fakes: &CredentialFakes) -> AwsEnv {

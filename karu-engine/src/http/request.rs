@@ -188,3 +188,67 @@ impl Capabilities {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::locator::{CanonicalPath, Resolved};
+    use crate::testing::FileBackend;
+
+    fn context<'a>(locator: &'a Locator, snapshot: &'a Snapshot) -> PrepareContext<'a> {
+        PrepareContext {
+            locator,
+            range: RangeSpec::Closed { first: 5, last: 9 },
+            if_match: Some("\"v1\""),
+            snapshot,
+            credential: None,
+            region_hint: None,
+            attempt: 1,
+        }
+    }
+
+    #[test]
+    fn get_sets_the_range_the_condition_and_identity() {
+        let locator = Locator::new(
+            Arc::new(FileBackend),
+            Resolved::remote(CanonicalPath::new("x://h/o"), None, "o".into()),
+        );
+        let snapshot = Snapshot::defaults();
+        let request = PreparedRequest::get("https://h/o", &context(&locator, &snapshot)).unwrap();
+        assert_eq!(request.headers.get(RANGE).unwrap(), "bytes=5-9");
+        assert_eq!(request.headers.get(IF_MATCH).unwrap(), "\"v1\"");
+        assert_eq!(request.headers.get(ACCEPT_ENCODING).unwrap(), "identity");
+        assert_eq!(request.options, HttpOptions::default());
+        for bad in ["ftp://h/o", "/relative", "https://"] {
+            let error = PreparedRequest::get(bad, &context(&locator, &snapshot)).unwrap_err();
+            assert_eq!(error.status(), Status::InvalidArgument, "{bad}");
+        }
+    }
+
+    #[test]
+    fn debug_shows_no_secret() {
+        let locator = Locator::new(
+            Arc::new(FileBackend),
+            Resolved::remote(CanonicalPath::new("x://h/o"), None, "o".into()),
+        );
+        let snapshot = Snapshot::defaults();
+        let ctx = context(&locator, &snapshot);
+        let mut request =
+            PreparedRequest::get("https://user:PASSWORD@h:8443/o?sig=SIGNATURE", &ctx).unwrap();
+        request
+            .headers
+            .insert("authorization", HeaderValue::from_static("Bearer TOKEN"));
+        let shown = format!("{request:?}");
+        for secret in ["PASSWORD", "SIGNATURE", "TOKEN", "user"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(
+            shown.contains("https://<redacted>@h:8443/o?<redacted>"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("authorization") && shown.contains("bytes=5-9"),
+            "{shown}"
+        );
+    }
+}
