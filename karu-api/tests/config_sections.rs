@@ -142,7 +142,11 @@ impl Backend for VendorBackend {
     }
 
     fn resolve(&self, address: &str) -> Result<Resolved, Error> {
-        Ok(Resolved::remote(CanonicalPath::new(address), None, address.into()))
+        Ok(Resolved::remote(
+            CanonicalPath::new(address),
+            None,
+            address.into(),
+        ))
     }
 }
 

@@ -14,7 +14,7 @@ use karu::{CanonicalPath, Read, Status};
 use karu_engine::provider::http::HeaderValue;
 use karu_engine::provider::{
     Backend, CanonicalPath as Canonical, Error, PrepareContext, PreparedRequest, RegistryBuilder,
-    Resolved,
+    Resolved, Section, SectionConfig,
 };
 use karu_testkit::{MockServer, pattern};
 
@@ -45,13 +45,23 @@ impl Backend for Plain {
     }
 }
 
+/// The `[plain]` section.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct PlainConfig {
+    #[allow(dead_code)]
+    header: Option<String>,
+}
+
+impl SectionConfig for PlainConfig {}
+
 /// The `register` function of a provider crate.
 fn register(registry: &mut RegistryBuilder) {
     registry
         .provider(Arc::new(Plain::default()))
         .scheme("plain")
         .credential_family("plainauth")
-        .config_section("plain");
+        .config_section(Section::of::<PlainConfig>("plain"));
 }
 
 #[test]
@@ -62,7 +72,20 @@ fn one_line_adds_a_provider_with_its_family_and_section() {
     let registry = client.registry();
     assert!(registry.patterns().contains(&"plain".to_string()));
     assert!(registry.credential_families().contains(&"plainauth"));
-    assert!(registry.config_sections().contains(&"plain"));
+    let sections: Vec<_> = registry
+        .config_sections()
+        .iter()
+        .map(Section::name)
+        .collect();
+    assert!(sections.contains(&"plain"), "{sections:?}");
+    // The section is checked when a client is built.
+    let error = isolated()
+        .provider(register)
+        .set("plain.headr", "x")
+        .build()
+        .unwrap_err();
+    assert_eq!(error.status(), Status::InvalidArgument);
+    assert!(error.message().contains("plain.headr"), "{error}");
     let object = client
         .locate(&server.url("/o").replacen("http://", "plain://", 1))
         .unwrap();

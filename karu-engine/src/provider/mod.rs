@@ -54,7 +54,8 @@ pub use crate::http::request::{
 pub use crate::locator::{CanonicalPath, Locator, Resolved, Target, Window};
 pub use crate::status::{Error, Status};
 pub use karu_config::{
-    ConfigBuilder, ConfigError, InvalidKey, Origin, Scoped, Section, SectionConfig, Snapshot,
+    ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Origin, Scoped, Section,
+    SectionConfig, Snapshot,
 };
 pub use scopes::PerScope;
 

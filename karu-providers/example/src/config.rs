@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use karu_engine::provider::SectionConfig;
 use serde::Deserialize;
 
 /// Options of the toy provider, globally (`[toy]`) or for a prefix
@@ -16,8 +17,14 @@ pub struct ToyConfig {
     pub token: Option<String>,
 }
 
-/// The keys that choose the credential: its scope is keyed on where they were set.
+/// The keys that choose the credential (its scope is keyed on where they were set); secrets.
 pub(crate) const CREDENTIAL_KEYS: [&str; 2] = ["token", "bearer_token"];
+
+impl SectionConfig for ToyConfig {
+    fn secret_keys() -> &'static [&'static str] {
+        &CREDENTIAL_KEYS
+    }
+}
 
 impl fmt::Debug for ToyConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

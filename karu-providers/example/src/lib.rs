@@ -22,7 +22,7 @@ mod request;
 
 use std::sync::Arc;
 
-use karu_engine::provider::RegistryBuilder;
+use karu_engine::provider::{RegistryBuilder, Section};
 
 pub use backend::ToyBackend;
 pub use config::ToyConfig;
@@ -43,5 +43,5 @@ pub fn register(registry: &mut RegistryBuilder) {
         .provider(Arc::new(ToyBackend::default()))
         .scheme(SCHEME)
         .credential_family(FAMILY)
-        .config_section(SECTION);
+        .config_section(Section::of::<ToyConfig>(SECTION));
 }

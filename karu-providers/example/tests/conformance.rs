@@ -219,7 +219,16 @@ fn registration_declares_the_scheme_family_and_section() {
     let registry = client.registry();
     assert!(registry.patterns().contains(&"toy".to_string()));
     assert!(registry.credential_families().contains(&"toy"));
-    assert!(registry.config_sections().contains(&"toy"));
+    assert!(registry.config_sections().iter().any(|s| s.name() == "toy"));
+    // The section is checked when the client is built, and its token is never quoted.
+    let error = isolated().set("toy.tokn", "x").build().unwrap_err();
+    assert_eq!(error.status(), Status::InvalidArgument);
+    assert!(
+        error.message().contains("did you mean \"token\""),
+        "{error}"
+    );
+    let error = isolated().set("toy.token", 42).build().unwrap_err();
+    assert!(!error.message().contains("42"), "{error}");
     let object = client.locate("TOY://Host:1/k/x.bin").unwrap();
     assert_eq!(object.canonical().as_str(), "toy://host:1/k/x.bin");
     assert_eq!(object.container(), Some("host:1"));

@@ -336,7 +336,10 @@ mod tests {
             .section(crate::config_section())
             .build()
             .unwrap_err();
-        assert_eq!(error.kind(), karu_config::ConfigErrorKind::UnknownKey);
+        assert_eq!(
+            error.kind(),
+            karu_engine::provider::ConfigErrorKind::UnknownKey
+        );
         assert!(
             error.to_string().ends_with("did you mean \"region\"?"),
             "{error}"
