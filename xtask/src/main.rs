@@ -6,6 +6,7 @@ mod conformance;
 mod demo;
 mod features;
 mod fuzz;
+mod sdk;
 mod table;
 mod test;
 
@@ -38,8 +39,9 @@ enum Task {
         #[arg(last = true)]
         args: Vec<String>,
     },
-    /// Check that `karu` builds with no provider feature and with each one alone, and that
-    /// only the `s3` feature brings AWS SDK crates.
+    /// Check that `karu` builds with no provider feature and with each one alone, that only
+    /// the `s3` feature brings AWS SDK crates, and that provider crates use only the provider
+    /// SDK (`karu_engine::provider`).
     Features,
     /// Run the provider-agnostic conformance suite: against each provider's mock server (the
     /// fault matrix included), real servers started here (`--real`), or a real endpoint.
