@@ -18,14 +18,17 @@ const MARK: &str = "KARUFUZZSECRET";
 fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
     REGISTRY.get_or_init(|| {
-        let registry = Registry::new();
-        karu_providers::register_all(&registry);
+        let mut registry = Registry::builder();
+        karu_providers::register_all(&mut registry);
         // Relative paths resolve against a fixed base, not the fuzzer's directory.
-        registry.register(
-            karu_provider_local::SCHEME,
-            Arc::new(karu_provider_local::LocalBackend::with_base("/fuzz/base")),
-        );
         registry
+            .provider(Arc::new(karu_provider_local::LocalBackend::with_base(
+                "/fuzz/base",
+            )))
+            .scheme(karu_provider_local::SCHEME);
+        registry
+            .build()
+            .unwrap_or_else(|e| panic!("Karu's providers register: {e}"))
     })
 }
 
