@@ -82,3 +82,47 @@ where
         .section_shared::<T>(locator.canonical().as_str(), name)
         .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))
 }
+
+/// The credential scope of the object `locator` names for a provider of `family` whose section
+/// `section` chooses the credential with `keys` (every alias included): two objects share a
+/// credential only when the same layers and path rules set those keys for both (the
+/// specification's native scope). A backend's
+/// [`credential_source`](Backend::credential_source) starts here.
+///
+/// ```
+/// use karu_engine::provider::{ConfigBuilder, Section, SectionConfig, credential_scope};
+///
+/// #[derive(serde::Deserialize)]
+/// struct Toy {
+///     token: Option<String>,
+/// }
+/// impl SectionConfig for Toy {}
+///
+/// let snapshot = ConfigBuilder::new()
+///     .user_file(None)
+///     .project_file(None)
+///     .section(Section::of::<Toy>("toy"))
+///     .path_set("/data/private", "toy.token", "t")
+///     .build()?;
+/// let registry = karu_engine::testing::registry();
+/// let scope = |path: &str| {
+///     let locator = registry.resolve(path).unwrap();
+///     credential_scope("toy", &snapshot, &locator, "toy", &["token"]).unwrap()
+/// };
+/// assert_eq!(scope("/data/a"), scope("/other/b"));
+/// assert_ne!(scope("/data/a"), scope("/data/private/b"));
+/// assert_eq!(scope("/data/a").family(), "toy");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn credential_scope(
+    family: &str,
+    snapshot: &Snapshot,
+    locator: &Locator,
+    section: &str,
+    keys: &[&str],
+) -> Result<CredentialScope, Error> {
+    let origins = snapshot
+        .key_origins(locator.canonical().as_str(), section, keys)
+        .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
+    Ok(CredentialScope::new(family, origins.to_vec()))
+}

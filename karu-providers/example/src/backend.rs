@@ -1,8 +1,8 @@
 //! The toy backend.
 
 use karu_engine::provider::{
-    Backend, CredentialScope, CredentialSource, Error, Locator, PerScope, PrepareContext,
-    PreparedRequest, Resolved, Snapshot, Status, section,
+    Backend, CredentialSource, Error, Locator, PerScope, PrepareContext, PreparedRequest, Resolved,
+    Snapshot, credential_scope, section,
 };
 
 use crate::config::{CREDENTIAL_KEYS, ToyConfig};
@@ -31,10 +31,7 @@ impl Backend for ToyBackend {
         snapshot: &Snapshot,
     ) -> Result<Option<CredentialSource>, Error> {
         let config = section::<ToyConfig>(snapshot, locator, SECTION)?;
-        let origins = snapshot
-            .key_origins(locator.canonical().as_str(), SECTION, &CREDENTIAL_KEYS)
-            .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
-        let scope = CredentialScope::new(FAMILY, origins.to_vec());
+        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, &CREDENTIAL_KEYS)?;
         let token = config.value.token.clone().map(Token);
         Ok(Some(self.tokens.source(scope, || Tokens { token })))
     }

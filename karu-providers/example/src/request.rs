@@ -10,22 +10,17 @@ use crate::credential::Token;
 /// `toy://host:port/key`: the host and port are the container, the rest is the key.
 pub(crate) fn resolve(address: &str) -> Result<Resolved, Error> {
     let invalid = |why: &str| {
-        let shown = redact::address(address);
-        Error::new(
-            Status::InvalidArgument,
-            format!("invalid toy address {shown}: {why}"),
-        )
+        let message = format!("invalid toy address {}: {why}", redact::address(address));
+        Error::new(Status::InvalidArgument, message)
     };
-    let rest = address
-        .get(..6)
-        .filter(|s| s.eq_ignore_ascii_case("toy://"))
-        .map(|_| &address[6..])
-        .ok_or_else(|| invalid("not a toy:// address"))?;
-    let (host, key) = rest.split_once('/').ok_or_else(|| invalid("no key"))?;
-    if host.is_empty()
-        || key.is_empty()
-        || host.contains(['@', '?', '#'])
-        || key.contains(['?', '#'])
+    let rest = match address.split_at_checked(6) {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("toy://") => rest,
+        _ => return Err(invalid("not a toy:// address")),
+    };
+    let (host, key) = rest.split_once('/').unwrap_or((rest, ""));
+    if [host, key]
+        .iter()
+        .any(|s| s.is_empty() || s.contains(['@', '?', '#']))
     {
         return Err(invalid("expected toy://host:port/key"));
     }
@@ -39,14 +34,10 @@ pub(crate) fn prepare(ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error
     let locator = ctx.locator;
     let host = locator.container().unwrap_or_default();
     let mut request = PreparedRequest::get(&format!("http://{host}/{}", locator.key()), ctx)?;
-    let token = ctx
-        .credential
-        .and_then(|c| c.get::<Token>())
-        .ok_or_else(|| {
-            let what = format!("no toy token for {}", locator.canonical());
-            Error::new(Status::Credentials, what)
-        })?;
-    let mut value = HeaderValue::from_str(&format!("Bearer {}", token.0))
+    let Some(Token(token)) = ctx.credential.and_then(|c| c.get::<Token>()) else {
+        return Err(Error::new(Status::Credentials, "no toy token was obtained"));
+    };
+    let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
         .map_err(|_| Error::new(Status::InvalidArgument, "the toy token cannot be a header"))?;
     value.set_sensitive(true);
     request.headers.insert(AUTHORIZATION, value);

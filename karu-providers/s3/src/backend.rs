@@ -5,8 +5,8 @@ use std::time::SystemTime;
 
 use http::HeaderValue;
 use karu_engine::provider::{
-    Backend, Correction, CredentialScope, CredentialSource, Error, ErrorResponse, Locator,
-    PerScope, PrepareContext, PreparedRequest, Resolved, Snapshot, Status,
+    Backend, Correction, CredentialSource, Error, ErrorResponse, Locator, PerScope, PrepareContext,
+    PreparedRequest, Resolved, Snapshot, Status, credential_scope,
 };
 use parking_lot::Mutex;
 
@@ -82,10 +82,7 @@ impl Backend for S3Backend {
         if options.anonymous {
             return Ok(None);
         }
-        let origins = snapshot
-            .key_origins(locator.canonical().as_str(), SECTION, &CREDENTIAL_KEYS)
-            .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
-        let scope = CredentialScope::new(FAMILY, origins.to_vec());
+        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, &CREDENTIAL_KEYS)?;
         Ok(Some(self.discoveries.source(scope, || {
             let env = snapshot
                 .env_vars()
