@@ -1,6 +1,7 @@
 //! `karu read` for real batches: ranges from a file or stdin (200,000 of them), many objects in
 //! one batch, JSON streamed as reads complete, one file per read, raw output that never runs
-//! ranges together by accident, grouped errors, and HTML error pages summarised.
+//! ranges together by accident, grouped errors, HTML error pages summarised, and a progress bar
+//! only when a person watches a terminal.
 
 mod support;
 
@@ -349,4 +350,78 @@ fn a_progress_bar_only_on_a_terminal() {
         &input,
     );
     assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+}
+
+#[test]
+fn a_progress_bar_and_a_summary_on_a_terminal() {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    use rustix::termios::{Winsize, tcsetwinsize};
+    use std::io::Read;
+
+    // stderr is the far side of a pseudo-terminal: a person is watching.
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("openpt");
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let size = Winsize {
+        ws_row: 24,
+        ws_col: 120,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    tcsetwinsize(&master, size).unwrap();
+    let name = ptsname(&master, Vec::new()).unwrap();
+    let terminal = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(name.to_str().unwrap())
+        .expect("open the terminal side");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "data.bin", 4096);
+    let input: String = (0..1000).map(|i| format!("{i}:4\n")).collect();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_karu"));
+    isolate(&mut command, dir.path())
+        // A terminal that says what it is (without TERM, a terminal counts as dumb: no bar).
+        .env("TERM", "xterm-256color")
+        .args(["--json", "read", &file, "--ranges-from", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(terminal));
+    let mut child = command.spawn().unwrap();
+    // Only the child holds the terminal side now: reading the master ends when it exits.
+    drop(command);
+    let mut master = std::fs::File::from(master);
+    let screen = std::thread::spawn(move || {
+        let mut screen = Vec::new();
+        // Linux answers EIO once every terminal-side descriptor is closed.
+        let _ = master.read_to_end(&mut screen);
+        String::from_utf8_lossy(&screen).into_owned()
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let screen = screen.join().unwrap();
+
+    assert_eq!(output.status.code(), Some(0), "{screen}");
+    let lines = output
+        .stdout
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty());
+    assert_eq!(
+        lines.count(),
+        1001,
+        "one JSON line per read and the summary"
+    );
+    // The bar was drawn (reads done out of the total), then cleared for the summary line.
+    assert!(
+        screen.contains("/1000 reads"),
+        "no progress bar: {screen:?}"
+    );
+    let summary = screen
+        .lines()
+        .map(|line| line.rsplit('\r').next().unwrap_or(line))
+        .find(|line| line.contains("karu: 1000 reads succeeded"));
+    let summary = summary.unwrap_or_else(|| panic!("no summary line: {screen:?}"));
+    assert!(summary.contains("3.9KiB delivered in"), "{summary:?}");
 }
