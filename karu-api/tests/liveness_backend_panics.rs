@@ -1,7 +1,8 @@
 //! A third-party backend that panics in one of its hooks (`prepare`, `correction`,
-//! `transformed`, `credential_source`) fails that read alone with `Internal`: every read
-//! still gets exactly one completion, the batch and its scope can end (nothing stays active),
-//! and the client's event loops go on serving other reads.
+//! `transformed`, `credential_source`, or `resolve` for `locate`) fails that read (or that
+//! address) alone with `Internal`: every read still gets exactly one completion, the batch and
+//! its scope can end (nothing stays active), and the client's event loops go on serving other
+//! reads.
 
 #[path = "support/hooks.rs"]
 mod hooks;
@@ -232,4 +233,21 @@ fn a_panicking_credential_source_fails_its_read_without_unwinding_into_submit() 
     let done = drain(&batch);
     assert_eq!(done[0].status(), Status::Internal, "{:?}", done[0]);
     assert_eq!(server.request_count(), 0);
+}
+
+#[test]
+fn a_backend_that_panics_resolving_fails_that_address_alone_with_internal() {
+    let server = server();
+    let client = client(Hooks {
+        panic_resolving: Some("/bad.bin"),
+        ..Hooks::default()
+    });
+    let error = client
+        .locate(&hooks_url(&server.url("/bad.bin")))
+        .expect_err("a panicking resolve is an error, not an unwind");
+    assert_eq!(error.status(), Status::Internal, "{error}");
+    // The client goes on: other addresses of that backend resolve and read.
+    let good = locate(&client, &server, "/good.bin");
+    assert_eq!(client.read(&good, 0, 16).unwrap(), pattern(0, 16));
+    assert_eq!(paths(&server), ["/good.bin"]);
 }

@@ -1,6 +1,7 @@
 //! The `Backend` trait providers implement, and the registry that maps addresses to backends.
 
 use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use http::HeaderMap;
@@ -379,9 +380,18 @@ impl Registry {
     }
 
     /// Resolve an address to a [`Locator`]. Never touches the network or credentials.
+    ///
+    /// A backend that panics resolving fails this address alone with `Internal`; the panic
+    /// does not reach the caller.
     pub fn resolve(&self, address: &str) -> Result<Locator, Error> {
         let backend = self.backend_for(address)?;
-        let resolved = backend.resolve(address)?;
+        let resolved =
+            catch_unwind(AssertUnwindSafe(|| backend.resolve(address))).unwrap_or_else(|_| {
+                Err(Error::internal(format!(
+                    "the {} backend panicked resolving this address",
+                    backend.name()
+                )))
+            })?;
         Ok(Locator::new(backend, resolved))
     }
 }

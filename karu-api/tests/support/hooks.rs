@@ -39,6 +39,8 @@ pub(crate) struct Hooks {
     pub(crate) panic_in_transformed: bool,
     /// Reads authenticate with this provider.
     pub(crate) provider: Option<Arc<dyn CredentialProvider>>,
+    /// `resolve` panics for addresses that end with this text.
+    pub(crate) panic_resolving: Option<&'static str>,
 }
 
 /// The backend.
@@ -56,6 +58,9 @@ impl Backend for HookBackend {
     }
 
     fn resolve(&self, address: &str) -> Result<Resolved, Error> {
+        if let Some(end) = self.0.panic_resolving {
+            assert!(!address.ends_with(end), "the test backend's resolve panics");
+        }
         let url = address.replacen("hooks://", "http://", 1);
         Ok(Resolved::remote(
             CanonicalPath::new(url),
