@@ -384,6 +384,7 @@ impl Registry {
     /// A backend that panics resolving fails this address alone with `Internal`; the panic
     /// does not reach the caller.
     pub fn resolve(&self, address: &str) -> Result<Locator, Error> {
+        self.refuse_padded_url(address)?;
         let backend = self.backend_for(address)?;
         let resolved =
             catch_unwind(AssertUnwindSafe(|| backend.resolve(address))).unwrap_or_else(|_| {
@@ -393,6 +394,30 @@ impl Registry {
                 )))
             })?;
         Ok(Locator::new(backend, resolved))
+    }
+
+    /// A URL of a registered scheme written after whitespace (` https://u:p@h/x`, pasted) is
+    /// not a URL but, to the operating system, a relative path: reading it as a file would
+    /// fail with a message that repeats its user information. It is refused instead, naming
+    /// the cause; a local path that really starts with whitespace is written `./ name`.
+    fn refuse_padded_url(&self, address: &str) -> Result<(), Error> {
+        let trimmed = address.trim_start();
+        let padded_url = trimmed.len() < address.len()
+            && scheme_of(address).is_none()
+            && trimmed.contains("://")
+            && scheme_of(trimmed)
+                .is_some_and(|scheme| self.routes.iter().any(|r| r.pattern == scheme));
+        if !padded_url {
+            return Ok(());
+        }
+        Err(Error::new(
+            Status::InvalidArgument,
+            format!(
+                "the address \"{}\" starts with whitespace before its scheme: remove it (a local \
+                 path that starts with whitespace is written ./ in front)",
+                crate::provider::redact::address(trimmed)
+            ),
+        ))
     }
 }
 
@@ -542,6 +567,17 @@ mod tests {
         }
         assert_eq!(name("https://b.s3.amazonaws.com:8443/k"), "http");
         assert_eq!(name(" https://b.s3.amazonaws.com/k"), "local", "not a URL");
+        // ... and resolving it is refused without repeating its user information.
+        let err = r
+            .resolve(" \thttps://u:secret@b.s3.amazonaws.com/k")
+            .unwrap_err();
+        assert_eq!(err.status(), Status::InvalidArgument);
+        assert!(!err.message().contains("secret"), "{err}");
+        assert!(err.message().contains("whitespace"), "{err}");
+        // A path of no registered scheme, or one without "://", is still a local path.
+        assert_eq!(r.resolve(" ./x").unwrap().backend().name(), "local");
+        assert_eq!(r.resolve(" gs://b/k").unwrap().backend().name(), "local");
+        assert_eq!(r.resolve(" http:x").unwrap().backend().name(), "local");
         let err = r.backend_for("gs://b/k").unwrap_err();
         assert_eq!(err.status(), Status::Unsupported);
         assert!(err.message().contains("\"gs\""), "{err}");
