@@ -52,12 +52,29 @@ use crate::wording::Wording;
 pub struct ConfigBuilder {
     user_file: FileChoice,
     project_file: FileChoice,
-    files: Vec<PathBuf>,
+    files: Vec<Added>,
     environment: Option<BTreeMap<String, String>>,
     explicit: Vec<ExplicitOption>,
     sections: Vec<Section>,
     prefixes: Prefixes,
     wording: Wording,
+}
+
+/// A document added with [`ConfigBuilder::file`] or [`ConfigBuilder::toml`].
+#[derive(Clone)]
+enum Added {
+    File(PathBuf),
+    Text { name: String, text: String },
+}
+
+impl fmt::Debug for Added {
+    /// A file's path, or a text's name: never the text, which may hold secrets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Added::File(path) => path.fmt(f),
+            Added::Text { name, .. } => f.debug_tuple("Text").field(name).finish(),
+        }
+    }
 }
 
 /// Which user or project file to read.
@@ -119,7 +136,31 @@ impl ConfigBuilder {
     /// Add another config file, layered above the project file and below `KARU_CONFIG`'s file
     /// (missing = error). Files added later override files added earlier.
     pub fn file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.files.push(path.into());
+        self.files.push(Added::File(path.into()));
+        self
+    }
+
+    /// Add a TOML document given as text, layered as a file added with [`file`](Self::file)
+    /// would be (in the order added among them). `name` is how errors and
+    /// [`Origin`](crate::Origin) name it (for example `"the TOML given to karu_client_builder"`),
+    /// with the line of the offending key.
+    ///
+    /// ```
+    /// let snapshot = karu_config::ConfigBuilder::new()
+    ///     .user_file(None)
+    ///     .project_file(None)
+    ///     .environment([("KARU_IO_THREADS", "3")])
+    ///     .toml("inline settings", "io_threads = 2\nfile_workers = 5\n")
+    ///     .build()?;
+    /// assert_eq!(snapshot.global().file_workers, 5);
+    /// assert_eq!(snapshot.global().io_threads, 3); // the environment beats files and texts
+    /// # Ok::<(), karu_config::ConfigError>(())
+    /// ```
+    pub fn toml(mut self, name: impl Into<String>, text: impl Into<String>) -> Self {
+        self.files.push(Added::Text {
+            name: name.into(),
+            text: text.into(),
+        });
         self
     }
 
@@ -233,12 +274,17 @@ impl ConfigBuilder {
         if let Some(path) = self.project_file.resolve(default_project_file) {
             layers.extend(layers::file_layer(&path, None, &context)?);
         }
-        for path in &self.files {
-            layers.extend(layers::file_layer(
-                path,
-                Some(&self.wording.added_file),
-                &context,
-            )?);
+        for added in &self.files {
+            match added {
+                Added::File(path) => layers.extend(layers::file_layer(
+                    path,
+                    Some(&self.wording.added_file),
+                    &context,
+                )?),
+                Added::Text { name, text } => {
+                    layers.push(layers::text_layer(name, text, &context)?);
+                }
+            }
         }
         if let Some(path) = env.get(CONFIG_VAR).filter(|path| !path.is_empty()) {
             layers.extend(layers::file_layer(

@@ -176,20 +176,46 @@ pub(crate) fn file_layer(
         Err(_) if required.is_none() && fs::metadata(&path).is_err() => return Ok(None),
         Err(error) => return Err(fail(Problem::Unreadable(error))),
     };
-    let dict: Dict = toml::from_str(&text).map_err(|error| fail(syntax(&text, &error)))?;
-    let lines = KeyLines::of(&text);
+    toml_layer(&text, Origin::File(path), source_name, context).map(Some)
+}
+
+/// A layer of TOML given as text (see [`ConfigBuilder::toml`](crate::ConfigBuilder::toml)),
+/// named `name` in error messages.
+pub(crate) fn text_layer(
+    name: &str,
+    text: &str,
+    context: &Context<'_>,
+) -> Result<Layer, ConfigError> {
+    toml_layer(
+        text,
+        Origin::Text(name.to_owned()),
+        name.to_owned(),
+        context,
+    )
+}
+
+/// A layer of TOML `text` from `origin`, named `source_name` in error messages.
+fn toml_layer(
+    text: &str,
+    origin: Origin,
+    source_name: String,
+    context: &Context<'_>,
+) -> Result<Layer, ConfigError> {
+    let fail = |problem| ConfigError::new(problem).with_source(source_name.clone());
+    let dict: Dict = toml::from_str(text).map_err(|error| fail(syntax(text, &error)))?;
+    let lines = KeyLines::of(text);
     let place = Place {
         rule: None,
         lines: Some(&lines),
     };
     let document =
         split(dict, &place, context).map_err(|error| error.with_source(source_name.clone()))?;
-    Ok(Some(Layer {
-        origin: Origin::File(path),
+    Ok(Layer {
+        origin,
         source_name,
         lines: Some(Arc::new(lines)),
         document,
-    }))
+    })
 }
 
 /// Describes a TOML syntax error with its 1-based line and column.

@@ -41,6 +41,9 @@ pub enum Origin {
     /// [`ConfigBuilder::file`](crate::ConfigBuilder::file), or the one named by `KARU_CONFIG`),
     /// by its absolute path.
     File(PathBuf),
+    /// A TOML document given as text ([`ConfigBuilder::toml`](crate::ConfigBuilder::toml)),
+    /// by the name it was given.
+    Text(String),
     /// The `KARU_*` environment captured when the snapshot was built.
     Environment,
     /// An option set on the builder with [`ConfigBuilder::set`](crate::ConfigBuilder::set).
@@ -61,6 +64,7 @@ impl fmt::Display for Origin {
         match self {
             Self::Default => f.write_str("built-in defaults"),
             Self::File(path) => path.display().fmt(f),
+            Self::Text(name) => f.write_str(name),
             Self::Environment => f.write_str("environment"),
             Self::Explicit => f.write_str("explicit option"),
             Self::PathRule { prefix, source } => write!(f, "path rule {prefix:?} in {source}"),

@@ -176,6 +176,65 @@ fn later_extra_files_beat_earlier_ones() {
 }
 
 #[test]
+fn toml_texts_layer_among_added_files_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(&dir, "extra.toml", "io_threads = 2\nfile_workers = 3\n");
+    let text = "io_threads = 7\n[s3]\nregion = \"eu-west-1\"\n";
+    let snapshot = isolated().file(&file).toml("inline", text).build().unwrap();
+    assert_eq!(
+        snapshot.global().io_threads,
+        7,
+        "the text, added later, wins"
+    );
+    assert_eq!(snapshot.global().file_workers, 3);
+    let s3 = snapshot.section::<S3Section>("s3://b/k", "s3").unwrap();
+    assert_eq!(s3.origins, [Origin::Text("inline".into())]);
+
+    let snapshot = isolated().toml("inline", text).file(&file).build().unwrap();
+    assert_eq!(
+        snapshot.global().io_threads,
+        2,
+        "the file, added later, wins"
+    );
+    let snapshot = isolated()
+        .toml("inline", text)
+        .environment([("KARU_IO_THREADS", "9")])
+        .build()
+        .unwrap();
+    assert_eq!(
+        snapshot.global().io_threads,
+        9,
+        "the environment beats texts"
+    );
+}
+
+#[test]
+fn a_toml_text_is_named_in_errors_with_the_line() {
+    let error = build_error(&isolated().toml(
+        "the TOML given to karu_client_builder_config_toml",
+        "io_threads = 2\n[planner]\nmax_gapp = 1\n",
+    ));
+    assert_eq!(
+        error.source_name(),
+        Some("the TOML given to karu_client_builder_config_toml")
+    );
+    assert_eq!(error.line(), Some(3));
+    assert_eq!(error.kind(), ConfigErrorKind::UnknownKey);
+
+    let error = build_error(&isolated().toml("inline", "io_threads = \n"));
+    assert_eq!(error.source_name(), Some("inline"));
+    assert_eq!(error.kind(), ConfigErrorKind::Syntax);
+
+    // The builder's Debug names the text, never its content (it may hold secrets).
+    let builder = isolated().toml("inline", "[s3]\nsecret_access_key = \"hunter2\"\n");
+    let debug = format!("{builder:?}");
+    assert!(
+        debug.contains("inline") && !debug.contains("hunter2"),
+        "{debug}"
+    );
+}
+
+#[test]
 fn missing_default_and_overridden_optional_files_are_skipped() {
     let dir = tempfile::tempdir().unwrap();
     let snapshot = isolated()
