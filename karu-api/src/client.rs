@@ -240,6 +240,18 @@ impl fmt::Debug for ClientBuilder {
 /// Owns the engine (workers, event loops, connection pools, credential cache), the providers
 /// and an immutable configuration snapshot. Cheap to clone and shareable across threads: use
 /// one client for related work.
+///
+/// # Fork safety
+///
+/// A client built in a parent process works in a forked child (the data-loader pattern: build
+/// the client, then fork worker processes): on its first use in the child, the client starts
+/// the child's own workers, event loops, connections, DNS and credential caches (and the
+/// providers their own state) from the same configuration, and never touches the parent's
+/// there — not its connections, not its threads (which the child does not have), not a lock
+/// one of them may have held at the instant of the fork. The parent's engine is left
+/// allocated in the child until it exits. A [`Batch`] belongs to the process that submitted
+/// it: in a child, one submitted before the fork completes every read with
+/// [`Status::InvalidArgument`] at once, and dropping it frees nothing (see [`Batch`]).
 #[derive(Clone)]
 pub struct Client {
     engine: Engine,

@@ -5,14 +5,16 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use futures_core::{FusedStream, Stream};
 use parking_lot::{Condvar, Mutex};
 
+use crate::process::ProcessStamp;
 use crate::read::Completion;
+use crate::status::{Error, Status};
 use crate::versions::VersionPins;
 
 /// What [`Batch::next_timeout`] and [`Batch::try_next`] return.
@@ -67,6 +69,18 @@ pub struct BatchStats {
 /// Leaking a batch with [`std::mem::forget`] is safe too (it only leaks memory). Borrowed
 /// destinations go through a [`Scope`](crate::Scope) instead, whose
 /// [`ScopedBatch`](crate::ScopedBatch) does wait when dropped.
+///
+/// # In a forked child
+///
+/// A batch belongs to the process that submitted it: its transfers run on that process's
+/// threads, which a forked child does not have. Used in a child, a batch submitted before the
+/// fork never touches its shared state (a thread of the parent may have held its lock at the
+/// instant of the fork, and then holds it forever in the child): each of its reads completes
+/// there at once, with [`Status::InvalidArgument`](crate::Status::InvalidArgument) (its tag
+/// and index kept, whether or not the parent had taken its completion), and then it is
+/// drained. Dropping it in the child frees nothing: it stays allocated until the child exits.
+/// Submit the reads again in the child, on the same client (which starts the child's own
+/// workers on first use).
 #[must_use = "dropping a batch cancels its reads"]
 pub struct Batch {
     pub(crate) shared: Arc<BatchShared>,
@@ -110,7 +124,10 @@ impl Batch {
 
     /// Original reads not yet completed.
     pub fn pending(&self) -> usize {
-        self.shared.state.lock().pending
+        match self.shared.foreign() {
+            Some(foreign) => foreign.left(),
+            None => self.shared.state.lock().pending,
+        }
     }
 
     /// Figures of the plan.
@@ -160,12 +177,28 @@ impl Drop for Batch {
     /// Cancels the batch without waiting: nothing borrowed is at stake (a scope's batches
     /// wait in [`ScopedBatch`](crate::ScopedBatch)'s drop and at the end of their scope).
     fn drop(&mut self) {
+        if self.shared.foreign().is_some() {
+            // Submitted in another process (before a fork): its shared state and its engine
+            // are left alone, allocated until exit. Dropping either here could lock what a
+            // thread that is not here holds, or join threads that do not exist.
+            std::mem::forget(Arc::clone(&self.shared));
+            std::mem::forget(Arc::clone(&self._engine));
+            return;
+        }
         self.shared.cancel();
     }
 }
 
 impl fmt::Debug for Batch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(foreign) = self.shared.foreign() {
+            return f
+                .debug_struct("Batch")
+                .field("stats", &self.stats)
+                .field("submitted_in_process", &self.shared.process.pid())
+                .field("left", &foreign.left())
+                .finish_non_exhaustive();
+        }
         let state = self.shared.state.lock();
         f.debug_struct("Batch")
             .field("stats", &self.stats)
@@ -190,6 +223,55 @@ pub(crate) struct BatchShared {
     cancel_notify: tokio::sync::Notify,
     /// The version each object is pinned to, when the batch keeps to one version.
     versions: Option<VersionPins>,
+    /// The process that submitted the batch.
+    process: ProcessStamp,
+    /// Each read's tag, by index (what a forked child reports its reads with).
+    tags: Box<[u64]>,
+    /// Reads reported in a forked child so far (only ever changed there).
+    reported_elsewhere: AtomicUsize,
+}
+
+/// A batch used in another process than the one that submitted it (a forked child): its reads
+/// complete there from the batch's immutable parts alone, never from its shared state.
+pub(crate) struct Foreign<'b> {
+    batch: &'b BatchShared,
+}
+
+impl Foreign<'_> {
+    /// The next read not yet reported in this process, completed as invalid here.
+    fn next(&self) -> Option<Completion> {
+        let n = self.batch.tags.len();
+        let index = self
+            .batch
+            .reported_elsewhere
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |i| {
+                (i < n).then_some(i + 1)
+            })
+            .ok()?;
+        let message = format!(
+            "this batch was submitted by process {} before a fork; a batch belongs to the \
+             process that submitted it (submit the read again in this process)",
+            self.batch.process.pid()
+        );
+        Some(Completion {
+            tag: self.batch.tags[index],
+            index,
+            result: Err(Error::new(Status::InvalidArgument, message)),
+            bytes_received: 0,
+            buffer: None,
+        })
+    }
+
+    /// Reads not reported in this process yet.
+    fn left(&self) -> usize {
+        let reported = self.batch.reported_elsewhere.load(Ordering::Acquire);
+        self.batch.tags.len().saturating_sub(reported)
+    }
+
+    /// Every read not reported yet.
+    fn drain(&self) -> Vec<Completion> {
+        std::iter::from_fn(|| self.next()).collect()
+    }
 }
 
 /// Proof that one transfer of a batch is active: while it lives, the transfer may touch its
@@ -234,13 +316,18 @@ struct State {
 }
 
 impl BatchShared {
-    /// The shared state of a batch of `reads` original reads; with `one_version`, each remote
-    /// object is pinned to the first version an answer states.
-    pub(crate) fn new(reads: usize, one_version: bool) -> Arc<Self> {
+    /// The shared state of a batch of reads with these tags (by index), submitted by the
+    /// running process; with `one_version`, each remote object is pinned to the first version
+    /// an answer states.
+    pub(crate) fn new(tags: Box<[u64]>, one_version: bool) -> Arc<Self> {
+        Self::new_in(tags, one_version, ProcessStamp::current())
+    }
+
+    fn new_in(tags: Box<[u64]>, one_version: bool, process: ProcessStamp) -> Arc<Self> {
         Arc::new(BatchShared {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
-                pending: reads,
+                pending: tags.len(),
                 active: 0,
                 next_waiters: 0,
                 cancelled: false,
@@ -251,7 +338,17 @@ impl BatchShared {
             cancelled: AtomicBool::new(false),
             cancel_notify: tokio::sync::Notify::new(),
             versions: one_version.then(VersionPins::default),
+            process,
+            tags,
+            reported_elsewhere: AtomicUsize::new(0),
         })
+    }
+
+    /// The batch as seen from a process that did not submit it (a forked child), if this is
+    /// one. Every entry point of the caller's side asks first, and leaves the shared state
+    /// alone when it is.
+    pub(crate) fn foreign(&self) -> Option<Foreign<'_>> {
+        (!self.process.is_current()).then_some(Foreign { batch: self })
     }
 
     /// The versions pinned so far, when the batch keeps to one version per object.
@@ -317,6 +414,9 @@ impl BatchShared {
     }
 
     pub(crate) fn cancel(&self) {
+        if self.foreign().is_some() {
+            return; // nothing of this batch runs in this process
+        }
         let mut state = self.state.lock();
         state.cancelled = true;
         self.cancelled.store(true, Ordering::Relaxed);
@@ -336,8 +436,13 @@ impl BatchShared {
         }
     }
 
-    /// Cancel, then wait until no transfer of this batch is active.
+    /// Cancel, then wait until no transfer of this batch is active. In a process that did
+    /// not submit the batch (a forked child) no transfer of it runs: nothing to wait for, and
+    /// the state is not touched.
     pub(crate) fn release(&self) {
+        if self.foreign().is_some() {
+            return;
+        }
         let mut state = self.state.lock();
         state.cancelled = true;
         self.cancelled.store(true, Ordering::Relaxed);
@@ -349,6 +454,9 @@ impl BatchShared {
 
     /// Take a queued completion, or register the task's waker to be woken by the next one.
     fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Option<Completion>> {
+        if let Some(foreign) = self.foreign() {
+            return Poll::Ready(foreign.next());
+        }
         let mut state = self.state.lock();
         if let Some(c) = state.queue.pop_front() {
             return Poll::Ready(Some(c));
@@ -364,6 +472,10 @@ impl BatchShared {
 
     /// Completions still to be taken: queued ones and those of reads not completed yet.
     fn size_hint(&self) -> (usize, Option<usize>) {
+        if let Some(foreign) = self.foreign() {
+            let left = foreign.left();
+            return (left, Some(left));
+        }
         let state = self.state.lock();
         let left = state.queue.len() + state.pending;
         (left, Some(left))
@@ -371,11 +483,17 @@ impl BatchShared {
 
     /// Whether every completion has been taken.
     fn is_drained(&self) -> bool {
+        if let Some(foreign) = self.foreign() {
+            return foreign.left() == 0;
+        }
         let state = self.state.lock();
         state.pending == 0 && state.queue.is_empty()
     }
 
     fn next(&self, timeout: Option<Duration>) -> Next {
+        if let Some(foreign) = self.foreign() {
+            return foreign.next().map_or(Next::Drained, Next::Completion);
+        }
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut state = self.state.lock();
         loop {
@@ -408,6 +526,9 @@ impl BatchShared {
 
     /// Block until every read has completed; take every queued completion.
     fn drain(&self) -> Vec<Completion> {
+        if let Some(foreign) = self.foreign() {
+            return foreign.drain();
+        }
         let mut state = self.state.lock();
         while state.pending > 0 {
             self.ready.wait(&mut state);
@@ -419,7 +540,6 @@ impl BatchShared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::{Error, Status};
     use futures::StreamExt;
 
     fn completion(index: usize) -> Completion {
@@ -434,10 +554,93 @@ mod tests {
 
     fn batch(n: usize) -> Batch {
         Batch {
-            shared: BatchShared::new(n, false),
+            shared: BatchShared::new((0..n as u64).collect(), false),
             stats: BatchStats::default(),
             _engine: Arc::new(()),
         }
+    }
+
+    /// A batch of reads tagged `tags`, submitted by another process than this one (as a
+    /// forked child sees a batch its parent submitted), whose state lock is held by a thread
+    /// that no longer exists (what a child inherits when a parent's worker held the lock at
+    /// the instant of the fork), with a completion queued and a transfer active.
+    fn inherited_batch(tags: &[u64]) -> (Batch, Arc<BatchShared>, Arc<AtomicUsize>) {
+        let parent = ProcessStamp::simulated(u32::MAX, u64::MAX);
+        let shared = BatchShared::new_in(tags.into(), false, parent);
+        {
+            let mut state = shared.state.lock();
+            state.queue.push_back(completion(0));
+            state.pending -= 1;
+            state.active = 1;
+        }
+        std::mem::forget(shared.state.lock());
+        let engine = Arc::new(AtomicUsize::new(0));
+        let batch = Batch {
+            shared: Arc::clone(&shared),
+            stats: BatchStats::default(),
+            _engine: Arc::clone(&engine) as Arc<dyn Send + Sync>,
+        };
+        (batch, shared, engine)
+    }
+
+    #[test]
+    fn an_inherited_batch_completes_every_read_as_invalid_without_its_lock() {
+        let (b, shared, _engine) = inherited_batch(&[70, 71, 72]);
+        assert!(shared.foreign().is_some());
+        assert_eq!(b.pending(), 3);
+        assert_eq!(Stream::size_hint(&b), (3, Some(3)));
+        let first = match b.next_timeout(Duration::from_secs(3600)) {
+            Next::Completion(c) => c,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((first.index(), first.tag()), (0, 70));
+        assert_eq!(first.status(), Status::InvalidArgument);
+        assert!(first.error().unwrap().message().contains("before a fork"));
+        let second = match b.try_next() {
+            Next::Completion(c) => c,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((second.index(), second.tag()), (1, 71));
+        let rest = b.wait();
+        assert_eq!(rest.len(), 1);
+        assert_eq!((rest[0].index(), rest[0].tag()), (2, 72));
+        assert_eq!(rest[0].status(), Status::InvalidArgument);
+        assert!(matches!(
+            b.next_timeout(Duration::from_secs(3600)),
+            Next::Drained
+        ));
+        assert!(b.next_blocking().is_none());
+        assert!(b.is_terminated());
+        assert_eq!(b.pending(), 0);
+        b.cancel(); // returns: the lock is not taken
+        shared.release(); // returns: no transfer of the batch runs in this process
+    }
+
+    #[test]
+    fn an_inherited_batch_is_a_stream_that_ends() {
+        let (mut b, _shared, _engine) = inherited_batch(&[5, 6]);
+        let tags: Vec<u64> =
+            futures::executor::block_on((&mut b).map(|c| c.tag()).collect::<Vec<_>>());
+        assert_eq!(tags, vec![5, 6]);
+        assert!(futures::executor::block_on(b.next()).is_none());
+    }
+
+    #[test]
+    fn dropping_an_inherited_batch_frees_nothing() {
+        let (b, shared, engine) = inherited_batch(&[1]);
+        let (before, engine_before) = (Arc::strong_count(&shared), Arc::strong_count(&engine));
+        assert!(format!("{b:?}").contains("submitted_in_process"));
+        drop(b); // returns: neither the lock nor the engine is touched
+        assert_eq!(
+            Arc::strong_count(&shared),
+            before,
+            "the state stays allocated"
+        );
+        assert_eq!(
+            Arc::strong_count(&engine),
+            engine_before,
+            "so does the engine"
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ use crate::http::ends::RemoteEnds;
 use crate::http::{Remote, TransportStats};
 use crate::locator::{Locator, Target, Window};
 use crate::plan::{self, Limits, PlanRead};
+use crate::process::PerProcess;
 use crate::read::{Completion, Read, Sink};
 use crate::reply::{self, Reply};
 use crate::status::{Error, Status};
@@ -135,14 +136,33 @@ pub struct Ends {
 /// The engine: file workers (and, for remote objects, event loops), planning and routing.
 /// Cheap to clone; every clone shares the same workers. Usually reached through
 /// `karu::Client`.
+///
+/// # Fork safety
+///
+/// The workers belong to the process that started them. Used in a forked child (the
+/// data-loader pattern: a parent builds the client, worker processes fork), an engine detects
+/// the change on first use and starts fresh workers, event loops, connections, DNS and
+/// credential caches for the child from the same configuration; the parent's are never
+/// touched in the child (not used, locked, joined or dropped: their threads do not exist
+/// there, and whatever those threads held stays held). A [`Batch`] belongs to the process
+/// that submitted it: see its documentation for what it does in a forked child.
 #[derive(Clone)]
 pub struct Engine {
-    inner: Arc<Inner>,
+    slot: Arc<Slot>,
 }
 
-struct Inner {
+/// What an engine is made of, kept to start it again in a forked child.
+struct Slot {
     snapshot: Snapshot,
     limits: Limits,
+    callbacks: Callbacks,
+    /// The workers of the running process (see [`PerProcess`]).
+    running: PerProcess<Arc<Inner>>,
+}
+
+/// The workers, event loops and caches of one process.
+struct Inner {
+    snapshot: Snapshot,
     files: FilePool,
     /// The event loops, started on the first remote transfer.
     remote: OnceLock<Result<Remote, Error>>,
@@ -151,6 +171,18 @@ struct Inner {
 }
 
 impl Inner {
+    /// Start the file workers of this process; the event loops start on first use.
+    fn start(snapshot: &Snapshot, callbacks: &Callbacks) -> Result<Arc<Inner>, Error> {
+        let files = FilePool::new(snapshot.global().file_workers)?;
+        Ok(Arc::new(Inner {
+            snapshot: snapshot.clone(),
+            files,
+            remote: OnceLock::new(),
+            callbacks: callbacks.clone(),
+            credentials: CredentialCache::new(),
+        }))
+    }
+
     fn remote(&self) -> Result<&Remote, Error> {
         self.remote
             .get_or_init(|| {
@@ -227,40 +259,51 @@ impl Engine {
             )
             .with_source(e));
         }
-        let files = FilePool::new(global.file_workers)?;
+        let running = Inner::start(&snapshot, &options.callbacks)?;
         Ok(Engine {
-            inner: Arc::new(Inner {
+            slot: Arc::new(Slot {
                 snapshot,
                 limits,
-                files,
-                remote: OnceLock::new(),
                 callbacks: options.callbacks,
-                credentials: CredentialCache::new(),
+                running: PerProcess::new(running),
             }),
         })
     }
 
-    /// The configuration snapshot captured when the engine was built.
-    pub fn snapshot(&self) -> &Snapshot {
-        &self.inner.snapshot
+    /// The workers of the running process: those started with the engine, or, in a process
+    /// forked since, the child's own, started on its first use.
+    fn running(&self) -> Result<&Arc<Inner>, Error> {
+        let slot = &*self.slot;
+        slot.running
+            .get_or_build(|| Inner::start(&slot.snapshot, &slot.callbacks))
     }
 
-    /// Counters of the remote path (all zero until the first remote read).
+    /// The configuration snapshot captured when the engine was built.
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.slot.snapshot
+    }
+
+    /// Counters of the remote path (all zero until the first remote read; in a forked child,
+    /// the child's own).
     pub fn transport_stats(&self) -> TransportStats {
-        match self.inner.remote.get() {
-            Some(Ok(remote)) => remote.stats(),
+        match self.slot.running.get().map(|inner| inner.remote.get()) {
+            Some(Some(Ok(remote))) => remote.stats(),
             _ => TransportStats::default(),
         }
     }
 
-    /// Counters of the credential cache (lookups, callback calls, hits, failures).
+    /// Counters of the credential cache (lookups, callback calls, hits, failures; in a forked
+    /// child, the child's own).
     pub fn credential_stats(&self) -> CredentialStats {
-        self.inner.credentials.stats()
+        match self.slot.running.get() {
+            Some(inner) => inner.credentials.stats(),
+            None => CredentialStats::default(),
+        }
     }
 
     /// The planner limits of this engine before per-batch overrides.
     pub fn limits(&self) -> Limits {
-        self.inner.limits
+        self.slot.limits
     }
 
     /// Submit reads with owned or Karu-allocated destinations. Returns at once; completions
@@ -274,6 +317,32 @@ impl Engine {
         self.submit_any(reads.into_iter().collect(), options, None)
     }
 
+    /// Submit reads that may borrow their destinations for `'d`, without a scope: the
+    /// returned batch is what waits, when dropped, until no transfer references a borrowed
+    /// destination (its pending reads cancelled first), as a scope's end would. For callers
+    /// whose destinations outlive any Rust borrow, such as the C ABI (`karu_batch_submit` with
+    /// caller buffers, released by `karu_batch_free`).
+    ///
+    /// # Safety
+    ///
+    /// The returned batch must be dropped before `'d` ends (never leaked with
+    /// [`std::mem::forget`] or a reference cycle): until it has been dropped, transfers may
+    /// write to the borrowed destinations from Karu's threads. With `'d = 'static` (slices
+    /// made from raw pointers), the caller must ensure instead that each destination stays
+    /// valid for writes, and is neither read nor written by anyone else, until the batch has
+    /// been dropped or its read's completion has been taken, whichever comes first for
+    /// reading it, and until the batch has been dropped for freeing it.
+    pub unsafe fn submit_unchecked<'d>(
+        &self,
+        reads: impl IntoIterator<Item = Read<'d>>,
+        options: &BatchOptions,
+    ) -> ScopedBatch<'d> {
+        ScopedBatch {
+            batch: self.submit_any(reads.into_iter().collect(), options, None),
+            _scope: PhantomData,
+        }
+    }
+
     /// Run `f` with a [`Scope`] in which reads may borrow their destinations. When `f`
     /// returns, every batch of the scope is released (pending reads cancelled) and the scope
     /// waits until no transfer references a borrowed buffer, even for batches leaked with
@@ -284,12 +353,17 @@ impl Engine {
     {
         let scope = Scope {
             engine: self.clone(),
-            batches: Mutex::new(Vec::new()),
+            batches: PerProcess::new(Mutex::new(Vec::new())),
             _env: PhantomData,
         };
         let result = catch_unwind(AssertUnwindSafe(|| f(&scope)));
-        for batch in scope.batches.lock().drain(..) {
-            batch.release();
+        // Only this process's batches: in a child forked inside `f`, the parent's batches
+        // are another process's (no transfer of theirs runs here), and the list the parent
+        // kept them in may be locked forever by a thread that is not here.
+        if let Some(batches) = scope.batches.get() {
+            for batch in batches.lock().drain(..) {
+                batch.release();
+            }
         }
         match result {
             Ok(value) => value,
@@ -344,14 +418,19 @@ impl Engine {
         let window = locator.window();
         let probe = match (window, locator.target()) {
             (Some(Window { len: Some(len), .. }), _) => Probe::Window(len),
-            (_, Target::File(path)) => {
-                let path = path.clone();
-                Probe::Local(self.inner.files.run(move || file::size(&path)))
-            }
-            (_, Target::Remote) => Probe::Remote(match self.inner.remote() {
-                Ok(remote) => remote.stat(locator),
+            (_, Target::File(path)) => Probe::Local(match self.running() {
+                Ok(inner) => {
+                    let path = path.clone();
+                    inner.files.run(move || file::size(&path))
+                }
                 Err(e) => Reply::ready(Err(e)),
             }),
+            (_, Target::Remote) => {
+                Probe::Remote(match self.running().and_then(|inner| inner.remote()) {
+                    Ok(remote) => remote.stat(locator),
+                    Err(e) => Reply::ready(Err(e)),
+                })
+            }
         };
         async move {
             let (size, etag) = match probe {
@@ -375,7 +454,7 @@ impl Engine {
         tail_len: u64,
     ) -> Result<Ends, Error> {
         if let Target::Remote = locator.target() {
-            let remote = self.inner.remote()?;
+            let remote = self.running()?.remote()?;
             return remote
                 .read_ends(locator, head_len, tail_len)
                 .wait()
@@ -400,7 +479,7 @@ impl Engine {
         let locator = locator.clone();
         async move {
             if let Target::Remote = locator.target() {
-                let remote = engine.inner.remote()?;
+                let remote = engine.running()?.remote()?;
                 return remote
                     .read_ends(&locator, head_len, tail_len)
                     .await
@@ -441,12 +520,26 @@ impl Engine {
         options: &BatchOptions,
         scope: Option<&Mutex<Vec<Arc<BatchShared>>>>,
     ) -> Batch {
-        let shared = BatchShared::new(reads.len(), options.one_version);
+        let tags = reads
+            .iter()
+            .enumerate()
+            .map(|(index, read)| read.tag.unwrap_or(index as u64))
+            .collect();
+        let shared = BatchShared::new(tags, options.one_version);
         if let Some(batches) = scope {
             batches.lock().push(Arc::clone(&shared));
         }
-        let limits = options.limits(self.inner.limits);
-        let (planned, mut early) = group(&reads);
+        let limits = options.limits(self.slot.limits);
+        let running = self.running().cloned();
+        let (planned, mut early) = match &running {
+            Ok(_) => group(&reads),
+            // No workers for this process (a forked child could not start its own): every
+            // read fails with the reason.
+            Err(e) => (
+                Vec::new(),
+                (0..reads.len()).map(|i| (i, e.clone())).collect(),
+            ),
+        };
         let plan_reads: Vec<PlanRead> = planned.iter().map(|p| p.read).collect();
         let mut plan = plan::plan(&plan_reads, &limits);
         // Back from the planner's indices to the submission's.
@@ -504,23 +597,30 @@ impl Engine {
                 auth: None,
                 credential_wait: std::time::Duration::ZERO,
             };
-            self.route(transfer);
+            if let Ok(inner) = &running {
+                route(inner, transfer);
+            }
         }
+        let engine: Arc<dyn Send + Sync> = match running {
+            Ok(inner) => inner,
+            Err(_) => Arc::new(()),
+        };
         Batch {
             shared,
             stats,
-            _engine: self.inner.clone(),
+            _engine: engine,
         }
     }
+}
 
-    fn route(&self, transfer: Transfer) {
-        match transfer.locator.target() {
-            Target::File(_) => self.inner.files.submit(transfer),
-            Target::Remote => match self.inner.remote() {
-                Ok(remote) => remote.submit(transfer),
-                Err(e) => transfer.fail(&e),
-            },
-        }
+/// Send a transfer to the workers of this process.
+fn route(inner: &Inner, transfer: Transfer) {
+    match transfer.locator.target() {
+        Target::File(_) => inner.files.submit(transfer),
+        Target::Remote => match inner.remote() {
+            Ok(remote) => remote.submit(transfer),
+            Err(e) => transfer.fail(&e),
+        },
     }
 }
 
@@ -705,7 +805,8 @@ struct Planned {
 /// ```
 pub struct Scope<'env> {
     engine: Engine,
-    batches: Mutex<Vec<Arc<BatchShared>>>,
+    /// The batches submitted in this scope by the running process.
+    batches: PerProcess<Mutex<Vec<Arc<BatchShared>>>>,
     /// Invariant in `'env`, so borrows cannot be shortened to the closure's own lifetime.
     _env: PhantomData<&'env mut &'env ()>,
 }
@@ -717,9 +818,12 @@ impl<'env> Scope<'env> {
         reads: impl IntoIterator<Item = Read<'env>>,
         options: &BatchOptions,
     ) -> ScopedBatch<'scope> {
-        let batch =
-            self.engine
-                .submit_any(reads.into_iter().collect(), options, Some(&self.batches));
+        let batches = self
+            .batches
+            .get_or_build(|| Ok::<_, std::convert::Infallible>(Mutex::new(Vec::new())));
+        let batch = self
+            .engine
+            .submit_any(reads.into_iter().collect(), options, batches.ok());
         ScopedBatch {
             batch,
             _scope: PhantomData,
@@ -730,15 +834,18 @@ impl<'env> Scope<'env> {
 impl fmt::Debug for Scope<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Scope")
-            .field("batches", &self.batches.lock().len())
+            .field("batches", &self.batches.get().map(|b| b.lock().len()))
             .finish_non_exhaustive()
     }
 }
 
-/// A [`Batch`] whose reads may borrow destinations; it cannot outlive its [`Scope`].
+/// A [`Batch`] whose reads may borrow destinations; it cannot outlive its [`Scope`] (or, from
+/// [`Engine::submit_unchecked`], the borrow of its destinations).
 ///
 /// Unlike an owned [`Batch`], dropping it waits until no transfer references its borrowed
-/// destinations (its pending reads are cancelled first), as the end of its scope would.
+/// destinations (its pending reads are cancelled first), as the end of its scope would. In a
+/// forked child, a scoped batch submitted before the fork has no transfer running there, and
+/// dropping it does not wait (see [`Batch`]).
 #[derive(Debug)]
 #[must_use = "dropping a scoped batch cancels its reads and waits for its transfers"]
 pub struct ScopedBatch<'scope> {
@@ -780,7 +887,7 @@ impl FusedStream for ScopedBatch<'_> {
 impl fmt::Debug for Engine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Engine")
-            .field("limits", &self.inner.limits)
+            .field("limits", &self.slot.limits)
             .finish_non_exhaustive()
     }
 }

@@ -53,6 +53,7 @@ pub mod http;
 mod locator;
 #[doc(hidden)]
 pub mod plan;
+mod process;
 pub mod provider;
 mod read;
 mod reply;
@@ -70,5 +71,6 @@ pub use engine::{BatchOptions, Ends, Engine, EngineOptions, ObjectInfo, Scope, S
 pub use http::TransportStats;
 pub use http::check::{ContentRange, Mismatch, RangeSpec, Rejection};
 pub use locator::{CanonicalPath, Locator, Target, Window};
+pub use process::{PerProcess, ProcessStamp};
 pub use read::{Completion, Read, UNBOUNDED};
 pub use status::{Error, Evidence, Status};

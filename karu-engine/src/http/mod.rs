@@ -692,7 +692,7 @@ mod tests {
         let remote = Remote::start(&snapshot, Callbacks::default(), CredentialCache::new())
             .expect("the loops start");
         const N: usize = 16;
-        let shared = BatchShared::new(N, false);
+        let shared = BatchShared::new((0..N as u64).collect(), false);
         for i in 0..N {
             remote.submit(Transfer {
                 locator: locator.clone(),

@@ -27,37 +27,43 @@
 //! ```
 
 use std::future::Future;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::redact;
 use crate::credential::FetchContext;
+use crate::process::PerProcess;
 use crate::status::{Error, Status};
 
 /// The longest one lookup may take, whatever the read's deadline (metadata services, STS and
 /// token endpoints answer in far less).
 pub const LOOKUP_LIMIT: Duration = Duration::from_secs(60);
 
-/// The runtime every bridged lookup runs on, started on the first one.
-static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+/// The runtime every bridged lookup runs on, started on the first one in each process (a
+/// forked child starts its own: the parent's worker thread is not there, and its I/O driver may
+/// be held forever by it).
+static RUNTIME: PerProcess<Result<tokio::runtime::Runtime, String>> = PerProcess::empty();
 
 fn runtime() -> Result<&'static tokio::runtime::Runtime, Error> {
-    RUNTIME
-        .get_or_init(|| {
+    let built = RUNTIME.get_or_build(|| {
+        Ok::<_, std::convert::Infallible>(
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .thread_name("karu-credentials")
                 .enable_all()
                 .build()
-                .map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map_err(|e| {
-            Error::new(
-                Status::Io,
-                format!("cannot start the credential runtime: {e}"),
-            )
-        })
+                .map_err(|e| e.to_string()),
+        )
+    });
+    let runtime = match built {
+        Ok(runtime) => runtime,
+        Err(never) => match never {},
+    };
+    runtime.as_ref().map_err(|e| {
+        Error::new(
+            Status::Io,
+            format!("cannot start the credential runtime: {e}"),
+        )
+    })
 }
 
 /// Run `future`, an SDK's lookup, to its end on the shared credential runtime and return its

@@ -25,7 +25,10 @@
 //!   a credential lookup, on one shared small runtime, bounded by the read's deadline, its
 //!   errors formatted without secrets;
 //! - [`PerScope`]: one credential provider per credential scope (an SDK chain built once per
-//!   scope);
+//!   scope, in each process);
+//! - [`PerProcess`]: a value of the process that made it, made again in a forked child (what a
+//!   backend keeps that a fork must not share: learned state behind a lock, clients holding
+//!   connections);
 //! - [`redact`]: what of an address, URL, text or error chain may be shown;
 //! - [`error_body`]: the code and message of XML and JSON error answers, and summaries.
 //!
@@ -52,6 +55,7 @@ pub use crate::http::request::{
     Capabilities, Correction, ErrorResponse, HttpOptions, PrepareContext, PreparedRequest,
 };
 pub use crate::locator::{CanonicalPath, Locator, Resolved, Target, Window};
+pub use crate::process::{PerProcess, ProcessStamp};
 pub use crate::status::{Error, Status};
 pub use karu_config::{
     ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Origin, Scoped, Section,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::credential::{CredentialProvider, CredentialScope, CredentialSource};
+use crate::process::PerProcess;
 
 /// The credential providers of one backend, one per [`CredentialScope`]: made on the first
 /// lookup of a scope and reused for every later one, so whatever a provider builds (an SDK's
@@ -38,15 +39,31 @@ use crate::credential::{CredentialProvider, CredentialScope, CredentialSource};
 /// assert!(Arc::ptr_eq(&first.provider, &again.provider));
 /// assert_eq!(providers.len(), 1);
 /// ```
+///
+/// The providers belong to the process that made them: in a forked child, the first lookup
+/// starts afresh (a provider made in the parent may hold the parent's connections, and a
+/// thread that is not in the child may hold this map's lock forever), and the parent's are
+/// left alone.
 pub struct PerScope<P> {
-    providers: Mutex<HashMap<CredentialScope, Arc<P>>>,
+    providers: PerProcess<Mutex<HashMap<CredentialScope, Arc<P>>>>,
 }
 
 impl<P: CredentialProvider + 'static> PerScope<P> {
     /// No scope yet.
     pub fn new() -> Self {
         PerScope {
-            providers: Mutex::new(HashMap::new()),
+            providers: PerProcess::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The providers of the running process (a forked child's own, empty at first).
+    fn providers(&self) -> &Mutex<HashMap<CredentialScope, Arc<P>>> {
+        let built = self
+            .providers
+            .get_or_build(|| Ok::<_, std::convert::Infallible>(Mutex::new(HashMap::new())));
+        match built {
+            Ok(providers) => providers,
+            Err(never) => match never {},
         }
     }
 
@@ -55,7 +72,7 @@ impl<P: CredentialProvider + 'static> PerScope<P> {
     /// provider does its work in [`fetch`](CredentialProvider::fetch).
     pub fn source(&self, scope: CredentialScope, make: impl FnOnce() -> P) -> CredentialSource {
         let provider = {
-            let mut providers = self.providers.lock();
+            let mut providers = self.providers().lock();
             let provider = providers
                 .entry(scope.clone())
                 .or_insert_with(|| Arc::new(make()));
@@ -66,7 +83,7 @@ impl<P: CredentialProvider + 'static> PerScope<P> {
 
     /// How many scopes have a provider.
     pub fn len(&self) -> usize {
-        self.providers.lock().len()
+        self.providers().lock().len()
     }
 
     /// Whether no scope has a provider yet.
@@ -84,7 +101,7 @@ impl<P: CredentialProvider + 'static> Default for PerScope<P> {
 impl<P> fmt::Debug for PerScope<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PerScope")
-            .field("scopes", &self.providers.lock().len())
+            .field("scopes", &self.providers.get().map(|p| p.lock().len()))
             .finish_non_exhaustive()
     }
 }

@@ -5,8 +5,8 @@ use std::time::SystemTime;
 
 use http::HeaderValue;
 use karu_engine::provider::{
-    Backend, Correction, CredentialSource, Error, ErrorResponse, Locator, PerScope, PrepareContext,
-    PreparedRequest, Resolved, Snapshot, Status, credential_scope,
+    Backend, Correction, CredentialSource, Error, ErrorResponse, Locator, PerProcess, PerScope,
+    PrepareContext, PreparedRequest, Resolved, Snapshot, Status, credential_scope,
 };
 use parking_lot::Mutex;
 
@@ -37,19 +37,48 @@ impl RegionKey {
 }
 
 /// Serves `s3://bucket/key` and AWS S3 URLs.
-#[derive(Debug, Default)]
+///
+/// Its state belongs to one process: in a forked child, the discovery chains are the child's
+/// own ([`PerScope`] makes them per process: the parent's hold the parent's connections), and
+/// the regions learned by the parent are copied when their lock is free (a thread that is not
+/// in the child may hold it forever).
+#[derive(Debug)]
 pub struct S3Backend {
     /// Regions learned from wrong-region answers, by endpoint and bucket, so later requests
     /// are signed right the first time.
-    regions: Mutex<HashMap<RegionKey, String>>,
+    regions: PerProcess<Mutex<HashMap<RegionKey, String>>>,
     /// One discovery per credential scope, so each chain is built once.
     discoveries: PerScope<Discovery>,
+}
+
+impl Default for S3Backend {
+    fn default() -> Self {
+        S3Backend {
+            regions: PerProcess::new(Mutex::new(HashMap::new())),
+            discoveries: PerScope::new(),
+        }
+    }
 }
 
 impl S3Backend {
     /// An S3 backend.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The regions learned in the running process (in a forked child, a copy of the parent's
+    /// made on first use, if their lock was free).
+    fn regions(&self) -> &Mutex<HashMap<RegionKey, String>> {
+        let built = self.regions.get_or_build_from(|parent| {
+            let learned = parent
+                .and_then(|parent| parent.try_lock().map(|regions| regions.clone()))
+                .unwrap_or_default();
+            Ok::<_, std::convert::Infallible>(Mutex::new(learned))
+        });
+        match built {
+            Ok(regions) => regions,
+            Err(never) => match never {},
+        }
     }
 
     fn effective(&self, locator: &Locator, snapshot: &Snapshot) -> Result<Effective, Error> {
@@ -101,7 +130,7 @@ impl Backend for S3Backend {
         // the region the address named, the configured one, the credential's, the default.
         let key = RegionKey::new(options.endpoint.as_deref(), bucket);
         let region = {
-            let mut regions = self.regions.lock();
+            let mut regions = self.regions().lock();
             match ctx.region_hint {
                 Some(hint) => {
                     regions.insert(key, hint.to_string());
@@ -167,13 +196,13 @@ mod tests {
         assert_eq!(first.region.as_deref(), Some("eu-west-1"));
         assert_eq!(first.canonical.as_str(), "s3://bucket/a/b.bin");
         assert!(
-            backend.regions.lock().is_empty(),
+            backend.regions().lock().is_empty(),
             "resolve remembered a region"
         );
         assert_eq!(backend.resolve(url).unwrap(), first);
         let plain = backend.resolve("s3://bucket/a/b.bin").unwrap();
         assert_eq!((plain.canonical, plain.region), (first.canonical, None));
-        assert!(backend.regions.lock().is_empty());
+        assert!(backend.regions().lock().is_empty());
     }
 
     #[test]
