@@ -12,7 +12,8 @@ use karu_config::{ConfigBuilder, Snapshot, Wording};
 use karu_engine::provider::RegistryBuilder;
 use karu_engine::{
     Batch, BatchOptions, Completion, CredentialCallback, CredentialStats, Ends, Engine,
-    EngineOptions, Error, Evidence, Locator, ObjectInfo, Read, Registry, Scope, Status,
+    EngineOptions, Error, Evidence, Locator, ObjectInfo, Read, Registry, Scope, ScopedBatch,
+    Status,
 };
 
 /// A provider crate's `register` function, kept to be run for every client built.
@@ -91,6 +92,24 @@ impl ClientBuilder {
     /// Layer another config file above the project file.
     pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.config = self.config.file(path);
+        self
+    }
+
+    /// Layer a TOML document given as text, as a config file added with
+    /// [`config_file`](Self::config_file) would be (in the order added among them). `name`
+    /// is how configuration errors name it, with the line of the offending key.
+    ///
+    /// ```
+    /// let client = karu::Client::builder()
+    ///     .user_config_file(None)
+    ///     .project_config_file(None)
+    ///     .config_toml("the settings of this program", "file_workers = 2\n[planner]\nmax_gap = \"64KiB\"\n")
+    ///     .build()?;
+    /// assert_eq!(client.snapshot().global().file_workers, 2);
+    /// # Ok::<(), karu::Error>(())
+    /// ```
+    pub fn config_toml(mut self, name: impl Into<String>, text: impl Into<String>) -> Self {
+        self.config = self.config.toml(name, text);
         self
     }
 
@@ -361,6 +380,50 @@ impl Client {
         options: &BatchOptions,
     ) -> Batch {
         self.engine.submit(reads, options)
+    }
+
+    /// Submit reads that may borrow their destinations for `'d` without a [`Scope`]: dropping
+    /// the returned batch cancels its pending reads and waits until no transfer references a
+    /// borrowed destination, as a scope's end would. This is what a foreign-language binding
+    /// needs when the destinations belong to a caller that frees the batch explicitly (the C
+    /// ABI's `karu_batch_submit` with caller buffers, `karu_batch_free`); Rust code should
+    /// use [`Client::scope`], which is safe.
+    ///
+    /// # Safety
+    ///
+    /// The returned batch must be dropped before `'d` ends, never leaked (with
+    /// [`std::mem::forget`] or a reference cycle): until it is dropped, Karu's threads may
+    /// write to the borrowed destinations. For destinations made from raw pointers (`'d = 'static`), each
+    /// must stay valid for writes and untouched by anyone else until its read's completion
+    /// has been taken (then it may be read) and until the batch has been dropped (then it may
+    /// be freed or reused).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("a"); std::fs::write(&path, (0..100u8).collect::<Vec<_>>())?;
+    /// # let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
+    /// let object = client.locate(path.to_str().unwrap())?;
+    /// let mut buf = [0u8; 4];
+    /// // SAFETY: the batch is dropped at the end of this block, before `buf` is used again.
+    /// let status = unsafe {
+    ///     let batch = client.submit_unchecked(
+    ///         [karu::Read::borrowed(&object, 10, &mut buf)],
+    ///         &karu::BatchOptions::new(),
+    ///     );
+    ///     batch.wait()[0].status()
+    /// };
+    /// assert_eq!((status, buf), (karu::Status::Ok, [10, 11, 12, 13]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use = "dropping the batch cancels its reads and waits for its transfers"]
+    pub unsafe fn submit_unchecked<'d>(
+        &self,
+        reads: impl IntoIterator<Item = Read<'d>>,
+        options: &BatchOptions,
+    ) -> ScopedBatch<'d> {
+        // SAFETY: the caller upholds `Engine::submit_unchecked`'s contract, which is this
+        // function's.
+        unsafe { self.engine.submit_unchecked(reads, options) }
     }
 
     /// Run `f` with a [`Scope`] whose reads may borrow their destinations. When `f` returns,
