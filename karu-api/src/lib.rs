@@ -109,6 +109,9 @@ pub use karu_providers as providers;
 
 pub use client::{Client, ClientBuilder};
 pub use karu_config::{ConfigBuilder, Snapshot};
+/// Which process made something: for bindings that keep state of their own beside a client's
+/// and must tell, after a fork, what belongs to another process (see [`Client`]'s fork safety).
+pub use karu_engine::ProcessStamp;
 pub use karu_engine::{
     Batch, BatchOptions, BatchStats, CanonicalPath, Completion, ContentRange, Ends, Error,
     Evidence, Locator, Mismatch, Next, ObjectInfo, RangeSpec, Read, Registry, Rejection, Scope,
