@@ -1,11 +1,13 @@
 //! `cargo xtask`: the project's tasks. `demo` runs the main job, `test` every test, `bench`
-//! the benchmarks, `conformance` the provider suite, `fuzz` the fuzz targets.
+//! the benchmarks, `conformance` the provider suite, `fuzz` the fuzz targets, `header` the C
+//! ABI's header.
 
 mod bench;
 mod conformance;
 mod demo;
 mod features;
 mod fuzz;
+mod header;
 mod sdk;
 mod table;
 mod test;
@@ -39,6 +41,9 @@ enum Task {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Generate the C ABI's header, karu-api/ffi/include/karu.h, from the FFI crate with the
+    /// pinned cbindgen (`test` fails when the committed one is stale).
+    Header,
     /// Check that `karu` builds with no provider feature and with each one alone, that only
     /// the `s3` feature brings AWS SDK crates, and that provider crates use only the provider
     /// SDK (`karu_engine::provider`).
@@ -67,6 +72,7 @@ fn main() -> ExitCode {
         Task::Demo => demo::run(),
         Task::Test { no_lint, args } => test::run(!no_lint, &args),
         Task::Features => features::check(&workspace_root()),
+        Task::Header => header::write(&workspace_root()),
         Task::Bench { args } => bench::run(&args),
         Task::Conformance(args) => conformance::run(args),
         Task::Fuzz(args) => fuzz::run(args),

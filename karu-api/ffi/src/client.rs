@@ -1,0 +1,563 @@
+//! Clients and their builder; `karu_client_stat` and `karu_client_read_ends`.
+
+use std::ffi::{CString, c_char, c_void};
+use std::path::PathBuf;
+
+use karu::{Client, ClientBuilder, Ends};
+
+use crate::boundary::{
+    Out, c_string, copy_text, entry, into_handle, object, object_mut, optional_text, text,
+};
+use crate::credential::{CCallback, karu_credential_callback};
+use crate::last_error::Owner;
+use crate::locator::karu_locator;
+use crate::status::karu_status;
+
+/// `*out_size` of `karu_client_stat` for an object that states no size (a local device or
+/// FIFO: its metadata says nothing of what can be read).
+pub const KARU_SIZE_UNKNOWN: u64 = u64::MAX;
+
+/// How configuration errors name the TOML given to [`karu_client_builder_config_toml`].
+const TOML_NAME: &str = "the TOML given to karu_client_builder_config_toml";
+
+/// Configures a client: configuration (TOML text, files, single settings) and credential
+/// callbacks. Made by `karu_client_builder_new`, released by `karu_client_builder_free`.
+///
+/// Thread safety: one thread at a time (it is not shared).
+#[derive(Debug)]
+pub struct karu_client_builder {
+    builder: ClientBuilder,
+    owner: Owner,
+}
+
+/// A client: Karu's engine (workers, event loops, connections, credential cache), its
+/// providers and an immutable configuration snapshot. Use one client for related work.
+///
+/// Thread safety: every function taking a `const karu_client *` may be called from any number
+/// of threads at once; `karu_client_free` must not run concurrently with any of them.
+///
+/// Fork safety: a client used in a forked child starts the child's own engine on its first
+/// use there and never touches the parent's (which stays allocated in the child until exit).
+#[derive(Debug)]
+pub struct karu_client {
+    pub(crate) client: Client,
+    pub(crate) owner: Owner,
+}
+
+/// Both ends of an object, from `karu_client_read_ends`; released by `karu_ends_free`.
+///
+/// Thread safety: immutable; any threads, except concurrently with `karu_ends_free`.
+#[derive(Debug)]
+pub struct karu_ends {
+    ends: Ends,
+    etag: Option<CString>,
+}
+
+/// A new builder with Karu's defaults: at build, the user config file, the project
+/// `karu.toml`, the file named by `KARU_CONFIG` and the `KARU_*` environment are read, as
+/// the Rust `ClientBuilder` does.
+///
+/// Returns `KARU_ERR_INVALID` if `out_builder` is NULL.
+///
+/// # Safety
+///
+/// `out_builder` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_builder_new(
+    out_builder: *mut *mut karu_client_builder,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::new(out_builder) }?;
+        out.set(into_handle(karu_client_builder {
+            builder: Client::builder(),
+            owner: Owner::new(),
+        }));
+        Ok(())
+    })
+}
+
+/// Layer a TOML document given as text (NUL-terminated UTF-8), as a config file would be
+/// (config files and TOML texts apply in the order added; the `KARU_*` environment is above
+/// them). Errors in it are reported by `karu_client_builder_build`, naming the line.
+///
+/// # Safety
+///
+/// `builder` is NULL or a live builder used by no other thread; `toml` is NULL or a
+/// NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_builder_config_toml(
+    builder: *mut karu_client_builder,
+    toml: *const c_char,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let b = unsafe { object_mut(builder) }?;
+        // SAFETY: the caller's contract.
+        let toml =
+            unsafe { text(toml) }.map_err(|s| b.owner.fail(s, "the TOML is NULL or not UTF-8"))?;
+        b.builder = b.builder.clone().config_toml(TOML_NAME, toml);
+        Ok(())
+    })
+}
+
+/// Layer a config file (it must exist at build), in the order added among config files and
+/// TOML texts.
+///
+/// # Safety
+///
+/// `builder` is NULL or a live builder used by no other thread; `path` is NULL or a
+/// NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_builder_config_file(
+    builder: *mut karu_client_builder,
+    path: *const c_char,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let b = unsafe { object_mut(builder) }?;
+        // SAFETY: the caller's contract.
+        let path =
+            unsafe { text(path) }.map_err(|s| b.owner.fail(s, "the path is NULL or not UTF-8"))?;
+        b.builder = b.builder.clone().config_file(path);
+        Ok(())
+    })
+}
+
+/// Read this user config file instead of the platform's (`~/.config/karu/config.toml` on
+/// Linux), or none when `path` is NULL.
+///
+/// # Safety
+///
+/// `builder` is NULL or a live builder used by no other thread; `path` is NULL or a
+/// NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_builder_user_config_file(
+    builder: *mut karu_client_builder,
+    path: *const c_char,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let b = unsafe { object_mut(builder) }?;
+        // SAFETY: the caller's contract.
+        let path =
+            unsafe { optional_text(path) }.map_err(|s| b.owner.fail(s, "the path is not UTF-8"))?;
+        b.builder = b.builder.clone().user_config_file(path.map(PathBuf::from));
+        Ok(())
+    })
+}
+
+/// Read this project config file instead of `./karu.toml`, or none when `path` is NULL.
+///
+/// # Safety
+///
+/// `builder` is NULL or a live builder used by no other thread; `path` is NULL or a
+/// NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_builder_project_config_file(
+    builder: *mut karu_client_builder,
+    path: *const c_char,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let b = unsafe { object_mut(builder) }?;
+        // SAFETY: the caller's contract.
+        let path =
+            unsafe { optional_text(path) }.map_err(|s| b.owner.fail(s, "the path is not UTF-8"))?;
+        b.builder = b
+            .builder
+            .clone()
+            .project_config_file(path.map(PathBuf::from));
+        Ok(())
+    })
+}
+
+/// Set one option by dotted key (`"planner.max_gap"`, `"retry.deadline"`, `"s3.region"`),
+/// above files and the environment. The value is text, read as the type of its key
+/// (`"256KiB"`, `"5s"`, `"4"`, `"true"`); mistakes are reported by
+/// `karu_client_builder_build`.
+///
+/// # Safety
+///
+/// `builder` is NULL or a live builder used by no other thread; `key` and `value` are NULL or
+/// NUL-terminated strings.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_builder_set(
+    builder: *mut karu_client_builder,
+    key: *const c_char,
+    value: *const c_char,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let b = unsafe { object_mut(builder) }?;
+        // SAFETY: the caller's contract.
+        let key =
+            unsafe { text(key) }.map_err(|s| b.owner.fail(s, "the key is NULL or not UTF-8"))?;
+        // SAFETY: the caller's contract.
+        let value = unsafe { text(value) }
+            .map_err(|s| b.owner.fail(s, "the value is NULL or not UTF-8"))?;
+        b.builder = b.builder.clone().set(key, value);
+        Ok(())
+    })
+}
+
+/// Provide credentials for a provider family (`"aws"` for S3 and S3-compatible stores) from
+/// the application, instead of Karu's own discovery. Karu calls `callback(ctx,
+/// canonical_path, out)` from its credential workers, possibly from several threads at once
+/// (for different paths), so `callback` must be thread safe and bound its own input and
+/// output. The callback sets the credential with `karu_credential_set_aws` (and optionally
+/// `karu_credential_set_expiry`, `karu_credential_set_prefix`) and returns `KARU_OK`; any other
+/// status fails the reads that needed it with `KARU_ERR_CREDENTIALS`. A callback registered
+/// again for the same family replaces the earlier one.
+///
+/// `ctx` is passed through untouched; it must stay valid until every client built from this
+/// builder, and every batch and reader made from those clients, has been freed.
+///
+/// Returns `KARU_ERR_INVALID` if `builder`, `family` or `callback` is NULL.
+///
+/// # Safety
+///
+/// `builder` is NULL or a live builder used by no other thread; `family` is NULL or a
+/// NUL-terminated string; `callback` is NULL or a function with this signature that honours
+/// the contract above, as does `ctx`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_builder_credential_callback(
+    builder: *mut karu_client_builder,
+    family: *const c_char,
+    callback: karu_credential_callback,
+    ctx: *mut c_void,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let b = unsafe { object_mut(builder) }?;
+        // SAFETY: the caller's contract.
+        let family = unsafe { text(family) }
+            .map_err(|s| b.owner.fail(s, "the family is NULL or not UTF-8"))?;
+        let callback = callback.ok_or_else(|| {
+            b.owner
+                .fail(karu_status::KARU_ERR_INVALID, "the callback is NULL")
+        })?;
+        // SAFETY: the caller's contract: `callback` and `ctx` are thread safe and live as long
+        // as the clients (and their batches and readers), which own the callback.
+        let callback = unsafe { CCallback::new(family, callback, ctx) };
+        b.builder = b.builder.clone().credential_callback(family, callback);
+        Ok(())
+    })
+}
+
+/// Read the configuration (files, TOML texts, environment, options) and start a client. On
+/// failure (`KARU_ERR_INVALID` for a configuration mistake),
+/// `karu_client_builder_last_error` says what and where (file or text, line, key). The
+/// builder stays usable: building again reads everything again.
+///
+/// # Safety
+///
+/// `builder` is NULL or a live builder used by no other thread; `out_client` is NULL or valid
+/// for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_builder_build(
+    builder: *mut karu_client_builder,
+    out_client: *mut *mut karu_client,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let b = unsafe { object_mut(builder) }?;
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::new(out_client) }?;
+        let client = b.builder.build().map_err(|e| b.owner.error(&e))?;
+        out.set(into_handle(karu_client {
+            client,
+            owner: Owner::new(),
+        }));
+        Ok(())
+    })
+}
+
+/// The message of the last call on `builder` that failed on this thread (`""` if none),
+/// copied into `buffer` of `capacity` bytes, NUL-terminated and truncated to fit; `*out_len`
+/// (if not NULL) receives its whole length without the NUL.
+///
+/// # Safety
+///
+/// `builder` is NULL or a live builder; `buffer` is valid for `capacity` bytes (NULL only with
+/// `capacity` 0); `out_len` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_builder_last_error(
+    builder: *const karu_client_builder,
+    buffer: *mut c_char,
+    capacity: usize,
+    out_len: *mut usize,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let b = unsafe { object(builder) }?;
+        // SAFETY: the caller's contract.
+        unsafe { copy_text(&b.owner.last(), buffer, capacity, out_len) }
+    })
+}
+
+/// Release a builder (NULL is ignored). Clients built from it are not affected.
+///
+/// # Safety
+///
+/// `builder` is NULL or a builder from `karu_client_builder_new`, not used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_builder_free(
+    builder: *mut karu_client_builder,
+) -> karu_status {
+    entry(|| {
+        if !builder.is_null() {
+            // SAFETY: the caller's contract: a builder from `karu_client_builder_new`, freed
+            // once.
+            drop(unsafe { Box::from_raw(builder) });
+        }
+        Ok(())
+    })
+}
+
+/// Release a client (NULL is ignored). Its engine stops once its batches and readers are freed
+/// too (they keep it alive); locators stay usable with other clients.
+///
+/// # Safety
+///
+/// `client` is NULL or a client from `karu_client_builder_build`, not used afterwards and not
+/// in use by another thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_free(client: *mut karu_client) -> karu_status {
+    entry(|| {
+        if !client.is_null() {
+            // SAFETY: the caller's contract: a client from `karu_client_builder_build`, freed
+            // once, in use by no other thread.
+            drop(unsafe { Box::from_raw(client) });
+        }
+        Ok(())
+    })
+}
+
+/// The message of the last call on `client` (`karu_locate`, `karu_batch_submit`,
+/// `karu_client_stat`, `karu_client_read_ends`, `karu_reader_open`) that failed on this thread
+/// (`""` if none), copied as `karu_client_builder_last_error` does. Each thread sees its own:
+/// two threads sharing a client never see each other's messages.
+///
+/// Thread safety: any threads at once.
+///
+/// # Safety
+///
+/// `client` is NULL or a live client; `buffer` is valid for `capacity` bytes (NULL only with
+/// `capacity` 0); `out_len` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_last_error(
+    client: *const karu_client,
+    buffer: *mut c_char,
+    capacity: usize,
+    out_len: *mut usize,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let c = unsafe { object(client) }?;
+        // SAFETY: the caller's contract.
+        unsafe { copy_text(&c.owner.last(), buffer, capacity, out_len) }
+    })
+}
+
+/// The object's visible size (a window's length for a windowed locator; `KARU_SIZE_UNKNOWN`
+/// for a local device or FIFO, whose metadata states none) and its strong ETag when it has
+/// one, in one probe (a one-byte GET for a remote object; sizes are never cached).
+/// The ETag, if `etag` is not NULL, is copied as `karu_client_last_error` copies text (empty
+/// when the object has none; `*out_etag_len` gets its whole length). Pass it as `if_match` on
+/// later reads to pin them to this version.
+///
+/// Blocks the calling thread. Thread safety: any threads at once.
+///
+/// # Safety
+///
+/// `client` and `locator` are NULL or live; `out_size` is NULL or valid for one write;
+/// `etag` is NULL or valid for `etag_capacity` bytes; `out_etag_len` is NULL or valid for one
+/// write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_stat(
+    client: *const karu_client,
+    locator: *const karu_locator,
+    out_size: *mut u64,
+    etag: *mut c_char,
+    etag_capacity: usize,
+    out_etag_len: *mut usize,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let c = unsafe { object(client) }?;
+        // SAFETY: the caller's contract.
+        let l = unsafe { object(locator) }?;
+        // SAFETY: the caller's contract.
+        let out_size = unsafe { Out::new(out_size) }?;
+        if etag.is_null() && etag_capacity > 0 {
+            return Err(c.owner.fail(
+                karu_status::KARU_ERR_INVALID,
+                "etag is NULL but etag_capacity is not 0",
+            ));
+        }
+        let info = c.client.stat(&l.locator).map_err(|e| c.owner.error(&e))?;
+        out_size.set(info.size.unwrap_or(KARU_SIZE_UNKNOWN));
+        if !etag.is_null() || !out_etag_len.is_null() {
+            // SAFETY: the caller's contract for `etag`, `etag_capacity` and `out_etag_len`.
+            unsafe {
+                copy_text(
+                    info.etag.as_deref().unwrap_or(""),
+                    etag,
+                    etag_capacity,
+                    out_etag_len,
+                )
+            }?;
+        }
+        Ok(())
+    })
+}
+
+/// The first `head_len` and last `tail_len` bytes of an object (each clamped to its size),
+/// with its size and ETag, for formats with a header and a footer: one round trip for a
+/// remote object (the head and a suffix range together). `*out_ends` is released with
+/// `karu_ends_free`.
+///
+/// Blocks the calling thread. Thread safety: any threads at once.
+///
+/// # Safety
+///
+/// `client` and `locator` are NULL or live; `out_ends` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_read_ends(
+    client: *const karu_client,
+    locator: *const karu_locator,
+    head_len: u64,
+    tail_len: u64,
+    out_ends: *mut *mut karu_ends,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let c = unsafe { object(client) }?;
+        // SAFETY: the caller's contract.
+        let l = unsafe { object(locator) }?;
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::new(out_ends) }?;
+        let ends = c
+            .client
+            .read_ends(&l.locator, head_len, tail_len)
+            .map_err(|e| c.owner.error(&e))?;
+        let etag = ends.etag.as_deref().map(c_string);
+        out.set(into_handle(karu_ends { ends, etag }));
+        Ok(())
+    })
+}
+
+/// The object's visible size.
+///
+/// # Safety
+///
+/// `ends` is NULL or live; `out_size` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_ends_size(ends: *const karu_ends, out_size: *mut u64) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let e = unsafe { object(ends) }?;
+        // SAFETY: the caller's contract.
+        unsafe { Out::new(out_size) }?.set(e.ends.size);
+        Ok(())
+    })
+}
+
+/// The head's bytes, borrowed: valid until `karu_ends_free`. An empty head gives `NULL`, 0.
+///
+/// # Safety
+///
+/// `ends` is NULL or live; `out_data` and `out_len` are NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_ends_head(
+    ends: *const karu_ends,
+    out_data: *mut *const u8,
+    out_len: *mut usize,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let e = unsafe { object(ends) }?;
+        // SAFETY: the caller's contract.
+        unsafe { bytes_out(&e.ends.head, out_data, out_len) }
+    })
+}
+
+/// The tail's bytes, borrowed: valid until `karu_ends_free`. An empty tail gives `NULL`, 0.
+///
+/// # Safety
+///
+/// `ends` is NULL or live; `out_data` and `out_len` are NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_ends_tail(
+    ends: *const karu_ends,
+    out_data: *mut *const u8,
+    out_len: *mut usize,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let e = unsafe { object(ends) }?;
+        // SAFETY: the caller's contract.
+        unsafe { bytes_out(&e.ends.tail, out_data, out_len) }
+    })
+}
+
+/// The strong ETag both answers agreed on, NUL-terminated and borrowed (valid until
+/// `karu_ends_free`), or NULL when the object has none (local files never do).
+///
+/// # Safety
+///
+/// `ends` is NULL or live; `out_etag` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_ends_etag(
+    ends: *const karu_ends,
+    out_etag: *mut *const c_char,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let e = unsafe { object(ends) }?;
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::new(out_etag) }?;
+        out.set(e.etag.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()));
+        Ok(())
+    })
+}
+
+/// Release the ends (NULL is ignored); the bytes and ETag borrowed from them go with them.
+///
+/// # Safety
+///
+/// `ends` is NULL or from `karu_client_read_ends`, not used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_ends_free(ends: *mut karu_ends) -> karu_status {
+    entry(|| {
+        if !ends.is_null() {
+            // SAFETY: the caller's contract: from `karu_client_read_ends`, freed once.
+            drop(unsafe { Box::from_raw(ends) });
+        }
+        Ok(())
+    })
+}
+
+/// Write a borrowed view of `bytes` (`NULL`, 0 when empty).
+///
+/// # Safety
+///
+/// `out_data` and `out_len` are NULL or valid for one write.
+pub(crate) unsafe fn bytes_out(
+    bytes: &[u8],
+    out_data: *mut *const u8,
+    out_len: *mut usize,
+) -> crate::boundary::Outcome {
+    // SAFETY: the caller's contract.
+    let data = unsafe { Out::new(out_data) }?;
+    // SAFETY: the caller's contract.
+    let len = unsafe { Out::new(out_len) }?;
+    data.set(if bytes.is_empty() {
+        std::ptr::null()
+    } else {
+        bytes.as_ptr()
+    });
+    len.set(bytes.len());
+    Ok(())
+}

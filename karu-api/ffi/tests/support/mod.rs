@@ -1,0 +1,176 @@
+//! Building and running the C and C++ test programs: compiled with the system `cc` / `c++`
+//! under AddressSanitizer (LeakSanitizer included) against the committed headers and the
+//! `libkaru.so` cargo built for this test run (the shared target directory: one build), run
+//! with an empty environment, each with a deadline so that a hang fails instead of hanging.
+#![allow(dead_code)]
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a program may run: only reached when it hangs.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(120);
+
+/// The byte at `offset` of every test object (`pattern_byte` of tests/c/check.h).
+pub(crate) fn pattern_byte(offset: u64) -> u8 {
+    ((offset ^ (offset >> 7) ^ (offset >> 15)).wrapping_mul(131) & 0xff) as u8
+}
+
+/// The pattern of `[start, start + len)`.
+pub(crate) fn pattern(start: u64, len: u64) -> Vec<u8> {
+    (start..start + len).map(pattern_byte).collect()
+}
+
+/// This crate's directory.
+fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Where cargo put `libkaru.so` for this test binary: next to it (`target/<profile>/deps`).
+fn library_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let deps = exe
+        .parent()
+        .expect("the test binary's directory")
+        .to_path_buf();
+    assert!(
+        deps.join("libkaru.so").exists() || deps.join("libkaru.dylib").exists(),
+        "no libkaru.so next to {} (cargo builds it with this test's crate)",
+        exe.display()
+    );
+    deps
+}
+
+/// The language of a test program.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Lang {
+    /// C11, with `cc`.
+    C,
+    /// C++ of this standard (`"c++17"`, `"c++20"`), with `c++`.
+    Cpp(&'static str),
+}
+
+/// A compiled test program (in a temporary directory removed with it).
+#[derive(Debug)]
+pub(crate) struct Program {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// Compile `sources` (paths relative to this crate) into one program under AddressSanitizer.
+pub(crate) fn compile(lang: Lang, sources: &[&str]) -> Program {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("program");
+    let lib = library_dir();
+    let (compiler, standard) = match lang {
+        Lang::C => ("cc", "c11"),
+        Lang::Cpp(standard) => ("c++", standard),
+    };
+    let mut command = Command::new(compiler);
+    command
+        .arg(format!("-std={standard}"))
+        .args(["-Wall", "-Wextra", "-Werror", "-g", "-O1"])
+        .args(["-fsanitize=address", "-fno-omit-frame-pointer"])
+        .arg("-I")
+        .arg(crate_dir().join("include"))
+        .arg("-I")
+        .arg(crate_dir().join("tests/c"));
+    for source in sources {
+        command.arg(crate_dir().join(source));
+    }
+    command
+        .arg("-o")
+        .arg(&path)
+        .arg(format!("-L{}", lib.display()))
+        .arg("-lkaru")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lpthread");
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
+    assert!(
+        output.status.success(),
+        "{compiler} failed to compile {sources:?}:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Program { path, _dir: dir }
+}
+
+impl Program {
+    /// A command running the program with `args`, in an empty environment (no `KARU_*`
+    /// variable, no AWS one, no home directory) but the sanitizers' options.
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.path);
+        command
+            .args(args)
+            .env_clear()
+            .env(
+                "ASAN_OPTIONS",
+                "detect_leaks=1:halt_on_error=1:abort_on_error=0:fast_unwind_on_malloc=0",
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+
+    /// Run the program with `args` and return what it did, killing it after [`PATIENCE`].
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
+        let child = self.command(args).spawn().expect("the program starts");
+        wait(child)
+    }
+}
+
+/// Wait for `child` (killed after [`PATIENCE`]) and collect its output.
+pub(crate) fn wait(mut child: Child) -> Output {
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let out = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        bytes
+    });
+    let err = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr.read_to_end(&mut bytes);
+        bytes
+    });
+    let deadline = Instant::now() + PATIENCE;
+    let status: ExitStatus = loop {
+        if let Some(status) = child.try_wait().expect("waiting for the program") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let status = child.wait().expect("the killed program ends");
+            eprintln!("the program hung for {PATIENCE:?} and was killed");
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    }
+}
+
+/// Assert the program exited 0 (AddressSanitizer and LeakSanitizer exit non-zero on a
+/// finding), showing its output otherwise.
+pub(crate) fn assert_success(output: &Output) {
+    assert!(
+        output.status.success(),
+        "the program failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Write a pattern file of `len` bytes in `dir`.
+pub(crate) fn pattern_file(dir: &Path, name: &str, len: u64) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, pattern(0, len)).expect("write a pattern file");
+    path
+}
