@@ -30,9 +30,11 @@ enum Task {
     /// file and from a mock HTTP server with 20 ms of latency, check every byte, and print
     /// what happened to the reads and to each batch.
     Demo,
-    /// Install what the tests need, then build and run every test of the workspace (nextest
-    /// if present, else cargo test), then the provider-feature builds, format and lint
-    /// checks. Every fuzz target replays its corpus in the test run (`karu-fuzz-targets`).
+    /// Check the C header is current, install what the tests need, then build and run every
+    /// test of the workspace (nextest if present, else cargo test; the C and C++ programs of
+    /// the C ABI under AddressSanitizer among them), then the provider-feature builds, format
+    /// and lint checks. Every fuzz target replays its corpus in the test run
+    /// (`karu-fuzz-targets`).
     Test {
         /// Skip the provider-feature builds, `cargo fmt --check` and `cargo clippy`.
         #[arg(long)]

@@ -1,5 +1,6 @@
-//! `cargo xtask test`: prerequisites, every test (each fuzz target's corpus replay among
-//! them: `karu-fuzz-targets`), the provider-feature builds, format and lint checks.
+//! `cargo xtask test`: the C header check, prerequisites, every test (each fuzz target's corpus
+//! replay among them: `karu-fuzz-targets`; the C and C++ programs of the C ABI too: `karu-ffi`'s
+//! tests compile and run them), the provider-feature builds, format and lint checks.
 
 use std::process::Command;
 use std::time::Instant;
@@ -16,6 +17,9 @@ const NOT_TESTED: [&str; 2] = ["--exclude", "karu-bench"];
 pub(crate) fn run(lint: bool, extra: &[String]) -> Result<(), String> {
     let started = Instant::now();
     let root = workspace_root();
+    // The committed C header must be what the FFI crate's sources make (checked first: a
+    // stale header fails at once, before the long run).
+    crate::header::check(&root)?;
     install_servers()?;
     let nextest = Command::new(cargo())
         .args(["nextest", "--version"])

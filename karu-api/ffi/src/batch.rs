@@ -491,6 +491,100 @@ mod tests {
         assert!(check_destinations(&[read(8, isize::MAX as u64 + 1)]).is_err());
     }
 
+    /// `karu_batch_free` is a scope's end for the caller's destinations: while a transfer
+    /// that may write to one is active, it does not return, and when it returns the transfer
+    /// has written what it read.
+    #[test]
+    fn freeing_a_batch_waits_for_its_active_transfers() {
+        use std::os::fd::AsRawFd;
+        use std::sync::mpsc;
+        use std::time::{Duration, Instant};
+
+        // A file whose open for reading waits while this test holds a write lease on it: the
+        // file worker's transfer is then active, with the caller's buffer, until the lease
+        // ends. (`F_SETSIG` from Linux's <fcntl.h>: the holder is told by SIGURG, ignored,
+        // instead of SIGIO, which would end the process.)
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("held");
+        let content: Vec<u8> = (0..64u8).collect();
+        std::fs::write(&path, &content).unwrap();
+        let lease = std::fs::File::open(&path).unwrap();
+        const F_SETSIG: libc::c_int = 10;
+        // SAFETY: fcntl with integer arguments on a descriptor this test owns.
+        let signal = unsafe { libc::fcntl(lease.as_raw_fd(), F_SETSIG, libc::SIGURG) };
+        assert_eq!(signal, 0);
+        // SAFETY: as above.
+        let leased = unsafe { libc::fcntl(lease.as_raw_fd(), libc::F_SETLEASE, libc::F_WRLCK) };
+        assert_eq!(
+            leased,
+            0,
+            "a write lease: {}",
+            std::io::Error::last_os_error()
+        );
+
+        let client = crate::client::karu_client {
+            client: karu::Client::builder()
+                .user_config_file(None)
+                .project_config_file(None)
+                .environment(Vec::<(String, String)>::new())
+                .build()
+                .unwrap(),
+            owner: crate::last_error::Owner::new(),
+        };
+        let locator = crate::locator::karu_locator {
+            locator: client.client.locate(path.to_str().unwrap()).unwrap(),
+        };
+        let mut destination = vec![0u8; 64];
+        let read = karu_read {
+            locator: &locator,
+            offset: 0,
+            length: 64,
+            dst: destination.as_mut_ptr(),
+            tag: 1,
+            if_match: std::ptr::null(),
+        };
+        let mut batch: *mut karu_batch = std::ptr::null_mut();
+        // SAFETY: live client, one descriptor, a destination valid until the batch is freed.
+        let submitted =
+            unsafe { karu_batch_submit(&client, &read, 1, std::ptr::null(), &mut batch) };
+        assert_eq!(submitted, karu_status::KARU_OK);
+        let give_up = Instant::now() + Duration::from_secs(20);
+        // SAFETY: the batch is live until freed below.
+        while !format!("{:?}", unsafe { &*batch }).contains("active_transfers: 1,") {
+            assert!(Instant::now() < give_up, "no worker began the read");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+
+        let (freed, has_freed) = mpsc::channel();
+        let (batch, dst) = (batch as usize, destination.as_ptr() as usize);
+        let freeing = std::thread::spawn(move || {
+            // SAFETY: the batch, used by no other thread from now on.
+            let status = unsafe { karu_batch_free(batch as *mut karu_batch) };
+            // SAFETY: the destination lives until the test has joined this thread; nothing
+            // writes to it once `karu_batch_free` has returned.
+            let seen = unsafe { std::slice::from_raw_parts(dst as *const u8, 64) }.to_vec();
+            freed.send((status, seen)).unwrap();
+        });
+        // The worker is still inside its transfer: freeing must not have returned. (A free
+        // that did not wait would have returned at once.)
+        assert!(
+            matches!(
+                has_freed.recv_timeout(Duration::from_millis(300)),
+                Err(mpsc::RecvTimeoutError::Timeout)
+            ),
+            "karu_batch_free returned while a transfer could write to the caller's buffer"
+        );
+        drop(lease);
+        let (status, seen) = has_freed.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert_eq!(status, karu_status::KARU_OK);
+        assert_eq!(
+            seen, content,
+            "the read was written before the free returned"
+        );
+        freeing.join().unwrap();
+        drop(destination); // the caller's again
+    }
+
     #[test]
     fn options_override_only_the_fields_named() {
         let none = batch_options(&karu_batch_options::default());

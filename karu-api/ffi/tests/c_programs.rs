@@ -69,3 +69,291 @@ fn local_and_http_reads_from_c() {
         [plain("bytes=0-0"), plain("bytes=0-9")]
     );
 }
+
+#[test]
+fn many_threads_drain_one_batch_from_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "local.bin", MIB);
+    let server = MockServer::start();
+    server.insert("/object", pattern(0, MIB));
+    let program = compile(Lang::C, &["tests/c/threads.c"]);
+    let output = program.run(&[file.to_str().unwrap(), &server.url("/object")]);
+    assert_success(&output);
+    // One request per planned remote transfer: none lost, none repeated.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let transfers: usize = stdout
+        .trim()
+        .strip_prefix("remote_transfers=")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected output: {stdout}"));
+    let requests = server.requests();
+    assert_eq!(requests.len(), transfers);
+    assert!(requests.iter().all(|r| r.status == 206), "{requests:?}");
+    let mut ranges: Vec<_> = requests.iter().map(|r| r.byte_range).collect();
+    ranges.sort_unstable();
+    ranges.dedup();
+    assert_eq!(ranges.len(), transfers, "a range was requested twice");
+}
+
+/// A "KREC" container (see tests/c/reader.c): the pattern as records, then an index of
+/// `records` (offset, length) pairs, then the trailer.
+fn krec(body_len: u64, records: &[(u64, u64)]) -> Vec<u8> {
+    let mut bytes = pattern(0, body_len);
+    let index = bytes.len() as u64;
+    for (offset, len) in records {
+        bytes.extend_from_slice(&offset.to_le_bytes());
+        bytes.extend_from_slice(&len.to_le_bytes());
+    }
+    bytes.extend_from_slice(&index.to_le_bytes());
+    bytes.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(b"KREC");
+    bytes
+}
+
+#[test]
+fn the_reader_vtable_drives_a_sans_io_reader_from_c() {
+    const BODY: u64 = 100_000;
+    // Three records of the body; the fourth runs past the end of the file.
+    let size = BODY + 4 * 16 + 16;
+    let records = [(10, 100), (5000, 2048), (99_000, 1000), (size - 4, 100)];
+    let container = krec(BODY, &records);
+    assert_eq!(container.len() as u64, size);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("container.krec");
+    std::fs::write(&file, &container).unwrap();
+    let server = MockServer::start();
+    server.insert("/container.krec", container);
+    let program = compile(Lang::C, &["tests/c/reader.c"]);
+    let output = program.run(&[file.to_str().unwrap(), &server.url("/container.krec")]);
+    assert_success(&output);
+    // Over HTTP the core's ranges, and only those, were requested: the open's probe, the
+    // trailer, the index, each record, and the 4 bytes of the last one that exist.
+    let mut ranges: Vec<_> = server
+        .requests()
+        .iter()
+        .map(|r| r.byte_range.expect("closed ranges only"))
+        .collect();
+    ranges.sort_unstable();
+    let mut expected = vec![
+        (0, 0),
+        (size - 16, size - 1),
+        (BODY, BODY + 4 * 16 - 1),
+        (10, 109),
+        (5000, 7047),
+        (99_000, 99_999),
+        (size - 4, size - 1),
+    ];
+    expected.sort_unstable();
+    assert_eq!(ranges, expected);
+}
+
+#[test]
+fn a_credential_callback_in_c_signs_s3_reads() {
+    let s3 = karu_testkit::S3Mock::start();
+    s3.create_bucket("bucket");
+    s3.add_credentials(karu_testkit::MockCredentials::new(
+        "AKIDCALLBACK",
+        "callback-secret",
+    ));
+    s3.insert("bucket", "a", pattern(0, 64 << 10));
+    s3.insert("bucket", "b", pattern(0, 64 << 10));
+    let program = compile(Lang::C, &["tests/c/credentials.c"]);
+    let output = program.run(&[&s3.endpoint(), "bucket"]);
+    assert_success(&output);
+    // Every request of the first client was signed with the callback's key pair, and the
+    // mock verified each signature; the refusing callback's read sent no request at all.
+    assert!(
+        s3.signature_failures().is_empty(),
+        "{:?}",
+        s3.signature_failures()
+    );
+    let requests = s3.server().requests();
+    assert_eq!(requests.len(), 6, "{requests:?}");
+    for request in &requests {
+        let authorization = request.header("authorization").unwrap_or_default();
+        assert!(
+            authorization.contains("Credential=AKIDCALLBACK/"),
+            "{authorization}"
+        );
+        assert_eq!(request.status, 206);
+    }
+}
+
+/// Lets every request through, telling the test when one for `path` arrives.
+#[derive(Debug)]
+struct Arrivals {
+    path: &'static str,
+    arrived: std::sync::mpsc::Sender<()>,
+}
+
+impl karu_testkit::Gate for Arrivals {
+    fn check(&self, request: &karu_testkit::RequestHead) -> Option<karu_testkit::GateResponse> {
+        if request.path == self.path {
+            let _ = self.arrived.send(());
+        }
+        None
+    }
+}
+
+#[test]
+fn fork_from_c_the_child_reads_on_its_own_and_an_inherited_batch_is_invalid() {
+    use std::io::Write as _;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "local.bin", MIB);
+    let server = MockServer::start();
+    server.insert("/object", pattern(0, MIB));
+    server.insert("/held", pattern(0, 4096));
+    // The parent's in-flight read of /held is held until a second request for it arrives,
+    // which the parent sends once its children are done.
+    server.add_fault(karu_testkit::FaultRule::new(karu_testkit::Fault::Barrier(2)).path("/held"));
+    let (arrived, held_arrived) = std::sync::mpsc::channel();
+    server.set_gate(Some(Arc::new(Arrivals {
+        path: "/held",
+        arrived,
+    })));
+    let program = compile(Lang::C, &["tests/c/fork.c"]);
+    let mut command = program.command(&[
+        file.to_str().unwrap(),
+        &server.url("/object"),
+        &server.url("/held"),
+    ]);
+    let mut child = command
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("the program starts");
+    held_arrived
+        .recv_timeout(support::PATIENCE)
+        .expect("the parent's held read reached the server");
+    let accepted_before_fork = server.connections_accepted();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"fork\n").unwrap();
+    drop(stdin);
+    let output = support::wait(child);
+    assert_success(&output);
+
+    // The child (ranges from 1000) and the grandchild (from 2000) read through connections of
+    // their own, accepted after the fork: never the parent's, nor each other's.
+    let requests = server.requests();
+    let connections_from = |at: u64| -> Vec<u64> {
+        requests
+            .iter()
+            .filter(|r| r.path == "/object")
+            .filter(|r| {
+                r.byte_range
+                    .is_some_and(|(first, _)| first == at || first == at + 100_000)
+            })
+            .map(|r| r.connection)
+            .collect()
+    };
+    let (child, grandchild) = (connections_from(1000), connections_from(2000));
+    assert_eq!((child.len(), grandchild.len()), (2, 2), "{requests:?}");
+    assert!(
+        child
+            .iter()
+            .chain(&grandchild)
+            .all(|&c| c > accepted_before_fork),
+        "a child used a parent's connection: {child:?} {grandchild:?} (parent's: 1..={accepted_before_fork})"
+    );
+    assert!(child.iter().all(|c| !grandchild.contains(c)));
+    // The parent's held read was answered once, in the parent, with its releasing request.
+    let held: Vec<_> = requests.iter().filter(|r| r.path == "/held").collect();
+    assert_eq!(held.len(), 2, "{held:?}");
+}
+
+/// The C++ facade over local and HTTP objects, in one C++ standard.
+fn the_cpp_facade(standard: &'static str) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "local.bin", MIB);
+    let server = MockServer::start();
+    server.insert("/object", pattern(0, MIB));
+    let program = compile(Lang::Cpp(standard), &["tests/cpp/facade.cpp"]);
+    let output = program.run(&[
+        file.to_str().unwrap(),
+        &server.url("/object"),
+        &server.url("/missing"),
+    ]);
+    assert_success(&output);
+    // The facade's reads are the C ABI's: merged neighbours as one request, the overridden
+    // pair as two, the pinned read with its condition, the reader's probe and reads.
+    let mut ranges: Vec<String> = server
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/object")
+        .map(|r| r.range.clone().unwrap_or_default())
+        .collect();
+    ranges.sort();
+    assert_eq!(
+        ranges,
+        [
+            "bytes=-32",
+            "bytes=0-0",
+            "bytes=0-0",
+            "bytes=0-15",
+            "bytes=0-3",
+            "bytes=100-249",
+            "bytes=1048568-1048575",
+            "bytes=300000-300009",
+            "bytes=300010-300019",
+            "bytes=400000-400007",
+            "bytes=700000-700063",
+        ]
+    );
+}
+
+#[test]
+fn the_cpp_facade_as_cpp17() {
+    the_cpp_facade("c++17");
+}
+
+#[test]
+fn the_cpp_facade_as_cpp20() {
+    the_cpp_facade("c++20");
+}
+
+#[test]
+fn the_cpp_facade_as_cpp23() {
+    the_cpp_facade("c++23");
+}
+
+#[test]
+fn the_read_ranges_example_reads_exact_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "local.bin", MIB);
+    let server = MockServer::start();
+    server.insert("/object", pattern(0, MIB));
+    let program = compile(Lang::C, &["examples/read_ranges.c"]);
+    for address in [file.to_str().unwrap().to_owned(), server.url("/object")] {
+        let output = program.run(&[&address, "0:4096", "5000:100", "1048570:100", "7:0"]);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        // One read fails (zero length), so the example exits 1; the rest is exact.
+        assert_eq!(output.status.code(), Some(1), "{stdout}\n{output:?}");
+        let mut lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("read ")).collect();
+        lines.sort_unstable();
+        let fnv = |bytes: &[u8]| {
+            bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            })
+        };
+        let expected = [
+            format!(
+                "read 0 0:4096 ok 4096 bytes fnv1a={:016x}",
+                fnv(&pattern(0, 4096))
+            ),
+            format!(
+                "read 1 5000:100 ok 100 bytes fnv1a={:016x}",
+                fnv(&pattern(5000, 100))
+            ),
+            format!(
+                "read 2 1048570:100 range_not_satisfiable 6 bytes fnv1a={:016x}",
+                fnv(&pattern(1_048_570, 6))
+            ),
+            "read 3 7:0 invalid_range 0 bytes".to_owned(),
+        ];
+        assert_eq!(lines.len(), 4, "{stdout}");
+        for (line, expected) in lines.iter().zip(&expected) {
+            assert!(line.starts_with(expected.as_str()), "{line} vs {expected}");
+        }
+    }
+}

@@ -70,7 +70,7 @@ pub(crate) fn compile(lang: Lang, sources: &[&str]) -> Program {
     let mut command = Command::new(compiler);
     command
         .arg(format!("-std={standard}"))
-        .args(["-Wall", "-Wextra", "-Werror", "-g", "-O1"])
+        .args(["-Wall", "-Wextra", "-Werror", "-g", "-O0"])
         .args(["-fsanitize=address", "-fno-omit-frame-pointer"])
         .arg("-I")
         .arg(crate_dir().join("include"))

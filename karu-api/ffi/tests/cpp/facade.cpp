@@ -1,0 +1,158 @@
+// The C++ facade (include/karu.hpp): move-only RAII objects, spans, planner overrides,
+// expected results and a range-for over completions, over local and HTTP objects. Compiled
+// as C++17 (the facade's own span and expected), C++20 (std::span) and C++23
+// (std::expected) by tests/c_programs.rs.
+//
+// argv: LOCAL_FILE (1 MiB of pattern) OBJECT_URL (1 MiB of pattern) MISSING_URL (404)
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <type_traits>
+#include <vector>
+
+#include "karu.hpp"
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            std::exit(1);                                                            \
+        }                                                                            \
+    } while (0)
+
+static std::uint8_t pattern_byte(std::uint64_t offset) {
+    return static_cast<std::uint8_t>(((offset ^ (offset >> 7) ^ (offset >> 15)) * 131u) & 0xffu);
+}
+
+static bool is_pattern(karu::span<const std::uint8_t> data, std::uint64_t offset) {
+    for (std::size_t i = 0; i < data.size(); i++) {
+        if (data[i] != pattern_byte(offset + i)) return false;
+    }
+    return true;
+}
+
+// Ownership is unique: nothing here can be copied, everything can be moved.
+static_assert(!std::is_copy_constructible_v<karu::Client> && std::is_move_constructible_v<karu::Client>);
+static_assert(!std::is_copy_constructible_v<karu::Batch> && std::is_move_constructible_v<karu::Batch>);
+static_assert(!std::is_copy_constructible_v<karu::Locator> && std::is_move_assignable_v<karu::Locator>);
+static_assert(!std::is_copy_constructible_v<karu::Completion> && std::is_move_constructible_v<karu::Completion>);
+static_assert(!std::is_copy_constructible_v<karu::Buffer>);
+
+static karu::ClientOptions isolated(std::string toml = {}) {
+    karu::ClientOptions options;
+    options.user_config_file = false;
+    options.project_config_file = false;
+    options.toml = std::move(toml);
+    return options;
+}
+
+int main(int argc, char **argv) {
+    CHECK(argc == 4);
+    const std::uint64_t size = 1 << 20;
+
+    // A configuration mistake is an expected error naming the text and the line.
+    auto broken = karu::Client::create(isolated("io_threads = 2\n[planner]\nmax_gapp = 1\n"));
+    CHECK(!broken && broken.error().status == karu::Status::Invalid);
+    CHECK(broken.error().message.find("karu_client_builder_config_toml:3") != std::string::npos);
+
+    karu::ClientOptions options = isolated("file_workers = 2\n");
+    options.settings.emplace_back("planner.max_gap", "64KiB");
+    karu::Client client = karu::Client::create(options).value();
+    karu::Locator local = client.locate(argv[1]).value();
+    karu::Locator remote = client.locate(argv[2]).value();
+    karu::Locator missing = client.locate(argv[3]).value();
+    auto nowhere = client.locate("gopher://example/x");
+    CHECK(!nowhere && nowhere.error().status == karu::Status::Unsupported);
+    CHECK(nowhere.error().message.find("gopher") != std::string::npos);
+    karu::Locator window = local.window(1000, 5000).value();
+    CHECK(window.name().find("[1000, +5000)") != std::string::npos);
+    CHECK(!window.window(4000, 2000) && window.window(4000, 2000).error().status == karu::Status::InvalidRange);
+
+    // stat, read_ends.
+    karu::ObjectInfo info = client.stat(remote).value();
+    CHECK(info.size == size && info.etag.size() > 2);
+    CHECK(client.stat(window).value().size == 5000);
+    CHECK(client.stat(missing).error().status == karu::Status::NotFound);
+    karu::Ends ends = client.read_ends(remote, 16, 32).value();
+    CHECK(ends.size() == size && ends.etag() == info.etag);
+    CHECK(ends.head().size() == 16 && is_pattern(ends.head(), 0));
+    CHECK(ends.tail().size() == 32 && is_pattern(ends.tail(), size - 32));
+
+    // A batch over spans: caller buffers (a vector, an array) and Karu-allocated ones, a
+    // window, invalid reads, a missing object; a range-for over completions as they arrive.
+    std::vector<std::uint8_t> header(4096);
+    std::array<std::uint8_t, 50> middle{};
+    std::vector<karu::Read> reads;
+    reads.push_back(karu::Read(local, 0, 0).into(header).tag(1));
+    reads.push_back(karu::Read(remote, 100, 0).into(middle).tag(2));
+    reads.push_back(karu::Read(remote, 200, 50).tag(3));
+    reads.push_back(karu::Read(window, 10, 100).tag(4));
+    reads.push_back(karu::Read(local, 5, 0).tag(5));                    // zero length
+    reads.push_back(karu::Read(local, size - 10, 100).tag(6));          // the file ends
+    reads.push_back(karu::Read(missing, 0, 10).tag(7));                 // 404
+    reads.push_back(karu::Read(remote, 400000, 8).tag(8).if_match(info.etag));
+    karu::Batch batch = client.submit(reads).value();
+    CHECK(batch.stats().value().reads == 8);
+    std::map<std::uint64_t, karu::Completion> done;
+    for (karu::Completion &completion : batch) {
+        std::uint64_t tag = completion.tag();
+        CHECK(done.count(tag) == 0);
+        done.emplace(tag, std::move(completion));
+    }
+    CHECK(!batch.error() && done.size() == 8);
+    CHECK(done.at(1).ok() && done.at(1).data().data() == header.data() && is_pattern(header, 0));
+    CHECK(done.at(2).ok() && is_pattern(middle, 100));
+    CHECK(done.at(3).ok() && is_pattern(done.at(3).data(), 200) && done.at(3).data().size() == 50);
+    CHECK(done.at(4).ok() && is_pattern(done.at(4).data(), 1010));
+    CHECK(done.at(5).status() == karu::Status::InvalidRange && !done.at(5).message().empty());
+    CHECK(done.at(6).status() == karu::Status::RangeNotSatisfiable && done.at(6).bytes_received() == 10);
+    CHECK(is_pattern(done.at(6).data(), size - 10) && done.at(6).data().size() == 10);
+    CHECK(done.at(7).status() == karu::Status::NotFound && done.at(7).http_status() == 404);
+    CHECK(done.at(7).error()->status == karu::Status::NotFound);
+    CHECK(done.at(8).ok() && is_pattern(done.at(8).data(), 400000));
+    // Taking a Karu-allocated buffer: the caller owns it, it frees itself.
+    karu::Buffer taken = done.at(3).take();
+    CHECK(taken.size() == 50 && is_pattern(taken.bytes(), 200) && done.at(3).data().size() == 0);
+    CHECK(done.at(1).take().size() == 0);  // a caller's buffer is not Karu's to give
+
+    // Moving a batch moves its ownership; planner overrides and wait().
+    karu::PlannerOptions no_merging;
+    no_merging.max_gap = 0;
+    std::vector<karu::Read> adjacent;
+    adjacent.push_back(karu::Read(remote, 300000, 10).tag(30));
+    adjacent.push_back(karu::Read(remote, 300010, 10).tag(31));
+    karu::Batch first = client.submit(adjacent, no_merging).value();
+    karu::Batch moved = std::move(first);
+    CHECK(first.get() == nullptr && moved.get() != nullptr);
+    CHECK(moved.stats().value().transfers == 2);
+    std::vector<karu::Completion> all = moved.wait().value();
+    CHECK(all.size() == 2 && all[0].tag() == 30 && all[1].tag() == 31);
+    CHECK(is_pattern(all[0].data(), 300000) && is_pattern(all[1].data(), 300010));
+    karu::Next next = moved.next(std::chrono::milliseconds(0)).value();
+    CHECK(next.kind == karu::Next::Kind::Drained && !next.completion);
+
+    // A reader: positional reads, short at the end.
+    karu::Reader reader = client.open_reader(remote).value();
+    CHECK(reader.size() == size);
+    std::vector<std::uint8_t> bytes(64);
+    CHECK(reader.read_at(700000, bytes).value() == 64 && is_pattern(bytes, 700000));
+    CHECK(reader.read_at(size - 8, bytes).value() == 8 && is_pattern(karu::span<const std::uint8_t>(bytes.data(), 8), size - 8));
+
+    // A credential callback as a std::function; it is not called for HTTP objects.
+    karu::ClientOptions with_callback = isolated();
+    int calls = 0;
+    with_callback.aws_credentials = [&calls](std::string_view) -> karu::Expected<karu::AwsCredential> {
+        calls++;
+        return karu::unexpected(karu::Error{karu::Status::Credentials, "none"});
+    };
+    karu::Client second = karu::Client::create(with_callback).value();
+    karu::Locator again = second.locate(argv[2]).value();
+    std::vector<karu::Read> one;
+    one.push_back(karu::Read(again, 0, 4));
+    karu::Batch third = second.submit(one).value();
+    CHECK(third.wait().value().at(0).ok() && calls == 0);
+
+    std::printf("facade (C++%ld): ok\n", static_cast<long>(__cplusplus / 100 % 100));
+    return 0;
+}
