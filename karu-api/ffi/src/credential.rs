@@ -30,6 +30,17 @@ pub struct karu_credential_out {
     prefix: Option<String>,
 }
 
+impl karu_credential_out {
+    /// Nothing set yet: what a callback is handed.
+    pub(crate) fn empty() -> Self {
+        karu_credential_out {
+            aws: None,
+            expires: None,
+            prefix: None,
+        }
+    }
+}
+
 impl std::fmt::Debug for karu_credential_out {
     /// Never the secret or the token.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -177,11 +188,7 @@ impl CredentialCallback for CCallback {
         let refuse = |why: String| Error::new(Status::Credentials, why);
         let c_path = CString::new(path.as_str())
             .map_err(|_| refuse(format!("the canonical path {path} holds a NUL byte")))?;
-        let mut out = karu_credential_out {
-            aws: None,
-            expires: None,
-            prefix: None,
-        };
+        let mut out = karu_credential_out::empty();
         // SAFETY: the registration's contract; `c_path` and `out` outlive the call.
         let answer = unsafe { (self.callback)(self.ctx, c_path.as_ptr(), &mut out) };
         if answer != karu_status::KARU_OK as u32 {

@@ -30,6 +30,8 @@ mod completion;
 mod credential;
 mod last_error;
 mod locator;
+#[cfg(test)]
+mod null_arguments;
 mod reader;
 mod status;
 
