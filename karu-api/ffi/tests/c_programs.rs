@@ -268,13 +268,48 @@ fn the_cpp_facade(standard: &'static str) {
     let file = pattern_file(dir.path(), "local.bin", MIB);
     let server = MockServer::start();
     server.insert("/object", pattern(0, MIB));
+    let s3 = karu_testkit::S3Mock::start();
+    s3.create_bucket("bucket");
+    s3.add_credentials(karu_testkit::MockCredentials::new(
+        "AKIDFACADE",
+        "facade-secret",
+    ));
+    s3.insert("bucket", "a", pattern(0, 64 << 10));
     let program = compile(Lang::Cpp(standard), &["tests/cpp/facade.cpp"]);
     let output = program.run(&[
         file.to_str().unwrap(),
         &server.url("/object"),
         &server.url("/missing"),
+        &s3.endpoint(),
+        "bucket",
     ]);
     assert_success(&output);
+    // The answering callback's key pair signed both S3 reads (each verified by the mock); the
+    // throwing callback's read sent nothing.
+    assert!(
+        s3.signature_failures().is_empty(),
+        "{:?}",
+        s3.signature_failures()
+    );
+    let s3_ranges: Vec<_> = s3
+        .server()
+        .requests()
+        .iter()
+        .map(|r| {
+            let authorization = r.header("authorization").unwrap_or_default();
+            assert!(
+                authorization.contains("Credential=AKIDFACADE/"),
+                "{authorization}"
+            );
+            (r.status, r.byte_range)
+        })
+        .collect();
+    assert_eq!(s3_ranges.len(), 2, "{s3_ranges:?}");
+    assert!(s3_ranges.contains(&(206, Some((0, 99)))), "{s3_ranges:?}");
+    assert!(
+        s3_ranges.contains(&(206, Some((60000, 60099)))),
+        "{s3_ranges:?}"
+    );
     // The facade's reads are the C ABI's: merged neighbours as one request, the overridden
     // pair as two, the pinned read with its condition, the reader's probe and reads.
     let mut ranges: Vec<String> = server

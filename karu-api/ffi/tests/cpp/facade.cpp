@@ -1,13 +1,19 @@
 // The C++ facade (include/karu.hpp): move-only RAII objects, spans, planner overrides,
 // expected results and a range-for over completions, over local and HTTP objects. Compiled
 // as C++17 (the facade's own span and expected), C++20 (std::span) and C++23
-// (std::expected) by tests/c_programs.rs.
+// (std::expected) by tests/c_programs.rs. Credential callbacks as std::function over S3: one
+// that answers signs the reads (asked once: cached under the prefix it names); one that
+// throws fails its read with Status::Credentials (the exception never reaches Karu).
 //
 // argv: LOCAL_FILE (1 MiB of pattern) OBJECT_URL (1 MiB of pattern) MISSING_URL (404)
+//       S3_ENDPOINT BUCKET (object "a" of 64 KiB of pattern; the mock accepts the key pair
+//       "AKIDFACADE" / "facade-secret")
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -48,7 +54,7 @@ static karu::ClientOptions isolated(std::string toml = {}) {
 }
 
 int main(int argc, char **argv) {
-    CHECK(argc == 4);
+    CHECK(argc == 6);
     const std::uint64_t size = 1 << 20;
 
     // A configuration mistake is an expected error naming the text and the line.
@@ -152,6 +158,44 @@ int main(int argc, char **argv) {
     one.push_back(karu::Read(again, 0, 4));
     karu::Batch third = second.submit(one).value();
     CHECK(third.wait().value().at(0).ok() && calls == 0);
+
+    // Over S3, the callback's credential signs the reads (one call: cached under the bucket
+    // prefix it names), and a callback that throws fails its read, naming the family.
+    const std::string s3_toml = std::string("[s3]\nendpoint = \"") + argv[4] + "\"\nregion = \"us-east-1\"\n";
+    const std::string object_a = std::string("s3://") + argv[5] + "/a";
+    karu::ClientOptions signing = isolated(s3_toml);
+    int answered = 0;
+    signing.aws_credentials = [&answered, bucket = std::string(argv[5])](std::string_view path) -> karu::Expected<karu::AwsCredential> {
+        answered++;
+        CHECK(path == "s3://" + bucket + "/a");
+        karu::AwsCredential credential;
+        credential.access_key_id = "AKIDFACADE";
+        credential.secret_access_key = "facade-secret";
+        credential.expires_unix = 4102444800u;  // 2100-01-01
+        credential.prefix = "s3://" + bucket;
+        return credential;
+    };
+    karu::Client s3 = karu::Client::create(signing).value();
+    karu::Locator a = s3.locate(object_a).value();
+    for (std::uint64_t offset : {std::uint64_t{0}, std::uint64_t{60000}}) {  // two batches
+        std::vector<karu::Read> signed_read;
+        signed_read.push_back(karu::Read(a, offset, 100));
+        std::vector<karu::Completion> got = s3.submit(signed_read).value().wait().value();
+        CHECK(got.size() == 1 && got[0].ok() && is_pattern(got[0].data(), offset));
+    }
+    CHECK(answered == 1);
+
+    karu::ClientOptions throwing = isolated(s3_toml);
+    throwing.aws_credentials = [](std::string_view) -> karu::Expected<karu::AwsCredential> {
+        throw std::runtime_error("the application's credential store is down");
+    };
+    karu::Client refused = karu::Client::create(throwing).value();
+    karu::Locator a_again = refused.locate(object_a).value();
+    std::vector<karu::Read> unsigned_read;
+    unsigned_read.push_back(karu::Read(a_again, 0, 100));
+    std::vector<karu::Completion> failed = refused.submit(unsigned_read).value().wait().value();
+    CHECK(failed.size() == 1 && failed[0].status() == karu::Status::Credentials);
+    CHECK(failed[0].message().find("aws") != std::string::npos);
 
     std::printf("facade (C++%ld): ok\n", static_cast<long>(__cplusplus / 100 % 100));
     return 0;
