@@ -191,8 +191,9 @@ typedef uint32_t karu_next;
  * returned once); `karu_batch_free` must not run concurrently with any of them.
  *
  * Fork safety: a batch belongs to the process that submitted it. In a forked child every
- * function on a batch submitted before the fork returns `KARU_ERR_INVALID`, and
- * `karu_batch_free` leaves it allocated until the child exits.
+ * function on a batch submitted before the fork returns `KARU_ERR_INVALID` (and
+ * `karu_batch_last_error` says so), and `karu_batch_free` leaves it allocated until the child
+ * exits.
  */
 typedef struct karu_batch karu_batch;
 
@@ -392,6 +393,24 @@ karu_status karu_batch_cancel(const struct karu_batch *batch);
  * thread.
  */
 karu_status karu_batch_free(struct karu_batch *batch);
+
+/**
+ * The message of the last call on `batch` that failed on this thread (`""` if none), copied
+ * as `karu_client_last_error` does: a batch of another process (after a fork), an invalid
+ * argument. (A read's own failure is its completion's: `karu_completion_message`.) Works on a
+ * batch inherited through a fork too.
+ *
+ * Thread safety: any threads at once; each thread sees its own calls' messages.
+ *
+ * # Safety
+ *
+ * `batch` is NULL or live; `buffer` is valid for `capacity` bytes (NULL only with `capacity`
+ * 0); `out_len` is NULL or valid for one write.
+ */
+karu_status karu_batch_last_error(const struct karu_batch *batch,
+                                  char *buffer,
+                                  size_t capacity,
+                                  size_t *out_len);
 
 /**
  * Take the next completion, waiting at most `timeout_ms` milliseconds for one (0: do not
@@ -899,6 +918,22 @@ karu_status karu_locate(const struct karu_client *client,
 karu_status karu_locator_free(struct karu_locator *locator);
 
 /**
+ * The message of the last `karu_locator_window` on `locator` that failed on this thread
+ * (`""` if none), copied as `karu_client_last_error` does.
+ *
+ * Thread safety: any threads at once; each thread sees its own calls' messages.
+ *
+ * # Safety
+ *
+ * `locator` is NULL or live; `buffer` is valid for `capacity` bytes (NULL only with
+ * `capacity` 0); `out_len` is NULL or valid for one write.
+ */
+karu_status karu_locator_last_error(const struct karu_locator *locator,
+                                    char *buffer,
+                                    size_t capacity,
+                                    size_t *out_len);
+
+/**
  * The locator as it may be shown to people: its canonical path (a query string redacted)
  * and window, copied as `karu_client_last_error` copies text.
  *
@@ -917,7 +952,9 @@ karu_status karu_locator_name(const struct karu_locator *locator,
  * `KARU_TO_END` for everything from `start` on). Offsets of reads through it are relative to
  * `start`, and reads leaving a bounded window fail with `KARU_ERR_INVALID_RANGE` before any
  * I/O. Windows nest; a window must fit inside a bounded one (`KARU_ERR_INVALID_RANGE`
- * otherwise, as for an overflowing one).
+ * otherwise, as for an overflowing one); `karu_locator_last_error` then says why.
+ *
+ * Thread safety: any threads at once.
  *
  * # Safety
  *

@@ -250,7 +250,9 @@ class Locator {
     Expected<Locator> window(std::uint64_t start, std::optional<std::uint64_t> length = std::nullopt) const {
         karu_locator *raw = nullptr;
         karu_status s = karu_locator_window(handle_.get(), start, length.value_or(KARU_TO_END), &raw);
-        if (s != KARU_OK) return unexpected(detail::error(s));
+        if (s != KARU_OK) {
+            return unexpected(detail::error(s, detail::last_error<karu_locator>(karu_locator_last_error, handle_.get())));
+        }
         return Locator(raw);
     }
 
@@ -450,7 +452,7 @@ class Batch {
         karu_next what = KARU_NEXT_DRAINED;
         karu_completion *raw = nullptr;
         karu_status s = karu_batch_next(handle_.get(), static_cast<std::uint64_t>(timeout.count()), &what, &raw);
-        if (s != KARU_OK) return unexpected(detail::error(s));
+        if (s != KARU_OK) return unexpected(error(s));
         switch (what) {
             case KARU_NEXT_COMPLETION:
                 return Next{Next::Kind::Completion, Completion(raw)};
@@ -468,7 +470,7 @@ class Batch {
             std::array<karu_completion *, 64> raw{};
             std::size_t n = 0;
             karu_status s = karu_batch_wait(handle_.get(), raw.data(), raw.size(), &n);
-            if (s != KARU_OK) return unexpected(detail::error(s));
+            if (s != KARU_OK) return unexpected(error(s));
             for (std::size_t i = 0; i < n; i++) all.push_back(Completion(raw[i]));
             if (n < raw.size()) return all;
         }
@@ -478,14 +480,14 @@ class Batch {
     Expected<Stats> stats() const {
         Stats stats{};
         karu_status s = karu_batch_stats(handle_.get(), &stats);
-        if (s != KARU_OK) return unexpected(detail::error(s));
+        if (s != KARU_OK) return unexpected(error(s));
         return stats;
     }
 
     /// Cancel the reads that have not started (they complete as `Cancelled`).
     Expected<void> cancel() const {
         karu_status s = karu_batch_cancel(handle_.get());
-        if (s != KARU_OK) return unexpected(detail::error(s));
+        if (s != KARU_OK) return unexpected(error(s));
         return {};
     }
 
@@ -548,6 +550,9 @@ class Batch {
 
   private:
     friend class Client;
+    Error error(karu_status status) const {
+        return detail::error(status, detail::last_error<karu_batch>(karu_batch_last_error, handle_.get()));
+    }
     Batch(karu_batch *raw, std::shared_ptr<detail::Callbacks> callbacks)
         : callbacks_(std::move(callbacks)), handle_(raw) {}
     std::shared_ptr<detail::Callbacks> callbacks_;  // outlives the C batch (declared first)

@@ -19,9 +19,10 @@ use std::time::Duration;
 use karu::{BatchOptions, Completion, Next, ProcessStamp, Read, ScopedBatch};
 use parking_lot::Mutex;
 
-use crate::boundary::{Out, entry, into_handle, object, optional_text};
+use crate::boundary::{Out, copy_text, entry, into_handle, object, optional_text};
 use crate::client::karu_client;
 use crate::completion::karu_completion;
+use crate::last_error::Owner;
 use crate::locator::karu_locator;
 use crate::status::{karu_next, karu_status};
 
@@ -108,12 +109,14 @@ pub struct karu_stats {
 /// returned once); `karu_batch_free` must not run concurrently with any of them.
 ///
 /// Fork safety: a batch belongs to the process that submitted it. In a forked child every
-/// function on a batch submitted before the fork returns `KARU_ERR_INVALID`, and
-/// `karu_batch_free` leaves it allocated until the child exits.
+/// function on a batch submitted before the fork returns `KARU_ERR_INVALID` (and
+/// `karu_batch_last_error` says so), and `karu_batch_free` leaves it allocated until the child
+/// exits.
 #[derive(Debug)]
 pub struct karu_batch {
     batch: ScopedBatch<'static>,
     process: ProcessStamp,
+    owner: Owner,
     /// Each read's caller destination, by index (0 when Karu allocates).
     destinations: Box<[usize]>,
     /// Completions `karu_batch_wait` took beyond its caller's capacity.
@@ -126,7 +129,15 @@ impl karu_batch {
         if self.process.is_current() {
             Ok(self)
         } else {
-            Err(karu_status::KARU_ERR_INVALID)
+            Err(self.owner.fail(
+                karu_status::KARU_ERR_INVALID,
+                format!(
+                    "the batch was submitted by process {} before a fork: it cannot be used \
+                     in process {} (submit it again here)",
+                    self.process.pid(),
+                    std::process::id()
+                ),
+            ))
         }
     }
 
@@ -202,6 +213,7 @@ pub unsafe extern "C" fn karu_batch_submit(
         out.set(into_handle(karu_batch {
             batch,
             process: ProcessStamp::current(),
+            owner: Owner::new(),
             destinations,
             leftover: Mutex::new(VecDeque::new()),
         }));
@@ -365,7 +377,10 @@ pub unsafe extern "C" fn karu_batch_wait(
         // SAFETY: the caller's contract.
         let count = unsafe { Out::new(out_count) }?;
         if out.is_null() && capacity > 0 {
-            return Err(karu_status::KARU_ERR_INVALID);
+            return Err(b.owner.fail(
+                karu_status::KARU_ERR_INVALID,
+                "out is NULL but capacity is not 0",
+            ));
         }
         let drained = b.batch.wait();
         let mut leftover = b.leftover.lock();
@@ -421,6 +436,32 @@ pub unsafe extern "C" fn karu_batch_cancel(batch: *const karu_batch) -> karu_sta
         let b = unsafe { object(batch) }?.here()?;
         b.batch.cancel();
         Ok(())
+    })
+}
+
+/// The message of the last call on `batch` that failed on this thread (`""` if none), copied
+/// as `karu_client_last_error` does: a batch of another process (after a fork), an invalid
+/// argument. (A read's own failure is its completion's: `karu_completion_message`.) Works on a
+/// batch inherited through a fork too.
+///
+/// Thread safety: any threads at once; each thread sees its own calls' messages.
+///
+/// # Safety
+///
+/// `batch` is NULL or live; `buffer` is valid for `capacity` bytes (NULL only with `capacity`
+/// 0); `out_len` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_batch_last_error(
+    batch: *const karu_batch,
+    buffer: *mut c_char,
+    capacity: usize,
+    out_len: *mut usize,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let b = unsafe { object(batch) }?;
+        // SAFETY: the caller's contract.
+        unsafe { copy_text(&b.owner.last(), buffer, capacity, out_len) }
     })
 }
 
@@ -531,9 +572,9 @@ mod tests {
                 .unwrap(),
             owner: crate::last_error::Owner::new(),
         };
-        let locator = crate::locator::karu_locator {
-            locator: client.client.locate(path.to_str().unwrap()).unwrap(),
-        };
+        let locator = crate::locator::karu_locator::new(
+            client.client.locate(path.to_str().unwrap()).unwrap(),
+        );
         let mut destination = vec![0u8; 64];
         let read = karu_read {
             locator: &locator,

@@ -14,7 +14,8 @@
 //!   `KARU_ERR_INTERNAL`. A NULL pointer where an object or out-pointer is required, and any
 //!   other invalid argument, is answered `KARU_ERR_INVALID`, never a crash.
 //! - A failing call on an object leaves its message for the calling thread
-//!   (`karu_client_last_error`, `karu_reader_last_error`, `karu_client_builder_last_error`):
+//!   (`karu_client_last_error`, `karu_batch_last_error`, `karu_locator_last_error`,
+//!   `karu_reader_last_error`, `karu_client_builder_last_error`):
 //!   per object and per thread, never a global shared between threads.
 //! - Thread safety is documented on every function.
 //!
@@ -37,9 +38,9 @@ mod status;
 
 pub use batch::{
     KARU_OPT_MAX_AMPLIFICATION, KARU_OPT_MAX_GAP, KARU_OPT_MAX_PARTS, KARU_OPT_MAX_SPAN,
-    KARU_OPT_ONE_VERSION, karu_batch, karu_batch_cancel, karu_batch_free, karu_batch_next,
-    karu_batch_options, karu_batch_stats, karu_batch_submit, karu_batch_wait, karu_read,
-    karu_stats,
+    KARU_OPT_ONE_VERSION, karu_batch, karu_batch_cancel, karu_batch_free, karu_batch_last_error,
+    karu_batch_next, karu_batch_options, karu_batch_stats, karu_batch_submit, karu_batch_wait,
+    karu_read, karu_stats,
 };
 pub use client::{
     KARU_SIZE_UNKNOWN, karu_client, karu_client_builder, karu_client_builder_build,
@@ -61,8 +62,8 @@ pub use credential::{
     karu_credential_set_expiry, karu_credential_set_prefix,
 };
 pub use locator::{
-    KARU_TO_END, karu_locate, karu_locator, karu_locator_free, karu_locator_name,
-    karu_locator_window,
+    KARU_TO_END, karu_locate, karu_locator, karu_locator_free, karu_locator_last_error,
+    karu_locator_name, karu_locator_window,
 };
 pub use reader::{
     karu_reader, karu_reader_free, karu_reader_last_error, karu_reader_open, karu_reader_read_at,

@@ -6,6 +6,7 @@ use karu::Locator;
 
 use crate::boundary::{Out, copy_text, entry, into_handle, object, text};
 use crate::client::karu_client;
+use crate::last_error::Owner;
 use crate::status::karu_status;
 
 /// `length` of `karu_locator_window` for a window that runs to the end of the object.
@@ -19,6 +20,16 @@ pub const KARU_TO_END: u64 = u64::MAX;
 #[derive(Debug)]
 pub struct karu_locator {
     pub(crate) locator: Locator,
+    owner: Owner,
+}
+
+impl karu_locator {
+    pub(crate) fn new(locator: Locator) -> Self {
+        karu_locator {
+            locator,
+            owner: Owner::new(),
+        }
+    }
 }
 
 /// Resolve an address (a local path, `file://`, `http(s)://`, `s3://`, ...) to a locator. On
@@ -46,7 +57,7 @@ pub unsafe extern "C" fn karu_locate(
         let address = unsafe { text(address) }
             .map_err(|s| c.owner.fail(s, "the address is NULL or not UTF-8"))?;
         let locator = c.client.locate(address).map_err(|e| c.owner.error(&e))?;
-        out.set(into_handle(karu_locator { locator }));
+        out.set(into_handle(karu_locator::new(locator)));
         Ok(())
     })
 }
@@ -55,7 +66,9 @@ pub unsafe extern "C" fn karu_locate(
 /// `KARU_TO_END` for everything from `start` on). Offsets of reads through it are relative to
 /// `start`, and reads leaving a bounded window fail with `KARU_ERR_INVALID_RANGE` before any
 /// I/O. Windows nest; a window must fit inside a bounded one (`KARU_ERR_INVALID_RANGE`
-/// otherwise, as for an overflowing one).
+/// otherwise, as for an overflowing one); `karu_locator_last_error` then says why.
+///
+/// Thread safety: any threads at once.
 ///
 /// # Safety
 ///
@@ -76,8 +89,8 @@ pub unsafe extern "C" fn karu_locator_window(
         let windowed = l
             .locator
             .with_window(start, length)
-            .map_err(|e| karu_status::from(e.status()))?;
-        out.set(into_handle(karu_locator { locator: windowed }));
+            .map_err(|e| l.owner.fail(e.status().into(), e.message()))?;
+        out.set(into_handle(karu_locator::new(windowed)));
         Ok(())
     })
 }
@@ -101,6 +114,30 @@ pub unsafe extern "C" fn karu_locator_name(
         let l = unsafe { object(locator) }?;
         // SAFETY: the caller's contract.
         unsafe { copy_text(&l.locator.to_string(), buffer, capacity, out_len) }
+    })
+}
+
+/// The message of the last `karu_locator_window` on `locator` that failed on this thread
+/// (`""` if none), copied as `karu_client_last_error` does.
+///
+/// Thread safety: any threads at once; each thread sees its own calls' messages.
+///
+/// # Safety
+///
+/// `locator` is NULL or live; `buffer` is valid for `capacity` bytes (NULL only with
+/// `capacity` 0); `out_len` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_locator_last_error(
+    locator: *const karu_locator,
+    buffer: *mut c_char,
+    capacity: usize,
+    out_len: *mut usize,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let l = unsafe { object(locator) }?;
+        // SAFETY: the caller's contract.
+        unsafe { copy_text(&l.owner.last(), buffer, capacity, out_len) }
     })
 }
 

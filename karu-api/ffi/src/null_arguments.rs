@@ -327,6 +327,15 @@ fn every_pointer_argument_may_be_null_and_is_refused() {
         invalid("karu_ends_size", karu_ends_size(null(), &mut u64_out));
         invalid("karu_ends_size", karu_ends_size(o.ends, null_mut()));
 
+        invalid(
+            "karu_locator_last_error",
+            karu_locator_last_error(null(), buf, cap, &mut usize_out),
+        );
+        invalid(
+            "karu_locator_last_error",
+            karu_locator_last_error(o.locator, null_mut(), cap, &mut usize_out),
+        );
+
         // Batches: a NULL client, read array, locator in a read, or out-pointer.
         let good = [read(o.locator)];
         let bad = [read(o.locator), read(null())];
@@ -373,6 +382,14 @@ fn every_pointer_argument_may_be_null_and_is_refused() {
         invalid("karu_batch_stats", karu_batch_stats(null(), &mut stats));
         invalid("karu_batch_stats", karu_batch_stats(o.batch, null_mut()));
         invalid("karu_batch_cancel", karu_batch_cancel(null()));
+        invalid(
+            "karu_batch_last_error",
+            karu_batch_last_error(null(), buf, cap, &mut usize_out),
+        );
+        invalid(
+            "karu_batch_last_error",
+            karu_batch_last_error(o.batch, null_mut(), cap, &mut usize_out),
+        );
 
         // Completions and buffers.
         invalid(

@@ -33,6 +33,9 @@ static void child(karu_client *client, karu_batch *inherited, const char *local_
     STEP(22, karu_batch_stats(inherited, &stats) == KARU_ERR_INVALID);
     STEP(23, karu_batch_cancel(inherited) == KARU_ERR_INVALID);
     STEP(24, karu_batch_free(inherited) == KARU_ERR_INVALID); /* left allocated until exit */
+    char why[256];
+    STEP(50, karu_batch_last_error(inherited, why, sizeof why, NULL) == KARU_OK);
+    STEP(51, strstr(why, "before a fork") != NULL);
 
     /* The client works: new locators, a batch with both kinds of buffers, stat, a reader. */
     karu_locator *local = NULL, *remote = NULL;

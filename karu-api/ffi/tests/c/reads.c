@@ -144,6 +144,11 @@ int main(int argc, char **argv) {
     CHECK_OK(karu_locator_window(remote, 500000, 1000, &remote_window));
     CHECK_STATUS(karu_locator_window(local_window, 4000, 2000, &bad_window), KARU_ERR_INVALID_RANGE);
     CHECK(bad_window == NULL);
+    char window_error[256];
+    CHECK_OK(karu_locator_last_error(local_window, window_error, sizeof window_error, NULL));
+    CHECK(strstr(window_error, "window") != NULL);
+    CHECK_OK(karu_locator_last_error(local, window_error, sizeof window_error, NULL));
+    CHECK(window_error[0] == '\0'); /* each locator its own */
     char name[256];
     size_t name_len = 0;
     CHECK_OK(karu_locator_name(local_window, name, sizeof name, &name_len));

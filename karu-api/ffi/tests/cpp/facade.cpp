@@ -73,7 +73,9 @@ int main(int argc, char **argv) {
     CHECK(nowhere.error().message.find("gopher") != std::string::npos);
     karu::Locator window = local.window(1000, 5000).value();
     CHECK(window.name().find("[1000, +5000)") != std::string::npos);
-    CHECK(!window.window(4000, 2000) && window.window(4000, 2000).error().status == karu::Status::InvalidRange);
+    auto outside = window.window(4000, 2000);
+    CHECK(!outside && outside.error().status == karu::Status::InvalidRange);
+    CHECK(outside.error().message.find("window") != std::string::npos);
 
     // stat, read_ends.
     karu::ObjectInfo info = client.stat(remote).value();
