@@ -1,7 +1,10 @@
 //! Fork safety: a client built and used in a parent works in a forked child (and grandchild),
 //! which reads through its own new engine and connections; a batch submitted before the fork
 //! completes every read as invalid in the child without waiting, and dropping it there frees
-//! nothing; the parent's batch and client go on in the parent as if nothing happened.
+//! nothing; the parent's batch and client go on in the parent as if nothing happened. S3 reads
+//! with discovered credentials work in the children too: each looks its credentials up again
+//! (from a container credentials endpoint: I/O on the credential runtime) through its own
+//! discovery chain and runtime, and signs on its own connections.
 //!
 //! One test in this binary, so that when it forks, the process holds only the test harness's
 //! idle main thread, this test's thread and Karu's threads. The child does nothing but Karu
@@ -15,7 +18,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use karu::{BatchOptions, Client, Locator, Next, Read, Status};
-use karu_testkit::{Fault, FaultRule, Gate, GateResponse, MockServer, RequestHead};
+use karu_testkit::{
+    CredentialFakes, Fault, FaultRule, Gate, GateResponse, MockServer, RequestHead, S3Mock,
+};
 use support::{PATIENCE, isolated, locate, pattern, pattern_file};
 
 /// Lets every request through, telling the test when one for `path` arrives.
@@ -47,6 +52,7 @@ enum Step {
     ScopedRead = 16,
     GrandchildFork = 17,
     Grandchild = 18,
+    S3Read = 19,
 }
 
 /// How long the parent lets a child run: only reached when a child hangs.
@@ -68,14 +74,54 @@ fn a_client_works_in_forked_children_and_an_inherited_batch_fails_there_at_once(
         arrived,
     })));
 
-    let client = isolated().io_threads(1).build().unwrap();
+    // S3 with keys the AWS chain fetches from a container credentials endpoint (a home
+    // without ~/.aws, no instance metadata): every lookup is a request made on the credential
+    // runtime.
+    let s3 = S3Mock::start();
+    s3.create_bucket("bucket");
+    s3.insert("bucket", "object", pattern(0, 64 << 10));
+    let fakes = CredentialFakes::start();
+    let (keys, _) = fakes.issued();
+    s3.add_credentials(keys);
+    let home = tempfile::tempdir().unwrap();
+    let in_home = |name: &str| home.path().join(name).to_str().unwrap().to_string();
+    let env = vec![
+        ("HOME".to_string(), in_home("")),
+        ("AWS_CONFIG_FILE".to_string(), in_home("config")),
+        (
+            "AWS_SHARED_CREDENTIALS_FILE".to_string(),
+            in_home("credentials"),
+        ),
+        ("AWS_REGION".to_string(), "us-east-1".to_string()),
+        ("AWS_EC2_METADATA_DISABLED".to_string(), "true".to_string()),
+        (
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI".to_string(),
+            fakes.container_full_uri(),
+        ),
+        (
+            "AWS_CONTAINER_AUTHORIZATION_TOKEN".to_string(),
+            fakes.container_token(),
+        ),
+    ];
+
+    let client = isolated()
+        .environment(env)
+        .set("s3.endpoint", s3.endpoint())
+        .set("s3.region", "us-east-1")
+        .io_threads(1)
+        .build()
+        .unwrap();
     let local = locate(&client, &file);
+    let in_s3 = client.locate("s3://bucket/object").unwrap();
     let remote = client.locate(&server.url("/object")).unwrap();
     let held = client.locate(&server.url("/held")).unwrap();
 
     // The parent uses the client: its file workers, event loop and a pooled connection exist.
     assert_eq!(client.read(&remote, 10, 100).unwrap(), pattern(10, 100));
     assert_eq!(client.read(&local, 0, 16).unwrap(), pattern(0, 16));
+    assert_eq!(client.read(&in_s3, 0, 100).unwrap(), pattern(0, 100));
+    assert_eq!(client.credential_stats().lookups, 1);
+    assert_eq!(fakes.calls().container, 1);
 
     // A batch in flight at the fork: its remote read is held by the server.
     let batch = client.submit([
@@ -86,6 +132,7 @@ fn a_client_works_in_forked_children_and_an_inherited_batch_fails_there_at_once(
         .recv_timeout(PATIENCE)
         .expect("the held read reached the server");
     let accepted_before_fork = server.connections_accepted();
+    let s3_accepted_before_fork = s3.server().connections_accepted();
 
     // SAFETY: the child runs only Karu calls and `_exit` (see the module documentation); no
     // lock of this process's other threads is taken there except through Karu, whose fork
@@ -93,7 +140,7 @@ fn a_client_works_in_forked_children_and_an_inherited_batch_fails_there_at_once(
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
-        let code = match in_child(client, batch, &local, &remote) {
+        let code = match in_child(client, batch, &local, &remote, &in_s3) {
             Ok(()) => 0,
             Err(step) => step as i32,
         };
@@ -152,6 +199,45 @@ fn a_client_works_in_forked_children_and_an_inherited_batch_fails_there_at_once(
         "the grandchild used a connection of the child's: {child:?} {grandchild:?}"
     );
 
+    // Over S3 too: the child's and the grandchild's reads were signed with the discovered keys
+    // (the mock checks every signature) on connections of their own.
+    assert!(
+        s3.signature_failures().is_empty(),
+        "{:?}",
+        s3.signature_failures()
+    );
+    let s3_requests = s3.server().requests();
+    let mut s3_ranges: Vec<_> = s3_requests
+        .iter()
+        .map(|r| (r.byte_range, r.status))
+        .collect();
+    s3_ranges.sort_unstable();
+    assert_eq!(
+        s3_ranges,
+        [
+            (Some((0, 99)), 206),
+            (Some((1000, 1099)), 206),
+            (Some((2000, 2099)), 206)
+        ]
+    );
+    assert!(
+        s3_requests
+            .iter()
+            .filter(|r| r.byte_range != Some((0, 99)))
+            .all(|r| r.connection > s3_accepted_before_fork),
+        "a child used the parent's S3 connection: {s3_requests:?}"
+    );
+    assert_eq!(
+        client.credential_stats().lookups,
+        1,
+        "the children's lookups are theirs"
+    );
+    assert_eq!(
+        fakes.calls().container,
+        3,
+        "the child and the grandchild each fetched their own credentials"
+    );
+
     // The parent's batch goes on: releasing the server's barrier completes its held read.
     assert_eq!(client.read(&held, 1000, 10).unwrap(), pattern(1000, 10));
     let mut done = batch.wait();
@@ -170,6 +256,7 @@ fn in_child(
     batch: karu::Batch,
     local: &Locator,
     remote: &Locator,
+    in_s3: &Locator,
 ) -> Result<(), Step> {
     // The inherited batch: every read completes at once as invalid, then it is drained.
     let mut tags = Vec::new();
@@ -185,7 +272,7 @@ fn in_child(
     check(tags == [70, 71], Step::InheritedBatchDrains)?;
     drop(batch); // frees nothing, waits for nothing
 
-    reads(&client, local, remote, 1000)?;
+    reads(&client, local, remote, in_s3, 1000)?;
 
     // A grandchild: the child's engine is in turn another process's there.
     // SAFETY: as for the first fork.
@@ -194,7 +281,7 @@ fn in_child(
         return Err(Step::GrandchildFork);
     }
     if pid == 0 {
-        let code = match reads(&client, local, remote, 2000) {
+        let code = match reads(&client, local, remote, in_s3, 2000) {
             Ok(()) => 0,
             Err(step) => step as i32,
         };
@@ -206,8 +293,19 @@ fn in_child(
     Ok(())
 }
 
-/// Local and remote reads, a stat, a batch and a scoped read; the remote ranges start at `at`.
-fn reads(client: &Client, local: &Locator, remote: &Locator, at: u64) -> Result<(), Step> {
+/// Local and remote reads, a stat, a batch, a scoped read and an S3 read; the remote ranges
+/// start at `at`.
+fn reads(
+    client: &Client,
+    local: &Locator,
+    remote: &Locator,
+    in_s3: &Locator,
+    at: u64,
+) -> Result<(), Step> {
+    check(
+        client.read(in_s3, at, 100).ok() == Some(pattern(at, 100)),
+        Step::S3Read,
+    )?;
     check(
         client.read(local, at, 100).ok() == Some(pattern(at, 100)),
         Step::LocalRead,
