@@ -213,7 +213,7 @@ fn fork_from_c_the_child_reads_on_its_own_and_an_inherited_batch_is_invalid() {
         path: "/held",
         arrived,
     })));
-    let program = compile(Lang::C, &["tests/c/fork.c"]);
+    let program = compile(Lang::C, &["tests/c/fork.c"]).forks();
     let mut command = program.command(&[
         file.to_str().unwrap(),
         &server.url("/object"),

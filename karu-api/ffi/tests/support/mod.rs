@@ -2,6 +2,10 @@
 //! under AddressSanitizer (LeakSanitizer included) against the committed headers and the
 //! `libkaru.so` cargo built for this test run (the shared target directory: one build), run
 //! with an empty environment, each with a deadline so that a hang fails instead of hanging.
+//!
+//! Where AddressSanitizer cannot be used (the compiler has no `libasan`), the programs are
+//! built without it and run under valgrind's memcheck instead (`KARU_FFI_CHECKER=valgrind`
+//! forces that; `=asan` forbids the fallback). Neither available fails the test.
 #![allow(dead_code)]
 
 use std::io::Read as _;
@@ -42,6 +46,34 @@ fn library_dir() -> PathBuf {
     deps
 }
 
+/// What checks a test program's memory use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Checker {
+    /// Compiled with `-fsanitize=address` (LeakSanitizer included).
+    AddressSanitizer,
+    /// Run under `valgrind --tool=memcheck`, failing on any error or definite leak.
+    Valgrind,
+}
+
+/// The checker `KARU_FFI_CHECKER` asks for (`asan`, `valgrind`), if any.
+fn checker_asked() -> Option<Checker> {
+    match std::env::var("KARU_FFI_CHECKER").ok()?.as_str() {
+        "asan" => Some(Checker::AddressSanitizer),
+        "valgrind" => Some(Checker::Valgrind),
+        other => panic!("KARU_FFI_CHECKER={other}: expected asan or valgrind"),
+    }
+}
+
+/// Whether valgrind can be run.
+fn valgrind_present() -> bool {
+    Command::new("valgrind")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
 /// The language of a test program.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Lang {
@@ -55,11 +87,31 @@ pub(crate) enum Lang {
 #[derive(Debug)]
 pub(crate) struct Program {
     path: PathBuf,
+    checker: Checker,
+    /// Whether valgrind checks leaks (see [`Program::forks`]).
+    leak_check: bool,
     _dir: tempfile::TempDir,
 }
 
-/// Compile `sources` (paths relative to this crate) into one program under AddressSanitizer.
+/// Compile `sources` (paths relative to this crate) into one program under AddressSanitizer,
+/// or for valgrind where AddressSanitizer cannot be used (see the module documentation).
 pub(crate) fn compile(lang: Lang, sources: &[&str]) -> Program {
+    let asked = checker_asked();
+    if asked != Some(Checker::Valgrind) {
+        match try_compile(lang, sources, Checker::AddressSanitizer) {
+            Ok(program) => return program,
+            Err(why) if asked.is_some() || !valgrind_present() => panic!("{why}"),
+            Err(why) => eprintln!("{why}\nAddressSanitizer is unusable: valgrind checks instead"),
+        }
+    }
+    assert!(
+        valgrind_present(),
+        "KARU_FFI_CHECKER=valgrind, but valgrind cannot be run"
+    );
+    try_compile(lang, sources, Checker::Valgrind).unwrap_or_else(|why| panic!("{why}"))
+}
+
+fn try_compile(lang: Lang, sources: &[&str], checker: Checker) -> Result<Program, String> {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("program");
     let lib = library_dir();
@@ -68,10 +120,18 @@ pub(crate) fn compile(lang: Lang, sources: &[&str]) -> Program {
         Lang::Cpp(standard) => ("c++", standard),
     };
     let mut command = Command::new(compiler);
+    command.arg(format!("-std={standard}")).args([
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-g",
+        "-O0",
+        "-fno-omit-frame-pointer",
+    ]);
+    if checker == Checker::AddressSanitizer {
+        command.arg("-fsanitize=address");
+    }
     command
-        .arg(format!("-std={standard}"))
-        .args(["-Wall", "-Wextra", "-Werror", "-g", "-O0"])
-        .args(["-fsanitize=address", "-fno-omit-frame-pointer"])
         .arg("-I")
         .arg(crate_dir().join("include"))
         .arg("-I")
@@ -89,19 +149,50 @@ pub(crate) fn compile(lang: Lang, sources: &[&str]) -> Program {
     let output = command
         .output()
         .unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
-    assert!(
-        output.status.success(),
-        "{compiler} failed to compile {sources:?}:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Program { path, _dir: dir }
+    if !output.status.success() {
+        return Err(format!(
+            "{compiler} failed to compile {sources:?} for {checker:?}:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(Program {
+        path,
+        checker,
+        leak_check: true,
+        _dir: dir,
+    })
 }
 
 impl Program {
+    /// The program forks children that leave their parent's Karu objects allocated when they
+    /// `_exit`, as they must: valgrind, which checks leaks at every process's exit, is told not
+    /// to count those (LeakSanitizer does not check at `_exit`; the parent's own exit is
+    /// checked under it).
+    pub(crate) fn forks(mut self) -> Self {
+        self.leak_check = false;
+        self
+    }
+
     /// A command running the program with `args`, in an empty environment (no `KARU_*`
     /// variable, no AWS one, no home directory) but the sanitizers' options.
     pub(crate) fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(&self.path);
+        let mut command = match self.checker {
+            Checker::AddressSanitizer => Command::new(&self.path),
+            Checker::Valgrind => {
+                let mut valgrind = Command::new("valgrind");
+                valgrind
+                    .args(["--tool=memcheck", "--quiet", "--error-exitcode=99"])
+                    .arg(if self.leak_check {
+                        "--leak-check=full"
+                    } else {
+                        "--leak-check=no"
+                    })
+                    .arg("--errors-for-leak-kinds=definite")
+                    .args(["--trace-children=yes", "--child-silent-after-fork=no"])
+                    .arg(&self.path);
+                valgrind
+            }
+        };
         command
             .args(args)
             .env_clear()
