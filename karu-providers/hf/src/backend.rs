@@ -1,0 +1,100 @@
+//! The Hugging Face backend.
+
+use karu_engine::provider::http::HeaderValue;
+use karu_engine::provider::http::header::AUTHORIZATION;
+use karu_engine::provider::{
+    Backend, CredentialSource, Error, Locator, PerScope, PrepareContext, PreparedRequest, Resolved,
+    Scoped, Snapshot, Status, credential_scope, section,
+};
+use std::sync::Arc;
+
+use crate::config::{CREDENTIAL_KEYS, HfConfig};
+use crate::credential::{HfToken, Tokens};
+use crate::request;
+use crate::{FAMILY, SECTION};
+
+/// Serves `hf://` addresses and Hub file URLs.
+#[derive(Debug, Default)]
+pub struct HfBackend {
+    /// One token lookup per credential scope.
+    tokens: PerScope<Tokens>,
+}
+
+impl HfBackend {
+    /// A Hugging Face backend.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+fn config(snapshot: &Snapshot, locator: &Locator) -> Result<Arc<Scoped<HfConfig>>, Error> {
+    section::<HfConfig>(snapshot, locator, SECTION)
+}
+
+impl Backend for HfBackend {
+    fn name(&self) -> &str {
+        "hf"
+    }
+
+    fn resolve(&self, address: &str) -> Result<Resolved, Error> {
+        request::parse(address)
+            .map(|a| a.resolved())
+            .map_err(|why| request::invalid(address, &why))
+    }
+
+    /// The token lookup of the object's scope; `None` (anonymous) with `hf.anonymous`.
+    fn credential_source(
+        &self,
+        locator: &Locator,
+        snapshot: &Snapshot,
+    ) -> Result<Option<CredentialSource>, Error> {
+        let config = config(snapshot, locator)?;
+        if config.value.anonymous() {
+            return Ok(None);
+        }
+        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, &CREDENTIAL_KEYS)?;
+        Ok(Some(self.tokens.source(scope, || {
+            let env = snapshot
+                .env_vars()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Tokens::new(config.value.token.clone(), env)
+        })))
+    }
+
+    /// A `GET` of the resolve URL with the token as a bearer token; the redirect to the CDN is
+    /// followed without it (the engine drops `Authorization` when a redirect leaves the Hub's
+    /// origin).
+    fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
+        let locator = ctx.locator;
+        let config = ctx.section::<HfConfig>(SECTION)?;
+        let endpoint = config.value.endpoint(ctx.snapshot).map_err(|why| {
+            Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "Hugging Face configuration for {}: {why}",
+                    locator.canonical()
+                ),
+            )
+        })?;
+        let address = request::parse(locator.canonical().as_str())
+            .map_err(|why| request::invalid(locator.canonical().as_str(), &why))?;
+        let mut prepared = PreparedRequest::get(&address.resolve_url(&endpoint), ctx)?;
+        prepared.options.follow_redirects = true;
+        let token = ctx
+            .credential
+            .and_then(|c| c.get::<HfToken>())
+            .and_then(|t| t.0.as_deref());
+        if let Some(token) = token {
+            let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                Error::new(
+                    Status::Credentials,
+                    "the Hugging Face token holds characters a header cannot carry",
+                )
+            })?;
+            value.set_sensitive(true);
+            prepared.headers.insert(AUTHORIZATION, value);
+        }
+        Ok(prepared)
+    }
+}
