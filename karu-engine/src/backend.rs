@@ -3,8 +3,9 @@
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
-use http::HeaderMap;
+use http::{HeaderMap, Uri};
 use karu_config::{Section, Snapshot};
 
 use crate::credential::CredentialSource;
@@ -73,6 +74,35 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     fn transformed(&self, headers: &HeaderMap) -> bool {
         let _ = headers;
         false
+    }
+
+    /// After a request for `locator` followed redirects to `location` and was answered
+    /// there: how long, from `now`, that location may serve later requests for the same object
+    /// directly (a signed URL's remaining lifetime), or `None` (the default) to ask the
+    /// prepared URL every time.
+    ///
+    /// The engine keeps such locations per object, prepared URL and credential (never object
+    /// bytes or sizes), stops reusing one a margin before it expires (a tenth of its lifetime,
+    /// one to sixty seconds), and sends the request back to the prepared URL once when a reused
+    /// location answers `403`, `404` or `410`. Requests to a reused location on another origin
+    /// carry neither `Authorization` nor [`HttpOptions::sensitive_headers`](crate::provider::HttpOptions).
+    fn reusable_location(
+        &self,
+        locator: &Locator,
+        snapshot: &Snapshot,
+        location: &Uri,
+        now: SystemTime,
+    ) -> Option<Duration> {
+        let _ = (locator, snapshot, location, now);
+        None
+    }
+
+    /// After an error answer: a note the engine adds to the read's error message (what the
+    /// user can do about it, e.g. that a token is needed). Decided from the status, headers
+    /// and the first bytes of the body; must not hold a secret.
+    fn error_hint(&self, response: &ErrorResponse<'_>) -> Option<String> {
+        let _ = response;
+        None
     }
 }
 

@@ -2,7 +2,7 @@
 //! bytes into the destination. The driver around the pure [`check`](super::check) module.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http::header::{
@@ -13,7 +13,8 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Body as _;
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::{CaptureConnection, capture_connection};
-use karu_config::HttpSettings;
+use karu_config::{HttpSettings, Snapshot};
+use parking_lot::Mutex;
 use tokio::time::sleep_until;
 
 use crate::backend::Backend;
@@ -24,10 +25,11 @@ use crate::http::check::{
 };
 use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
+use crate::http::locations::{LocationKey, Locations};
 use crate::http::request::{Correction, ErrorResponse, PreparedRequest};
 use crate::http::speed::LowSpeed;
 use crate::http::transport::{self, HttpClient};
-use crate::locator::CanonicalPath;
+use crate::locator::{CanonicalPath, Locator};
 use crate::provider::error_body;
 use crate::retry::{FailureClass, RetryAfter};
 use crate::status::{Error, Evidence, Status};
@@ -131,6 +133,30 @@ pub(crate) struct Exchange<'a> {
     pub(crate) stats: &'a RemoteStats,
     /// The batch's version pins and the object, when the batch keeps to one version.
     pub(crate) versions: Option<(&'a VersionPins, &'a CanonicalPath)>,
+    /// The client's reusable redirect locations and what the backend needs to judge one.
+    pub(crate) reuse: Option<Reuse<'a>>,
+}
+
+/// Where an exchange keeps and finds reusable redirect locations (see
+/// [`locations`](super::locations)).
+#[derive(Clone, Copy)]
+pub(crate) struct Reuse<'a> {
+    pub(crate) locations: &'a Mutex<Locations>,
+    pub(crate) locator: &'a Locator,
+    pub(crate) snapshot: &'a Snapshot,
+}
+
+/// An exchange sent to a reused location: what it replaced, to go back to once if the
+/// location no longer serves.
+struct Replaced {
+    url: Uri,
+    headers: HeaderMap,
+}
+
+/// Whether a reused location's answer says it no longer serves (expired, revoked, or the
+/// object moved): the request goes back to the prepared URL.
+fn location_failed(status: u16) -> bool {
+    matches!(status, 403 | 404 | 410)
 }
 
 impl Exchange<'_> {
@@ -150,6 +176,31 @@ impl Exchange<'_> {
             ..
         } = request;
         let origin = origin_of(&url);
+        // A location kept for this object replaces the prepared URL.
+        let key = self
+            .reuse
+            .filter(|_| options.follow_redirects)
+            .map(|reuse| {
+                let locations = reuse.locations.lock();
+                let digest = locations.credential_digest(&headers, &options.sensitive_headers);
+                LocationKey::new(reuse.locator.canonical().as_str(), &url, digest)
+            });
+        let mut replaced = None;
+        if let (Some(reuse), Some(key)) = (self.reuse, &key) {
+            let kept = reuse.locations.lock().poll_location(key, Instant::now());
+            if let Some(location) = kept {
+                tracing::debug!(host = %host_of(&location), "reusing a redirect location");
+                let prepared = std::mem::replace(&mut url, location);
+                replaced = Some(Replaced {
+                    url: prepared,
+                    headers: headers.clone(),
+                });
+                if origin_of(&url) != origin {
+                    strip_credentials(&mut headers, &options.sensitive_headers);
+                }
+            }
+        }
+        let mut redirected = false;
         for _hop in 0..=MAX_REDIRECTS {
             let host = host_of(&url);
             // The headers are only needed again if a redirect may follow.
@@ -162,6 +213,19 @@ impl Exchange<'_> {
             let mut speed = self.low_speed(Instant::now());
             let response = self.send(url.clone(), sent, &host, &speed).await?;
             let status = response.status().as_u16();
+            if location_failed(status)
+                && let Some(back) = replaced.take()
+            {
+                // The reused location expired or was revoked: back to the prepared URL, once.
+                tracing::debug!(status, "a reused location failed; asking the prepared URL");
+                self.discard(response, 0).await;
+                if let (Some(reuse), Some(key)) = (self.reuse, &key) {
+                    reuse.locations.lock().forget(key);
+                }
+                url = back.url;
+                headers = back.headers;
+                continue;
+            }
             if options.follow_redirects && is_redirect(status) {
                 let Some(next) = redirect_target(&url, response.headers()) else {
                     return Err(Failure::new(
@@ -175,17 +239,22 @@ impl Exchange<'_> {
                 self.discard(response, 0).await;
                 if origin_of(&next) != origin {
                     // Credentials never follow a redirect to another origin.
-                    headers.remove(AUTHORIZATION);
-                    for name in &options.sensitive_headers {
-                        headers.remove(name);
-                    }
+                    strip_credentials(&mut headers, &options.sensitive_headers);
                 }
                 url = next;
+                redirected = true;
                 continue;
             }
-            return self
+            let result = self
                 .receive(response, &expect, dst, base, &host, &mut speed)
                 .await;
+            if redirected
+                && result.is_ok()
+                && let (Some(reuse), Some(key)) = (self.reuse, key)
+            {
+                self.keep_location(reuse, key, &url);
+            }
+            return result;
         }
         Err(Failure::new(
             Error::new(
@@ -194,6 +263,23 @@ impl Exchange<'_> {
             ),
             FailureClass::Permanent,
         ))
+    }
+
+    /// Keep the final location of a redirected request for later requests of the same object,
+    /// for as long as the backend says it stays valid.
+    fn keep_location(&self, reuse: Reuse<'_>, key: LocationKey, location: &Uri) {
+        let lifetime = self.backend.reusable_location(
+            reuse.locator,
+            reuse.snapshot,
+            location,
+            SystemTime::now(),
+        );
+        if let Some(lifetime) = lifetime {
+            reuse
+                .locations
+                .lock()
+                .handle_location(key, location.clone(), lifetime, Instant::now());
+        }
     }
 
     /// The low-speed state of an exchange starting at `now`.
@@ -524,11 +610,22 @@ impl Exchange<'_> {
             .and_then(RetryAfter::parse)
             .map(|r| r.wait(std::time::SystemTime::now()));
         let summary = error_body::summary(&body, SUMMARY_CHARS);
-        let message = if summary.is_empty() {
+        let mut message = if summary.is_empty() {
             format!("the server answered {code} ({host})")
         } else {
             format!("the server answered {code}: {summary} ({host})")
         };
+        let hint = self.backend.error_hint(&ErrorResponse {
+            status: code,
+            headers: &headers,
+            body: &body,
+        });
+        if let Some(hint) = hint {
+            message = format!(
+                "{message}: {}",
+                error_body::summary(hint.as_bytes(), SUMMARY_CHARS)
+            );
+        }
         let failure_class = match &correction {
             Some(Correction::Reprepare { .. }) => FailureClass::Reprepare,
             Some(Correction::Reauthenticate) => FailureClass::Reauthenticate,
@@ -650,6 +747,15 @@ pub(crate) async fn until_cancelled(batch: Option<&BatchShared>) {
     match batch {
         Some(batch) => batch.cancelled().await,
         None => std::future::pending().await,
+    }
+}
+
+/// Remove what must never go to another origin: `Authorization` and the backend's sensitive
+/// headers.
+fn strip_credentials(headers: &mut HeaderMap, sensitive: &[http::header::HeaderName]) {
+    headers.remove(AUTHORIZATION);
+    for name in sensitive {
+        headers.remove(name);
     }
 }
 

@@ -11,7 +11,7 @@ use crate::batch::BatchShared;
 use crate::credential::{Authority, Credential};
 use crate::http::LoopCtx;
 use crate::http::check::{Expectation, RangeSpec, is_single_strong};
-use crate::http::exchange::{self, Exchange, Failure, Limits, Success};
+use crate::http::exchange::{self, Exchange, Failure, Limits, Reuse, Success};
 use crate::http::landing::Landing;
 use crate::http::request::{Correction, PrepareContext};
 use crate::locator::Locator;
@@ -89,6 +89,11 @@ impl Fetch<'_> {
             cancel: self.cancel,
             stats: &ctx.shared.stats,
             versions: versions.map(|v| (v, object)),
+            reuse: Some(Reuse {
+                locations: &ctx.shared.locations,
+                locator: self.locator,
+                snapshot: &ctx.shared.snapshot,
+            }),
         };
         let range = self.range;
         let if_match = self.if_match;

@@ -14,6 +14,7 @@ pub(crate) mod exchange;
 pub(crate) mod failure;
 pub(crate) mod fetch;
 pub(crate) mod landing;
+pub(crate) mod locations;
 pub(crate) mod request;
 pub(crate) mod speed;
 pub(crate) mod transport;
@@ -39,6 +40,7 @@ use crate::http::credential_workers::Pending;
 use crate::http::ends::RemoteEnds;
 use crate::http::fetch::{Fetch, Fetched};
 use crate::http::landing::{Dest, Landing, Scatter};
+use crate::http::locations::Locations;
 use crate::http::transport::{DnsCache, HttpClient, Resolver};
 use crate::locator::Locator;
 use crate::read::Completion;
@@ -150,6 +152,8 @@ struct Shared {
     dns: Arc<DnsCache>,
     callbacks: Callbacks,
     workers: CredentialWorkers,
+    /// Redirect locations backends allow reusing (never object bytes or sizes).
+    locations: Mutex<Locations>,
 }
 
 /// The loops' pending queues. A job goes to the loop with the least work (queued plus
@@ -285,6 +289,7 @@ impl Remote {
             dns: Arc::new(DnsCache::new(global.http.dns_ttl.0)),
             callbacks,
             workers,
+            locations: Mutex::new(Locations::default()),
         });
         let mut threads = Vec::new();
         let mut senders = Vec::new();

@@ -1,12 +1,14 @@
 //! The Hugging Face backend.
 
-use karu_engine::provider::http::HeaderValue;
-use karu_engine::provider::http::header::AUTHORIZATION;
-use karu_engine::provider::{
-    Backend, CredentialSource, Error, Locator, PerScope, PrepareContext, PreparedRequest, Resolved,
-    Scoped, Snapshot, Status, credential_scope, section,
-};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use karu_engine::provider::http::header::AUTHORIZATION;
+use karu_engine::provider::http::{HeaderValue, Uri};
+use karu_engine::provider::{
+    Backend, CredentialSource, Error, ErrorResponse, Locator, PerScope, PrepareContext,
+    PreparedRequest, Resolved, Scoped, Snapshot, Status, credential_scope, section,
+};
 
 use crate::config::{CREDENTIAL_KEYS, HfConfig};
 use crate::credential::{HfToken, Tokens};
@@ -96,5 +98,26 @@ impl Backend for HfBackend {
             prepared.headers.insert(AUTHORIZATION, value);
         }
         Ok(prepared)
+    }
+
+    /// The CDN location of a redirect is reused until its signature expires (the expiry the
+    /// signed URL states), unless `hf.reuse_locations = false`.
+    fn reusable_location(
+        &self,
+        locator: &Locator,
+        snapshot: &Snapshot,
+        location: &Uri,
+        now: SystemTime,
+    ) -> Option<Duration> {
+        let config = config(snapshot, locator).ok()?;
+        if !config.value.reuse_locations() {
+            return None;
+        }
+        request::signed_lifetime(location, now)
+    }
+
+    /// What to do about a gated or private repository.
+    fn error_hint(&self, response: &ErrorResponse<'_>) -> Option<String> {
+        request::hint(response.status, response.headers)
     }
 }
