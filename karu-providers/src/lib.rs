@@ -5,6 +5,7 @@
 //! | `local` | `karu-provider-local` | plain paths, `file://` |
 //! | `http` | `karu-provider-http` | `http://`, `https://` |
 //! | `s3` | `karu-provider-s3` | `s3://`, `https://*.amazonaws.com/` |
+//! | `hf` | `karu-provider-hf` | `hf://`, `https://huggingface.co/`, `https://hf.co/` |
 //!
 //! Registration is explicit (no link-time initialisers): [`register_all`] calls each enabled
 //! provider's own `register`. A third-party provider registers itself the same way
@@ -18,6 +19,8 @@
 //! # Ok::<(), karu_engine::provider::Error>(())
 //! ```
 
+#[cfg(feature = "hf")]
+pub use karu_provider_hf as hf;
 #[cfg(feature = "http")]
 pub use karu_provider_http as http;
 #[cfg(feature = "local")]
@@ -33,6 +36,8 @@ pub fn register_all(registry: &mut karu_engine::provider::RegistryBuilder) {
     karu_provider_http::register(registry);
     #[cfg(feature = "s3")]
     karu_provider_s3::register(registry);
+    #[cfg(feature = "hf")]
+    karu_provider_hf::register(registry);
     let _ = registry;
 }
 
@@ -45,5 +50,7 @@ pub fn enabled() -> &'static [&'static str] {
         "http",
         #[cfg(feature = "s3")]
         "s3",
+        #[cfg(feature = "hf")]
+        "hf",
     ]
 }

@@ -20,12 +20,14 @@
 pub mod aws;
 mod awstime;
 pub mod conformance;
+pub mod hf;
 pub mod http;
 pub mod nginx;
 pub mod s3;
 pub mod seaweedfs;
 
 pub use aws::{CredentialCalls, CredentialFakes, MockCredentials, StsRequest};
+pub use hf::{HfMock, RepoAccess};
 pub use http::{
     Fault, FaultRule, Gate, GateResponse, MAX_REQUEST_BODY, MockServer, MockServerBuilder,
     RequestHead, RequestRecord, Route, fill_pattern, pattern, pattern_byte,

@@ -141,6 +141,10 @@ fn addresses(providers: &[&str]) -> String {
                 "  s3://bucket/key                                   Amazon S3, or an S3-compatible store with s3.endpoint",
                 "  https://bucket.s3.REGION.amazonaws.com/key        the same object by its AWS URL (also path style)",
             ],
+            "hf" => &[
+                "  hf://[datasets/|spaces/]org/repo[@REV]/path       a file on the Hugging Face Hub (HF_TOKEN, hf.endpoint)",
+                "  https://huggingface.co/org/repo/resolve/REV/path  the same file by its resolve URL",
+            ],
             _ => &[],
         };
         for line in lines {
@@ -149,8 +153,8 @@ fn addresses(providers: &[&str]) -> String {
         }
     }
     text.push_str(
-        "  Google Cloud Storage, Azure, Hugging Face and Source Cooperative addresses are read\n  \
-         once their providers are built in.\n",
+        "  Google Cloud Storage, Azure and Source Cooperative addresses are read once their\n  \
+         providers are built in.\n",
     );
     text
 }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use karu::{Client, ClientBuilder};
 
 use super::{MockControl, Target};
+use crate::hf::{HfMock, RepoAccess};
 use crate::http::MockServer;
 use crate::nginx::Nginx;
 use crate::s3::{S3Mock, object_path};
@@ -235,6 +236,100 @@ impl MockControl for S3MockTarget {
 
     fn set_etag(&self, name: &str, etag: Option<&str>) {
         self.mock.set_etag(BUCKET, name, etag);
+    }
+
+    fn refusing(&self, name: &str) -> (ClientBuilder, String) {
+        (
+            self.builder_for(&format!("http://127.0.0.1:{}", self.dead_port)),
+            self.address(name),
+        )
+    }
+}
+
+/// The repository the Hugging Face target uses: gated, so every case also proves the token
+/// reached the Hub (and, from the CDN's refusals, never the CDN).
+const HF_REPO: &str = "datasets/karu/conformance";
+
+/// The Hugging Face provider against Karu's Hub mock: the fault plan and the request log are
+/// the CDN's (where the bytes come from); every read resolves through the Hub's redirect, or
+/// reuses its signed location.
+pub struct HfMockTarget {
+    mock: HfMock,
+    dead_port: u16,
+}
+
+impl HfMockTarget {
+    /// Start a Hub mock with the conformance repository, gated to the mock's default token.
+    pub fn start() -> Self {
+        let mock = HfMock::start();
+        mock.create_repo(
+            HF_REPO,
+            RepoAccess::Gated(vec![mock.default_token().to_string()]),
+        );
+        HfMockTarget {
+            mock,
+            dead_port: dead_port(),
+        }
+    }
+
+    /// The mock (the Hub's log, URL lifetimes, revocations, rate limits).
+    pub fn mock_hf(&self) -> &HfMock {
+        &self.mock
+    }
+
+    fn builder_for(&self, endpoint: &str) -> ClientBuilder {
+        isolated_builder()
+            .set("hf.endpoint", endpoint)
+            .set("hf.token", self.mock.default_token())
+    }
+}
+
+impl fmt::Debug for HfMockTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HfMockTarget")
+            .field("mock", &self.mock)
+            .finish()
+    }
+}
+
+impl Target for HfMockTarget {
+    fn name(&self) -> String {
+        "hf-mock".into()
+    }
+
+    fn builder(&self) -> ClientBuilder {
+        self.builder_for(&self.mock.endpoint())
+    }
+
+    fn address(&self, name: &str) -> String {
+        format!("hf://{HF_REPO}/{name}")
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        self.mock.insert(HF_REPO, "main", name, bytes.to_vec());
+        Ok(())
+    }
+
+    fn mock(&self) -> Option<&dyn MockControl> {
+        Some(self)
+    }
+}
+
+impl MockControl for HfMockTarget {
+    fn server(&self) -> &MockServer {
+        self.mock.cdn()
+    }
+
+    fn path_of(&self, name: &str) -> String {
+        self.mock.cdn_path(HF_REPO, "main", name)
+    }
+
+    fn put_virtual(&self, name: &str, size: u64) {
+        self.mock.insert_virtual(HF_REPO, "main", name, size);
+    }
+
+    fn set_etag(&self, name: &str, etag: Option<&str>) {
+        self.mock.cdn().set_etag(&self.path_of(name), etag);
     }
 
     fn refusing(&self, name: &str) -> (ClientBuilder, String) {
