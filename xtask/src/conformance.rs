@@ -3,14 +3,15 @@
 
 use clap::Args;
 use karu_testkit::conformance::{
-    self, HttpMockTarget, NginxTarget, Options, Report, S3MockTarget, S3Target, Target,
+    self, HfMockTarget, HttpMockTarget, NginxTarget, Options, Report, S3MockTarget, S3Target,
+    Target,
 };
 use karu_testkit::nginx::Nginx;
 use karu_testkit::seaweedfs::SeaweedFs;
 
 #[derive(Debug, Args)]
 pub(crate) struct Conformance {
-    /// Which provider: `http`, `s3`, or `all` (default). With `--endpoint`, `s3`.
+    /// Which provider: `http`, `s3`, `hf`, or `all` (default). With `--endpoint`, `s3`.
     #[arg(long, default_value = "all")]
     provider: String,
     /// A real S3-compatible endpoint to test instead of the mock (`https://s3.eu-west-1.amazonaws.com`
@@ -98,9 +99,12 @@ pub(crate) fn run(args: Conformance) -> Result<(), String> {
             reports.push(run_one(&target, &options));
         }
     }
+    if wants("hf") {
+        reports.push(run_one(&HfMockTarget::start(), &options));
+    }
     if reports.is_empty() {
         return Err(format!(
-            "unknown provider {:?} (http, s3, all)",
+            "unknown provider {:?} (http, s3, hf, all)",
             args.provider
         ));
     }
