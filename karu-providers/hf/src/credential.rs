@@ -258,7 +258,8 @@ mod tests {
             ("/xdg/huggingface/token", "hf_xdg"),
             DEFAULT_FILE,
         ];
-        let cases: [(&[(&str, &str)], &str, &str); 5] = [
+        type Env<'a> = &'a [(&'a str, &'a str)];
+        let cases: [(Env<'_>, &str, &str); 5] = [
             (
                 &[HOME, ("HF_TOKEN_PATH", "/p/tok"), ("HF_HOME", "/hfhome")],
                 "hf_path",

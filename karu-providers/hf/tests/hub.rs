@@ -40,8 +40,11 @@ fn address() -> String {
     format!("hf://{REPO}/{FILE}")
 }
 
+/// A request's path, status and closed range.
+type Seen = (String, u16, Option<(u64, u64)>);
+
 /// (path, status, range) of each request.
-fn summary(log: &[RequestRecord]) -> Vec<(String, u16, Option<(u64, u64)>)> {
+fn summary(log: &[RequestRecord]) -> Vec<Seen> {
     log.iter()
         .map(|r| (r.path.clone(), r.status, r.byte_range))
         .collect()

@@ -77,8 +77,8 @@ const DEFAULT_TOKEN: &str = "hf_mock_token";
 #[derive(Debug)]
 struct Repo {
     access: RepoAccess,
-    /// Revision → file path → the CDN id of its bytes.
-    revisions: HashMap<String, HashMap<String, String>>,
+    /// Revision → file path → the CDN id of its bytes and their size.
+    revisions: HashMap<String, HashMap<String, (String, u64)>>,
 }
 
 #[derive(Debug)]
@@ -207,7 +207,7 @@ impl Route for HubRoute {
         let Some(files) = repo.revisions.get(&revision) else {
             return Some(hub_error(404, "RevisionNotFound", "Invalid rev id"));
         };
-        let Some(id) = files.get(&file) else {
+        let Some((id, size)) = files.get(&file) else {
             return Some(hub_error(404, "EntryNotFound", "Entry not found"));
         };
         let path = format!("/blobs/{id}");
@@ -224,6 +224,7 @@ impl Route for HubRoute {
             GateResponse::new(302, format!("Found. Redirecting to {location}"))
                 .header("location", location)
                 .header("x-linked-etag", format!("\"{id}\""))
+                .header("x-linked-size", size.to_string())
                 .header(
                     "x-repo-commit",
                     hex::encode(Sha256::digest(revision.as_bytes())),
@@ -415,7 +416,7 @@ impl HfMock {
         )
     }
 
-    fn register(&self, repo: &str, revision: &str, file: &str) -> String {
+    fn register(&self, repo: &str, revision: &str, file: &str, size: u64) -> String {
         let id = Self::blob_id(repo, revision, file);
         let mut repos = self.state.repos.lock();
         let entry = repos.entry(repo.to_string()).or_insert_with(|| Repo {
@@ -426,19 +427,20 @@ impl HfMock {
             .revisions
             .entry(revision.to_string())
             .or_default()
-            .insert(file.to_string(), id.clone());
+            .insert(file.to_string(), (id.clone(), size));
         format!("/blobs/{id}")
     }
 
     /// Put a file in a revision of a repository (created public if it does not exist).
     pub fn insert(&self, repo: &str, revision: &str, file: &str, bytes: impl Into<Bytes>) {
-        let path = self.register(repo, revision, file);
+        let bytes = bytes.into();
+        let path = self.register(repo, revision, file, bytes.len() as u64);
         self.cdn.insert(&path, bytes);
     }
 
     /// Put a virtual file of `size` bytes ([`pattern`](crate::pattern) bytes, never held).
     pub fn insert_virtual(&self, repo: &str, revision: &str, file: &str, size: u64) {
-        let path = self.register(repo, revision, file);
+        let path = self.register(repo, revision, file, size);
         self.cdn.insert_virtual(&path, size);
     }
 
