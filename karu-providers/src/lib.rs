@@ -6,6 +6,7 @@
 //! | `http` | `karu-provider-http` | `http://`, `https://` |
 //! | `s3` | `karu-provider-s3` | `s3://`, `https://*.amazonaws.com/` |
 //! | `hf` | `karu-provider-hf` | `hf://`, `https://huggingface.co/`, `https://hf.co/` |
+//! | `source` | `karu-provider-source` | `source://`, `https://data.source.coop/` |
 //!
 //! Registration is explicit (no link-time initialisers): [`register_all`] calls each enabled
 //! provider's own `register`. A third-party provider registers itself the same way
@@ -27,6 +28,8 @@ pub use karu_provider_http as http;
 pub use karu_provider_local as local;
 #[cfg(feature = "s3")]
 pub use karu_provider_s3 as s3;
+#[cfg(feature = "source")]
+pub use karu_provider_source as source;
 
 /// Register every provider enabled by this crate's features.
 pub fn register_all(registry: &mut karu_engine::provider::RegistryBuilder) {
@@ -38,6 +41,8 @@ pub fn register_all(registry: &mut karu_engine::provider::RegistryBuilder) {
     karu_provider_s3::register(registry);
     #[cfg(feature = "hf")]
     karu_provider_hf::register(registry);
+    #[cfg(feature = "source")]
+    karu_provider_source::register(registry);
     let _ = registry;
 }
 
@@ -52,5 +57,7 @@ pub fn enabled() -> &'static [&'static str] {
         "s3",
         #[cfg(feature = "hf")]
         "hf",
+        #[cfg(feature = "source")]
+        "source",
     ]
 }

@@ -25,6 +25,7 @@ pub mod http;
 pub mod nginx;
 pub mod s3;
 pub mod seaweedfs;
+pub mod source;
 
 pub use aws::{CredentialCalls, CredentialFakes, MockCredentials, StsRequest};
 pub use hf::{HfMock, RepoAccess};

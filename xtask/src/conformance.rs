@@ -4,14 +4,14 @@
 use clap::Args;
 use karu_testkit::conformance::{
     self, HfMockTarget, HttpMockTarget, NginxTarget, Options, Report, S3MockTarget, S3Target,
-    Target,
+    SourceMockTarget, Target,
 };
 use karu_testkit::nginx::Nginx;
 use karu_testkit::seaweedfs::SeaweedFs;
 
 #[derive(Debug, Args)]
 pub(crate) struct Conformance {
-    /// Which provider: `http`, `s3`, `hf`, or `all` (default). With `--endpoint`, `s3`.
+    /// Which provider: `http`, `s3`, `hf`, `source`, or `all` (default). With `--endpoint`, `s3`.
     #[arg(long, default_value = "all")]
     provider: String,
     /// A real S3-compatible endpoint to test instead of the mock (`https://s3.eu-west-1.amazonaws.com`
@@ -102,9 +102,12 @@ pub(crate) fn run(args: Conformance) -> Result<(), String> {
     if wants("hf") {
         reports.push(run_one(&HfMockTarget::start(), &options));
     }
+    if wants("source") {
+        reports.push(run_one(&SourceMockTarget::start(), &options));
+    }
     if reports.is_empty() {
         return Err(format!(
-            "unknown provider {:?} (http, s3, hf, all)",
+            "unknown provider {:?} (http, s3, hf, source, all)",
             args.provider
         ));
     }

@@ -1,5 +1,5 @@
 //! The provider features of `karu`: the build with none of them and with each one alone still
-//! compiles, a build without `s3` carries no AWS SDK crate, and every provider crate is built
+//! compiles, a build without `s3` (or `source`, which signs with it) carries no AWS SDK crate, and every provider crate is built
 //! on the provider SDK only.
 
 use std::path::Path;
@@ -7,8 +7,11 @@ use std::process::Command;
 
 use crate::cargo;
 
+/// The providers that bring AWS SDK crates: S3, and Source Cooperative through it.
+const AWS_PROVIDERS: [&str; 2] = ["s3", "source"];
+
 /// Check the library with no provider and with each provider feature alone (a `cargo check`,
-/// not a test run), then that only the `s3` feature brings AWS SDK crates.
+/// not a test run), then that only the `s3` and `source` features bring AWS SDK crates.
 pub(crate) fn check(root: &Path) -> Result<(), String> {
     let providers = providers(root)?;
     let mut combinations = vec![None];
@@ -22,7 +25,11 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
         println!("xtask test: cargo {}", args.join(" "));
         run(root, &args)?;
     }
-    for feature in providers.iter().filter(|p| p.as_str() != "s3") {
+    // Source Cooperative signs with the S3 provider's SigV4 and profile lookup.
+    for feature in providers
+        .iter()
+        .filter(|p| !AWS_PROVIDERS.contains(&p.as_str()))
+    {
         let sdk = aws_sdk_crates(root, feature)?;
         if !sdk.is_empty() {
             return Err(format!(

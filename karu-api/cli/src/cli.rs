@@ -145,6 +145,10 @@ fn addresses(providers: &[&str]) -> String {
                 "  hf://[datasets/|spaces/]org/repo[@REV]/path       a file on the Hugging Face Hub (HF_TOKEN, hf.endpoint)",
                 "  https://huggingface.co/org/repo/resolve/REV/path  the same file by its resolve URL",
             ],
+            "source" => &[
+                "  source://account/product/path                     Source Cooperative (anonymous, or source.profile)",
+                "  https://data.source.coop/account/product/path     the same file by its data proxy URL",
+            ],
             _ => &[],
         };
         for line in lines {
@@ -153,8 +157,7 @@ fn addresses(providers: &[&str]) -> String {
         }
     }
     text.push_str(
-        "  Google Cloud Storage, Azure and Source Cooperative addresses are read once their\n  \
-         providers are built in.\n",
+        "  Google Cloud Storage and Azure addresses are read once their providers are built in.\n",
     );
     text
 }

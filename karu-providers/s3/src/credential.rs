@@ -189,3 +189,70 @@ impl fmt::Debug for Discovery {
             .finish_non_exhaustive()
     }
 }
+
+/// Environment variables that would let aws-config's chain find credentials other than the
+/// named profile's: a [`ProfileLookup`] runs without them.
+const CHAIN_ONLY: [&str; 9] = [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+];
+
+/// Credentials for another service that signs like S3 (Source Cooperative's data proxy), in
+/// its own credential scope: explicit keys, else a `credential_process` command, else a named
+/// `profile` of the AWS config and credentials files (its `credential_process` or keys), as
+/// the service's own CLI sets it up. Never the AWS environment's keys, `AWS_PROFILE`,
+/// container, web-identity or instance credentials: those belong to S3. Lookups run on a
+/// credential worker, aws-config through the SDK's bridge; the credential it yields is the one
+/// [`sign`](crate::sign) takes.
+pub struct ProfileLookup(Discovery);
+
+impl ProfileLookup {
+    /// A lookup with these sources over the captured environment `env` (where the config
+    /// files are: `HOME`, `AWS_CONFIG_FILE`, `AWS_SHARED_CREDENTIALS_FILE`).
+    pub fn new(
+        keys: Option<(String, String, Option<String>)>,
+        credential_process: Option<String>,
+        profile: Option<String>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Self {
+        let mut env: HashMap<String, String> = env
+            .into_iter()
+            .filter(|(k, _)| !CHAIN_ONLY.contains(&k.as_str()))
+            .collect();
+        env.insert("AWS_EC2_METADATA_DISABLED".into(), "true".into());
+        let discovery = profile.is_some();
+        ProfileLookup(Discovery::new(
+            Effective {
+                region: None,
+                endpoint: None,
+                addressing: None,
+                anonymous: false,
+                requester_pays: false,
+                explicit_keys: keys,
+                profile,
+                credential_process,
+                discovery,
+            },
+            env,
+        ))
+    }
+}
+
+impl fmt::Debug for ProfileLookup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ProfileLookup").field(&self.0).finish()
+    }
+}
+
+impl CredentialProvider for ProfileLookup {
+    fn fetch(&self, ctx: &FetchContext) -> Result<Credential, Error> {
+        self.0.fetch(ctx)
+    }
+}

@@ -5,7 +5,7 @@
 //!
 //! | file | what it holds |
 //! | --- | --- |
-//! | `lib.rs` | this overview, [`SCHEME`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`config_section`], [`register`] |
+//! | `lib.rs` | this overview, [`SCHEME`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`config_section`], [`register`], [`sign`] (for providers that speak S3's protocol) |
 //! | `config.rs` | [`S3Config`], the `[s3]` section and the `AWS_*` names it honours |
 //! | `backend.rs` | [`S3Backend`], the [`Backend`](karu_engine::provider::Backend) implementation |
 //! | `request.rs` | address parsing, URL building, SigV4 signing, error answers |
@@ -49,12 +49,41 @@ mod credential;
 mod request;
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
-use karu_engine::provider::{RegistryBuilder, Section};
+use karu_engine::provider::{Credential, Error, PreparedRequest, RegistryBuilder, Section, Status};
 
 pub use backend::S3Backend;
 pub use config::{Addressing, S3Config};
-pub use credential::credential;
+pub use credential::{ProfileLookup, credential};
+
+/// Sign `prepared` in place with SigV4 for the `s3` service in `region`, at `now`, with an S3
+/// credential (from [`credential`] or a [`ProfileLookup`]): what another provider whose
+/// service speaks S3's protocol (Source Cooperative's data proxy) signs with, instead of a
+/// copy. The request is not redirected afterwards (a signed request is rebuilt, never
+/// redirected); a credential of another provider is a [`Status::Credentials`] error.
+pub fn sign(
+    prepared: &mut PreparedRequest,
+    credential: &Credential,
+    region: &str,
+    now: SystemTime,
+) -> Result<(), Error> {
+    let secret = credential.get::<credential::S3Secret>().ok_or_else(|| {
+        Error::new(
+            Status::Credentials,
+            "the credential is not an S3 key pair (make it with karu_provider_s3::credential)",
+        )
+    })?;
+    prepared.options.follow_redirects = false;
+    request::sign_request(
+        &prepared.url,
+        &mut prepared.headers,
+        &secret.credentials,
+        region,
+        now,
+    )
+    .map_err(Error::from)
+}
 
 /// The URI scheme of S3 objects.
 pub const SCHEME: &str = "s3";
