@@ -1,8 +1,9 @@
 //! The Hugging Face section: scattered reads of one file of a gated dataset through the Hub
 //! mock (the resolve endpoint and its CDN on two loopback origins), with the token taken from
-//! `HF_TOKEN` in the captured environment. Counted from both servers' request logs: the first
-//! batch resolves every transfer at the Hub and follows its redirect; the second batch of the
-//! same file goes straight to the signed CDN location the first one kept.
+//! `HF_TOKEN` in the captured environment. Counted from both servers' request logs: in the
+//! first batch, the transfers that start before a location is kept each resolve at the Hub and
+//! follow its redirect; the second batch of the same file goes straight to the signed CDN
+//! location the first one kept.
 
 use std::time::{Duration, Instant};
 
@@ -53,7 +54,7 @@ pub(super) fn section() -> Result<(), String> {
     for (n, title) in [
         (
             1,
-            "first batch: every transfer asks the Hub, then follows its redirect",
+            "first batch: transfers ask the Hub and follow its redirect until a location is kept",
         ),
         (2, "the same file again: the signed CDN location is reused"),
     ] {
