@@ -96,6 +96,22 @@ fn a_source_profile_with_a_credential_process_signs_and_aws_credentials_are_neve
         "{log:?}"
     );
     assert!(source.s3().signature_failures().is_empty());
+
+    // The same command named in the section instead of a profile.
+    let client = isolated(&source, &env)
+        .set("source.credential_process", script.to_str().unwrap())
+        .build()
+        .unwrap();
+    let object = client.locate(ADDRESS).unwrap();
+    assert_eq!(client.read(&object, 100, 100).unwrap(), pattern(100, 100));
+    let log = source.server().take_requests();
+    assert!(
+        log[0]
+            .header("authorization")
+            .is_some_and(|a| a.contains(&key)),
+        "{log:?}"
+    );
+    assert!(source.s3().signature_failures().is_empty());
 }
 
 #[test]
