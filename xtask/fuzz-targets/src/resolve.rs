@@ -1,5 +1,6 @@
 //! Address resolution of every provider: local paths and `file:` URIs, `http(s)://` URLs,
-//! `s3://` addresses and AWS S3 URLs, through one registry as a client builds it.
+//! `s3://` addresses and AWS S3 URLs, `hf://` addresses and Hub URLs, `source://` addresses
+//! and data proxy URLs, through one registry as a client builds it.
 //!
 //! Input: any bytes, as text, an address. Invariants:
 //!
