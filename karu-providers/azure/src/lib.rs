@@ -1,0 +1,3 @@
+//! Karu's Azure Blob Storage and Data Lake Storage provider.
+
+mod request;
