@@ -7,6 +7,7 @@
 //! | `s3` | `karu-provider-s3` | `s3://`, `https://*.amazonaws.com/` |
 //! | `hf` | `karu-provider-hf` | `hf://`, `https://huggingface.co/`, `https://hf.co/` |
 //! | `source` | `karu-provider-source` | `source://`, `https://data.source.coop/` |
+//! | `azure` | `karu-provider-azure` | `az://`, `azure://`, `abfs[s]://`, `https://*.blob.core.windows.net/`, `https://*.dfs.core.windows.net/` |
 //!
 //! Registration is explicit (no link-time initialisers): [`register_all`] calls each enabled
 //! provider's own `register`. A third-party provider registers itself the same way
@@ -22,6 +23,8 @@
 
 #[cfg(feature = "hf")]
 pub use karu_provider_hf as hf;
+#[cfg(feature = "azure")]
+pub use karu_provider_azure as azure;
 #[cfg(feature = "http")]
 pub use karu_provider_http as http;
 #[cfg(feature = "local")]
@@ -43,6 +46,8 @@ pub fn register_all(registry: &mut karu_engine::provider::RegistryBuilder) {
     karu_provider_hf::register(registry);
     #[cfg(feature = "source")]
     karu_provider_source::register(registry);
+    #[cfg(feature = "azure")]
+    karu_provider_azure::register(registry);
     let _ = registry;
 }
 
@@ -59,5 +64,7 @@ pub fn enabled() -> &'static [&'static str] {
         "hf",
         #[cfg(feature = "source")]
         "source",
+        #[cfg(feature = "azure")]
+        "azure",
     ]
 }

@@ -15,10 +15,13 @@
 //! independently and answers like S3 (wrong region, expired token, skewed clock), on the same
 //! server and fault plan; the [`aws`] module's [`CredentialFakes`] serve IMDSv2, container and
 //! STS web-identity credentials on loopback, and [`aws::write_credential_process`] writes a
-//! `credential_process` script.
+//! `credential_process` script. The [`azure`] module's [`AzureMock`] verifies Shared Key
+//! signatures independently, and SAS and bearer tokens it issued, recording which identity
+//! each request carried.
 
 pub mod aws;
 mod awstime;
+pub mod azure;
 pub mod conformance;
 pub mod hf;
 pub mod http;
@@ -29,6 +32,7 @@ pub mod source;
 
 pub use aws::{CredentialCalls, CredentialFakes, MockCredentials, StsRequest};
 pub use hf::{HfMock, RepoAccess};
+pub use azure::{AuthFailure, AuthRecord, AzureMock, Identity};
 pub use http::{
     Fault, FaultRule, Gate, GateResponse, MAX_REQUEST_BODY, MockServer, MockServerBuilder,
     RequestHead, RequestRecord, Route, fill_pattern, pattern, pattern_byte,

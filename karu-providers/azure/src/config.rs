@@ -484,7 +484,10 @@ mod tests {
                 "{key}"
             );
             if key != "azure.endpoint" {
-                assert!(!error.to_string().contains(bad), "a secret is quoted: {error}");
+                assert!(
+                    !error.to_string().contains(bad),
+                    "a secret is quoted: {error}"
+                );
             }
         }
         let error = build("azure.acount", "x").unwrap_err();

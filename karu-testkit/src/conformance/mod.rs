@@ -31,7 +31,8 @@ use karu::{Client, ClientBuilder};
 use crate::http::MockServer;
 
 pub use targets::{
-    HfMockTarget, HttpMockTarget, NginxTarget, S3MockTarget, S3Target, SourceMockTarget,
+    AzureMockTarget, HfMockTarget, HttpMockTarget, NginxTarget, S3MockTarget, S3Target,
+    SourceMockTarget,
 };
 
 /// A store under test: how to reach it and how to put objects in it.

@@ -9,6 +9,7 @@ use karu::{Client, ClientBuilder};
 
 use super::{MockControl, Target};
 use crate::hf::{HfMock, RepoAccess};
+use crate::azure::AzureMock;
 use crate::http::MockServer;
 use crate::nginx::Nginx;
 use crate::s3::{S3Mock, object_path};
@@ -637,5 +638,97 @@ mod upload {
             let _ = response.into_body().collect().await;
             Ok(status)
         })
+    }
+}
+
+/// The Azure provider against the testkit's [`AzureMock`] (Shared Key checked on every
+/// request), through `az://` addresses and `azure.endpoint`.
+pub struct AzureMockTarget {
+    mock: AzureMock,
+    dead_port: u16,
+}
+
+/// The container the Azure targets read from.
+const AZURE_CONTAINER: &str = "conformance";
+
+impl AzureMockTarget {
+    /// Start an Azure mock on 127.0.0.1 for Azurite's development account.
+    pub fn start() -> Self {
+        let mock = AzureMock::start();
+        mock.create_container(AZURE_CONTAINER);
+        AzureMockTarget {
+            mock,
+            dead_port: dead_port(),
+        }
+    }
+
+    /// The mock (its authentication log, tokens, SAS).
+    pub fn mock_azure(&self) -> &AzureMock {
+        &self.mock
+    }
+
+    fn builder_for(&self, endpoint: &str) -> ClientBuilder {
+        isolated_builder()
+            .set("azure.endpoint", endpoint)
+            .set("azure.account", self.mock.account())
+            .set("azure.account_key", self.mock.account_key())
+    }
+}
+
+impl fmt::Debug for AzureMockTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AzureMockTarget")
+            .field("endpoint", &self.mock.endpoint())
+            .finish()
+    }
+}
+
+impl Target for AzureMockTarget {
+    fn name(&self) -> String {
+        "azure-mock".into()
+    }
+
+    fn builder(&self) -> ClientBuilder {
+        self.builder_for(&self.mock.endpoint())
+    }
+
+    fn address(&self, name: &str) -> String {
+        format!("az://{AZURE_CONTAINER}/{name}")
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        self.mock.insert(AZURE_CONTAINER, name, bytes.to_vec());
+        Ok(())
+    }
+
+    fn mock(&self) -> Option<&dyn MockControl> {
+        Some(self)
+    }
+}
+
+impl MockControl for AzureMockTarget {
+    fn server(&self) -> &MockServer {
+        self.mock.server()
+    }
+
+    fn path_of(&self, name: &str) -> String {
+        self.mock.path(AZURE_CONTAINER, name)
+    }
+
+    fn put_virtual(&self, name: &str, size: u64) {
+        self.mock.insert_virtual(AZURE_CONTAINER, name, size);
+    }
+
+    fn set_etag(&self, name: &str, etag: Option<&str>) {
+        self.mock.set_etag(AZURE_CONTAINER, name, etag);
+    }
+
+    fn refusing(&self, name: &str) -> (ClientBuilder, String) {
+        let endpoint = format!(
+            "http://127.0.0.1:{}/{}",
+            self.dead_port,
+            self.mock.account()
+        );
+        (self.builder_for(&endpoint), self.address(name))
     }
 }

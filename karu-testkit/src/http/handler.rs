@@ -15,7 +15,7 @@ use super::body::{BodyPlan, MockBody, Source, Stop};
 use super::conn::ConnShared;
 use super::fault::Fault;
 use super::pattern::pattern;
-use super::range::{self, Resolved};
+use super::range::{self, RangeSpec, Resolved};
 use super::state::{Data, LiveRecord, Shared};
 use super::{GateResponse, MAX_REQUEST_BODY, RequestHead};
 
@@ -476,11 +476,14 @@ where
     }
     headers.insert(header::LAST_MODIFIED, object.last_modified.clone());
 
-    let spec = if has(&Fault::IgnoreRange) {
-        None
-    } else {
-        record.range.as_deref().and_then(range::parse)
-    };
+    let spec =
+        if has(&Fault::IgnoreRange) {
+            None
+        } else {
+            record.range.as_deref().and_then(range::parse).filter(|s| {
+                !(ctx.shared.ignores_suffix_ranges() && matches!(s, RangeSpec::Suffix(_)))
+            })
+        };
     let shift = faults.iter().find_map(|f| match f {
         Fault::WrongContentRange { shift } => Some(*shift),
         _ => None,

@@ -463,6 +463,12 @@ impl MockServer {
         self.shared.set_gate(gate);
     }
 
+    /// Answers suffix ranges (`bytes=-n`) with `200` and the whole object, as Azure Blob
+    /// Storage does (`on`), or as ranges (the default).
+    pub fn set_ignore_suffix_ranges(&self, on: bool) {
+        self.shared.set_ignore_suffix_ranges(on);
+    }
+
     /// Installs (or with `None` removes) the [`Route`] run on every request the gate and the
     /// status faults let through.
     pub fn set_route(&self, route: Option<Arc<dyn Route>>) {

@@ -102,6 +102,8 @@ pub(crate) struct Shared {
     pacer: Mutex<Option<Pacer>>,
     paced: AtomicBool,
     gate: RwLock<Option<Arc<dyn Gate>>>,
+    /// Answer suffix ranges (`bytes=-n`) with the whole object, as Azure does.
+    ignore_suffix_ranges: AtomicBool,
     route: RwLock<Option<Arc<dyn Route>>>,
     connections: AtomicU64,
     /// Connections still to be accepted and never answered ([`MockServer::silence_connections`]).
@@ -138,6 +140,7 @@ impl Shared {
             pacer: Mutex::new(None),
             paced: AtomicBool::new(false),
             gate: RwLock::new(None),
+            ignore_suffix_ranges: AtomicBool::new(false),
             route: RwLock::new(None),
             connections: AtomicU64::new(0),
             silent: AtomicU64::new(0),
@@ -282,6 +285,14 @@ impl Shared {
 
     pub(crate) fn set_gate(&self, gate: Option<Arc<dyn Gate>>) {
         *self.gate.write() = gate;
+    }
+
+    pub(crate) fn set_ignore_suffix_ranges(&self, on: bool) {
+        self.ignore_suffix_ranges.store(on, Ordering::Release);
+    }
+
+    pub(crate) fn ignores_suffix_ranges(&self) -> bool {
+        self.ignore_suffix_ranges.load(Ordering::Acquire)
     }
 
     pub(crate) fn gate(&self) -> Option<Arc<dyn Gate>> {
