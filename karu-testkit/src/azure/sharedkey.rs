@@ -28,7 +28,7 @@ const FIXED: [&str; 11] = [
 ];
 
 /// The string the service signs for `request` to `account`.
-pub(super) fn string_to_sign(request: &RequestHead, account: &str) -> String {
+pub(crate) fn string_to_sign(request: &RequestHead, account: &str) -> String {
     let mut lines: Vec<String> = vec![request.method.clone()];
     for name in FIXED {
         let value = request.header(name).unwrap_or("");
@@ -71,7 +71,7 @@ pub(super) fn string_to_sign(request: &RequestHead, account: &str) -> String {
 }
 
 /// `base64(HMAC-SHA256(key, text))`.
-pub(super) fn sign(key: &[u8], text: &str) -> String {
+pub(crate) fn sign(key: &[u8], text: &str) -> String {
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes any key");
     mac.update(text.as_bytes());
     STANDARD.encode(mac.finalize().into_bytes())

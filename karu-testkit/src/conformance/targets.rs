@@ -10,6 +10,7 @@ use karu::{Client, ClientBuilder};
 use super::{MockControl, Target};
 use crate::hf::{HfMock, RepoAccess};
 use crate::azure::AzureMock;
+use crate::azurite::Azurite;
 use crate::http::MockServer;
 use crate::nginx::Nginx;
 use crate::s3::{S3Mock, object_path};
@@ -730,5 +731,66 @@ impl MockControl for AzureMockTarget {
             self.mock.account()
         );
         (self.builder_for(&endpoint), self.address(name))
+    }
+}
+
+/// The Azure provider against a real Azurite (Shared Key with the development account, or a
+/// SAS), through `az://` addresses and `azure.endpoint`.
+pub struct AzuriteTarget {
+    azurite: Azurite,
+    sas: Option<String>,
+}
+
+impl AzuriteTarget {
+    /// Start Azurite on 127.0.0.1 and create the container; with `sas`, the client
+    /// authenticates with an account SAS instead of Shared Key.
+    pub fn start(sas: bool) -> std::io::Result<Self> {
+        let azurite = Azurite::start()?;
+        azurite.create_container(AZURE_CONTAINER)?;
+        let sas = sas.then(|| azurite.account_sas(std::time::Duration::from_secs(3600)));
+        Ok(AzuriteTarget { azurite, sas })
+    }
+
+    /// The running Azurite.
+    pub fn azurite(&self) -> &Azurite {
+        &self.azurite
+    }
+}
+
+impl fmt::Debug for AzuriteTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AzuriteTarget")
+            .field("azurite", &self.azurite)
+            .field("sas", &self.sas.is_some())
+            .finish()
+    }
+}
+
+impl Target for AzuriteTarget {
+    fn name(&self) -> String {
+        match self.sas {
+            Some(_) => "azurite-sas".into(),
+            None => "azurite".into(),
+        }
+    }
+
+    fn builder(&self) -> ClientBuilder {
+        let builder = isolated_builder()
+            .set("azure.endpoint", self.azurite.endpoint())
+            .set("azure.account", self.azurite.account());
+        match &self.sas {
+            Some(sas) => builder.set("azure.sas_token", sas.as_str()),
+            None => builder.set("azure.account_key", self.azurite.account_key()),
+        }
+    }
+
+    fn address(&self, name: &str) -> String {
+        format!("az://{AZURE_CONTAINER}/{name}")
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        self.azurite
+            .put(AZURE_CONTAINER, name, bytes)
+            .map_err(|e| e.to_string())
     }
 }

@@ -4,11 +4,14 @@
 //!
 //! Sections: [`local`] (a file written for the demo), [`http`] (a mock HTTP server with
 //! injected latency), [`s3`] (signed reads through the S3 mock, credentials discovered on
-//! loopback, one lookup per scope), [`hf`] (a gated Hugging Face dataset through the Hub mock:
-//! the second batch of one file skips the resolve hop), [`c_abi`] (the C example
+//! loopback, one lookup per scope), [`azure`] (Shared Key reads through the Azure mock, and
+//! read_ends without suffix ranges shown on the wire), [`hf`] (a gated Hugging Face dataset
+//! through the Hub mock: the second batch of one file skips the resolve hop), [`c_abi`] (the C
+//! example
 //! `read_ranges.c` over a file and a mock server). A new section is a module with a
 //! `section(&Client)` function, called from [`run`].
 
+mod azure;
 mod c_abi;
 mod hf;
 mod http;
@@ -38,6 +41,8 @@ pub(crate) fn run() -> Result<(), String> {
     // The S3 section builds its own client: its configuration (endpoint, path rules,
     // captured environment) is part of what it shows.
     s3::section()?;
+    println!();
+    azure::section()?;
     println!();
     hf::section()?;
     // The C ABI section builds the C library and the example program, and runs it.
