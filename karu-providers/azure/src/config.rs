@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use crate::request::check_endpoint;
 use crate::shared_key::decode_key;
+use crate::token::{self, TokenSource};
 
 /// Options of the Azure provider, globally (`[azure]`) or for a prefix
 /// (`[paths."az://container/prefix".azure]`). A key set here beats the environment.
@@ -22,6 +23,13 @@ use crate::shared_key::decode_key;
 /// | `sas_token` | `sas_key`, `sas` | `AZURE_STORAGE_SAS_TOKEN` | a SAS query string |
 /// | `bearer_token` | `token` | `AZURE_STORAGE_TOKEN` | an Entra ID access token |
 /// | `anonymous` | `skip_signature` | `AZURE_SKIP_SIGNATURE` | no authentication (public containers) |
+/// | `tenant_id` | `authority_id` | `AZURE_TENANT_ID` | Entra ID tenant of a service principal |
+/// | `client_id` | | `AZURE_CLIENT_ID` | service principal, workload identity, or user-assigned managed identity |
+/// | `client_secret` | | `AZURE_CLIENT_SECRET` | service principal secret |
+/// | `federated_token_file` | | `AZURE_FEDERATED_TOKEN_FILE` | workload identity's token file |
+/// | `authority_host` | | `AZURE_AUTHORITY_HOST` | Entra ID authority (default `https://login.microsoftonline.com`) |
+/// | `use_managed_identity` | `managed_identity` | `IDENTITY_ENDPOINT` + `IDENTITY_HEADER` (App Service) | managed identity (IMDS unless App Service's variables are set) |
+/// | `msi_endpoint` | `imds_endpoint` | | the IMDS token endpoint (default `http://169.254.169.254/metadata/identity/oauth2/token`) |
 ///
 /// Secrets never appear in `Debug`.
 #[derive(Clone, Default, PartialEq, Eq, Deserialize)]
@@ -50,11 +58,28 @@ pub struct AzureConfig {
     /// Unauthenticated requests.
     #[serde(alias = "skip_signature")]
     pub anonymous: Option<bool>,
+    /// Entra ID tenant.
+    #[serde(alias = "authority_id")]
+    pub tenant_id: Option<String>,
+    /// Client id.
+    pub client_id: Option<String>,
+    /// Client secret.
+    pub client_secret: Option<String>,
+    /// Workload identity token file.
+    pub federated_token_file: Option<String>,
+    /// Entra ID authority.
+    pub authority_host: Option<String>,
+    /// Use a managed identity.
+    #[serde(alias = "managed_identity")]
+    pub use_managed_identity: Option<bool>,
+    /// IMDS token endpoint.
+    #[serde(alias = "imds_endpoint")]
+    pub msi_endpoint: Option<String>,
 }
 
 /// Every key (with aliases) that chooses a credential: the credential scope is keyed on the
 /// origins of these.
-pub(crate) const CREDENTIAL_KEYS: [&str; 16] = [
+pub(crate) const CREDENTIAL_KEYS: [&str; 26] = [
     "account",
     "account_name",
     "storage_account",
@@ -71,9 +96,19 @@ pub(crate) const CREDENTIAL_KEYS: [&str; 16] = [
     "skip_signature",
     "endpoint",
     "blob_endpoint",
+    "tenant_id",
+    "authority_id",
+    "client_id",
+    "client_secret",
+    "federated_token_file",
+    "authority_host",
+    "use_managed_identity",
+    "managed_identity",
+    "msi_endpoint",
+    "imds_endpoint",
 ];
 
-const SECRET_KEYS: [&str; 9] = [
+const SECRET_KEYS: [&str; 10] = [
     "connection_string",
     "account_key",
     "access_key",
@@ -83,6 +118,7 @@ const SECRET_KEYS: [&str; 9] = [
     "sas",
     "bearer_token",
     "token",
+    "client_secret",
 ];
 
 impl SectionConfig for AzureConfig {
@@ -101,6 +137,16 @@ impl SectionConfig for AzureConfig {
             && decode_key(key).is_none()
         {
             return Err(InvalidKey::new("account_key", "a base64 account key"));
+        }
+        for (key, url) in [
+            ("authority_host", &self.authority_host),
+            ("msi_endpoint", &self.msi_endpoint),
+        ] {
+            if let Some(url) = url
+                && check_endpoint(url).is_err()
+            {
+                return Err(InvalidKey::new(key, "an http or https URL"));
+            }
         }
         if let Some(text) = &self.connection_string
             && let Err(why) = ConnectionString::parse(text)
@@ -127,6 +173,13 @@ impl fmt::Debug for AzureConfig {
             .field("sas_token", &secret(&self.sas_token))
             .field("bearer_token", &secret(&self.bearer_token))
             .field("anonymous", &self.anonymous)
+            .field("tenant_id", &self.tenant_id)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &secret(&self.client_secret))
+            .field("federated_token_file", &self.federated_token_file)
+            .field("authority_host", &self.authority_host)
+            .field("use_managed_identity", &self.use_managed_identity)
+            .field("msi_endpoint", &self.msi_endpoint)
             .finish_non_exhaustive()
     }
 }
@@ -216,6 +269,8 @@ pub(crate) enum Auth {
     },
     Sas(String),
     Bearer(String),
+    /// A token from Entra ID or a managed-identity endpoint.
+    Token(TokenSource),
 }
 
 impl fmt::Debug for Auth {
@@ -226,6 +281,7 @@ impl fmt::Debug for Auth {
             Auth::SharedKey { account, .. } => write!(f, "SharedKey({account})"),
             Auth::Sas(_) => f.write_str("Sas(<redacted>)"),
             Auth::Bearer(_) => f.write_str("Bearer(<redacted>)"),
+            Auth::Token(source) => write!(f, "Token({source:?})"),
         }
     }
 }
@@ -298,6 +354,8 @@ impl Effective {
             shared_key(key)?
         } else if let Some(sas) = &connection.sas {
             Auth::Sas(sas.clone())
+        } else if let Some(source) = token_source(config, &env)? {
+            Auth::Token(source)
         } else if let Some(key) =
             env("AZURE_STORAGE_ACCOUNT_KEY").or_else(|| env("AZURE_STORAGE_KEY"))
         {
@@ -315,6 +373,66 @@ impl Effective {
             suffix,
             auth,
         })
+    }
+}
+
+/// A token source the section or the environment chose: a client secret, then a federated
+/// token file (both with a tenant and a client id), then a managed identity (App Service when
+/// `IDENTITY_ENDPOINT` and `IDENTITY_HEADER` are set, else IMDS) when asked for or when
+/// `IDENTITY_ENDPOINT` is set.
+fn token_source(
+    config: &AzureConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<TokenSource>, String> {
+    let pick = |value: &Option<String>, name: &str| value.clone().or_else(|| env(name));
+    let tenant = pick(&config.tenant_id, "AZURE_TENANT_ID");
+    let client_id = pick(&config.client_id, "AZURE_CLIENT_ID");
+    let authority = pick(&config.authority_host, "AZURE_AUTHORITY_HOST")
+        .unwrap_or_else(|| token::AUTHORITY.to_string());
+    let secret = pick(&config.client_secret, "AZURE_CLIENT_SECRET");
+    let token_file = pick(&config.federated_token_file, "AZURE_FEDERATED_TOKEN_FILE");
+    if secret.is_some() || token_file.is_some() {
+        let (Some(tenant), Some(client_id)) = (tenant, client_id) else {
+            return Err(
+                "a service principal needs a tenant id and a client id (azure.tenant_id and \
+                 azure.client_id, or AZURE_TENANT_ID and AZURE_CLIENT_ID)"
+                    .to_string(),
+            );
+        };
+        return Ok(Some(match (secret, token_file) {
+            (Some(secret), _) => TokenSource::ClientSecret {
+                authority,
+                tenant,
+                client_id,
+                secret,
+            },
+            (None, Some(token_file)) => TokenSource::Workload {
+                authority,
+                tenant,
+                client_id,
+                token_file,
+            },
+            (None, None) => unreachable!("one of them is set"),
+        }));
+    }
+    let app_service = env("IDENTITY_ENDPOINT").zip(env("IDENTITY_HEADER"));
+    if config.use_managed_identity == Some(false) {
+        return Ok(None);
+    }
+    match app_service {
+        Some((endpoint, header)) => Ok(Some(TokenSource::AppService {
+            endpoint,
+            header,
+            client_id,
+        })),
+        None if config.use_managed_identity == Some(true) => Ok(Some(TokenSource::Imds {
+            endpoint: config
+                .msi_endpoint
+                .clone()
+                .unwrap_or_else(|| token::IMDS.to_string()),
+            client_id,
+        })),
+        None => Ok(None),
     }
 }
 
@@ -454,6 +572,61 @@ mod tests {
                 key: dev_key()
             }
         );
+    }
+
+    #[test]
+    fn token_sources_are_chosen_by_section_and_environment() {
+        let sp = [
+            ("AZURE_TENANT_ID", "t"),
+            ("AZURE_CLIENT_ID", "c"),
+            ("AZURE_CLIENT_SECRET", "s"),
+        ];
+        let e = effective(&snapshot(&sp, &[])).unwrap();
+        assert_eq!(
+            e.auth,
+            Auth::Token(TokenSource::ClientSecret {
+                authority: token::AUTHORITY.into(),
+                tenant: "t".into(),
+                client_id: "c".into(),
+                secret: "s".into()
+            })
+        );
+        // A key in the section wins over a service principal of the environment.
+        let e = effective(&snapshot(
+            &sp,
+            &[("azure.account", "a"), ("azure.account_key", DEV_KEY)],
+        ))
+        .unwrap();
+        assert!(matches!(e.auth, Auth::SharedKey { .. }));
+        let error = effective(&snapshot(&[("AZURE_CLIENT_SECRET", "s")], &[])).unwrap_err();
+        assert!(error.contains("tenant id"), "{error}");
+        let e = effective(&snapshot(
+            &[("AZURE_FEDERATED_TOKEN_FILE", "/f")],
+            &[("azure.tenant_id", "t"), ("azure.client_id", "c")],
+        ))
+        .unwrap();
+        assert!(matches!(e.auth, Auth::Token(TokenSource::Workload { .. })));
+        // Managed identity: App Service when its variables are set, IMDS only when asked.
+        let app = [
+            ("IDENTITY_ENDPOINT", "http://127.0.0.1:1/msi"),
+            ("IDENTITY_HEADER", "h"),
+        ];
+        let e = effective(&snapshot(&app, &[])).unwrap();
+        assert!(matches!(
+            e.auth,
+            Auth::Token(TokenSource::AppService { .. })
+        ));
+        let e = effective(&snapshot(&app, &[("azure.use_managed_identity", "false")])).unwrap();
+        assert_eq!(e.auth, Auth::Missing);
+        let e = effective(&snapshot(&[], &[("azure.managed_identity", "true")])).unwrap();
+        assert_eq!(
+            e.auth,
+            Auth::Token(TokenSource::Imds {
+                endpoint: token::IMDS.into(),
+                client_id: None
+            })
+        );
+        assert_eq!(effective(&snapshot(&[], &[])).unwrap().auth, Auth::Missing);
     }
 
     #[test]

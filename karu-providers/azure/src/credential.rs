@@ -10,6 +10,7 @@ use std::time::SystemTime;
 use karu_engine::provider::{Credential, CredentialProvider, Error, FetchContext, Status};
 
 use crate::config::Auth;
+use crate::identity::TokenProvider;
 use crate::shared_key::decode_key;
 
 /// The secret the engine carries for Azure requests. Its `Debug` shows only the account.
@@ -83,7 +84,7 @@ impl Configured {
 }
 
 impl CredentialProvider for Configured {
-    fn fetch(&self, _ctx: &FetchContext) -> Result<Credential, Error> {
+    fn fetch(&self, ctx: &FetchContext) -> Result<Credential, Error> {
         let secret = match &self.auth {
             Auth::SharedKey { account, key } => AzureSecret::SharedKey {
                 account: account.clone(),
@@ -91,13 +92,16 @@ impl CredentialProvider for Configured {
             },
             Auth::Sas(token) => AzureSecret::Sas(token.trim_start_matches('?').to_string()),
             Auth::Bearer(token) => AzureSecret::Bearer(token.clone()),
+            Auth::Token(source) => return TokenProvider::new(source.clone()).fetch(ctx),
             Auth::Anonymous | Auth::Missing => {
                 return Err(Error::new(
                     Status::Credentials,
                     "no Azure credential: set azure.connection_string, azure.account_key, \
                      azure.sas_token or azure.bearer_token (or AZURE_STORAGE_CONNECTION_STRING, \
-                     AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_SAS_TOKEN), or azure.anonymous \
-                     for public containers",
+                     AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_SAS_TOKEN), a service principal \
+                     (azure.tenant_id, azure.client_id, azure.client_secret or \
+                     azure.federated_token_file), azure.use_managed_identity, or \
+                     azure.anonymous for public containers",
                 ));
             }
         };

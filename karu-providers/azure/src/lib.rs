@@ -8,6 +8,8 @@
 //! | `request.rs` | address parsing, request URLs, the error answers that ask for a correction |
 //! | `shared_key.rs` | Shared Key signing, from the documented string-to-sign rules |
 //! | `credential.rs` | the secret, its lookup per scope, constructors for callbacks |
+//! | `token.rs` | the documented Entra ID and managed-identity token requests, and their answers |
+//! | `identity.rs` | sends them (rustls, through the SDK's credential bridge) |
 //!
 //! It is built on the provider SDK, [`karu_engine::provider`], only; its mock is the testkit's
 //! `AzureMock` (Shared Key verified independently on every request).
@@ -39,7 +41,12 @@
 //!
 //! First found wins: `azure.anonymous` (public containers); a SAS in the address; the
 //! section's `bearer_token`, `sas_token`, `account_key` (Shared Key), `connection_string`
-//! (`AccountKey` or `SharedAccessSignature`); then `AZURE_STORAGE_CONNECTION_STRING`,
+//! (`AccountKey` or `SharedAccessSignature`); a token: a service principal's client secret
+//! or a workload identity's federated token file (`tenant_id`, `client_id`, or
+//! `AZURE_TENANT_ID`, `AZURE_CLIENT_ID`, `AZURE_CLIENT_SECRET`, `AZURE_FEDERATED_TOKEN_FILE`),
+//! a managed identity (`use_managed_identity`: IMDS; App Service's `IDENTITY_ENDPOINT` and
+//! `IDENTITY_HEADER`), each token carrying its expiry into the cache; then
+//! `AZURE_STORAGE_CONNECTION_STRING`,
 //! `AZURE_STORAGE_ACCOUNT_KEY`, `AZURE_STORAGE_SAS_TOKEN`, `AZURE_STORAGE_TOKEN`. An
 //! application's callback for the family [`FAMILY`] returns [`shared_key_credential`],
 //! [`sas_credential`] or [`bearer_credential`]. A `401` saying a bearer token expired
@@ -62,8 +69,10 @@
 mod backend;
 mod config;
 mod credential;
+mod identity;
 mod request;
 mod shared_key;
+mod token;
 
 use std::sync::Arc;
 

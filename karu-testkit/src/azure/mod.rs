@@ -22,6 +22,9 @@
 //!    token is expired.` and `WWW-Authenticate: Bearer error="invalid_token"`);
 //! 7. the container must exist (404 `ContainerNotFound`) and the method be `GET` or `HEAD`.
 //!
+//! [`AzureMock::identity_fakes`] serves the Entra ID token endpoint (client secret, federated
+//! token) and the managed-identity endpoints (IMDS, App Service) on loopback.
+//!
 //! Every authentication is recorded with the identity it carried ([`AzureMock::auth_log`]):
 //! which account signed, which token's identity, a SAS, or none.
 //!
@@ -38,6 +41,7 @@
 //! ```
 
 mod gate;
+mod identity;
 pub(crate) mod sharedkey;
 
 use std::fmt;
@@ -53,6 +57,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use crate::http::MockServer;
 
 use gate::{AzureGate, AzureState};
+pub use identity::{IdentityFakes, TokenCall};
 
 /// Azurite's published development account name.
 pub const DEV_ACCOUNT: &str = "devstoreaccount1";
@@ -262,6 +267,16 @@ impl AzureMock {
             self.state.now() + lifetime,
         );
         token
+    }
+
+    /// Fakes of the Entra ID token endpoint and the managed-identity endpoints on another
+    /// loopback server, issuing tokens this mock accepts.
+    ///
+    /// # Panics
+    /// If no port can be bound on `127.0.0.1`.
+    pub fn identity_fakes(&self) -> IdentityFakes {
+        IdentityFakes::start(self.state.clone())
+            .unwrap_or_else(|e| panic!("karu-testkit: cannot start the identity fakes: {e}"))
     }
 
     /// From now on every issued token is expired.

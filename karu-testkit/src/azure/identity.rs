@@ -1,0 +1,292 @@
+//! Fakes of the token endpoints Azure credentials come from, on loopback, issuing tokens the
+//! [`AzureMock`](super::AzureMock) accepts, each for a named identity.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use percent_encoding::percent_decode_str;
+
+use super::gate::AzureState;
+use crate::http::{GateResponse, MockServer, RequestHead, Route};
+
+/// How long the fakes' tokens live.
+const LIFETIME: Duration = Duration::from_secs(3600);
+
+/// The storage scope and resource the fakes insist on.
+const SCOPE: &str = "https://storage.azure.com/.default";
+const RESOURCE: &str = "https://storage.azure.com/";
+
+/// Which endpoint was called, for [`IdentityFakes::calls`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TokenCall {
+    /// `POST /{tenant}/oauth2/v2.0/token` with a client secret.
+    ClientSecret {
+        /// The client id.
+        client_id: String,
+    },
+    /// `POST /{tenant}/oauth2/v2.0/token` with a client assertion (workload identity).
+    ClientAssertion {
+        /// The client id.
+        client_id: String,
+    },
+    /// IMDS, `GET /metadata/identity/oauth2/token`.
+    Imds,
+    /// App Service, `GET /msi/token`.
+    AppService,
+    /// A request the fakes refused.
+    Refused(u16),
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    /// (tenant, client id) to secret.
+    secrets: HashMap<(String, String), String>,
+    /// (tenant, client id) to the federated token.
+    assertions: HashMap<(String, String), String>,
+    /// The App Service header value.
+    app_service_header: Option<String>,
+    calls: Vec<TokenCall>,
+}
+
+#[derive(Debug)]
+struct Endpoints {
+    state: Arc<AzureState>,
+    registry: Mutex<Registry>,
+}
+
+fn form(body: &[u8]) -> HashMap<String, String> {
+    String::from_utf8_lossy(body)
+        .split('&')
+        .filter_map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            let decode = |s: &str| {
+                percent_decode_str(&s.replace('+', " "))
+                    .decode_utf8_lossy()
+                    .into_owned()
+            };
+            Some((decode(k), decode(v)))
+        })
+        .collect()
+}
+
+fn json_error(status: u16, error: &str, description: &str) -> GateResponse {
+    let body = serde_json::json!({"error": error, "error_description": description}).to_string();
+    GateResponse::new(status, body).header("content-type", "application/json")
+}
+
+impl Endpoints {
+    fn issue(&self, identity: &str, expires_as_string: bool) -> GateResponse {
+        let token = format!(
+            "fake-entra-{}-{}",
+            identity.replace(|c: char| !c.is_ascii_alphanumeric(), "-"),
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos()
+        );
+        let expires = self.state.now() + LIFETIME;
+        self.state
+            .add_token(token.clone(), identity.to_owned(), expires);
+        let on = expires
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        let body = if expires_as_string {
+            serde_json::json!({"access_token": token, "expires_on": on.to_string(),
+                "expires_in": LIFETIME.as_secs().to_string(), "resource": RESOURCE,
+                "token_type": "Bearer"})
+        } else {
+            serde_json::json!({"access_token": token, "expires_in": LIFETIME.as_secs(),
+                "ext_expires_in": LIFETIME.as_secs(), "token_type": "Bearer"})
+        };
+        GateResponse::new(200, body.to_string()).header("content-type", "application/json")
+    }
+
+    fn query(request: &RequestHead) -> HashMap<String, String> {
+        form(request.query.as_deref().unwrap_or("").as_bytes())
+    }
+
+    fn answer(&self, request: &RequestHead) -> (TokenCall, GateResponse) {
+        let path = request.path.as_str();
+        if request.method == "POST" && path.ends_with("/oauth2/v2.0/token") {
+            let tenant = path
+                .trim_start_matches('/')
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            let form = form(&request.body);
+            let get = |k: &str| form.get(k).cloned().unwrap_or_default();
+            if get("grant_type") != "client_credentials" || get("scope") != SCOPE {
+                return (
+                    TokenCall::Refused(400),
+                    json_error(400, "invalid_request", "AADSTS900144: bad grant or scope"),
+                );
+            }
+            let client_id = get("client_id");
+            let key = (tenant, client_id.clone());
+            let registry = self.registry.lock();
+            if form.contains_key("client_assertion") {
+                let ok = get("client_assertion_type")
+                    == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+                    && registry.assertions.get(&key) == Some(&get("client_assertion"));
+                drop(registry);
+                return if ok {
+                    (
+                        TokenCall::ClientAssertion {
+                            client_id: client_id.clone(),
+                        },
+                        self.issue(&format!("workload:{client_id}"), false),
+                    )
+                } else {
+                    (
+                        TokenCall::Refused(401),
+                        json_error(401, "invalid_client", "AADSTS700211: invalid assertion"),
+                    )
+                };
+            }
+            let ok = registry.secrets.get(&key) == Some(&get("client_secret"));
+            drop(registry);
+            return if ok {
+                (
+                    TokenCall::ClientSecret {
+                        client_id: client_id.clone(),
+                    },
+                    self.issue(&format!("sp:{client_id}"), false),
+                )
+            } else {
+                (
+                    TokenCall::Refused(401),
+                    json_error(
+                        401,
+                        "invalid_client",
+                        "AADSTS7000215: Invalid client secret provided.",
+                    ),
+                )
+            };
+        }
+        if request.method == "GET" && path == "/metadata/identity/oauth2/token" {
+            let q = Self::query(request);
+            if request.header("metadata") != Some("true")
+                || q.get("resource").map(String::as_str) != Some(RESOURCE)
+                || !q.contains_key("api-version")
+            {
+                return (
+                    TokenCall::Refused(400),
+                    json_error(
+                        400,
+                        "invalid_request",
+                        "Required metadata header not specified",
+                    ),
+                );
+            }
+            let who = q
+                .get("client_id")
+                .cloned()
+                .unwrap_or_else(|| "system".into());
+            return (TokenCall::Imds, self.issue(&format!("imds:{who}"), true));
+        }
+        if request.method == "GET" && path == "/msi/token" {
+            let q = Self::query(request);
+            let expected = self.registry.lock().app_service_header.clone();
+            let ok = expected.is_some()
+                && request.header("x-identity-header") == expected.as_deref()
+                && q.get("resource").map(String::as_str) == Some(RESOURCE);
+            if !ok {
+                return (
+                    TokenCall::Refused(401),
+                    json_error(401, "unauthorized", "Invalid identity header"),
+                );
+            }
+            let who = q
+                .get("client_id")
+                .cloned()
+                .unwrap_or_else(|| "system".into());
+            return (
+                TokenCall::AppService,
+                self.issue(&format!("appservice:{who}"), true),
+            );
+        }
+        (
+            TokenCall::Refused(404),
+            json_error(404, "not_found", "no such endpoint"),
+        )
+    }
+}
+
+impl Route for Endpoints {
+    fn respond(&self, request: &RequestHead) -> Option<GateResponse> {
+        let (call, response) = self.answer(request);
+        self.registry.lock().calls.push(call);
+        Some(response)
+    }
+}
+
+/// The Entra ID token endpoint and the managed-identity endpoints (IMDS, App Service), on one
+/// loopback server, issuing tokens the [`AzureMock`](super::AzureMock) accepts; from
+/// [`AzureMock::identity_fakes`](super::AzureMock::identity_fakes). Tokens name their
+/// identity: `sp:{client_id}`, `workload:{client_id}`, `imds:{client_id or system}`,
+/// `appservice:{client_id or system}`.
+#[derive(Debug)]
+pub struct IdentityFakes {
+    server: MockServer,
+    endpoints: Arc<Endpoints>,
+}
+
+impl IdentityFakes {
+    pub(super) fn start(state: Arc<AzureState>) -> std::io::Result<IdentityFakes> {
+        let server = MockServer::builder().start()?;
+        let endpoints = Arc::new(Endpoints {
+            state,
+            registry: Mutex::default(),
+        });
+        server.set_route(Some(endpoints.clone()));
+        Ok(IdentityFakes { server, endpoints })
+    }
+
+    /// The authority host (for `azure.authority_host` / `AZURE_AUTHORITY_HOST`).
+    pub fn authority_host(&self) -> String {
+        self.server.base_url()
+    }
+
+    /// The IMDS token endpoint (for `azure.msi_endpoint`).
+    pub fn imds_endpoint(&self) -> String {
+        self.server.url("/metadata/identity/oauth2/token")
+    }
+
+    /// The App Service endpoint (for `IDENTITY_ENDPOINT`).
+    pub fn app_service_endpoint(&self) -> String {
+        self.server.url("/msi/token")
+    }
+
+    /// Accepts a client secret for a client of a tenant.
+    pub fn add_client_secret(&self, tenant: &str, client_id: &str, secret: &str) {
+        self.endpoints
+            .registry
+            .lock()
+            .secrets
+            .insert((tenant.into(), client_id.into()), secret.into());
+    }
+
+    /// Accepts a federated token as the client assertion of a client of a tenant.
+    pub fn add_federated_token(&self, tenant: &str, client_id: &str, token: &str) {
+        self.endpoints
+            .registry
+            .lock()
+            .assertions
+            .insert((tenant.into(), client_id.into()), token.into());
+    }
+
+    /// The `X-IDENTITY-HEADER` value App Service requests must carry (`IDENTITY_HEADER`).
+    pub fn set_app_service_header(&self, header: &str) {
+        self.endpoints.registry.lock().app_service_header = Some(header.into());
+    }
+
+    /// Every call so far, in order.
+    pub fn calls(&self) -> Vec<TokenCall> {
+        self.endpoints.registry.lock().calls.clone()
+    }
+}
