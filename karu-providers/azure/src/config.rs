@@ -26,6 +26,7 @@ use crate::token::{self, TokenSource};
 /// | `tenant_id` | `authority_id` | `AZURE_TENANT_ID` | Entra ID tenant of a service principal |
 /// | `client_id` | | `AZURE_CLIENT_ID` | service principal, workload identity, or user-assigned managed identity |
 /// | `client_secret` | | `AZURE_CLIENT_SECRET` | service principal secret |
+/// | `client_certificate_path` | | `AZURE_CLIENT_CERTIFICATE_PATH` | service principal certificate: a PEM file with the certificate and its RSA key |
 /// | `federated_token_file` | | `AZURE_FEDERATED_TOKEN_FILE` | workload identity's token file |
 /// | `authority_host` | | `AZURE_AUTHORITY_HOST` | Entra ID authority (default `https://login.microsoftonline.com`) |
 /// | `use_managed_identity` | `managed_identity` | `IDENTITY_ENDPOINT` + `IDENTITY_HEADER` (App Service) | managed identity (IMDS unless App Service's variables are set) |
@@ -65,6 +66,8 @@ pub struct AzureConfig {
     pub client_id: Option<String>,
     /// Client secret.
     pub client_secret: Option<String>,
+    /// Service principal certificate (PEM with the key).
+    pub client_certificate_path: Option<String>,
     /// Workload identity token file.
     pub federated_token_file: Option<String>,
     /// Entra ID authority.
@@ -79,7 +82,7 @@ pub struct AzureConfig {
 
 /// Every key (with aliases) that chooses a credential: the credential scope is keyed on the
 /// origins of these.
-pub(crate) const CREDENTIAL_KEYS: [&str; 26] = [
+pub(crate) const CREDENTIAL_KEYS: [&str; 27] = [
     "account",
     "account_name",
     "storage_account",
@@ -100,6 +103,7 @@ pub(crate) const CREDENTIAL_KEYS: [&str; 26] = [
     "authority_id",
     "client_id",
     "client_secret",
+    "client_certificate_path",
     "federated_token_file",
     "authority_host",
     "use_managed_identity",
@@ -176,6 +180,7 @@ impl fmt::Debug for AzureConfig {
             .field("tenant_id", &self.tenant_id)
             .field("client_id", &self.client_id)
             .field("client_secret", &secret(&self.client_secret))
+            .field("client_certificate_path", &self.client_certificate_path)
             .field("federated_token_file", &self.federated_token_file)
             .field("authority_host", &self.authority_host)
             .field("use_managed_identity", &self.use_managed_identity)
@@ -376,8 +381,8 @@ impl Effective {
     }
 }
 
-/// A token source the section or the environment chose: a client secret, then a federated
-/// token file (both with a tenant and a client id), then a managed identity (App Service when
+/// A token source the section or the environment chose: a client secret, a client
+/// certificate, then a federated token file (both with a tenant and a client id), then a managed identity (App Service when
 /// `IDENTITY_ENDPOINT` and `IDENTITY_HEADER` are set, else IMDS) when asked for or when
 /// `IDENTITY_ENDPOINT` is set.
 fn token_source(
@@ -391,7 +396,11 @@ fn token_source(
         .unwrap_or_else(|| token::AUTHORITY.to_string());
     let secret = pick(&config.client_secret, "AZURE_CLIENT_SECRET");
     let token_file = pick(&config.federated_token_file, "AZURE_FEDERATED_TOKEN_FILE");
-    if secret.is_some() || token_file.is_some() {
+    let cert_path = pick(
+        &config.client_certificate_path,
+        "AZURE_CLIENT_CERTIFICATE_PATH",
+    );
+    if secret.is_some() || token_file.is_some() || cert_path.is_some() {
         let (Some(tenant), Some(client_id)) = (tenant, client_id) else {
             return Err(
                 "a service principal needs a tenant id and a client id (azure.tenant_id and \
@@ -399,20 +408,26 @@ fn token_source(
                     .to_string(),
             );
         };
-        return Ok(Some(match (secret, token_file) {
-            (Some(secret), _) => TokenSource::ClientSecret {
+        return Ok(Some(match (secret, cert_path, token_file) {
+            (Some(secret), _, _) => TokenSource::ClientSecret {
                 authority,
                 tenant,
                 client_id,
                 secret,
             },
-            (None, Some(token_file)) => TokenSource::Workload {
+            (None, Some(cert_path), _) => TokenSource::Certificate {
+                authority,
+                tenant,
+                client_id,
+                cert_path,
+            },
+            (None, None, Some(token_file)) => TokenSource::Workload {
                 authority,
                 tenant,
                 client_id,
                 token_file,
             },
-            (None, None) => unreachable!("one of them is set"),
+            (None, None, None) => unreachable!("one of them is set"),
         }));
     }
     let app_service = env("IDENTITY_ENDPOINT").zip(env("IDENTITY_HEADER"));

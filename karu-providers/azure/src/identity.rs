@@ -16,6 +16,7 @@ use karu_engine::provider::{
     Credential, CredentialProvider, Error, FetchContext, Status, bridge, error_body, redact,
 };
 
+use crate::assertion;
 use crate::credential::AzureSecret;
 use crate::token::{self, TokenSource};
 
@@ -28,6 +29,7 @@ enum ExchangeError {
     Refused { status: u16, message: String },
     Answer(&'static str),
     TokenFile(String),
+    Certificate(String),
 }
 
 impl fmt::Display for ExchangeError {
@@ -41,6 +43,9 @@ impl fmt::Display for ExchangeError {
             }
             ExchangeError::Answer(why) => write!(f, "unusable token answer: {why}"),
             ExchangeError::TokenFile(e) => write!(f, "cannot read the federated token file: {e}"),
+            ExchangeError::Certificate(e) => {
+                write!(f, "cannot sign a client assertion with the certificate {e}")
+            }
         }
     }
 }
@@ -61,14 +66,33 @@ impl TokenProvider {
 
 impl CredentialProvider for TokenProvider {
     fn fetch(&self, ctx: &FetchContext) -> Result<Credential, Error> {
+        let failed = |e: ExchangeError| Error::new(Status::Credentials, e.to_string());
         let assertion = match &self.source {
-            TokenSource::Workload { token_file, .. } => {
-                Some(std::fs::read_to_string(token_file).map_err(|e| {
-                    Error::new(
-                        Status::Credentials,
-                        ExchangeError::TokenFile(format!("{token_file}: {e}")).to_string(),
-                    )
-                })?)
+            TokenSource::Workload { token_file, .. } => Some(
+                std::fs::read_to_string(token_file)
+                    .map_err(|e| failed(ExchangeError::TokenFile(format!("{token_file}: {e}"))))?,
+            ),
+            TokenSource::Certificate {
+                client_id,
+                cert_path,
+                ..
+            } => {
+                let pem = std::fs::read(cert_path)
+                    .map_err(|e| failed(ExchangeError::Certificate(format!("{cert_path}: {e}"))))?;
+                let now = SystemTime::now();
+                let jti = format!(
+                    "karu-{}-{}",
+                    std::process::id(),
+                    now.duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default()
+                        .as_nanos()
+                );
+                let audience = self.source.token_url().unwrap_or_default();
+                Some(
+                    assertion::build(&pem, &audience, client_id, now, &jti).map_err(|why| {
+                        failed(ExchangeError::Certificate(format!("{cert_path}: {why}")))
+                    })?,
+                )
             }
             _ => None,
         };

@@ -8,6 +8,7 @@
 //! | `request.rs` | address parsing, request URLs, the error answers that ask for a correction |
 //! | `shared_key.rs` | Shared Key signing, from the documented string-to-sign rules |
 //! | `credential.rs` | the secret, its lookup per scope, constructors for callbacks |
+//! | `assertion.rs` | a certificate's RS256 client assertion |
 //! | `token.rs` | the documented Entra ID and managed-identity token requests, and their answers |
 //! | `identity.rs` | sends them (rustls, through the SDK's credential bridge) |
 //!
@@ -42,7 +43,7 @@
 //! First found wins: `azure.anonymous` (public containers); a SAS in the address; the
 //! section's `bearer_token`, `sas_token`, `account_key` (Shared Key), `connection_string`
 //! (`AccountKey` or `SharedAccessSignature`); a token: a service principal's client secret
-//! or a workload identity's federated token file (`tenant_id`, `client_id`, or
+//! or certificate (`client_certificate_path`, an RS256 client assertion), a workload identity's federated token file (`tenant_id`, `client_id`, or
 //! `AZURE_TENANT_ID`, `AZURE_CLIENT_ID`, `AZURE_CLIENT_SECRET`, `AZURE_FEDERATED_TOKEN_FILE`),
 //! a managed identity (`use_managed_identity`: IMDS; App Service's `IDENTITY_ENDPOINT` and
 //! `IDENTITY_HEADER`), each token carrying its expiry into the cache; then
@@ -66,6 +67,7 @@
 //! # Ok::<(), karu_engine::provider::Error>(())
 //! ```
 
+mod assertion;
 mod backend;
 mod config;
 mod credential;

@@ -43,6 +43,13 @@ pub(crate) enum TokenSource {
         client_id: String,
         token_file: String,
     },
+    /// A PEM file with the certificate and its RSA key; the assertion is signed per request.
+    Certificate {
+        authority: String,
+        tenant: String,
+        client_id: String,
+        cert_path: String,
+    },
     Imds {
         endpoint: String,
         client_id: Option<String>,
@@ -66,6 +73,12 @@ impl fmt::Debug for TokenSource {
                 token_file,
                 ..
             } => write!(f, "Workload({tenant}, {client_id}, {token_file})"),
+            TokenSource::Certificate {
+                tenant,
+                client_id,
+                cert_path,
+                ..
+            } => write!(f, "Certificate({tenant}, {client_id}, {cert_path})"),
             TokenSource::Imds {
                 endpoint,
                 client_id,
@@ -129,6 +142,12 @@ impl TokenSource {
                 tenant,
                 client_id,
                 ..
+            }
+            | TokenSource::Certificate {
+                authority,
+                tenant,
+                client_id,
+                ..
             } => TokenRequest {
                 method: "POST",
                 url: format!(
@@ -184,11 +203,31 @@ impl TokenSource {
         }
     }
 
+    /// The token endpoint of the Entra ID sources (the audience of a client assertion).
+    pub(crate) fn token_url(&self) -> Option<String> {
+        match self {
+            TokenSource::ClientSecret {
+                authority, tenant, ..
+            }
+            | TokenSource::Workload {
+                authority, tenant, ..
+            }
+            | TokenSource::Certificate {
+                authority, tenant, ..
+            } => Some(format!(
+                "{}/{tenant}/oauth2/v2.0/token",
+                authority.trim_end_matches('/')
+            )),
+            TokenSource::Imds { .. } | TokenSource::AppService { .. } => None,
+        }
+    }
+
     /// What errors call this source.
     pub(crate) fn name(&self) -> &'static str {
         match self {
             TokenSource::ClientSecret { .. } => "the Entra ID client-secret token request",
             TokenSource::Workload { .. } => "the Entra ID workload-identity token request",
+            TokenSource::Certificate { .. } => "the Entra ID client-certificate token request",
             TokenSource::Imds { .. } => "the managed-identity (IMDS) token request",
             TokenSource::AppService { .. } => "the managed-identity (App Service) token request",
         }

@@ -181,3 +181,49 @@ fn an_expired_token_is_exchanged_again_once() {
     );
     assert_eq!(fakes.calls().len(), 2);
 }
+
+#[test]
+fn a_service_principal_certificate() {
+    let mock = start();
+    let fakes = mock.identity_fakes();
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_RSA_SHA256).unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["karu-client".into()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    fakes.add_client_certificate(TENANT, "app-cert", cert.der());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("client.pem");
+    std::fs::write(&file, format!("{}{}", cert.pem(), key.serialize_pem())).unwrap();
+    let env = [
+        ("AZURE_TENANT_ID", TENANT.to_string()),
+        ("AZURE_CLIENT_ID", "app-cert".to_string()),
+        (
+            "AZURE_CLIENT_CERTIFICATE_PATH",
+            file.to_string_lossy().into_owned(),
+        ),
+        ("AZURE_AUTHORITY_HOST", fakes.authority_host()),
+    ];
+    let client = builder(&mock, &env).build().unwrap();
+    read_twice(&client);
+    assert_eq!(
+        identities(&mock),
+        [bearer("cert:app-cert"), bearer("cert:app-cert")]
+    );
+    assert_eq!(
+        fakes.calls(),
+        [TokenCall::ClientCertificate {
+            client_id: "app-cert".into()
+        }]
+    );
+
+    // Another key for the same certificate's client: refused by the endpoint.
+    let other = rcgen::KeyPair::generate_for(&rcgen::PKCS_RSA_SHA256).unwrap();
+    std::fs::write(&file, format!("{}{}", cert.pem(), other.serialize_pem())).unwrap();
+    let client = builder(&mock, &env).build().unwrap();
+    let object = client.locate("az://data/a.bin").unwrap();
+    let error = client.read(&object, 0, 10).unwrap_err();
+    assert_eq!(error.status(), Status::Credentials, "{error}");
+    assert!(error.message().contains("AADSTS700027"), "{error}");
+    assert!(identities(&mock).is_empty());
+}

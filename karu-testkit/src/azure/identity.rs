@@ -27,6 +27,12 @@ pub enum TokenCall {
         /// The client id.
         client_id: String,
     },
+    /// `POST /{tenant}/oauth2/v2.0/token` with a client assertion signed by a registered
+    /// certificate's key.
+    ClientCertificate {
+        /// The client id.
+        client_id: String,
+    },
     /// `POST /{tenant}/oauth2/v2.0/token` with a client assertion (workload identity).
     ClientAssertion {
         /// The client id.
@@ -46,6 +52,8 @@ struct Registry {
     secrets: HashMap<(String, String), String>,
     /// (tenant, client id) to the federated token.
     assertions: HashMap<(String, String), String>,
+    /// (tenant, client id) to the certificate (DER) whose key signs its client assertions.
+    certificates: HashMap<(String, String), Vec<u8>>,
     /// The App Service header value.
     app_service_header: Option<String>,
     calls: Vec<TokenCall>,
@@ -55,6 +63,58 @@ struct Registry {
 struct Endpoints {
     state: Arc<AzureState>,
     registry: Mutex<Registry>,
+    /// The server's base URL (the audience of client assertions is the token URL on it).
+    base: Mutex<String>,
+}
+
+/// Checks a client assertion as Entra ID does: RS256 over `header.claims` with the
+/// certificate's key, `x5t#S256` its thumbprint, `aud` the token URL, `iss` and `sub` the
+/// client, not expired.
+fn verify_assertion(
+    jwt: &str,
+    der: &[u8],
+    audience: &str,
+    client_id: &str,
+) -> Result<(), &'static str> {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use sha2::{Digest, Sha256};
+    let parts: Vec<&str> = jwt.split('.').collect();
+    let [header, claims, signature] = parts[..] else {
+        return Err("not a JWT");
+    };
+    let json = |p: &str| -> Result<serde_json::Value, &'static str> {
+        let bytes = URL_SAFE_NO_PAD.decode(p).map_err(|_| "not base64url")?;
+        serde_json::from_slice(&bytes).map_err(|_| "not JSON")
+    };
+    let (h, c) = (json(header)?, json(claims)?);
+    if h["alg"] != "RS256" {
+        return Err("alg is not RS256");
+    }
+    if h["x5t#S256"] != URL_SAFE_NO_PAD.encode(Sha256::digest(der)) {
+        return Err("x5t#S256 is not the certificate's thumbprint");
+    }
+    if c["aud"] != audience || c["iss"] != client_id || c["sub"] != client_id {
+        return Err("aud, iss or sub is wrong");
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    if c["exp"].as_u64().is_none_or(|exp| exp <= now) {
+        return Err("the assertion expired");
+    }
+    let signature = URL_SAFE_NO_PAD
+        .decode(signature)
+        .map_err(|_| "not base64url")?;
+    let cert = rustls::pki_types::CertificateDer::from(der);
+    let ee = webpki::EndEntityCert::try_from(&cert).map_err(|_| "bad certificate")?;
+    ee.verify_signature(
+        webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA256,
+        format!("{header}.{claims}").as_bytes(),
+        &signature,
+    )
+    .map_err(|_| "the signature does not verify with the certificate")
 }
 
 fn form(body: &[u8]) -> HashMap<String, String> {
@@ -129,6 +189,31 @@ impl Endpoints {
             let client_id = get("client_id");
             let key = (tenant, client_id.clone());
             let registry = self.registry.lock();
+            if form.contains_key("client_assertion")
+                && let Some(der) = registry.certificates.get(&key).cloned()
+            {
+                drop(registry);
+                let audience = format!("{}{}", self.base.lock().clone(), request.path);
+                let verdict = if get("client_assertion_type")
+                    == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+                {
+                    verify_assertion(&get("client_assertion"), &der, &audience, &client_id)
+                } else {
+                    Err("not a JWT bearer assertion")
+                };
+                return match verdict {
+                    Ok(()) => (
+                        TokenCall::ClientCertificate {
+                            client_id: client_id.clone(),
+                        },
+                        self.issue(&format!("cert:{client_id}"), false),
+                    ),
+                    Err(why) => (
+                        TokenCall::Refused(401),
+                        json_error(401, "invalid_client", &format!("AADSTS700027: {why}")),
+                    ),
+                };
+            }
             if form.contains_key("client_assertion") {
                 let ok = get("client_assertion_type")
                     == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -242,6 +327,7 @@ impl IdentityFakes {
         let endpoints = Arc::new(Endpoints {
             state,
             registry: Mutex::default(),
+            base: Mutex::new(server.base_url()),
         });
         server.set_route(Some(endpoints.clone()));
         Ok(IdentityFakes { server, endpoints })
@@ -269,6 +355,16 @@ impl IdentityFakes {
             .lock()
             .secrets
             .insert((tenant.into(), client_id.into()), secret.into());
+    }
+
+    /// Accepts client assertions signed by the key of this certificate (DER) for a client of a
+    /// tenant.
+    pub fn add_client_certificate(&self, tenant: &str, client_id: &str, certificate_der: &[u8]) {
+        self.endpoints
+            .registry
+            .lock()
+            .certificates
+            .insert((tenant.into(), client_id.into()), certificate_der.to_vec());
     }
 
     /// Accepts a federated token as the client assertion of a client of a tenant.
