@@ -141,6 +141,11 @@ fn addresses(providers: &[&str]) -> String {
                 "  s3://bucket/key                                   Amazon S3, or an S3-compatible store with s3.endpoint",
                 "  https://bucket.s3.REGION.amazonaws.com/key        the same object by its AWS URL (also path style)",
             ],
+            "azure" => &[
+                "  az://container/path, azure://container/path       Azure Blob Storage, the account from azure.account",
+                "  abfss://container@account.dfs.core.windows.net/path, https://account.blob.core.windows.net/container/path",
+                "                                                    the same blob with its account (Data Lake or Blob URL)",
+            ],
             "hf" => &[
                 "  hf://[datasets/|spaces/]org/repo[@REV]/path       a file on the Hugging Face Hub (HF_TOKEN, hf.endpoint)",
                 "  https://huggingface.co/org/repo/resolve/REV/path  the same file by its resolve URL",
@@ -157,7 +162,7 @@ fn addresses(providers: &[&str]) -> String {
         }
     }
     text.push_str(
-        "  Google Cloud Storage and Azure addresses are read once their providers are built in.\n",
+        "  Google Cloud Storage addresses are read once its provider is built in.\n",
     );
     text
 }
