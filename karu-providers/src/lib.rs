@@ -8,6 +8,7 @@
 //! | `hf` | `karu-provider-hf` | `hf://`, `https://huggingface.co/`, `https://hf.co/` |
 //! | `source` | `karu-provider-source` | `source://`, `https://data.source.coop/` |
 //! | `azure` | `karu-provider-azure` | `az://`, `azure://`, `abfs[s]://`, `https://*.blob.core.windows.net/`, `https://*.dfs.core.windows.net/` |
+//! | `gcs` | `karu-provider-gcs` | `gs://`, `https://storage.googleapis.com/`, `https://*.storage.googleapis.com/`, `https://storage.cloud.google.com/` |
 //!
 //! Registration is explicit (no link-time initialisers): [`register_all`] calls each enabled
 //! provider's own `register`. A third-party provider registers itself the same way
@@ -25,6 +26,8 @@
 pub use karu_provider_hf as hf;
 #[cfg(feature = "azure")]
 pub use karu_provider_azure as azure;
+#[cfg(feature = "gcs")]
+pub use karu_provider_gcs as gcs;
 #[cfg(feature = "http")]
 pub use karu_provider_http as http;
 #[cfg(feature = "local")]
@@ -48,6 +51,8 @@ pub fn register_all(registry: &mut karu_engine::provider::RegistryBuilder) {
     karu_provider_source::register(registry);
     #[cfg(feature = "azure")]
     karu_provider_azure::register(registry);
+    #[cfg(feature = "gcs")]
+    karu_provider_gcs::register(registry);
     let _ = registry;
 }
 
@@ -66,5 +71,7 @@ pub fn enabled() -> &'static [&'static str] {
         "source",
         #[cfg(feature = "azure")]
         "azure",
+        #[cfg(feature = "gcs")]
+        "gcs",
     ]
 }

@@ -1,0 +1,373 @@
+//! The `[gcs]` section, and the environment names Google's own clients read.
+
+use std::fmt;
+
+use karu_engine::provider::{InvalidKey, SectionConfig, Snapshot};
+use serde::Deserialize;
+
+use crate::request::{self, DEFAULT_ENDPOINT, HmacKey};
+
+/// Options of the GCS provider, globally (`[gcs]`) or for a prefix
+/// (`[paths."gs://bucket/prefix".gcs]`). A key set here beats the environment variable.
+///
+/// | key | aliases | environment | meaning |
+/// | --- | --- | --- | --- |
+/// | `endpoint` | `endpoint_url` | `STORAGE_EMULATOR_HOST` | another XML API endpoint (an emulator: `http://127.0.0.1:4443`, or a bare `host:port`) |
+/// | `user_project` | `billing_project` | | the project billed for requester-pays buckets (`x-goog-user-project`) |
+/// | `anonymous` | `skip_signature` | | unauthenticated requests (public buckets) |
+/// | `token` | `access_token`, `bearer_token` | `GOOGLE_OAUTH_ACCESS_TOKEN` | a static OAuth 2 access token |
+/// | `hmac_access_id` | `access_key_id` | | an HMAC key's access id (XML API V4 signing) |
+/// | `hmac_secret` | `secret_access_key` | | the HMAC key's secret |
+/// | `credentials_file` | `application_credentials`, `service_account_path` | `GOOGLE_APPLICATION_CREDENTIALS` | a service-account or authorized-user JSON file |
+/// | `discovery` | | | `false` = no Application Default Credentials, no metadata server (default `true`) |
+/// | `metadata_host` | | `GCE_METADATA_HOST` | the compute metadata server (default `metadata.google.internal`) |
+///
+/// With `STORAGE_EMULATOR_HOST` set and no credential configured (no token, no HMAC key, no
+/// credentials file), requests go unauthenticated, as Google's clients send them to an
+/// emulator. Secrets never appear in `Debug`.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct GcsConfig {
+    /// XML API endpoint.
+    #[serde(alias = "endpoint_url")]
+    pub endpoint: Option<String>,
+    /// Project billed for requester-pays buckets.
+    #[serde(alias = "billing_project")]
+    pub user_project: Option<String>,
+    /// Unauthenticated requests.
+    #[serde(alias = "skip_signature")]
+    pub anonymous: Option<bool>,
+    /// A static access token.
+    #[serde(alias = "access_token", alias = "bearer_token")]
+    pub token: Option<String>,
+    /// HMAC access id.
+    #[serde(alias = "access_key_id")]
+    pub hmac_access_id: Option<String>,
+    /// HMAC secret.
+    #[serde(alias = "secret_access_key")]
+    pub hmac_secret: Option<String>,
+    /// A service-account or authorized-user JSON file.
+    #[serde(alias = "application_credentials", alias = "service_account_path")]
+    pub credentials_file: Option<String>,
+    /// Whether to look beyond configured credentials.
+    pub discovery: Option<bool>,
+    /// The compute metadata server, `host[:port]`.
+    pub metadata_host: Option<String>,
+}
+
+/// Every key (with aliases) that chooses a credential: the credential scope is keyed on the
+/// origins of these.
+pub(crate) const CREDENTIAL_KEYS: [&str; 15] = [
+    "endpoint",
+    "endpoint_url",
+    "anonymous",
+    "skip_signature",
+    "token",
+    "access_token",
+    "bearer_token",
+    "hmac_access_id",
+    "access_key_id",
+    "hmac_secret",
+    "secret_access_key",
+    "credentials_file",
+    "application_credentials",
+    "service_account_path",
+    "discovery",
+];
+
+impl SectionConfig for GcsConfig {
+    /// What serde cannot see: an endpoint that is not an http(s) URL, half an HMAC key.
+    fn check(&self) -> Result<(), InvalidKey> {
+        if let Some(endpoint) = &self.endpoint
+            && request::endpoint(endpoint).is_err()
+        {
+            return Err(InvalidKey::new(
+                "endpoint",
+                "an http or https URL such as http://127.0.0.1:4443",
+            ));
+        }
+        match (&self.hmac_access_id, &self.hmac_secret) {
+            (Some(_), None) => Err(InvalidKey::new(
+                "hmac_secret",
+                "an HMAC secret too, since hmac_access_id is set (they are set together)",
+            )),
+            (None, Some(_)) => Err(InvalidKey::new(
+                "hmac_access_id",
+                "an HMAC access id too, since hmac_secret is set (they are set together)",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn secret_keys() -> &'static [&'static str] {
+        &[
+            "token",
+            "access_token",
+            "bearer_token",
+            "hmac_secret",
+            "secret_access_key",
+        ]
+    }
+}
+
+impl fmt::Debug for GcsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secret = |v: &Option<String>| v.as_ref().map(|_| "<redacted>");
+        f.debug_struct("GcsConfig")
+            .field("endpoint", &self.endpoint)
+            .field("user_project", &self.user_project)
+            .field("anonymous", &self.anonymous)
+            .field("token", &secret(&self.token))
+            .field("hmac_access_id", &self.hmac_access_id)
+            .field("hmac_secret", &secret(&self.hmac_secret))
+            .field("credentials_file", &self.credentials_file)
+            .field("discovery", &self.discovery)
+            .field("metadata_host", &self.metadata_host)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a credential comes from, in the specification's order.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) enum Configured {
+    /// Unauthenticated requests.
+    Anonymous,
+    /// A static access token.
+    Token(String),
+    /// HMAC interoperability keys.
+    Hmac(HmacKey),
+    /// Application Default Credentials (a configured file, else the gcloud well-known file),
+    /// then the metadata server.
+    Discover {
+        /// `credentials_file` or `GOOGLE_APPLICATION_CREDENTIALS`.
+        file: Option<String>,
+        /// `$CLOUDSDK_CONFIG/application_default_credentials.json`, else
+        /// `$HOME/.config/gcloud/application_default_credentials.json`.
+        well_known: Option<String>,
+        /// `host[:port]` of the metadata server.
+        metadata_host: String,
+    },
+    /// Nothing configured and discovery off.
+    Nothing,
+}
+
+impl fmt::Debug for Configured {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Configured::Anonymous => f.write_str("Anonymous"),
+            Configured::Token(_) => f.write_str("Token(<redacted>)"),
+            Configured::Hmac(key) => write!(f, "Hmac({})", key.access_id),
+            Configured::Discover {
+                file,
+                well_known,
+                metadata_host,
+            } => f
+                .debug_struct("Discover")
+                .field("file", file)
+                .field("well_known", well_known)
+                .field("metadata_host", metadata_host)
+                .finish(),
+            Configured::Nothing => f.write_str("Nothing"),
+        }
+    }
+}
+
+/// The options of one object after layering the section over the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Effective {
+    /// Normalised, without a trailing `/`.
+    pub(crate) endpoint: String,
+    pub(crate) user_project: Option<String>,
+    pub(crate) credential: Configured,
+}
+
+impl Effective {
+    /// Layer `config` over the environment captured in `snapshot`.
+    pub(crate) fn resolve(config: &GcsConfig, snapshot: &Snapshot) -> Result<Effective, String> {
+        let env = |name: &str| {
+            snapshot
+                .env(name)
+                .filter(|v| !v.trim().is_empty())
+                .map(str::to_string)
+        };
+        let emulator = env("STORAGE_EMULATOR_HOST");
+        let endpoint = match config.endpoint.clone().or_else(|| emulator.clone()) {
+            Some(e) => request::endpoint(&e).map_err(|e| e.to_string())?,
+            None => DEFAULT_ENDPOINT.to_string(),
+        };
+        let token = config
+            .token
+            .clone()
+            .or_else(|| env("GOOGLE_OAUTH_ACCESS_TOKEN"));
+        let hmac = match (&config.hmac_access_id, &config.hmac_secret) {
+            (Some(access_id), Some(secret)) => Some(HmacKey {
+                access_id: access_id.clone(),
+                secret: secret.clone(),
+            }),
+            (None, None) => None,
+            _ => return Err("gcs.hmac_access_id and gcs.hmac_secret are set together".into()),
+        };
+        let file = config
+            .credentials_file
+            .clone()
+            .or_else(|| env("GOOGLE_APPLICATION_CREDENTIALS"));
+        let configured = token.is_some() || hmac.is_some() || file.is_some();
+        let credential = if config.anonymous == Some(true)
+            || (config.anonymous.is_none() && emulator.is_some() && !configured)
+        {
+            Configured::Anonymous
+        } else if let Some(token) = token {
+            Configured::Token(token)
+        } else if let Some(key) = hmac {
+            Configured::Hmac(key)
+        } else if file.is_some() || config.discovery.unwrap_or(true) {
+            let well_known = env("CLOUDSDK_CONFIG")
+                .or_else(|| env("HOME").map(|home| format!("{home}/.config/gcloud")))
+                .map(|dir| format!("{dir}/application_default_credentials.json"));
+            Configured::Discover {
+                file,
+                well_known: if config.discovery == Some(false) {
+                    None
+                } else {
+                    well_known
+                },
+                metadata_host: config
+                    .metadata_host
+                    .clone()
+                    .or_else(|| env("GCE_METADATA_HOST"))
+                    .unwrap_or_else(|| "metadata.google.internal".to_string()),
+            }
+        } else {
+            Configured::Nothing
+        };
+        Ok(Effective {
+            endpoint,
+            user_project: config.user_project.clone(),
+            credential,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use karu_engine::provider::ConfigBuilder;
+
+    fn snapshot(env: &[(&str, &str)], sets: &[(&str, &str)]) -> Snapshot {
+        let mut b = ConfigBuilder::new()
+            .user_file(None)
+            .project_file(None)
+            .section(crate::config_section())
+            .environment(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        for (k, v) in sets {
+            b = b.set(k, *v);
+        }
+        b.build().unwrap()
+    }
+
+    fn effective(env: &[(&str, &str)], sets: &[(&str, &str)]) -> Effective {
+        let s = snapshot(env, sets);
+        let c = s.section::<GcsConfig>("gs://b/k", "gcs").unwrap().value;
+        Effective::resolve(&c, &s).unwrap()
+    }
+
+    #[test]
+    fn defaults_discover_against_google() {
+        let e = effective(&[("HOME", "/home/u")], &[]);
+        assert_eq!(e.endpoint, "https://storage.googleapis.com");
+        assert_eq!(
+            e.credential,
+            Configured::Discover {
+                file: None,
+                well_known: Some(
+                    "/home/u/.config/gcloud/application_default_credentials.json".into()
+                ),
+                metadata_host: "metadata.google.internal".into(),
+            }
+        );
+        let e = effective(
+            &[
+                ("CLOUDSDK_CONFIG", "/cfg"),
+                ("GOOGLE_APPLICATION_CREDENTIALS", "/sa.json"),
+                ("GCE_METADATA_HOST", "127.0.0.1:9"),
+            ],
+            &[],
+        );
+        assert_eq!(
+            e.credential,
+            Configured::Discover {
+                file: Some("/sa.json".into()),
+                well_known: Some("/cfg/application_default_credentials.json".into()),
+                metadata_host: "127.0.0.1:9".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn the_specification_order_static_token_then_hmac_then_adc() {
+        let hmac = [("gcs.hmac_access_id", "GOOG1"), ("gcs.hmac_secret", "s")];
+        let e = effective(&[("GOOGLE_APPLICATION_CREDENTIALS", "/sa.json")], &hmac);
+        assert_eq!(
+            e.credential,
+            Configured::Hmac(HmacKey {
+                access_id: "GOOG1".into(),
+                secret: "s".into()
+            })
+        );
+        let e = effective(&[("GOOGLE_OAUTH_ACCESS_TOKEN", "env-token")], &hmac);
+        assert_eq!(e.credential, Configured::Token("env-token".into()));
+        let e = effective(
+            &[("GOOGLE_OAUTH_ACCESS_TOKEN", "env-token")],
+            &[("gcs.token", "cfg-token")],
+        );
+        assert_eq!(e.credential, Configured::Token("cfg-token".into()));
+        let e = effective(&[], &[("gcs.discovery", "false")]);
+        assert_eq!(e.credential, Configured::Nothing);
+        let e = effective(&[], &[("gcs.anonymous", "true"), ("gcs.token", "t")]);
+        assert_eq!(e.credential, Configured::Anonymous);
+    }
+
+    #[test]
+    fn the_emulator_host_goes_unauthenticated_unless_a_credential_is_configured() {
+        let emulator = [("STORAGE_EMULATOR_HOST", "localhost:4443")];
+        let e = effective(&emulator, &[]);
+        assert_eq!(e.endpoint, "http://localhost:4443");
+        assert_eq!(e.credential, Configured::Anonymous);
+        let e = effective(&emulator, &[("gcs.token", "t")]);
+        assert_eq!(e.credential, Configured::Token("t".into()));
+        let e = effective(&emulator, &[("gcs.anonymous", "false")]);
+        assert!(matches!(e.credential, Configured::Discover { .. }));
+        let e = effective(&emulator, &[("gcs.endpoint", "https://gcs.example/")]);
+        assert_eq!(e.endpoint, "https://gcs.example");
+        let e = effective(&[], &[("gcs.user_project", "payer")]);
+        assert_eq!(e.user_project.as_deref(), Some("payer"));
+    }
+
+    #[test]
+    fn checks_and_debug() {
+        let c = GcsConfig {
+            hmac_access_id: Some("GOOG1".into()),
+            ..GcsConfig::default()
+        };
+        assert_eq!(c.check().unwrap_err().key(), "hmac_secret");
+        let c = GcsConfig {
+            endpoint: Some("ftp://x".into()),
+            ..GcsConfig::default()
+        };
+        assert_eq!(c.check().unwrap_err().key(), "endpoint");
+        let c = GcsConfig {
+            token: Some("TOKEN".into()),
+            hmac_access_id: Some("GOOG1".into()),
+            hmac_secret: Some("SECRET".into()),
+            ..GcsConfig::default()
+        };
+        let d = format!("{c:?}");
+        assert!(
+            d.contains("GOOG1") && !d.contains("SECRET") && !d.contains("TOKEN"),
+            "{d}"
+        );
+        let d = format!("{:?}", Configured::Token("TOKEN".into()));
+        assert!(!d.contains("TOKEN"), "{d}");
+    }
+}
