@@ -22,12 +22,12 @@
 //! # Ok::<(), karu_engine::provider::Error>(())
 //! ```
 
-#[cfg(feature = "hf")]
-pub use karu_provider_hf as hf;
 #[cfg(feature = "azure")]
 pub use karu_provider_azure as azure;
 #[cfg(feature = "gcs")]
 pub use karu_provider_gcs as gcs;
+#[cfg(feature = "hf")]
+pub use karu_provider_hf as hf;
 #[cfg(feature = "http")]
 pub use karu_provider_http as http;
 #[cfg(feature = "local")]

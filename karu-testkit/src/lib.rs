@@ -17,13 +17,16 @@
 //! STS web-identity credentials on loopback, and [`aws::write_credential_process`] writes a
 //! `credential_process` script. The [`azure`] module's [`AzureMock`] verifies Shared Key
 //! signatures independently, and SAS and bearer tokens it issued, recording which identity
-//! each request carried.
+//! each request carried. The [`gcs`] module's [`GcsMock`] checks bearer tokens and GOOG4
+//! HMAC signatures, serves objects stored gzip-compressed both ways, and its [`GcsAuthFakes`]
+//! serve the OAuth token endpoint and the metadata server.
 
 pub mod aws;
 mod awstime;
 pub mod azure;
 pub mod azurite;
 pub mod conformance;
+pub mod gcs;
 pub mod hf;
 pub mod http;
 pub mod nginx;
@@ -32,6 +35,7 @@ pub mod seaweedfs;
 pub mod source;
 
 pub use aws::{CredentialCalls, CredentialFakes, MockCredentials, StsRequest};
+pub use gcs::{GcsAuthFakes, GcsMock};
 pub use hf::{HfMock, RepoAccess};
 pub use azure::{AuthFailure, AuthRecord, AzureMock, Identity};
 pub use http::{

@@ -31,8 +31,8 @@ use karu::{Client, ClientBuilder};
 use crate::http::MockServer;
 
 pub use targets::{
-    AzureMockTarget, AzuriteTarget, HfMockTarget, HttpMockTarget, NginxTarget, S3MockTarget,
-    S3Target, SourceMockTarget,
+    AzureMockTarget, AzuriteTarget, GcsMockTarget, HfMockTarget, HttpMockTarget, NginxTarget,
+    S3MockTarget, S3Target, SourceMockTarget,
 };
 
 /// A store under test: how to reach it and how to put objects in it.

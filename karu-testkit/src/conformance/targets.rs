@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use karu::{Client, ClientBuilder};
 
 use super::{MockControl, Target};
+use crate::gcs::GcsMock;
 use crate::hf::{HfMock, RepoAccess};
 use crate::azure::AzureMock;
 use crate::azurite::Azurite;
@@ -429,6 +430,98 @@ impl MockControl for SourceMockTarget {
     fn set_etag(&self, name: &str, etag: Option<&str>) {
         self.mock
             .set_etag(SOURCE_ACCOUNT, SOURCE_PRODUCT, name, etag);
+    }
+
+    fn refusing(&self, name: &str) -> (ClientBuilder, String) {
+        (
+            self.builder_for(&format!("http://127.0.0.1:{}", self.dead_port)),
+            self.address(name),
+        )
+    }
+}
+
+/// The bucket the GCS targets use.
+const GCS_BUCKET: &str = "karu-conformance";
+
+/// The access token the GCS mock target authenticates with.
+const GCS_TOKEN: &str = "ya29.karu-conformance";
+
+/// The GCS provider against Karu's GCS mock (every request's bearer token checked).
+pub struct GcsMockTarget {
+    mock: GcsMock,
+    dead_port: u16,
+}
+
+impl GcsMockTarget {
+    /// Start a GCS mock with the conformance bucket and a token for it.
+    pub fn start() -> Self {
+        let mock = GcsMock::start();
+        mock.create_bucket(GCS_BUCKET);
+        mock.add_token(GCS_TOKEN, "conformance");
+        GcsMockTarget {
+            mock,
+            dead_port: dead_port(),
+        }
+    }
+
+    /// The mock (identities, rejections, stored-gzip objects).
+    pub fn mock_gcs(&self) -> &GcsMock {
+        &self.mock
+    }
+
+    fn builder_for(&self, endpoint: &str) -> ClientBuilder {
+        isolated_builder()
+            .set("gcs.endpoint", endpoint)
+            .set("gcs.token", GCS_TOKEN)
+    }
+}
+
+impl fmt::Debug for GcsMockTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GcsMockTarget")
+            .field("endpoint", &self.mock.endpoint())
+            .finish()
+    }
+}
+
+impl Target for GcsMockTarget {
+    fn name(&self) -> String {
+        "gcs-mock".into()
+    }
+
+    fn builder(&self) -> ClientBuilder {
+        self.builder_for(&self.mock.endpoint())
+    }
+
+    fn address(&self, name: &str) -> String {
+        format!("gs://{GCS_BUCKET}/{name}")
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        self.mock.insert(GCS_BUCKET, name, bytes.to_vec());
+        Ok(())
+    }
+
+    fn mock(&self) -> Option<&dyn MockControl> {
+        Some(self)
+    }
+}
+
+impl MockControl for GcsMockTarget {
+    fn server(&self) -> &MockServer {
+        self.mock.server()
+    }
+
+    fn path_of(&self, name: &str) -> String {
+        crate::gcs::object_path(GCS_BUCKET, name)
+    }
+
+    fn put_virtual(&self, name: &str, size: u64) {
+        self.mock.insert_virtual(GCS_BUCKET, name, size);
+    }
+
+    fn set_etag(&self, name: &str, etag: Option<&str>) {
+        self.mock.set_etag(GCS_BUCKET, name, etag);
     }
 
     fn refusing(&self, name: &str) -> (ClientBuilder, String) {

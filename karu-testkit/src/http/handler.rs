@@ -365,12 +365,24 @@ where
         body,
     });
     let mut object_path = None;
+    let mut object_headers = Vec::new();
     if let (Some(gate), Some(head)) = (&gate, &head) {
         if let Some(reply) = gate.check(head) {
             return gate_response(ctx, reply);
         }
         object_path = gate.object_path(head);
+        object_headers = gate.object_headers(head);
     }
+    let add_object_headers = |headers: &mut HeaderMap| {
+        for (name, value) in &object_headers {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                headers.insert(name, value);
+            }
+        }
+    };
 
     for fault in faults {
         match fault {
@@ -505,6 +517,7 @@ where
             let extra = format!(
                 "<RangeRequested>{requested}</RangeRequested><ActualObjectSize>{stated}</ActualObjectSize>"
             );
+            add_object_headers(&mut headers);
             return ctx.error_with(
                 StatusCode::RANGE_NOT_SATISFIABLE,
                 "InvalidRange",
@@ -536,6 +549,7 @@ where
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
     );
+    add_object_headers(&mut headers);
 
     let mut plan = if has(&Fault::Gzip) && !ctx.head {
         let identity = match &object.data {

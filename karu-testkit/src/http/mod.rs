@@ -200,6 +200,15 @@ pub trait Gate: Send + Sync + fmt::Debug {
         let _ = request;
         None
     }
+
+    /// Headers the object handler adds to its answer (200, 206 or 416) to a request that
+    /// [`check`](Gate::check) let through, before the body faults apply: a service's own
+    /// metadata (the GCS mock's `x-goog-stored-content-encoding`, `x-goog-generation`, and
+    /// `Content-Encoding: gzip` for an object stored compressed). Default: none.
+    fn object_headers(&self, request: &RequestHead) -> Vec<(String, String)> {
+        let _ = request;
+        Vec::new()
+    }
 }
 
 /// A handler for requests the object store does not serve (token and metadata endpoints, form

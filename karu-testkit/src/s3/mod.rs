@@ -60,7 +60,7 @@
 //! ```
 
 mod gate;
-mod sigv4;
+pub(crate) mod sigv4;
 
 use std::fmt;
 use std::io;

@@ -71,9 +71,18 @@ pub(crate) type ParseError = &'static str;
 
 /// Parses a SigV4 `Authorization` header value.
 pub(crate) fn parse_authorization(value: &str) -> Result<Authorization, ParseError> {
+    parse_authorization_for(ALGORITHM, value)
+}
+
+/// Parses a V4 `Authorization` header value of `algorithm` (`AWS4-HMAC-SHA256`, or GCS's
+/// `GOOG4-HMAC-SHA256`: the same algorithm under other names).
+pub(crate) fn parse_authorization_for(
+    algorithm: &str,
+    value: &str,
+) -> Result<Authorization, ParseError> {
     let value = value.trim();
     let rest = match value.split_once(|c: char| c.is_ascii_whitespace()) {
-        Some((ALGORITHM, rest)) => rest,
+        Some((name, rest)) if name == algorithm => rest,
         _ if value.starts_with("AWS ") => {
             return Err("AWS Signature Version 2 is not supported; use AWS4-HMAC-SHA256");
         }
@@ -216,8 +225,18 @@ pub(crate) fn sha256_hex(data: &[u8]) -> String {
 
 /// `AWS4-HMAC-SHA256 \n x-amz-date \n scope \n hex(SHA-256(canonical request))`.
 pub(crate) fn string_to_sign(amz_date: &str, scope: &str, canonical_request: &str) -> String {
+    string_to_sign_for(ALGORITHM, amz_date, scope, canonical_request)
+}
+
+/// [`string_to_sign`] for another algorithm name (`GOOG4-HMAC-SHA256`).
+pub(crate) fn string_to_sign_for(
+    algorithm: &str,
+    amz_date: &str,
+    scope: &str,
+    canonical_request: &str,
+) -> String {
     format!(
-        "{ALGORITHM}\n{amz_date}\n{scope}\n{}",
+        "{algorithm}\n{amz_date}\n{scope}\n{}",
         sha256_hex(canonical_request.as_bytes())
     )
 }
@@ -231,10 +250,22 @@ fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
 
 /// The signing key: HMAC chain of `"AWS4" + secret`, date, region, service, `aws4_request`.
 pub(crate) fn signing_key(secret: &str, date: &str, region: &str, service: &str) -> Vec<u8> {
-    let k_date = hmac(format!("AWS4{secret}").as_bytes(), date.as_bytes());
+    signing_key_for("AWS4", "aws4_request", secret, date, region, service)
+}
+
+/// [`signing_key`] with another key prefix and terminal (`GOOG4`, `goog4_request`).
+pub(crate) fn signing_key_for(
+    prefix: &str,
+    terminal: &str,
+    secret: &str,
+    date: &str,
+    region: &str,
+    service: &str,
+) -> Vec<u8> {
+    let k_date = hmac(format!("{prefix}{secret}").as_bytes(), date.as_bytes());
     let k_region = hmac(&k_date, region.as_bytes());
     let k_service = hmac(&k_region, service.as_bytes());
-    hmac(&k_service, b"aws4_request")
+    hmac(&k_service, terminal.as_bytes())
 }
 
 /// The hex signature of `string_to_sign`.

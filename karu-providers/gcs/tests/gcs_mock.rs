@@ -1,0 +1,460 @@
+//! The GCS provider against the GCS mock and its token and metadata fakes: every credential
+//! source and the order between them (each test checks, from the mock's log, which identity
+//! made every request), the emulator host, requester pays, stored-gzip objects read exactly,
+//! transformed answers refused, and `If-Match` on the ETag.
+
+use std::path::Path;
+
+use karu::{Client, ClientBuilder, Read, Status};
+use karu_testkit::gcs::{Decompression, GcsMock, object_path};
+use karu_testkit::pattern;
+
+const BUCKET: &str = "bkt";
+const KEY: &str = "dir/a b+c%d/ü//x.bin";
+const SIZE: u64 = 1 << 20;
+
+fn mock() -> GcsMock {
+    let gcs = GcsMock::start();
+    gcs.insert_virtual(BUCKET, KEY, SIZE);
+    gcs
+}
+
+/// A client reading no file of the machine, with exactly this environment, for `mock`.
+fn builder(gcs: &GcsMock, env: &[(&str, &str)]) -> ClientBuilder {
+    Client::builder()
+        .user_config_file(None)
+        .project_config_file(None)
+        .environment(env.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+        .set("gcs.endpoint", gcs.endpoint())
+}
+
+/// Two reads of the object (checked against the pattern); the identities that made the
+/// requests the mock let through, deduplicated in order.
+fn read_twice(gcs: &GcsMock, client: &Client) -> Vec<String> {
+    let object = client.locate(&format!("gs://{BUCKET}/{KEY}")).unwrap();
+    assert_eq!(client.read(&object, 0, 100).unwrap(), pattern(0, 100));
+    assert_eq!(
+        client.read(&object, SIZE - 50, 50).unwrap(),
+        pattern(SIZE - 50, 50)
+    );
+    assert_eq!(gcs.rejections(), vec![]);
+    let mut identities: Vec<String> = Vec::new();
+    for a in gcs.authenticated() {
+        assert_eq!(a.path, object_path(BUCKET, KEY));
+        if !identities.contains(&a.identity) {
+            identities.push(a.identity);
+        }
+    }
+    identities
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// A loopback address nothing listens on, for a metadata server that must not be reached.
+fn dead_host() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+#[test]
+fn a_static_token_authenticates_every_request() {
+    let gcs = mock();
+    gcs.add_token("ya29.static", "user:static");
+    let client = builder(&gcs, &[])
+        .set("gcs.token", "ya29.static")
+        .build()
+        .unwrap();
+    assert_eq!(read_twice(&gcs, &client), ["user:static"]);
+    let log = gcs.server().requests();
+    assert_eq!(log.len(), 2);
+    for r in &log {
+        assert_eq!(r.header("authorization"), Some("Bearer ya29.static"));
+        assert_eq!(r.header("accept-encoding"), Some("gzip"));
+        assert_eq!(r.path, "/bkt/dir/a%20b%2Bc%25d/%C3%BC//x.bin");
+    }
+    assert_eq!(log[0].byte_range, Some((0, 99)));
+}
+
+#[test]
+fn the_token_variable_is_a_static_token_and_the_configuration_beats_it() {
+    let gcs = mock();
+    gcs.add_token("ya29.env", "user:env");
+    gcs.add_token("ya29.cfg", "user:cfg");
+    let env = [("GOOGLE_OAUTH_ACCESS_TOKEN", "ya29.env")];
+    let client = builder(&gcs, &env).build().unwrap();
+    assert_eq!(read_twice(&gcs, &client), ["user:env"]);
+    let gcs = mock();
+    gcs.add_token("ya29.env", "user:env");
+    gcs.add_token("ya29.cfg", "user:cfg");
+    let client = builder(&gcs, &env)
+        .set("gcs.token", "ya29.cfg")
+        .build()
+        .unwrap();
+    assert_eq!(read_twice(&gcs, &client), ["user:cfg"]);
+}
+
+#[test]
+fn hmac_keys_sign_every_request_and_a_wrong_secret_is_refused() {
+    let gcs = mock();
+    gcs.add_hmac_key("GOOG1EXAMPLEACCESSID", "hmac/secret+key");
+    let client = builder(&gcs, &[])
+        .set("gcs.hmac_access_id", "GOOG1EXAMPLEACCESSID")
+        .set("gcs.hmac_secret", "hmac/secret+key")
+        .set("gcs.user_project", "payer")
+        .build()
+        .unwrap();
+    assert_eq!(read_twice(&gcs, &client), ["hmac:GOOG1EXAMPLEACCESSID"]);
+    for r in gcs.server().requests() {
+        let auth = r.header("authorization").unwrap();
+        assert!(auth.starts_with("GOOG4-HMAC-SHA256 Credential=GOOG1EXAMPLEACCESSID/"));
+        assert!(auth.contains("x-goog-user-project"), "{auth}");
+    }
+
+    let gcs = mock();
+    gcs.add_hmac_key("GOOG1EXAMPLEACCESSID", "hmac/secret+key");
+    let client = builder(&gcs, &[])
+        .set("gcs.hmac_access_id", "GOOG1EXAMPLEACCESSID")
+        .set("gcs.hmac_secret", "another secret")
+        .build()
+        .unwrap();
+    let object = client.locate(&format!("gs://{BUCKET}/{KEY}")).unwrap();
+    let error = client.read(&object, 0, 100).unwrap_err();
+    assert_eq!(error.status(), Status::PermissionDenied, "{error}");
+    let rejections = gcs.rejections();
+    assert_eq!(rejections.len(), 1);
+    assert_eq!(rejections[0].code, "SignatureDoesNotMatch");
+    assert!(gcs.authenticated().is_empty());
+}
+
+#[test]
+fn a_service_account_file_is_exchanged_once_at_its_token_endpoint() {
+    let gcs = mock();
+    let fakes = gcs.start_auth_fakes();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "sa.json",
+        &fakes.add_service_account("reader@karu-test.iam.gserviceaccount.com"),
+    );
+    let client = builder(&gcs, &[("GCE_METADATA_HOST", &dead_host())])
+        .set("gcs.credentials_file", file)
+        .build()
+        .unwrap();
+    assert_eq!(
+        read_twice(&gcs, &client),
+        ["service-account:reader@karu-test.iam.gserviceaccount.com"]
+    );
+    let calls = fakes.calls();
+    assert_eq!((calls.service_account, calls.refused), (1, 0));
+    assert_eq!(client.credential_stats().lookups, 1);
+}
+
+#[test]
+fn an_authorized_user_from_google_application_credentials() {
+    let gcs = mock();
+    let fakes = gcs.start_auth_fakes();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "adc.json",
+        &fakes.add_authorized_user("client-1.apps", "client-secret", "1//refresh"),
+    );
+    let env = [
+        ("GOOGLE_APPLICATION_CREDENTIALS", file.as_str()),
+        ("HOME", dir.path().to_str().unwrap()),
+        ("GCE_METADATA_HOST", &dead_host()),
+    ];
+    let client = builder(&gcs, &env).build().unwrap();
+    assert_eq!(read_twice(&gcs, &client), ["user:client-1.apps"]);
+    assert_eq!(fakes.calls().authorized_user, 1);
+}
+
+#[test]
+fn the_gcloud_well_known_file_then_the_metadata_server() {
+    let gcs = mock();
+    let fakes = gcs.start_auth_fakes();
+    let home = tempfile::tempdir().unwrap();
+    let metadata = fakes.metadata_host();
+    let env = [
+        ("HOME", home.path().to_str().unwrap()),
+        ("GCE_METADATA_HOST", metadata.as_str()),
+    ];
+    // No file: the metadata server.
+    let client = builder(&gcs, &env).build().unwrap();
+    assert_eq!(read_twice(&gcs, &client), ["metadata:default"]);
+    assert_eq!(fakes.calls().metadata, 1);
+    // The gcloud file comes first.
+    let gcs = mock();
+    let fakes = gcs.start_auth_fakes();
+    write(
+        home.path(),
+        ".config/gcloud/application_default_credentials.json",
+        &fakes.add_authorized_user("gcloud-user", "s", "1//r"),
+    );
+    let env = [
+        ("HOME", home.path().to_str().unwrap()),
+        ("GCE_METADATA_HOST", metadata.as_str()),
+    ];
+    let client = builder(&gcs, &env).build().unwrap();
+    assert_eq!(read_twice(&gcs, &client), ["user:gcloud-user"]);
+    assert_eq!(fakes.calls().metadata, 0);
+    // CLOUDSDK_CONFIG names gcloud's directory.
+    let gcs = mock();
+    let fakes = gcs.start_auth_fakes();
+    let config = tempfile::tempdir().unwrap();
+    write(
+        config.path(),
+        "application_default_credentials.json",
+        &fakes.add_authorized_user("sdk-config-user", "s", "1//r"),
+    );
+    let env = [
+        ("HOME", home.path().to_str().unwrap()),
+        ("CLOUDSDK_CONFIG", config.path().to_str().unwrap()),
+        ("GCE_METADATA_HOST", metadata.as_str()),
+    ];
+    let client = builder(&gcs, &env).build().unwrap();
+    assert_eq!(read_twice(&gcs, &client), ["user:sdk-config-user"]);
+}
+
+#[test]
+fn a_static_token_and_hmac_keys_come_before_application_default_credentials() {
+    let gcs = mock();
+    let fakes = gcs.start_auth_fakes();
+    gcs.add_token("ya29.static", "user:static");
+    gcs.add_hmac_key("GOOG1ID", "secret");
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "sa.json",
+        &fakes.add_service_account("sa@p.iam"),
+    );
+    let metadata = fakes.metadata_host();
+    let env = [
+        ("GOOGLE_APPLICATION_CREDENTIALS", file.as_str()),
+        ("GCE_METADATA_HOST", metadata.as_str()),
+    ];
+    let hmac = builder(&gcs, &env)
+        .set("gcs.hmac_access_id", "GOOG1ID")
+        .set("gcs.hmac_secret", "secret");
+    assert_eq!(
+        read_twice(&gcs, &hmac.clone().build().unwrap()),
+        ["hmac:GOOG1ID"]
+    );
+    let gcs2 = mock();
+    gcs2.add_token("ya29.static", "user:static");
+    let token = builder(&gcs2, &env)
+        .set("gcs.hmac_access_id", "GOOG1ID")
+        .set("gcs.hmac_secret", "secret")
+        .set("gcs.token", "ya29.static");
+    assert_eq!(read_twice(&gcs2, &token.build().unwrap()), ["user:static"]);
+    let calls = fakes.calls();
+    assert_eq!(
+        (calls.service_account, calls.authorized_user, calls.metadata),
+        (0, 0, 0)
+    );
+}
+
+#[test]
+fn an_expired_token_is_refreshed_once_after_a_401() {
+    let gcs = mock();
+    let fakes = gcs.start_auth_fakes();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "sa.json",
+        &fakes.add_service_account("sa@p.iam"),
+    );
+    let client = builder(&gcs, &[("GCE_METADATA_HOST", &dead_host())])
+        .set("gcs.credentials_file", file)
+        .build()
+        .unwrap();
+    let object = client.locate(&format!("gs://{BUCKET}/{KEY}")).unwrap();
+    assert_eq!(client.read(&object, 0, 10).unwrap(), pattern(0, 10));
+    gcs.revoke_token("ya29.karu-fake-1");
+    assert_eq!(client.read(&object, 10, 10).unwrap(), pattern(10, 10));
+    assert_eq!(gcs.expired_token_answers(), 1);
+    assert_eq!(fakes.calls().service_account, 2);
+    let log = gcs.server().requests();
+    let tokens: Vec<_> = log.iter().map(|r| r.header("authorization")).collect();
+    assert_eq!(
+        tokens,
+        [
+            Some("Bearer ya29.karu-fake-1"),
+            Some("Bearer ya29.karu-fake-1"),
+            Some("Bearer ya29.karu-fake-2")
+        ]
+    );
+    assert_eq!(
+        log.iter().map(|r| r.status).collect::<Vec<_>>(),
+        [206, 401, 206]
+    );
+}
+
+#[test]
+fn the_emulator_host_is_read_unauthenticated_unless_a_credential_is_configured() {
+    let gcs = mock();
+    gcs.set_public(BUCKET, true);
+    gcs.add_token("ya29.static", "user:static");
+    let host = gcs.endpoint().trim_start_matches("http://").to_string();
+    let env = [
+        ("STORAGE_EMULATOR_HOST", host.as_str()),
+        ("GCE_METADATA_HOST", &dead_host()),
+    ];
+    let anonymous = Client::builder()
+        .user_config_file(None)
+        .project_config_file(None)
+        .environment(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    assert_eq!(
+        read_twice(&gcs, &anonymous.clone().build().unwrap()),
+        ["anonymous"]
+    );
+    assert!(
+        gcs.server()
+            .requests()
+            .iter()
+            .all(|r| r.header("authorization").is_none())
+    );
+    let gcs2 = mock();
+    gcs2.add_token("ya29.static", "user:static");
+    let host = gcs2.endpoint().trim_start_matches("http://").to_string();
+    let env = [("STORAGE_EMULATOR_HOST", host.as_str())];
+    let with_token = Client::builder()
+        .user_config_file(None)
+        .project_config_file(None)
+        .environment(env.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+        .set("gcs.token", "ya29.static");
+    assert_eq!(
+        read_twice(&gcs2, &with_token.build().unwrap()),
+        ["user:static"]
+    );
+}
+
+#[test]
+fn requester_pays_buckets_bill_the_user_project() {
+    let gcs = mock();
+    gcs.set_requester_pays(BUCKET, true);
+    gcs.add_token("t", "user:t");
+    let client = builder(&gcs, &[]).set("gcs.token", "t").build().unwrap();
+    let object = client.locate(&format!("gs://{BUCKET}/{KEY}")).unwrap();
+    let error = client.read(&object, 0, 10).unwrap_err();
+    assert_eq!(error.status(), Status::Http, "{error}");
+    assert_eq!(gcs.rejections()[0].code, "UserProjectMissing");
+    let client = builder(&gcs, &[])
+        .set("gcs.token", "t")
+        .set("gcs.user_project", "payer-project")
+        .build()
+        .unwrap();
+    assert_eq!(client.read(&object, 0, 10).unwrap(), pattern(0, 10));
+    let billed: Vec<_> = gcs
+        .authenticated()
+        .into_iter()
+        .map(|a| a.user_project)
+        .collect();
+    assert_eq!(billed, [Some("payer-project".to_string())]);
+}
+
+fn gzip_mock() -> (GcsMock, Vec<u8>, bytes::Bytes) {
+    let gcs = GcsMock::start();
+    gcs.add_token("t", "user:t");
+    let identity: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    let stored = gcs.insert_gzip(BUCKET, "table.csv.gz", &identity);
+    (gcs, identity, stored)
+}
+
+#[test]
+fn a_gzip_stored_object_is_read_as_stored_bytes() {
+    let (gcs, identity, stored) = gzip_mock();
+    assert_ne!(&stored[..], &identity[..]);
+    let client = builder(&gcs, &[]).set("gcs.token", "t").build().unwrap();
+    let object = client
+        .locate(&format!("gs://{BUCKET}/table.csv.gz"))
+        .unwrap();
+    let info = client.stat(&object).unwrap();
+    assert_eq!(info.size, Some(stored.len() as u64));
+    assert_eq!(client.read(&object, 0, 10).unwrap(), &stored[..10]);
+    let mid = stored.len() as u64 / 2;
+    assert_eq!(
+        client.read(&object, mid, 1000).unwrap(),
+        &stored[mid as usize..mid as usize + 1000]
+    );
+    let log = gcs.server().requests();
+    assert!(
+        log.iter()
+            .all(|r| r.header("accept-encoding") == Some("gzip"))
+    );
+    assert_eq!(log.last().unwrap().byte_range, Some((mid, mid + 999)));
+    assert_eq!(gcs.decompressed_answers(), 0);
+}
+
+#[test]
+fn decompressed_answers_are_refused_never_delivered() {
+    for fault in [Decompression::Announced, Decompression::Silent] {
+        let (gcs, _, _) = gzip_mock();
+        gcs.set_decompression(Some(fault));
+        let client = builder(&gcs, &[]).set("gcs.token", "t").build().unwrap();
+        let object = client
+            .locate(&format!("gs://{BUCKET}/table.csv.gz"))
+            .unwrap();
+        let error = client.read(&object, 100, 10).unwrap_err();
+        assert_eq!(error.status(), Status::Protocol, "{fault:?}: {error}");
+        assert_eq!(gcs.decompressed_answers(), 1, "{fault:?}: retried");
+        assert_eq!(gcs.server().requests().len(), 1);
+    }
+}
+
+#[test]
+fn if_match_sends_the_etag_stat_returned() {
+    let gcs = mock();
+    gcs.add_token("t", "user:t");
+    let client = builder(&gcs, &[]).set("gcs.token", "t").build().unwrap();
+    let object = client.locate(&format!("gs://{BUCKET}/{KEY}")).unwrap();
+    let etag = client.stat(&object).unwrap().etag.unwrap();
+    let read = |etag: &str| {
+        client
+            .submit([Read::new(&object, 5, 10).if_match(etag)])
+            .wait()
+            .pop()
+            .unwrap()
+    };
+    let done = read(&etag);
+    assert!(done.is_ok(), "{:?}", done.status());
+    assert_eq!(
+        gcs.server().requests().last().unwrap().header("if-match"),
+        Some(etag.as_str())
+    );
+    gcs.set_etag(BUCKET, KEY, Some("\"another-version\""));
+    assert_eq!(read(&etag).status(), Status::PreconditionFailed);
+    assert_eq!(gcs.server().requests().last().unwrap().status, 412);
+}
+
+#[test]
+fn pasted_urls_read_the_same_object() {
+    let gcs = mock();
+    gcs.add_token("t", "user:t");
+    let client = builder(&gcs, &[]).set("gcs.token", "t").build().unwrap();
+    for address in [
+        "gs://bkt/dir/a b+c%d/ü//x.bin",
+        "https://storage.googleapis.com/bkt/dir/a%20b%2Bc%25d/%C3%BC//x.bin",
+        "https://storage.cloud.google.com/bkt/dir/a%20b%2Bc%25d/%C3%BC//x.bin",
+        "https://bkt.storage.googleapis.com/dir/a%20b%2Bc%25d/%C3%BC//x.bin",
+    ] {
+        let object = client.locate(address).unwrap();
+        assert_eq!(object.canonical().as_str(), "gs://bkt/dir/a b+c%d/ü//x.bin");
+        assert_eq!(client.read(&object, 7, 3).unwrap(), pattern(7, 3));
+    }
+    let paths: Vec<_> = gcs
+        .server()
+        .requests()
+        .into_iter()
+        .map(|r| r.path)
+        .collect();
+    assert!(
+        paths.iter().all(|p| *p == object_path(BUCKET, KEY)),
+        "{paths:?}"
+    );
+}
