@@ -6,7 +6,7 @@
 //! were requested, how often, on which connection, with what status. The [`nginx`] module runs
 //! a real nginx over a directory for checks against a real server, and the [`seaweedfs`]
 //! module a real SeaweedFS S3 gateway (SigV4 enforced) for checks against an independently
-//! written S3 server.
+//! written S3 server, and the [`fake_gcs`] module a real fake-gcs-server for the GCS provider.
 //!
 //! The [`conformance`] module is the provider-agnostic suite: the same cases and the fault
 //! matrix against any provider's mock server, or against a real endpoint.
@@ -26,6 +26,7 @@ mod awstime;
 pub mod azure;
 pub mod azurite;
 pub mod conformance;
+pub mod fake_gcs;
 pub mod gcs;
 pub mod hf;
 pub mod http;
@@ -35,9 +36,9 @@ pub mod seaweedfs;
 pub mod source;
 
 pub use aws::{CredentialCalls, CredentialFakes, MockCredentials, StsRequest};
+pub use azure::{AuthFailure, AuthRecord, AzureMock, Identity};
 pub use gcs::{GcsAuthFakes, GcsMock};
 pub use hf::{HfMock, RepoAccess};
-pub use azure::{AuthFailure, AuthRecord, AzureMock, Identity};
 pub use http::{
     Fault, FaultRule, Gate, GateResponse, MAX_REQUEST_BODY, MockServer, MockServerBuilder,
     RequestHead, RequestRecord, Route, fill_pattern, pattern, pattern_byte,

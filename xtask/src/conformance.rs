@@ -3,25 +3,29 @@
 
 use clap::Args;
 use karu_testkit::conformance::{
-    self, AzureMockTarget, AzuriteTarget, HfMockTarget, HttpMockTarget, NginxTarget, Options,
-    Report, S3MockTarget, S3Target, SourceMockTarget, Target,
+    self, AzureMockTarget, AzuriteTarget, GcsMockTarget, GcsTarget, HfMockTarget, HttpMockTarget,
+    NginxTarget, Options, Report, S3MockTarget, S3Target, SourceMockTarget, Target,
 };
 use karu_testkit::nginx::Nginx;
 use karu_testkit::seaweedfs::SeaweedFs;
 
 #[derive(Debug, Args)]
 pub(crate) struct Conformance {
-    /// Which provider: `http`, `s3`, `azure`, `hf`, `source`, or `all` (default). With
-    /// `--endpoint`, `s3`.
+    /// Which provider: `http`, `s3`, `gcs`, `azure`, `hf`, `source`, or `all` (default). With
+    /// `--endpoint`, `s3` or `gcs`.
     #[arg(long, default_value = "all")]
     provider: String,
     /// A real S3-compatible endpoint to test instead of the mock (`https://s3.eu-west-1.amazonaws.com`
     /// for AWS, `http://127.0.0.1:8333` for a local store).
     #[arg(long, value_name = "URL")]
     endpoint: Option<String>,
-    /// Credentials for the endpoint, `ACCESS_KEY_ID:SECRET_ACCESS_KEY`.
+    /// Credentials for the endpoint, `ACCESS_KEY_ID:SECRET_ACCESS_KEY` (s3).
     #[arg(long, value_name = "KEY:SECRET", requires = "endpoint")]
     credentials: Option<String>,
+    /// An OAuth 2 access token for a GCS endpoint (`gcloud auth print-access-token`); the
+    /// bucket must exist.
+    #[arg(long, value_name = "TOKEN", requires = "endpoint")]
+    token: Option<String>,
     /// Region of the endpoint.
     #[arg(long, default_value = "us-east-1")]
     region: String,
@@ -29,7 +33,7 @@ pub(crate) struct Conformance {
     #[arg(long, default_value = "karu-conformance")]
     bucket: String,
     /// Also run against real servers started here: nginx for `http`, SeaweedFS for `s3`,
-    /// Azurite for `azure` (with Shared Key and with a SAS).
+    /// Azurite for `azure` (with Shared Key and with a SAS), fake-gcs-server for `gcs`.
     #[arg(long)]
     real: bool,
     /// Run only cases whose name contains this.
@@ -52,8 +56,17 @@ pub(crate) fn run(args: Conformance) -> Result<(), String> {
     let wants = |p: &str| args.provider == "all" || args.provider == p;
 
     if let Some(endpoint) = &args.endpoint {
+        if args.provider == "gcs" {
+            let token = args
+                .token
+                .as_deref()
+                .ok_or("--endpoint with --provider gcs needs --token ACCESS_TOKEN")?;
+            let target = GcsTarget::remote(endpoint.clone(), token, args.bucket.clone());
+            reports.push(run_one(&target, &options));
+            return finish(&reports);
+        }
         if !wants("s3") {
-            return Err("--endpoint is for the s3 provider".into());
+            return Err("--endpoint is for the s3 and gcs providers".into());
         }
         let (key, secret) = args
             .credentials
@@ -120,9 +133,15 @@ pub(crate) fn run(args: Conformance) -> Result<(), String> {
     if wants("source") {
         reports.push(run_one(&SourceMockTarget::start(), &options));
     }
+    if wants("gcs") {
+        reports.push(run_one(&GcsMockTarget::start(), &options));
+        if args.real {
+            reports.push(run_one(&GcsTarget::fake_gcs_server()?, &options));
+        }
+    }
     if reports.is_empty() {
         return Err(format!(
-            "unknown provider {:?} (http, s3, azure, hf, source, all)",
+            "unknown provider {:?} (http, s3, gcs, azure, hf, source, all)",
             args.provider
         ));
     }

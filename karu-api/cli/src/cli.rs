@@ -161,9 +161,7 @@ fn addresses(providers: &[&str]) -> String {
             text.push('\n');
         }
     }
-    text.push_str(
-        "  Google Cloud Storage addresses are read once its provider is built in.\n",
-    );
+    text.push_str("  Google Cloud Storage addresses are read once its provider is built in.\n");
     text
 }
 

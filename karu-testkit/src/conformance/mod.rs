@@ -31,8 +31,8 @@ use karu::{Client, ClientBuilder};
 use crate::http::MockServer;
 
 pub use targets::{
-    AzureMockTarget, AzuriteTarget, GcsMockTarget, HfMockTarget, HttpMockTarget, NginxTarget,
-    S3MockTarget, S3Target, SourceMockTarget,
+    AzureMockTarget, AzuriteTarget, GcsMockTarget, GcsTarget, HfMockTarget, HttpMockTarget,
+    NginxTarget, S3MockTarget, S3Target, SourceMockTarget,
 };
 
 /// A store under test: how to reach it and how to put objects in it.
@@ -54,6 +54,24 @@ pub trait Target: Send + Sync {
     fn mock(&self) -> Option<&dyn MockControl> {
         None
     }
+
+    /// Cases this server cannot pass, and why: a listed case that fails with an error
+    /// containing [`KnownLimit::failure`] is reported as the server's limit, not Karu's
+    /// ([`CaseResult::known_limit`]); failing any other way still fails. Default: none.
+    fn known_limits(&self) -> Vec<KnownLimit> {
+        Vec::new()
+    }
+}
+
+/// A case a real server cannot pass (see [`Target::known_limits`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownLimit {
+    /// The case's name (`basic/empty_object`).
+    pub case: &'static str,
+    /// What the server does.
+    pub why: &'static str,
+    /// Text of the one failure this limit explains.
+    pub failure: &'static str,
 }
 
 /// What a mock target adds: faults, the request log, free virtual objects.
@@ -118,6 +136,9 @@ pub struct CaseResult {
     pub requests: usize,
     /// How long the case took.
     pub elapsed: Duration,
+    /// Set when the case failed only by a [known limit](Target::known_limits) of the server:
+    /// what the server does (the outcome is then `Ok` with the failure as evidence).
+    pub known_limit: Option<String>,
 }
 
 /// The outcome of a run.
@@ -160,6 +181,7 @@ impl fmt::Display for Report {
         )?;
         for c in &self.cases {
             let (mark, text) = match &c.outcome {
+                Ok(evidence) if c.known_limit.is_some() => ("lim ", evidence.as_str()),
                 Ok(evidence) => ("ok  ", evidence.as_str()),
                 Err(why) => ("FAIL", why.as_str()),
             };
@@ -246,11 +268,29 @@ impl Ctx<'_> {
         if let Some(mock) = self.target.mock() {
             mock.server().clear_faults();
         }
+        let limit = self
+            .target
+            .known_limits()
+            .into_iter()
+            .find(|l| l.case == name && outcome.as_ref().is_err_and(|e| e.contains(l.failure)));
+        let (outcome, known_limit) = match limit {
+            Some(limit) => (
+                Ok(format!(
+                    "known limit of {}: {} ({})",
+                    self.target.name(),
+                    limit.why,
+                    outcome.err().unwrap_or_default()
+                )),
+                Some(limit.why.to_string()),
+            ),
+            None => (outcome, None),
+        };
         CaseResult {
             name,
             outcome,
             requests,
             elapsed,
+            known_limit,
         }
     }
 

@@ -7,11 +7,12 @@ use std::path::PathBuf;
 
 use karu::{Client, ClientBuilder};
 
-use super::{MockControl, Target};
-use crate::gcs::GcsMock;
-use crate::hf::{HfMock, RepoAccess};
+use super::{KnownLimit, MockControl, Target};
 use crate::azure::AzureMock;
 use crate::azurite::Azurite;
+use crate::fake_gcs::FakeGcs;
+use crate::gcs::GcsMock;
+use crate::hf::{HfMock, RepoAccess};
 use crate::http::MockServer;
 use crate::nginx::Nginx;
 use crate::s3::{S3Mock, object_path};
@@ -532,6 +533,139 @@ impl MockControl for GcsMockTarget {
     }
 }
 
+/// Where a [`GcsTarget`]'s objects are uploaded.
+enum GcsStore {
+    /// A fake-gcs-server started here (no authentication).
+    Fake(FakeGcs),
+    /// A real GCS bucket: JSON API uploads with a bearer token.
+    Remote { upload_base: String, token: String },
+}
+
+/// The GCS provider against a real GCS-compatible endpoint: fake-gcs-server started here, or
+/// a real bucket with an access token. Objects go under a unique prefix.
+pub struct GcsTarget {
+    name: String,
+    endpoint: String,
+    token: Option<String>,
+    bucket: String,
+    prefix: String,
+    store: GcsStore,
+}
+
+impl GcsTarget {
+    /// fake-gcs-server on 127.0.0.1 with the conformance bucket; read unauthenticated.
+    pub fn fake_gcs_server() -> Result<Self, String> {
+        let server = FakeGcs::start().map_err(|e| format!("cannot start fake-gcs-server: {e}"))?;
+        server
+            .create_bucket(GCS_BUCKET)
+            .map_err(|e| e.to_string())?;
+        Ok(GcsTarget {
+            name: "fake-gcs-server".into(),
+            endpoint: server.endpoint(),
+            token: None,
+            bucket: GCS_BUCKET.into(),
+            prefix: format!("karu-conformance-{}", std::process::id()),
+            store: GcsStore::Fake(server),
+        })
+    }
+
+    /// A real bucket behind `endpoint` (`https://storage.googleapis.com`), read and written
+    /// with `token`.
+    pub fn remote(
+        endpoint: impl Into<String>,
+        token: impl Into<String>,
+        bucket: impl Into<String>,
+    ) -> Self {
+        let endpoint = endpoint.into().trim_end_matches('/').to_string();
+        let token = token.into();
+        GcsTarget {
+            name: "gcs-endpoint".into(),
+            endpoint: endpoint.clone(),
+            token: Some(token.clone()),
+            bucket: bucket.into(),
+            prefix: format!("karu-conformance-{}", std::process::id()),
+            store: GcsStore::Remote {
+                upload_base: endpoint,
+                token,
+            },
+        }
+    }
+
+    /// The fake-gcs-server, when this target runs one.
+    pub fn fake(&self) -> Option<&FakeGcs> {
+        match &self.store {
+            GcsStore::Fake(server) => Some(server),
+            GcsStore::Remote { .. } => None,
+        }
+    }
+}
+
+impl fmt::Debug for GcsTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GcsTarget")
+            .field("name", &self.name)
+            .field("endpoint", &self.endpoint)
+            .field("bucket", &self.bucket)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Target for GcsTarget {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn builder(&self) -> ClientBuilder {
+        let builder = isolated_builder().set("gcs.endpoint", self.endpoint.clone());
+        match &self.token {
+            Some(token) => builder.set("gcs.token", token.clone()),
+            None => builder.set("gcs.anonymous", true),
+        }
+    }
+
+    fn address(&self, name: &str) -> String {
+        format!("gs://{}/{}/{name}", self.bucket, self.prefix)
+    }
+
+    fn known_limits(&self) -> Vec<KnownLimit> {
+        match self.store {
+            GcsStore::Fake(_) => vec![KnownLimit {
+                case: "basic/empty_object",
+                why: "fake-gcs-server answers a range of an empty object with 416 and no \
+                      `Content-Range: bytes */0`, so no size is stated and Karu refuses to \
+                      guess one",
+                failure: "did not state the size",
+            }],
+            GcsStore::Remote { .. } => Vec::new(),
+        }
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        let object = format!("{}/{name}", self.prefix);
+        match &self.store {
+            GcsStore::Fake(server) => server
+                .upload(&self.bucket, &object, bytes)
+                .map_err(|e| e.to_string()),
+            GcsStore::Remote { upload_base, token } => {
+                let url = format!(
+                    "{upload_base}/upload/storage/v1/b/{}/o?uploadType=media&name={}",
+                    self.bucket,
+                    percent_encoding::utf8_percent_encode(
+                        &object,
+                        percent_encoding::NON_ALPHANUMERIC
+                    )
+                );
+                let status = upload::post_bearer(&url, token, bytes)?;
+                if status < 300 {
+                    Ok(())
+                } else {
+                    Err(format!("uploading {name} answered {status}"))
+                }
+            }
+        }
+    }
+}
+
 /// The S3 provider against a real S3-compatible endpoint (SeaweedFS, MinIO, AWS). Objects are
 /// uploaded with signed `PUT`s into `bucket` (created if missing).
 pub struct S3Target {
@@ -703,6 +837,24 @@ mod upload {
             .body(Full::new(Bytes::copy_from_slice(body)))
             .map_err(|e| e.to_string())?;
         instructions.apply_to_request_http1x(&mut request);
+        send(request)
+    }
+
+    /// `POST` `body` to `url` with a bearer token (GCS's JSON API upload); returns the status.
+    pub(super) fn post_bearer(url: &str, token: &str, body: &[u8]) -> Result<u16, String> {
+        let request = http::Request::builder()
+            .method("POST")
+            .uri(url)
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/octet-stream")
+            .header("content-length", body.len().to_string())
+            .body(Full::new(Bytes::copy_from_slice(body)))
+            .map_err(|e| e.to_string())?;
+        send(request)
+    }
+
+    /// Send `request` over HTTP(S) (rustls, the platform's roots); returns the status.
+    fn send(request: http::Request<Full<Bytes>>) -> Result<u16, String> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
