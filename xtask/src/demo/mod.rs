@@ -4,15 +4,16 @@
 //!
 //! Sections: [`local`] (a file written for the demo), [`http`] (a mock HTTP server with
 //! injected latency), [`s3`] (signed reads through the S3 mock, credentials discovered on
-//! loopback, one lookup per scope), [`azure`] (Shared Key reads through the Azure mock, and
-//! read_ends without suffix ranges shown on the wire), [`hf`] (a gated Hugging Face dataset
-//! through the Hub mock: the second batch of one file skips the resolve hop), [`c_abi`] (the C
-//! example
-//! `read_ranges.c` over a file and a mock server). A new section is a module with a
-//! `section(&Client)` function, called from [`run`].
+//! loopback, one lookup per scope), [`gcs`] (a service-account key exchanged at a token-endpoint
+//! fake, a gzip-stored object read exactly, a decompressed answer refused), [`azure`] (Shared
+//! Key reads through the Azure mock, and read_ends without suffix ranges shown on the wire),
+//! [`hf`] (a gated Hugging Face dataset through the Hub mock: the second batch of one file skips
+//! the resolve hop), [`c_abi`] (the C example `read_ranges.c` over a file and a mock server). A
+//! new section is a module with a `section(&Client)` function, called from [`run`].
 
 mod azure;
 mod c_abi;
+mod gcs;
 mod hf;
 mod http;
 mod local;
@@ -45,6 +46,7 @@ pub(crate) fn run() -> Result<(), String> {
     azure::section()?;
     println!();
     hf::section()?;
+    gcs::section()?;
     // The C ABI section builds the C library and the example program, and runs it.
     c_abi::section()?;
     Ok(())
