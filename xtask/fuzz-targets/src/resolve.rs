@@ -1,6 +1,7 @@
 //! Address resolution of every provider: local paths and `file:` URIs, `http(s)://` URLs,
 //! `s3://` addresses and AWS S3 URLs, `hf://` addresses and Hub URLs, `source://` addresses
-//! and data proxy URLs, through one registry as a client builds it.
+//! and data proxy URLs, `gs://` addresses and GCS URLs, through one registry as a client builds
+//! it.
 //!
 //! Input: any bytes, as text, an address. Invariants:
 //!
