@@ -458,3 +458,57 @@ fn pasted_urls_read_the_same_object() {
         "{paths:?}"
     );
 }
+
+#[test]
+fn anonymous_access_reads_public_buckets_without_authorization() {
+    let gcs = mock();
+    gcs.set_public(BUCKET, true);
+    let client = builder(&gcs, &[("GOOGLE_OAUTH_ACCESS_TOKEN", "ya29.unused")])
+        .set("gcs.anonymous", true)
+        .build()
+        .unwrap();
+    assert_eq!(read_twice(&gcs, &client), ["anonymous"]);
+    assert!(
+        gcs.server()
+            .requests()
+            .iter()
+            .all(|r| r.header("authorization").is_none())
+    );
+    assert_eq!(client.credential_stats().lookups, 0);
+    // A private bucket refuses them.
+    gcs.set_public(BUCKET, false);
+    let object = client.locate(&format!("gs://{BUCKET}/{KEY}")).unwrap();
+    let error = client.read(&object, 0, 10).unwrap_err();
+    assert_eq!(error.status(), Status::PermissionDenied, "{error}");
+}
+
+#[test]
+fn an_application_callback_supplies_tokens_and_hmac_keys_for_the_gcp_family() {
+    use karu::CallbackCredential;
+    let gcs = mock();
+    gcs.insert_virtual("other", KEY, SIZE);
+    gcs.add_token("ya29.from-vault", "user:vault");
+    gcs.add_hmac_key("GOOG1VAULT", "vault-secret");
+    let callback = |path: &karu::CanonicalPath| {
+        let credential = if path.as_str().starts_with("gs://bkt/") {
+            karu_provider_gcs::credential("ya29.from-vault", None)
+        } else {
+            karu_provider_gcs::hmac_credential("GOOG1VAULT", "vault-secret")
+        };
+        Ok(CallbackCredential::once(credential))
+    };
+    let client = builder(&gcs, &[])
+        .credential_callback(karu_provider_gcs::FAMILY, callback)
+        .build()
+        .unwrap();
+    for bucket in [BUCKET, "other"] {
+        let object = client.locate(&format!("gs://{bucket}/{KEY}")).unwrap();
+        assert_eq!(client.read(&object, 3, 7).unwrap(), pattern(3, 7));
+    }
+    let identities: Vec<_> = gcs
+        .authenticated()
+        .into_iter()
+        .map(|a| a.identity)
+        .collect();
+    assert_eq!(identities, ["user:vault", "hmac:GOOG1VAULT"]);
+}
