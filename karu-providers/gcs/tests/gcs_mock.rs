@@ -512,3 +512,44 @@ fn an_application_callback_supplies_tokens_and_hmac_keys_for_the_gcp_family() {
         .collect();
     assert_eq!(identities, ["user:vault", "hmac:GOOG1VAULT"]);
 }
+
+#[test]
+fn a_token_s_lifetime_goes_into_the_credential_cache() {
+    // Tokens that expire as they are issued are looked up again for every read; tokens that
+    // live an hour are looked up once (the service-account test above).
+    let gcs = mock();
+    let fakes = gcs.start_auth_fakes();
+    fakes.set_expires_in(0);
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "sa.json",
+        &fakes.add_service_account("sa@p.iam"),
+    );
+    let client = builder(&gcs, &[("GCE_METADATA_HOST", &dead_host())])
+        .set("gcs.credentials_file", file)
+        .build()
+        .unwrap();
+    let object = client.locate(&format!("gs://{BUCKET}/{KEY}")).unwrap();
+    for i in 0..3 {
+        assert_eq!(
+            client.read(&object, i * 10, 10).unwrap(),
+            pattern(i * 10, 10)
+        );
+    }
+    assert_eq!(fakes.calls().service_account, 3);
+    let tokens: Vec<_> = gcs
+        .server()
+        .requests()
+        .iter()
+        .map(|r| r.header("authorization").unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        tokens,
+        [
+            "Bearer ya29.karu-fake-1",
+            "Bearer ya29.karu-fake-2",
+            "Bearer ya29.karu-fake-3"
+        ]
+    );
+}
