@@ -128,6 +128,17 @@ pub(crate) struct ReadArgs {
     pub(crate) max_amplification: Option<u32>,
 }
 
+/// Every provider feature, and the store it reads.
+const PROVIDER_NAMES: [(&str, &str); 7] = [
+    ("local", "local files"),
+    ("http", "plain HTTP"),
+    ("s3", "Amazon S3"),
+    ("gcs", "Google Cloud Storage"),
+    ("azure", "Azure"),
+    ("hf", "Hugging Face"),
+    ("source", "Source Cooperative"),
+];
+
 /// The address forms of the providers built in, by provider name.
 fn addresses(providers: &[&str]) -> String {
     let mut text = String::from("Addresses:\n");
@@ -154,6 +165,10 @@ fn addresses(providers: &[&str]) -> String {
                 "  source://account/product/path                     Source Cooperative (anonymous, or source.profile)",
                 "  https://data.source.coop/account/product/path     the same file by its data proxy URL",
             ],
+            "gcs" => &[
+                "  gs://bucket/key                                   Google Cloud Storage, or an emulator with gcs.endpoint",
+                "  https://storage.googleapis.com/bucket/key         the same object by its URL (also bucket.storage.googleapis.com)",
+            ],
             _ => &[],
         };
         for line in lines {
@@ -161,7 +176,18 @@ fn addresses(providers: &[&str]) -> String {
             text.push('\n');
         }
     }
-    text.push_str("  Google Cloud Storage addresses are read once its provider is built in.\n");
+    // Stores whose provider this build leaves out, so that a user of a slim build knows why.
+    let missing: Vec<&str> = PROVIDER_NAMES
+        .iter()
+        .filter(|(provider, _)| !providers.contains(provider))
+        .map(|(_, store)| *store)
+        .collect();
+    if !missing.is_empty() {
+        text.push_str(&format!(
+            "  Not built into this karu: {} (cargo features of the karu crate).\n",
+            missing.join(", ")
+        ));
+    }
     text
 }
 
