@@ -99,9 +99,10 @@ fn path_rule_prefixes_are_canonical_like_addresses() {
     assert_eq!(settings("s3://other/k").retry.connect_attempts, 1);
 
     // A prefix no provider accepts is refused.
-    let message = build_error(&isolated().path_set("gs://bucket", "retry.attempts", 1));
+    let message = build_error(&isolated().path_set("nope://bucket", "retry.attempts", 1));
     assert!(
-        message.starts_with("invalid configuration: explicit option: key \"paths.'gs://bucket'\""),
+        message
+            .starts_with("invalid configuration: explicit option: key \"paths.'nope://bucket'\""),
         "{message}"
     );
     assert!(message.contains("no backend is registered"), "{message}");

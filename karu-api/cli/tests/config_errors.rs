@@ -184,7 +184,10 @@ fn path_rule_prefixes_are_canonical_and_malformed_ones_refused() {
     );
 
     for (prefix, says) in [
-        ("gs://bucket", "no backend is registered for scheme \"gs\""),
+        (
+            "nope://bucket",
+            "no backend is registered for scheme \"nope\"",
+        ),
         ("s3://bucket/k?versionId=3", "query"),
     ] {
         std::fs::write(&config, format!("[paths.{prefix:?}]\nretry.attempts = 2\n")).unwrap();

@@ -88,7 +88,7 @@ fn one_batch_reads_many_objects_and_bad_addresses_fail_alone() {
     let a = pattern_file(dir.path(), "a.bin", 100);
     std::fs::create_dir(dir.path().join("with space")).unwrap();
     let b = pattern_file(&dir.path().join("with space"), "b.bin", 100);
-    let input = format!("# two objects\n{a} 0:4\n{b} 8:4\n\n{a} 4:4\ngs://bucket/key 0:4\n");
+    let input = format!("# two objects\n{a} 0:4\n{b} 8:4\n\n{a} 4:4\nnope://bucket/key 0:4\n");
     let out = karu_stdin(
         dir.path(),
         &["read", "--ranges-from", "-", "--concat"],
@@ -101,7 +101,7 @@ fn one_batch_reads_many_objects_and_bad_addresses_fail_alone() {
     assert_eq!(out.stdout, expected);
     let errors = out.stderr_lines();
     assert!(
-        errors[0].starts_with("karu: read 3 (gs://bucket/key 0:4): unsupported: "),
+        errors[0].starts_with("karu: read 3 (nope://bucket/key 0:4): unsupported: "),
         "{errors:?}"
     );
 
