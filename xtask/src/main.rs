@@ -8,6 +8,7 @@ mod demo;
 mod features;
 mod fuzz;
 mod header;
+mod python;
 mod sdk;
 mod table;
 mod test;
@@ -43,6 +44,17 @@ enum Task {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Build the Python wheel (karu-api/python) with maturin (from PyPI, in a virtual
+    /// environment under target/python/venv) and install it there; `--test` also runs the
+    /// pytest suite against the testkit's mock server.
+    Python {
+        /// Run the pytest suite after installing.
+        #[arg(long)]
+        test: bool,
+        /// Extra arguments for pytest (with `--test`).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
     /// Generate the C ABI's header, karu-api/ffi/include/karu.h, from the FFI crate with the
     /// pinned cbindgen (`test` fails when the committed one is stale).
     Header,
@@ -74,6 +86,13 @@ fn main() -> ExitCode {
         Task::Demo => demo::run(),
         Task::Test { no_lint, args } => test::run(!no_lint, &args),
         Task::Features => features::check(&workspace_root()),
+        Task::Python { test, args } => {
+            if test {
+                python::test(&args)
+            } else {
+                python::build().map(drop)
+            }
+        }
         Task::Header => header::write(&workspace_root()),
         Task::Bench { args } => bench::run(&args),
         Task::Conformance(args) => conformance::run(args),

@@ -1,6 +1,7 @@
 //! `cargo xtask test`: the C header check, prerequisites, every test (each fuzz target's corpus
 //! replay among them: `karu-fuzz-targets`; the C and C++ programs of the C ABI too: `karu-ffi`'s
-//! tests compile and run them), the provider-feature builds, format and lint checks.
+//! tests compile and run them), the Python wheel and its pytest suite, the provider-feature
+//! builds, format and lint checks.
 
 use std::process::Command;
 use std::time::Instant;
@@ -46,6 +47,16 @@ pub(crate) fn run(lint: bool, extra: &[String]) -> Result<(), String> {
         args.extend(NOT_TESTED);
         args.extend(extra.iter().map(String::as_str));
         step(&root, &args)?;
+    }
+    if extra.is_empty() {
+        // The Python binding: its wheel (built by maturin on this target directory, so it
+        // reuses this run's build of the workspace) and its pytest suite.
+        let python = Instant::now();
+        crate::python::test(&[])?;
+        println!(
+            "xtask test: python wheel and pytest in {:.1} s",
+            python.elapsed().as_secs_f64()
+        );
     }
     if lint && extra.is_empty() {
         crate::features::check(&root)?;

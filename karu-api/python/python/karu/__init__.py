@@ -1,0 +1,337 @@
+"""Karu: exact byte-range reads from local files, HTTP and object stores, one checked
+completion per read.
+
+>>> client = karu.Client()
+>>> client.read("https://example.org/data.bin", 0, 16)
+
+Every wait releases the GIL: many threads can share one client. ``*_async`` methods are
+awaitable on asyncio. A client built before ``os.fork`` (``multiprocessing`` with ``fork``,
+PyTorch DataLoader workers) works in the children.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import os
+from typing import Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from . import _native
+from ._errors import (
+    Cancelled,
+    Credentials,
+    Http,
+    Internal,
+    InvalidArgument,
+    InvalidRange,
+    Io,
+    IsDirectory,
+    KaruError,
+    Network,
+    NotFound,
+    PermissionDenied,
+    PreconditionFailed,
+    Protocol,
+    RangeNotSatisfiable,
+    Status,
+    TimedOut,
+    Unsupported,
+)
+
+__all__ = [
+    "Client",
+    "Batch",
+    "Completion",
+    "Status",
+    "KaruError",
+    "InvalidArgument",
+    "InvalidRange",
+    "RangeNotSatisfiable",
+    "NotFound",
+    "PermissionDenied",
+    "IsDirectory",
+    "PreconditionFailed",
+    "Credentials",
+    "Http",
+    "Network",
+    "TimedOut",
+    "Protocol",
+    "Cancelled",
+    "Unsupported",
+    "Io",
+    "Internal",
+]
+
+
+def _flatten(prefix: str, value: Any, out: List[Tuple[str, str]]) -> None:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), inner, out)
+    else:
+        out.append((prefix, json.dumps(value)))
+
+
+class Completion(NamedTuple):
+    """One read's completion: its tag, status, data (the bytes; for ``RANGE_NOT_SATISFIABLE``
+    the valid prefix; empty for other failures) and its exception (``None`` on success)."""
+
+    tag: int
+    status: Status
+    data: memoryview
+    error: Optional[KaruError]
+
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _completion(raw) -> Completion:
+    tag, status, data, error = raw
+    return Completion(tag, Status(status), data, error)
+
+
+class Batch:
+    """Submitted reads. Iterate (or ``async for``) to get each :class:`Completion` as it
+    arrives; ``cancel()`` (or dropping the batch) cancels what has not completed."""
+
+    def __init__(self, native):
+        self._native = native
+
+    @property
+    def transfers(self) -> int:
+        """The transfers Karu's planner made for the batch's reads."""
+        return self._native.transfers
+
+    def next(self, timeout: Optional[float] = None) -> Optional[Completion]:
+        """The next completion (``None`` when all have completed); ``TimeoutError`` when
+        ``timeout`` seconds pass first."""
+        raw = self._native.next(timeout)
+        return None if raw is None else _completion(raw)
+
+    def __iter__(self) -> Iterator[Completion]:
+        while True:
+            done = self.next()
+            if done is None:
+                return
+            yield done
+
+    def wait(self) -> List[Completion]:
+        """Every remaining completion, in the order they complete."""
+        return list(self)
+
+    def cancel(self) -> None:
+        self._native.cancel()
+
+    async def __aiter__(self):
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+
+        def each(raw):
+            loop.call_soon_threadsafe(queue.put_nowait, raw)
+
+        task = self._native.stream(each)
+        try:
+            while True:
+                raw = await queue.get()
+                if raw is None:
+                    return
+                yield _completion(raw)
+        finally:
+            task.cancel()
+
+
+def _settle(future: asyncio.Future, ok: bool, value) -> None:
+    if future.cancelled():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+async def _awaiting(start):
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def done(ok, value):
+        try:
+            loop.call_soon_threadsafe(_settle, future, ok, value)
+        except RuntimeError:
+            pass  # the loop has closed: nobody is waiting any more
+
+    task = start(done)
+    try:
+        return await future
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+
+
+Address = Union[str, "os.PathLike[str]"]
+
+
+class Client:
+    """A Karu client.
+
+    ``config``: a TOML config file (a path), layered above the user and project files as in
+    Rust, or a dict of settings. ``settings``: options by name, nested dicts for sections
+    (``Client(file_workers=2, planner={"max_gap": "64KiB"})``), above files and the
+    environment. ``paths``: path rules, ``{prefix: {settings}}``. ``isolated=True`` reads
+    neither the user nor the project config file.
+    """
+
+    def __init__(self, config=None, *, paths=None, isolated: bool = False, **settings):
+        flat: List[Tuple[str, str]] = []
+        file = None
+        if isinstance(config, dict):
+            _flatten("", config, flat)
+        elif config is not None:
+            file = os.fspath(config)
+        _flatten("", settings, flat)
+        path_flat: List[Tuple[str, str, str]] = []
+        for prefix, rules in (paths or {}).items():
+            pairs: List[Tuple[str, str]] = []
+            _flatten("", rules, pairs)
+            path_flat.extend((prefix, key, value) for key, value in pairs)
+        self._native = _native.Client(file, flat, path_flat, isolated)
+
+    def __repr__(self) -> str:
+        return "karu.Client()"
+
+    # -- blocking ---------------------------------------------------------------------------
+
+    def read(self, address: Address, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset``, exactly, or an exception
+        (:class:`RangeNotSatisfiable` carries the bytes that exist)."""
+        return self._native.read(os.fspath(address), offset, length)
+
+    def read_into(self, address: Address, offset: int, buffer) -> int:
+        """Fill ``buffer`` (any writable, C-contiguous buffer: ``bytearray``, ``memoryview``,
+        a NumPy array) from ``offset``, in place, without a copy; returns its length in bytes.
+        On :class:`RangeNotSatisfiable`, ``valid_prefix`` is a memoryview of the start of
+        ``buffer`` holding the bytes that exist."""
+        view = memoryview(buffer)
+        try:
+            if view.readonly:
+                raise TypeError("read_into needs a writable buffer")
+            if not view.c_contiguous:
+                raise BufferError("read_into needs a C-contiguous buffer")
+            size = view.nbytes
+            if size == 0:
+                self._native.read_into_address(os.fspath(address), offset, 0, 0)
+                return 0
+            flat = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+            window = (ctypes.c_char * size).from_buffer(flat)
+            try:
+                self._native.read_into_address(
+                    os.fspath(address), offset, ctypes.addressof(window), size
+                )
+            except RangeNotSatisfiable as error:
+                error.valid_prefix = memoryview(buffer).cast("B")[: error.received]
+                raise
+            finally:
+                del window
+                if flat is not view:
+                    flat.release()
+            return size
+        finally:
+            view.release()
+
+    def read_ranges(
+        self,
+        address: Address,
+        starts: Sequence[int],
+        lengths: Sequence[int],
+        strict: bool = False,
+    ) -> List[Union[bytes, KaruError]]:
+        """One batch of reads of one object: each read's bytes or, for a read that failed,
+        its exception (raised instead when ``strict``)."""
+        if len(starts) != len(lengths):
+            raise ValueError("starts and lengths differ in length")
+        path = os.fspath(address)
+        return self._native.read_many(
+            [(path, s, n) for s, n in zip(starts, lengths)], strict
+        )
+
+    def read_batch(
+        self, reads: Iterable[Tuple[Address, int, int]], strict: bool = False
+    ) -> List[Union[bytes, KaruError]]:
+        """One batch of ``(address, offset, length)`` reads across objects; as
+        :meth:`read_ranges`."""
+        return self._native.read_many(
+            [(os.fspath(a), o, n) for a, o, n in reads], strict
+        )
+
+    def stat(self, address: Address) -> Tuple[Optional[int], Optional[str]]:
+        """``(size, etag)``: the size is ``None`` for a device or FIFO, the ETag ``None``
+        when the object has no strong one."""
+        return self._native.stat(os.fspath(address))
+
+    def read_ends(self, address: Address, head: int, tail: int):
+        """``(head_bytes, tail_bytes, size, etag)``: the first ``head`` and last ``tail``
+        bytes (each clamped to the size)."""
+        return self._native.read_ends(os.fspath(address), head, tail)
+
+    def submit(self, reads: Iterable[Sequence]) -> Batch:
+        """Submit ``(address, offset, length)`` or ``(address, offset, length, tag)`` reads
+        (the tag defaults to the read's index); returns a :class:`Batch`."""
+        items = []
+        for index, read in enumerate(reads):
+            if len(read) == 3:
+                address, offset, length = read
+                tag = index
+            else:
+                address, offset, length, tag = read
+            items.append((os.fspath(address), offset, length, tag))
+        return Batch(self._native.submit(items))
+
+    def transport_stats(self) -> Tuple[int, int, int]:
+        """``(requests, body_bytes, retries)`` of the remote path since the client started."""
+        return self._native.transport_stats()
+
+    # -- asyncio ----------------------------------------------------------------------------
+
+    async def read_async(self, address: Address, offset: int, length: int) -> bytes:
+        path = os.fspath(address)
+        return await _awaiting(lambda done: self._native.read_async(path, offset, length, done))
+
+    async def read_into_async(self, address: Address, offset: int, buffer) -> int:
+        """As :meth:`read_into`, on asyncio. The bytes arrive in a buffer of Karu's and are
+        copied into ``buffer`` once complete (a borrowed buffer cannot be lent to Karu's
+        threads across an ``await`` safely)."""
+        view = memoryview(buffer)
+        try:
+            if view.readonly:
+                raise TypeError("read_into_async needs a writable buffer")
+            flat = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+            try:
+                data = await self.read_async(address, offset, view.nbytes)
+            except RangeNotSatisfiable as error:
+                flat[: len(error.valid_prefix)] = error.valid_prefix
+                error.valid_prefix = memoryview(buffer).cast("B")[: error.received]
+                raise
+            flat[:] = data
+            return view.nbytes
+        finally:
+            view.release()
+
+    async def read_ranges_async(
+        self, address: Address, starts: Sequence[int], lengths: Sequence[int], strict: bool = False
+    ) -> List[Union[bytes, KaruError]]:
+        if len(starts) != len(lengths):
+            raise ValueError("starts and lengths differ in length")
+        path = os.fspath(address)
+        reads = [(path, s, n) for s, n in zip(starts, lengths)]
+        return await _awaiting(lambda done: self._native.read_many_async(reads, strict, done))
+
+    async def read_batch_async(self, reads, strict: bool = False):
+        items = [(os.fspath(a), o, n) for a, o, n in reads]
+        return await _awaiting(lambda done: self._native.read_many_async(items, strict, done))
+
+    async def stat_async(self, address: Address):
+        path = os.fspath(address)
+        return await _awaiting(lambda done: self._native.stat_async(path, done))
+
+    async def read_ends_async(self, address: Address, head: int, tail: int):
+        path = os.fspath(address)
+        return await _awaiting(lambda done: self._native.read_ends_async(path, head, tail, done))

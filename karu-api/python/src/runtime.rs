@@ -1,0 +1,109 @@
+//! The async half: Karu's futures run on a one-thread tokio runtime of this module (Karu's
+//! own threads wake them; the runtime only polls), and their outcome is handed to a Python
+//! callback with the GIL. The runtime belongs to the process that started it: after a fork
+//! the child starts its own (the parent's thread does not exist there) and leaves the
+//! parent's allocated, as Karu's engine does.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+
+use karu::{Batch, Completion, ProcessStamp};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+/// What a finished future hands back: run with the GIL, it makes the value or the exception.
+pub(crate) type Settle = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
+
+/// The runtime of the current process.
+static RUNTIME: Mutex<Option<(ProcessStamp, tokio::runtime::Handle)>> = Mutex::new(None);
+
+fn handle() -> PyResult<tokio::runtime::Handle> {
+    let mut slot = RUNTIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((stamp, handle)) = slot.as_ref()
+        && stamp.is_current()
+    {
+        return Ok(handle.clone());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("karu-python-async")
+        .build()
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start Karu's async runtime: {e}")))?;
+    let handle = runtime.handle().clone();
+    // The runtime lives as long as the process: its worker keeps running when the Runtime
+    // value is forgotten, and dropping it would block on its thread (in a forked child, on a
+    // thread that does not exist).
+    std::mem::forget(runtime);
+    *slot = Some((ProcessStamp::current(), handle.clone()));
+    Ok(handle)
+}
+
+/// An async operation in flight; `cancel()` drops its future (cancelling its reads).
+#[pyclass(module = "karu._native", name = "Task", frozen)]
+pub(crate) struct Task {
+    abort: tokio::task::AbortHandle,
+}
+
+#[pymethods]
+impl Task {
+    fn cancel(&self) {
+        self.abort.abort();
+    }
+}
+
+/// Run `work` and call `done(True, value)` or `done(False, exception)` with its outcome.
+pub(crate) fn spawn(
+    _py: Python<'_>,
+    done: Py<PyAny>,
+    work: impl Future<Output = Settle> + Send + 'static,
+) -> PyResult<Task> {
+    let handle = handle()?;
+    let task = handle.spawn(async move {
+        let settle = work.await;
+        Python::attach(|py| {
+            let call = match settle(py) {
+                Ok(value) => done.call1(py, (true, value)),
+                Err(e) => done.call1(py, (false, e.into_value(py))),
+            };
+            if let Err(e) = call {
+                e.write_unraisable(py, None);
+            }
+        });
+    });
+    Ok(Task {
+        abort: task.abort_handle(),
+    })
+}
+
+/// Feed each completion of `batch` to `each` as a tuple, then `None`.
+pub(crate) fn stream(each: Py<PyAny>, batch: Batch) -> PyResult<Task> {
+    let task = handle()?.spawn(async move {
+        let mut batch = batch;
+        loop {
+            let next = next_completion(&mut batch).await;
+            let last = next.is_none();
+            let stop = Python::attach(|py| {
+                let call = match next {
+                    Some(completion) => crate::convert::completion_tuple(py, completion)
+                        .and_then(|t| each.call1(py, (t,))),
+                    None => each.call1(py, (py.None(),)),
+                };
+                call.map_err(|e| e.write_unraisable(py, None)).is_err()
+            });
+            if last || stop {
+                break;
+            }
+        }
+    });
+    Ok(Task {
+        abort: task.abort_handle(),
+    })
+}
+
+/// The next completion of `batch`, woken by the Karu thread that completes it.
+pub(crate) async fn next_completion(batch: &mut Batch) -> Option<Completion> {
+    std::future::poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut *batch), cx)).await
+}

@@ -1,0 +1,80 @@
+"""Fixtures: the testkit's mock object server as a process (``karu-testkit serve``, path in
+``TESTKIT_BINARY``), driven over its ``/_testkit/`` control routes, and an isolated client."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import urllib.parse
+import urllib.request
+
+import pytest
+
+import karu
+
+
+class Mock:
+    """The mock server: objects, the request log, latency."""
+
+    def __init__(self):
+        binary = os.environ.get("TESTKIT_BINARY")
+        if not binary:
+            pytest.fail("TESTKIT_BINARY is not set (run the suite with `cargo xtask python --test`)")
+        self.process = subprocess.Popen(
+            [binary, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.base = self.process.stdout.readline().strip()
+        assert self.base.startswith("http://127.0.0.1:"), self.base
+
+    def _control(self, method, path, data=None):
+        request = urllib.request.Request(self.base + "/_testkit/" + path, data=data, method=method)
+        with urllib.request.urlopen(request) as answer:
+            return answer.read()
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    def insert(self, path: str, body: bytes) -> str:
+        self._control("PUT", "objects" + path, body)
+        return self.url(path)
+
+    def insert_file(self, path: str, local: str) -> str:
+        self._control("PUT", "objects" + path + "?file=" + urllib.parse.quote(local, safe=""))
+        return self.url(path)
+
+    def insert_virtual(self, path: str, size: int) -> str:
+        self._control("PUT", f"objects{path}?virtual={size}")
+        return self.url(path)
+
+    def requests(self):
+        """The request log: ``(method, path, (first, last) or None, status)``."""
+        log = json.loads(self._control("GET", "requests"))
+        return [
+            (r["method"], r["path"], tuple(r["range"]) if r["range"] else None, r["status"])
+            for r in log
+        ]
+
+    def clear(self):
+        self._control("DELETE", "requests")
+
+    def latency(self, ms: int):
+        self._control("PUT", f"latency?ms={ms}")
+
+    def stop(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def mock():
+    server = Mock()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def client():
+    return karu.Client(isolated=True)

@@ -1,0 +1,189 @@
+"""karu.Client against the testkit's mock server and local files: exact bytes, statuses,
+buffers, batches, threads; the request log says which ranges were asked for, how often."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy
+import pytest
+
+import karu
+
+DATA = bytes((i * 7 + i // 251) % 256 for i in range(50_000))
+
+
+def test_read_exact_bytes_one_request(mock, client):
+    url = mock.insert("/data/a.bin", DATA)
+    assert client.read(url, 1000, 4096) == DATA[1000:5096]
+    assert mock.requests() == [("GET", "/data/a.bin", (1000, 5095), 206)]
+
+
+def test_read_local_file(tmp_path, client):
+    path = tmp_path / "a.bin"
+    path.write_bytes(DATA)
+    assert client.read(path, 49_990, 10) == DATA[49_990:]
+    assert client.read(str(path), 0, 3) == DATA[:3]
+
+
+def test_read_into_fills_caller_buffers_in_place(mock, client):
+    url = mock.insert("/data/a.bin", DATA)
+    target = bytearray(100)
+    assert client.read_into(url, 300, target) == 100
+    assert bytes(target) == DATA[300:400]
+
+    # A slice of a larger buffer: only that slice is written.
+    big = bytearray(b"\xaa" * 64)
+    client.read_into(url, 10, memoryview(big)[16:32])
+    assert bytes(big) == b"\xaa" * 16 + DATA[10:26] + b"\xaa" * 32
+
+    # A NumPy array (4-byte elements): filled through its own memory, no copy.
+    array = numpy.zeros(8, dtype=numpy.uint32)
+    before = array.ctypes.data
+    client.read_into(url, 2000, array)
+    assert array.ctypes.data == before
+    assert array.tobytes() == DATA[2000:2032]
+    assert [r[2] for r in mock.requests()] == [(300, 399), (10, 25), (2000, 2031)]
+
+
+def test_read_into_refuses_read_only_buffers(mock, client):
+    url = mock.insert("/data/a.bin", DATA)
+    with pytest.raises(TypeError):
+        client.read_into(url, 0, b"immutable")
+    assert mock.requests() == []
+
+
+def test_read_ranges_is_one_batch_with_merged_requests(mock, client):
+    url = mock.insert("/data/a.bin", DATA)
+    starts = [0, 100, 200, 40_000]
+    lengths = [50, 50, 50, 100]
+    got = client.read_ranges(url, starts, lengths)
+    assert got == [DATA[s : s + n] for s, n in zip(starts, lengths)]
+    # The three close reads are merged into one transfer; the far one is its own. Each range
+    # is asked for exactly once.
+    assert sorted(mock.requests()) == [
+        ("GET", "/data/a.bin", (0, 249), 206),
+        ("GET", "/data/a.bin", (40_000, 40_099), 206),
+    ]
+
+
+def test_not_found_is_typed(mock, client):
+    url = mock.url("/missing.bin")
+    with pytest.raises(karu.NotFound) as caught:
+        client.read(url, 0, 10)
+    assert caught.value.status is karu.Status.NOT_FOUND
+    assert caught.value.http_status == 404
+    assert isinstance(caught.value, FileNotFoundError)
+    assert [r[3] for r in mock.requests()] == [404]
+
+
+def test_range_past_the_end_carries_the_valid_prefix(mock, client):
+    url = mock.insert("/data/a.bin", DATA)
+    with pytest.raises(karu.RangeNotSatisfiable) as caught:
+        client.read(url, 49_900, 200)
+    error = caught.value
+    assert error.status is karu.Status.RANGE_NOT_SATISFIABLE
+    assert error.valid_prefix == DATA[49_900:]
+    assert (error.offset, error.requested, error.received) == (49_900, 200, 100)
+
+    buffer = bytearray(200)
+    with pytest.raises(karu.RangeNotSatisfiable) as caught:
+        client.read_into(url, 49_950, buffer)
+    assert caught.value.received == 50
+    assert bytes(caught.value.valid_prefix) == DATA[49_950:]
+    assert bytes(buffer[:50]) == DATA[49_950:]
+
+
+def test_invalid_range_fetches_nothing(mock, client):
+    url = mock.insert("/data/a.bin", DATA)
+    with pytest.raises(karu.InvalidRange) as caught:
+        client.read(url, 10, 0)
+    assert caught.value.status is karu.Status.INVALID_RANGE
+    assert mock.requests() == []
+
+
+def test_failed_read_in_read_ranges_comes_back_per_read_unless_strict(mock, client):
+    url = mock.insert("/data/a.bin", DATA)
+    got = client.read_ranges(url, [0, 10, 49_990], [10, 0, 20])
+    assert got[0] == DATA[:10]
+    assert isinstance(got[1], karu.InvalidRange)
+    assert isinstance(got[2], karu.RangeNotSatisfiable)
+    assert got[2].valid_prefix == DATA[49_990:]
+    with pytest.raises(karu.InvalidRange):
+        client.read_ranges(url, [0, 10], [10, 0], strict=True)
+
+
+def test_read_batch_across_objects_and_a_missing_one(mock, client):
+    a = mock.insert("/a.bin", DATA[:1000])
+    b = mock.insert("/b.bin", DATA[1000:3000])
+    got = client.read_batch([(a, 0, 10), (b, 5, 5), (mock.url("/nope"), 0, 1)])
+    assert got[:2] == [DATA[:10], DATA[1005:1010]]
+    assert isinstance(got[2], karu.NotFound)
+
+
+def test_stat_and_read_ends(mock, client, tmp_path):
+    url = mock.insert("/data/a.bin", DATA)
+    size, etag = client.stat(url)
+    assert size == len(DATA)
+    assert etag is None or isinstance(etag, str)
+    head, tail, size, _ = client.read_ends(url, 16, 32)
+    assert (head, tail, size) == (DATA[:16], DATA[-32:], len(DATA))
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 12)
+    assert client.stat(path) == (12, None)
+    with pytest.raises(karu.NotFound):
+        client.stat(tmp_path / "missing")
+
+
+def test_submit_yields_every_completion_with_its_tag(mock, client):
+    url = mock.insert("/data/a.bin", DATA)
+    batch = client.submit([(url, 0, 10, 7), (url, 49_995, 10, 8), (url, 5, 0, 9)])
+    done = {c.tag: c for c in batch}
+    assert set(done) == {7, 8, 9}
+    assert done[7].status is karu.Status.OK and bytes(done[7].data) == DATA[:10]
+    assert done[7].error is None
+    assert done[8].status is karu.Status.RANGE_NOT_SATISFIABLE
+    assert bytes(done[8].data) == DATA[49_995:]
+    assert isinstance(done[8].error, karu.RangeNotSatisfiable)
+    assert done[9].status is karu.Status.INVALID_RANGE
+    assert batch.next() is None
+
+
+def test_many_threads_share_one_client(mock, client):
+    url = mock.insert("/data/a.bin", DATA)
+    threads = 8
+    start = threading.Barrier(threads)
+    results = [None] * threads
+
+    def work(i):
+        start.wait()
+        results[i] = client.read(url, i * 1000, 1000)
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert results == [DATA[i * 1000 : (i + 1) * 1000] for i in range(threads)]
+    assert sorted(r[2] for r in mock.requests()) == [
+        (i * 1000, i * 1000 + 999) for i in range(threads)
+    ]
+
+
+def test_settings_are_checked(tmp_path):
+    with pytest.raises(karu.InvalidArgument):
+        karu.Client(isolated=True, planner={"max_gap": "not a size"})
+    config = tmp_path / "karu.toml"
+    config.write_text("file_workers = 2\n")
+    client = karu.Client(config, isolated=True, planner={"max_gap": "0B"})
+    path = tmp_path / "f"
+    path.write_bytes(bytes(range(100)))
+    assert client.read_ranges(path, [0, 10], [5, 5]) == [bytes(range(5)), bytes(range(10, 15))]
+
+
+def test_max_gap_setting_reaches_the_planner(mock):
+    client = karu.Client(isolated=True, planner={"max_gap": "0B"})
+    url = mock.insert("/data/a.bin", DATA)
+    client.read_ranges(url, [0, 20], [10, 10])
+    assert sorted(r[2] for r in mock.requests()) == [(0, 9), (20, 29)]

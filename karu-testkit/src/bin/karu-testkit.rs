@@ -1,0 +1,153 @@
+//! `karu-testkit serve`: the testkit's mock object server as a process, for tests in other
+//! languages (the Python binding's pytest suite). It listens on 127.0.0.1 (an ephemeral
+//! port), prints its base URL on the first line of stdout, and stops when its stdin closes
+//! (so it never outlives the test process that started it).
+//!
+//! Tests drive it over HTTP, under `/_testkit/` (requests there are not in the log it serves):
+//! - `PUT /_testkit/objects/<path>`: store the request body (at most 64 KiB) as the object at
+//!   `/<path>`; with `?file=<local path>`, the file's bytes instead; with `?virtual=<size>`,
+//!   a virtual object of that size (the testkit's byte pattern);
+//! - `DELETE /_testkit/objects/<path>`: remove it;
+//! - `GET /_testkit/requests`: the request log as JSON, `[{"method", "path", "range",
+//!   "status"}]` (`range` as `[first, last]`, inclusive, or null);
+//! - `DELETE /_testkit/requests`: clear the log;
+//! - `PUT /_testkit/latency?ms=<n>`: set the per-request latency.
+
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use karu_testkit::{GateResponse, MockServer, RequestHead, Route};
+
+const CONTROL: &str = "/_testkit/";
+
+#[derive(Debug)]
+struct Control {
+    server: Weak<MockServer>,
+}
+
+impl Route for Control {
+    fn respond(&self, request: &RequestHead) -> Option<GateResponse> {
+        let rest = request.path.strip_prefix(CONTROL)?;
+        let server = self.server.upgrade()?;
+        Some(control(&server, request, rest).unwrap_or_else(|why| GateResponse::new(400, why)))
+    }
+}
+
+fn query<'a>(request: &'a RequestHead, name: &str) -> Option<&'a str> {
+    request
+        .query
+        .as_deref()?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+}
+
+fn control(server: &MockServer, request: &RequestHead, rest: &str) -> Result<GateResponse, String> {
+    let method = request.method.as_str();
+    if let Some(path) = rest.strip_prefix("objects/") {
+        let path = format!("/{path}");
+        return match method {
+            "PUT" => {
+                if let Some(file) = query(request, "file") {
+                    let file = percent_decode(file);
+                    let bytes = std::fs::read(&file).map_err(|e| format!("{file}: {e}"))?;
+                    server.insert(&path, bytes);
+                } else if let Some(size) = query(request, "virtual") {
+                    let size = size.parse().map_err(|_| format!("bad size {size:?}"))?;
+                    server.insert_virtual(&path, size);
+                } else {
+                    server.insert(&path, request.body.clone());
+                }
+                Ok(GateResponse::new(204, ""))
+            }
+            "DELETE" => {
+                server.remove(&path);
+                Ok(GateResponse::new(204, ""))
+            }
+            _ => Err(format!("{method} is not a control method for objects")),
+        };
+    }
+    match (method, rest) {
+        ("GET", "requests") => {
+            let log: Vec<serde_json::Value> = server
+                .requests()
+                .into_iter()
+                .filter(|r| !r.path.starts_with(CONTROL))
+                .map(|r| {
+                    serde_json::json!({
+                        "method": r.method,
+                        "path": r.path,
+                        "range": r.byte_range.map(|(a, b)| [a, b]),
+                        "status": r.status,
+                    })
+                })
+                .collect();
+            Ok(
+                GateResponse::new(200, serde_json::Value::from(log).to_string())
+                    .header("content-type", "application/json"),
+            )
+        }
+        ("DELETE", "requests") => {
+            server.take_requests();
+            Ok(GateResponse::new(204, ""))
+        }
+        ("PUT", "latency") => {
+            let ms: u64 = query(request, "ms")
+                .and_then(|ms| ms.parse().ok())
+                .ok_or("latency needs ?ms=<n>")?;
+            server.set_latency(Duration::from_millis(ms));
+            Ok(GateResponse::new(204, ""))
+        }
+        _ => Err(format!("no control {method} {CONTROL}{rest}")),
+    }
+}
+
+/// `%XX` escapes decoded (a local path given in a query).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) != Some("serve") {
+        eprintln!(
+            "usage: karu-testkit serve\n  serves the testkit's mock object server on 127.0.0.1 until stdin closes"
+        );
+        return std::process::ExitCode::from(2);
+    }
+    let server = Arc::new(MockServer::start());
+    server.set_route(Some(Arc::new(Control {
+        server: Arc::downgrade(&server),
+    })));
+    let mut stdout = std::io::stdout();
+    if writeln!(stdout, "{}", server.base_url())
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        return std::process::ExitCode::FAILURE;
+    }
+    // Serve until stdin closes (or anything is written to it).
+    let mut line = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+    drop(server);
+    std::process::ExitCode::SUCCESS
+}

@@ -1,0 +1,128 @@
+//! `cargo xtask python`: build the Python wheel (`karu-api/python`) with maturin from PyPI,
+//! in the workspace's target directory (so it shares the workspace's build), and install it
+//! into a virtual environment under `target/python/venv`, with the test tools. `test` also
+//! runs the pytest suite (`karu-api/python/tests`) against the testkit's mock server process
+//! (`karu-testkit serve`).
+//!
+//! Idempotent: the environment is made once, and the pinned tools are installed only when
+//! the list of them changed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::{cargo, target_dir, workspace_root};
+
+/// The tools the environment holds, pinned (PyPI).
+const TOOLS: [&str; 4] = [
+    "maturin==1.16.0",
+    "pytest==9.2.0",
+    "fsspec==2026.9.0",
+    "numpy==2.4.6",
+];
+
+/// The environment under the target directory.
+pub(crate) fn venv() -> PathBuf {
+    target_dir().join("python").join("venv")
+}
+
+fn python(venv: &Path) -> PathBuf {
+    venv.join("bin").join("python")
+}
+
+/// Make the environment and install the tools, if not done already.
+fn environment() -> Result<PathBuf, String> {
+    let venv = venv();
+    let python = python(&venv);
+    if !python.exists() {
+        println!("xtask python: creating {}", venv.display());
+        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    }
+    let stamp = venv.join("karu-tools.txt");
+    let wanted = TOOLS.join("\n");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
+        println!("xtask python: installing {}", TOOLS.join(" "));
+        run(Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(TOOLS))?;
+        std::fs::write(&stamp, wanted).map_err(|e| format!("{}: {e}", stamp.display()))?;
+    }
+    Ok(venv)
+}
+
+/// Build the wheel and install it into the environment; returns the environment.
+pub(crate) fn build() -> Result<PathBuf, String> {
+    let venv = environment()?;
+    let root = workspace_root();
+    let wheels = target_dir().join("python").join("wheels");
+    let _ = std::fs::remove_dir_all(&wheels);
+    println!("xtask python: maturin build (karu-api/python)");
+    run(Command::new(venv.join("bin").join("maturin"))
+        .args(["build", "--quiet", "--manifest-path"])
+        .arg(root.join("karu-api/python/Cargo.toml"))
+        .arg("--out")
+        .arg(&wheels)
+        .arg("--interpreter")
+        .arg(python(&venv))
+        .env("CARGO_TARGET_DIR", target_dir())
+        .current_dir(&root))?;
+    let wheel = std::fs::read_dir(&wheels)
+        .map_err(|e| format!("{}: {e}", wheels.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|e| e == "whl"))
+        .ok_or("maturin made no wheel")?;
+    run(Command::new(python(&venv))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--force-reinstall",
+            "--no-deps",
+        ])
+        .arg(&wheel))?;
+    println!("xtask python: installed {}", wheel.display());
+    Ok(venv)
+}
+
+/// Build and install the wheel, build the mock server, and run the pytest suite.
+pub(crate) fn test(extra: &[String]) -> Result<(), String> {
+    let venv = build()?;
+    let root = workspace_root();
+    run(Command::new(cargo())
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "karu-testkit",
+            "--bin",
+            "karu-testkit",
+        ])
+        .current_dir(&root))?;
+    let testkit = target_dir().join("debug").join("karu-testkit");
+    println!("xtask python: pytest karu-api/python/tests");
+    run(Command::new(python(&venv))
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .arg(root.join("karu-api/python/tests"))
+        .args(extra)
+        .env("TESTKIT_BINARY", testkit)
+        .current_dir(&root))
+}
+
+fn run(command: &mut Command) -> Result<(), String> {
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot run {:?}: {e}", command.get_program()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{command:?} failed ({status})"))
+    }
+}
