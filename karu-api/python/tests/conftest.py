@@ -61,6 +61,10 @@ class Mock:
     def latency(self, ms: int):
         self._control("PUT", f"latency?ms={ms}")
 
+    def never_answer(self, path: str):
+        """Requests for `path` get no answer from now on."""
+        self._control("PUT", "never-answer?path=" + urllib.parse.quote(path, safe=""))
+
     def stop(self):
         self.process.stdin.close()
         self.process.wait(timeout=30)

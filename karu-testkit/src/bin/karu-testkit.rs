@@ -11,13 +11,16 @@
 //! - `GET /_testkit/requests`: the request log as JSON, `[{"method", "path", "range",
 //!   "status"}]` (`range` as `[first, last]`, inclusive, or null);
 //! - `DELETE /_testkit/requests`: clear the log;
-//! - `PUT /_testkit/latency?ms=<n>`: set the per-request latency.
+//! - `PUT /_testkit/latency?ms=<n>`: set the per-request latency (control requests wait it
+//!   too);
+//! - `PUT /_testkit/never-answer?path=<path>`: requests for `<path>` get no answer (the
+//!   connection stays open), until `DELETE /_testkit/faults`.
 
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use karu_testkit::{GateResponse, MockServer, RequestHead, Route};
+use karu_testkit::{Fault, FaultRule, GateResponse, MockServer, RequestHead, Route};
 
 const CONTROL: &str = "/_testkit/";
 
@@ -96,6 +99,15 @@ fn control(server: &MockServer, request: &RequestHead, rest: &str) -> Result<Gat
                 .and_then(|ms| ms.parse().ok())
                 .ok_or("latency needs ?ms=<n>")?;
             server.set_latency(Duration::from_millis(ms));
+            Ok(GateResponse::new(204, ""))
+        }
+        ("PUT", "never-answer") => {
+            let path = query(request, "path").ok_or("never-answer needs ?path=<path>")?;
+            server.add_fault(FaultRule::new(Fault::NeverAnswer).path(percent_decode(path)));
+            Ok(GateResponse::new(204, ""))
+        }
+        ("DELETE", "faults") => {
+            server.clear_faults();
             Ok(GateResponse::new(204, ""))
         }
         _ => Err(format!("no control {method} {CONTROL}{rest}")),

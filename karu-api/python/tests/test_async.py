@@ -1,0 +1,90 @@
+"""The asyncio versions: each awaitable gives what its blocking twin gives, reads run
+concurrently, cancelling a task cancels its read."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import karu
+
+DATA = bytes((i * 13 + 5) % 256 for i in range(30_000))
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def test_read_async_exact_bytes(mock, client):
+    url = mock.insert("/a.bin", DATA)
+
+    async def main():
+        return await asyncio.gather(*(client.read_async(url, i * 100, 100) for i in range(5)))
+
+    assert run(main()) == [DATA[i * 100 : (i + 1) * 100] for i in range(5)]
+    assert sorted(r[2] for r in mock.requests()) == [(i * 100, i * 100 + 99) for i in range(5)]
+
+
+def test_async_errors_are_typed(mock, client):
+    url = mock.insert("/a.bin", DATA)
+
+    async def main():
+        with pytest.raises(karu.NotFound):
+            await client.read_async(mock.url("/missing"), 0, 1)
+        with pytest.raises(karu.RangeNotSatisfiable) as caught:
+            await client.read_async(url, 29_990, 20)
+        assert caught.value.valid_prefix == DATA[29_990:]
+        with pytest.raises(karu.InvalidRange):
+            await client.read_async(url, 0, 0)
+
+    run(main())
+
+
+def test_read_ranges_stat_ends_async(mock, client):
+    url = mock.insert("/a.bin", DATA)
+
+    async def main():
+        got = await client.read_ranges_async(url, [0, 10, 29_999], [5, 5, 5])
+        assert got[:2] == [DATA[0:5], DATA[10:15]]
+        assert isinstance(got[2], karu.RangeNotSatisfiable)
+        with pytest.raises(karu.RangeNotSatisfiable):
+            await client.read_ranges_async(url, [0, 29_999], [5, 5], strict=True)
+        assert (await client.stat_async(url))[0] == len(DATA)
+        head, tail, size, _ = await client.read_ends_async(url, 4, 4)
+        assert (head, tail, size) == (DATA[:4], DATA[-4:], len(DATA))
+        buffer = bytearray(8)
+        assert await client.read_into_async(url, 100, buffer) == 8
+        assert bytes(buffer) == DATA[100:108]
+
+    run(main())
+
+
+def test_batch_async_iteration(mock, client):
+    url = mock.insert("/a.bin", DATA)
+
+    async def main():
+        batch = client.submit([(url, 0, 10, 1), (url, 20_000, 10, 2), (url, 0, 0, 3)])
+        return {c.tag: c async for c in batch}
+
+    done = run(main())
+    assert bytes(done[1].data) == DATA[:10]
+    assert bytes(done[2].data) == DATA[20_000:20_010]
+    assert done[3].status is karu.Status.INVALID_RANGE
+
+
+def test_cancelling_a_task_cancels_its_read(mock, client):
+    url = mock.insert("/a.bin", DATA)
+    mock.never_answer("/a.bin")
+
+    async def main():
+        task = asyncio.ensure_future(client.read_async(url, 0, 10))
+        # Wait until the request reached the server, then cancel.
+        while not mock.requests():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(main())
+    assert [r[2] for r in mock.requests()] == [(0, 9)]
