@@ -13,11 +13,14 @@ use std::process::Command;
 use crate::{cargo, target_dir, workspace_root};
 
 /// The tools the environment holds, pinned (PyPI).
-const TOOLS: [&str; 4] = [
+/// h5py and tifffile are the format readers the fsspec tests read real files with.
+const TOOLS: [&str; 6] = [
     "maturin==1.16.0",
     "pytest==9.2.0",
     "fsspec==2026.9.0",
     "numpy==2.4.6",
+    "h5py==3.16.0",
+    "tifffile==2026.3.3",
 ];
 
 /// The environment under the target directory.

@@ -380,13 +380,6 @@ impl Batch {
         py: Python<'py>,
         timeout: Option<f64>,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let guard = self
-            .inner
-            .lock()
-            .map_err(|_| PyValueError::new_err("a batch's lock was poisoned"))?;
-        let Some(batch) = guard.as_ref() else {
-            return Ok(None);
-        };
         let limit = match timeout {
             Some(t) if !(t >= 0.0 && t.is_finite()) => {
                 return Err(PyValueError::new_err(
@@ -399,7 +392,16 @@ impl Batch {
         let mut waited = Duration::ZERO;
         loop {
             let step = limit.map_or(SIGNAL_CHECK, |l| (l - waited).min(SIGNAL_CHECK));
-            match py.detach(|| batch.next_timeout(step)) {
+            // The lock is taken without the GIL (and released before it is taken again), so
+            // threads sharing a batch never wait for each other while holding the GIL.
+            let next = py.detach(|| {
+                let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+                guard.as_ref().map(|batch| batch.next_timeout(step))
+            });
+            let Some(next) = next else {
+                return Ok(None);
+            };
+            match next {
                 Next::Completion(completion) => {
                     return convert::completion_tuple(py, completion).map(Some);
                 }

@@ -187,3 +187,23 @@ def test_max_gap_setting_reaches_the_planner(mock):
     url = mock.insert("/data/a.bin", DATA)
     client.read_ranges(url, [0, 20], [10, 10])
     assert sorted(r[2] for r in mock.requests()) == [(0, 9), (20, 29)]
+
+
+def test_threads_sharing_one_batch_get_each_completion_once(mock, client):
+    url = mock.insert("/data/a.bin", DATA)
+    batch = client.submit([(url, i * 1000, 100, i) for i in range(20)])
+    seen = [[], []]
+    start = threading.Barrier(2)
+
+    def drain(mine):
+        start.wait()
+        for done in batch:
+            mine.append((done.tag, bytes(done.data)))
+
+    workers = [threading.Thread(target=drain, args=(seen[i],)) for i in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    got = sorted(seen[0] + seen[1])
+    assert got == [(i, DATA[i * 1000 : i * 1000 + 100]) for i in range(20)]
