@@ -92,7 +92,50 @@ pub(crate) fn build() -> Result<PathBuf, String> {
         ])
         .arg(&wheel))?;
     println!("xtask python: installed {}", wheel.display());
+    clean_install(&wheel)?;
     Ok(venv)
+}
+
+/// The wheel alone (no test tools, no dependencies) installs into a clean environment and
+/// reads there.
+fn clean_install(wheel: &Path) -> Result<(), String> {
+    let clean = target_dir().join("python").join("clean");
+    let _ = std::fs::remove_dir_all(&clean);
+    run(Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&clean))?;
+    let clean_python = python(&clean);
+    // Its own pip would be a download: the test environment's pip installs into it.
+    run(Command::new(python(&venv()))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--target",
+        ])
+        .arg(site_packages(&clean)?)
+        .arg(wheel))?;
+    let check = "import karu, tempfile, os\n\
+        d = tempfile.mkdtemp(); p = os.path.join(d, 'a')\n\
+        open(p, 'wb').write(bytes(range(256)))\n\
+        assert karu.Client(isolated=True).read(p, 10, 5) == bytes(range(10, 15))\n";
+    run(Command::new(&clean_python).args(["-c", check]))?;
+    println!("xtask python: the wheel installs and reads in a clean environment");
+    Ok(())
+}
+
+/// The `site-packages` directory of an environment.
+fn site_packages(venv: &Path) -> Result<PathBuf, String> {
+    let lib = venv.join("lib");
+    std::fs::read_dir(&lib)
+        .map_err(|e| format!("{}: {e}", lib.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path().join("site-packages"))
+        .find(|path| path.is_dir())
+        .ok_or_else(|| format!("no site-packages under {}", lib.display()))
 }
 
 /// Build and install the wheel, build the mock server, and run the pytest suite.

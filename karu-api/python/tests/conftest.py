@@ -79,6 +79,51 @@ def mock():
         server.stop()
 
 
+class NginxServer:
+    """A real nginx serving a directory (``karu-testkit nginx DIR``)."""
+
+    def __init__(self, root):
+        binary = os.environ.get("TESTKIT_BINARY")
+        if not binary:
+            pytest.fail("TESTKIT_BINARY is not set (run the suite with `cargo xtask python --test`)")
+        self.root = root
+        self.process = subprocess.Popen(
+            [binary, "nginx", str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.base = self.process.stdout.readline().strip()
+        assert self.base.startswith("http://127.0.0.1:"), "nginx did not start"
+
+    def url(self, name: str) -> str:
+        return f"{self.base}/{name}"
+
+    def access_log(self):
+        """``(method, uri, range header, status)`` of each finished request."""
+        self.process.stdin.write("log\n")
+        self.process.stdin.flush()
+        lines = json.loads(self.process.stdout.readline())
+        out = []
+        for line in lines:
+            method, uri, rest = line.split(" ", 2)
+            range_header, status = rest.rsplit(" ", 3)[0], rest.rsplit(" ", 3)[1]
+            out.append((method, uri, range_header.strip('"'), int(status)))
+        return out
+
+    def stop(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def nginx(tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    server = NginxServer(root)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def client():
     return karu.Client(isolated=True)

@@ -1,3 +1,8 @@
+//! `karu-testkit nginx DIR`: a real nginx (the testkit's harness) serving `DIR` on 127.0.0.1;
+//! it prints its base URL, answers each `log` line on stdin with its access log as one line
+//! of JSON (`["METHOD URI \"RANGE\" STATUS BYTES CONNECTION", ...]`), and stops when stdin
+//! closes.
+//!
 //! `karu-testkit serve`: the testkit's mock object server as a process, for tests in other
 //! languages (the Python binding's pytest suite). It listens on 127.0.0.1 (an ephemeral
 //! port), prints its base URL on the first line of stdout, and stops when its stdin closes
@@ -138,13 +143,51 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+fn nginx(root: &str) -> std::process::ExitCode {
+    let nginx = match karu_testkit::nginx::Nginx::start(std::path::Path::new(root)) {
+        Ok(nginx) => nginx,
+        Err(e) => {
+            eprintln!("karu-testkit: cannot start nginx: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let mut stdout = std::io::stdout();
+    if writeln!(stdout, "{}", nginx.base_url())
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        return std::process::ExitCode::FAILURE;
+    }
+    for line in std::io::stdin().lock().lines() {
+        match line {
+            Ok(line) if line.trim() == "log" => {
+                let log = serde_json::Value::from(nginx.access_log()).to_string();
+                if writeln!(stdout, "{log}")
+                    .and_then(|()| stdout.flush())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    drop(nginx);
+    std::process::ExitCode::SUCCESS
+}
+
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) != Some("serve") {
-        eprintln!(
-            "usage: karu-testkit serve\n  serves the testkit's mock object server on 127.0.0.1 until stdin closes"
-        );
-        return std::process::ExitCode::from(2);
+    match args.first().map(String::as_str) {
+        Some("serve") => {}
+        Some("nginx") if args.len() == 2 => return nginx(&args[1]),
+        _ => {
+            eprintln!(
+                "usage: karu-testkit serve | karu-testkit nginx DIR\n  serves the testkit's mock object server (or nginx serving DIR) on 127.0.0.1 until stdin closes"
+            );
+            return std::process::ExitCode::from(2);
+        }
     }
     let server = Arc::new(MockServer::start());
     server.set_route(Some(Arc::new(Control {
