@@ -207,3 +207,25 @@ def test_threads_sharing_one_batch_get_each_completion_once(mock, client):
         w.join()
     got = sorted(seen[0] + seen[1])
     assert got == [(i, DATA[i * 1000 : i * 1000 + 100]) for i in range(20)]
+
+
+def test_waiting_releases_the_gil(mock, client):
+    """A thread blocked in a batch's wait (its request never answered) leaves the GIL free:
+    this thread sees the request arrive, reads through the same client meanwhile, then
+    cancels the batch, which ends the other thread's iteration."""
+    hanging = mock.insert("/hang.bin", DATA)
+    other = mock.insert("/other.bin", DATA)
+    mock.never_answer("/hang.bin")
+    batch = client.submit([(hanging, 0, 10)])
+    seen = []
+    waiter = threading.Thread(target=lambda: seen.extend(batch))
+    waiter.start()
+    while not any(r[1] == "/hang.bin" for r in mock.requests()):
+        pass  # busy: runs only while the waiter does not hold the GIL
+    assert client.read(other, 5, 5) == DATA[5:10]
+    assert waiter.is_alive()
+    batch.cancel()
+    waiter.join(timeout=60)
+    assert not waiter.is_alive()
+    assert seen == []
+    assert [r[1:3] for r in mock.requests()] == [("/hang.bin", (0, 9)), ("/other.bin", (5, 9))]
