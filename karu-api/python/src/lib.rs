@@ -127,22 +127,18 @@ impl Client {
         reads: Vec<(String, u64, u64)>,
         strict: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        let mut batch_reads = Vec::with_capacity(reads.len());
-        for (address, offset, length) in &reads {
+        // An address that does not resolve fails its read alone (or the call, if strict).
+        let mut failures: Vec<Option<karu::Error>> = Vec::with_capacity(reads.len());
+        let mut reads_to_submit = Vec::with_capacity(reads.len());
+        for (index, (address, offset, length)) in reads.iter().enumerate() {
             match self.inner.locate(address) {
-                Ok(locator) => batch_reads.push(Some(Read::new(&locator, *offset, *length))),
+                Ok(locator) => {
+                    reads_to_submit.push(Read::new(&locator, *offset, *length).tag(index as u64));
+                    failures.push(None);
+                }
                 Err(e) if strict => return Err(error(py, &e, None)),
-                Err(_) => batch_reads.push(None),
+                Err(e) => failures.push(Some(e)),
             }
-        }
-        let mut failures: Vec<Option<karu::Error>> = Vec::new();
-        let reads_to_submit: Vec<Read<'static>> = batch_reads
-            .iter_mut()
-            .enumerate()
-            .filter_map(|(i, r)| r.take().map(|r| r.tag(i as u64)))
-            .collect();
-        for (address, _, _) in &reads {
-            failures.push(self.inner.locate(address).err());
         }
         let batch = self.inner.submit(reads_to_submit);
         let completions = py.detach(|| batch.wait());

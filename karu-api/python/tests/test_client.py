@@ -117,9 +117,16 @@ def test_failed_read_in_read_ranges_comes_back_per_read_unless_strict(mock, clie
 def test_read_batch_across_objects_and_a_missing_one(mock, client):
     a = mock.insert("/a.bin", DATA[:1000])
     b = mock.insert("/b.bin", DATA[1000:3000])
-    got = client.read_batch([(a, 0, 10), (b, 5, 5), (mock.url("/nope"), 0, 1)])
+    got = client.read_batch(
+        [(a, 0, 10), (b, 5, 5), (mock.url("/nope"), 0, 1), ("nosuchscheme://x/y", 0, 1)]
+    )
     assert got[:2] == [DATA[:10], DATA[1005:1010]]
     assert isinstance(got[2], karu.NotFound)
+    # An address no provider resolves fails alone, before anything is sent for it.
+    assert isinstance(got[3], karu.KaruError) and not isinstance(got[3], karu.NotFound)
+    assert sorted(r[1] for r in mock.requests()) == ["/a.bin", "/b.bin", "/nope"]
+    with pytest.raises(karu.KaruError):
+        client.read_batch([(a, 0, 10), ("nosuchscheme://x/y", 0, 1)], strict=True)
 
 
 def test_stat_and_read_ends(mock, client, tmp_path):
