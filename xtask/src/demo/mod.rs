@@ -42,9 +42,7 @@ pub(crate) fn run() -> Result<(), String> {
     // The S3 section builds its own client: its configuration (endpoint, path rules,
     // captured environment) is part of what it shows.
     s3::section()?;
-    println!();
     azure::section()?;
-    println!();
     hf::section()?;
     gcs::section()?;
     // The C ABI section builds the C library and the example program, and runs it.
