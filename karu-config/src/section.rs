@@ -97,6 +97,39 @@ impl InvalidKey {
     pub fn expected(&self) -> &str {
         &self.expected
     }
+
+    /// Two keys that are set together (a key id and its secret): `Ok` when both or neither
+    /// are set, else the missing one, worded with what it is.
+    ///
+    /// ```
+    /// use karu_config::InvalidKey;
+    /// let id = ("access_key_id", "an access key id");
+    /// let secret = ("secret_access_key", "a secret key");
+    /// assert!(InvalidKey::unless_together((id, true), (secret, true)).is_ok());
+    /// assert!(InvalidKey::unless_together((id, false), (secret, false)).is_ok());
+    /// let missing = InvalidKey::unless_together((id, true), (secret, false)).unwrap_err();
+    /// assert_eq!(missing.key(), "secret_access_key");
+    /// assert_eq!(
+    ///     missing.expected(),
+    ///     "a secret key too, since access_key_id is set (they are set together)"
+    /// );
+    /// ```
+    pub fn unless_together(
+        (first, first_set): ((&str, &str), bool),
+        (second, second_set): ((&str, &str), bool),
+    ) -> Result<(), InvalidKey> {
+        let missing = |(key, what): (&str, &str), (set, _): (&str, &str)| {
+            InvalidKey::new(
+                key,
+                format!("{what} too, since {set} is set (they are set together)"),
+            )
+        };
+        match (first_set, second_set) {
+            (true, false) => Err(missing(second, first)),
+            (false, true) => Err(missing(first, second)),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Why a declared section did not validate.

@@ -87,17 +87,16 @@ impl SectionConfig for GcsConfig {
                 "an http or https URL such as http://127.0.0.1:4443",
             ));
         }
-        match (&self.hmac_access_id, &self.hmac_secret) {
-            (Some(_), None) => Err(InvalidKey::new(
-                "hmac_secret",
-                "an HMAC secret too, since hmac_access_id is set (they are set together)",
-            )),
-            (None, Some(_)) => Err(InvalidKey::new(
-                "hmac_access_id",
-                "an HMAC access id too, since hmac_secret is set (they are set together)",
-            )),
-            _ => Ok(()),
-        }
+        InvalidKey::unless_together(
+            (
+                ("hmac_access_id", "an HMAC access id"),
+                self.hmac_access_id.is_some(),
+            ),
+            (
+                ("hmac_secret", "an HMAC secret"),
+                self.hmac_secret.is_some(),
+            ),
+        )
     }
 
     fn secret_keys() -> &'static [&'static str] {

@@ -78,17 +78,16 @@ impl SectionConfig for SourceConfig {
                 ));
             }
         }
-        match (&self.access_key_id, &self.secret_access_key) {
-            (Some(_), None) => Err(InvalidKey::new(
-                "secret_access_key",
-                "a secret key too, since access_key_id is set (they are set together)",
-            )),
-            (None, Some(_)) => Err(InvalidKey::new(
-                "access_key_id",
-                "an access key id too, since secret_access_key is set (they are set together)",
-            )),
-            _ => Ok(()),
-        }
+        InvalidKey::unless_together(
+            (
+                ("access_key_id", "an access key id"),
+                self.access_key_id.is_some(),
+            ),
+            (
+                ("secret_access_key", "a secret key"),
+                self.secret_access_key.is_some(),
+            ),
+        )
     }
 
     fn secret_keys() -> &'static [&'static str] {
