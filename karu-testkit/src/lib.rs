@@ -33,6 +33,7 @@ pub mod http;
 pub mod nginx;
 pub mod s3;
 pub mod seaweedfs;
+mod server_process;
 pub mod source;
 
 pub use aws::{CredentialCalls, CredentialFakes, MockCredentials, StsRequest};

