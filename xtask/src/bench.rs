@@ -6,6 +6,9 @@ use std::process::Command;
 use crate::{cargo, workspace_root};
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
+    if args.first().is_some_and(|a| a == "python") {
+        return crate::python_bench::run(&args[1..]);
+    }
     let mut command = Command::new(cargo());
     command
         .args(["run", "--release", "--package", "karu-bench", "--"])

@@ -9,6 +9,7 @@ mod features;
 mod fuzz;
 mod header;
 mod python;
+mod python_bench;
 mod sdk;
 mod table;
 mod test;
@@ -90,7 +91,7 @@ fn main() -> ExitCode {
             if test {
                 python::test(&args)
             } else {
-                python::build().map(drop)
+                python::build(python::Profile::Debug).map(drop)
             }
         }
         Task::Header => header::write(&workspace_root()),

@@ -28,23 +28,28 @@ pub(crate) fn venv() -> PathBuf {
     target_dir().join("python").join("venv")
 }
 
-fn python(venv: &Path) -> PathBuf {
+pub(crate) fn python(venv: &Path) -> PathBuf {
     venv.join("bin").join("python")
 }
 
 /// Make the environment and install the tools, if not done already.
 fn environment() -> Result<PathBuf, String> {
     let venv = venv();
-    let python = python(&venv);
-    if !python.exists() {
+    if !python(&venv).exists() {
         println!("xtask python: creating {}", venv.display());
         run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
     }
-    let stamp = venv.join("karu-tools.txt");
-    let wanted = TOOLS.join("\n");
+    install(&venv, "karu-tools.txt", &TOOLS)?;
+    Ok(venv)
+}
+
+/// Install pinned `tools` into `venv` unless the stamp file `stamp` already lists them.
+pub(crate) fn install(venv: &Path, stamp: &str, tools: &[&str]) -> Result<(), String> {
+    let stamp = venv.join(stamp);
+    let wanted = tools.join("\n");
     if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
-        println!("xtask python: installing {}", TOOLS.join(" "));
-        run(Command::new(&python)
+        println!("xtask python: installing {}", tools.join(" "));
+        run(Command::new(python(venv))
             .args([
                 "-m",
                 "pip",
@@ -52,21 +57,33 @@ fn environment() -> Result<PathBuf, String> {
                 "--quiet",
                 "--disable-pip-version-check",
             ])
-            .args(TOOLS))?;
+            .args(tools))?;
         std::fs::write(&stamp, wanted).map_err(|e| format!("{}: {e}", stamp.display()))?;
     }
-    Ok(venv)
+    Ok(())
+}
+
+/// How the wheel is built: `Debug` shares the test run's build; `Release` is for benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Profile {
+    Debug,
+    Release,
 }
 
 /// Build the wheel and install it into the environment; returns the environment.
-pub(crate) fn build() -> Result<PathBuf, String> {
+pub(crate) fn build(profile: Profile) -> Result<PathBuf, String> {
     let venv = environment()?;
     let root = workspace_root();
     let wheels = target_dir().join("python").join("wheels");
     let _ = std::fs::remove_dir_all(&wheels);
     println!("xtask python: maturin build (karu-api/python)");
-    run(Command::new(venv.join("bin").join("maturin"))
-        .args(["build", "--quiet", "--manifest-path"])
+    let mut maturin = Command::new(venv.join("bin").join("maturin"));
+    maturin.args(["build", "--quiet"]);
+    if profile == Profile::Release {
+        maturin.arg("--release");
+    }
+    run(maturin
+        .arg("--manifest-path")
         .arg(root.join("karu-api/python/Cargo.toml"))
         .arg("--out")
         .arg(&wheels)
@@ -140,7 +157,7 @@ fn site_packages(venv: &Path) -> Result<PathBuf, String> {
 
 /// Build and install the wheel, build the mock server, and run the pytest suite.
 pub(crate) fn test(extra: &[String]) -> Result<(), String> {
-    let venv = build()?;
+    let venv = build(Profile::Debug)?;
     let root = workspace_root();
     run(Command::new(cargo())
         .args([
@@ -162,7 +179,7 @@ pub(crate) fn test(extra: &[String]) -> Result<(), String> {
         .current_dir(&root))
 }
 
-fn run(command: &mut Command) -> Result<(), String> {
+pub(crate) fn run(command: &mut Command) -> Result<(), String> {
     let status = command
         .status()
         .map_err(|e| format!("cannot run {:?}: {e}", command.get_program()))?;

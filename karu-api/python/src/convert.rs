@@ -6,13 +6,6 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyMemoryView, PyTuple};
 
-/// A raw buffer address moved into the closure that runs without the GIL.
-pub(crate) struct SendPtr(pub(crate) *mut u8);
-
-// SAFETY: the pointer is only dereferenced by the one call that received it, under the
-// contract `Client::read_into_address` documents; moving it to another thread shares nothing.
-unsafe impl Send for SendPtr {}
-
 /// A completion as what Python gets: the bytes, or the error and the valid prefix (the bytes
 /// that exist, for a range past the end; empty otherwise).
 pub(crate) enum Outcome {
@@ -34,14 +27,23 @@ pub(crate) fn completion_outcome(completion: Completion) -> Outcome {
     }
 }
 
-/// `(tag, status name, data, exception or None)`: data is a `memoryview` of the bytes (of
-/// the valid prefix for `range_not_satisfiable`, empty for other failures).
-pub(crate) fn completion_tuple(
-    py: Python<'_>,
+/// `(tag, status name, data, exception or None, index, bytes received)`: `tag` is the
+/// caller's (`tags[index]`); data is a `memoryview` of the bytes (of the valid prefix for
+/// `range_not_satisfiable`, empty for other failures; empty for a read into a caller's
+/// buffer, whose bytes are there).
+pub(crate) fn completion_tuple<'py>(
+    py: Python<'py>,
     completion: Completion,
-) -> PyResult<Bound<'_, PyTuple>> {
-    let tag = completion.tag();
+    tags: &[u64],
+) -> PyResult<Bound<'py, PyTuple>> {
+    let index = completion.tag();
+    let tag = usize::try_from(index)
+        .ok()
+        .and_then(|i| tags.get(i))
+        .copied()
+        .unwrap_or(index);
     let status = completion.status().name();
+    let received = completion.bytes_received();
     let (data, exception) = match completion_outcome(completion) {
         Outcome::Ok(bytes) => (bytes, None),
         Outcome::Err(e, prefix) => {
@@ -50,7 +52,30 @@ pub(crate) fn completion_tuple(
         }
     };
     let view = PyMemoryView::from(&PyBytes::new(py, &data))?;
-    (tag, status, view, exception).into_pyobject(py)
+    (tag, status, view, exception, index, received).into_pyobject(py)
+}
+
+/// `e` with the end-of-object evidence of a read of `length` bytes at `offset` that received
+/// `received`, when it is a range past the end that does not carry it yet (as
+/// `karu::Client::read_into` adds it).
+pub(crate) fn with_end_evidence(
+    e: karu::Error,
+    offset: u64,
+    length: u64,
+    received: u64,
+) -> karu::Error {
+    if e.status() == Status::RangeNotSatisfiable
+        && !matches!(e.evidence(), Some(Evidence::EndOfObject { .. }))
+    {
+        e.with_evidence(Evidence::EndOfObject {
+            offset,
+            requested: length,
+            received,
+            size: None,
+        })
+    } else {
+        e
+    }
 }
 
 pub(crate) fn ends_tuple(py: Python<'_>, ends: karu::Ends) -> PyResult<Bound<'_, PyTuple>> {

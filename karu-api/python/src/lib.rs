@@ -16,7 +16,7 @@ mod runtime;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use karu::{Completion, Locator, Next, Read, Status};
+use karu::{BatchOptions, Completion, Locator, Next, Read, ScopedBatch, Status};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
@@ -30,7 +30,7 @@ struct Client {
 }
 
 /// How long a blocking wait sleeps in Rust before it looks at Python's signals (Ctrl-C).
-const SIGNAL_CHECK: Duration = Duration::from_millis(100);
+pub(crate) const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 
 #[pymethods]
 impl Client {
@@ -65,16 +65,20 @@ impl Client {
         Ok(Client { inner })
     }
 
-    /// `length` bytes at `offset`.
+    /// `length` bytes at `offset` (of the object whose ETag is `if_match`, if given).
+    #[pyo3(signature = (address, offset, length, if_match=None))]
     fn read<'py>(
         &self,
         py: Python<'py>,
         address: &str,
         offset: u64,
         length: u64,
+        if_match: Option<String>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let locator = self.locate(py, address)?;
-        let batch = self.inner.submit([Read::new(&locator, offset, length)]);
+        let batch = self
+            .inner
+            .submit([with_if_match(Read::new(&locator, offset, length), if_match)]);
         let completion = wait_one(py, &batch)?;
         match completion_outcome(completion) {
             Outcome::Ok(bytes) => Ok(PyBytes::new(py, &bytes)),
@@ -83,12 +87,15 @@ impl Client {
     }
 
     /// Fill `length` bytes at `address` (a writable, C-contiguous buffer the Python half has
-    /// exported and keeps exported for the whole call) from `offset`, in place.
+    /// exported and keeps exported for the whole call) from `offset`, in place; the bytes
+    /// received, or the exception (for a range past the end, its `received` bytes are at the
+    /// buffer's start).
     ///
     /// The Python half passes the address of a buffer it holds exported (a `ctypes` array made
     /// `from_buffer` of the caller's object) until this call returns; the call returns only
-    /// when no Karu thread references the buffer any more ([`karu::Client::read_into`] waits
-    /// for that).
+    /// when no Karu thread references the buffer any more (the scoped batch's drop waits for
+    /// that, on success, failure and interruption alike).
+    #[pyo3(signature = (address, offset, buffer, length, if_match=None))]
     fn read_into_address(
         &self,
         py: Python<'_>,
@@ -96,27 +103,33 @@ impl Client {
         offset: u64,
         buffer: usize,
         length: usize,
-    ) -> PyResult<()> {
-        if buffer == 0 && length != 0 {
-            return Err(PyValueError::new_err("a null buffer"));
-        }
+        if_match: Option<String>,
+    ) -> PyResult<u64> {
         let locator = self.locate(py, address)?;
-        let pointer = convert::SendPtr(buffer as *mut u8);
-        let result = py.detach(move || {
-            let pointer = pointer;
-            let destination: &mut [u8] = if length == 0 {
-                &mut []
-            } else {
-                // SAFETY: `buffer` is the address of a writable, contiguous buffer of `length`
-                // bytes that the Python half keeps exported (so it neither moves nor is freed)
-                // until this call returns, and to which nothing else writes meanwhile (the
-                // caller handed it to this read); `read_into` returns only when no transfer
-                // references the slice.
-                unsafe { std::slice::from_raw_parts_mut(pointer.0, length) }
-            };
-            self.inner.read_into(&locator, offset, destination)
-        });
-        result.map_err(|e| error(py, &e, None))
+        let spec = Spec {
+            locator,
+            offset,
+            length: length as u64,
+            buffer: Some(buffer),
+            if_match,
+        };
+        check_destinations(std::slice::from_ref(&spec))?;
+        // SAFETY: `buffer` is the address of a writable, contiguous buffer of `length` bytes
+        // that the Python half keeps exported (so it neither moves nor is freed) until this
+        // call returns, and to which nothing else writes meanwhile; the batch is dropped
+        // (waiting for every transfer) before this function returns.
+        let batch = unsafe { submit_specs(&self.inner, vec![spec], Vec::new()) };
+        let completion = wait_one(py, &batch.batch);
+        py.detach(|| drop(batch));
+        let completion = completion?;
+        let received = completion.bytes_received();
+        match completion.error() {
+            None => Ok(received),
+            Some(e) => {
+                let e = convert::with_end_evidence(e.clone(), offset, length as u64, received);
+                Err(error(py, &e, None))
+            }
+        }
     }
 
     /// One batch of `(address, offset, length)` reads, across objects; each read's bytes, or
@@ -124,16 +137,17 @@ impl Client {
     fn read_many<'py>(
         &self,
         py: Python<'py>,
-        reads: Vec<(String, u64, u64)>,
+        reads: Vec<(String, u64, u64, Option<String>)>,
         strict: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         // An address that does not resolve fails its read alone (or the call, if strict).
         let mut failures: Vec<Option<karu::Error>> = Vec::with_capacity(reads.len());
         let mut reads_to_submit = Vec::with_capacity(reads.len());
-        for (index, (address, offset, length)) in reads.iter().enumerate() {
+        for (index, (address, offset, length, if_match)) in reads.iter().enumerate() {
             match self.inner.locate(address) {
                 Ok(locator) => {
-                    reads_to_submit.push(Read::new(&locator, *offset, *length).tag(index as u64));
+                    let read = Read::new(&locator, *offset, *length).tag(index as u64);
+                    reads_to_submit.push(with_if_match(read, if_match.clone()));
                     failures.push(None);
                 }
                 Err(e) if strict => return Err(error(py, &e, None)),
@@ -141,7 +155,7 @@ impl Client {
             }
         }
         let batch = self.inner.submit(reads_to_submit);
-        let completions = py.detach(|| batch.wait());
+        let completions = wait_all(py, &batch)?;
         let mut out: Vec<Option<Py<PyAny>>> = (0..reads.len()).map(|_| None).collect();
         for completion in completions {
             let slot = completion.tag() as usize;
@@ -176,8 +190,7 @@ impl Client {
     /// `(size, etag)`; the size is `None` for a device or FIFO.
     fn stat(&self, py: Python<'_>, address: &str) -> PyResult<(Option<u64>, Option<String>)> {
         let locator = self.locate(py, address)?;
-        let info = py
-            .detach(|| self.inner.stat(&locator))
+        let info = runtime::block_on(py, self.inner.stat_async(&locator))?
             .map_err(|e| error(py, &e, None))?;
         Ok((info.size, info.etag))
     }
@@ -191,30 +204,53 @@ impl Client {
         tail: u64,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let locator = self.locate(py, address)?;
-        let ends = py
-            .detach(|| self.inner.read_ends(&locator, head, tail))
+        let ends = runtime::block_on(py, self.inner.read_ends_async(&locator, head, tail))?
             .map_err(|e| error(py, &e, None))?;
         ends_tuple(py, ends)
     }
 
-    /// Submit `(address, offset, length, tag)` reads; a batch yielding completions as they
-    /// arrive. An address that does not resolve makes this raise (nothing is submitted).
-    fn submit(&self, py: Python<'_>, reads: Vec<(String, u64, u64, u64)>) -> PyResult<Batch> {
-        let mut batch_reads = Vec::with_capacity(reads.len());
-        for (address, offset, length, tag) in reads {
-            let locator = self.locate(py, &address)?;
-            batch_reads.push(Read::new(&locator, offset, length).tag(tag));
+    /// Submit `(address, offset, length, tag, buffer, if_match)` reads; a batch yielding
+    /// completions as they arrive. `buffer` is `None` (Karu allocates the bytes) or the
+    /// address of a caller's writable buffer of `length` bytes, exported by the Python half
+    /// through the objects in `pins`, which the batch keeps until no Karu thread references
+    /// any buffer (the bytes are written there in place). An address that does not resolve, or
+    /// buffers that overlap, make this raise (nothing is submitted).
+    fn submit(
+        &self,
+        py: Python<'_>,
+        reads: Vec<SubmittedRead>,
+        pins: Vec<Py<PyAny>>,
+    ) -> PyResult<Batch> {
+        let mut specs = Vec::with_capacity(reads.len());
+        let mut tags = Vec::with_capacity(reads.len());
+        for (address, offset, length, tag, buffer, if_match) in reads {
+            specs.push(Spec {
+                locator: self.locate(py, &address)?,
+                offset,
+                length,
+                buffer,
+                if_match,
+            });
+            tags.push(tag);
         }
-        let batch = self.inner.submit(batch_reads);
-        let transfers = batch.stats().transfers;
+        check_destinations(&specs)?;
+        // SAFETY: each buffer is a caller's writable buffer of its read's length, kept
+        // exported by `pins` (so it neither moves nor is freed) for as long as the `Pinned`
+        // lives, and the Python half hands it to this batch alone; `check_destinations` made
+        // sure no two overlap. `Pinned` drops its batch (cancelling and waiting for every
+        // transfer) before the pins, and is never leaked in this process.
+        let batch = unsafe { submit_specs(&self.inner, specs, pins) };
+        let transfers = batch.batch.stats().transfers;
         Ok(Batch {
             inner: Mutex::new(Some(batch)),
+            tags,
             transfers,
         })
     }
 
     /// [`Client::read`] on asyncio: `done(ok, value)` is called from a Karu thread (with the
     /// GIL) with the bytes or the exception. Returns a handle whose `cancel()` drops the read.
+    #[pyo3(signature = (address, offset, length, done, if_match=None))]
     fn read_async(
         &self,
         py: Python<'_>,
@@ -222,11 +258,13 @@ impl Client {
         offset: u64,
         length: u64,
         done: Py<PyAny>,
+        if_match: Option<String>,
     ) -> PyResult<runtime::Task> {
         let locator = self.locate(py, address)?;
         let client = self.inner.clone();
         runtime::spawn(py, done, async move {
-            let mut batch = client.submit([Read::new(&locator, offset, length)]);
+            let read = with_if_match(Read::new(&locator, offset, length), if_match);
+            let mut batch = client.submit([read]);
             let completion = runtime::next_completion(&mut batch).await;
             Box::new(
                 move |py: Python<'_>| match completion.map(completion_outcome) {
@@ -242,14 +280,15 @@ impl Client {
     fn read_many_async(
         &self,
         py: Python<'_>,
-        reads: Vec<(String, u64, u64)>,
+        reads: Vec<(String, u64, u64, Option<String>)>,
         strict: bool,
         done: Py<PyAny>,
     ) -> PyResult<runtime::Task> {
         let mut batch_reads = Vec::with_capacity(reads.len());
-        for (index, (address, offset, length)) in reads.iter().enumerate() {
+        for (index, (address, offset, length, if_match)) in reads.iter().enumerate() {
             let locator = self.locate(py, address)?;
-            batch_reads.push(Read::new(&locator, *offset, *length).tag(index as u64));
+            let read = Read::new(&locator, *offset, *length).tag(index as u64);
+            batch_reads.push(with_if_match(read, if_match.clone()));
         }
         let count = reads.len();
         let client = self.inner.clone();
@@ -280,6 +319,56 @@ impl Client {
                     }
                 }
                 Ok(PyList::new(py, items)?.into_any().unbind())
+            }) as runtime::Settle
+        })
+    }
+
+    /// [`Client::read_into_address`] on asyncio, in place: `done(True, received)` or
+    /// `done(False, exception)`. `pin` (the Python half's export of the buffer) is held by
+    /// the running future and released only after its batch was dropped, which waits until no
+    /// transfer references the buffer: whether the read completes or the task is cancelled.
+    #[pyo3(signature = (address, offset, buffer, length, pin, done, if_match=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn read_into_async_address(
+        &self,
+        py: Python<'_>,
+        address: &str,
+        offset: u64,
+        buffer: usize,
+        length: usize,
+        pin: Py<PyAny>,
+        done: Py<PyAny>,
+        if_match: Option<String>,
+    ) -> PyResult<runtime::Task> {
+        let spec = Spec {
+            locator: self.locate(py, address)?,
+            offset,
+            length: length as u64,
+            buffer: Some(buffer),
+            if_match,
+        };
+        check_destinations(std::slice::from_ref(&spec))?;
+        // SAFETY: `buffer` is a writable buffer of `length` bytes that `pin` keeps exported
+        // (it neither moves nor is freed) while `pin` lives; the Python half hands it to this
+        // read alone. `Pinned` drops the batch (cancelling it and waiting for its transfers)
+        // before `pin`, when the future completes or is dropped (task cancelled).
+        let mut batch = unsafe { submit_specs(&self.inner, vec![spec], vec![pin]) };
+        runtime::spawn(py, done, async move {
+            let completion = runtime::next_completion(&mut batch.batch).await;
+            drop(batch);
+            Box::new(move |py: Python<'_>| {
+                let Some(completion) = completion else {
+                    return Err(error(py, &no_completion(), None));
+                };
+                let received = completion.bytes_received();
+                match completion.error() {
+                    None => Ok(received.into_pyobject(py)?.into_any().unbind()),
+                    Some(e) => {
+                        let e =
+                            convert::with_end_evidence(e.clone(), offset, length as u64, received);
+                        Err(error(py, &e, None))
+                    }
+                }
             }) as runtime::Settle
         })
     }
@@ -347,7 +436,16 @@ fn no_completion() -> karu::Error {
     karu::Error::new(Status::Internal, "a read produced no completion")
 }
 
-/// The one completion of a one-read batch, waited for without the GIL.
+fn with_if_match(read: Read<'static>, if_match: Option<String>) -> Read<'static> {
+    match if_match {
+        Some(etag) => read.if_match(etag),
+        None => read,
+    }
+}
+
+/// The one completion of a one-read batch, waited for without the GIL; Python's signal
+/// handlers run every [`SIGNAL_CHECK`] (a `KeyboardInterrupt` raises here; the caller's drop
+/// of the batch cancels the read).
 fn wait_one(py: Python<'_>, batch: &karu::Batch) -> PyResult<Completion> {
     loop {
         match py.detach(|| batch.next_timeout(SIGNAL_CHECK)) {
@@ -358,12 +456,130 @@ fn wait_one(py: Python<'_>, batch: &karu::Batch) -> PyResult<Completion> {
     }
 }
 
-/// Submitted reads: iterating yields `(tag, status name, data, exception or None)` as each
-/// read completes; dropping (or `cancel()`) cancels what has not completed.
+/// Every completion of `batch`, waited for without the GIL, looking at Python's signals as
+/// [`wait_one`] does.
+fn wait_all(py: Python<'_>, batch: &karu::Batch) -> PyResult<Vec<Completion>> {
+    let mut completions = Vec::new();
+    loop {
+        match py.detach(|| batch.next_timeout(SIGNAL_CHECK)) {
+            Next::Completion(completion) => completions.push(completion),
+            Next::TimedOut => py.check_signals()?,
+            Next::Drained => return Ok(completions),
+        }
+    }
+}
+
+/// `(address, offset, length, tag, buffer address or None, if_match)`, as the Python half
+/// submits a read.
+type SubmittedRead = (String, u64, u64, u64, Option<usize>, Option<String>);
+
+/// One read as the Python half describes it: `buffer` is the address of a caller's buffer
+/// of `length` bytes, or `None` for a buffer Karu allocates.
+struct Spec {
+    locator: Locator,
+    offset: u64,
+    length: u64,
+    buffer: Option<usize>,
+    if_match: Option<String>,
+}
+
+/// Caller buffers must exist (not null unless empty), be addressable as one slice, and not
+/// overlap: two transfers must never write the same bytes.
+fn check_destinations(specs: &[Spec]) -> PyResult<()> {
+    let mut spans = Vec::new();
+    for spec in specs {
+        let Some(address) = spec.buffer else { continue };
+        let Ok(length) = usize::try_from(spec.length) else {
+            return Err(PyValueError::new_err("a buffer larger than memory"));
+        };
+        if length == 0 {
+            continue;
+        }
+        if address == 0 || length > isize::MAX as usize || address.checked_add(length).is_none() {
+            return Err(PyValueError::new_err(
+                "a buffer that cannot exist (null or past the end of memory)",
+            ));
+        }
+        spans.push((address, address + length));
+    }
+    spans.sort_unstable();
+    if spans.windows(2).any(|pair| pair[1].0 < pair[0].1) {
+        return Err(PyValueError::new_err(
+            "two reads' buffers overlap: each read needs its own bytes",
+        ));
+    }
+    Ok(())
+}
+
+/// A batch whose reads may write into caller buffers, and the Python objects that keep those
+/// buffers exported. The fields drop in order: the batch first (its drop cancels what has not
+/// completed and waits until no transfer references a buffer), then the pins (whose release
+/// lets Python move or free the buffers).
+pub(crate) struct Pinned {
+    pub(crate) batch: ScopedBatch<'static>,
+    _pins: Vec<Py<PyAny>>,
+}
+
+/// Submit `specs`, the caller buffers among them written in place.
+///
+/// # Safety
+/// Each `Some(buffer)` is the address of a writable buffer of its spec's length that stays
+/// valid (neither moved nor freed) and that nobody else reads or writes for as long as the
+/// returned [`Pinned`] lives (the objects in `pins` keep it exported), the buffers do not
+/// overlap ([`check_destinations`]), and the returned value is dropped, never leaked, in this
+/// process.
+unsafe fn submit_specs(client: &karu::Client, specs: Vec<Spec>, pins: Vec<Py<PyAny>>) -> Pinned {
+    let reads: Vec<Read<'static>> = specs
+        .into_iter()
+        .enumerate()
+        .map(|(index, spec)| {
+            let read = match spec.buffer {
+                None => Read::new(&spec.locator, spec.offset, spec.length),
+                Some(_) if spec.length == 0 => Read::borrowed(&spec.locator, spec.offset, &mut []),
+                Some(address) => {
+                    // SAFETY: the caller's contract: `address` is a writable buffer of
+                    // `spec.length` bytes (checked to fit in memory), valid and untouched by
+                    // others while the returned `Pinned` lives.
+                    let destination = unsafe {
+                        std::slice::from_raw_parts_mut(address as *mut u8, spec.length as usize)
+                    };
+                    Read::borrowed(&spec.locator, spec.offset, destination)
+                }
+            };
+            with_if_match(read.tag(index as u64), spec.if_match)
+        })
+        .collect();
+    // SAFETY: the caller's contract is `submit_unchecked`'s for raw-pointer destinations:
+    // valid for writes and untouched until the batch is dropped, which `Pinned` does before
+    // it releases the pins.
+    let batch = unsafe { client.submit_unchecked(reads, &BatchOptions::new()) };
+    Pinned { batch, _pins: pins }
+}
+
+/// Submitted reads: iterating yields `(tag, status name, data, exception or None, index,
+/// bytes received)` as each read completes (`data` is empty for a read into a caller's
+/// buffer); dropping (or `cancel()`) cancels what has not completed.
 #[pyclass(module = "karu._native", name = "Batch", frozen)]
 struct Batch {
-    inner: Mutex<Option<karu::Batch>>,
+    inner: Mutex<Option<Pinned>>,
+    /// The caller's tag of each read, by index (Karu's tag is the index).
+    tags: Vec<u64>,
     transfers: usize,
+}
+
+impl Drop for Batch {
+    /// Dropping the batch waits until no transfer references a caller buffer: without the
+    /// GIL, so Karu's threads (and other Python threads) are never blocked on it.
+    fn drop(&mut self) {
+        let pinned = self
+            .inner
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(pinned) = pinned {
+            Python::attach(|py| py.detach(|| drop(pinned)));
+        }
+    }
 }
 
 #[pymethods]
@@ -392,14 +608,14 @@ impl Batch {
             // threads sharing a batch never wait for each other while holding the GIL.
             let next = py.detach(|| {
                 let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-                guard.as_ref().map(|batch| batch.next_timeout(step))
+                guard.as_ref().map(|pinned| pinned.batch.next_timeout(step))
             });
             let Some(next) = next else {
                 return Ok(None);
             };
             match next {
                 Next::Completion(completion) => {
-                    return convert::completion_tuple(py, completion).map(Some);
+                    return convert::completion_tuple(py, completion, &self.tags).map(Some);
                 }
                 Next::Drained => return Ok(None),
                 Next::TimedOut => {
@@ -424,15 +640,14 @@ impl Batch {
             .map_err(|_| PyValueError::new_err("a batch's lock was poisoned"))?
             .take()
             .ok_or_else(|| PyValueError::new_err("this batch was already consumed"))?;
-        runtime::stream(each, batch)
+        runtime::stream(each, batch, self.tags.clone())
     }
 
-    /// Cancel the reads that have not completed (they complete as `cancelled`... once the
-    /// batch is dropped: here the batch is released at once).
-    fn cancel(&self) {
-        if let Ok(mut guard) = self.inner.lock() {
-            guard.take();
-        }
+    /// Cancel the reads that have not completed and release the batch, waiting (without the
+    /// GIL) until no transfer references a caller buffer.
+    fn cancel(&self, py: Python<'_>) {
+        let pinned = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        py.detach(|| drop(pinned));
     }
 
     /// The transfers the planner made for this batch.

@@ -7,8 +7,10 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
+use std::sync::mpsc;
 
-use karu::{Batch, Completion, ProcessStamp};
+use futures_core::Stream;
+use karu::{Completion, ProcessStamp};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
@@ -78,16 +80,17 @@ pub(crate) fn spawn(
     })
 }
 
-/// Feed each completion of `batch` to `each` as a tuple, then `None`.
-pub(crate) fn stream(each: Py<PyAny>, batch: Batch) -> PyResult<Task> {
+/// Feed each completion of `batch` to `each` as a tuple, then `None`. The batch (and its
+/// pinned caller buffers) is dropped when the stream ends or the task is cancelled.
+pub(crate) fn stream(each: Py<PyAny>, batch: crate::Pinned, tags: Vec<u64>) -> PyResult<Task> {
     let task = handle()?.spawn(async move {
         let mut batch = batch;
         loop {
-            let next = next_completion(&mut batch).await;
+            let next = next_completion(&mut batch.batch).await;
             let last = next.is_none();
             let stop = Python::attach(|py| {
                 let call = match next {
-                    Some(completion) => crate::convert::completion_tuple(py, completion)
+                    Some(completion) => crate::convert::completion_tuple(py, completion, &tags)
                         .and_then(|t| each.call1(py, (t,))),
                     None => each.call1(py, (py.None(),)),
                 };
@@ -104,6 +107,45 @@ pub(crate) fn stream(each: Py<PyAny>, batch: Batch) -> PyResult<Task> {
 }
 
 /// The next completion of `batch`, woken by the Karu thread that completes it.
-pub(crate) async fn next_completion(batch: &mut Batch) -> Option<Completion> {
-    std::future::poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut *batch), cx)).await
+pub(crate) async fn next_completion<S>(batch: &mut S) -> Option<Completion>
+where
+    S: Stream<Item = Completion> + Unpin,
+{
+    std::future::poll_fn(|cx| Stream::poll_next(Pin::new(&mut *batch), cx)).await
+}
+
+/// Wait for `work` (run on this module's runtime) without the GIL, running Python's signal
+/// handlers every [`crate::SIGNAL_CHECK`]: a `KeyboardInterrupt` raises here and drops `work`
+/// (cancelling what it started).
+pub(crate) fn block_on<T: Send + 'static>(
+    py: Python<'_>,
+    work: impl Future<Output = T> + Send + 'static,
+) -> PyResult<T> {
+    let (sender, receiver) = mpsc::sync_channel(1);
+    let task = handle()?.spawn(async move {
+        let _ = sender.send(work.await);
+    });
+    let mut receiver = receiver;
+    loop {
+        // The receiver moves into the closure and back: it is `Send` but not `Sync`.
+        let (back, next) = py.detach(move || {
+            let next = receiver.recv_timeout(crate::SIGNAL_CHECK);
+            (receiver, next)
+        });
+        receiver = back;
+        match next {
+            Ok(value) => return Ok(value),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(interrupt) = py.check_signals() {
+                    task.abort();
+                    return Err(interrupt);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err(
+                    "Karu's async runtime dropped an operation",
+                ));
+            }
+        }
+    }
 }

@@ -124,6 +124,57 @@ def nginx(tmp_path):
         server.stop()
 
 
+class SeaweedFsServer:
+    """A real SeaweedFS S3 server (``karu-testkit seaweedfs``): a bucket, signed uploads."""
+
+    def __init__(self):
+        binary = os.environ.get("TESTKIT_BINARY")
+        if not binary:
+            pytest.fail("TESTKIT_BINARY is not set (run the suite with `cargo xtask python --test`)")
+        self.process = subprocess.Popen(
+            [binary, "seaweedfs"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        hello = self.process.stdout.readline()
+        if not hello:
+            self.process.wait(timeout=30)
+            pytest.fail("SeaweedFS did not start (see the stderr of karu-testkit seaweedfs)")
+        info = json.loads(hello)
+        self.prefix = info["prefix"]
+        self.settings = {
+            "s3": {
+                "endpoint": info["endpoint"],
+                "region": info["region"],
+                "access_key_id": info["access_key_id"],
+                "secret_access_key": info["secret_access_key"],
+            }
+        }
+
+    def put(self, name: str, local) -> str:
+        """Upload the file ``local`` as ``name``; its ``s3://`` address."""
+        self.process.stdin.write(f"put {name} {os.fspath(local)}\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline().strip()
+        assert answer == "ok", answer
+        return f"{self.prefix}/{name}"
+
+    def address(self, name: str) -> str:
+        return f"{self.prefix}/{name}"
+
+    def stop(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def seaweedfs():
+    """One SeaweedFS for a test module (it takes seconds to start)."""
+    server = SeaweedFsServer()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def client():
     return karu.Client(isolated=True)

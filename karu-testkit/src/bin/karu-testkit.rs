@@ -3,6 +3,13 @@
 //! of JSON (`["METHOD URI \"RANGE\" STATUS BYTES CONNECTION", ...]`), and stops when stdin
 //! closes.
 //!
+//! `karu-testkit seaweedfs`: a real SeaweedFS S3 server (the testkit's harness) on 127.0.0.1,
+//! with a bucket `karu-python`; it prints one line of JSON (`endpoint`, `region`,
+//! `access_key_id`, `secret_access_key`, `prefix`: the `s3://` address objects are put
+//! under), answers each `put NAME LOCAL_FILE` line on stdin by uploading the file's bytes as
+//! `<prefix>/NAME` (a line `ok`, or `error: ...`), and stops (killing SeaweedFS) when stdin
+//! closes. The keys are the harness's fixed test keys of a loopback server.
+//!
 //! `karu-testkit serve`: the testkit's mock object server as a process, for tests in other
 //! languages (the Python binding's pytest suite). It listens on 127.0.0.1 (an ephemeral
 //! port), prints its base URL on the first line of stdout, and stops when its stdin closes
@@ -177,14 +184,81 @@ fn nginx(root: &str) -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
+fn seaweedfs() -> std::process::ExitCode {
+    use karu_testkit::conformance::{S3Target, Target};
+    use karu_testkit::seaweedfs::{self, SeaweedFs};
+    if !SeaweedFs::available() {
+        eprintln!(
+            "karu-testkit: SeaweedFS is not installed ({})",
+            seaweedfs::install_hint()
+        );
+        return std::process::ExitCode::FAILURE;
+    }
+    let weed = match SeaweedFs::start() {
+        Ok(weed) => weed,
+        Err(e) => {
+            eprintln!("karu-testkit: cannot start SeaweedFS: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let target = S3Target::new(
+        "seaweedfs",
+        Some(weed.endpoint()),
+        weed.region(),
+        weed.access_key_id(),
+        weed.secret_access_key(),
+        "karu-python",
+    );
+    if let Err(e) = target.ensure_bucket() {
+        eprintln!("karu-testkit: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
+    let hello = serde_json::json!({
+        "endpoint": weed.endpoint(),
+        "region": weed.region(),
+        "access_key_id": weed.access_key_id(),
+        "secret_access_key": weed.secret_access_key(),
+        "prefix": target.address("").trim_end_matches('/'),
+    });
+    let mut stdout = std::io::stdout();
+    if writeln!(stdout, "{hello}")
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        return std::process::ExitCode::FAILURE;
+    }
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let answer = match line.trim().split_once(' ') {
+            Some(("put", rest)) => match rest.split_once(' ') {
+                Some((name, file)) => std::fs::read(file)
+                    .map_err(|e| format!("{file}: {e}"))
+                    .and_then(|bytes| target.put(name, &bytes))
+                    .map_or_else(|e| format!("error: {e}"), |()| "ok".to_owned()),
+                None => "error: put needs NAME LOCAL_FILE".to_owned(),
+            },
+            _ => format!("error: unknown command {line:?}"),
+        };
+        if writeln!(stdout, "{answer}")
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            break;
+        }
+    }
+    drop(weed);
+    std::process::ExitCode::SUCCESS
+}
+
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("serve") => {}
         Some("nginx") if args.len() == 2 => return nginx(&args[1]),
+        Some("seaweedfs") => return seaweedfs(),
         _ => {
             eprintln!(
-                "usage: karu-testkit serve | karu-testkit nginx DIR\n  serves the testkit's mock object server (or nginx serving DIR) on 127.0.0.1 until stdin closes"
+                "usage: karu-testkit serve | karu-testkit nginx DIR | karu-testkit seaweedfs\n  serves the testkit's mock object server (or nginx serving DIR, or SeaweedFS) on 127.0.0.1 until stdin closes"
             );
             return std::process::ExitCode::from(2);
         }

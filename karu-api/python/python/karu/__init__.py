@@ -74,7 +74,11 @@ def _flatten(prefix: str, value: Any, out: List[Tuple[str, str]]) -> None:
 
 class Completion(NamedTuple):
     """One read's completion: its tag, status, data (the bytes; for ``RANGE_NOT_SATISFIABLE``
-    the valid prefix; empty for other failures) and its exception (``None`` on success)."""
+    the valid prefix; empty for other failures) and its exception (``None`` on success).
+
+    For a read submitted with a buffer of the caller's, ``data`` is a ``memoryview`` of that
+    buffer itself (``data.obj`` is it), of the bytes delivered: Karu wrote them there in
+    place."""
 
     tag: int
     status: Status
@@ -85,17 +89,52 @@ class Completion(NamedTuple):
         return self.error is None
 
 
-def _completion(raw) -> Completion:
-    tag, status, data, error = raw
+def _completion(raw, buffers=None) -> Completion:
+    tag, status, data, error, index, received = raw
+    buffer = buffers[index] if buffers else None
+    if buffer is not None:
+        data = _bytes_view(buffer)[:received]
+        if isinstance(error, RangeNotSatisfiable):
+            error.valid_prefix = data
     return Completion(tag, Status(status), data, error)
+
+
+def _bytes_view(buffer) -> memoryview:
+    """A flat byte view of ``buffer`` (the buffer itself, not a copy)."""
+    view = memoryview(buffer)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+class _Export:
+    """A caller's buffer exported for Karu to write into: ``address`` and ``size`` of its
+    memory, and ``pin``, the object that keeps it exported (it can be neither resized nor
+    freed) for as long as ``pin`` lives."""
+
+    def __init__(self, buffer, what: str):
+        view = memoryview(buffer)
+        if view.readonly:
+            raise TypeError(f"{what} needs a writable buffer")
+        if not view.c_contiguous:
+            raise BufferError(f"{what} needs a C-contiguous buffer")
+        flat = view if view.format == "B" and view.ndim == 1 else view.cast("B")
+        self.size = flat.nbytes
+        if self.size == 0:
+            self.address = 0
+            self.pin = (view, flat)
+        else:
+            window = (ctypes.c_char * self.size).from_buffer(flat)
+            self.address = ctypes.addressof(window)
+            self.pin = (window, flat, view)
 
 
 class Batch:
     """Submitted reads. Iterate (or ``async for``) to get each :class:`Completion` as it
-    arrives; ``cancel()`` (or dropping the batch) cancels what has not completed."""
+    arrives; ``cancel()`` (or dropping the batch) cancels what has not completed (and waits
+    until Karu no longer writes into any buffer of the caller's)."""
 
-    def __init__(self, native):
+    def __init__(self, native, buffers=None):
         self._native = native
+        self._buffers = buffers
 
     @property
     def transfers(self) -> int:
@@ -106,7 +145,7 @@ class Batch:
         """The next completion (``None`` when all have completed); ``TimeoutError`` when
         ``timeout`` seconds pass first."""
         raw = self._native.next(timeout)
-        return None if raw is None else _completion(raw)
+        return None if raw is None else _completion(raw, self._buffers)
 
     def __iter__(self) -> Iterator[Completion]:
         while True:
@@ -135,7 +174,7 @@ class Batch:
                 raw = await queue.get()
                 if raw is None:
                     return
-                yield _completion(raw)
+                yield _completion(raw, self._buffers)
         finally:
             task.cancel()
 
@@ -170,6 +209,18 @@ async def _awaiting(start):
 Address = Union[str, "os.PathLike[str]"]
 
 
+def _batch_items(reads) -> List[Tuple[str, int, int, Optional[str]]]:
+    items = []
+    for read in reads:
+        if len(read) == 3:
+            address, offset, length = read
+            if_match = None
+        else:
+            address, offset, length, if_match = read
+        items.append((os.fspath(address), offset, length, if_match))
+    return items
+
+
 class Client:
     """A Karu client.
 
@@ -200,42 +251,34 @@ class Client:
 
     # -- blocking ---------------------------------------------------------------------------
 
-    def read(self, address: Address, offset: int, length: int) -> bytes:
+    def read(
+        self, address: Address, offset: int, length: int, *, if_match: Optional[str] = None
+    ) -> bytes:
         """``length`` bytes at ``offset``, exactly, or an exception
-        (:class:`RangeNotSatisfiable` carries the bytes that exist)."""
-        return self._native.read(os.fspath(address), offset, length)
+        (:class:`RangeNotSatisfiable` carries the bytes that exist). ``if_match``: the ETag
+        the object must still have (:meth:`stat` gives it); otherwise
+        :class:`PreconditionFailed`."""
+        return self._native.read(os.fspath(address), offset, length, if_match)
 
-    def read_into(self, address: Address, offset: int, buffer) -> int:
+    def read_into(
+        self, address: Address, offset: int, buffer, *, if_match: Optional[str] = None
+    ) -> int:
         """Fill ``buffer`` (any writable, C-contiguous buffer: ``bytearray``, ``memoryview``,
         a NumPy array) from ``offset``, in place, without a copy; returns its length in bytes.
         On :class:`RangeNotSatisfiable`, ``valid_prefix`` is a memoryview of the start of
-        ``buffer`` holding the bytes that exist."""
-        view = memoryview(buffer)
+        ``buffer`` holding the bytes that exist. ``if_match`` as for :meth:`read`."""
+        path = os.fspath(address)
+        export = _Export(buffer, "read_into")
+        size = export.size
         try:
-            if view.readonly:
-                raise TypeError("read_into needs a writable buffer")
-            if not view.c_contiguous:
-                raise BufferError("read_into needs a C-contiguous buffer")
-            size = view.nbytes
-            if size == 0:
-                self._native.read_into_address(os.fspath(address), offset, 0, 0)
-                return 0
-            flat = view.cast("B") if view.format != "B" or view.ndim != 1 else view
-            window = (ctypes.c_char * size).from_buffer(flat)
-            try:
-                self._native.read_into_address(
-                    os.fspath(address), offset, ctypes.addressof(window), size
-                )
-            except RangeNotSatisfiable as error:
-                error.valid_prefix = memoryview(buffer).cast("B")[: error.received]
-                raise
-            finally:
-                del window
-                if flat is not view:
-                    flat.release()
-            return size
+            self._native.read_into_address(path, offset, export.address, export.size, if_match)
+        except RangeNotSatisfiable as error:
+            error.valid_prefix = _bytes_view(buffer)[: error.received]
+            raise
         finally:
-            view.release()
+            # The call returned: Karu no longer references the buffer.
+            del export
+        return size
 
     def read_ranges(
         self,
@@ -243,24 +286,24 @@ class Client:
         starts: Sequence[int],
         lengths: Sequence[int],
         strict: bool = False,
+        *,
+        if_match: Optional[str] = None,
     ) -> List[Union[bytes, KaruError]]:
         """One batch of reads of one object: each read's bytes or, for a read that failed,
-        its exception (raised instead when ``strict``)."""
+        its exception (raised instead when ``strict``). ``if_match`` as for :meth:`read`."""
         if len(starts) != len(lengths):
             raise ValueError("starts and lengths differ in length")
         path = os.fspath(address)
         return self._native.read_many(
-            [(path, s, n) for s, n in zip(starts, lengths)], strict
+            [(path, s, n, if_match) for s, n in zip(starts, lengths)], strict
         )
 
     def read_batch(
-        self, reads: Iterable[Tuple[Address, int, int]], strict: bool = False
+        self, reads: Iterable[Sequence], strict: bool = False
     ) -> List[Union[bytes, KaruError]]:
-        """One batch of ``(address, offset, length)`` reads across objects; as
-        :meth:`read_ranges`."""
-        return self._native.read_many(
-            [(os.fspath(a), o, n) for a, o, n in reads], strict
-        )
+        """One batch of ``(address, offset, length)`` or ``(address, offset, length,
+        if_match)`` reads across objects; as :meth:`read_ranges`."""
+        return self._native.read_many(_batch_items(reads), strict)
 
     def stat(self, address: Address) -> Tuple[Optional[int], Optional[str]]:
         """``(size, etag)``: the size is ``None`` for a device or FIFO, the ETag ``None``
@@ -272,18 +315,36 @@ class Client:
         bytes (each clamped to the size)."""
         return self._native.read_ends(os.fspath(address), head, tail)
 
-    def submit(self, reads: Iterable[Sequence]) -> Batch:
-        """Submit ``(address, offset, length)`` or ``(address, offset, length, tag)`` reads
-        (the tag defaults to the read's index); returns a :class:`Batch`."""
+    def submit(self, reads: Iterable[Sequence], *, if_match: Optional[str] = None) -> Batch:
+        """Submit ``(address, offset, length_or_buffer)`` or ``(address, offset,
+        length_or_buffer, tag)`` reads (the tag defaults to the read's index); returns a
+        :class:`Batch`.
+
+        A read given a writable, C-contiguous buffer instead of a length reads its size into
+        it, in place: its completion's ``data`` is a view of that buffer. The buffer stays
+        exported (it cannot be resized) until the batch is done with, and must not be read
+        before its completion arrives; buffers of one batch must not overlap. ``if_match``:
+        the ETag every read's object must still have (:class:`PreconditionFailed`
+        otherwise)."""
         items = []
+        buffers = []
+        pins = []
         for index, read in enumerate(reads):
             if len(read) == 3:
-                address, offset, length = read
+                address, offset, target = read
                 tag = index
             else:
-                address, offset, length, tag = read
-            items.append((os.fspath(address), offset, length, tag))
-        return Batch(self._native.submit(items))
+                address, offset, target, tag = read
+            if isinstance(target, int):
+                items.append((os.fspath(address), offset, target, tag, None, if_match))
+                buffers.append(None)
+            else:
+                export = _Export(target, "submit")
+                items.append((os.fspath(address), offset, export.size, tag, export.address, if_match))
+                buffers.append(target)
+                pins.append(export.pin)
+        native = self._native.submit(items, pins)
+        return Batch(native, buffers if pins else None)
 
     def transport_stats(self) -> Tuple[int, int, int]:
         """``(requests, body_bytes, retries)`` of the remote path since the client started."""
@@ -291,41 +352,53 @@ class Client:
 
     # -- asyncio ----------------------------------------------------------------------------
 
-    async def read_async(self, address: Address, offset: int, length: int) -> bytes:
+    async def read_async(
+        self, address: Address, offset: int, length: int, *, if_match: Optional[str] = None
+    ) -> bytes:
         path = os.fspath(address)
-        return await _awaiting(lambda done: self._native.read_async(path, offset, length, done))
+        return await _awaiting(
+            lambda done: self._native.read_async(path, offset, length, done, if_match)
+        )
 
-    async def read_into_async(self, address: Address, offset: int, buffer) -> int:
-        """As :meth:`read_into`, on asyncio. The bytes arrive in a buffer of Karu's and are
-        copied into ``buffer`` once complete (a borrowed buffer cannot be lent to Karu's
-        threads across an ``await`` safely)."""
-        view = memoryview(buffer)
+    async def read_into_async(
+        self, address: Address, offset: int, buffer, *, if_match: Optional[str] = None
+    ) -> int:
+        """As :meth:`read_into`, on asyncio, in place: Karu writes into ``buffer`` itself (no
+        copy). The buffer stays exported (it cannot be resized or freed) while the read is in
+        flight; if the awaiting task is cancelled, the read is cancelled and the buffer is
+        released only once Karu no longer writes into it."""
+        path = os.fspath(address)
+        export = _Export(buffer, "read_into_async")
+        address_, size, pin = export.address, export.size, export.pin
+        del export
         try:
-            if view.readonly:
-                raise TypeError("read_into_async needs a writable buffer")
-            flat = view.cast("B") if view.format != "B" or view.ndim != 1 else view
-            try:
-                data = await self.read_async(address, offset, view.nbytes)
-            except RangeNotSatisfiable as error:
-                flat[: len(error.valid_prefix)] = error.valid_prefix
-                error.valid_prefix = memoryview(buffer).cast("B")[: error.received]
-                raise
-            flat[:] = data
-            return view.nbytes
-        finally:
-            view.release()
+            await _awaiting(
+                lambda done: self._native.read_into_async_address(
+                    path, offset, address_, size, pin, done, if_match
+                )
+            )
+        except RangeNotSatisfiable as error:
+            error.valid_prefix = _bytes_view(buffer)[: error.received]
+            raise
+        return size
 
     async def read_ranges_async(
-        self, address: Address, starts: Sequence[int], lengths: Sequence[int], strict: bool = False
+        self,
+        address: Address,
+        starts: Sequence[int],
+        lengths: Sequence[int],
+        strict: bool = False,
+        *,
+        if_match: Optional[str] = None,
     ) -> List[Union[bytes, KaruError]]:
         if len(starts) != len(lengths):
             raise ValueError("starts and lengths differ in length")
         path = os.fspath(address)
-        reads = [(path, s, n) for s, n in zip(starts, lengths)]
+        reads = [(path, s, n, if_match) for s, n in zip(starts, lengths)]
         return await _awaiting(lambda done: self._native.read_many_async(reads, strict, done))
 
     async def read_batch_async(self, reads, strict: bool = False):
-        items = [(os.fspath(a), o, n) for a, o, n in reads]
+        items = _batch_items(reads)
         return await _awaiting(lambda done: self._native.read_many_async(items, strict, done))
 
     async def stat_async(self, address: Address):
