@@ -59,7 +59,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             .current_dir(&root),
     )?;
     let offsets = offsets(seed);
-    let dir = target_dir().join("python").join("bench");
+    let dir = python::python_dir().join("bench");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let workload = dir.join("scattered.txt");
     let text: String = offsets.iter().map(|o| format!("{o}\n")).collect();

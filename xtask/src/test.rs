@@ -58,10 +58,12 @@ pub(crate) fn run(lint: bool, extra: &[String]) -> Result<(), String> {
         step(&root, &args)?;
     }
     if extra.is_empty() {
-        // The Python binding: its wheel (built by maturin on this target directory, so it
-        // reuses this run's build of the workspace) and its pytest suite.
+        // The Python binding: its wheel (built by maturin on this target directory; its
+        // Cargo.toml names the test build's features, so it reuses this run's build of the
+        // workspace and builds only pyo3 and itself) and its pytest suite, with the
+        // `karu-testkit` binary the test build made.
         let python = Instant::now();
-        crate::python::test(&[])?;
+        crate::python::test(&[], crate::python::Testkit::FromTestBuild(&NOT_TESTED))?;
         println!(
             "xtask test: python wheel and pytest in {:.1} s",
             python.elapsed().as_secs_f64()

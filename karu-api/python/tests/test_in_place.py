@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 
 import numpy
 import pytest
@@ -140,6 +141,25 @@ def test_read_into_async_writes_in_place_and_pins_the_buffer(mock, client):
     assert array.tobytes() == DATA[500:600]
     assert bytes(held) == bytes(10)
     assert [r[1:3] for r in mock.requests()] == [("/a.bin", (500, 599)), ("/hang.bin", (0, 9))]
+
+
+def test_read_into_async_makes_no_python_copy(mock, client, tmp_path):
+    """The bytes go straight into the caller's buffer: no Python object of the read's size is
+    allocated on the way (a copy would first land in one)."""
+    size = 4 << 20
+    data = os.urandom(size)
+    local = tmp_path / "big.bin"
+    local.write_bytes(data)
+    url = mock.insert_file("/big.bin", str(local))
+    target = bytearray(size)
+    tracemalloc.start()
+    try:
+        assert run(client.read_into_async(url, 0, target)) == size
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert target == data
+    assert peak < size // 4, peak
 
 
 CHILD = textwrap.dedent(
