@@ -8,6 +8,7 @@
 //! server's request log; Karu's own counters are printed beside them as a cross-check. Every
 //! byte every method returns is checked against the pattern of the virtual objects.
 
+mod local;
 mod methods;
 mod planner;
 mod report;
@@ -53,6 +54,9 @@ enum Command {
     Http(Options),
     /// Requests per second with no latency on loopback: 10,000 × 4 KiB, never merging.
     Cpu(CpuOptions),
+    /// A local file in the page cache: scattered, adjacent and large reads, Karu against
+    /// `pread` loops and object_store's LocalFileSystem.
+    Local(local::LocalArgs),
 }
 
 /// Options shared by the workloads.
@@ -143,6 +147,7 @@ fn main() -> ExitCode {
         Command::Ends(o) => run::reads(Shape::Ends, &o, false),
         Command::Http(o) => run::reads(Shape::Scattered { reads: 1_000 }, &o, true),
         Command::Cpu(o) => run::cpu(&o),
+        Command::Local(args) => local::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
