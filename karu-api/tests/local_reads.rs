@@ -936,3 +936,98 @@ fn character_devices_state_no_size_and_read_at_offsets() {
         (64, vec![0; 4], vec![0; 4])
     );
 }
+
+/// Runs of adjacent reads (which the file workers serve with shared vectored reads) into
+/// Karu's buffers, caller-owned buffers and borrowed slices, across two files, with a run
+/// that crosses the end of one file: every read gets exactly its bytes, or the prefix that
+/// exists and the end of the object with its evidence, as single reads do.
+#[test]
+fn adjacent_runs_deliver_exactly_what_single_reads_deliver() {
+    const LEN: u64 = 50_000;
+    let dir = tempfile::tempdir().unwrap();
+    let a = pattern_file(dir.path(), "a.bin", LEN);
+    let b = pattern_file(dir.path(), "b.bin", LEN);
+    let client = client();
+    let (a, b) = (locate(&client, &a), locate(&client, &b));
+    // 600 adjacent reads of 1..=97 bytes in `a` from 25,000 (past its end after ~500), and
+    // 300 in `b` from 0, interleaved in the submission.
+    let mut spans = Vec::new();
+    let (mut at_a, mut at_b) = (25_000u64, 0u64);
+    for i in 0..900u64 {
+        let len = 1 + (i * 37) % 97;
+        if i % 3 == 2 {
+            spans.push((1, at_b, len));
+            at_b += len;
+        } else {
+            spans.push((0, at_a, len));
+            at_a += len;
+        }
+    }
+    assert!(
+        at_a > LEN && at_b < LEN,
+        "a's run crosses its end; b's does not"
+    );
+    let objects = [&a, &b];
+    let mut slices: Vec<Vec<u8>> = spans
+        .iter()
+        .map(|&(_, _, len)| vec![0xEE; len as usize])
+        .collect();
+    let (owned_and_allocated, borrowed): (Vec<Completion>, Vec<(Status, u64)>) =
+        client.scope(|scope| {
+            let reads = spans
+                .iter()
+                .enumerate()
+                .map(|(i, &(o, offset, len))| match i % 3 {
+                    0 => Read::new(objects[o], offset, len),
+                    _ => Read::new(objects[o], offset, len).with_buffer(vec![0xDD; 7]),
+                });
+            let owned = client.submit(reads).wait();
+            let batch = scope.submit(
+                spans
+                    .iter()
+                    .zip(slices.iter_mut())
+                    .map(|(&(o, offset, _), dst)| Read::borrowed(objects[o], offset, dst)),
+                &BatchOptions::new(),
+            );
+            let statuses = batch
+                .wait()
+                .iter()
+                .map(|c| (c.status(), c.bytes_received()))
+                .collect();
+            (owned, statuses)
+        });
+    for (i, &(o, offset, len)) in spans.iter().enumerate() {
+        let exists = LEN.saturating_sub(offset).min(len);
+        let c = &owned_and_allocated[i];
+        if exists == len {
+            assert_ok(c, offset, len);
+            assert_eq!(borrowed[i], (Status::Ok, len), "read {i}");
+        } else {
+            assert_eq!(o, 0, "only a's reads pass its end");
+            assert_prefix(c, offset, exists);
+            assert_eq!(
+                borrowed[i],
+                (Status::RangeNotSatisfiable, exists),
+                "read {i}"
+            );
+            match c.error().unwrap().evidence() {
+                Some(karu::Evidence::EndOfObject {
+                    offset: at,
+                    requested,
+                    received,
+                    size,
+                    ..
+                }) => {
+                    assert_eq!(
+                        (*at, *requested, *received),
+                        (offset, len, exists),
+                        "read {i}"
+                    );
+                    assert_eq!(*size, Some(LEN), "read {i}");
+                }
+                other => panic!("read {i}: {other:?}"),
+            }
+        }
+        assert_pattern(&slices[i][..exists as usize], offset, exists);
+    }
+}

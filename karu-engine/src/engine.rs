@@ -571,6 +571,7 @@ impl Engine {
             .collect();
         shared.complete(rejected);
 
+        let mut local = Vec::new();
         for planned in plan.transfers {
             let mut locator = None;
             let mut if_match = None;
@@ -598,8 +599,14 @@ impl Engine {
                 credential_wait: std::time::Duration::ZERO,
             };
             if let Ok(inner) = &running {
-                route(inner, transfer);
+                match transfer.locator.target() {
+                    Target::File(_) => local.push(transfer),
+                    Target::Remote => route(inner, transfer),
+                }
             }
+        }
+        if let Ok(inner) = &running {
+            inner.files.submit_all(local);
         }
         let engine: Arc<dyn Send + Sync> = match running {
             Ok(inner) => inner,
@@ -616,7 +623,7 @@ impl Engine {
 /// Send a transfer to the workers of this process.
 fn route(inner: &Inner, transfer: Transfer) {
     match transfer.locator.target() {
-        Target::File(_) => inner.files.submit(transfer),
+        Target::File(_) => inner.files.submit_all(vec![transfer]),
         Target::Remote => match inner.remote() {
             Ok(remote) => remote.submit(transfer),
             Err(e) => transfer.fail(&e),

@@ -1,19 +1,33 @@
 //! File workers: positional reads (`pread`, no shared cursor) straight into destinations.
 
+mod reads;
+
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::os::unix::fs::FileTypeExt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
+use std::sync::Arc;
 use std::thread::{self, JoinHandle, ThreadId};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use self::reads::Dest;
+#[cfg(test)]
+use self::reads::{UNSIZED_FIRST, read_at_most, read_owned};
 use crate::batch::Active;
-use crate::read::Open;
 use crate::reply::{self, Reply};
 use crate::status::{Error, Evidence, Status};
 use crate::transfer::Transfer;
+
+/// Most transfers in one chunk of [`FilePool::submit_all`].
+const CHUNK_READS: usize = 512;
+/// A chunk closes once its transfers span this many bytes, so large reads spread over the
+/// workers.
+const CHUNK_BYTES: u64 = 4 << 20;
+/// Chunks per worker a submission aims for (smaller chunks, for a small submission, keep
+/// every worker busy).
+const CHUNKS_PER_WORKER: usize = 4;
 
 /// A pool of threads running local transfers (and small filesystem tasks, such as the stat
 /// of an async caller, that must not run on the caller's thread).
@@ -24,7 +38,8 @@ pub(crate) struct FilePool {
 
 /// What a file worker runs.
 enum Job {
-    Transfer(Transfer),
+    /// Transfers of one batch, run in order by one worker.
+    Transfers(Vec<Transfer>),
     Task(Box<dyn FnOnce() + Send>),
 }
 
@@ -51,17 +66,44 @@ impl FilePool {
         })
     }
 
-    pub(crate) fn submit(&self, transfer: Transfer) {
+    /// Run local transfers of one batch (in the planner's order: by file, then offset). They
+    /// are handed to the workers in chunks, so that a worker takes many small reads of a file
+    /// at once (one queue hand-off, one open, one completion hand-off for the chunk) while
+    /// every worker still gets a share, and a large read is a chunk of its own.
+    pub(crate) fn submit_all(&self, transfers: Vec<Transfer>) {
+        let reads = (transfers.len() / (self.threads.len().max(1) * CHUNKS_PER_WORKER))
+            .clamp(1, CHUNK_READS);
+        let mut chunk: Vec<Transfer> = Vec::new();
+        let mut bytes = 0u64;
+        for transfer in transfers {
+            let joins = chunk.last().is_some_and(|last| {
+                chunk.len() < reads
+                    && bytes < CHUNK_BYTES
+                    && Arc::ptr_eq(&last.batch, &transfer.batch)
+            });
+            if !joins && !chunk.is_empty() {
+                self.send(std::mem::take(&mut chunk));
+                bytes = 0;
+            }
+            bytes = bytes.saturating_add(transfer.length);
+            chunk.push(transfer);
+        }
+        if !chunk.is_empty() {
+            self.send(chunk);
+        }
+    }
+
+    fn send(&self, chunk: Vec<Transfer>) {
         let stopped = || Error::internal("the file workers have stopped");
         match &self.sender {
             Some(sender) => {
-                if let Err(returned) = sender.send(Job::Transfer(transfer))
-                    && let Job::Transfer(transfer) = returned.0
+                if let Err(returned) = sender.send(Job::Transfers(chunk))
+                    && let Job::Transfers(chunk) = returned.0
                 {
-                    transfer.fail(&stopped());
+                    chunk.into_iter().for_each(|t| t.fail(&stopped()));
                 }
             }
-            None => transfer.fail(&stopped()),
+            None => chunk.into_iter().for_each(|t| t.fail(&stopped())),
         }
     }
 
@@ -109,160 +151,124 @@ impl Drop for FilePool {
 fn worker(receiver: &Receiver<Job>) {
     while let Ok(job) = receiver.recv() {
         match job {
-            Job::Transfer(transfer) => run(transfer),
+            Job::Transfers(transfers) => run(transfers),
             Job::Task(task) => task(),
         }
     }
 }
 
-/// Run one local transfer: one part, read straight into its destination.
-fn run(mut transfer: Transfer) {
-    let batch = std::sync::Arc::clone(&transfer.batch);
-    let Some(active) = batch.begin() else {
-        transfer.cancel();
+/// Run a chunk of local transfers of one batch (see [`FilePool::submit_all`]): each file is
+/// opened once for the transfers reading it in a row, adjacent reads share vectored reads,
+/// and the chunk's completions are queued together. A batch cancelled meanwhile cancels the
+/// transfers not read yet.
+fn run(mut transfers: Vec<Transfer>) {
+    let Some(batch) = transfers.first().map(|t| Arc::clone(&t.batch)) else {
         return;
     };
-    let outcome = catch_unwind(AssertUnwindSafe(|| read_parts(&mut transfer, &active)));
-    let parts = std::mem::take(&mut transfer.parts);
-    let completions = match outcome {
-        Ok(results) => parts
-            .into_iter()
-            .zip(results)
-            .map(|(part, (result, received))| part.into_completion(result, received))
-            .collect::<Vec<_>>(),
-        Err(_) => {
-            let err = Error::internal("a file worker panicked while reading");
-            parts
-                .into_iter()
-                .map(|part| part.into_completion(Err(err.clone()), 0))
-                .collect()
-        }
+    let Some(active) = batch.begin() else {
+        transfers.into_iter().for_each(Transfer::cancel);
+        return;
     };
-    active.complete(completions);
-}
-
-fn read_parts(transfer: &mut Transfer, active: &Active<'_>) -> Vec<(Result<(), Error>, u64)> {
-    let Some(path) = transfer.locator.file_path().map(Path::to_path_buf) else {
-        let err = Error::internal("a remote object reached the file workers");
-        return transfer
-            .parts
+    let mut completions = Vec::with_capacity(transfers.len());
+    let mut i = 0;
+    while i < transfers.len() && !batch.is_cancelled() {
+        let path = transfers[i].locator.file_path().map(Path::to_path_buf);
+        let end = transfers[i + 1..]
             .iter()
-            .map(|_| (Err(err.clone()), 0))
-            .collect();
-    };
-    let file = open(&path);
-    let start = transfer.start;
-    transfer
-        .parts
-        .iter_mut()
-        .map(|part| {
-            let (file, size) = match &file {
-                Ok((f, size)) => (f, *size),
-                Err(e) => return (Err(e.clone()), 0),
-            };
-            let offset = start + part.offset_in_span;
-            let filled = match part.sink.open(active, part.length) {
-                // A caller's slice is filled in place.
-                Ok(Open::Slice(dst)) => read_at_most(file, offset, dst),
-                // An owned buffer holds only what exists: never more than the file has.
-                Ok(Open::Vec(buffer)) => read_owned(file, offset, part.length, size, buffer),
-                Err(e) => return (Err(e), 0),
-            };
-            match filled {
-                Ok(n) if n == part.length => (Ok(()), n),
-                Ok(n) => (Err(past_the_end(&path, file, offset, part.length, n)), n),
-                Err(e) if e.kind() == io::ErrorKind::OutOfMemory => (
-                    Err(Error::new(
-                        Status::InvalidArgument,
-                        format!(
-                            "cannot allocate a destination for {} bytes of {}",
-                            part.length,
-                            path.display()
-                        ),
-                    )),
-                    0,
-                ),
-                Err(e) => (Err(classify(&path, &e)), 0),
+            .position(|t| t.locator.file_path() != path.as_deref())
+            .map_or(transfers.len(), |n| i + 1 + n);
+        let group = &mut transfers[i..end];
+        let outcome = catch_unwind(AssertUnwindSafe(|| match &path {
+            Some(path) => read_group(path, group, &active),
+            None => {
+                let err = Error::internal("a remote object reached the file workers");
+                let parts = group.iter().map(|t| t.parts.len()).sum();
+                vec![(Err(err), 0); parts]
             }
-        })
-        .collect()
+        }));
+        let mut results = outcome.unwrap_or_default().into_iter();
+        for transfer in group {
+            for part in std::mem::take(&mut transfer.parts) {
+                let (result, received) = results.next().unwrap_or_else(|| {
+                    (
+                        Err(Error::internal("a file worker panicked while reading")),
+                        0,
+                    )
+                });
+                completions.push(part.into_completion(result, received));
+            }
+        }
+        i = end;
+    }
+    active.complete(completions);
+    // Not read before the batch was cancelled: they complete as cancelled.
+    for transfer in transfers.into_iter().filter(|t| !t.parts.is_empty()) {
+        transfer.cancel();
+    }
 }
 
-/// The first buffer size for a file whose metadata states no size (a device): doubled as long
-/// as reads fill it, so the buffer follows what can be read, not the length asked for.
-const UNSIZED_FIRST: u64 = 1 << 20;
-
-/// Read up to `length` bytes at `offset` into an owned buffer (emptied first), sized to what
-/// the file held (`size`, from its metadata) and grown, from fresh metadata, if the file grew
-/// since; with no size (not a regular file) the buffer starts small and doubles while reads
-/// fill it. Memory follows the data: a caller-chosen length is never allocated up front.
-/// Returns the bytes read.
-fn read_owned(
-    file: &File,
-    offset: u64,
-    length: u64,
-    size: Option<u64>,
-    buffer: &mut Vec<u8>,
-) -> io::Result<u64> {
-    let too_big = || {
-        io::Error::new(
-            io::ErrorKind::OutOfMemory,
-            "cannot allocate the destination",
-        )
+/// Read every part of `group` (transfers of the file at `path`, in order) into its
+/// destination: each part's status and the bytes it received, in order.
+fn read_group(
+    path: &Path,
+    group: &mut [Transfer],
+    active: &Active<'_>,
+) -> Vec<(Result<(), Error>, u64)> {
+    let parts: usize = group.iter().map(|t| t.parts.len()).sum();
+    let (file, size) = match open(path) {
+        Ok(opened) => opened,
+        Err(e) => return vec![(Err(e), 0); parts],
     };
-    let mut want = match size {
-        Some(size) => length.min(size.saturating_sub(offset)),
-        None => length.min(UNSIZED_FIRST),
-    };
-    buffer.clear();
-    let mut filled = 0u64;
-    loop {
-        let want_len = usize::try_from(want).map_err(|_| too_big())?;
-        buffer
-            .try_reserve_exact(want_len - buffer.len())
-            .map_err(|_| too_big())?;
-        buffer.resize(want_len, 0);
-        let n = read_at_most(file, offset + filled, &mut buffer[filled as usize..])?;
-        filled += n;
-        if filled < want || want == length {
-            buffer.truncate(filled as usize);
-            return Ok(filled);
+    // Destinations that cannot be opened (a caller's slice too small) fail alone.
+    let mut opened: Vec<Result<Dest<'_>, Error>> = Vec::with_capacity(parts);
+    for transfer in group.iter_mut() {
+        let start = transfer.start;
+        for part in &mut transfer.parts {
+            let offset = start + part.offset_in_span;
+            let length = part.length;
+            opened.push(part.sink.open(active, length).map(|dst| Dest {
+                offset,
+                length,
+                dst,
+            }));
         }
-        want = match size {
-            None => length.min(want.saturating_mul(2)),
-            Some(_) => {
-                // The file may have grown since its size was read: ask again, and read what
-                // is new.
-                let exists = file.metadata()?.len().saturating_sub(offset);
-                if exists <= filled {
-                    return Ok(filled);
-                }
-                length.min(exists)
+    }
+    let mut dests: Vec<Dest<'_>> = Vec::with_capacity(parts);
+    let mut which: Vec<Result<usize, Error>> = Vec::with_capacity(parts);
+    for o in opened {
+        which.push(o.map(|d| {
+            dests.push(d);
+            dests.len() - 1
+        }));
+    }
+    let filled = reads::read_all(&file, size, &mut dests);
+    let mut out = Vec::with_capacity(parts);
+    for w in which {
+        let (d, result) = match w {
+            Ok(k) => (&dests[k], &filled[k]),
+            Err(e) => {
+                out.push((Err(e), 0));
+                continue;
             }
         };
+        let (offset, length) = (d.offset, d.length);
+        out.push(match result {
+            Ok(n) if *n == length => (Ok(()), *n),
+            Ok(n) => (Err(past_the_end(path, &file, offset, length, *n)), *n),
+            Err(e) if e.kind() == io::ErrorKind::OutOfMemory => (
+                Err(Error::new(
+                    Status::InvalidArgument,
+                    format!(
+                        "cannot allocate a destination for {length} bytes of {}",
+                        path.display()
+                    ),
+                )),
+                0,
+            ),
+            Err(e) => (Err(classify(path, e)), 0),
+        });
     }
-}
-
-/// Fill `dst` from `offset` with positional reads, looping over short reads; stops early only
-/// at the end of the file. Returns the bytes read.
-fn read_at_most(file: &File, offset: u64, dst: &mut [u8]) -> io::Result<u64> {
-    let mut filled = 0usize;
-    while filled < dst.len() {
-        let at = offset + filled as u64;
-        // No file extends past i64::MAX, and pread refuses ranges that would: stop there.
-        let addressable = (i64::MAX as u64).saturating_sub(at);
-        let room = (dst.len() - filled).min(usize::try_from(addressable).unwrap_or(usize::MAX));
-        if room == 0 {
-            break;
-        }
-        match file.read_at(&mut dst[filled..filled + room], at) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled as u64)
+    out
 }
 
 /// The range error of a read that met the end of the file after `filled` bytes, saying where
