@@ -291,7 +291,7 @@ fn read_into_spare(
         }
         let spare: &mut [MaybeUninit<u8>] = &mut buffer.spare_capacity_mut()[..room];
         match rustix::io::pread(file, spare, at) {
-            Ok((read, _)) if read.is_empty() => break,
+            Ok(([], _)) => break,
             Ok((read, _)) => {
                 let n = read.len();
                 // SAFETY: `pread` initialised the first `n` bytes of the spare capacity (rustix
