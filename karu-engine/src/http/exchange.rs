@@ -25,7 +25,7 @@ use crate::http::check::{
 };
 use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
-use crate::http::locations::{LocationKey, Locations};
+use crate::http::locations::{Flight, LocationKey, Locations, Waiting};
 use crate::http::request::{Correction, ErrorResponse, PreparedRequest};
 use crate::http::speed::LowSpeed;
 use crate::http::transport::{self, HttpClient};
@@ -142,8 +142,25 @@ pub(crate) struct Exchange<'a> {
 #[derive(Clone, Copy)]
 pub(crate) struct Reuse<'a> {
     pub(crate) locations: &'a Mutex<Locations>,
+    /// Woken whenever a flight of a first request ends (see [`Locations::poll_flight`]).
+    pub(crate) flights: &'a tokio::sync::Notify,
     pub(crate) locator: &'a Locator,
     pub(crate) snapshot: &'a Snapshot,
+}
+
+/// The flight a request leads (see [`Locations::poll_flight`]): when the exchange ends,
+/// with or without a location kept, its followers are woken.
+struct Leading<'a> {
+    reuse: Reuse<'a>,
+    key: LocationKey,
+    id: u64,
+}
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        self.reuse.locations.lock().handle_landed(&self.key, self.id);
+        self.reuse.flights.notify_waiters();
+    }
 }
 
 /// An exchange sent to a reused location: what it replaced, to go back to once if the
@@ -186,8 +203,15 @@ impl Exchange<'_> {
                 LocationKey::new(reuse.locator.canonical().as_str(), &url, digest)
             });
         let mut replaced = None;
+        // Ends this request's flight, if it leads one, when the exchange ends however it ends.
+        let mut _leading = None;
         if let (Some(reuse), Some(key)) = (self.reuse, &key) {
-            let kept = reuse.locations.lock().poll_location(key, Instant::now());
+            let mut kept = reuse.locations.lock().poll_location(key, Instant::now());
+            if kept.is_none() && options.resolve_once {
+                let (location, lead) = self.join_flight(reuse, key).await?;
+                kept = location;
+                _leading = lead;
+            }
             if let Some(location) = kept {
                 tracing::debug!(host = %host_of(&location), "reusing a redirect location");
                 let prepared = std::mem::replace(&mut url, location);
@@ -263,6 +287,52 @@ impl Exchange<'_> {
             ),
             FailureClass::Permanent,
         ))
+    }
+
+    /// Without a kept location for `key`, join its first request's flight: lead it (the guard
+    /// returned ends it when dropped) or wait for the leader's location, until the leader's
+    /// deadline or this exchange's, whichever comes first. Without a location after waiting,
+    /// the request goes to the prepared URL itself.
+    async fn join_flight<'r>(
+        &self,
+        reuse: Reuse<'r>,
+        key: &LocationKey,
+    ) -> Result<(Option<Uri>, Option<Leading<'r>>), Failure> {
+        let flight = reuse
+            .locations
+            .lock()
+            .poll_flight(key, Instant::now(), self.deadline);
+        let (id, until) = match flight {
+            Flight::Lead(id) => {
+                let leading = Leading {
+                    reuse,
+                    key: key.clone(),
+                    id,
+                };
+                return Ok((None, Some(leading)));
+            }
+            Flight::Wait { id, until } => (id, until.min(self.deadline)),
+        };
+        tracing::debug!("waiting for a concurrent request's redirect location");
+        loop {
+            let ended = reuse.flights.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            let now = Instant::now();
+            let waiting = reuse.locations.lock().poll_waiting(key, id, now);
+            match waiting {
+                Waiting::Location(location) => return Ok((Some(location), None)),
+                Waiting::Go => return Ok((None, None)),
+                Waiting::Wait if now >= until => return Ok((None, None)),
+                Waiting::Wait => {}
+            }
+            tokio::select! {
+                biased;
+                () = until_cancelled(self.cancel) => return Err(Failure::cancelled()),
+                () = &mut ended => {}
+                () = sleep_until(until.into()) => {}
+            }
+        }
     }
 
     /// Keep the final location of a redirected request for later requests of the same object,

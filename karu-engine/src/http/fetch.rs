@@ -91,6 +91,7 @@ impl Fetch<'_> {
             versions: versions.map(|v| (v, object)),
             reuse: Some(Reuse {
                 locations: &ctx.shared.locations,
+                flights: &ctx.shared.location_flights,
                 locator: self.locator,
                 snapshot: &ctx.shared.snapshot,
             }),

@@ -14,6 +14,17 @@
 //! reusable redirect was accepted; [`Locations::forget`] when a reused location failed (the
 //! read then goes back to the redirecting URL once). Time is the `now` argument, so tests run
 //! on a simulated clock.
+//!
+//! Single flight: when many transfers of one object start together (the first batch of reads
+//! of a file), only one should ask the redirecting URL; the others wait for the location it
+//! finds. Before a first request of a key the driver calls [`Locations::poll_flight`]: the
+//! first caller [`Flight::Lead`]s (its flight lasts until the `until` it gives, its own
+//! deadline), later callers [`Flight::Wait`] until the leader's flight ends (a location kept
+//! by [`Locations::handle_location`], or [`Locations::handle_landed`] when the leader finished
+//! without one: it failed, or its answer gave no reusable location) or until its `until`
+//! passes, and never past their own deadline. A follower whose leader ended without a
+//! location asks the redirecting URL itself ([`Locations::poll_waiting`] says when to stop
+//! waiting): one failed leader never makes others fail.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
@@ -61,10 +72,42 @@ struct Entry {
     until: Instant,
 }
 
+/// A first request of a key in flight: who leads it, and until when followers wait for it.
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    id: u64,
+    until: Instant,
+}
+
+/// What a transfer without a kept location does (see [`Locations::poll_flight`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flight {
+    /// Ask the redirecting URL; end the flight with `handle_location` or `handle_landed`
+    /// (passing this id).
+    Lead(u64),
+    /// Another transfer leads flight `id`: wait for it (see [`Locations::poll_waiting`]),
+    /// at most until `until` (the leader's deadline).
+    Wait { id: u64, until: Instant },
+}
+
+/// What a follower does after waking (see [`Locations::poll_waiting`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Waiting {
+    /// The flight is still on: keep waiting.
+    Wait,
+    /// The leader kept this location: use it.
+    Location(Uri),
+    /// The flight ended without a location, or outlived its `until`: ask the redirecting URL.
+    Go,
+}
+
 /// The reusable locations of a client (see the [module](self) documentation).
 #[derive(Debug)]
 pub(crate) struct Locations {
     entries: HashMap<LocationKey, Entry>,
+    /// First requests in flight, at most one per key.
+    flights: HashMap<LocationKey, InFlight>,
+    next_flight: u64,
     capacity: usize,
     /// Keys of the credential digests: random per client, so a digest says nothing outside it.
     digests: RandomState,
@@ -88,6 +131,8 @@ impl Locations {
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         Locations {
             entries: HashMap::new(),
+            flights: HashMap::new(),
+            next_flight: 0,
             capacity: capacity.max(1),
             digests: RandomState::new(),
         }
@@ -125,10 +170,55 @@ impl Locations {
         }
     }
 
+    /// Before a first request of `key` without a kept location, at `now`: lead its flight
+    /// (until `until`, the caller's deadline), or wait for the one in flight. A flight past
+    /// its `until` is taken over. At most [`CAPACITY`] flights are tracked (beyond that,
+    /// callers lead without followers: each asks for itself, as without single flight).
+    pub(crate) fn poll_flight(&mut self, key: &LocationKey, now: Instant, until: Instant) -> Flight {
+        if let Some(flight) = self.flights.get(key)
+            && now < flight.until
+        {
+            return Flight::Wait {
+                id: flight.id,
+                until: flight.until,
+            };
+        }
+        self.next_flight += 1;
+        let id = self.next_flight;
+        if self.flights.len() >= self.capacity {
+            self.flights.retain(|_, f| now < f.until);
+        }
+        if self.flights.len() < self.capacity || self.flights.contains_key(key) {
+            self.flights.insert(key.clone(), InFlight { id, until });
+        }
+        Flight::Lead(id)
+    }
+
+    /// A follower of flight `id` of `key`, woken at `now`: keep waiting, use the location the
+    /// leader kept, or go ask for itself (the flight ended without one, or outlived its
+    /// `until`).
+    pub(crate) fn poll_waiting(&mut self, key: &LocationKey, id: u64, now: Instant) -> Waiting {
+        if let Some(location) = self.poll_location(key, now) {
+            return Waiting::Location(location);
+        }
+        match self.flights.get(key) {
+            Some(flight) if flight.id == id && now < flight.until => Waiting::Wait,
+            _ => Waiting::Go,
+        }
+    }
+
+    /// The leader of flight `id` of `key` finished without keeping a location (it failed, or
+    /// its answer gave none): its followers go ask for themselves.
+    pub(crate) fn handle_landed(&mut self, key: &LocationKey, id: u64) {
+        if self.flights.get(key).is_some_and(|f| f.id == id) {
+            self.flights.remove(key);
+        }
+    }
+
     /// Keep `location` for `key`, valid for `lifetime` from `now` (less the [`margin`]). A
     /// location too short-lived to reuse, or too long to keep, is not kept (and replaces
     /// nothing). When the map is full, expired entries go first, then the one expiring
-    /// soonest.
+    /// soonest. A kept location ends the key's flight.
     pub(crate) fn handle_location(
         &mut self,
         key: LocationKey,
@@ -155,6 +245,7 @@ impl Locations {
                 self.entries.remove(&soonest);
             }
         }
+        self.flights.remove(&key);
         self.entries.insert(key, Entry { location, until });
     }
 
@@ -333,6 +424,106 @@ mod tests {
         assert_eq!(map.len(), 3);
     }
 
+    fn later(t: Instant, secs: u64) -> Instant {
+        t + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn the_first_request_leads_and_the_others_wait_for_its_location() {
+        let t0 = Instant::now();
+        let mut map = Locations::default();
+        let k = key("o");
+        let Flight::Lead(id) = map.poll_flight(&k, t0, later(t0, 30)) else {
+            panic!("the first leads");
+        };
+        for _ in 0..3 {
+            assert_eq!(
+                map.poll_flight(&k, t0, later(t0, 99)),
+                Flight::Wait {
+                    id,
+                    until: later(t0, 30)
+                },
+                "the others wait until the leader's deadline, not their own"
+            );
+        }
+        assert_eq!(map.poll_waiting(&k, id, later(t0, 1)), Waiting::Wait);
+        // Another object is not held up.
+        assert!(matches!(map.poll_flight(&key("p"), t0, later(t0, 30)), Flight::Lead(_)));
+        map.handle_location(k.clone(), cdn(1), HOUR, later(t0, 2));
+        assert_eq!(
+            map.poll_waiting(&k, id, later(t0, 2)),
+            Waiting::Location(cdn(1))
+        );
+        // The leader's own end changes nothing after that.
+        map.handle_landed(&k, id);
+        assert_eq!(map.poll_location(&k, later(t0, 3)), Some(cdn(1)));
+    }
+
+    #[test]
+    fn a_failed_leader_lets_its_followers_ask_for_themselves() {
+        let t0 = Instant::now();
+        let mut map = Locations::default();
+        let k = key("o");
+        let Flight::Lead(id) = map.poll_flight(&k, t0, later(t0, 30)) else {
+            panic!("the first leads");
+        };
+        map.handle_landed(&k, id);
+        assert_eq!(map.poll_waiting(&k, id, t0), Waiting::Go);
+        // A later first request leads a new flight.
+        let Flight::Lead(next) = map.poll_flight(&k, t0, later(t0, 30)) else {
+            panic!("no flight is on");
+        };
+        assert_ne!(next, id);
+        // A location too short-lived to keep does not end the flight; the leader's end does.
+        map.handle_location(k.clone(), cdn(1), Duration::from_secs(1), t0);
+        assert_eq!(map.poll_waiting(&k, next, t0), Waiting::Wait);
+        map.handle_landed(&k, next);
+        assert_eq!(map.poll_waiting(&k, next, t0), Waiting::Go);
+    }
+
+    #[test]
+    fn a_flight_past_its_deadline_is_no_longer_waited_for_and_is_taken_over() {
+        let t0 = Instant::now();
+        let mut map = Locations::default();
+        let k = key("o");
+        let Flight::Lead(old) = map.poll_flight(&k, t0, later(t0, 10)) else {
+            panic!("the first leads");
+        };
+        assert_eq!(
+            map.poll_waiting(&k, old, later(t0, 10) - Duration::from_nanos(1)),
+            Waiting::Wait
+        );
+        assert_eq!(map.poll_waiting(&k, old, later(t0, 10)), Waiting::Go);
+        let Flight::Lead(new) = map.poll_flight(&k, later(t0, 10), later(t0, 40)) else {
+            panic!("an outlived flight is taken over");
+        };
+        // The old leader ending late does not end the new flight.
+        map.handle_landed(&k, old);
+        assert_eq!(map.poll_waiting(&k, new, later(t0, 11)), Waiting::Wait);
+        assert!(matches!(
+            map.poll_flight(&k, later(t0, 11), later(t0, 50)),
+            Flight::Wait { id, .. } if id == new
+        ));
+    }
+
+    #[test]
+    fn flights_are_bounded_by_the_capacity() {
+        let t0 = Instant::now();
+        let mut map = Locations::with_capacity(2);
+        for o in ["a", "b", "c", "d"] {
+            assert!(matches!(map.poll_flight(&key(o), t0, later(t0, 5)), Flight::Lead(_)));
+        }
+        assert_eq!(map.flights.len(), 2);
+        // Untracked keys lead every time (no follower waits on them).
+        assert!(matches!(map.poll_flight(&key("d"), t0, later(t0, 5)), Flight::Lead(_)));
+        // Once tracked flights outlive their deadline, they make room.
+        assert!(matches!(map.poll_flight(&key("e"), later(t0, 5), later(t0, 9)), Flight::Lead(_)));
+        assert!(matches!(
+            map.poll_flight(&key("e"), later(t0, 6), later(t0, 9)),
+            Flight::Wait { .. }
+        ));
+    }
+
     proptest! {
         /// Whatever the sequence of events on a simulated clock: the map never holds more
         /// than its capacity, never hands out a location past its reuse time, and hands out
@@ -369,6 +560,70 @@ mod tests {
                     }
                 }
                 prop_assert!(map.len() <= 4);
+            }
+        }
+    }
+
+    proptest! {
+        /// Whatever the sequence of first requests, ends and locations on a simulated clock:
+        /// a follower is told to wait only for a live flight (one not ended, before its
+        /// deadline), never two live flights of one key lead at once, and a follower's wait
+        /// ends as soon as its flight does.
+        #[test]
+        fn single_flight_never_holds_a_follower_past_its_flight(
+            events in proptest::collection::vec((0u8..4, 0u8..3, 0u64..20, 1u64..60), 1..200)
+        ) {
+            let t0 = Instant::now();
+            let mut map = Locations::with_capacity(8);
+            let mut now = t0;
+            // The model: per key, the live flight (id, until) if any.
+            let mut live: HashMap<u8, (u64, Instant)> = HashMap::new();
+            let mut leaders: Vec<(u8, u64)> = Vec::new();
+            let mut kept = std::collections::HashSet::new();
+            for (op, object, advance, lifetime) in events {
+                now += Duration::from_secs(advance % 7);
+                live.retain(|_, (_, until)| now < *until);
+                let k = key(&format!("o{object}"));
+                match op {
+                    0 => match map.poll_flight(&k, now, now + Duration::from_secs(lifetime)) {
+                        Flight::Lead(id) => {
+                            prop_assert!(!live.contains_key(&object), "two live leaders");
+                            live.insert(object, (id, now + Duration::from_secs(lifetime)));
+                            leaders.push((object, id));
+                        }
+                        Flight::Wait { id, until } => {
+                            prop_assert_eq!(live.get(&object), Some(&(id, until)));
+                            prop_assert!(now < until);
+                        }
+                    },
+                    1 => {
+                        if let Some(&(o, id)) = leaders.get(lifetime as usize % leaders.len().max(1)) {
+                            map.handle_landed(&key(&format!("o{o}")), id);
+                            if live.get(&o).is_some_and(|(l, _)| *l == id) {
+                                live.remove(&o);
+                            }
+                        }
+                    }
+                    2 => {
+                        // Kept for the whole run (the clock advances at most 1,200 s).
+                        map.handle_location(k, cdn(1), HOUR, now);
+                        live.remove(&object);
+                        kept.insert(object);
+                    }
+                    _ => {
+                        for &(o, id) in leaders.iter().filter(|(o, _)| *o == object) {
+                            let waiting = map.poll_waiting(&key(&format!("o{o}")), id, now);
+                            let expected = if kept.contains(&o) {
+                                Waiting::Location(cdn(1))
+                            } else if live.get(&o).is_some_and(|(l, _)| *l == id) {
+                                Waiting::Wait
+                            } else {
+                                Waiting::Go
+                            };
+                            prop_assert_eq!(waiting, expected);
+                        }
+                    }
+                }
             }
         }
     }

@@ -154,6 +154,8 @@ struct Shared {
     workers: CredentialWorkers,
     /// Redirect locations backends allow reusing (never object bytes or sizes).
     locations: Mutex<Locations>,
+    /// Woken whenever a first request's flight of a reusable location ends.
+    location_flights: tokio::sync::Notify,
 }
 
 /// The loops' pending queues. A job goes to the loop with the least work (queued plus
@@ -290,6 +292,7 @@ impl Remote {
             callbacks,
             workers,
             locations: Mutex::new(Locations::default()),
+            location_flights: tokio::sync::Notify::new(),
         });
         let mut threads = Vec::new();
         let mut senders = Vec::new();

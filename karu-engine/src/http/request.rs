@@ -59,6 +59,11 @@ pub struct HttpOptions {
     pub accept_stored_gzip: bool,
     /// Headers that must never follow a redirect to another host, besides `Authorization`.
     pub sensitive_headers: Vec<HeaderName>,
+    /// The URL redirects to a location the backend's `reusable_location` keeps (the Hugging
+    /// Face resolve endpoint): when several transfers of one object start without a kept
+    /// location, one asks the URL and the others wait for the location it keeps (never past
+    /// their deadline; if it keeps none, each asks for itself).
+    pub resolve_once: bool,
 }
 
 /// The one request shape every backend produces: URL, headers (the byte range among them, as

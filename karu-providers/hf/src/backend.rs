@@ -83,6 +83,8 @@ impl Backend for HfBackend {
             .map_err(|why| request::invalid(locator.canonical().as_str(), &why))?;
         let mut prepared = PreparedRequest::get(&address.resolve_url(&endpoint), ctx)?;
         prepared.options.follow_redirects = true;
+        // Concurrent first reads of a file wait for one resolve's location.
+        prepared.options.resolve_once = config.value.reuse_locations();
         let token = ctx
             .credential
             .and_then(|c| c.get::<HfToken>())

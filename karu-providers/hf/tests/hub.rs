@@ -96,6 +96,79 @@ fn a_second_read_of_a_file_goes_straight_to_the_cdn_location() {
     assert_eq!(hf.authorization_leaks(), 0);
 }
 
+/// `n` reads of 100 bytes of `object`, 16 KiB apart (each its own transfer), tagged from
+/// `first`.
+fn spread_reads(object: &karu::Locator, first: u64, n: u64) -> Vec<karu::Read<'static>> {
+    (0..n)
+        .map(|i| karu::Read::new(object, i * 16384, 100).tag(first + i))
+        .collect()
+}
+
+#[test]
+fn concurrent_first_reads_of_a_file_ask_the_hub_once() {
+    const OTHER: &str = "weights/other.safetensors";
+    let hf = public_mock();
+    hf.insert_virtual(REPO, "main", OTHER, 1 << 20);
+    // The first CDN request of each file waits at the barrier for the other's: the two files'
+    // first resolves run at once, each holding its file's followers.
+    hf.cdn().add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
+    let client = isolated(&hf).build().unwrap();
+    let a = client.locate(&address()).unwrap();
+    let b = client.locate(&format!("hf://{REPO}/{OTHER}")).unwrap();
+    let mut reads = spread_reads(&a, 0, 64);
+    reads.extend(spread_reads(&b, 64, 64));
+    let batch = client.submit(reads);
+    let completions = batch.wait();
+    assert_eq!(batch.stats().transfers, 128);
+    for c in &completions {
+        assert_eq!(c.status(), Status::Ok, "read {}", c.tag());
+        assert_eq!(c.bytes(), pattern((c.tag() % 64) * 16384, 100));
+    }
+    // Whichever read leads its file's flight: one resolve per file.
+    let mut hub: Vec<(String, u16)> = hf
+        .hub()
+        .take_requests()
+        .into_iter()
+        .map(|r| (r.path, r.status))
+        .collect();
+    hub.sort();
+    assert_eq!(
+        hub,
+        [
+            (hf.resolve_path(REPO, "main", FILE), 302),
+            (hf.resolve_path(REPO, "main", OTHER), 302),
+        ],
+        "one resolve per file"
+    );
+    let cdn = hf.cdn().take_requests();
+    assert_eq!(cdn.len(), 128);
+    assert!(cdn.iter().all(|r| r.status == 206));
+    assert_eq!(hf.authorization_leaks(), 0);
+}
+
+#[test]
+fn followers_of_a_first_resolve_that_never_ends_resolve_for_themselves() {
+    let hf = public_mock();
+    // The first resolve is never answered: its attempt ends at the low-speed time, and the
+    // reads that waited for it ask the Hub themselves.
+    hf.hub()
+        .add_fault(FaultRule::new(Fault::NeverAnswer).times(1));
+    let client = isolated(&hf)
+        .set("http.low_speed_time", "1s")
+        .build()
+        .unwrap();
+    let object = client.locate(&address()).unwrap();
+    let batch = client.submit(spread_reads(&object, 0, 16));
+    for c in batch.wait() {
+        assert_eq!(c.status(), Status::Ok, "read {}", c.tag());
+        assert_eq!(c.bytes(), pattern(c.tag() * 16384, 100));
+    }
+    let hub = hf.hub().take_requests();
+    assert!(hub.len() >= 2, "the held resolve, then others: {hub:?}");
+    assert!(hub.iter().skip(1).all(|r| r.status == 302));
+    assert_eq!(hf.cdn().take_requests().len(), 16);
+}
+
 #[test]
 fn a_revoked_or_expired_location_sends_the_read_back_to_the_hub_once() {
     for expire in [

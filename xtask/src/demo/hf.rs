@@ -1,8 +1,8 @@
 //! The Hugging Face section: scattered reads of one file of a gated dataset through the Hub
 //! mock (the resolve endpoint and its CDN on two loopback origins), with the token taken from
 //! `HF_TOKEN` in the captured environment. Counted from both servers' request logs: in the
-//! first batch, the transfers that start before a location is kept each resolve at the Hub and
-//! follow its redirect; the second batch of the same file goes straight to the signed CDN
+//! first batch, one transfer resolves at the Hub and follows its redirect while the others
+//! wait for the location it keeps (single flight); the second batch of the same file goes straight to the signed CDN
 //! location the first one kept.
 
 use std::time::{Duration, Instant};
@@ -54,7 +54,7 @@ pub(super) fn section() -> Result<(), String> {
     for (n, title) in [
         (
             1,
-            "first batch: transfers ask the Hub and follow its redirect until a location is kept",
+            "first batch: one transfer asks the Hub and follows its redirect; the others wait for its location",
         ),
         (2, "the same file again: the signed CDN location is reused"),
     ] {
