@@ -97,6 +97,22 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
         None
     }
 
+    /// After a request followed redirects and its final answer's head was accepted: whether
+    /// what the last redirect said about the object (`redirect`, its headers: the Hugging Face
+    /// Hub's `X-Linked-Size` and `X-Linked-Etag`) contradicts the final answer's object size
+    /// (`total`) and strong ETag. A contradiction, returned as a message (no secret), fails the
+    /// attempt with `Protocol` before any of its bytes is delivered. `None` (the default): no
+    /// claim, or none contradicted.
+    fn redirect_contradiction(
+        &self,
+        redirect: &HeaderMap,
+        total: Option<u64>,
+        etag: Option<&str>,
+    ) -> Option<String> {
+        let _ = (redirect, total, etag);
+        None
+    }
+
     /// After an error answer: a note the engine adds to the read's error message (what the
     /// user can do about it, e.g. that a token is needed). Decided from the status, headers
     /// and the first bytes of the body; must not hold a secret.

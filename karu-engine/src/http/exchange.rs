@@ -158,7 +158,10 @@ struct Leading<'a> {
 
 impl Drop for Leading<'_> {
     fn drop(&mut self) {
-        self.reuse.locations.lock().handle_landed(&self.key, self.id);
+        self.reuse
+            .locations
+            .lock()
+            .handle_landed(&self.key, self.id);
         self.reuse.flights.notify_waiters();
     }
 }
@@ -225,6 +228,8 @@ impl Exchange<'_> {
             }
         }
         let mut redirected = false;
+        // The last redirect's headers: what it said about the object, checked against the end.
+        let mut linked: Option<HeaderMap> = None;
         for _hop in 0..=MAX_REDIRECTS {
             let host = host_of(&url);
             // The headers are only needed again if a redirect may follow.
@@ -260,6 +265,7 @@ impl Exchange<'_> {
                         FailureClass::Permanent,
                     ));
                 };
+                linked = Some(response.headers().clone());
                 self.discard(response, 0).await;
                 if origin_of(&next) != origin {
                     // Credentials never follow a redirect to another origin.
@@ -270,7 +276,15 @@ impl Exchange<'_> {
                 continue;
             }
             let result = self
-                .receive(response, &expect, dst, base, &host, &mut speed)
+                .receive(
+                    response,
+                    &expect,
+                    dst,
+                    base,
+                    &host,
+                    &mut speed,
+                    linked.as_ref(),
+                )
                 .await;
             if redirected
                 && result.is_ok()
@@ -428,6 +442,7 @@ impl Exchange<'_> {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn receive(
         &self,
         response: Response<Incoming>,
@@ -436,6 +451,7 @@ impl Exchange<'_> {
         base: u64,
         host: &str,
         speed: &mut LowSpeed,
+        linked: Option<&HeaderMap>,
     ) -> Result<Success, Failure> {
         let status = response.status().as_u16();
         let headers = response.headers();
@@ -456,6 +472,26 @@ impl Exchange<'_> {
         if let Some(failure) = self.keep_to_one_version(&verdict, status) {
             Carrier::abandon(response);
             return Err(failure);
+        }
+        if let Some(redirect) = linked {
+            let (total, etag) = match &verdict {
+                Verdict::Receive(receipt) => (receipt.total, receipt.etag.as_deref()),
+                Verdict::Unsatisfiable { size, etag } => (*size, etag.as_deref()),
+                Verdict::ErrorStatus(_) | Verdict::Reject(_) => (None, None),
+            };
+            let contradiction = (total.is_some() || etag.is_some())
+                .then(|| self.backend.redirect_contradiction(redirect, total, etag))
+                .flatten();
+            if let Some(why) = contradiction {
+                Carrier::abandon(response);
+                return Err(Failure::new(
+                    Error::new(
+                        Status::Protocol,
+                        format!("the redirect and the answer disagree: {why} ({host})"),
+                    ),
+                    FailureClass::Permanent,
+                ));
+            }
         }
         match verdict {
             Verdict::Receive(receipt) => {

@@ -174,7 +174,12 @@ impl Locations {
     /// (until `until`, the caller's deadline), or wait for the one in flight. A flight past
     /// its `until` is taken over. At most [`CAPACITY`] flights are tracked (beyond that,
     /// callers lead without followers: each asks for itself, as without single flight).
-    pub(crate) fn poll_flight(&mut self, key: &LocationKey, now: Instant, until: Instant) -> Flight {
+    pub(crate) fn poll_flight(
+        &mut self,
+        key: &LocationKey,
+        now: Instant,
+        until: Instant,
+    ) -> Flight {
         if let Some(flight) = self.flights.get(key)
             && now < flight.until
         {
@@ -448,7 +453,10 @@ mod tests {
         }
         assert_eq!(map.poll_waiting(&k, id, later(t0, 1)), Waiting::Wait);
         // Another object is not held up.
-        assert!(matches!(map.poll_flight(&key("p"), t0, later(t0, 30)), Flight::Lead(_)));
+        assert!(matches!(
+            map.poll_flight(&key("p"), t0, later(t0, 30)),
+            Flight::Lead(_)
+        ));
         map.handle_location(k.clone(), cdn(1), HOUR, later(t0, 2));
         assert_eq!(
             map.poll_waiting(&k, id, later(t0, 2)),
@@ -511,13 +519,22 @@ mod tests {
         let t0 = Instant::now();
         let mut map = Locations::with_capacity(2);
         for o in ["a", "b", "c", "d"] {
-            assert!(matches!(map.poll_flight(&key(o), t0, later(t0, 5)), Flight::Lead(_)));
+            assert!(matches!(
+                map.poll_flight(&key(o), t0, later(t0, 5)),
+                Flight::Lead(_)
+            ));
         }
         assert_eq!(map.flights.len(), 2);
         // Untracked keys lead every time (no follower waits on them).
-        assert!(matches!(map.poll_flight(&key("d"), t0, later(t0, 5)), Flight::Lead(_)));
+        assert!(matches!(
+            map.poll_flight(&key("d"), t0, later(t0, 5)),
+            Flight::Lead(_)
+        ));
         // Once tracked flights outlive their deadline, they make room.
-        assert!(matches!(map.poll_flight(&key("e"), later(t0, 5), later(t0, 9)), Flight::Lead(_)));
+        assert!(matches!(
+            map.poll_flight(&key("e"), later(t0, 5), later(t0, 9)),
+            Flight::Lead(_)
+        ));
         assert!(matches!(
             map.poll_flight(&key("e"), later(t0, 6), later(t0, 9)),
             Flight::Wait { .. }

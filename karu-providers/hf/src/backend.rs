@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use karu_engine::provider::http::header::AUTHORIZATION;
-use karu_engine::provider::http::{HeaderValue, Uri};
+use karu_engine::provider::http::{HeaderMap, HeaderValue, Uri};
 use karu_engine::provider::{
     Backend, CredentialSource, Error, ErrorResponse, Locator, PerScope, PrepareContext,
     PreparedRequest, Resolved, Scoped, Snapshot, Status, credential_scope, section,
@@ -116,6 +116,16 @@ impl Backend for HfBackend {
             return None;
         }
         request::signed_lifetime(location, now)
+    }
+
+    /// The Hub's `X-Linked-Size` and `X-Linked-Etag` against the CDN's answer.
+    fn redirect_contradiction(
+        &self,
+        redirect: &HeaderMap,
+        total: Option<u64>,
+        etag: Option<&str>,
+    ) -> Option<String> {
+        request::linked_contradiction(redirect, total, etag)
     }
 
     /// What to do about a gated or private repository.

@@ -348,6 +348,51 @@ pub(crate) fn hint(status: u16, headers: &HeaderMap) -> Option<String> {
     }
 }
 
+/// Whether the Hub's redirect (`X-Linked-Size`, `X-Linked-Etag`) contradicts the final
+/// answer's object size and strong ETag. The size must match whenever both are known (a
+/// claim that is not a number is itself a contradiction). ETags are compared only when the
+/// final one has the linked one's form, a quoted 64-digit SHA-256 (the Hub's ETag of an LFS
+/// file): a CDN answering with its own kind of ETag (an S3 MD5) says nothing either way.
+pub(crate) fn linked_contradiction(
+    redirect: &HeaderMap,
+    total: Option<u64>,
+    etag: Option<&str>,
+) -> Option<String> {
+    let text = |name: &str| {
+        redirect
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(claim) = text("x-linked-size") {
+        match claim.parse::<u64>() {
+            Err(_) => return Some("X-Linked-Size is not a size".to_string()),
+            Ok(size) if total.is_some_and(|t| t != size) => {
+                return Some(format!(
+                    "X-Linked-Size says {size} bytes, the answer {} bytes",
+                    total.unwrap_or_default()
+                ));
+            }
+            Ok(_) => {}
+        }
+    }
+    let sha256 = |tag: &str| {
+        let inner = tag.strip_prefix('"')?.strip_suffix('"')?;
+        (inner.len() == 64 && inner.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| inner.to_ascii_lowercase())
+    };
+    if let (Some(linked), Some(answer)) = (
+        text("x-linked-etag").and_then(sha256),
+        etag.and_then(sha256),
+    ) && linked != answer
+    {
+        return Some(format!(
+            "X-Linked-Etag says \"{linked}\", the answer's ETag is \"{answer}\""
+        ));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,5 +625,53 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn linked_size_and_etag_are_checked_against_the_answer() {
+        let sha = |c: char| format!("\"{}\"", c.to_string().repeat(64));
+        let redirect = |size: Option<&str>, etag: Option<&str>| {
+            let mut h = HeaderMap::new();
+            if let Some(s) = size {
+                h.insert("x-linked-size", s.parse().unwrap());
+            }
+            if let Some(e) = etag {
+                h.insert("x-linked-etag", e.parse().unwrap());
+            }
+            h
+        };
+        let a = sha('a');
+        let agreed = redirect(Some("100"), Some(&a));
+        assert_eq!(linked_contradiction(&agreed, Some(100), Some(&a)), None);
+        assert_eq!(linked_contradiction(&agreed, None, None), None);
+        // The CDN's own kind of ETag says nothing either way.
+        assert_eq!(
+            linked_contradiction(&agreed, Some(100), Some("\"d41d8cd9-2\"")),
+            None
+        );
+        assert_eq!(
+            linked_contradiction(&redirect(None, None), Some(7), Some(&a)),
+            None
+        );
+        assert_eq!(
+            linked_contradiction(&agreed, Some(101), Some(&a)).as_deref(),
+            Some("X-Linked-Size says 100 bytes, the answer 101 bytes")
+        );
+        assert!(linked_contradiction(&agreed, Some(100), Some(&sha('b'))).is_some());
+        assert_eq!(
+            linked_contradiction(&agreed, Some(100), Some(&a.to_uppercase())),
+            None,
+            "hex digits in either case"
+        );
+        assert_eq!(
+            linked_contradiction(&redirect(Some("NaN"), None), Some(100), None).as_deref(),
+            Some("X-Linked-Size is not a size")
+        );
+        // A weak or unquoted linked tag is not compared.
+        let weak = format!("W/{a}");
+        assert_eq!(
+            linked_contradiction(&redirect(None, Some(&weak)), None, Some(&sha('b'))),
+            None
+        );
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use karu::{CallbackCredential, CanonicalPath, Client, ClientBuilder, Status};
 use karu_testkit::conformance::{self, HfMockTarget, Options};
-use karu_testkit::hf::{HfMock, RepoAccess};
+use karu_testkit::hf::{HfMock, LinkedFault, RepoAccess};
 use karu_testkit::{Fault, FaultRule, RequestRecord, pattern};
 
 const REPO: &str = "org/model";
@@ -111,7 +111,8 @@ fn concurrent_first_reads_of_a_file_ask_the_hub_once() {
     hf.insert_virtual(REPO, "main", OTHER, 1 << 20);
     // The first CDN request of each file waits at the barrier for the other's: the two files'
     // first resolves run at once, each holding its file's followers.
-    hf.cdn().add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
+    hf.cdn()
+        .add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
     let client = isolated(&hf).build().unwrap();
     let a = client.locate(&address()).unwrap();
     let b = client.locate(&format!("hf://{REPO}/{OTHER}")).unwrap();
@@ -167,6 +168,43 @@ fn followers_of_a_first_resolve_that_never_ends_resolve_for_themselves() {
     assert!(hub.len() >= 2, "the held resolve, then others: {hub:?}");
     assert!(hub.iter().skip(1).all(|r| r.status == 302));
     assert_eq!(hf.cdn().take_requests().len(), 16);
+}
+
+#[test]
+fn a_redirect_that_contradicts_the_answer_fails_with_protocol_never_ok_bytes() {
+    for fault in [
+        LinkedFault::Size,
+        LinkedFault::Etag,
+        LinkedFault::NotANumber,
+    ] {
+        let hf = public_mock();
+        hf.set_linked_fault(Some(fault));
+        let client = isolated(&hf).build().unwrap();
+        let object = client.locate(&address()).unwrap();
+        let batch = client.submit([karu::Read::new(&object, 0, 10)]);
+        let done = batch.wait();
+        assert_eq!(done[0].status(), Status::Protocol, "{fault:?}");
+        assert!(done[0].bytes().is_empty(), "{fault:?}");
+        // A permanent failure: one resolve, one CDN answer, no location kept.
+        assert_eq!(hf.hub().take_requests().len(), 1, "{fault:?}");
+        assert_eq!(hf.cdn().take_requests().len(), 1, "{fault:?}");
+        hf.set_linked_fault(None);
+        assert_eq!(client.read(&object, 0, 10).unwrap(), pattern(0, 10));
+        assert_eq!(
+            hf.hub().take_requests().len(),
+            1,
+            "{fault:?}: the contradicted location was not kept"
+        );
+    }
+    // The CDN answering with its own kind of ETag (an S3 MD5) is not a contradiction.
+    let hf = public_mock();
+    hf.cdn().set_etag(
+        &hf.cdn_path(REPO, "main", FILE),
+        Some("\"9b2cf535f27731c974343645a3985328-2\""),
+    );
+    let client = isolated(&hf).build().unwrap();
+    let object = client.locate(&address()).unwrap();
+    assert_eq!(client.read(&object, 0, 10).unwrap(), pattern(0, 10));
 }
 
 #[test]

@@ -14,7 +14,8 @@
 //! 4. an unknown revision: 404 `RevisionNotFound`; an unknown file: 404 `EntryNotFound`;
 //! 5. a `302` to `{cdn}/blobs/ID?Expires=…&Signature=…` (valid for
 //!    [the URL lifetime](HfMock::set_url_lifetime) from the mock's clock), with `X-Linked-Size`,
-//!    `X-Linked-Etag` and `X-Repo-Commit`.
+//!    `X-Linked-Etag` (a quoted SHA-256, the ETag the CDN answers with; wrong on request:
+//!    [`HfMock::set_linked_fault`]) and `X-Repo-Commit`.
 //!
 //! Error bodies are the Hub's JSON (`{"error": "…"}`) with `X-Error-Code` and
 //! `X-Error-Message`. The CDN ([`HfMock::cdn`]) checks every request's signature and expiry
@@ -92,6 +93,8 @@ struct HubState {
     generation: AtomicU64,
     rate_limited: AtomicU64,
     authorization_leaks: AtomicU64,
+    /// What the redirects' `X-Linked-*` headers get wrong from now on.
+    linked_fault: Mutex<Option<LinkedFault>>,
     secret: [u8; 16],
     cdn_base: String,
 }
@@ -220,11 +223,18 @@ impl Route for HubRoute {
             "{}{path}?Expires={expires}&Signature={signature}&Key-Pair-Id=K{generation}",
             state.cdn_base
         );
+        let (mut size_claim, mut etag_claim) = (size.to_string(), linked_etag(id));
+        match *state.linked_fault.lock() {
+            Some(LinkedFault::Size) => size_claim = (size + 1).to_string(),
+            Some(LinkedFault::Etag) => etag_claim = linked_etag(&format!("{id}-other")),
+            Some(LinkedFault::NotANumber) => size_claim = "NaN".to_string(),
+            None => {}
+        }
         Some(
             GateResponse::new(302, format!("Found. Redirecting to {location}"))
                 .header("location", location)
-                .header("x-linked-etag", format!("\"{id}\""))
-                .header("x-linked-size", size.to_string())
+                .header("x-linked-etag", etag_claim)
+                .header("x-linked-size", size_claim)
                 .header(
                     "x-repo-commit",
                     hex::encode(Sha256::digest(revision.as_bytes())),
@@ -232,6 +242,24 @@ impl Route for HubRoute {
                 .header("content-type", "text/plain; charset=utf-8"),
         )
     }
+}
+
+/// What a redirect's `X-Linked-*` headers get wrong (see [`HfMock::set_linked_fault`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LinkedFault {
+    /// `X-Linked-Size` one byte more than the file.
+    Size,
+    /// `X-Linked-Etag` another file's SHA-256.
+    Etag,
+    /// `X-Linked-Size: NaN`.
+    NotANumber,
+}
+
+/// The ETag of a file's bytes, as the Hub states an LFS file's: its SHA-256 in quotes (here
+/// a digest of its CDN id). The CDN answers with the same ETag (until a fault changes it).
+fn linked_etag(id: &str) -> String {
+    format!("\"{}\"", hex::encode(Sha256::digest(id.as_bytes())))
 }
 
 /// `[datasets/|spaces/]org/repo`, the decoded revision and the decoded file path of a resolve
@@ -346,6 +374,7 @@ impl HfMock {
             generation: AtomicU64::new(0),
             rate_limited: AtomicU64::new(0),
             authorization_leaks: AtomicU64::new(0),
+            linked_fault: Mutex::new(None),
             secret,
             cdn_base: cdn.base_url(),
         });
@@ -416,8 +445,9 @@ impl HfMock {
         )
     }
 
-    fn register(&self, repo: &str, revision: &str, file: &str, size: u64) -> String {
+    fn register(&self, repo: &str, revision: &str, file: &str, size: u64) -> (String, String) {
         let id = Self::blob_id(repo, revision, file);
+        let etag = linked_etag(&id);
         let mut repos = self.state.repos.lock();
         let entry = repos.entry(repo.to_string()).or_insert_with(|| Repo {
             access: RepoAccess::Public,
@@ -428,20 +458,22 @@ impl HfMock {
             .entry(revision.to_string())
             .or_default()
             .insert(file.to_string(), (id.clone(), size));
-        format!("/blobs/{id}")
+        (format!("/blobs/{id}"), etag)
     }
 
     /// Put a file in a revision of a repository (created public if it does not exist).
     pub fn insert(&self, repo: &str, revision: &str, file: &str, bytes: impl Into<Bytes>) {
         let bytes = bytes.into();
-        let path = self.register(repo, revision, file, bytes.len() as u64);
+        let (path, etag) = self.register(repo, revision, file, bytes.len() as u64);
         self.cdn.insert(&path, bytes);
+        self.cdn.set_etag(&path, Some(&etag));
     }
 
     /// Put a virtual file of `size` bytes ([`pattern`](crate::pattern) bytes, never held).
     pub fn insert_virtual(&self, repo: &str, revision: &str, file: &str, size: u64) {
-        let path = self.register(repo, revision, file, size);
+        let (path, etag) = self.register(repo, revision, file, size);
         self.cdn.insert_virtual(&path, size);
+        self.cdn.set_etag(&path, Some(&etag));
     }
 
     /// How long the signed URLs issued from now on stay valid.
@@ -458,6 +490,12 @@ impl HfMock {
     /// Make every URL issued so far fail its signature check (403), as if expired.
     pub fn revoke_urls(&self) {
         self.state.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Make every redirect from now on state a wrong `X-Linked-Size` or `X-Linked-Etag`
+    /// (`None`: right again).
+    pub fn set_linked_fault(&self, fault: Option<LinkedFault>) {
+        *self.state.linked_fault.lock() = fault;
     }
 
     /// Answer the next `n` resolve requests with 429 and the Hub's rate-limit headers.
