@@ -101,6 +101,8 @@
 //! provider SDK, `karu_engine::provider`, never against this crate.
 
 mod client;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod reader;
 
 /// The providers of this build, for their configuration types and helpers (for example
@@ -115,7 +117,7 @@ pub use karu_engine::ProcessStamp;
 pub use karu_engine::{
     Batch, BatchOptions, BatchStats, CanonicalPath, Completion, ContentRange, Ends, Error,
     Evidence, Locator, Mismatch, Next, ObjectInfo, RangeSpec, Read, Registry, Rejection, Scope,
-    ScopedBatch, Status, Target, TransportStats, UNBOUNDED, Window,
+    ScopedBatch, Status, Target, Timing, TransportStats, UNBOUNDED, Window,
 };
 pub use karu_engine::{CallbackCredential, Credential, CredentialCallback, CredentialStats};
 pub use reader::ObjectReader;

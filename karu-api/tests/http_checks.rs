@@ -918,3 +918,82 @@ fn error_messages_summarise_the_body_without_secrets() {
     assert!(!message.contains("SECRET"), "{message}");
     assert_eq!(server.request_count(), 1);
 }
+
+/// Body bytes the server sent, from its request log.
+fn sent(log: &[karu_testkit::RequestRecord]) -> u64 {
+    log.iter().map(|r| r.body_bytes).sum()
+}
+
+#[test]
+fn fetched_bytes_are_the_bytes_received_over_every_attempt() {
+    const LEN: u64 = 300 * KIB;
+    // A cut read without a strong ETag starts over: 30,000 bytes, then the whole range.
+    // With one, it resumes: 30,000 bytes, then the rest.
+    for (etag, expected) in [(None, 30_000 + LEN), (Some(ETAG), LEN)] {
+        let server = MockServer::start();
+        server.insert_virtual("/o", 4 * MIB);
+        server.set_etag("/o", etag);
+        server.add_fault(FaultRule::new(Fault::CutBodyAfter(30_000)).times(1));
+        let client = client();
+        let object = locate(&client, &server, "/o");
+        let batch = client.submit([Read::new(&object, 1000, LEN)]);
+        let done = drain(&batch);
+        assert_ok(&done[0], 1000, LEN);
+        let log = server.requests();
+        assert_eq!(log.len(), 2, "{}", describe(&log));
+        let stats = batch.stats();
+        assert_eq!(stats.planned_bytes, LEN, "{etag:?}");
+        assert_eq!(stats.fetched_bytes, expected, "{etag:?}: {stats:?}");
+        assert_eq!(stats.fetched_bytes, sent(&log), "{etag:?}: {}", describe(&log));
+        let timing = done[0].timing();
+        assert_eq!(
+            (timing.attempts(), timing.transfer_bytes()),
+            (2, expected),
+            "{etag:?}: {timing:?}"
+        );
+    }
+}
+
+#[test]
+fn a_completion_carries_the_timings_and_counts_of_the_transfer_that_carried_it() {
+    let server = server_with("/o", 64 * MIB);
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    // Two neighbours share a request; the third, 32 MiB away, has its own.
+    let reads = [(0, 1000), (2000, 1000), (32 * MIB, 500)];
+    let done = read_all(&client, &object, &reads);
+    for (c, &(o, l)) in done.iter().zip(&reads) {
+        assert_ok(c, o, l);
+    }
+    let log = server.requests();
+    assert_eq!(log.len(), 2, "{}", describe(&log));
+    let t: Vec<&karu::Timing> = done.iter().map(|c| c.timing()).collect();
+    let (merged, alone) = (t[0].transfer(), t[2].transfer());
+    assert!(merged.is_some() && alone.is_some(), "{t:?}");
+    assert_eq!(t[1].transfer(), merged, "merged reads share their transfer");
+    assert_ne!(merged, alone);
+    assert_eq!(
+        [t[0].transfer_bytes(), t[1].transfer_bytes(), t[2].transfer_bytes()],
+        [3000, 3000, 500]
+    );
+    for timing in &t {
+        assert_eq!(timing.attempts(), 1, "{timing:?}");
+        let first = timing.first_byte().expect("a first byte");
+        assert!(first <= timing.done(), "{timing:?}");
+    }
+}
+
+#[test]
+fn a_failed_transfer_reports_its_attempts_and_no_first_byte() {
+    let server = server_with("/o", MIB);
+    server.add_fault(FaultRule::new(status(503)));
+    let client = build(quick().set("retry.attempts", 3));
+    let object = locate(&client, &server, "/o");
+    let c = read_one(&client, &object, 0, 100);
+    assert_failed(&c, Status::Http);
+    let log = server.requests();
+    assert_eq!(log.len(), 3, "{}", describe(&log));
+    let timing = c.timing();
+    assert_eq!(timing.attempts(), 3, "{timing:?}");
+    assert_eq!((timing.first_byte(), timing.transfer_bytes()), (None, 0));
+}

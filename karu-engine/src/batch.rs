@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::process::ProcessStamp;
 use crate::read::Completion;
 use crate::status::{Error, Status};
+use crate::timing::{Timing, TransferMeter};
 use crate::versions::VersionPins;
 
 /// What [`Batch::next_timeout`] and [`Batch::try_next`] return.
@@ -29,7 +30,9 @@ pub enum Next {
     Drained,
 }
 
-/// Figures of a submission, known as soon as it is planned.
+/// Figures of a submission: the plan's, known as soon as it is planned, and the bytes
+/// received so far ([`fetched_bytes`](BatchStats::fetched_bytes), final once the batch is
+/// drained).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BatchStats {
@@ -41,8 +44,13 @@ pub struct BatchStats {
     pub transfers: usize,
     /// Bytes the valid reads asked for (overlaps counted once per read).
     pub requested_bytes: u64,
-    /// Bytes the transfers fetch.
+    /// Bytes received so far: the response body bytes of the transfers' spans over every
+    /// attempt (a retried transfer counts each attempt's bytes), and the bytes local reads
+    /// read. Final once the batch is drained.
     pub fetched_bytes: u64,
+    /// Bytes the planned transfers span: what they fetch if every answer is whole and none
+    /// is retried.
+    pub planned_bytes: u64,
 }
 
 /// A submission's completions, arriving as work finishes.
@@ -130,9 +138,12 @@ impl Batch {
         }
     }
 
-    /// Figures of the plan.
+    /// Figures of the plan, and the bytes received so far.
     pub fn stats(&self) -> BatchStats {
-        self.stats
+        BatchStats {
+            fetched_bytes: self.shared.received.load(Ordering::Relaxed),
+            ..self.stats
+        }
     }
 }
 
@@ -229,6 +240,10 @@ pub(crate) struct BatchShared {
     tags: Box<[u64]>,
     /// Reads reported in a forked child so far (only ever changed there).
     reported_elsewhere: AtomicUsize,
+    /// When the batch was submitted: every read's timings count from here.
+    queued: Instant,
+    /// Bytes its transfers received so far.
+    received: AtomicU64,
 }
 
 /// A batch used in another process than the one that submitted it (a forked child): its reads
@@ -259,6 +274,7 @@ impl Foreign<'_> {
             result: Err(Error::new(Status::InvalidArgument, message)),
             bytes_received: 0,
             buffer: None,
+            timing: Timing::new(),
         })
     }
 
@@ -341,6 +357,8 @@ impl BatchShared {
             process,
             tags,
             reported_elsewhere: AtomicUsize::new(0),
+            queued: Instant::now(),
+            received: AtomicU64::new(0),
         })
     }
 
@@ -356,11 +374,31 @@ impl BatchShared {
         self.versions.as_ref()
     }
 
+    /// `n` more bytes received by the batch's transfers.
+    pub(crate) fn add_received(&self, n: u64) {
+        self.received.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Stamp the completions of a transfer with what it did (see [`Timing`]).
+    pub(crate) fn carried_by(&self, completions: &mut [Completion], meter: &TransferMeter) {
+        self.add_received(meter.bytes);
+        #[cfg(feature = "metrics")]
+        crate::timing::publish_transfer(meter);
+        for c in completions {
+            c.timing.carried_by(meter, self.queued);
+        }
+    }
+
     /// Queue completions; each original read must be completed exactly once.
     pub(crate) fn complete(&self, completions: impl IntoIterator<Item = Completion>) {
+        // One clock reading for the completions queued together.
+        let now = Instant::now();
         let (wakers, notify) = {
             let mut state = self.state.lock();
-            for c in completions {
+            for mut c in completions {
+                c.timing.stamp_done(self.queued, now);
+                #[cfg(feature = "metrics")]
+                crate::timing::publish(&c);
                 debug_assert!(state.pending > 0, "a read completed twice");
                 state.pending = state.pending.saturating_sub(1);
                 state.queue.push_back(c);
@@ -549,6 +587,7 @@ mod tests {
             result: Err(Error::new(Status::Io, "x")),
             bytes_received: 0,
             buffer: None,
+            timing: Timing::new(),
         }
     }
 

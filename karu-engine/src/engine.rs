@@ -556,7 +556,8 @@ impl Engine {
             rejected: plan.rejected.len() + early.len(),
             transfers: plan.transfers.len(),
             requested_bytes: saturate(plan.requested_bytes()),
-            fetched_bytes: saturate(plan.fetched_bytes()),
+            fetched_bytes: 0,
+            planned_bytes: saturate(plan.fetched_bytes()),
         };
         early.extend(plan.rejected);
 

@@ -16,6 +16,7 @@ use self::reads::Dest;
 #[cfg(test)]
 use self::reads::{UNSIZED_FIRST, read_at_most, read_owned};
 use crate::batch::Active;
+use crate::read::Completion;
 use crate::reply::{self, Reply};
 use crate::status::{Error, Evidence, Status};
 use crate::transfer::Transfer;
@@ -200,6 +201,7 @@ fn run(mut transfers: Vec<Transfer>) {
         }
         i = end;
     }
+    batch.add_received(completions.iter().map(Completion::bytes_received).sum());
     active.complete(completions);
     // Not read before the batch was cancelled: they complete as cancelled.
     for transfer in transfers.into_iter().filter(|t| !t.parts.is_empty()) {

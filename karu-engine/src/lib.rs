@@ -59,6 +59,7 @@ mod read;
 mod reply;
 mod retry;
 mod status;
+mod timing;
 #[doc(hidden)]
 pub mod testing;
 mod transfer;
@@ -74,3 +75,4 @@ pub use locator::{CanonicalPath, Locator, Target, Window};
 pub use process::{PerProcess, ProcessStamp};
 pub use read::{Completion, Read, UNBOUNDED};
 pub use status::{Error, Evidence, Status};
+pub use timing::{Timing, names as metric_names};

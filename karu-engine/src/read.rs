@@ -7,6 +7,7 @@ use std::ptr::NonNull;
 use crate::batch::Active;
 use crate::locator::Locator;
 use crate::status::{Error, Status};
+use crate::timing::Timing;
 
 /// The length that means "to the end of the object". Karu rejects it: every read needs a finite,
 /// nonzero length ([`Status::InvalidRange`]).
@@ -269,6 +270,8 @@ pub struct Completion {
     pub(crate) result: Result<(), Error>,
     pub(crate) bytes_received: u64,
     pub(crate) buffer: Option<Vec<u8>>,
+    /// When it was queued, received its first byte and completed; what carried it.
+    pub(crate) timing: Timing,
 }
 
 impl Completion {
@@ -280,6 +283,12 @@ impl Completion {
     /// The read's index in its submission.
     pub fn index(&self) -> usize {
         self.index
+    }
+
+    /// The read's timings (from its batch's submission to its first byte and its completion)
+    /// and the counts of the transfer that carried it.
+    pub fn timing(&self) -> &Timing {
+        &self.timing
     }
 
     /// The read's status.
@@ -339,6 +348,7 @@ impl fmt::Debug for Completion {
             .field("status", &self.status())
             .field("bytes_received", &self.bytes_received)
             .field("error", &self.error().map(|e| e.message()))
+            .field("timing", &self.timing)
             .finish()
     }
 }

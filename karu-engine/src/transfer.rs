@@ -8,6 +8,7 @@ use crate::credential::{Authority, Credential};
 use crate::locator::Locator;
 use crate::read::{Completion, Sink};
 use crate::status::{Error, Status};
+use crate::timing::Timing;
 
 /// One local read or one HTTP request, serving one or more original reads ([`Part`]s).
 pub(crate) struct Transfer {
@@ -56,6 +57,7 @@ impl Part {
             result,
             bytes_received: received,
             buffer: self.sink.into_buffer(received),
+            timing: Timing::new(),
         }
     }
 }

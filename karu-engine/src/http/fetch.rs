@@ -107,6 +107,7 @@ impl Fetch<'_> {
         let mut region_hint: Option<String> = None;
         loop {
             let attempt = retry.start_attempt();
+            dst.attempt(attempt);
             if attempt > 1 {
                 ctx.shared.stats.retries.fetch_add(1, Ordering::Relaxed);
             }

@@ -29,6 +29,9 @@ pub(crate) trait Landing: Send {
 
     /// Why a [`put`](Landing::put) could not store its bytes, if one could not.
     fn failure(&mut self) -> Option<Error>;
+
+    /// Attempt `n` (from 1) of the fetch starts (for the transfer's meter).
+    fn attempt(&mut self, _n: u32) {}
 }
 
 /// One part's destination while its transfer is active.

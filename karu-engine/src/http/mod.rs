@@ -15,6 +15,7 @@ pub(crate) mod failure;
 pub(crate) mod fetch;
 pub(crate) mod landing;
 pub(crate) mod locations;
+pub(crate) mod meter;
 pub(crate) mod request;
 pub(crate) mod speed;
 pub(crate) mod transport;
@@ -41,6 +42,7 @@ use crate::http::ends::RemoteEnds;
 use crate::http::fetch::{Fetch, Fetched};
 use crate::http::landing::{Dest, Landing, Scatter};
 use crate::http::locations::Locations;
+use crate::http::meter::Metered;
 use crate::http::transport::{DnsCache, HttpClient, Resolver};
 use crate::locator::Locator;
 use crate::read::Completion;
@@ -569,6 +571,7 @@ async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
         auth: transfer.auth.take(),
         started,
     };
+    let mut meter = None;
     let result = {
         // Every part's bytes land straight in its destination, scattered by offset for a
         // merged transfer (overlaps copied to each part that asked for them). Karu-owned
@@ -587,9 +590,12 @@ async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
         match unopened {
             Some(e) => Err(e),
             None => {
-                let mut landing = Scatter::new(transfer.length, dests);
-                match catch_panic(fetch.run(&ctx, &mut landing)).await {
-                    Ok(fetched) => match landing.failure() {
+                let mut scatter = Scatter::new(transfer.length, dests);
+                let mut landing = Metered::new(&mut scatter);
+                let outcome = catch_panic(fetch.run(&ctx, &mut landing)).await;
+                meter = Some(landing.meter);
+                match outcome {
+                    Ok(fetched) => match scatter.failure() {
                         Some(e) => Err(e),
                         None => fetched,
                     },
@@ -601,7 +607,10 @@ async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
             }
         }
     };
-    let completions = complete_parts(&mut transfer, result);
+    let mut completions = complete_parts(&mut transfer, result);
+    if let Some(meter) = &meter {
+        batch.carried_by(&mut completions, meter);
+    }
     active.complete(completions);
 }
 

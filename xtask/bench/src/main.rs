@@ -9,6 +9,7 @@
 //! byte every method returns is checked against the pattern of the virtual objects.
 
 mod local;
+mod all;
 mod methods;
 mod planner;
 mod report;
@@ -57,6 +58,8 @@ enum Command {
     /// A local file in the page cache: scattered, adjacent and large reads, Karu against
     /// `pread` loops and object_store's LocalFileSystem.
     Local(local::LocalArgs),
+    /// Every workload in one run, a summary of Karu against each peer, and a line per target.
+    All(all::AllArgs),
 }
 
 /// Options shared by the workloads.
@@ -81,6 +84,9 @@ struct Options {
     /// Skip object_store.
     #[arg(long)]
     no_object_store: bool,
+    /// Skip OpenDAL.
+    #[arg(long)]
+    no_opendal: bool,
     /// Skip the plain client with Karu's concurrency in flight.
     #[arg(long)]
     no_plain: bool,
@@ -104,6 +110,9 @@ struct CpuOptions {
     /// Seed of the random offsets.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Skip OpenDAL.
+    #[arg(long)]
+    no_opendal: bool,
     /// Skip the plain client with Karu's concurrency in flight.
     #[arg(long)]
     no_plain: bool,
@@ -148,6 +157,7 @@ fn main() -> ExitCode {
         Command::Http(o) => run::reads(Shape::Scattered { reads: 1_000 }, &o, true),
         Command::Cpu(o) => run::cpu(&o),
         Command::Local(args) => local::run(&args),
+        Command::All(args) => all::run(&args, all::steps()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,16 +12,16 @@ use crate::report::bytes;
 pub(crate) struct PlannerArgs {
     /// Reads to plan.
     #[arg(long, default_value_t = 1_000_000)]
-    reads: usize,
+    pub(crate) reads: usize,
     /// Objects they spread over.
     #[arg(long, default_value_t = 1_000)]
-    objects: u32,
+    pub(crate) objects: u32,
     /// Size of each object.
     #[arg(long, default_value_t = 1 << 30)]
-    object_size: u64,
+    pub(crate) object_size: u64,
     /// Seed of the random offsets.
     #[arg(long, default_value_t = 42)]
-    seed: u64,
+    pub(crate) seed: u64,
 }
 
 pub(crate) fn run(args: &PlannerArgs) -> Result<(), String> {
@@ -69,5 +69,6 @@ pub(crate) fn run(args: &PlannerArgs) -> Result<(), String> {
         best * 1000.0,
         best * 1e9 / reads as f64
     );
+    crate::all::figure("planner", "plan_seconds", best * 1_000_000.0 / reads as f64);
     Ok(())
 }

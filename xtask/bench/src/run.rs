@@ -14,7 +14,7 @@ use crate::workload::{Shape, Workload};
 use crate::{Bandwidth, CpuOptions, Options};
 
 /// The link model's bandwidth: 1 Gbit/s.
-const LINK: u64 = 125_000_000;
+pub(crate) const LINK: u64 = 125_000_000;
 
 /// Above this estimated time the sequential client runs only when asked (`--sequential`).
 const SEQUENTIAL_BUDGET: Duration = Duration::from_secs(30);
@@ -100,6 +100,14 @@ struct Scenario {
 }
 
 impl Scenario {
+    /// The scenario's name in `all`'s record.
+    fn tag(&self) -> String {
+        match self.bandwidth {
+            None => "loopback".into(),
+            Some(_) => "link".into(),
+        }
+    }
+
     fn title(&self) -> String {
         match self.bandwidth {
             None => format!(
@@ -334,6 +342,14 @@ fn methods_for(
     if !options.no_object_store {
         plan.push((Method::ObjectStore, options.runs));
     }
+    if !options.no_opendal {
+        plan.push((
+            Method::OpenDal {
+                gap: methods::OPENDAL_GAP,
+            },
+            options.runs,
+        ));
+    }
     if !options.no_plain {
         plan.push((
             Method::Plain {
@@ -469,7 +485,32 @@ fn print_scenario(
     }
     print_karu_counters(karu);
     print_targets(bench, all, &ideals);
+    record(bench, &scenario.tag(), all, &ideals);
     failed
+}
+
+/// Puts each method's cold and steady batch into `all`'s record.
+fn record(bench: &Bench, scenario: &str, all: &[Measured], ideals: &[(Phase, Duration)]) {
+    for m in all {
+        for phase in [Phase::Cold, Phase::Steady] {
+            let Some(run) = m.pick(phase) else { continue };
+            crate::all::record(crate::all::Row {
+                workload: bench.workload.name.to_string(),
+                scenario: scenario.to_string(),
+                phase: match phase {
+                    Phase::Cold => "cold",
+                    Phase::Steady => "steady",
+                },
+                method: m.method.label(),
+                wall: run.wall,
+                requests: run.requests,
+                bytes_sent: run.bytes_sent,
+                requested: bench.workload.requested_bytes(),
+                ideal: ideals.iter().find(|(p, _)| *p == phase).map(|(_, i)| *i),
+                failed: !run.check.passed(),
+            });
+        }
+    }
 }
 
 /// On loopback the ideal has no term for moving bytes: say so where a workload is far above
@@ -614,6 +655,13 @@ pub(crate) fn cpu(options: &CpuOptions) -> Result<(), String> {
     let bench = Bench::start(workload, Duration::ZERO)?;
     let mut all =
         vec![bench.measure(Method::Karu, options.runs, BatchOptions::new().max_gap(0))?];
+    if !options.no_opendal {
+        all.push(bench.measure(
+            Method::OpenDal { gap: 0 },
+            options.runs,
+            BatchOptions::new(),
+        )?);
+    }
     if !options.no_plain {
         all.push(bench.measure(
             Method::Plain {
@@ -659,6 +707,7 @@ pub(crate) fn cpu(options: &CpuOptions) -> Result<(), String> {
     }
     println!();
     table.print();
+    record(&bench, "loopback", &all, &[]);
     print_karu_counters(&all[0]);
     if let Some(run) = all[0].steady() {
         let per_sec = run.requests as f64 / run.wall.as_secs_f64();

@@ -4,7 +4,10 @@
 
 mod karu_batch;
 mod object_store_http;
+mod opendal_http;
 mod plain;
+
+pub(crate) use opendal_http::GAP as OPENDAL_GAP;
 
 pub(crate) use karu_batch::client as karu_client;
 
@@ -23,6 +26,9 @@ pub(crate) enum Method {
     Karu,
     /// object_store 0.14.2 `get_ranges` over its HTTP store.
     ObjectStore,
+    /// OpenDAL 0.59.5 `Reader::fetch` over its HTTP service, merging ranges at most `gap`
+    /// bytes apart (its documented 1 MiB, or 0 where a workload never merges).
+    OpenDal { gap: usize },
     /// A plain hyper HTTP/1.1 client with `n` connections, one request per piece, no merging.
     Plain { in_flight: usize },
 }
@@ -33,6 +39,8 @@ impl Method {
         match self {
             Method::Karu => "Karu (defaults)".into(),
             Method::ObjectStore => "object_store get_ranges".into(),
+            Method::OpenDal { gap } if *gap == opendal_http::GAP => "OpenDAL Reader::fetch".into(),
+            Method::OpenDal { gap } => format!("OpenDAL Reader::fetch, gap {gap}"),
             Method::Plain { in_flight: 1 } => "one request per read, sequential".into(),
             Method::Plain { in_flight } => {
                 format!("plain hyper, {in_flight} in flight, no merging")
@@ -87,6 +95,7 @@ pub(crate) fn open<'a>(method: Method, ctx: Context<'a>) -> Result<Box<dyn Sessi
     Ok(match method {
         Method::Karu => Box::new(karu_batch::KaruSession::open(ctx)?),
         Method::ObjectStore => Box::new(object_store_http::ObjectStoreSession::open(ctx)?),
+        Method::OpenDal { gap } => Box::new(opendal_http::OpenDalSession::open(ctx, gap)?),
         Method::Plain { in_flight } => Box::new(plain::PlainSession::open(ctx, in_flight)),
     })
 }

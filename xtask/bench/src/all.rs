@@ -1,0 +1,623 @@
+//! `karu-bench all`: every workload in one run, a summary of Karu against each peer (same run,
+//! same server), and one line per target of `BENCHMARKS.md` and issue 15 (met / MISSED / not
+//! measured).
+//!
+//! Workloads put what they measured into a process-wide record ([`record`]): one [`Row`] per
+//! (workload, scenario, phase, method), plus named figures ([`figure`]) for what is not a
+//! batch (planning time, peak RSS, throttled answers). The targets read only that record, by
+//! workload name and method label, so a workload added later (local files, throttling) slots
+//! in by recording rows under the names its targets look for; until then its targets print
+//! "not measured".
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::report::{Align, Table};
+use crate::workload::Shape;
+use crate::{Bandwidth, CpuOptions, Options, planner, run};
+
+/// One batch figure: a method's cold or steady (median) batch of a workload in a scenario.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    /// The workload's name (`scattered`, `tensors`, `local-scattered`, `throttled`, ...).
+    pub(crate) workload: String,
+    /// The network condition and transport: `loopback`, `link`, `loopback tls`, `link h2`, ...
+    pub(crate) scenario: String,
+    /// `cold` or `steady`.
+    pub(crate) phase: &'static str,
+    /// The method's label, as in the workload's table.
+    pub(crate) method: String,
+    pub(crate) wall: Duration,
+    /// Requests the server saw (or operations, for a method without requests).
+    pub(crate) requests: u64,
+    /// Bytes the server sent (or bytes read).
+    pub(crate) bytes_sent: u64,
+    /// Bytes the reads asked for.
+    pub(crate) requested: u64,
+    /// The batch's ideal time, where the workload defines one.
+    pub(crate) ideal: Option<Duration>,
+    /// Whether any piece failed or was wrong.
+    pub(crate) failed: bool,
+}
+
+impl Row {
+    fn fetched_per_requested(&self) -> f64 {
+        self.bytes_sent as f64 / self.requested.max(1) as f64
+    }
+}
+
+/// Everything recorded in this process.
+#[derive(Debug, Default)]
+struct Record {
+    rows: Vec<Row>,
+    /// (workload, figure name, value).
+    figures: Vec<(String, &'static str, f64)>,
+}
+
+static RECORD: Mutex<Record> = Mutex::new(Record {
+    rows: Vec::new(),
+    figures: Vec::new(),
+});
+
+/// Records a batch figure.
+pub(crate) fn record(row: Row) {
+    if let Ok(mut r) = RECORD.lock() {
+        r.rows.push(row);
+    }
+}
+
+/// Records a named figure of a workload (`planner`/`plan_seconds`, `memory`/`peak_rss`, ...).
+pub(crate) fn figure(workload: &str, name: &'static str, value: f64) {
+    if let Ok(mut r) = RECORD.lock() {
+        r.figures.push((workload.to_string(), name, value));
+    }
+}
+
+/// Labels of methods that start with these words (see `methods::Method::label`).
+pub(crate) const KARU: &str = "Karu";
+const OBJECT_STORE: &str = "object_store";
+const OPENDAL: &str = "OpenDAL";
+const PLAIN: &str = "plain hyper";
+
+/// Options of `karu-bench all`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct AllArgs {
+    /// Steady batches per method after the cold one (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub(crate) runs: usize,
+    /// Steady batches per method on the link model for `tensors` (each moves ~2.6 GB at
+    /// 1 Gbit/s, ~20 s).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) link_tensors_runs: usize,
+    /// Latency of the server, in milliseconds.
+    #[arg(long, default_value_t = 20)]
+    pub(crate) latency_ms: u64,
+    /// Seed of the random offsets.
+    #[arg(long, default_value_t = 42)]
+    pub(crate) seed: u64,
+    /// Run only the workloads whose names contain one of these (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) only: Vec<String>,
+}
+
+/// A workload run by `all`: its name and how to run it (it records its own rows).
+pub(crate) struct Step {
+    pub(crate) name: &'static str,
+    pub(crate) run: Box<dyn Fn(&AllArgs) -> Result<(), String>>,
+}
+
+/// The workloads of `all`, in order. A new workload adds its step here.
+pub(crate) fn steps() -> Vec<Step> {
+    fn reads(
+        name: &'static str,
+        shape: Shape,
+        bandwidth: Option<Bandwidth>,
+        link_too: bool,
+        runs: fn(&AllArgs) -> usize,
+    ) -> Step {
+        Step {
+            name,
+            run: Box::new(move |args| {
+                let options = Options {
+                    latency_ms: args.latency_ms,
+                    bandwidth,
+                    runs: runs(args),
+                    seed: args.seed,
+                    all_runs: false,
+                    no_object_store: false,
+                    no_opendal: false,
+                    no_plain: false,
+                    no_sequential: true,
+                    sequential: false,
+                };
+                run::reads(shape, &options, link_too)
+            }),
+        }
+    }
+    let runs = |a: &AllArgs| a.runs;
+    vec![
+        reads("scattered", Shape::Scattered { reads: 1_000 }, None, false, runs),
+        reads("scattered-10k", Shape::Scattered { reads: 10_000 }, None, true, runs),
+        reads("clustered", Shape::Clustered, None, false, runs),
+        reads("tensors", Shape::Tensors, Some(Bandwidth::None), false, runs),
+        reads(
+            "tensors (link)",
+            Shape::Tensors,
+            Some(Bandwidth::Capped(run::LINK)),
+            false,
+            |a| a.link_tensors_runs,
+        ),
+        reads("many-objects", Shape::ManyObjects, None, false, runs),
+        reads("ends", Shape::Ends, None, false, runs),
+        Step {
+            name: "cpu",
+            run: Box::new(|args| {
+                run::cpu(&CpuOptions {
+                    reads: 10_000,
+                    runs: args.runs.max(5),
+                    seed: args.seed,
+                    no_opendal: false,
+                    no_plain: false,
+                })
+            }),
+        },
+        Step {
+            name: "planner",
+            run: Box::new(|args| {
+                planner::run(&planner::PlannerArgs {
+                    reads: 1_000_000,
+                    objects: 1_000,
+                    object_size: 1 << 30,
+                    seed: args.seed,
+                })
+            }),
+        },
+    ]
+}
+
+/// Runs every step, then prints the summary and the targets. Fails if a step failed.
+pub(crate) fn run(args: &AllArgs, steps: Vec<Step>) -> Result<(), String> {
+    let mut failures = Vec::new();
+    for step in steps {
+        if !args.only.is_empty() && !args.only.iter().any(|o| step.name.contains(o.as_str())) {
+            continue;
+        }
+        println!();
+        println!("######## {} ########", step.name);
+        if let Err(message) = (step.run)(args) {
+            println!("karu-bench all: {}: {message}", step.name);
+            failures.push(step.name);
+        }
+    }
+    let record = RECORD.lock().map_err(|_| "the record is poisoned")?;
+    println!();
+    println!("######## summary ########");
+    print_summary(&record.rows);
+    println!();
+    println!("######## targets (BENCHMARKS.md, issue 15) ########");
+    for target in targets() {
+        let verdict = (target.check)(&record);
+        let text = match verdict {
+            None => "not measured".to_string(),
+            Some((true, detail)) => format!("met ({detail})"),
+            Some((false, detail)) => format!("MISSED ({detail})"),
+        };
+        println!("  {}: {text}", target.name);
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("failed: {}", failures.join(", ")))
+    }
+}
+
+/// Every (workload, scenario, phase): Karu's wall and each peer's wall / Karu's.
+fn print_summary(rows: &[Row]) {
+    let mut table = Table::new(&[
+        ("workload · scenario · phase", Align::Left),
+        ("Karu ms", Align::Right),
+        ("peer", Align::Left),
+        ("peer ms", Align::Right),
+        ("peer / Karu", Align::Right),
+        ("check", Align::Left),
+    ]);
+    let mut keys: Vec<(&str, &str, &str)> = Vec::new();
+    for r in rows {
+        let key = (r.workload.as_str(), r.scenario.as_str(), r.phase);
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    for (workload, scenario, phase) in keys {
+        let here: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.workload == workload && r.scenario == scenario && r.phase == phase)
+            .collect();
+        let Some(karu) = here.iter().find(|r| r.method.starts_with(KARU)) else {
+            continue;
+        };
+        let mut first = true;
+        for peer in here.iter().filter(|r| !r.method.starts_with(KARU)) {
+            let label = if first {
+                format!("{workload} · {scenario} · {phase}")
+            } else {
+                String::new()
+            };
+            table.row(vec![
+                label,
+                if first { millis(karu.wall) } else { String::new() },
+                peer.method.clone(),
+                millis(peer.wall),
+                format!("{:.2}×", ratio(peer.wall, karu.wall)),
+                if karu.failed || peer.failed {
+                    "FAILED".into()
+                } else {
+                    "ok".into()
+                },
+            ]);
+            first = false;
+        }
+        if first {
+            table.row(vec![
+                format!("{workload} · {scenario} · {phase}"),
+                millis(karu.wall),
+                "(no peer)".into(),
+                String::new(),
+                String::new(),
+                if karu.failed { "FAILED" } else { "ok" }.into(),
+            ]);
+        }
+    }
+    table.print();
+    println!(
+        "  peer / Karu > 1: Karu is faster. cpu compares requests/s through the wall of the same \
+         number of requests."
+    );
+}
+
+fn millis(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1000.0)
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(f64::MIN_POSITIVE)
+}
+
+/// A target: its line and how to judge it from the record (`None`: not measured).
+struct Target {
+    name: &'static str,
+    check: fn(&Record) -> Option<(bool, String)>,
+}
+
+/// The rows of a method (by label prefix) in a workload, scenario and phase.
+fn find<'a>(
+    record: &'a Record,
+    workload: &str,
+    scenario: &str,
+    phase: &str,
+    method: &str,
+) -> Option<&'a Row> {
+    record.rows.iter().find(|r| {
+        r.workload == workload
+            && r.scenario == scenario
+            && r.phase == phase
+            && r.method.starts_with(method)
+    })
+}
+
+/// Judges `Karu vs peer` in each phase that has both: `test(karu, peer)` gives (met, detail).
+fn each_phase(
+    record: &Record,
+    workload: &str,
+    scenarios: &[&str],
+    peer: &str,
+    test: impl Fn(&Row, &Row) -> (bool, String),
+) -> Option<(bool, String)> {
+    let mut met = true;
+    let mut details = Vec::new();
+    for scenario in scenarios {
+        for phase in ["cold", "steady"] {
+            let (Some(k), Some(p)) = (
+                find(record, workload, scenario, phase, KARU),
+                find(record, workload, scenario, phase, peer),
+            ) else {
+                continue;
+            };
+            let (ok, detail) = test(k, p);
+            met &= ok && !k.failed;
+            details.push(format!("{scenario} {phase} {detail}"));
+        }
+    }
+    (!details.is_empty()).then(|| (met, details.join("; ")))
+}
+
+/// Judges Karu alone in each phase.
+fn karu_phases(
+    record: &Record,
+    workload: &str,
+    scenario: &str,
+    test: impl Fn(&Row) -> Option<(bool, String)>,
+) -> Option<(bool, String)> {
+    let mut met = true;
+    let mut details = Vec::new();
+    for phase in ["cold", "steady"] {
+        let Some(k) = find(record, workload, scenario, phase, KARU) else {
+            continue;
+        };
+        let Some((ok, detail)) = test(k) else {
+            continue;
+        };
+        met &= ok && !k.failed;
+        details.push(format!("{phase} {detail}"));
+    }
+    (!details.is_empty()).then(|| (met, details.join("; ")))
+}
+
+fn figure_of(record: &Record, workload: &str, name: &str) -> Option<f64> {
+    record
+        .figures
+        .iter()
+        .rev()
+        .find(|(w, n, _)| w == workload && *n == name)
+        .map(|(_, _, v)| *v)
+}
+
+/// The targets of `BENCHMARKS.md` and issue 15, in the order of BENCHMARKS.md's table.
+fn targets() -> Vec<Target> {
+    vec![
+        Target {
+            name: "scattered: wall ≤ 1.10 × ideal",
+            check: |r| {
+                karu_phases(r, "scattered", "loopback", |k| {
+                    let x = ratio(k.wall, k.ideal?);
+                    Some((x <= 1.10, format!("{x:.2}")))
+                })
+            },
+        },
+        Target {
+            name: "scattered: ≥ 2.5 × faster than object_store",
+            check: |r| {
+                each_phase(r, "scattered", &["loopback"], OBJECT_STORE, |k, p| {
+                    let x = ratio(p.wall, k.wall);
+                    (x >= 2.5, format!("{x:.2}×"))
+                })
+            },
+        },
+        Target {
+            name: "scattered: fetched/requested ≤ 2",
+            check: |r| {
+                karu_phases(r, "scattered", "loopback", |k| {
+                    let x = k.fetched_per_requested();
+                    Some((x <= 2.0, format!("{x:.2}")))
+                })
+            },
+        },
+        Target {
+            name: "scattered-10k, link: ≤ the never-merging client",
+            check: |r| {
+                each_phase(r, "scattered-10k", &["link"], PLAIN, |k, p| {
+                    let x = ratio(k.wall, p.wall);
+                    (x <= 1.0, format!("{x:.2} × never-merging"))
+                })
+            },
+        },
+        Target {
+            name: "scattered-10k, link: ≥ 2 × faster than object_store",
+            check: |r| {
+                each_phase(r, "scattered-10k", &["link"], OBJECT_STORE, |k, p| {
+                    let x = ratio(p.wall, k.wall);
+                    (x >= 2.0, format!("{x:.2}×"))
+                })
+            },
+        },
+        Target {
+            name: "scattered-10k, loopback: ≤ object_store",
+            check: |r| {
+                each_phase(r, "scattered-10k", &["loopback"], OBJECT_STORE, |k, p| {
+                    let x = ratio(k.wall, p.wall);
+                    (x <= 1.0, format!("{x:.2} × object_store"))
+                })
+            },
+        },
+        Target {
+            name: "tensors: ≤ plain hyper's wall, cold and steady, loopback and link",
+            check: |r| {
+                each_phase(r, "tensors", &["loopback", "link"], PLAIN, |k, p| {
+                    let x = ratio(k.wall, p.wall);
+                    (x <= 1.0, format!("{x:.2} × plain"))
+                })
+            },
+        },
+        Target {
+            name: "cpu: ≥ 0.85 × plain hyper's requests/s steady, ≥ 0.75 × cold",
+            check: |r| {
+                each_phase(r, "cpu", &["loopback"], PLAIN, |k, p| {
+                    // Requests/s of Karu over the plain client's.
+                    let per_sec = |row: &Row| row.requests as f64 / row.wall.as_secs_f64();
+                    let x = per_sec(k) / per_sec(p).max(f64::MIN_POSITIVE);
+                    let floor = if k.phase == "steady" { 0.85 } else { 0.75 };
+                    (x >= floor, format!("{x:.2}×"))
+                })
+            },
+        },
+        Target {
+            name: "throttled: no read fails; < 5 % throttled answers; wall ≤ 1.25 × ideal at 16",
+            check: |r| {
+                let share = figure_of(r, "throttled", "throttled_share")?;
+                karu_phases(r, "throttled", "loopback", |k| {
+                    let x = ratio(k.wall, k.ideal?);
+                    Some((
+                        x <= 1.25 && share < 0.05,
+                        format!("{x:.2} × ideal, {:.1} % throttled", share * 100.0),
+                    ))
+                })
+            },
+        },
+        Target {
+            name: "local: ≤ a single-threaded pread loop's wall; < object_store LocalFileSystem",
+            check: |r| {
+                let workloads: Vec<&str> = {
+                    let mut w: Vec<&str> = r
+                        .rows
+                        .iter()
+                        .filter(|row| row.workload.starts_with("local"))
+                        .map(|row| row.workload.as_str())
+                        .collect();
+                    w.dedup();
+                    w
+                };
+                let mut met = true;
+                let mut details = Vec::new();
+                for workload in workloads {
+                    let scenario = "local";
+                    for (peer, strict) in [("pread", false), (OBJECT_STORE, true)] {
+                        if let Some((ok, detail)) =
+                            each_phase(r, workload, &[scenario], peer, |k, p| {
+                                let x = ratio(k.wall, p.wall);
+                                (if strict { x < 1.0 } else { x <= 1.0 }, format!("{x:.2} × {peer}"))
+                            })
+                        {
+                            met &= ok;
+                            details.push(format!("{workload}: {detail}"));
+                        }
+                    }
+                }
+                (!details.is_empty()).then(|| (met, details.join("; ")))
+            },
+        },
+        Target {
+            name: "planner: 1,000,000 reads planned in ≤ 0.5 s",
+            check: |r| {
+                let s = figure_of(r, "planner", "plan_seconds")?;
+                Some((s <= 0.5, format!("{s:.3} s")))
+            },
+        },
+        Target {
+            name: "memory: peak RSS per queued read and for tensors reported, within the documented bound",
+            check: |r| {
+                let per_read = figure_of(r, "memory", "rss_per_queued_read")?;
+                let bound = figure_of(r, "memory", "bound_per_queued_read")?;
+                let tensors = figure_of(r, "memory", "tensors_peak_rss");
+                let tensors_bound = figure_of(r, "memory", "tensors_bound");
+                let mut met = per_read <= bound;
+                let mut detail = format!("{per_read:.0} B per queued read (bound {bound:.0} B)");
+                if let (Some(t), Some(b)) = (tensors, tensors_bound) {
+                    met &= t <= b;
+                    detail.push_str(&format!(
+                        "; tensors peak RSS {:.0} MiB (bound {:.0} MiB)",
+                        t / 1_048_576.0,
+                        b / 1_048_576.0
+                    ));
+                }
+                Some((met, detail))
+            },
+        },
+        Target {
+            name: "Karu the fastest method in every row (issue 15)",
+            check: |r| {
+                let mut missed = Vec::new();
+                let mut rows = 0;
+                for k in r.rows.iter().filter(|row| row.method.starts_with(KARU)) {
+                    rows += 1;
+                    for p in r.rows.iter().filter(|p| {
+                        !p.method.starts_with(KARU)
+                            && p.workload == k.workload
+                            && p.scenario == k.scenario
+                            && p.phase == k.phase
+                            && p.wall < k.wall
+                    }) {
+                        missed.push(format!(
+                            "{} {} {}: {} {:.2}×",
+                            k.workload,
+                            k.scenario,
+                            k.phase,
+                            p.method,
+                            ratio(p.wall, k.wall)
+                        ));
+                    }
+                }
+                (rows > 0).then(|| {
+                    if missed.is_empty() {
+                        (true, format!("{rows} rows"))
+                    } else {
+                        (false, format!("slower in: {}", missed.join("; ")))
+                    }
+                })
+            },
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(workload: &str, phase: &'static str, method: &str, ms: u64) -> Row {
+        Row {
+            workload: workload.into(),
+            scenario: "loopback".into(),
+            phase,
+            method: method.into(),
+            wall: Duration::from_millis(ms),
+            requests: 100,
+            bytes_sent: 4096,
+            requested: 4096,
+            ideal: Some(Duration::from_millis(100)),
+            failed: false,
+        }
+    }
+
+    fn judge(record: &Record, name: &str) -> Option<(bool, String)> {
+        let target = targets().into_iter().find(|t| t.name.starts_with(name));
+        (target.expect("a target of that name").check)(record)
+    }
+
+    #[test]
+    fn targets_judge_what_was_recorded_and_say_what_was_not() {
+        let mut record = Record::default();
+        assert_eq!(judge(&record, "scattered: ≥ 2.5"), None);
+        assert_eq!(judge(&record, "throttled"), None);
+        assert_eq!(judge(&record, "local"), None);
+        record.rows.push(row("scattered", "cold", "Karu (defaults)", 100));
+        record
+            .rows
+            .push(row("scattered", "cold", "object_store get_ranges", 300));
+        record.rows.push(row("scattered", "steady", "Karu (defaults)", 100));
+        record
+            .rows
+            .push(row("scattered", "steady", "object_store get_ranges", 200));
+        let (met, detail) = judge(&record, "scattered: ≥ 2.5").unwrap();
+        assert!(!met, "steady is 2.0×: {detail}");
+        assert_eq!(detail, "loopback cold 3.00×; loopback steady 2.00×");
+        assert_eq!(
+            judge(&record, "scattered: wall"),
+            Some((true, "cold 1.00; steady 1.00".into()))
+        );
+    }
+
+    #[test]
+    fn cpu_compares_requests_per_second() {
+        let mut record = Record::default();
+        record.rows.push(row("cpu", "steady", "Karu (defaults)", 100));
+        record
+            .rows
+            .push(row("cpu", "steady", "plain hyper, 64 in flight", 90));
+        let (met, detail) = judge(&record, "cpu").unwrap();
+        assert!(met);
+        assert_eq!(detail, "loopback steady 0.90×");
+    }
+
+    #[test]
+    fn a_failed_karu_batch_misses_its_target() {
+        let mut record = Record::default();
+        let mut k = row("scattered", "steady", "Karu (defaults)", 100);
+        k.failed = true;
+        record.rows.push(k);
+        record
+            .rows
+            .push(row("scattered", "steady", "object_store get_ranges", 900));
+        assert!(!judge(&record, "scattered: ≥ 2.5").unwrap().0);
+    }
+}
