@@ -136,7 +136,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .unwrap_or_else(|| "-".into()),
             t.done().as_secs_f64() * 1e3,
             t.attempts(),
-            t.transfer().map(|id| id.to_string()).unwrap_or_else(|| "-".into()),
+            t.transfer()
+                .map(|id| id.to_string())
+                .unwrap_or_else(|| "-".into()),
             t.transfer_bytes(),
         );
     }

@@ -944,7 +944,12 @@ fn fetched_bytes_are_the_bytes_received_over_every_attempt() {
         let stats = batch.stats();
         assert_eq!(stats.planned_bytes, LEN, "{etag:?}");
         assert_eq!(stats.fetched_bytes, expected, "{etag:?}: {stats:?}");
-        assert_eq!(stats.fetched_bytes, sent(&log), "{etag:?}: {}", describe(&log));
+        assert_eq!(
+            stats.fetched_bytes,
+            sent(&log),
+            "{etag:?}: {}",
+            describe(&log)
+        );
         let timing = done[0].timing();
         assert_eq!(
             (timing.attempts(), timing.transfer_bytes()),
@@ -973,7 +978,11 @@ fn a_completion_carries_the_timings_and_counts_of_the_transfer_that_carried_it()
     assert_eq!(t[1].transfer(), merged, "merged reads share their transfer");
     assert_ne!(merged, alone);
     assert_eq!(
-        [t[0].transfer_bytes(), t[1].transfer_bytes(), t[2].transfer_bytes()],
+        [
+            t[0].transfer_bytes(),
+            t[1].transfer_bytes(),
+            t[2].transfer_bytes()
+        ],
         [3000, 3000, 500]
     );
     for timing in &t {

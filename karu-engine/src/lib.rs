@@ -59,9 +59,9 @@ mod read;
 mod reply;
 mod retry;
 mod status;
-mod timing;
 #[doc(hidden)]
 pub mod testing;
+mod timing;
 mod transfer;
 mod versions;
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use karu::{BatchOptions, Client, Completion, Error, Locator, Next, Read, Status};
+use karu::{BatchOptions, Client, Completion, Error, Locator, Next, Read, Status, Timing};
 use serde_json::json;
 
 use crate::cli::ReadArgs;
@@ -66,6 +66,7 @@ pub(crate) fn run(
         done: 0,
         delivered: 0,
         delivered_locally: 0,
+        timings: Timings::default(),
     };
     if run.files.is_some()
         && let Some(dir) = &args.output
@@ -126,6 +127,7 @@ pub(crate) fn run(
     }
     if json {
         let stats = batch.stats();
+        let credentials = client.credential_stats();
         let fetched = run.delivered_locally + (after.body_bytes - before.body_bytes);
         let line = json!({
             "batch": {
@@ -134,6 +136,7 @@ pub(crate) fn run(
                 "failed": run.failures.count,
                 "transfers": stats.transfers,
                 "requested_bytes": stats.requested_bytes,
+                "planned_bytes": stats.planned_bytes,
                 "delivered_bytes": run.delivered,
                 "fetched_bytes": fetched,
                 "wall_ms": wall.as_secs_f64() * 1000.0,
@@ -141,6 +144,21 @@ pub(crate) fn run(
                     "requests": after.requests - before.requests,
                     "body_bytes": after.body_bytes - before.body_bytes,
                     "retries": after.retries - before.retries,
+                },
+                "timings": run.timings.summary(),
+                "counters": {
+                    "transport": {
+                        "requests": after.requests,
+                        "body_bytes": after.body_bytes,
+                        "retries": after.retries,
+                    },
+                    "credentials": {
+                        "lookups": credentials.lookups,
+                        "callback_calls": credentials.callback_calls,
+                        "hits": credentials.hits,
+                        "failures": credentials.failures,
+                        "waits": credentials.waits,
+                    },
                 },
             }
         });
@@ -188,12 +206,73 @@ struct Run<'a> {
     delivered: u64,
     /// Bytes delivered by local reads, which the transport does not count.
     delivered_locally: u64,
+    /// The completions' timings, for the `--json` summary.
+    timings: Timings,
+}
+
+/// The completions' timings, in milliseconds from the batch's submission.
+#[derive(Default)]
+struct Timings {
+    done_ms: Vec<f64>,
+    first_byte_ms: Vec<f64>,
+    attempts: u64,
+}
+
+impl Timings {
+    fn add(&mut self, timing: &Timing) {
+        self.done_ms.push(ms(timing.done()));
+        if let Some(first) = timing.first_byte() {
+            self.first_byte_ms.push(ms(first));
+        }
+        self.attempts += u64::from(timing.attempts());
+    }
+
+    /// p50, p90, p99 and max of each series (null where it is empty).
+    fn summary(&mut self) -> serde_json::Value {
+        json!({
+            "done_ms": quantiles(&mut self.done_ms),
+            "first_byte_ms": quantiles(&mut self.first_byte_ms),
+            "attempts": self.attempts,
+        })
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn quantiles(values: &mut [f64]) -> serde_json::Value {
+    if values.is_empty() {
+        return serde_json::Value::Null;
+    }
+    values.sort_by(f64::total_cmp);
+    let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+    json!({"p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": at(1.0)})
+}
+
+/// A completion's timing as a JSON object.
+fn timing_json(timing: &Timing) -> serde_json::Value {
+    json!({
+        "first_byte_ms": timing.first_byte().map(ms),
+        "done_ms": ms(timing.done()),
+        "attempts": timing.attempts(),
+        "transfer": timing.transfer(),
+        "transfer_bytes": timing.transfer_bytes(),
+    })
 }
 
 impl Run<'_> {
     /// A read whose address did not resolve.
     fn unresolved(&mut self, tag: usize, error: &Error, out: &mut Stdout) -> Result<(), Stop> {
-        self.finished(tag, error.status(), Some(error.message()), &[], 0, out)?;
+        self.finished(
+            tag,
+            error.status(),
+            Some(error.message()),
+            &[],
+            0,
+            None,
+            out,
+        )?;
         if let Some(raw) = &mut self.raw {
             raw.arrived(tag, None, out)?;
         }
@@ -213,6 +292,7 @@ impl Run<'_> {
             completion.error().map(Error::message),
             completion.bytes(),
             completion.bytes_received(),
+            Some(completion.timing()),
             out,
         )?;
         if let Some(raw) = &mut self.raw {
@@ -229,12 +309,16 @@ impl Run<'_> {
         message: Option<&str>,
         bytes: &[u8],
         received: u64,
+        timing: Option<&Timing>,
         out: &mut Stdout,
     ) -> Result<(), Stop> {
         let request = self.requests.reads[tag];
         let address = &self.requests.addresses[request.address];
         self.done += 1;
         self.delivered += received;
+        if let Some(timing) = timing {
+            self.timings.add(timing);
+        }
         if status != Status::Ok && self.failures.record(status, message.unwrap_or_default()) {
             let place = if self.requests.addresses.len() > 1 {
                 format!("{address} {}:{}", request.offset, request.length)
@@ -270,6 +354,7 @@ impl Run<'_> {
                 "error": message,
                 "sha256": sha256(bytes),
                 "file": file,
+                "timing": timing.map(timing_json),
             });
             out.line(&line.to_string())?;
         }

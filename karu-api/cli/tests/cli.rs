@@ -50,10 +50,28 @@ fn json_lines_carry_each_read_and_the_batch_figures() {
     // Lines come in completion order; each names its read.
     let mut reads = lines[..3].to_vec();
     reads.sort_by_key(|line| line["tag"].as_u64());
-    for (line, (tag, offset, len)) in reads
-        .iter()
-        .zip([(0, 0, 16), (1, 1000, 100), (2, 4086, 10)])
+    for (line, (tag, offset, len)) in
+        reads
+            .iter_mut()
+            .zip([(0, 0, 16), (1, 1000, 100), (2, 4086, 10)])
     {
+        // A local read: no request carried it; only its completion time is known.
+        let timing = line
+            .as_object_mut()
+            .and_then(|l| l.remove("timing"))
+            .unwrap_or_default();
+        assert!(
+            timing["done_ms"].as_f64().is_some_and(|ms| ms >= 0.0),
+            "{timing}"
+        );
+        for (key, value) in [
+            ("first_byte_ms", json!(null)),
+            ("attempts", json!(0)),
+            ("transfer", json!(null)),
+            ("transfer_bytes", json!(0)),
+        ] {
+            assert_eq!(timing[key], value, "{key} of {timing}");
+        }
         assert_eq!(
             *line,
             json!({
@@ -86,6 +104,20 @@ fn json_lines_carry_each_read_and_the_batch_figures() {
         batch["wall_ms"].as_f64().is_some_and(|ms| ms >= 0.0),
         "{batch}"
     );
+    assert_eq!(batch["planned_bytes"], 126);
+    assert_eq!(batch["timings"]["attempts"], 0);
+    assert_eq!(batch["timings"]["first_byte_ms"], json!(null));
+    assert!(
+        batch["timings"]["done_ms"]["max"]
+            .as_f64()
+            .is_some_and(|ms| ms >= 0.0),
+        "{batch}"
+    );
+    assert_eq!(
+        batch["counters"]["transport"],
+        json!({"requests": 0, "body_bytes": 0, "retries": 0})
+    );
+    assert_eq!(batch["counters"]["credentials"]["lookups"], 0);
 }
 
 #[test]

@@ -88,6 +88,12 @@ fn reads_far_beyond_a_remote_object_deliver_the_prefix_that_exists() {
         for key in ["status", "bytes_received", "sha256"] {
             assert_eq!(line[key], expected[key], "{key} of {line}");
         }
+        // Each read went out in a request of its own, answered at once.
+        let timing = &line["timing"];
+        assert_eq!(timing["attempts"], 1, "{line}");
+        assert!(timing["transfer"].as_u64().is_some(), "{line}");
+        let first = timing["first_byte_ms"].as_f64().expect("a first byte");
+        assert!(first <= timing["done_ms"].as_f64().unwrap(), "{line}");
     }
     let errors = out.stderr_lines();
     assert_eq!(errors.len(), 3, "two errors and the summary: {errors:?}");

@@ -16,7 +16,7 @@ use clap::Args;
 
 use crate::report::{Align, Table};
 use crate::workload::Shape;
-use crate::{Bandwidth, CpuOptions, Options, planner, run};
+use crate::{Bandwidth, CpuOptions, Options, memory, planner, run};
 
 /// One batch figure: a method's cold or steady (median) batch of a workload in a scenario.
 #[derive(Debug, Clone)]
@@ -78,7 +78,6 @@ pub(crate) fn figure(workload: &str, name: &'static str, value: f64) {
 /// Labels of methods that start with these words (see `methods::Method::label`).
 pub(crate) const KARU: &str = "Karu";
 const OBJECT_STORE: &str = "object_store";
-const OPENDAL: &str = "OpenDAL";
 const PLAIN: &str = "plain hyper";
 
 /// Options of `karu-bench all`.
@@ -117,6 +116,16 @@ pub(crate) fn steps() -> Vec<Step> {
         link_too: bool,
         runs: fn(&AllArgs) -> usize,
     ) -> Step {
+        over(name, shape, bandwidth, link_too, runs, (false, false))
+    }
+    fn over(
+        name: &'static str,
+        shape: Shape,
+        bandwidth: Option<Bandwidth>,
+        link_too: bool,
+        runs: fn(&AllArgs) -> usize,
+        (tls, http2): (bool, bool),
+    ) -> Step {
         Step {
             name,
             run: Box::new(move |args| {
@@ -131,6 +140,8 @@ pub(crate) fn steps() -> Vec<Step> {
                     no_plain: false,
                     no_sequential: true,
                     sequential: false,
+                    tls,
+                    http2,
                 };
                 run::reads(shape, &options, link_too)
             }),
@@ -138,10 +149,28 @@ pub(crate) fn steps() -> Vec<Step> {
     }
     let runs = |a: &AllArgs| a.runs;
     vec![
-        reads("scattered", Shape::Scattered { reads: 1_000 }, None, false, runs),
-        reads("scattered-10k", Shape::Scattered { reads: 10_000 }, None, true, runs),
+        reads(
+            "scattered",
+            Shape::Scattered { reads: 1_000 },
+            None,
+            false,
+            runs,
+        ),
+        reads(
+            "scattered-10k",
+            Shape::Scattered { reads: 10_000 },
+            None,
+            true,
+            runs,
+        ),
         reads("clustered", Shape::Clustered, None, false, runs),
-        reads("tensors", Shape::Tensors, Some(Bandwidth::None), false, runs),
+        reads(
+            "tensors",
+            Shape::Tensors,
+            Some(Bandwidth::None),
+            false,
+            runs,
+        ),
         reads(
             "tensors (link)",
             Shape::Tensors,
@@ -151,6 +180,38 @@ pub(crate) fn steps() -> Vec<Step> {
         ),
         reads("many-objects", Shape::ManyObjects, None, false, runs),
         reads("ends", Shape::Ends, None, false, runs),
+        over(
+            "scattered (tls)",
+            Shape::Scattered { reads: 1_000 },
+            None,
+            false,
+            runs,
+            (true, false),
+        ),
+        over(
+            "scattered (tls h2)",
+            Shape::Scattered { reads: 1_000 },
+            None,
+            false,
+            runs,
+            (true, true),
+        ),
+        over(
+            "tensors (tls)",
+            Shape::Tensors,
+            Some(Bandwidth::None),
+            false,
+            runs,
+            (true, false),
+        ),
+        over(
+            "tensors (tls h2)",
+            Shape::Tensors,
+            Some(Bandwidth::None),
+            false,
+            runs,
+            (true, true),
+        ),
         Step {
             name: "cpu",
             run: Box::new(|args| {
@@ -160,6 +221,17 @@ pub(crate) fn steps() -> Vec<Step> {
                     seed: args.seed,
                     no_opendal: false,
                     no_plain: false,
+                })
+            }),
+        },
+        Step {
+            name: "memory",
+            run: Box::new(|args| {
+                memory::run(&memory::MemoryArgs {
+                    reads: 1_000_000,
+                    length: 16,
+                    seed: args.seed,
+                    no_tensors: false,
                 })
             }),
         },
@@ -247,7 +319,11 @@ fn print_summary(rows: &[Row]) {
             };
             table.row(vec![
                 label,
-                if first { millis(karu.wall) } else { String::new() },
+                if first {
+                    millis(karu.wall)
+                } else {
+                    String::new()
+                },
                 peer.method.clone(),
                 millis(peer.wall),
                 format!("{:.2}×", ratio(peer.wall, karu.wall)),
@@ -476,7 +552,10 @@ fn targets() -> Vec<Target> {
                         if let Some((ok, detail)) =
                             each_phase(r, workload, &[scenario], peer, |k, p| {
                                 let x = ratio(k.wall, p.wall);
-                                (if strict { x < 1.0 } else { x <= 1.0 }, format!("{x:.2} × {peer}"))
+                                (
+                                    if strict { x < 1.0 } else { x <= 1.0 },
+                                    format!("{x:.2} × {peer}"),
+                                )
                             })
                         {
                             met &= ok;
@@ -580,11 +659,15 @@ mod tests {
         assert_eq!(judge(&record, "scattered: ≥ 2.5"), None);
         assert_eq!(judge(&record, "throttled"), None);
         assert_eq!(judge(&record, "local"), None);
-        record.rows.push(row("scattered", "cold", "Karu (defaults)", 100));
+        record
+            .rows
+            .push(row("scattered", "cold", "Karu (defaults)", 100));
         record
             .rows
             .push(row("scattered", "cold", "object_store get_ranges", 300));
-        record.rows.push(row("scattered", "steady", "Karu (defaults)", 100));
+        record
+            .rows
+            .push(row("scattered", "steady", "Karu (defaults)", 100));
         record
             .rows
             .push(row("scattered", "steady", "object_store get_ranges", 200));
@@ -600,7 +683,9 @@ mod tests {
     #[test]
     fn cpu_compares_requests_per_second() {
         let mut record = Record::default();
-        record.rows.push(row("cpu", "steady", "Karu (defaults)", 100));
+        record
+            .rows
+            .push(row("cpu", "steady", "Karu (defaults)", 100));
         record
             .rows
             .push(row("cpu", "steady", "plain hyper, 64 in flight", 90));

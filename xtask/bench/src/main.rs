@@ -10,10 +10,12 @@
 
 mod local;
 mod all;
+mod memory;
 mod methods;
 mod planner;
 mod report;
 mod run;
+mod transport;
 mod workload;
 
 use std::process::ExitCode;
@@ -55,9 +57,14 @@ enum Command {
     Http(Options),
     /// Requests per second with no latency on loopback: 10,000 × 4 KiB, never merging.
     Cpu(CpuOptions),
+<<<<<<< HEAD
     /// A local file in the page cache: scattered, adjacent and large reads, Karu against
     /// `pread` loops and object_store's LocalFileSystem.
     Local(local::LocalArgs),
+=======
+    /// Peak RSS of a 1,000,000-read batch and of `tensors`, against the documented bounds.
+    Memory(memory::MemoryArgs),
+>>>>>>> 2fa709d (bench: --tls/--http2 (the mock's CA trusted by Karu, object_store and OpenDAL), memory benchmark (peak RSS per queued read and for tensors), all runs them; CLI --json carries each read's timing and a summary of timings and client counters; README)
     /// Every workload in one run, a summary of Karu against each peer, and a line per target.
     All(all::AllArgs),
 }
@@ -96,6 +103,13 @@ struct Options {
     /// Run the sequential client even where it is estimated to take over 30 s.
     #[arg(long)]
     sequential: bool,
+    /// Serve HTTPS (the mock's generated CA, trusted by every client); the plain hyper
+    /// clients, cleartext HTTP/1.1 only, are left out.
+    #[arg(long)]
+    tls: bool,
+    /// With `--tls`: offer HTTP/2 by ALPN (every client that can takes it).
+    #[arg(long, requires = "tls")]
+    http2: bool,
 }
 
 /// Options of the `cpu` workload.
@@ -156,7 +170,11 @@ fn main() -> ExitCode {
         Command::Ends(o) => run::reads(Shape::Ends, &o, false),
         Command::Http(o) => run::reads(Shape::Scattered { reads: 1_000 }, &o, true),
         Command::Cpu(o) => run::cpu(&o),
+<<<<<<< HEAD
         Command::Local(args) => local::run(&args),
+=======
+        Command::Memory(args) => memory::run(&args),
+>>>>>>> 2fa709d (bench: --tls/--http2 (the mock's CA trusted by Karu, object_store and OpenDAL), memory benchmark (peak RSS per queued read and for tensors), all runs them; CLI --json carries each read's timing and a summary of timings and client counters; README)
         Command::All(args) => all::run(&args, all::steps()),
     };
     match result {

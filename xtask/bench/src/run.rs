@@ -102,10 +102,11 @@ struct Scenario {
 impl Scenario {
     /// The scenario's name in `all`'s record.
     fn tag(&self) -> String {
-        match self.bandwidth {
-            None => "loopback".into(),
-            Some(_) => "link".into(),
-        }
+        let network = match self.bandwidth {
+            None => "loopback",
+            Some(_) => "link",
+        };
+        format!("{network}{}", crate::transport::current().tag())
     }
 
     fn title(&self) -> String {
@@ -152,10 +153,22 @@ struct Bench {
 
 impl Bench {
     fn start(workload: Workload, latency: Duration) -> Result<Bench, String> {
+        Bench::start_with(workload, latency, false, false)
+    }
+
+    fn start_with(
+        workload: Workload,
+        latency: Duration,
+        tls: bool,
+        http2: bool,
+    ) -> Result<Bench, String> {
         let server = MockServer::builder()
             .latency(latency)
+            .tls(tls)
+            .http2(http2)
             .start()
             .map_err(|e| format!("cannot start the mock server: {e}"))?;
+        crate::transport::set(crate::transport::Transport::for_server(&server, http2)?);
         for o in &workload.objects {
             server.insert_virtual(&o.path, o.size);
         }
@@ -290,7 +303,8 @@ pub(crate) fn reads(shape: Shape, options: &Options, link_too: bool) -> Result<(
         bytes(workload.requested_bytes()),
         options.seed
     );
-    let bench = Bench::start(workload, latency)?;
+    let bench = Bench::start_with(workload, latency, options.tls, options.http2)?;
+    println!("Transport: {}", crate::transport::current().describe());
     println!(
         "Columns: requests, conns (distinct connections; in brackets those opened during the batch), \
          peak (most requests in flight at once) and bytes sent come from the server; \
@@ -349,6 +363,10 @@ fn methods_for(
             },
             options.runs,
         ));
+    }
+    if options.tls {
+        skipped.push("plain hyper clients: cleartext HTTP/1.1 only, left out over TLS".into());
+        return plan;
     }
     if !options.no_plain {
         plan.push((

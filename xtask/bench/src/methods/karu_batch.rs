@@ -13,9 +13,18 @@ use crate::workload::Kind;
 
 /// A client with Karu's defaults: no config files; `KARU_*` variables still apply.
 pub(crate) fn client() -> Result<Client, String> {
-    Client::builder()
+    let mut builder = Client::builder()
         .user_config_file(None)
-        .project_config_file(None)
+        .project_config_file(None);
+    let transport = crate::transport::current();
+    if let Some((_, ca_file)) = &transport.tls {
+        builder = builder.set("http.ca_file", ca_file.display().to_string());
+    }
+    if transport.http2 {
+        // HTTP/2 where the server's ALPN offers it.
+        builder = builder.set("http.version", "auto");
+    }
+    builder
         .build()
         .map_err(|e| format!("cannot build a Karu client: {e}"))
 }

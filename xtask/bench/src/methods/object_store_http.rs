@@ -11,7 +11,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use object_store::http::{HttpBuilder, HttpStore};
 use object_store::path::Path;
-use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore};
+use object_store::{Certificate, ClientOptions, GetOptions, GetRange, ObjectStore};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -29,9 +29,19 @@ pub(super) struct ObjectStoreSession<'a> {
 
 impl<'a> ObjectStoreSession<'a> {
     pub(super) fn open(ctx: Context<'a>) -> Result<Self, String> {
+        let transport = crate::transport::current();
+        let mut options = ClientOptions::new().with_allow_http(true);
+        if let Some((pem, _)) = &transport.tls {
+            let ca = Certificate::from_pem(pem.as_bytes())
+                .map_err(|e| format!("cannot read the mock's CA: {e}"))?;
+            options = options.with_root_certificate(ca);
+        }
+        if transport.http2 {
+            options = options.with_allow_http2();
+        }
         let store = HttpBuilder::new()
             .with_url(ctx.server.base_url())
-            .with_client_options(ClientOptions::new().with_allow_http(true))
+            .with_client_options(options)
             .build()
             .map_err(|e| format!("cannot build object_store's HTTP store: {e}"))?;
         Ok(ObjectStoreSession {

@@ -15,7 +15,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use opendal::services::Http;
-use opendal::{BytesRange, Operator};
+use opendal::{BytesRange, HttpTransporter, OperationContext, Operator};
+use opendal_http_transport_reqwest::ReqwestTransport;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -37,8 +38,21 @@ impl<'a> OpenDalSession<'a> {
     pub(super) fn open(ctx: Context<'a>, gap: usize) -> Result<Self, String> {
         // The process-wide HTTP transport (reqwest with rustls); idempotent.
         opendal::install_default();
-        let operator = Operator::new(Http::default().endpoint(&ctx.server.base_url()))
+        let mut operator = Operator::new(Http::default().endpoint(&ctx.server.base_url()))
             .map_err(|e| format!("cannot build OpenDAL's HTTP operator: {e}"))?;
+        if let Some((pem, _)) = &crate::transport::current().tls {
+            // Over TLS: its reqwest transport with a client that trusts the mock's CA (and
+            // takes HTTP/2 where ALPN offers it).
+            let ca = reqwest::Certificate::from_pem(pem.as_bytes())
+                .map_err(|e| format!("cannot read the mock's CA: {e}"))?;
+            let client = reqwest::Client::builder()
+                .tls_certs_merge([ca])
+                .build()
+                .map_err(|e| format!("cannot build a reqwest client: {e}"))?;
+            let transport = HttpTransporter::new(ReqwestTransport::new(client));
+            operator =
+                operator.with_context(OperationContext::new().with_http_transport(transport));
+        }
         Ok(OpenDalSession { ctx, operator, gap })
     }
 
