@@ -268,8 +268,7 @@ impl Run<'_> {
             tag,
             error.status(),
             Some(error.message()),
-            &[],
-            0,
+            (&[], 0),
             None,
             out,
         )?;
@@ -290,8 +289,7 @@ impl Run<'_> {
             tag,
             completion.status(),
             completion.error().map(Error::message),
-            completion.bytes(),
-            completion.bytes_received(),
+            (completion.bytes(), completion.bytes_received()),
             Some(completion.timing()),
             out,
         )?;
@@ -307,8 +305,7 @@ impl Run<'_> {
         tag: usize,
         status: Status,
         message: Option<&str>,
-        bytes: &[u8],
-        received: u64,
+        (bytes, received): (&[u8], u64),
         timing: Option<&Timing>,
         out: &mut Stdout,
     ) -> Result<(), Stop> {

@@ -101,10 +101,13 @@ pub(crate) struct AllArgs {
     pub(crate) only: Vec<String>,
 }
 
-/// A workload run by `all`: its name and how to run it (it records its own rows).
+/// How a step runs its workload (it records its own rows).
+type RunStep = Box<dyn Fn(&AllArgs) -> Result<(), String>>;
+
+/// A workload run by `all`: its name and how to run it.
 pub(crate) struct Step {
     pub(crate) name: &'static str,
-    pub(crate) run: Box<dyn Fn(&AllArgs) -> Result<(), String>>,
+    pub(crate) run: RunStep,
 }
 
 /// The workloads of `all`, in order. A new workload adds its step here.
