@@ -20,7 +20,7 @@ use crate::report::{bytes, count};
 use crate::workload::{Shape, Workload};
 
 /// The documented bound of Karu's own memory per queued read, in bytes.
-pub(crate) const BOUND_PER_READ: u64 = 768;
+pub(crate) const BOUND_PER_READ: u64 = 1536;
 /// The part size the bound for large reads assumes.
 const PART: u64 = 8 << 20;
 
