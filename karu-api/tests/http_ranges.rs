@@ -81,7 +81,7 @@ fn scattered_reads_of_a_large_object_arrive_exact_and_nothing_is_fetched_twice()
     }
     let fetched: u64 = log.iter().map(|r| r.body_bytes).sum();
     assert_eq!(
-        fetched, stats.fetched_bytes,
+        fetched, stats.planned_bytes,
         "the server sent what the plan fetches"
     );
 }

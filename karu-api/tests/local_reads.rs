@@ -66,7 +66,7 @@ fn scattered_reads_deliver_exactly_the_requested_bytes() {
         (stats.reads, stats.rejected, stats.transfers),
         (ranges.len(), 0, ranges.len())
     );
-    assert_eq!((stats.requested_bytes, stats.fetched_bytes), (total, total));
+    assert_eq!((stats.requested_bytes, stats.planned_bytes), (total, total));
 
     let done = batch.wait();
     assert_eq!(done.len(), ranges.len());
@@ -333,7 +333,7 @@ fn invalid_lengths_fail_alone_while_valid_reads_succeed() {
     ]);
     let stats = batch.stats();
     assert_eq!((stats.reads, stats.rejected, stats.transfers), (7, 4, 3));
-    assert_eq!((stats.requested_bytes, stats.fetched_bytes), (48, 48));
+    assert_eq!((stats.requested_bytes, stats.planned_bytes), (48, 48));
 
     let done = batch.wait();
     assert_ok(&done[0], 0, 16);
@@ -580,7 +580,7 @@ fn ten_thousand_reads_over_fifty_files_complete_exactly_once() {
     );
     assert_eq!(READS - valid, 100);
     assert_eq!(
-        (stats.requested_bytes, stats.fetched_bytes),
+        (stats.requested_bytes, stats.planned_bytes),
         (requested, requested)
     );
 
@@ -622,7 +622,7 @@ fn local_reads_are_never_merged() {
     ] {
         let stats = batch.stats();
         assert_eq!((stats.reads, stats.rejected, stats.transfers), (6, 0, 6));
-        assert_eq!((stats.requested_bytes, stats.fetched_bytes), (60, 60));
+        assert_eq!((stats.requested_bytes, stats.planned_bytes), (60, 60));
         for (c, &(offset, len)) in batch.wait().iter().zip(&ranges) {
             assert_ok(c, offset, len);
         }
