@@ -48,6 +48,13 @@ pub struct Settings {
     /// `KARU_CONCURRENCY`; default 64, at most 65,536).
     #[serde(deserialize_with = "integer::deserialize")]
     pub concurrency: usize,
+    /// Whether the requests in flight to each endpoint adapt to throttling
+    /// (`adaptive_concurrency`, env `KARU_ADAPTIVE_CONCURRENCY`; default true; global only):
+    /// a `429` or `503` answer cuts the endpoint's window to three quarters (at most once per
+    /// round trip, never below 1), and every successful answer widens it by one request per
+    /// window's worth of answers, up to `concurrency`. With false, every endpoint may have
+    /// `concurrency` requests in flight, throttled or not.
+    pub adaptive_concurrency: bool,
     /// Default merge guards; a batch may override each.
     pub planner: PlannerSettings,
     /// Transport and response-checking options.
@@ -63,6 +70,7 @@ pub(crate) const GLOBAL_ONLY: &[&str] = &[
     "file_workers",
     "credential_workers",
     "concurrency",
+    "adaptive_concurrency",
     "planner",
     "http.version",
     "http.ca_file",
@@ -149,6 +157,7 @@ impl Default for Settings {
             file_workers: 4,
             credential_workers: 4,
             concurrency: 64,
+            adaptive_concurrency: true,
             planner: PlannerSettings::default(),
             http: HttpSettings::default(),
             retry: RetrySettings::default(),
@@ -174,6 +183,9 @@ pub struct PlannerSettings {
     /// 1).
     #[serde(deserialize_with = "integer::deserialize")]
     pub max_amplification: u32,
+    /// How a gap is judged inside the four guards (`planner.trade`: `"priced"` or
+    /// `"guards"`; default `"priced"`). See [`Trade`].
+    pub trade: Trade,
 }
 
 impl Default for PlannerSettings {
@@ -183,8 +195,27 @@ impl Default for PlannerSettings {
             max_span: ByteSize(64 << 20),
             max_parts: 1024,
             max_amplification: 16,
+            trade: Trade::default(),
         }
     }
+}
+
+/// How the planner judges joining a read to its neighbour's transfer (`planner.trade`).
+///
+/// Either way the four guards are hard bounds: no merge ever breaks one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Trade {
+    /// Join whenever the four guards allow it (the behaviour before priced planning).
+    Guards,
+    /// Also price the gap against a request with what the client measured for the endpoint:
+    /// a gap joins only when fetching it is expected to cost less time than the round trip
+    /// of a request of its own (the round-trip latency times the throughput one of
+    /// `concurrency` busy connections gets). Until the endpoint has been measured, as for
+    /// the first batch of a client, the guards alone decide.
+    #[default]
+    Priced,
 }
 
 /// Which HTTP version the transport speaks.

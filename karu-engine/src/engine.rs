@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 
 use futures_core::{FusedStream, Stream};
 
-use karu_config::Snapshot;
+use karu_config::{Snapshot, Trade};
 use parking_lot::Mutex;
 
 use crate::batch::{Batch, BatchShared, BatchStats};
@@ -155,6 +155,8 @@ pub struct Engine {
 struct Slot {
     snapshot: Snapshot,
     limits: Limits,
+    /// How gaps are judged inside the guards (`planner.trade`).
+    trade: Trade,
     callbacks: Callbacks,
     /// The workers of the running process (see [`PerProcess`]).
     running: PerProcess<Arc<Inner>>,
@@ -262,6 +264,7 @@ impl Engine {
         let running = Inner::start(&snapshot, &options.callbacks)?;
         Ok(Engine {
             slot: Arc::new(Slot {
+                trade: snapshot.global().planner.trade,
                 snapshot,
                 limits,
                 callbacks: options.callbacks,
@@ -541,7 +544,11 @@ impl Engine {
             ),
         };
         let plan_reads: Vec<PlanRead> = planned.iter().map(|p| p.read).collect();
-        let mut plan = plan::plan(&plan_reads, &limits);
+        let prices = match (&running, self.slot.trade) {
+            (Ok(inner), Trade::Priced) => prices(inner, &reads, &planned),
+            _ => Vec::new(),
+        };
+        let mut plan = plan::plan_priced(&plan_reads, &limits, &prices);
         // Back from the planner's indices to the submission's.
         for (index, _) in &mut plan.rejected {
             *index = planned[*index].index;
@@ -752,6 +759,28 @@ fn group(reads: &[Read<'_>]) -> (Vec<Planned>, Vec<(usize, Error)>) {
         });
     }
     (planned, early)
+}
+
+/// The priced trade's largest gap for each group (indexed by rank), from what the transport
+/// measured for the group's endpoint; `None` for local groups and unmeasured endpoints (the
+/// guards alone decide there). Empty until the event loops have started.
+fn prices(inner: &Inner, reads: &[Read<'_>], planned: &[Planned]) -> Vec<Option<u64>> {
+    let Some(Ok(remote)) = inner.remote.get() else {
+        return Vec::new();
+    };
+    let groups = planned.iter().map(|p| p.read.group + 1).max().unwrap_or(0);
+    let mut prices = vec![None; groups as usize];
+    let mut seen = vec![false; groups as usize];
+    for p in planned {
+        let group = p.read.group as usize;
+        if std::mem::replace(&mut seen[group], true) || !p.read.mergeable {
+            continue;
+        }
+        prices[group] = remote
+            .measured(&reads[p.index].locator)
+            .map(|m| plan::price::break_even_gap(&m));
+    }
+    prices
 }
 
 /// A read the planner will see, and its index in the submission.

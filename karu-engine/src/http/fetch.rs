@@ -11,6 +11,7 @@ use crate::batch::BatchShared;
 use crate::credential::{Authority, Credential};
 use crate::http::LoopCtx;
 use crate::http::check::{Expectation, RangeSpec, is_single_strong};
+use crate::http::endpoint::{Outcome, Timed};
 use crate::http::exchange::{self, Exchange, Failure, Limits, Reuse, Success};
 use crate::http::landing::Landing;
 use crate::http::request::{Correction, PrepareContext};
@@ -96,6 +97,7 @@ impl Fetch<'_> {
                 snapshot: &ctx.shared.snapshot,
             }),
         };
+        let endpoint = ctx.shared.endpoints.get(object.as_str());
         let range = self.range;
         let if_match = self.if_match;
         // A caller's single strong tag already pins one version. Without a condition a resume
@@ -148,8 +150,29 @@ impl Fetch<'_> {
                 fallback_limit: limits.fallback_limit,
                 accepts_stored_gzip: prepared.options.accept_stored_gzip,
             };
-            let attempt_started = Instant::now();
-            let failure = match exchange.run(prepared, expect, dst, kept).await {
+            // Room in the endpoint's window (adaptive concurrency), within the deadline.
+            let admission = tokio::select! {
+                biased;
+                () = exchange::until_cancelled(self.cancel) => return Err(Failure::cancelled().error),
+                admission = endpoint.admit() => admission,
+                () = tokio::time::sleep_until(retry.deadline().into()) => {
+                    return Err(Error::new(
+                        Status::TimedOut,
+                        "the read's deadline passed while waiting for room among the requests in flight",
+                    ));
+                }
+            };
+            let attempt_started = admission.sent();
+            let mut timed = Timed::new(&mut *dst);
+            let result = exchange.run(prepared, expect, &mut timed, kept).await;
+            admission.finish(match &result {
+                Ok(_) => timed.received(Instant::now()),
+                Err(f) if f.error.http_status().is_some_and(Outcome::is_throttle) => {
+                    Outcome::Throttled { at: Instant::now() }
+                }
+                Err(_) => Outcome::Other,
+            });
+            let failure = match result {
                 Ok(success) => {
                     let total = resumed_total(range_now, kept, &success)?;
                     return Ok(Fetched {

@@ -9,6 +9,7 @@
 
 pub mod check;
 pub(crate) mod credential_workers;
+pub(crate) mod endpoint;
 pub(crate) mod ends;
 pub(crate) mod exchange;
 pub(crate) mod failure;
@@ -38,6 +39,7 @@ use crate::credential::{Authority, Callbacks, Credential, CredentialCache};
 use crate::http::check::RangeSpec;
 use crate::http::credential_workers::CredentialWorkers;
 use crate::http::credential_workers::Pending;
+use crate::http::endpoint::Endpoints;
 use crate::http::ends::RemoteEnds;
 use crate::http::fetch::{Fetch, Fetched};
 use crate::http::landing::{Dest, Landing, Scatter};
@@ -158,6 +160,8 @@ struct Shared {
     locations: Mutex<Locations>,
     /// Woken whenever a first request's flight of a reusable location ends.
     location_flights: tokio::sync::Notify,
+    /// Measurements and adaptive windows, per endpoint.
+    endpoints: Endpoints,
 }
 
 /// The loops' pending queues. A job goes to the loop with the least work (queued plus
@@ -295,6 +299,11 @@ impl Remote {
             workers,
             locations: Mutex::new(Locations::default()),
             location_flights: tokio::sync::Notify::new(),
+            endpoints: Endpoints::new(
+                global.concurrency.max(1),
+                global.adaptive_concurrency,
+                Instant::now(),
+            ),
         });
         let mut threads = Vec::new();
         let mut senders = Vec::new();
@@ -401,6 +410,14 @@ impl Remote {
             return Reply::ready(Err(Error::internal("the event loops have stopped")));
         }
         reply
+    }
+
+    /// What the client measured for the endpoint of `locator`, if enough (see
+    /// [`endpoint::Meter`]): for the priced planner.
+    pub(crate) fn measured(&self, locator: &Locator) -> Option<crate::plan::price::Measured> {
+        self.shared
+            .endpoints
+            .measured(locator.canonical().as_str(), Instant::now())
     }
 
     pub(crate) fn stats(&self) -> TransportStats {

@@ -81,6 +81,16 @@ pub enum Fault {
     /// Read the request and never answer it, until the client gives up or the server is
     /// dropped.
     NeverAnswer,
+    /// Throttle: serve at most `limit` requests with this fault at once and answer the others,
+    /// after the latency, with `code`: `503` gets S3's `SlowDown` error document, any other
+    /// code (such as `429`, as GCS and Hugging Face answer) a short text. A request counts
+    /// from its arrival until the last byte of its answer; throttled answers do not count.
+    ThrottleAbove {
+        /// Requests served at once.
+        limit: u64,
+        /// The status of a throttled answer (503 or 429).
+        code: u16,
+    },
 }
 
 /// When a [`Fault`] applies: to which requests, and how many times.

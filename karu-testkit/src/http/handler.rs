@@ -295,7 +295,11 @@ where
         status: AtomicU16::new(0),
         body_bytes: AtomicU64::new(0),
     });
-    let in_flight = shared.begin_request();
+    let mut in_flight = shared.begin_request();
+    let throttled = faults.iter().find_map(|f| match f {
+        Fault::ThrottleAbove { limit, code } if !in_flight.serve_within(*limit) => Some(*code),
+        _ => None,
+    });
     shared.log(record.clone());
     let ctx = Ctx {
         head: parts.method == Method::HEAD,
@@ -304,7 +308,7 @@ where
         conn,
         record,
     };
-    let mut response = answer(&ctx, &parts.headers, body, &faults).await;
+    let mut response = answer(&ctx, &parts.headers, body, &faults, throttled).await;
     response.body_mut().hold(in_flight);
     Ok(response)
 }
@@ -314,6 +318,7 @@ async fn answer<B>(
     request_headers: &HeaderMap,
     body: B,
     faults: &[Fault],
+    throttled: Option<u16>,
 ) -> Response<MockBody>
 where
     B: hyper::body::Body<Data = Bytes>,
@@ -334,6 +339,23 @@ where
     }
     if has(&Fault::NeverAnswer) {
         std::future::pending::<()>().await;
+    }
+    match throttled {
+        Some(503) => {
+            return ctx.error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "SlowDown",
+                "Please reduce your request rate.",
+                HeaderMap::new(),
+            );
+        }
+        Some(code) => {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+            let body = format!("karu-testkit: too many requests in flight ({code})\n");
+            return ctx.respond(status_code(code), headers, BodyPlan::bytes(body.into()));
+        }
+        None => {}
     }
 
     let body = match read_body(body).await {

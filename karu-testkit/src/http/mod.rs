@@ -16,7 +16,8 @@
 //! Each request goes through these steps, in order:
 //! 1. it is logged, and the fault rules are matched (their counters advance);
 //! 2. the latency (server latency plus any [`Fault::Latency`]) passes, on a precise timer;
-//! 3. [`Fault::NeverAnswer`] stops here;
+//! 3. [`Fault::NeverAnswer`] stops here; a request over a [`Fault::ThrottleAbove`] limit gets
+//!    its throttled answer;
 //! 4. the request body is read (more than [`MAX_REQUEST_BODY`] bytes get 413);
 //! 5. the [`Gate`], if one is set, may answer;
 //! 6. [`Fault::Status`] / [`Fault::OversizedErrorBody`] answer with an error;

@@ -115,6 +115,8 @@ pub(crate) struct Shared {
     in_flight: AtomicU64,
     /// High-water mark of `in_flight` since the start or the last reset.
     max_in_flight: AtomicU64,
+    /// Requests being served under [`Fault::ThrottleAbove`](crate::Fault::ThrottleAbove).
+    throttle_served: AtomicU64,
     /// Where [`Fault::Barrier`] requests wait for each other.
     barrier: Barrier,
 }
@@ -147,6 +149,7 @@ impl Shared {
             bytes_sent: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             max_in_flight: AtomicU64::new(0),
+            throttle_served: AtomicU64::new(0),
             barrier: Barrier::default(),
         }
     }
@@ -341,6 +344,7 @@ impl Shared {
         self.max_in_flight.fetch_max(now, Ordering::AcqRel);
         InFlight {
             shared: Arc::clone(self),
+            served: false,
         }
     }
 
@@ -367,10 +371,34 @@ impl Shared {
 #[derive(Debug)]
 pub(crate) struct InFlight {
     shared: Arc<Shared>,
+    /// Holds a place among the requests served under [`Fault::ThrottleAbove`](crate::Fault::ThrottleAbove).
+    served: bool,
+}
+
+impl InFlight {
+    /// [`Fault::ThrottleAbove`](crate::Fault::ThrottleAbove): take one of `limit` places
+    /// among the requests served under throttling, held until this guard drops; false (and
+    /// nothing held) when all are taken.
+    pub(crate) fn serve_within(&mut self, limit: u64) -> bool {
+        if self.served {
+            return true;
+        }
+        let taken = self
+            .shared
+            .throttle_served
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            });
+        self.served = taken.is_ok();
+        self.served
+    }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if self.served {
+            self.shared.throttle_served.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }

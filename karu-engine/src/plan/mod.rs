@@ -11,6 +11,13 @@
 //!    resource and identity condition) and absolute offset.
 //! 4. One linear sweep per group joins neighbours while all four [`Limits`] hold; a guard that
 //!    fails closes the transfer and the candidate opens the next one.
+//!
+//! With the priced trade ([`plan_priced`], `planner.trade = "priced"`) a group may also carry a
+//! price: the largest gap worth fetching instead of sending a request of its own, worked out by
+//! [`price`] from what the client measured for the group's endpoint. A gap above it closes the
+//! transfer as a guard would; the four guards stay the hard bounds.
+
+pub mod price;
 
 use crate::locator::Window;
 use crate::read::UNBOUNDED;
@@ -159,6 +166,24 @@ pub fn absolute_offset(read: &PlanRead) -> Result<u64, Error> {
 
 /// Plan a submission. Pure and deterministic: the same input gives the same plan.
 pub fn plan(reads: &[PlanRead], limits: &Limits) -> Plan {
+    plan_priced(reads, limits, &[])
+}
+
+/// The largest gap group `group` joins across: its price from `prices` (indexed by group;
+/// `None` or absent: unpriced), never above the gap guard.
+fn gap_of(group: u32, limits: &Limits, prices: &[Option<u64>]) -> u64 {
+    match prices.get(group as usize) {
+        Some(Some(price)) => (*price).min(limits.max_gap),
+        _ => limits.max_gap,
+    }
+}
+
+/// Plan a submission with the priced trade: as [`plan`], and besides a read joins its
+/// neighbour's transfer only across a gap of at most its group's price (`prices[group]`, see
+/// [`price::break_even_gap`]). Adjacent and overlapping reads cost no extra byte and always
+/// join while the guards hold; `max_gap == 0` still disables merging altogether. Pure and
+/// deterministic.
+pub fn plan_priced(reads: &[PlanRead], limits: &Limits, prices: &[Option<u64>]) -> Plan {
     let mut rejected = Vec::new();
     // (group, absolute offset, input index): unique keys, so an unstable sort is stable.
     let mut order: Vec<(u32, u64, usize)> = Vec::with_capacity(reads.len());
@@ -181,7 +206,12 @@ pub fn plan(reads: &[PlanRead], limits: &Limits) -> Plan {
             index,
         };
         match current.as_mut() {
-            Some(open) if read.mergeable && open.accepts(&part, limits) => open.add(part),
+            Some(open)
+                if read.mergeable
+                    && open.accepts(&part, limits, gap_of(group, limits, prices)) =>
+            {
+                open.add(part)
+            }
             _ => {
                 if let Some(done) = current.replace(Open::new(part)) {
                     transfers.push(done.close());
@@ -208,6 +238,19 @@ pub fn plan(reads: &[PlanRead], limits: &Limits) -> Plan {
 /// The planner's property test and the fuzz target share it; it is not part of the API.
 #[doc(hidden)]
 pub fn check(reads: &[PlanRead], limits: &Limits, plan: &Plan) -> Result<(), String> {
+    check_priced(reads, limits, &[], plan)
+}
+
+/// [`check`] of a plan made by [`plan_priced`] with `prices`: besides, no merged gap exceeds
+/// its group's price, and a transfer closes only where a guard or the price stops the next
+/// read.
+#[doc(hidden)]
+pub fn check_priced(
+    reads: &[PlanRead],
+    limits: &Limits,
+    prices: &[Option<u64>],
+    plan: &Plan,
+) -> Result<(), String> {
     macro_rules! ensure {
         ($cond:expr, $($why:tt)+) => {
             if !$cond {
@@ -319,11 +362,11 @@ pub fn check(reads: &[PlanRead], limits: &Limits, plan: &Plan) -> Result<(), Str
                 "amplification over the limit"
             );
             let mut hull_end = t.parts[0].length;
+            let priced = gap_of(t.group, limits, prices);
             for part in &t.parts[1..] {
-                ensure!(
-                    part.offset_in_span.saturating_sub(hull_end) <= limits.max_gap,
-                    "gap over the limit"
-                );
+                let gap = part.offset_in_span.saturating_sub(hull_end);
+                ensure!(gap <= limits.max_gap, "gap over the limit");
+                ensure!(gap <= priced, "gap {gap} over the price {priced}");
                 hull_end = hull_end.max(part.offset_in_span + part.length);
             }
         }
@@ -353,8 +396,9 @@ pub fn check(reads: &[PlanRead], limits: &Limits, plan: &Plan) -> Result<(), Str
                 length: next.length,
                 index: b.parts[0].index,
             };
+            let gap = gap_of(a.group, limits, prices);
             ensure!(
-                !(next.mergeable && last.mergeable && open.accepts(&candidate, limits)),
+                !(next.mergeable && last.mergeable && open.accepts(&candidate, limits, gap)),
                 "transfer at {} closed though read {} could join it",
                 a.start,
                 b.parts[0].index
@@ -363,7 +407,10 @@ pub fn check(reads: &[PlanRead], limits: &Limits, plan: &Plan) -> Result<(), Str
     }
 
     // Deterministic.
-    ensure!(&self::plan(reads, limits) == plan, "planning again differs");
+    ensure!(
+        &plan_priced(reads, limits, prices) == plan,
+        "planning again differs"
+    );
     Ok(())
 }
 
@@ -411,13 +458,14 @@ impl Open {
         }
     }
 
-    /// Whether all four guards hold with `c` added.
-    fn accepts(&self, c: &Candidate, limits: &Limits) -> bool {
+    /// Whether all four guards hold with `c` added, and its gap is at most `max_gap` (the
+    /// gap guard, or the group's price below it).
+    fn accepts(&self, c: &Candidate, limits: &Limits, max_gap: u64) -> bool {
         if c.group != self.group || limits.max_gap == 0 {
             return false;
         }
         let gap = c.start.saturating_sub(self.end);
-        if gap > limits.max_gap {
+        if gap > limits.max_gap || gap > max_gap {
             return false;
         }
         let new_end = self.end.max(c.start + c.length);
@@ -805,6 +853,23 @@ mod properties {
         fn plans_are_correct(reads in arb_batch(), limits in prop_oneof![Just(Limits::default()), arb_limits()]) {
             let p = plan(&reads, &limits);
             if let Err(why) = check(&reads, &limits, &p) {
+                return Err(TestCaseError::fail(why));
+            }
+        }
+
+        /// Every priced plan covers every read exactly once, stays inside all four guards and
+        /// its groups' prices, and closes a transfer only where a guard or a price says so.
+        #[test]
+        fn priced_plans_are_correct(
+            reads in arb_batch(),
+            limits in prop_oneof![Just(Limits::default()), arb_limits()],
+            prices in proptest::collection::vec(
+                proptest::option::of(prop_oneof![Just(0u64), 0u64..10_000, any::<u64>()]),
+                0..4,
+            ),
+        ) {
+            let p = plan_priced(&reads, &limits, &prices);
+            if let Err(why) = check_priced(&reads, &limits, &prices, &p) {
                 return Err(TestCaseError::fail(why));
             }
         }

@@ -1,0 +1,295 @@
+//! What the client measured for one endpoint: its round-trip latency and the capacity it
+//! delivers to all connections together, for the priced planner ([`crate::plan::price`]).
+//!
+//! Pure: no clock reads. Every exchange is recorded with its instants (request sent, response
+//! head, last byte) as arguments, so tests drive it with a simulated clock.
+//!
+//! - **Round trip**: a moving average (weight 1/8, as TCP's smoothed RTT) of the time from
+//!   sending a request to its response head.
+//! - **Capacity**: body bytes are spread evenly over each response's body time into buckets
+//!   of [`BUCKET`]; the fullest bucket seen is the capacity observed, a lower bound of what the
+//!   endpoint can deliver. It is remembered as a peak that halves every [`HALF_LIFE`] unless
+//!   seen again, so a batch that uses little of the link does not make the next one believe
+//!   the link is slow, while a link that really slows down is believed within minutes.
+//!
+//! Until [`MIN_EVIDENCE`] body bytes have been seen, nothing is measured: a size probe or a
+//! few small reads say nothing about the capacity, and the planner then follows the guards.
+
+use std::time::{Duration, Instant};
+
+use crate::plan::price::{Measured, share};
+
+/// Width of one capacity bucket.
+pub(crate) const BUCKET: Duration = Duration::from_millis(100);
+/// Buckets kept: responses whose body ended earlier than this many buckets before the newest
+/// one no longer count.
+const BUCKETS: u64 = 32;
+/// The observed peak capacity halves over this time unless observed again.
+pub(crate) const HALF_LIFE: Duration = Duration::from_secs(300);
+/// Body bytes an endpoint must have delivered before its capacity is believed.
+pub(crate) const MIN_EVIDENCE: u64 = 8 << 20;
+
+/// The measurements of one endpoint.
+#[derive(Debug, Clone)]
+pub(crate) struct Meter {
+    /// Bucket numbers count from here.
+    origin: Instant,
+    /// Smoothed round trip, once one was measured.
+    rtt: Option<Duration>,
+    /// Body bytes per bucket, a ring indexed by bucket number modulo [`BUCKETS`].
+    buckets: [u64; BUCKETS as usize],
+    /// The newest bucket number written.
+    newest: u64,
+    /// Body bytes recorded in all.
+    received: u64,
+    /// Highest capacity observed (bytes per second), at `peak_at`.
+    peak: u64,
+    peak_at: Instant,
+}
+
+impl Meter {
+    /// A meter with nothing measured; `origin` is any instant not after the first exchange.
+    pub(crate) fn new(origin: Instant) -> Self {
+        Meter {
+            origin,
+            rtt: None,
+            buckets: [0; BUCKETS as usize],
+            newest: 0,
+            received: 0,
+            peak: 0,
+            peak_at: origin,
+        }
+    }
+
+    /// One successful exchange: the request was sent at `sent`, its head arrived at `head`,
+    /// its last body byte at `done`, and it carried `bytes` body bytes.
+    pub(crate) fn record(&mut self, sent: Instant, head: Instant, done: Instant, bytes: u64) {
+        let head = head.max(sent);
+        let done = done.max(head);
+        let sample = head - sent;
+        self.rtt = Some(match self.rtt {
+            None => sample,
+            // rtt + (sample - rtt) / 8, in signed nanoseconds.
+            Some(rtt) => {
+                let (old, new) = (rtt.as_nanos() as i128, sample.as_nanos() as i128);
+                let smoothed = old + (new - old) / 8;
+                Duration::from_nanos(u64::try_from(smoothed.max(0)).unwrap_or(u64::MAX))
+            }
+        });
+        if bytes == 0 {
+            return;
+        }
+        self.received = self.received.saturating_add(bytes);
+        let (first, last) = (self.bucket_of(head), self.bucket_of(done));
+        self.advance(last);
+        let oldest = self.newest.saturating_sub(BUCKETS - 1);
+        if first == last || done == head {
+            self.add(last, bytes, done);
+            return;
+        }
+        // Spread evenly over [head, done]: each bucket gets the bytes of its overlap, as the
+        // difference of the bytes due by its end and by its start (all of them by `done`).
+        let body = (done - head).as_nanos();
+        let due = |t: Instant| -> u64 {
+            if t >= done {
+                bytes
+            } else {
+                (u128::from(bytes) * t.saturating_duration_since(head).as_nanos() / body) as u64
+            }
+        };
+        for b in first.max(oldest)..=last {
+            let from = self.start_of(b).max(head);
+            let to = self.start_of(b + 1).min(done);
+            self.add(b, due(to) - due(from), done);
+        }
+    }
+
+    /// The highest capacity observed, halved for every [`HALF_LIFE`] since; `None` before
+    /// [`MIN_EVIDENCE`] bytes.
+    pub(crate) fn capacity(&self, now: Instant) -> Option<u64> {
+        if self.received < MIN_EVIDENCE || self.peak == 0 {
+            return None;
+        }
+        Some(self.decayed(now))
+    }
+
+    /// What the planner prices gaps with, for `connections` busy connections; `None` until
+    /// both a round trip and the capacity are measured.
+    pub(crate) fn measured(&self, now: Instant, connections: usize) -> Option<Measured> {
+        Some(Measured {
+            rtt: self.rtt?,
+            throughput: share(self.capacity(now)?, connections),
+        })
+    }
+
+    /// The smoothed round trip, if one was measured.
+    #[cfg(test)]
+    pub(crate) fn rtt(&self) -> Option<Duration> {
+        self.rtt
+    }
+
+    fn decayed(&self, now: Instant) -> u64 {
+        let age = now.saturating_duration_since(self.peak_at);
+        let halvings = age.as_secs_f64() / HALF_LIFE.as_secs_f64();
+        (self.peak as f64 * (-halvings).exp2()) as u64
+    }
+
+    fn bucket_of(&self, at: Instant) -> u64 {
+        let since = at.saturating_duration_since(self.origin).as_nanos();
+        u64::try_from(since / BUCKET.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn start_of(&self, bucket: u64) -> Instant {
+        let nanos = u128::from(bucket) * BUCKET.as_nanos();
+        self.origin + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+
+    /// Make `bucket` the newest, emptying the buckets it passes.
+    fn advance(&mut self, bucket: u64) {
+        if bucket <= self.newest {
+            return;
+        }
+        let from = (self.newest + 1).max(bucket.saturating_sub(BUCKETS - 1));
+        for b in from..=bucket {
+            self.buckets[(b % BUCKETS) as usize] = 0;
+        }
+        self.newest = bucket;
+    }
+
+    /// Add `bytes` to `bucket` (ignored if it is out of the ring) and raise the peak, as seen
+    /// at `now`, if that bucket is now the fullest.
+    fn add(&mut self, bucket: u64, bytes: u64, now: Instant) {
+        if bucket + BUCKETS <= self.newest || bucket > self.newest {
+            return;
+        }
+        let slot = &mut self.buckets[(bucket % BUCKETS) as usize];
+        *slot = slot.saturating_add(bytes);
+        let per_second = u128::from(*slot) * 1_000_000_000 / BUCKET.as_nanos();
+        let rate = u64::try_from(per_second).unwrap_or(u64::MAX);
+        if rate >= self.decayed(now) {
+            self.peak = rate;
+            self.peak_at = now;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::plan::price::break_even_gap;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn nothing_is_measured_before_the_evidence_threshold() {
+        let t0 = Instant::now();
+        let mut m = Meter::new(t0);
+        assert_eq!(m.measured(t0, 64), None);
+        // A size probe: a round trip, one byte.
+        m.record(t0, t0 + 20 * MS, t0 + 20 * MS, 1);
+        assert_eq!(m.rtt(), Some(20 * MS));
+        assert_eq!(m.capacity(t0 + 20 * MS), None);
+        assert_eq!(m.measured(t0 + 20 * MS, 64), None);
+    }
+
+    #[test]
+    fn the_round_trip_is_smoothed_by_an_eighth() {
+        let t0 = Instant::now();
+        let mut m = Meter::new(t0);
+        m.record(t0, t0 + 20 * MS, t0 + 20 * MS, 0);
+        m.record(t0, t0 + 100 * MS, t0 + 100 * MS, 0);
+        assert_eq!(m.rtt(), Some(30 * MS));
+        m.record(t0, t0 + 30 * MS, t0 + 30 * MS, 0);
+        assert_eq!(m.rtt(), Some(30 * MS));
+        // A head before the send (clock skew between threads) counts as no wait.
+        m.record(t0 + MS, t0, t0, 0);
+        assert_eq!(m.rtt(), Some(Duration::from_micros(26_250)));
+    }
+
+    /// 64 connections on a 1 Gbit/s link: each 20 ms round trip then its share of the link.
+    #[test]
+    fn a_saturated_link_is_measured_as_its_capacity_and_priced_as_in_the_model() {
+        let t0 = Instant::now();
+        let mut m = Meter::new(t0);
+        let capacity = 125_000_000u64;
+        // 1 s of 64 KiB bodies back to back on the link, 64 connections.
+        let body = 65_536u64;
+        let per_body = Duration::from_nanos(body * 1_000_000_000 / capacity);
+        let mut link_free = t0 + 20 * MS;
+        for i in 0..2000u32 {
+            let sent = t0 + i * per_body;
+            let head = sent + 20 * MS;
+            let start = head.max(link_free);
+            let done = start + per_body;
+            link_free = done;
+            m.record(sent, head, done, body);
+        }
+        let now = link_free;
+        let seen = m.capacity(now).expect("enough evidence");
+        assert!(
+            (capacity * 95 / 100..=capacity * 105 / 100).contains(&seen),
+            "{seen}"
+        );
+        let measured = m.measured(now, 64).unwrap();
+        assert_eq!(measured.rtt, 20 * MS);
+        let gap = break_even_gap(&measured);
+        assert!((37_000..=41_000).contains(&gap), "{gap}");
+    }
+
+    #[test]
+    fn the_peak_halves_every_half_life_unless_seen_again() {
+        let t0 = Instant::now();
+        let mut m = Meter::new(t0);
+        // 16 MiB in one bucket: 167,772,160 B/s.
+        m.record(t0, t0 + 20 * MS, t0 + 20 * MS, 16 << 20);
+        let peak = 167_772_160;
+        assert_eq!(m.capacity(t0 + 20 * MS), Some(peak));
+        assert_eq!(m.capacity(t0 + 20 * MS + HALF_LIFE), Some(peak / 2));
+        assert_eq!(m.capacity(t0 + 20 * MS + 2 * HALF_LIFE), Some(peak / 4));
+        // Less traffic later does not lower it faster; the same traffic restores it.
+        let later = t0 + 20 * MS + HALF_LIFE;
+        m.record(later, later, later, 1 << 20);
+        assert_eq!(m.capacity(later), Some(peak / 2));
+        m.record(later, later, later, 15 << 20);
+        assert_eq!(m.capacity(later), Some(peak));
+    }
+
+    #[test]
+    fn a_long_body_is_spread_over_its_buckets() {
+        let t0 = Instant::now();
+        let mut m = Meter::new(t0);
+        // 100 MB over 1 s from t0: 10 MB per bucket, 100 MB/s, not 100 MB in one bucket.
+        m.record(t0, t0, t0 + 1000 * MS, 100_000_000);
+        assert_eq!(m.capacity(t0 + 1000 * MS), Some(100_000_000));
+        // Bytes add up to what was received.
+        assert_eq!(m.received, 100_000_000);
+    }
+
+    proptest! {
+        /// Spreading never loses or invents bytes while every bucket stays in the ring, and
+        /// the capacity is never above the fastest rate that happened.
+        #[test]
+        fn spreading_keeps_every_byte(
+            exchanges in prop::collection::vec((0u64..1_000, 0u64..2_000, 1u64..50_000_000), 1..40),
+        ) {
+            let t0 = Instant::now();
+            let mut m = Meter::new(t0);
+            let mut total = 0u64;
+            let mut fastest = 0u64;
+            for &(start_ms, len_ms, bytes) in &exchanges {
+                let head = t0 + Duration::from_millis(start_ms);
+                let done = head + Duration::from_millis(len_ms);
+                m.record(head, head, done, bytes);
+                total += bytes;
+                // All bytes in one bucket is the most a single response can show.
+                fastest += bytes * 10;
+            }
+            // Every exchange ends within 3 s: all of it stays in 32 buckets of 100 ms.
+            let kept: u64 = m.buckets.iter().sum();
+            prop_assert_eq!(kept, total);
+            prop_assert!(m.peak <= fastest);
+        }
+    }
+}

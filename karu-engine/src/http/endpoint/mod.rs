@@ -1,0 +1,360 @@
+//! Per-endpoint state the transport keeps: measurements for the priced planner ([`Meter`])
+//! and the adaptive concurrency window ([`Window`]), with the gate that holds an exchange
+//! until the window has room.
+//!
+//! An endpoint is the scheme and authority of a canonical path (`http://host:port`,
+//! `s3://bucket`): known when a batch is planned, before any request is prepared, and the
+//! same for every read of one server or container.
+//!
+//! The gate counts requests in flight, not transfers: a transfer waiting out a retry's back-off
+//! holds no room in the window. Waiting exchanges are woken one at a time as room frees up.
+
+mod meter;
+mod window;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::http::landing::Landing;
+use crate::plan::price::Measured;
+use crate::status::Error;
+
+pub(crate) use meter::Meter;
+pub(crate) use window::Window;
+
+/// The endpoint of a canonical path: everything before the path's first `/` after `://`
+/// (the whole string when there is none).
+pub(crate) fn endpoint_of(canonical: &str) -> &str {
+    let after_scheme = canonical.find("://").map_or(0, |i| i + 3);
+    match canonical[after_scheme..].find('/') {
+        Some(i) => &canonical[..after_scheme + i],
+        None => canonical,
+    }
+}
+
+/// The endpoints a client has talked to.
+#[derive(Debug)]
+pub(crate) struct Endpoints {
+    /// The configured concurrency: each window's start and ceiling.
+    concurrency: usize,
+    /// Whether windows adapt (`adaptive_concurrency`); if not, the gate never waits.
+    adaptive: bool,
+    /// Bucket numbers of every meter count from here.
+    origin: Instant,
+    table: Mutex<HashMap<String, Arc<Endpoint>>>,
+}
+
+impl Endpoints {
+    pub(crate) fn new(concurrency: usize, adaptive: bool, origin: Instant) -> Self {
+        Endpoints {
+            concurrency,
+            adaptive,
+            origin,
+            table: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The endpoint of `canonical`, created on first use.
+    pub(crate) fn get(&self, canonical: &str) -> Arc<Endpoint> {
+        let key = endpoint_of(canonical);
+        let mut table = self.table.lock();
+        if let Some(endpoint) = table.get(key) {
+            return Arc::clone(endpoint);
+        }
+        let endpoint = Arc::new(Endpoint {
+            adaptive: self.adaptive,
+            state: Mutex::new(State {
+                meter: Meter::new(self.origin),
+                window: Window::new(self.concurrency),
+                in_flight: 0,
+                throttled: 0,
+            }),
+            room: Notify::new(),
+        });
+        table.insert(key.to_string(), Arc::clone(&endpoint));
+        endpoint
+    }
+
+    /// What the planner prices gaps of `canonical` with at `now`, if its endpoint has been
+    /// measured: the round trip, and the capacity shared by the connections its window allows.
+    pub(crate) fn measured(&self, canonical: &str, now: Instant) -> Option<Measured> {
+        let endpoint = {
+            let table = self.table.lock();
+            Arc::clone(table.get(endpoint_of(canonical))?)
+        };
+        let state = endpoint.state.lock();
+        let connections = if self.adaptive {
+            state.window.allowed()
+        } else {
+            self.concurrency
+        };
+        state.meter.measured(now, connections)
+    }
+}
+
+/// One endpoint.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    adaptive: bool,
+    state: Mutex<State>,
+    /// Woken (one waiter at a time) when the window may have room.
+    room: Notify,
+}
+
+#[derive(Debug)]
+struct State {
+    meter: Meter,
+    window: Window,
+    /// Exchanges admitted and not finished.
+    in_flight: usize,
+    /// Throttled answers seen.
+    throttled: u64,
+}
+
+/// How an admitted exchange ended.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Outcome {
+    /// Answered and received: its response head arrived at `head`, the last body byte at
+    /// `done`, with `bytes` body bytes.
+    Received {
+        head: Instant,
+        done: Instant,
+        bytes: u64,
+    },
+    /// Answered `429` or `503`, at `at`.
+    Throttled { at: Instant },
+    /// Anything else (a transport failure, another error status, a cancellation).
+    Other,
+}
+
+impl Outcome {
+    /// Whether an HTTP status is a throttling answer: `429 Too Many Requests` or
+    /// `503 Service Unavailable` (S3's `SlowDown`).
+    pub(crate) fn is_throttle(status: u16) -> bool {
+        matches!(status, 429 | 503)
+    }
+}
+
+impl Endpoint {
+    /// Wait until the window has room for one more exchange, and take it. Never waits when
+    /// adaptation is off.
+    pub(crate) async fn admit(self: &Arc<Self>) -> Admission {
+        loop {
+            let notified = self.room.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.state.lock();
+                if !self.adaptive || state.in_flight < state.window.allowed() {
+                    state.in_flight += 1;
+                    return Admission {
+                        endpoint: Some(Arc::clone(self)),
+                        sent: Instant::now(),
+                    };
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Throttled answers this endpoint has given.
+    #[cfg(test)]
+    pub(crate) fn throttled(&self) -> u64 {
+        self.state.lock().throttled
+    }
+
+    fn finish(&self, sent: Instant, outcome: Outcome) {
+        let room = {
+            let mut state = self.state.lock();
+            state.in_flight = state.in_flight.saturating_sub(1);
+            match outcome {
+                Outcome::Received { head, done, bytes } => {
+                    state.meter.record(sent, head, done, bytes);
+                    state.window.handle_success();
+                }
+                Outcome::Throttled { at } => {
+                    state.throttled += 1;
+                    state.window.handle_throttled(sent, at);
+                }
+                Outcome::Other => {}
+            }
+            state.window.allowed().saturating_sub(state.in_flight)
+        };
+        // One waiter per free place (the window may have grown by one).
+        for _ in 0..room.min(2) {
+            self.room.notify_one();
+        }
+    }
+}
+
+/// Room for one exchange in an endpoint's window, from [`Endpoint::admit`]; given back by
+/// [`Admission::finish`], or when dropped (as [`Outcome::Other`]).
+#[derive(Debug)]
+pub(crate) struct Admission {
+    endpoint: Option<Arc<Endpoint>>,
+    /// When the exchange was admitted: its request goes out now.
+    sent: Instant,
+}
+
+impl Admission {
+    /// When the exchange was admitted.
+    pub(crate) fn sent(&self) -> Instant {
+        self.sent
+    }
+
+    /// The exchange ended with `outcome`.
+    pub(crate) fn finish(mut self, outcome: Outcome) {
+        if let Some(endpoint) = self.endpoint.take() {
+            endpoint.finish(self.sent, outcome);
+        }
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        if let Some(endpoint) = self.endpoint.take() {
+            endpoint.finish(self.sent, Outcome::Other);
+        }
+    }
+}
+
+/// A destination that notes when an exchange's response head and body bytes arrived, for
+/// the endpoint's measurements; everything else goes to the destination it wraps.
+pub(crate) struct Timed<'a> {
+    inner: &'a mut dyn Landing,
+    /// When the head said how much will arrive, or (without a length) the first byte came.
+    head: Option<Instant>,
+    /// When the last byte came.
+    last: Option<Instant>,
+    bytes: u64,
+}
+
+impl<'a> Timed<'a> {
+    pub(crate) fn new(inner: &'a mut dyn Landing) -> Self {
+        Timed {
+            inner,
+            head: None,
+            last: None,
+            bytes: 0,
+        }
+    }
+
+    /// The exchange succeeded at `now`: what it showed of the endpoint.
+    pub(crate) fn received(&self, now: Instant) -> Outcome {
+        Outcome::Received {
+            head: self.head.unwrap_or(now),
+            done: self.last.unwrap_or(now),
+            bytes: self.bytes,
+        }
+    }
+}
+
+impl Landing for Timed<'_> {
+    fn span(&self) -> u64 {
+        self.inner.span()
+    }
+
+    fn expect(&mut self, end: u64) -> Result<(), Error> {
+        self.head.get_or_insert_with(Instant::now);
+        self.inner.expect(end)
+    }
+
+    fn put(&mut self, at: u64, bytes: &[u8]) {
+        let now = Instant::now();
+        self.head.get_or_insert(now);
+        self.last = Some(now);
+        self.bytes += bytes.len() as u64;
+        self.inner.put(at, bytes);
+    }
+
+    fn failure(&mut self) -> Option<Error> {
+        self.inner.failure()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn endpoints_are_scheme_and_authority() {
+        assert_eq!(
+            endpoint_of("http://127.0.0.1:8080/a/b.bin"),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(endpoint_of("s3://bucket/key/x"), "s3://bucket");
+        assert_eq!(endpoint_of("s3://bucket"), "s3://bucket");
+        assert_eq!(endpoint_of("no-scheme/x"), "no-scheme");
+    }
+
+    #[test]
+    fn reads_of_one_server_share_an_endpoint_and_its_measurements() {
+        let t0 = Instant::now();
+        let endpoints = Endpoints::new(64, true, t0);
+        let a = endpoints.get("http://h:1/a.bin");
+        let b = endpoints.get("http://h:1/b.bin");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &endpoints.get("http://h:2/a.bin")));
+        assert_eq!(endpoints.measured("http://h:1/x", t0), None);
+        assert_eq!(endpoints.measured("http://never:1/x", t0), None);
+        // 16 MiB in one bucket after a 20 ms round trip.
+        let sent = t0;
+        let head = t0 + Duration::from_millis(20);
+        a.finish(
+            sent,
+            Outcome::Received {
+                head,
+                done: head,
+                bytes: 16 << 20,
+            },
+        );
+        let measured = endpoints.measured("http://h:1/other.bin", head).unwrap();
+        assert_eq!(measured.rtt, Duration::from_millis(20));
+        assert_eq!(measured.throughput, 167_772_160 / 64);
+    }
+
+    #[tokio::test]
+    async fn the_gate_holds_exchanges_beyond_the_window_and_frees_them_one_by_one() {
+        let endpoints = Endpoints::new(4, true, Instant::now());
+        let e = endpoints.get("http://h:1/a");
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            held.push(e.admit().await);
+        }
+        // A throttled answer cuts the window from 4 to 3: two more must end before room.
+        let first = held.pop().unwrap();
+        let sent = first.sent();
+        first.finish(Outcome::Throttled { at: sent });
+        assert_eq!(e.throttled(), 1);
+        let waiting = tokio::spawn({
+            let e = Arc::clone(&e);
+            async move { e.admit().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        drop(held.pop());
+        // 2 in flight, window 3: the waiter gets in.
+        let admitted = waiting.await.unwrap();
+        assert_eq!(e.state.lock().in_flight, 3);
+        drop(admitted);
+        drop(held);
+        assert_eq!(e.state.lock().in_flight, 0);
+    }
+
+    #[tokio::test]
+    async fn without_adaptation_the_gate_never_waits() {
+        let endpoints = Endpoints::new(2, false, Instant::now());
+        let e = endpoints.get("http://h:1/a");
+        let mut held = Vec::new();
+        for _ in 0..10 {
+            held.push(e.admit().await);
+        }
+        assert_eq!(e.state.lock().in_flight, 10);
+    }
+}
