@@ -152,9 +152,7 @@ pub use builder::{ConfigBuilder, default_user_file};
 pub use error::{ConfigError, ConfigErrorKind};
 pub use explain::{Explained, Explanation};
 pub use section::{InvalidKey, Section, SectionConfig};
-pub use settings::{
-    HttpSettings, HttpVersion, PlannerSettings, RetrySettings, Settings, Trade,
-};
+pub use settings::{HttpSettings, HttpVersion, PlannerSettings, RetrySettings, Settings, Trade};
 pub use snapshot::{Origin, Scoped, Snapshot};
 pub use units::{ByteSize, ParseUnitError, Seconds};
 pub use wording::Wording;

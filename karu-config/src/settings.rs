@@ -183,8 +183,9 @@ pub struct PlannerSettings {
     /// 1).
     #[serde(deserialize_with = "integer::deserialize")]
     pub max_amplification: u32,
-    /// How a gap is judged inside the four guards (`planner.trade`: `"priced"` or
-    /// `"guards"`; default `"priced"`). See [`Trade`].
+    /// How a gap is judged inside the four guards (`planner.trade`: `"guards"` or
+    /// `"priced"`; default `"guards"` until the priced trade is measured to win or tie on
+    /// every benchmark workload). See [`Trade`].
     pub trade: Trade,
 }
 
@@ -207,14 +208,14 @@ impl Default for PlannerSettings {
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Trade {
-    /// Join whenever the four guards allow it (the behaviour before priced planning).
+    /// Join whenever the four guards allow it (the default).
+    #[default]
     Guards,
     /// Also price the gap against a request with what the client measured for the endpoint:
     /// a gap joins only when fetching it is expected to cost less time than the round trip
     /// of a request of its own (the round-trip latency times the throughput one of
     /// `concurrency` busy connections gets). Until the endpoint has been measured, as for
     /// the first batch of a client, the guards alone decide.
-    #[default]
     Priced,
 }
 

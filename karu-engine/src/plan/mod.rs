@@ -207,8 +207,7 @@ pub fn plan_priced(reads: &[PlanRead], limits: &Limits, prices: &[Option<u64>]) 
         };
         match current.as_mut() {
             Some(open)
-                if read.mergeable
-                    && open.accepts(&part, limits, gap_of(group, limits, prices)) =>
+                if read.mergeable && open.accepts(&part, limits, gap_of(group, limits, prices)) =>
             {
                 open.add(part)
             }

@@ -130,7 +130,12 @@ mod tests {
             ..Limits::default()
         };
         let adjacent = [r(0), r(4096)];
-        assert_eq!(plan_priced(&adjacent, &off, &[Some(1 << 20)]).transfers.len(), 2);
+        assert_eq!(
+            plan_priced(&adjacent, &off, &[Some(1 << 20)])
+                .transfers
+                .len(),
+            2
+        );
     }
 
     #[test]
@@ -208,8 +213,18 @@ mod tests {
         assert_eq!(never.transfers.len(), reads.len());
         assert!(priced.transfers.len() < reads.len() * 3 / 4);
         let wall = |p| modelled_wall(p, 20 * MS, 125_000_000);
-        assert!(wall(&priced) * 10 < wall(&guards) * 7, "{:?} {:?}", wall(&priced), wall(&guards));
-        assert!(wall(&priced) * 10 < wall(&never) * 8, "{:?} {:?}", wall(&priced), wall(&never));
+        assert!(
+            wall(&priced) * 10 < wall(&guards) * 7,
+            "{:?} {:?}",
+            wall(&priced),
+            wall(&guards)
+        );
+        assert!(
+            wall(&priced) * 10 < wall(&never) * 8,
+            "{:?} {:?}",
+            wall(&priced),
+            wall(&never)
+        );
         // Every gap the priced plan fetched costs less than the request it saved.
         let price = break_even_gap(&link());
         for t in &priced.transfers {

@@ -383,12 +383,12 @@ impl InFlight {
         if self.served {
             return true;
         }
-        let taken = self
-            .shared
-            .throttle_served
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < limit).then_some(n + 1)
-            });
+        let taken =
+            self.shared
+                .throttle_served
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < limit).then_some(n + 1)
+                });
         self.served = taken.is_ok();
         self.served
     }

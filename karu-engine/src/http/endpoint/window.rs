@@ -157,7 +157,11 @@ mod tests {
         assert!(rounds[99].0 + rounds[99].1 <= 5);
         // Additive increase: about one request per round trip, so back at 64 within 100
         // rounds after throttling stops, and it stays there.
-        assert!(rounds[300..].iter().all(|r| *r == (64, 0)), "{:?}", &rounds[300..]);
+        assert!(
+            rounds[300..].iter().all(|r| *r == (64, 0)),
+            "{:?}",
+            &rounds[300..]
+        );
         assert_eq!(window.allowed(), 64);
     }
 
