@@ -617,6 +617,7 @@ mod tests {
         assert_eq!(
             keys,
             [
+                "adaptive_concurrency",
                 "concurrency",
                 "credential_workers",
                 "file_workers",
