@@ -57,14 +57,11 @@ enum Command {
     Http(Options),
     /// Requests per second with no latency on loopback: 10,000 × 4 KiB, never merging.
     Cpu(CpuOptions),
-<<<<<<< HEAD
     /// A local file in the page cache: scattered, adjacent and large reads, Karu against
     /// `pread` loops and object_store's LocalFileSystem.
     Local(local::LocalArgs),
-=======
     /// Peak RSS of a 1,000,000-read batch and of `tensors`, against the documented bounds.
     Memory(memory::MemoryArgs),
->>>>>>> 2fa709d (bench: --tls/--http2 (the mock's CA trusted by Karu, object_store and OpenDAL), memory benchmark (peak RSS per queued read and for tensors), all runs them; CLI --json carries each read's timing and a summary of timings and client counters; README)
     /// Every workload in one run, a summary of Karu against each peer, and a line per target.
     All(all::AllArgs),
 }
@@ -170,11 +167,8 @@ fn main() -> ExitCode {
         Command::Ends(o) => run::reads(Shape::Ends, &o, false),
         Command::Http(o) => run::reads(Shape::Scattered { reads: 1_000 }, &o, true),
         Command::Cpu(o) => run::cpu(&o),
-<<<<<<< HEAD
         Command::Local(args) => local::run(&args),
-=======
         Command::Memory(args) => memory::run(&args),
->>>>>>> 2fa709d (bench: --tls/--http2 (the mock's CA trusted by Karu, object_store and OpenDAL), memory benchmark (peak RSS per queued read and for tensors), all runs them; CLI --json carries each read's timing and a summary of timings and client counters; README)
         Command::All(args) => all::run(&args, all::steps()),
     };
     match result {
