@@ -89,7 +89,7 @@ fn main() -> ExitCode {
         Task::Features => features::check(&workspace_root()),
         Task::Python { test, args } => {
             if test {
-                python::test(&args, python::Testkit::Build)
+                python::test(&args)
             } else {
                 python::build(python::Profile::Debug).map(drop)
             }

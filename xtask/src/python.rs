@@ -86,7 +86,9 @@ pub(crate) fn build(profile: Profile) -> Result<PathBuf, String> {
     let _ = std::fs::remove_dir_all(&wheels);
     println!("xtask python: maturin build (karu-api/python)");
     let mut maturin = Command::new(venv.join("bin").join("maturin"));
-    maturin.args(["build", "--quiet"]);
+    // `workspace-build`: the features the test build uses for the module's dependencies, so
+    // this build reuses it (see "Feature alignment" in the root Cargo.toml).
+    maturin.args(["build", "--quiet", "--features", "workspace-build"]);
     if profile == Profile::Release {
         maturin.arg("--release");
     }
@@ -163,37 +165,23 @@ fn site_packages(venv: &Path) -> Result<PathBuf, String> {
         .ok_or_else(|| format!("no site-packages under {}", lib.display()))
 }
 
-/// Where the suite's `karu-testkit` binary comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Testkit {
-    /// Built for this suite alone (`cargo build -p karu-testkit --bin karu-testkit`).
-    Build,
-    /// The one the workspace's test build just made (`cargo xtask test`): asking cargo for the
-    /// same build again finds it fresh, where a build of the binary alone would resolve other
-    /// features and rebuild its whole dependency tree.
-    FromTestBuild(&'static [&'static str]),
-}
-
-/// Build and install the wheel, build (or find) the mock server, and run the pytest suite.
-pub(crate) fn test(extra: &[String], testkit: Testkit) -> Result<(), String> {
+/// Build and install the wheel, build the mock server, and run the pytest suite. (The mock
+/// server's build resolves the test build's features, see "Feature alignment" in the root
+/// Cargo.toml: after a test build it is fresh.)
+pub(crate) fn test(extra: &[String]) -> Result<(), String> {
     let venv = build(Profile::Debug)?;
     let root = workspace_root();
-    let testkit = match testkit {
-        Testkit::Build => {
-            run(Command::new(cargo())
-                .args([
-                    "build",
-                    "--quiet",
-                    "-p",
-                    "karu-testkit",
-                    "--bin",
-                    "karu-testkit",
-                ])
-                .current_dir(&root))?;
-            target_dir().join("debug").join("karu-testkit")
-        }
-        Testkit::FromTestBuild(exclude) => test_build_testkit(&root, exclude)?,
-    };
+    run(Command::new(cargo())
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "karu-testkit",
+            "--bin",
+            "karu-testkit",
+        ])
+        .current_dir(&root))?;
+    let testkit = target_dir().join("debug").join("karu-testkit");
     println!("xtask python: pytest karu-api/python/tests");
     run(Command::new(python(&venv))
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
@@ -201,30 +189,6 @@ pub(crate) fn test(extra: &[String], testkit: Testkit) -> Result<(), String> {
         .args(extra)
         .env("TESTKIT_BINARY", testkit)
         .current_dir(&root))
-}
-
-/// The `karu-testkit` binary of the workspace's test build (`cargo test --no-run --workspace`
-/// with `exclude`, as nextest runs it): its path from cargo's artifact messages.
-fn test_build_testkit(root: &Path, exclude: &[&str]) -> Result<PathBuf, String> {
-    let output = Command::new(cargo())
-        .args(["test", "--no-run", "--workspace", "--message-format=json"])
-        .args(exclude)
-        .current_dir(root)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !output.status.success() {
-        return Err(format!("cargo test --no-run failed ({})", output.status));
-    }
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "karu-testkit")
-        .filter(|m| {
-            m["target"]["kind"][0] == "bin" && !m["profile"]["test"].as_bool().unwrap_or(true)
-        })
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .ok_or_else(|| "the test build made no karu-testkit binary".to_owned())
 }
 
 pub(crate) fn run(command: &mut Command) -> Result<(), String> {

@@ -3,8 +3,9 @@
 //! tests compile and run them), the Python wheel and its pytest suite, the provider-feature
 //! builds, format and lint checks.
 
+use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use karu_testkit::azurite::{self, Azurite};
 use karu_testkit::fake_gcs::{self, FakeGcs};
@@ -14,16 +15,34 @@ use karu_testkit::seaweedfs::{self, SeaweedFs};
 use crate::{cargo, workspace_root};
 
 /// Left out of the test run: the benchmarks (they pull object_store, a benchmark-only
-/// dependency; clippy still checks them).
-const NOT_TESTED: [&str; 2] = ["--exclude", "karu-bench"];
+/// dependency; clippy still checks them) and the Python extension module (no Rust tests: its
+/// tests are the pytest suite; left out, its pyo3 does not change the features of the test
+/// build's dependencies, see "Feature alignment" in the root Cargo.toml).
+const NOT_TESTED: [&str; 4] = ["--exclude", "karu-bench", "--exclude", "karu-python"];
 
 pub(crate) fn run(lint: bool, extra: &[String]) -> Result<(), String> {
-    let started = Instant::now();
     let root = workspace_root();
+    let mut stages = Stages::default();
+    let result = run_stages(&root, lint, extra, &mut stages);
+    stages.print();
+    result?;
+    println!(
+        "xtask test: all passed in {:.1} s",
+        stages.started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn run_stages(
+    root: &Path,
+    lint: bool,
+    extra: &[String],
+    stages: &mut Stages,
+) -> Result<(), String> {
     // The committed C header must be what the FFI crate's sources make (checked first: a
     // stale header fails at once, before the long run).
-    crate::header::check(&root)?;
-    install_servers()?;
+    stages.time("C header check", || crate::header::check(root))?;
+    stages.time("install test servers", install_servers)?;
     let nextest = Command::new(cargo())
         .args(["nextest", "--version"])
         .output()
@@ -33,62 +52,99 @@ pub(crate) fn run(lint: bool, extra: &[String]) -> Result<(), String> {
         let mut args = vec!["nextest", "run", "--workspace", "--no-fail-fast"];
         args.extend(NOT_TESTED);
         args.extend(extra.iter().map(String::as_str));
-        step(&root, &args)?;
+        stages.time("build and run the tests (nextest)", || step(root, &args))?;
         if extra.is_empty() {
             // nextest does not run documentation tests. karu-ffi has none (its API is
             // documented in karu.h), and its library shares the name `karu` with karu-api's, so
             // rustdoc would see two crates named `karu` (`--doc` ignores `doctest = false`).
-            // karu-python is a cdylib only: no doc tests (its examples are in the pytest suite).
-            let mut args = vec![
-                "test",
-                "--workspace",
-                "--doc",
-                "--exclude",
-                "karu-ffi",
-                "--exclude",
-                "karu-python",
-            ];
+            let mut args = vec!["test", "--workspace", "--doc", "--exclude", "karu-ffi"];
             args.extend(NOT_TESTED);
-            step(&root, &args)?;
+            stages.time("documentation tests", || step(root, &args))?;
         }
     } else {
         let mut args = vec!["test", "--workspace", "--no-fail-fast"];
         args.extend(NOT_TESTED);
         args.extend(extra.iter().map(String::as_str));
-        step(&root, &args)?;
+        stages.time("build and run the tests (cargo test)", || step(root, &args))?;
     }
     if extra.is_empty() {
-        // The Python binding: its wheel (built by maturin on this target directory; its
-        // Cargo.toml names the test build's features, so it reuses this run's build of the
-        // workspace and builds only pyo3 and itself) and its pytest suite, with the
-        // `karu-testkit` binary the test build made.
-        let python = Instant::now();
-        crate::python::test(&[], crate::python::Testkit::FromTestBuild(&NOT_TESTED))?;
-        println!(
-            "xtask test: python wheel and pytest in {:.1} s",
-            python.elapsed().as_secs_f64()
-        );
+        // The Python binding: its wheel (built by maturin on this target directory; with the
+        // `workspace-build` feature it resolves the features of this run's test build, so it
+        // reuses that build and compiles only pyo3 and itself) and its pytest suite.
+        stages.time("Python wheel and pytest", || crate::python::test(&[]))?;
     }
     if lint && extra.is_empty() {
-        crate::features::check(&root)?;
-        step(&root, &["fmt", "--all", "--", "--check"])?;
-        step(
-            &root,
-            &[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        )?;
+        stages.time("provider feature builds", || crate::features::check(root))?;
+        stages.time("cargo fmt --check", || {
+            step(root, &["fmt", "--all", "--", "--check"])
+        })?;
+        stages.time("cargo clippy", || {
+            step(
+                root,
+                &[
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+            )
+        })?;
     }
-    println!(
-        "xtask test: all passed in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
     Ok(())
+}
+
+/// The stages of a run with their wall time and the CPU time of the processes they ran, printed
+/// at the end (also when a stage fails), so a slow CI run shows where its time went.
+struct Stages {
+    started: Instant,
+    done: Vec<(&'static str, Duration, Option<Duration>)>,
+}
+
+impl Default for Stages {
+    fn default() -> Self {
+        Stages {
+            started: Instant::now(),
+            done: Vec::new(),
+        }
+    }
+}
+
+impl Stages {
+    fn time<T>(
+        &mut self,
+        name: &'static str,
+        stage: impl FnOnce() -> Result<T, String>,
+    ) -> Result<T, String> {
+        let wall = Instant::now();
+        let cpu = children_cpu();
+        let result = stage();
+        let cpu = cpu
+            .zip(children_cpu())
+            .map(|(before, after)| after.saturating_sub(before));
+        self.done.push((name, wall.elapsed(), cpu));
+        result
+    }
+
+    fn print(&self) {
+        println!("xtask test: where the time went (wall, CPU of the processes run)");
+        for (name, wall, cpu) in &self.done {
+            let cpu = cpu.map_or_else(|| "?".to_string(), |c| format!("{:.0} s", c.as_secs_f64()));
+            println!("  {name:<36} {:>7.1} s  {cpu:>7}", wall.as_secs_f64());
+        }
+    }
+}
+
+/// User + system CPU time of this process's waited-for children so far (Linux `/proc`).
+fn children_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) start at field 3; cutime and cstime
+    // are fields 16 and 17, in clock ticks (100 per second on Linux).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks = fields.get(13)?.parse::<u64>().ok()? + fields.get(14)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
 }
 
 /// Install the real servers the tests prove the providers against, if missing: nginx (Debian
@@ -162,7 +218,7 @@ fn install_servers() -> Result<(), String> {
     Ok(())
 }
 
-fn step(root: &std::path::Path, args: &[&str]) -> Result<(), String> {
+fn step(root: &Path, args: &[&str]) -> Result<(), String> {
     println!("xtask test: cargo {}", args.join(" "));
     let status = Command::new(cargo())
         .args(args)
