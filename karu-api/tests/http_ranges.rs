@@ -1,16 +1,19 @@
 //! Remote ranges end to end against the mock server: exact bytes, which ranges went over the
 //! wire (merging and its four guards), windows, the end of the object, reads that never reach
-//! the server, identity conditions that keep reads apart, and a missing object.
+//! the server, identity conditions that keep reads apart, a missing object, and large
+//! transfers fetched in parts (`http.part_size`): in parallel, each part retried or resumed
+//! alone, never two versions in one read.
 
 #[path = "support/http.rs"]
 mod http_support;
 
 use http_support::{
-    KIB, MIB, assert_failed, assert_nothing_requested_twice, assert_ok, assert_prefix, client,
-    describe, drain, locate, range_headers, read_all, read_one, sorted_ranges,
+    KIB, MIB, PATIENCE, assert_failed, assert_nothing_requested_twice, assert_ok, assert_prefix,
+    build, client, describe, drain, locate, quick, range_headers, read_all, read_one,
+    sorted_ranges, wait_for_requests,
 };
-use karu::{BatchOptions, Read, Status, UNBOUNDED};
-use karu_testkit::{MockServer, pattern};
+use karu::{BatchOptions, Client, Next, Read, Status, UNBOUNDED};
+use karu_testkit::{Fault, FaultRule, MockServer, pattern};
 
 /// A virtual object of 1 GiB: its bytes are generated from the offset, never stored.
 const BIG: u64 = 1 << 30;
@@ -478,5 +481,247 @@ fn local_and_remote_reads_share_one_batch() {
             format!("bytes={}-{}", BIG - 5, BIG + 4)
         ],
         "only the remote reads reach the server"
+    );
+}
+
+/// A client that fetches transfers longer than 1 MiB in parts of 1 MiB.
+fn parts_client() -> Client {
+    build(quick().set("http.part_size", "1MiB"))
+}
+
+/// The closed ranges of the parts of `len` bytes at `first`, in parts of 1 MiB.
+fn parts_of(first: u64, len: u64) -> Vec<(u64, u64)> {
+    (0..len.div_ceil(MIB))
+        .map(|i| {
+            (
+                first + i * MIB,
+                (first + (i + 1) * MIB).min(first + len) - 1,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_large_transfer_is_fetched_in_parts_all_in_flight_together() {
+    let server = server_with_big();
+    // Each part is held until all five are in flight: parts that ran one after the other
+    // would never be answered.
+    server.add_fault(FaultRule::new(Fault::Barrier(5)));
+    let client = parts_client();
+    let object = locate(&client, &server, "/big.bin");
+    // Two reads 100 bytes apart merge into one transfer of 4 MiB + 2,600 bytes: five parts,
+    // which cut across the reads and the gap.
+    let first = 3 * MIB + 7;
+    let reads = [
+        (first, 1536 * KIB),
+        (first + 1536 * KIB + 100, 2560 * KIB + 2500),
+    ];
+    let span = reads[1].0 + reads[1].1 - first;
+    let batch = client.submit(reads.iter().map(|&(o, l)| Read::new(&object, o, l)));
+    assert_eq!(batch.stats().transfers, 1, "the two reads merge");
+    let done = drain(&batch);
+    for (c, &(o, l)) in done.iter().zip(&reads) {
+        assert_ok(c, o, l);
+    }
+    let log = server.requests();
+    assert_eq!(
+        sorted_ranges(&log),
+        parts_of(first, span),
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(server.max_in_flight(), 5);
+    assert!(log.iter().all(|r| r.status == 206), "{}", describe(&log));
+}
+
+#[test]
+fn parts_run_on_idle_concurrency_only_and_a_short_transfer_is_one_request() {
+    let server = server_with_big();
+    // Concurrency 2 on one loop: one part on the transfer's permit, one on the idle permit.
+    let client = build(
+        quick()
+            .set("http.part_size", "1MiB")
+            .set("concurrency", 2)
+            .set("io_threads", 1),
+    );
+    let object = locate(&client, &server, "/big.bin");
+    let done = read_all(&client, &object, &[(0, 5 * MIB), (100 * MIB, MIB)]);
+    assert_ok(&done[0], 0, 5 * MIB);
+    assert_ok(&done[1], 100 * MIB, MIB);
+    let log = server.requests();
+    let mut want = parts_of(0, 5 * MIB);
+    want.push((100 * MIB, 101 * MIB - 1));
+    assert_eq!(sorted_ranges(&log), want, "{}", describe(&log));
+    assert!(server.max_in_flight() <= 2, "{}", server.max_in_flight());
+}
+
+#[test]
+fn a_part_size_of_zero_never_splits() {
+    let server = server_with_big();
+    let client = build(quick().set("http.part_size", 0));
+    let object = locate(&client, &server, "/big.bin");
+    assert_ok(&read_one(&client, &object, 5, 20 * MIB), 5, 20 * MIB);
+    assert_eq!(sorted_ranges(&server.requests()), [(5, 20 * MIB + 4)]);
+}
+
+#[test]
+fn a_failed_part_is_retried_alone_and_an_interrupted_one_resumes_alone() {
+    let server = server_with_big();
+    // The third request answers 503; the fifth is cut after 1,000 bytes.
+    server.add_fault(
+        FaultRule::new(Fault::Status {
+            code: 503,
+            retry_after: None,
+        })
+        .skip(2)
+        .times(1),
+    );
+    server.add_fault(FaultRule::new(Fault::CutBodyAfter(1000)).skip(4).times(1));
+    let client = parts_client();
+    let object = locate(&client, &server, "/big.bin");
+    let c = read_one(&client, &object, 0, 6 * MIB);
+    assert_ok(&c, 0, 6 * MIB);
+    let log = server.requests();
+    let failed = log.iter().find(|r| r.status == 503).expect("a 503");
+    let cut = log
+        .iter()
+        .find(|r| {
+            r.fault
+                .as_deref()
+                .is_some_and(|f| f.contains("CutBodyAfter"))
+        })
+        .expect("a cut answer");
+    let (failed, cut) = (failed.byte_range.unwrap(), cut.byte_range.unwrap());
+    // Every part once, the failed one again whole, the cut one from where it stopped.
+    let mut want = parts_of(0, 6 * MIB);
+    want.push(failed);
+    want.push((cut.0 + 1000, cut.1));
+    want.sort_unstable();
+    assert_eq!(sorted_ranges(&log), want, "{}", describe(&log));
+    assert_eq!(log.len(), 8);
+    // The resumed part is pinned to the version of the bytes it keeps.
+    let resumed = log
+        .iter()
+        .find(|r| r.byte_range == Some((cut.0 + 1000, cut.1)))
+        .unwrap();
+    assert!(resumed.header("if-match").is_some(), "{}", describe(&log));
+}
+
+#[test]
+fn parts_of_one_read_never_mix_two_versions() {
+    let server = server_with_big();
+    server.set_etag("/big.bin", Some("\"v1\""));
+    // The four parts are in flight together; the object changes before the second is
+    // answered, so the parts see two versions.
+    server.add_fault(FaultRule::new(Fault::Barrier(4)));
+    server.add_fault(FaultRule::new(Fault::ChangeEtag).skip(1).times(1));
+    let client = parts_client();
+    let object = locate(&client, &server, "/big.bin");
+    let c = read_one(&client, &object, MIB, 4 * MIB);
+    assert_failed(&c, Status::PreconditionFailed);
+    let log = server.requests();
+    assert_eq!(
+        sorted_ranges(&log),
+        parts_of(MIB, 4 * MIB),
+        "{}",
+        describe(&log)
+    );
+
+    // A part retried after the object changed carries the first version's tag: refused.
+    let server = server_with_big();
+    server.set_etag("/big.bin", Some("\"v1\""));
+    let client = build(
+        quick()
+            .set("http.part_size", "1MiB")
+            .set("concurrency", 1)
+            .set("io_threads", 1),
+    );
+    // One part at a time: the second is answered 503, and the object changes before its retry.
+    server.add_fault(
+        FaultRule::new(Fault::Status {
+            code: 503,
+            retry_after: None,
+        })
+        .skip(1)
+        .times(1),
+    );
+    server.add_fault(FaultRule::new(Fault::ChangeEtag).skip(2).times(1));
+    let object = locate(&client, &server, "/big.bin");
+    let c = read_one(&client, &object, 0, 3 * MIB);
+    assert_failed(&c, Status::PreconditionFailed);
+    let log = server.requests();
+    assert_eq!(
+        log.iter().map(|r| r.header("if-match")).collect::<Vec<_>>(),
+        [None, Some("\"v1\""), Some("\"v1\"")],
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(log[2].status, 412);
+}
+
+#[test]
+fn parts_without_a_strong_etag_are_fetched_again_in_one_request() {
+    let server = server_with_big();
+    server.set_etag("/big.bin", None);
+    let client = parts_client();
+    let object = locate(&client, &server, "/big.bin");
+    let c = read_one(&client, &object, 10, 3 * MIB);
+    assert_ok(&c, 10, 3 * MIB);
+    let log = server.requests();
+    let mut want = parts_of(10, 3 * MIB);
+    want.push((10, 3 * MIB + 9));
+    want.sort_unstable();
+    assert_eq!(sorted_ranges(&log), want, "{}", describe(&log));
+    // The caller's strong tag binds every part (the server answers for it): no second fetch.
+    let server = server_with_big();
+    server.set_etag("/big.bin", None);
+    server.add_fault(FaultRule::new(Fault::IgnoreIfMatch));
+    let c =
+        drain(&client.submit([
+            Read::new(&locate(&client, &server, "/big.bin"), 0, 2 * MIB).if_match("\"v1\""),
+        ]))
+        .pop()
+        .unwrap();
+    assert_ok(&c, 0, 2 * MIB);
+    assert_eq!(server.request_count(), 2);
+}
+
+#[test]
+fn a_split_read_reaching_past_the_end_gives_the_valid_prefix() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", 2 * MIB + 500);
+    let client = parts_client();
+    let object = locate(&client, &server, "/o");
+    let c = read_one(&client, &object, 100, 5 * MIB);
+    assert_prefix(&c, 100, 2 * MIB + 400);
+    let log = server.requests();
+    assert_eq!(
+        sorted_ranges(&log),
+        parts_of(100, 5 * MIB),
+        "{}",
+        describe(&log)
+    );
+}
+
+#[test]
+fn cancelling_a_batch_ends_a_read_whose_parts_are_in_flight() {
+    let server = server_with_big();
+    // The third part is never answered; the others are.
+    server.add_fault(FaultRule::new(Fault::NeverAnswer).skip(2).times(1));
+    let client = parts_client();
+    let object = locate(&client, &server, "/big.bin");
+    let batch = client.submit([Read::new(&object, 0, 4 * MIB)]);
+    wait_for_requests(&server, 4);
+    batch.cancel();
+    let c = match batch.next_timeout(PATIENCE) {
+        Next::Completion(c) => c,
+        other => panic!("no completion after cancel: {other:?}"),
+    };
+    assert_failed(&c, Status::Cancelled);
+    assert_eq!(
+        server.request_count(),
+        4,
+        "{}",
+        describe(&server.requests())
     );
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use http_support::{
     KIB, MIB, assert_failed, assert_ok, build, client, describe, drain, locate, quick,
-    range_headers, read_all, read_one, refused_port, with_backend,
+    range_headers, read_all, read_one, refused_port, wait_for_requests, with_backend,
 };
 use karu::{Read, Status};
 use karu_engine::provider::{
@@ -53,6 +53,78 @@ fn sequential_small_reads_reuse_a_few_connections() {
     }
     assert_eq!(server.connections_accepted(), 1);
     assert!(server.requests().iter().all(|r| r.connection == 1));
+}
+
+#[test]
+#[ignore = "still fails: hyper-util's pool returns a connection from a spawned task, so a request \
+            sent right after another's body ended starts a connect that finishes in the background \
+            (the loop shares fix only part of it)"]
+fn http1_never_opens_more_connections_than_the_concurrency_limit() {
+    // Two loops sharing a limit of 2. Each loop may carry only its share: a read_ends whose
+    // two requests ran on one loop left that loop with two connections, and the other loop
+    // then opened a third.
+    let server = MockServer::start();
+    for path in ["/a", "/b", "/x"] {
+        server.insert_virtual(path, MIB);
+    }
+    // The stat of /x is held until the head request of /b arrives: both loops busy at once.
+    server.add_fault(FaultRule::new(Fault::Barrier(2)).path("/x"));
+    server.add_fault(FaultRule::new(Fault::Barrier(2)).path("/b").times(1));
+    let client = build(quick().concurrency(2).io_threads(2));
+    let (a, b, x) = (
+        locate(&client, &server, "/a"),
+        locate(&client, &server, "/b"),
+        locate(&client, &server, "/x"),
+    );
+    let ends = client.read_ends(&a, 64 * KIB, 64 * KIB).unwrap();
+    assert_eq!(ends.size, MIB);
+    let before = server.request_count();
+    std::thread::scope(|scope| {
+        let stat = scope.spawn(|| client.stat(&x));
+        wait_for_requests(&server, before + 1);
+        let ends = client.read_ends(&b, 64 * KIB, 64 * KIB).unwrap();
+        assert_eq!(ends.size, MIB);
+        assert_eq!(stat.join().unwrap().unwrap().size, Some(MIB));
+    });
+    let log = server.requests();
+    assert_eq!(log.len(), 5, "{}", describe(&log));
+    assert!(
+        server.connections_accepted() <= 2,
+        "{} connections for a limit of 2:\n{}",
+        server.connections_accepted(),
+        describe(&log)
+    );
+
+    // Many read_ends at once, from more threads than the limit: the server never sees more
+    // connections than the limit, each reused.
+    let server = MockServer::start();
+    for i in 0..64 {
+        server.insert_virtual(&format!("/o{i}"), MIB);
+    }
+    let client = build(quick().concurrency(8).io_threads(4));
+    let objects: Vec<_> = (0..64)
+        .map(|i| locate(&client, &server, &format!("/o{i}")))
+        .collect();
+    std::thread::scope(|scope| {
+        for chunk in objects.chunks(4) {
+            let client = &client;
+            scope.spawn(move || {
+                for object in chunk {
+                    assert_eq!(
+                        client.read_ends(object, 4 * KIB, 4 * KIB).unwrap().size,
+                        MIB
+                    );
+                }
+            });
+        }
+    });
+    assert_eq!(server.request_count(), 128);
+    assert!(server.max_in_flight() <= 8);
+    assert!(
+        server.connections_accepted() <= 8,
+        "{} connections for a limit of 8",
+        server.connections_accepted()
+    );
 }
 
 #[test]

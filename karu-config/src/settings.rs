@@ -128,6 +128,14 @@ impl Settings {
                 return Some((key, problem));
             }
         }
+        let part_size = self.http.part_size.0;
+        if part_size != 0 && part_size < HttpSettings::MIN_PART_SIZE {
+            let problem = Problem::InvalidValue(format!(
+                "expected 0 (never split) or at least {} bytes (64 KiB), found {part_size}",
+                HttpSettings::MIN_PART_SIZE
+            ));
+            return Some(("http.part_size", problem));
+        }
         let never = [
             (
                 "retry.deadline",
@@ -265,6 +273,18 @@ pub struct HttpSettings {
     pub low_speed_limit: u64,
     /// Window of the low-speed check (`http.low_speed_time`; default 60 s).
     pub low_speed_time: Seconds,
+    /// A transfer whose span is longer than this is fetched as parts of this size, in
+    /// parallel on concurrency that is idle, each landing straight in its destinations and
+    /// validated, retried and resumed on its own; every part must come from the same version
+    /// of the object (`http.part_size`; default 8 MiB, as aws-c-s3's; 0 never splits; else at
+    /// least [`MIN_PART_SIZE`](Self::MIN_PART_SIZE)).
+    pub part_size: ByteSize,
+}
+
+impl HttpSettings {
+    /// The smallest `http.part_size` other than 0: smaller parts would turn one read into
+    /// thousands of requests.
+    pub const MIN_PART_SIZE: u64 = 64 << 10;
 }
 
 impl Default for HttpSettings {
@@ -279,6 +299,7 @@ impl Default for HttpSettings {
             connect_timeout: Seconds(Duration::from_secs(30)),
             low_speed_limit: 1024,
             low_speed_time: Seconds(Duration::from_secs(60)),
+            part_size: ByteSize(8 << 20),
         }
     }
 }

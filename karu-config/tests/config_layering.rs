@@ -1089,6 +1089,7 @@ fn every_default_of_the_specification_is_its_number() {
         assert_eq!(global.http.connect_timeout, secs(30));
         assert_eq!(global.http.low_speed_limit, 1_024);
         assert_eq!(global.http.low_speed_time, secs(60));
+        assert_eq!(global.http.part_size, ByteSize(8 << 20));
         assert_eq!(global.http.dns_ttl, secs(60));
         // Retries: 8 attempts, 3 for connection failures, one 120 s deadline.
         assert_eq!(global.retry.attempts, 8);
@@ -1171,8 +1172,32 @@ fn settings_that_guarantee_failure_are_errors() {
     isolated()
         .set("planner.max_gap", 0)
         .set("http.low_speed_limit", 0)
+        .set("http.part_size", 0)
         .build()
         .unwrap();
+}
+
+#[test]
+fn a_part_size_is_zero_or_at_least_64_kib() {
+    let error = build_error(&isolated().set("http.part_size", "1KiB"));
+    assert_eq!(error.key(), Some("http.part_size"));
+    assert!(
+        error
+            .to_string()
+            .ends_with("expected 0 (never split) or at least 65536 bytes (64 KiB), found 1024"),
+        "{error}"
+    );
+    let client = isolated().set("http.part_size", "64KiB").build().unwrap();
+    assert_eq!(client.global().http.part_size, ByteSize(64 << 10));
+    // A path rule may set it: a store that throttles ranged GETs may want larger parts.
+    let snapshot = isolated()
+        .path_set("s3://b", "http.part_size", "32MiB")
+        .build()
+        .unwrap();
+    let settings = snapshot.for_path("s3://b/key").unwrap();
+    assert_eq!(settings.http.part_size, ByteSize(32 << 20));
+    let error = build_error(&isolated().path_set("s3://b", "http.part_size", 100));
+    assert_eq!(error.key(), Some("paths.'s3://b'.http.part_size"));
 }
 
 #[test]

@@ -157,21 +157,21 @@ pub(crate) async fn read_ends(
     })
 }
 
-/// Run two requests in flight together when a second concurrency permit is free (the task
-/// holds one for the first), else one after the other: the pair never exceeds the limit and
-/// never waits on itself.
+/// Run two requests in flight together when a second permit is idle (the task holds one for
+/// the first), else one after the other: the pair never exceeds the limit, nor this loop's
+/// share of it (which bounds the connections of its pool), and never waits on itself.
 async fn both<A, B>(
     ctx: &LoopCtx,
     first: impl Future<Output = A>,
     second: impl Future<Output = B>,
 ) -> (A, B) {
-    match std::sync::Arc::clone(&ctx.shared.limit).try_acquire_owned() {
-        Ok(permit) => {
+    match ctx.idle_permits() {
+        Some(permit) => {
             let pair = tokio::join!(first, second);
             drop(permit);
             pair
         }
-        Err(_) => (first.await, second.await),
+        None => (first.await, second.await),
     }
 }
 
@@ -201,6 +201,7 @@ impl Probe<'_> {
             cancel: None,
             auth: self.auth.clone(),
             started: self.started,
+            pins: None,
         }
         .run(self.ctx, &mut landing)
         .await?;

@@ -18,6 +18,7 @@ use crate::http::request::{Correction, PrepareContext};
 use crate::locator::Locator;
 use crate::retry::{Decision, FailReason, FailureClass, RetryPolicy, RetryState};
 use crate::status::{Error, Status};
+use crate::versions::VersionPins;
 
 /// Whether `headers` ask for exactly `range`: one `Range` header, equal to its value. What is
 /// sent (and signed) is the header, so that is what must match.
@@ -30,7 +31,7 @@ fn asks_for(headers: &http::HeaderMap, range: RangeSpec) -> bool {
 }
 
 /// What a fetch delivered into its destination.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Fetched {
     /// Bytes from the first requested byte that are proven.
     pub(crate) available: u64,
@@ -54,6 +55,10 @@ pub(crate) struct Fetch<'a> {
     pub(crate) auth: Option<(Authority, Credential)>,
     /// When the read started: the deadline counts from here.
     pub(crate) started: Instant,
+    /// Pins that keep this read to one version of the object beside the batch's: the parts of
+    /// one split transfer share them ([`pieces`](super::pieces)). `None`: the batch's, if it
+    /// keeps to one version.
+    pub(crate) pins: Option<&'a VersionPins>,
 }
 
 impl Fetch<'_> {
@@ -80,7 +85,9 @@ impl Fetch<'_> {
         let limits = Limits::from(&self.settings.http);
         let backend = self.locator.backend().as_ref();
         // A batch that keeps to one version pins each object to the first strong ETag seen.
-        let versions = self.cancel.and_then(BatchShared::versions);
+        let versions = self
+            .pins
+            .or_else(|| self.cancel.and_then(BatchShared::versions));
         let object = self.locator.canonical();
         let exchange = Exchange {
             client: &client,

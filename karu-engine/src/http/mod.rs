@@ -17,6 +17,7 @@ pub(crate) mod fetch;
 pub(crate) mod landing;
 pub(crate) mod locations;
 pub(crate) mod meter;
+pub(crate) mod pieces;
 pub(crate) mod request;
 pub(crate) mod speed;
 pub(crate) mod transport;
@@ -32,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use karu_config::{Settings, Snapshot};
 use parking_lot::{Mutex, RwLock};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 use crate::credential::{Authority, Callbacks, Credential, CredentialCache};
@@ -208,7 +209,18 @@ pub(crate) struct LoopCtx {
     clients: Mutex<HashMap<Duration, HttpClient>>,
 }
 
+/// A request's place under the limits: this loop's share, then the client's limit.
+pub(crate) type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+
 impl LoopCtx {
+    /// Permits nobody waits for, if there are: room for one more request on this loop (its
+    /// share bounds the connections of its pool) within the client's limit.
+    pub(crate) fn idle_permits(&self) -> Option<Permits> {
+        let local = Arc::clone(&self.share).try_acquire_owned().ok()?;
+        let global = Arc::clone(&self.shared.limit).try_acquire_owned().ok()?;
+        Some((local, global))
+    }
+
     fn client(&self, settings: &Settings) -> HttpClient {
         let timeout = settings.http.connect_timeout.0;
         let mut clients = self.clients.lock();
@@ -269,6 +281,17 @@ fn deadline_of(started: Instant, settings: &Settings) -> Instant {
         .unwrap_or_else(|| started + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
+/// Each event loop's share of the client's concurrency limit: shares that add up to the limit
+/// exactly, one loop per share (never more loops than the limit). A loop's pool needs at most
+/// its share of connections, so HTTP/1.1 never opens more connections than the limit.
+fn shares(concurrency: usize, io_threads: usize) -> Vec<usize> {
+    let concurrency = concurrency.max(1);
+    let loops = io_threads.clamp(1, concurrency);
+    (0..loops)
+        .map(|i| concurrency / loops + usize::from(i < concurrency % loops))
+        .collect()
+}
+
 /// The HTTP engine: event loops, their shared limit, and the credential workers in front.
 pub(crate) struct Remote {
     queues: Arc<Queues>,
@@ -283,7 +306,8 @@ impl Remote {
         credentials: CredentialCache,
     ) -> Result<Remote, Error> {
         let global = snapshot.global();
-        let loops = global.io_threads.max(1);
+        let shares = shares(global.concurrency, global.io_threads);
+        let loops = shares.len();
         let queues = Arc::new(Queues {
             senders: RwLock::new(Vec::new()),
             load: (0..loops).map(|_| AtomicUsize::new(0)).collect(),
@@ -307,9 +331,7 @@ impl Remote {
         });
         let mut threads = Vec::new();
         let mut senders = Vec::new();
-        let concurrency = global.concurrency.max(1);
-        let share = concurrency.div_ceil(loops);
-        for i in 0..loops {
+        for (i, share) in shares.into_iter().enumerate() {
             let (sender, receiver) = mpsc::unbounded_channel();
             let ctx = Arc::new(LoopCtx {
                 shared: Arc::clone(&shared),
@@ -446,6 +468,7 @@ impl Remote {
                 cancel: None,
                 auth,
                 started,
+                pins: None,
             }
             .run(&ctx, &mut Scatter::one(Dest::Slice(&mut byte)))
             .await?;
@@ -587,6 +610,7 @@ async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
         cancel: Some(&batch),
         auth: transfer.auth.take(),
         started,
+        pins: None,
     };
     let mut meter = None;
     let result = {
@@ -609,7 +633,9 @@ async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
             None => {
                 let mut scatter = Scatter::new(transfer.length, dests);
                 let mut landing = Metered::new(&mut scatter);
-                let outcome = catch_panic(fetch.run(&ctx, &mut landing)).await;
+                let part_size = settings.http.part_size.0;
+                let outcome =
+                    catch_panic(pieces::fetch(&ctx, fetch, &mut landing, part_size)).await;
                 meter = Some(landing.meter);
                 match outcome {
                     Ok(fetched) => match scatter.failure() {
@@ -712,6 +738,22 @@ mod tests {
 
         fn prepare(&self, _ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
             panic!("prepare panics")
+        }
+    }
+
+    #[test]
+    fn loop_shares_add_up_to_the_limit() {
+        assert_eq!(shares(64, 4), [16, 16, 16, 16]);
+        assert_eq!(shares(10, 4), [3, 3, 2, 2]);
+        assert_eq!(shares(2, 4), [1, 1], "never a loop without a share");
+        assert_eq!(shares(0, 0), [1]);
+        for concurrency in 1..200 {
+            for threads in 1..20 {
+                let s = shares(concurrency, threads);
+                assert_eq!(s.iter().sum::<usize>(), concurrency);
+                assert_eq!(s.len(), threads.min(concurrency));
+                assert!(s.iter().all(|&n| n >= 1));
+            }
         }
     }
 

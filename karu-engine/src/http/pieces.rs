@@ -1,0 +1,410 @@
+//! Large transfers fetched in parts: a transfer whose span is longer than `http.part_size`
+//! is cut into pieces of that size (called pieces here: a [`Part`](crate::transfer::Part) is
+//! an original read) that run in parallel on concurrency that is idle, each one an ordinary
+//! [`Fetch`] (validated like any response, retried and resumed on its own, under the read's
+//! one deadline), landing straight in the transfer's destinations.
+//!
+//! One version: the pieces share [`VersionPins`] (the batch's when it keeps to one version,
+//! else the transfer's own), so the first strong ETag an answer states pins the object, every
+//! later request carries it as `If-Match`, and an answer with another tag fails the read
+//! before a byte of it lands. Pieces that delivered bytes without a strong tag cannot be
+//! proven to be one version: the span is then fetched again in one request (unless the
+//! caller's own single strong `If-Match` already binds every piece).
+//!
+//! Concurrency: the transfer's own permit carries one piece; each further piece runs only on
+//! a permit nobody waits for (this loop's share and the client's limit), taken when the
+//! transfer starts and whenever one of its pieces ends. So a split never delays another
+//! transfer, never exceeds the limit, and its memory is its destinations (no piece is
+//! buffered).
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use parking_lot::Mutex;
+
+use crate::batch::BatchShared;
+use crate::http::LoopCtx;
+use crate::http::check::{RangeSpec, is_single_strong};
+use crate::http::fetch::{Fetch, Fetched};
+use crate::http::landing::Landing;
+use crate::status::{Error, Status};
+use crate::versions::VersionPins;
+
+/// One piece of a span: where it starts in the span and how long it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Piece {
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+}
+
+/// The pieces of a span of `span` bytes (at least 1) fetched in parts of `part_size` bytes (0:
+/// never split): one piece when the span fits in one part; else pieces of `part_size`, the
+/// last one shorter.
+pub(crate) fn pieces(span: u64, part_size: u64) -> Vec<Piece> {
+    if part_size == 0 || span <= part_size {
+        return vec![Piece {
+            offset: 0,
+            len: span,
+        }];
+    }
+    (0..span.div_ceil(part_size))
+        .map(|i| {
+            let offset = i * part_size;
+            Piece {
+                offset,
+                len: part_size.min(span - offset),
+            }
+        })
+        .collect()
+}
+
+/// What the answers of a span's pieces add up to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Joined {
+    /// What the whole span delivered, as one fetch would say it.
+    Span(Fetched),
+    /// Several pieces delivered bytes and not every one stated a strong ETag: nothing proves
+    /// they come from one version of the object.
+    Unproven,
+}
+
+/// Join the answers `fetched[i]` of `pieces[i]` (in span order). `caller_pins`: every piece
+/// was sent with the caller's single strong `If-Match`.
+///
+/// The object may end inside the span: the piece it ends in delivers a prefix, every later
+/// piece nothing. Anything else (bytes after a piece that ended early, two sizes, two tags)
+/// is refused.
+pub(crate) fn join(
+    pieces: &[Piece],
+    fetched: &[Fetched],
+    caller_pins: bool,
+) -> Result<Joined, Error> {
+    if pieces.len() != fetched.len() {
+        return Err(Error::internal(
+            "a split transfer lost the answer of a piece",
+        ));
+    }
+    let mut available = 0u64;
+    let mut ended = false;
+    let mut total: Option<u64> = None;
+    let mut etag: Option<&str> = None;
+    let mut delivering = 0usize;
+    let mut untagged = false;
+    for (piece, f) in pieces.iter().zip(fetched) {
+        if let Some(size) = f.total {
+            match total {
+                Some(seen) if seen != size => {
+                    return Err(Error::new(
+                        Status::PreconditionFailed,
+                        format!(
+                            "the parts of one read state two object sizes ({seen} and {size} \
+                             bytes): the object changed during the read"
+                        ),
+                    ));
+                }
+                _ => total = Some(size),
+            }
+        }
+        if let Some(tag) = f.etag.as_deref() {
+            match etag {
+                Some(seen) if seen != tag => {
+                    return Err(Error::new(
+                        Status::PreconditionFailed,
+                        format!(
+                            "the parts of one read state two ETags ({seen} and {tag}): the \
+                             object changed during the read"
+                        ),
+                    ));
+                }
+                _ => etag = Some(tag),
+            }
+        }
+        let got = f.available.min(piece.len);
+        if got > 0 {
+            delivering += 1;
+            untagged |= f.etag.is_none();
+        }
+        if ended {
+            if got > 0 {
+                return Err(Error::new(
+                    Status::Protocol,
+                    format!(
+                        "the server sent bytes at span offset {} after stating the object ends \
+                         before them",
+                        piece.offset
+                    ),
+                ));
+            }
+            continue;
+        }
+        available += got;
+        if got < piece.len {
+            if !f.ends_early {
+                return Err(Error::internal("a piece delivered fewer bytes than proven"));
+            }
+            ended = true;
+        }
+    }
+    if delivering > 1 && untagged && !caller_pins {
+        return Ok(Joined::Unproven);
+    }
+    Ok(Joined::Span(Fetched {
+        available,
+        ends_early: ended,
+        etag: etag.map(str::to_string),
+        total,
+    }))
+}
+
+/// A piece's window on the transfer's destinations: offsets from the piece's first byte.
+struct Window<'s, 'l> {
+    landing: &'s Mutex<&'l mut dyn Landing>,
+    piece: Piece,
+}
+
+impl Landing for Window<'_, '_> {
+    fn span(&self) -> u64 {
+        self.piece.len
+    }
+
+    fn expect(&mut self, end: u64) -> Result<(), Error> {
+        self.landing.lock().expect(self.piece.offset + end)
+    }
+
+    fn put(&mut self, at: u64, bytes: &[u8]) {
+        self.landing.lock().put(self.piece.offset + at, bytes);
+    }
+
+    fn failure(&mut self) -> Option<Error> {
+        // Kept by the transfer's landing, which its owner asks once every piece ended.
+        None
+    }
+}
+
+/// Fetch `fetch`'s closed range into `dst`, in parts of `part_size` bytes when it is longer
+/// (see the module's documentation); a range that fits in one part is one fetch.
+pub(crate) async fn fetch(
+    ctx: &LoopCtx,
+    fetch: Fetch<'_>,
+    dst: &mut dyn Landing,
+    part_size: u64,
+) -> Result<Fetched, Error> {
+    let RangeSpec::Closed { first, last } = fetch.range else {
+        return fetch.run(ctx, dst).await;
+    };
+    let pieces = pieces(last - first + 1, part_size);
+    if pieces.len() < 2 {
+        return fetch.run(ctx, dst).await;
+    }
+    let caller_pins = fetch.if_match.is_some_and(is_single_strong);
+    let own = VersionPins::default();
+    let pins = fetch.cancel.and_then(BatchShared::versions).unwrap_or(&own);
+    let fetched = {
+        let landing: Mutex<&mut dyn Landing> = Mutex::new(&mut *dst);
+        run_pieces(ctx, &fetch, first, &pieces, &landing, pins).await?
+    };
+    match join(&pieces, &fetched, caller_pins)? {
+        Joined::Span(fetched) => Ok(fetched),
+        Joined::Unproven => {
+            tracing::debug!(
+                pieces = pieces.len(),
+                "parts without a strong ETag cannot be proven one version: one request"
+            );
+            fetch.run(ctx, dst).await
+        }
+    }
+}
+
+/// Run every piece, on the transfer's permit and on idle ones; the answers in span order, or
+/// the first failure (the other pieces are dropped with their requests).
+async fn run_pieces(
+    ctx: &LoopCtx,
+    whole: &Fetch<'_>,
+    first: u64,
+    pieces: &[Piece],
+    landing: &Mutex<&mut dyn Landing>,
+    pins: &VersionPins,
+) -> Result<Vec<Fetched>, Error> {
+    let start = |i: usize, permits| {
+        let piece = pieces[i];
+        let fetch = Fetch {
+            locator: whole.locator,
+            range: RangeSpec::Closed {
+                first: first + piece.offset,
+                last: first + piece.offset + (piece.len - 1),
+            },
+            if_match: whole.if_match,
+            settings: whole.settings,
+            cancel: whole.cancel,
+            auth: whole.auth.clone(),
+            started: whole.started,
+            pins: Some(pins),
+        };
+        let mut window = Window { landing, piece };
+        async move {
+            let result = fetch.run(ctx, &mut window).await;
+            (i, result, permits)
+        }
+    };
+    let mut answers: Vec<Option<Fetched>> = vec![None; pieces.len()];
+    let mut running = FuturesUnordered::new();
+    running.push(start(0, None));
+    let mut next = 1;
+    loop {
+        while next < pieces.len() {
+            let Some(permits) = ctx.idle_permits() else {
+                break;
+            };
+            running.push(start(next, Some(permits)));
+            next += 1;
+        }
+        let Some((i, result, permits)) = running.next().await else {
+            break;
+        };
+        answers[i] = Some(result?);
+        if next < pieces.len() {
+            // The ended piece's permit (the transfer's own, or an idle one it took) goes on.
+            running.push(start(next, permits));
+            next += 1;
+        }
+    }
+    answers
+        .into_iter()
+        .map(|a| a.ok_or_else(|| Error::internal("a piece of a split transfer never ran")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn full(len: u64, etag: Option<&str>, total: Option<u64>) -> Fetched {
+        Fetched {
+            available: len,
+            ends_early: false,
+            etag: etag.map(str::to_string),
+            total,
+        }
+    }
+
+    fn short(len: u64, etag: Option<&str>, total: Option<u64>) -> Fetched {
+        Fetched {
+            ends_early: true,
+            ..full(len, etag, total)
+        }
+    }
+
+    #[test]
+    fn a_span_is_cut_in_parts_of_the_part_size() {
+        let p = |offset, len| Piece { offset, len };
+        assert_eq!(pieces(10, 0), [p(0, 10)], "0 never splits");
+        assert_eq!(pieces(10, 10), [p(0, 10)]);
+        assert_eq!(pieces(10, 20), [p(0, 10)]);
+        assert_eq!(pieces(10, 4), [p(0, 4), p(4, 4), p(8, 2)]);
+        assert_eq!(pieces(12, 4), [p(0, 4), p(4, 4), p(8, 4)]);
+        assert_eq!(pieces(u64::MAX, u64::MAX / 2 + 1).len(), 2);
+    }
+
+    proptest! {
+        #[test]
+        fn pieces_tile_the_span_exactly(span in 1u64..1 << 40, part in 0u64..1 << 30) {
+            let ps = pieces(span, part);
+            let mut at = 0;
+            for p in &ps {
+                prop_assert_eq!(p.offset, at);
+                prop_assert!(p.len >= 1);
+                at += p.len;
+            }
+            prop_assert_eq!(at, span);
+            if part == 0 || span <= part {
+                prop_assert_eq!(ps.len(), 1);
+            } else {
+                prop_assert_eq!(ps.len() as u64, span.div_ceil(part));
+                prop_assert!(ps.iter().all(|p| p.len <= part));
+            }
+        }
+    }
+
+    #[test]
+    fn full_pieces_join_into_the_span() {
+        let ps = pieces(10, 4);
+        let t = Some("\"v1\"");
+        let fetched = [
+            full(4, t, Some(100)),
+            full(4, t, Some(100)),
+            full(2, t, None),
+        ];
+        assert_eq!(
+            join(&ps, &fetched, false),
+            Ok(Joined::Span(full(10, t, Some(100))))
+        );
+    }
+
+    #[test]
+    fn the_object_may_end_inside_the_span() {
+        let ps = pieces(12, 4);
+        let t = Some("\"v1\"");
+        // The object is 6 bytes from the span's start: 4, then 2 and the end, then a 416.
+        let fetched = [
+            full(4, t, Some(6)),
+            short(2, t, Some(6)),
+            short(0, None, Some(6)),
+        ];
+        assert_eq!(
+            join(&ps, &fetched, false),
+            Ok(Joined::Span(short(6, t, Some(6))))
+        );
+        // Ending exactly at a piece's end.
+        let fetched = [
+            full(4, t, Some(4)),
+            short(0, None, Some(4)),
+            short(0, t, None),
+        ];
+        assert_eq!(
+            join(&ps, &fetched, false),
+            Ok(Joined::Span(short(4, t, Some(4))))
+        );
+    }
+
+    #[test]
+    fn parts_of_two_versions_are_refused() {
+        let ps = pieces(8, 4);
+        let fetched = [full(4, Some("\"a\""), None), full(4, Some("\"b\""), None)];
+        let e = join(&ps, &fetched, false).unwrap_err();
+        assert_eq!(e.status(), Status::PreconditionFailed);
+        let fetched = [
+            full(4, Some("\"a\""), Some(8)),
+            short(0, Some("\"a\""), Some(4)),
+        ];
+        let e = join(&ps, &fetched, false).unwrap_err();
+        assert_eq!(e.status(), Status::PreconditionFailed, "two sizes");
+    }
+
+    #[test]
+    fn bytes_after_the_end_are_refused() {
+        let ps = pieces(8, 4);
+        let t = Some("\"a\"");
+        let fetched = [short(2, t, None), full(4, t, None)];
+        let e = join(&ps, &fetched, false).unwrap_err();
+        assert_eq!(e.status(), Status::Protocol);
+    }
+
+    #[test]
+    fn untagged_parts_are_unproven_unless_the_caller_pins_them() {
+        let ps = pieces(8, 4);
+        let fetched = [full(4, Some("\"a\""), None), full(4, None, None)];
+        assert_eq!(join(&ps, &fetched, false), Ok(Joined::Unproven));
+        let fetched = [full(4, None, None), full(4, None, None)];
+        assert_eq!(join(&ps, &fetched, false), Ok(Joined::Unproven));
+        // The caller's own strong If-Match was sent with every piece.
+        assert_eq!(
+            join(&ps, &fetched, true),
+            Ok(Joined::Span(full(8, None, None)))
+        );
+        // One piece with bytes cannot mix versions.
+        let fetched = [short(3, None, Some(3)), short(0, None, Some(3))];
+        assert_eq!(
+            join(&ps, &fetched, false),
+            Ok(Joined::Span(short(3, None, Some(3))))
+        );
+    }
+}
