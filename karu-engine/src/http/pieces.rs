@@ -28,6 +28,9 @@ use crate::http::landing::Landing;
 use crate::status::{Error, Status};
 use crate::versions::VersionPins;
 
+/// The most parts one transfer is cut into (8 GiB in parts of 8 MiB).
+const MAX_PIECES: u64 = 1024;
+
 /// One piece of a span: where it starts in the span and how long it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Piece {
@@ -190,7 +193,13 @@ pub(crate) async fn fetch(
     let RangeSpec::Closed { first, last } = fetch.range else {
         return fetch.run(ctx, dst).await;
     };
-    let pieces = pieces(last - first + 1, part_size);
+    let span = last - first + 1;
+    // A read far larger than any object (2^62 bytes of a small one) is not cut into millions
+    // of parts: past MAX_PIECES it is one request, which holds only what exists.
+    if part_size == 0 || span <= part_size || span.div_ceil(part_size) > MAX_PIECES {
+        return fetch.run(ctx, dst).await;
+    }
+    let pieces = pieces(span, part_size);
     if pieces.len() < 2 {
         return fetch.run(ctx, dst).await;
     }
