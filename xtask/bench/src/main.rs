@@ -8,8 +8,8 @@
 //! server's request log; Karu's own counters are printed beside them as a cross-check. Every
 //! byte every method returns is checked against the pattern of the virtual objects.
 
-mod local;
 mod all;
+mod local;
 mod memory;
 mod methods;
 mod planner;
