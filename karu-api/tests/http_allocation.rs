@@ -40,7 +40,11 @@ fn a_read_far_beyond_a_small_object_holds_only_the_bytes_that_exist() {
             );
         }
     }
-    assert_eq!(server.request_count(), 2 * HUGE.len(), "one request each");
+    // One request each, but for the 8 GB reads, which are fetched in parts of 8 MiB (the
+    // default): only the parts that hold bytes, since the first part's answer states the size
+    // (3 from offset 0, 2 from 5 MiB). The longer reads would be more parts than Karu splits
+    // into: one request.
+    assert_eq!(server.request_count(), 2 * HUGE.len() + 3);
 }
 
 #[test]

@@ -11,6 +11,10 @@
 //! proven to be one version: the span is then fetched again in one request (unless the
 //! caller's own single strong `If-Match` already binds every piece).
 //!
+//! Size first: the first piece runs alone, and its answer states the object's size, so no
+//! piece past the end is requested (as aws-c-s3 does; a read far beyond a small object stays
+//! one request).
+//!
 //! Concurrency: the transfer's own permit carries one piece; each further piece runs only on
 //! a permit nobody waits for (this loop's share and the client's limit), taken when the
 //! transfer starts and whenever one of its pieces ends. So a split never delays another
@@ -180,6 +184,11 @@ impl Landing for Window<'_, '_> {
         // Kept by the transfer's landing, which its owner asks once every piece ended.
         None
     }
+
+    fn attempt(&mut self, n: u32) {
+        // The transfer's meter keeps the most attempts any piece needed.
+        self.landing.lock().attempt(n);
+    }
 }
 
 /// Fetch `fetch`'s closed range into `dst`, in parts of `part_size` bytes when it is longer
@@ -222,6 +231,34 @@ pub(crate) async fn fetch(
     }
 }
 
+/// How many of `pieces` (of a span starting at `first`) can hold bytes, from the first
+/// piece's answer: one when the object ended inside it, those that start before the size it
+/// stated, or all of them when it stated none.
+fn holding(pieces: &[Piece], first: u64, head: &Fetched) -> usize {
+    if head.ends_early {
+        return 1;
+    }
+    match head.total {
+        Some(total) => pieces
+            .iter()
+            .take_while(|p| first.saturating_add(p.offset) < total)
+            .count()
+            .max(1),
+        None => pieces.len(),
+    }
+}
+
+/// The answer of a piece that starts past the end of the object the first piece's answer
+/// stated: nothing, and the end of the object.
+fn past_the_end(head: &Fetched) -> Fetched {
+    Fetched {
+        available: 0,
+        ends_early: true,
+        etag: None,
+        total: head.total,
+    }
+}
+
 /// Run every piece, on the transfer's permit and on idle ones; the answers in span order, or
 /// the first failure (the other pieces are dropped with their requests).
 async fn run_pieces(
@@ -254,11 +291,25 @@ async fn run_pieces(
         }
     };
     let mut answers: Vec<Option<Fetched>> = vec![None; pieces.len()];
+    // The first piece runs alone (as aws-c-s3 discovers a size): its answer states the
+    // object's size, so no piece past the end is ever requested (a read far beyond a small
+    // object stays one request). The pieces past the end deliver nothing.
+    let (_, result, _) = start(0, None).await;
+    let head = result?;
+    let holding = holding(pieces, first, &head);
+    for answer in &mut answers[holding..] {
+        *answer = Some(past_the_end(&head));
+    }
+    answers[0] = Some(head);
     let mut running = FuturesUnordered::new();
-    running.push(start(0, None));
     let mut next = 1;
+    if next < holding {
+        // The transfer's own permit carries the next piece.
+        running.push(start(next, None));
+        next += 1;
+    }
     loop {
-        while next < pieces.len() {
+        while next < holding {
             let Some(permits) = ctx.idle_permits() else {
                 break;
             };
@@ -269,7 +320,7 @@ async fn run_pieces(
             break;
         };
         answers[i] = Some(result?);
-        if next < pieces.len() {
+        if next < holding {
             // The ended piece's permit (the transfer's own, or an idle one it took) goes on.
             running.push(start(next, permits));
             next += 1;
@@ -300,6 +351,37 @@ mod tests {
             ends_early: true,
             ..full(len, etag, total)
         }
+    }
+
+    #[test]
+    fn only_pieces_before_the_stated_size_are_requested() {
+        let ps = pieces(40, 10);
+        // The object ended inside the first piece.
+        assert_eq!(holding(&ps, 0, &short(5, None, Some(5))), 1);
+        // A size stated: the pieces starting before it (reads start at byte 100 here).
+        assert_eq!(holding(&ps, 100, &full(10, None, Some(125))), 3);
+        assert_eq!(holding(&ps, 100, &full(10, None, Some(130))), 3);
+        assert_eq!(holding(&ps, 100, &full(10, None, Some(131))), 4);
+        assert_eq!(holding(&ps, 100, &full(10, None, Some(1 << 40))), 4);
+        // No size stated: every piece.
+        assert_eq!(holding(&ps, 100, &full(10, None, None)), 4);
+        // The pieces past the end join as the end of the object.
+        let answers = [
+            full(10, Some("\"a\""), Some(125)),
+            full(10, Some("\"a\""), Some(125)),
+            short(5, Some("\"a\""), Some(125)),
+            past_the_end(&full(10, None, Some(125))),
+        ];
+        let joined = join(&ps, &answers, false).unwrap();
+        assert_eq!(
+            joined,
+            Joined::Span(Fetched {
+                available: 25,
+                ends_early: true,
+                etag: Some("\"a\"".into()),
+                total: Some(125),
+            })
+        );
     }
 
     #[test]
