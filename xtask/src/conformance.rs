@@ -3,8 +3,8 @@
 
 use clap::Args;
 use karu_testkit::conformance::{
-    self, AzureMockTarget, AzuriteTarget, GcsMockTarget, GcsTarget, HfMockTarget, HttpMockTarget,
-    NginxTarget, Options, Report, S3MockTarget, S3Target, SourceMockTarget, Target,
+    self, AzureMockTarget, AzuriteTarget, GcsMockTarget, GcsTarget, HfHubTarget, HfMockTarget,
+    HttpMockTarget, NginxTarget, Options, Report, S3MockTarget, S3Target, SourceMockTarget, Target,
 };
 use karu_testkit::nginx::Nginx;
 use karu_testkit::seaweedfs::SeaweedFs;
@@ -129,6 +129,7 @@ pub(crate) fn run(args: Conformance) -> Result<(), String> {
     }
     if wants("hf") {
         reports.push(run_one(&HfMockTarget::start(), &options));
+        reports.push(run_one(&HfHubTarget::start(), &options));
     }
     if wants("source") {
         reports.push(run_one(&SourceMockTarget::start(), &options));

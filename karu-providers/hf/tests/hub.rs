@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use karu::{CallbackCredential, CanonicalPath, Client, ClientBuilder, Status};
-use karu_testkit::conformance::{self, HfMockTarget, Options};
+use karu_testkit::conformance::{self, HfHubTarget, HfMockTarget, Options};
 use karu_testkit::hf::{HfMock, LinkedFault, RepoAccess};
 use karu_testkit::{Fault, FaultRule, RequestRecord, pattern};
 
@@ -56,6 +56,45 @@ fn the_hf_provider_conforms_on_the_hub_mock() {
     let report = conformance::run(&target, &Options::default());
     println!("{report}");
     report.assert_passed();
+    assert_eq!(target.mock_hf().authorization_leaks(), 0);
+}
+
+/// The fault matrix on the Hub's resolve endpoint (every read asks it): statuses, latency,
+/// refused and unanswered connections, oversized error bodies. The rows about an answer's
+/// bytes do not apply to a redirect and do not run.
+#[test]
+fn the_hf_provider_conforms_with_the_faults_on_the_hub() {
+    let target = HfHubTarget::start();
+    let report = conformance::run(&target, &Options::default());
+    println!("{report}");
+    report.assert_passed();
+    let ran = |row: &str| {
+        report
+            .cases
+            .iter()
+            .any(|c| c.name.starts_with(&format!("fault/{row}/")))
+    };
+    for row in [
+        "latency",
+        "status_500",
+        "status_503",
+        "status_429_retry_after_seconds",
+        "never_answers",
+        "never_answers_then_recovers",
+        "oversized_error_body_permanent",
+        "connection_refused",
+    ] {
+        assert!(ran(row), "the Hub's matrix has no {row} row");
+    }
+    assert!(!ran("truncated_body") && !ran("wrong_content_range"));
+    let faulted = target
+        .mock_hf()
+        .hub()
+        .requests()
+        .iter()
+        .filter(|r| r.fault.is_some())
+        .count();
+    assert!(faulted > 0, "no fault reached the Hub");
     assert_eq!(target.mock_hf().authorization_leaks(), 0);
 }
 

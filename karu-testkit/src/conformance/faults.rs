@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use karu::{BatchOptions, Read, Status};
 
 use super::cases::exact;
-use super::{Ctx, ensure};
+use super::{Ctx, MockControl, ensure};
 use crate::http::{Fault, FaultRule, RequestRecord};
 
 /// Size of the virtual objects the matrix reads.
@@ -102,6 +102,10 @@ pub(crate) struct FaultCase {
     within: Option<Duration>,
     /// Extra settings for this row.
     settings: &'static [(&'static str, &'static str)],
+    /// The row changes an answer that carries the object's bytes (its body or its range
+    /// headers): it does not apply to a server that only redirects (see
+    /// [`MockControl::serves_bytes`](super::MockControl::serves_bytes)).
+    on_bytes: bool,
     /// Scenarios this row runs in.
     scenarios: &'static [Scenario],
 }
@@ -178,6 +182,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         expect: Expect::Exact,
         extra: Extra::Exactly(1),
         resumes: true,
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -186,6 +191,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         expect: Expect::Exact,
         extra: Extra::Exactly(1),
         resumes: true,
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -193,6 +199,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         rules: |p| vec![on(p, Fault::WrongContentRange { shift: 1 }).times(1)],
         expect: Expect::Fails(Status::Protocol),
         extra: Extra::Exactly(0),
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -200,6 +207,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         rules: |p| vec![on(p, Fault::MissingContentRange).times(1)],
         expect: Expect::Fails(Status::Protocol),
         extra: Extra::Exactly(0),
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -207,6 +215,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         rules: |p| vec![on(p, Fault::IgnoreRange).times(1)],
         expect: Expect::Exact,
         extra: Extra::Exactly(0),
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -216,6 +225,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         extra: Extra::Exactly(0),
         settings: &[("http.fallback_limit", "64KiB")],
         scenarios: ONE_TRANSFER,
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -223,6 +233,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         rules: |p| vec![on(p, Fault::OkWithContentRange)],
         expect: Expect::Exact,
         extra: Extra::Exactly(0),
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -235,6 +246,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         },
         expect: Expect::Fails(Status::Protocol),
         extra: Extra::Exactly(0),
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -248,6 +260,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         expect: Expect::Exact,
         extra: Extra::Exactly(1),
         resumes: true,
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -265,6 +278,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         extra: Extra::Exactly(1),
         resumes: true,
         scenarios: ONE_TRANSFER,
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -272,6 +286,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         rules: |p| vec![on(p, status(416, None))],
         expect: Expect::AllFail(Status::RangeNotSatisfiable),
         extra: Extra::Exactly(0),
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -279,6 +294,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         rules: |p| vec![on(p, Fault::Gzip).times(1)],
         expect: Expect::Fails(Status::Protocol),
         extra: Extra::Exactly(0),
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -291,6 +307,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         },
         expect: Expect::Exact,
         extra: Extra::Exactly(2),
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -299,6 +316,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         expect: Expect::PinnedVersion,
         extra: Extra::Exactly(0),
         pinned: true,
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -317,6 +335,7 @@ pub(crate) const FAULTS: &[FaultCase] = &[
         },
         expect: Expect::Exact,
         extra: Extra::Exactly(1),
+        on_bytes: true,
         ..BASE
     },
     FaultCase {
@@ -389,12 +408,18 @@ const BASE: FaultCase = FaultCase {
     refused: false,
     within: None,
     settings: &[],
+    on_bytes: false,
     scenarios: ALL,
 };
 
 impl FaultCase {
     pub(crate) fn applies(&self, scenario: Scenario) -> bool {
         self.scenarios.contains(&scenario)
+    }
+
+    /// Whether the row applies to a target's faulted server.
+    pub(crate) fn applies_to(&self, mock: &dyn MockControl) -> bool {
+        mock.serves_bytes() || !self.on_bytes
     }
 }
 

@@ -31,8 +31,8 @@ use karu::{Client, ClientBuilder};
 use crate::http::MockServer;
 
 pub use targets::{
-    AzureMockTarget, AzuriteTarget, GcsMockTarget, GcsTarget, HfMockTarget, HttpMockTarget,
-    NginxTarget, S3MockTarget, S3Target, SourceMockTarget,
+    AzureMockTarget, AzuriteTarget, GcsMockTarget, GcsTarget, HfHubTarget, HfMockTarget,
+    HttpMockTarget, NginxTarget, S3MockTarget, S3Target, SourceMockTarget,
 };
 
 /// A store under test: how to reach it and how to put objects in it.
@@ -90,6 +90,13 @@ pub trait MockControl: Send + Sync {
 
     /// A builder whose endpoint refuses connections, and the address of `name` through it.
     fn refusing(&self, name: &str) -> (ClientBuilder, String);
+
+    /// Whether the faulted server answers reads with the object's bytes. A resolve endpoint
+    /// that answers with redirects (the Hugging Face Hub) does not: the rows that change an
+    /// answer's bytes or range headers do not apply to it, every other row does.
+    fn serves_bytes(&self) -> bool {
+        true
+    }
 }
 
 /// What to run.
@@ -217,8 +224,8 @@ pub fn run(target: &dyn Target, options: &Options) -> Report {
             report.cases.push(ctx.run_case(name, case));
         }
     }
-    if let (Some(_), false) = (target.mock(), options.skip_faults) {
-        for fault in faults::FAULTS {
+    if let (Some(mock), false) = (target.mock(), options.skip_faults) {
+        for fault in faults::FAULTS.iter().filter(|f| f.applies_to(mock)) {
             for scenario in faults::Scenario::ALL
                 .into_iter()
                 .filter(|&s| fault.applies(s))

@@ -345,6 +345,86 @@ impl MockControl for HfMockTarget {
     }
 }
 
+/// The Hugging Face provider against Karu's Hub mock with the fault plan on the Hub's resolve
+/// endpoint (the origin that answers with redirects), not on the CDN: every read asks the Hub
+/// (`hf.reuse_locations = false`), so each transfer meets the Hub's faults and the rows about
+/// an answer's bytes, which a redirect does not carry, are left out
+/// ([`MockControl::serves_bytes`]).
+pub struct HfHubTarget {
+    inner: HfMockTarget,
+}
+
+impl HfHubTarget {
+    /// Start a Hub mock with the conformance repository, gated to the mock's default token.
+    pub fn start() -> Self {
+        HfHubTarget {
+            inner: HfMockTarget::start(),
+        }
+    }
+
+    /// The mock (the Hub's and the CDN's logs).
+    pub fn mock_hf(&self) -> &HfMock {
+        &self.inner.mock
+    }
+}
+
+impl fmt::Debug for HfHubTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HfHubTarget")
+            .field("mock", &self.inner.mock)
+            .finish()
+    }
+}
+
+impl Target for HfHubTarget {
+    fn name(&self) -> String {
+        "hf-hub-mock".into()
+    }
+
+    fn builder(&self) -> ClientBuilder {
+        self.inner.builder().set("hf.reuse_locations", "false")
+    }
+
+    fn address(&self, name: &str) -> String {
+        self.inner.address(name)
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        self.inner.put(name, bytes)
+    }
+
+    fn mock(&self) -> Option<&dyn MockControl> {
+        Some(self)
+    }
+}
+
+impl MockControl for HfHubTarget {
+    fn server(&self) -> &MockServer {
+        self.inner.mock.hub()
+    }
+
+    fn path_of(&self, name: &str) -> String {
+        self.inner.mock.resolve_path(HF_REPO, "main", name)
+    }
+
+    fn put_virtual(&self, name: &str, size: u64) {
+        self.inner.put_virtual(name, size);
+    }
+
+    fn set_etag(&self, name: &str, etag: Option<&str>) {
+        self.inner.set_etag(name, etag);
+    }
+
+    fn refusing(&self, name: &str) -> (ClientBuilder, String) {
+        let (builder, address) = self.inner.refusing(name);
+        (builder.set("hf.reuse_locations", "false"), address)
+    }
+
+    fn serves_bytes(&self) -> bool {
+        false
+    }
+}
+
 /// The account and product the Source target uses: a private account, so every case also
 /// proves the request was signed.
 const SOURCE_ACCOUNT: &str = "karu";
