@@ -86,15 +86,9 @@ fn the_hf_provider_conforms_with_the_faults_on_the_hub() {
     ] {
         assert!(ran(row), "the Hub's matrix has no {row} row");
     }
+    // Each row counts the requests the Hub saw against the transfers (status_500: exactly
+    // two more), so the rows passing proves the faults reached the Hub.
     assert!(!ran("truncated_body") && !ran("wrong_content_range"));
-    let faulted = target
-        .mock_hf()
-        .hub()
-        .requests()
-        .iter()
-        .filter(|r| r.fault.is_some())
-        .count();
-    assert!(faulted > 0, "no fault reached the Hub");
     assert_eq!(target.mock_hf().authorization_leaks(), 0);
 }
 
@@ -152,7 +146,11 @@ fn concurrent_first_reads_of_a_file_ask_the_hub_once() {
     // first resolves run at once, each holding its file's followers.
     hf.cdn()
         .add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
-    let client = isolated(&hf).build().unwrap();
+    // Room for every transfer at once: followers waiting for their file's location hold their
+    // permits, and with fewer permits than transfers one file's followers could take them
+    // all before the other file's first read starts, which this barrier would then wait for
+    // until the deadline.
+    let client = isolated(&hf).set("concurrency", 256).build().unwrap();
     let a = client.locate(&address()).unwrap();
     let b = client.locate(&format!("hf://{REPO}/{OTHER}")).unwrap();
     let mut reads = spread_reads(&a, 0, 64);
