@@ -96,6 +96,52 @@ pub(crate) fn parse_amz_date(s: &str) -> Option<SystemTime> {
     Some(UNIX_EPOCH + Duration::from_secs(secs))
 }
 
+/// Parses the UTC forms of ISO 8601 that Azure accepts in a SAS's `st` and `se`:
+/// `2015-08-30`, `2015-08-30T12:36Z`, `2015-08-30T12:36:00Z` and `2015-08-30T12:36:00.1234567Z`
+/// (one to seven digits of fraction); nothing else (no offsets, no other shapes).
+pub(crate) fn parse_iso8601_utc(s: &str) -> Option<SystemTime> {
+    let b = s.as_bytes();
+    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let (year, month, day) = (number(&b[0..4])?, number(&b[5..7])?, number(&b[8..10])?);
+    let (mut hour, mut minute, mut second, mut nanos) = (0, 0, 0, 0u32);
+    let rest = &b[10..];
+    if !rest.is_empty() {
+        let time = rest.strip_prefix(b"T")?.strip_suffix(b"Z")?;
+        let (hm, tail) = (time.get(..5)?, &time[5..]);
+        if hm[2] != b':' {
+            return None;
+        }
+        hour = number(&hm[0..2])?;
+        minute = number(&hm[3..5])?;
+        if !tail.is_empty() {
+            let (secs, fraction) = (tail.get(..3)?, &tail[3..]);
+            if secs[0] != b':' {
+                return None;
+            }
+            second = number(&secs[1..3])?;
+            if !fraction.is_empty() {
+                let digits = fraction.strip_prefix(b".")?;
+                if digits.len() > 7 {
+                    return None;
+                }
+                nanos = number(digits)? * 10u32.pow(9 - digits.len() as u32);
+            }
+        }
+    }
+    if !(1..=12).contains(&month) || hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let days = days_from_civil(i64::from(year), month, day);
+    if civil_from_days(days) != (i64::from(year), month, day) {
+        return None;
+    }
+    let secs = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second);
+    let secs = u64::try_from(secs).ok()?;
+    Some(UNIX_EPOCH + Duration::new(secs, nanos))
+}
+
 /// How far apart two instants are, whichever comes first.
 pub(crate) fn distance(a: SystemTime, b: SystemTime) -> Duration {
     a.duration_since(b)
@@ -150,6 +196,42 @@ mod tests {
             "",
         ] {
             assert_eq!(parse_amz_date(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn parses_the_iso8601_forms_of_sas_times_and_nothing_else() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_440_938_160);
+        assert_eq!(parse_iso8601_utc("2015-08-30T12:36:00Z"), Some(t));
+        assert_eq!(parse_iso8601_utc(&rfc3339(t)), Some(t));
+        assert_eq!(parse_iso8601_utc("2015-08-30T12:36Z"), Some(t));
+        assert_eq!(
+            parse_iso8601_utc("2015-08-30"),
+            Some(UNIX_EPOCH + Duration::from_secs(1_440_892_800))
+        );
+        assert_eq!(
+            parse_iso8601_utc("2015-08-30T12:36:00.25Z"),
+            Some(t + Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse_iso8601_utc("2015-08-30T12:36:00.0000001Z"),
+            Some(t + Duration::from_nanos(100))
+        );
+        for bad in [
+            "2015-08-30T12:36:00",
+            "2015-08-30T12:36:00+01:00",
+            "2015-08-30T12:36:00.00000001Z",
+            "2015-08-30T12:36:00.Z",
+            "2015-08-30T12Z",
+            "2015-02-30",
+            "2015-13-01",
+            "2015-08-30T24:00:00Z",
+            "20150830T123600Z",
+            "2015-08-30 12:36:00Z",
+            "2015-08-3",
+            "",
+        ] {
+            assert_eq!(parse_iso8601_utc(bad), None, "{bad}");
         }
     }
 

@@ -8,7 +8,11 @@
 //! a protocol error, never trusts it; [`azurites_answer_for_an_empty_blob_is_a_protocol_error`]
 //! proves it, and the suite skips `basic/empty_object` here.
 
-use karu::{Read, Status};
+use std::time::{Duration, SystemTime};
+
+use karu::{Client, Read, Status};
+use karu_testkit::AzureMock;
+use karu_testkit::azure::Sas;
 use karu_testkit::azurite::{self, Azurite};
 use karu_testkit::conformance::{self, AzuriteTarget, Options, Target};
 use karu_testkit::pattern;
@@ -41,6 +45,93 @@ fn the_azure_provider_conforms_on_azurite_with_a_sas() {
     let report = conformance::run(&target, &options());
     println!("{report}");
     report.assert_passed();
+}
+
+/// The status of reading 10 bytes of `container/blob` at `endpoint` with `sas`.
+fn read_with_sas(endpoint: &str, sas: &str, container: &str, blob: &str) -> Result<(), Status> {
+    let client = Client::builder()
+        .user_config_file(None)
+        .project_config_file(None)
+        .environment(Vec::<(String, String)>::new())
+        .set("azure.endpoint", endpoint)
+        .set("azure.sas_token", sas)
+        .build()
+        .unwrap();
+    let object = client.locate(&format!("az://{container}/{blob}")).unwrap();
+    match client.read(&object, 0, 10) {
+        Ok(bytes) => {
+            assert_eq!(bytes, pattern(0, 10));
+            Ok(())
+        }
+        Err(error) => Err(error.status()),
+    }
+}
+
+/// The testkit's SAS tokens (what the mock verifies) are Azure's: Azurite, an independent
+/// implementation, accepts and refuses each token exactly as the mock does, for the same
+/// account and key.
+#[test]
+fn azurite_and_the_mock_agree_on_every_sas_token() {
+    let target = start(false);
+    let azurite = target.azurite();
+    azurite.create_container("other").unwrap();
+    let mock = AzureMock::start();
+    let blob = "dir/a b+ü.bin";
+    for container in ["conformance", "other"] {
+        azurite.put(container, blob, &pattern(0, 100)).unwrap();
+        mock.insert(container, blob, pattern(0, 100));
+    }
+    let later = SystemTime::now() + Duration::from_secs(3600);
+    let earlier = SystemTime::now() - Duration::from_secs(60);
+    let cases: [(Sas, &str, Result<(), Status>); 9] = [
+        (Sas::container("conformance", later), "conformance", Ok(())),
+        (Sas::blob("conformance", blob, later), "conformance", Ok(())),
+        (Sas::account(later), "other", Ok(())),
+        (
+            Sas::container("conformance", later).start(earlier),
+            "conformance",
+            Ok(()),
+        ),
+        (
+            Sas::container("conformance", later),
+            "other",
+            Err(Status::PermissionDenied),
+        ),
+        (
+            Sas::blob("conformance", "dir/other.bin", later),
+            "conformance",
+            Err(Status::PermissionDenied),
+        ),
+        (
+            Sas::container("conformance", earlier),
+            "conformance",
+            Err(Status::PermissionDenied),
+        ),
+        (
+            Sas::container("conformance", later).permissions("wl"),
+            "conformance",
+            Err(Status::PermissionDenied),
+        ),
+        (
+            Sas::account(later).account_scope("b", "sc"),
+            "conformance",
+            Err(Status::PermissionDenied),
+        ),
+    ];
+    for (sas, container, expected) in cases {
+        let token = azurite.sas(&sas);
+        assert_eq!(
+            read_with_sas(&azurite.endpoint(), &token, container, blob),
+            expected,
+            "Azurite: {sas:?} on {container}"
+        );
+        assert_eq!(
+            read_with_sas(&mock.endpoint(), &mock.sas(&sas), container, blob),
+            expected,
+            "mock: {sas:?} on {container}"
+        );
+        assert_eq!(token, mock.sas(&sas), "one account, one key, one token");
+    }
 }
 
 #[test]

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use karu::{CallbackCredential, CanonicalPath, Client, ClientBuilder, Status};
+use karu_testkit::azure::Sas;
 use karu_testkit::conformance::{self, AzureMockTarget, Options};
 use karu_testkit::{
     AuthFailure, AzureMock, Fault, FaultRule, GateResponse, Identity, RequestHead, Route, pattern,
@@ -197,6 +198,128 @@ fn every_credential_source_signs_as_its_identity() {
             (Identity::Anonymous, None)
         ]
     );
+}
+
+/// What the mock decided about each request: the identity and the failure.
+type AuthLog = Vec<(Identity, Option<AuthFailure>)>;
+
+/// Reads 10 bytes of `address` with `sas` from the configuration; the status of the read and
+/// what the mock decided about each request.
+fn read_with_sas(mock: &AzureMock, sas: &str, address: &str) -> (Result<Vec<u8>, Status>, AuthLog) {
+    let client = at(mock).set("azure.sas_token", sas).build().unwrap();
+    let result = read_10(&client, address).map_err(|error| {
+        assert_eq!(error.http_status(), Some(403), "{error}");
+        let sig = sas.split("sig=").nth(1).unwrap();
+        assert!(!error.to_string().contains(sig), "{error}");
+        error.status()
+    });
+    (result, identities(mock))
+}
+
+#[test]
+fn sas_tokens_in_azures_formats_are_verified_on_the_mocks_clock() {
+    let mock = AzureMock::start();
+    mock.insert("data", "a.bin", pattern(0, 100));
+    mock.insert("data", "b.bin", pattern(0, 100));
+    mock.insert("other", "a.bin", pattern(0, 100));
+    let hour = Duration::from_secs(3600);
+    let later = mock.now() + hour;
+    let accepted = |sas: &Sas, address: &str| {
+        let (result, log) = read_with_sas(&mock, &mock.sas(sas), address);
+        assert_eq!(result, Ok(pattern(5, 10)), "{sas:?} {address}");
+        assert_eq!(log, [(Identity::Sas, None)], "{sas:?} {address}");
+    };
+    // A service SAS for the container, one for the blob, an account SAS for any container.
+    accepted(&Sas::container("data", later), "az://data/a.bin");
+    accepted(&Sas::blob("data", "a.bin", later), "az://data/a.bin");
+    accepted(&Sas::account(later), "az://data/b.bin");
+    accepted(&Sas::account(later), "az://other/a.bin");
+    // Valid from five minutes ago, for 127.0.0.1, over either protocol.
+    accepted(
+        &Sas::container("data", later)
+            .start(mock.now() - Duration::from_secs(300))
+            .ip("127.0.0.1")
+            .protocol("https,http"),
+        "az://data/a.bin",
+    );
+
+    // Each refusal is a 403 for that read alone, PermissionDenied, one request, never retried.
+    let refused = |sas: &Sas, address: &str, failure: AuthFailure| {
+        let (result, log) = read_with_sas(&mock, &mock.sas(sas), address);
+        assert_eq!(result, Err(Status::PermissionDenied), "{sas:?} {address}");
+        assert_eq!(log, [(Identity::Sas, Some(failure))], "{sas:?} {address}");
+    };
+    let expired = Sas::container("data", mock.now() - Duration::from_secs(1));
+    refused(&expired, "az://data/a.bin", AuthFailure::SasExpired);
+    // For another container, or another blob: the signature is not the resource's.
+    refused(
+        &Sas::container("other", later),
+        "az://data/a.bin",
+        AuthFailure::SasMismatch,
+    );
+    refused(
+        &Sas::blob("data", "b.bin", later),
+        "az://data/a.bin",
+        AuthFailure::SasMismatch,
+    );
+    // Without read permission; an account SAS without objects, or without the blob service.
+    refused(
+        &Sas::container("data", later).permissions("wl"),
+        "az://data/a.bin",
+        AuthFailure::SasPermission,
+    );
+    refused(
+        &Sas::account(later).account_scope("b", "sc"),
+        "az://data/a.bin",
+        AuthFailure::SasResourceType,
+    );
+    refused(
+        &Sas::account(later).account_scope("f", "sco"),
+        "az://data/a.bin",
+        AuthFailure::SasService,
+    );
+    // Not yet valid; HTTPS only (the mock is plain HTTP); from another address.
+    refused(
+        &Sas::container("data", later).start(mock.now() + Duration::from_secs(600)),
+        "az://data/a.bin",
+        AuthFailure::SasNotYetValid,
+    );
+    refused(
+        &Sas::container("data", later).protocol("https"),
+        "az://data/a.bin",
+        AuthFailure::SasProtocol,
+    );
+    refused(
+        &Sas::container("data", later).ip("10.0.0.1-10.0.0.255"),
+        "az://data/a.bin",
+        AuthFailure::SasSourceIp,
+    );
+    // A token signed with another key, and one whose expiry was moved after signing.
+    let wrong_key = Sas::container("data", later).token(mock.account(), b"not the account key");
+    let (result, log) = read_with_sas(&mock, &wrong_key, "az://data/a.bin");
+    assert_eq!(result, Err(Status::PermissionDenied));
+    assert_eq!(log, [(Identity::Sas, Some(AuthFailure::SasMismatch))]);
+    let token = mock.sas(&Sas::container("data", later));
+    let year = &token[token.find("se=").unwrap() + 3..][..4];
+    let moved = token.replacen(
+        &format!("se={year}"),
+        &format!("se={}", year.parse::<u32>().unwrap() + 1),
+        1,
+    );
+    let (result, log) = read_with_sas(&mock, &moved, "az://data/a.bin");
+    assert_eq!(result, Err(Status::PermissionDenied));
+    assert_eq!(log, [(Identity::Sas, Some(AuthFailure::SasMismatch))]);
+
+    // The mock's clock decides: two hours ahead, a one-hour token has expired.
+    let token = mock.sas_token("data", hour);
+    assert_eq!(
+        read_with_sas(&mock, &token, "az://data/a.bin").0,
+        Ok(pattern(5, 10))
+    );
+    mock.set_clock_offset(7200);
+    let (result, log) = read_with_sas(&mock, &token, "az://data/a.bin");
+    assert_eq!(result, Err(Status::PermissionDenied));
+    assert_eq!(log, [(Identity::Sas, Some(AuthFailure::SasExpired))]);
 }
 
 #[test]

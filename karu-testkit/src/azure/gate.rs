@@ -3,12 +3,14 @@
 //! identity each request carried, and answers failures in the service's format.
 
 use std::collections::HashMap;
+use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use parking_lot::{Mutex, RwLock};
 use percent_encoding::percent_decode_str;
 
+use super::sas::{self, Access, Refusal};
 use super::{AuthFailure, AuthRecord, Identity, blob_path, sharedkey};
 use crate::awstime;
 use crate::http::{Gate, GateResponse, RequestHead};
@@ -30,8 +32,6 @@ pub(super) struct AzureState {
     /// Container name to whether it is public.
     containers: RwLock<HashMap<String, bool>>,
     tokens: RwLock<HashMap<String, Token>>,
-    /// SAS signature to (container, expiry).
-    sas: RwLock<HashMap<String, (String, SystemTime)>>,
     log: Mutex<Vec<AuthRecord>>,
     clock_offset: AtomicI64,
     request_ids: AtomicU64,
@@ -44,7 +44,6 @@ impl AzureState {
             key,
             containers: RwLock::default(),
             tokens: RwLock::default(),
-            sas: RwLock::default(),
             log: Mutex::default(),
             clock_offset: AtomicI64::new(0),
             request_ids: AtomicU64::new(0),
@@ -83,25 +82,6 @@ impl AzureState {
         }
     }
 
-    /// A SAS for reading `container` until `expires`, with the mock's own signature over the
-    /// permissions, the resource, the expiry and the version.
-    pub(super) fn issue_sas(&self, container: &str, expires: SystemTime) -> String {
-        let se = awstime::rfc3339(expires);
-        let sv = "2023-11-03";
-        let sig = sharedkey::sign(
-            &self.key,
-            &format!("r\n/blob/{}/{container}\n{se}\n{sv}", self.account),
-        );
-        self.sas
-            .write()
-            .insert(sig.clone(), (container.to_owned(), expires));
-        let encoded: String =
-            percent_encoding::utf8_percent_encode(&sig, percent_encoding::NON_ALPHANUMERIC)
-                .to_string();
-        let se_encoded = se.replace(':', "%3A");
-        format!("sv={sv}&sr=c&sp=r&se={se_encoded}&sig={encoded}")
-    }
-
     pub(super) fn log(&self) -> Vec<AuthRecord> {
         self.log.lock().clone()
     }
@@ -114,7 +94,13 @@ impl AzureState {
         let id = self.request_ids.fetch_add(1, Ordering::Relaxed);
         let request_id = format!("00000000-0000-0000-0000-{id:012x}");
         let detail = detail
-            .map(|d| format!("<AuthenticationErrorDetail>{d}</AuthenticationErrorDetail>"))
+            .map(|d| {
+                let d = d
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;");
+                format!("<AuthenticationErrorDetail>{d}</AuthenticationErrorDetail>")
+            })
             .unwrap_or_default();
         let body = format!(
             "\u{feff}<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>{code}</Code>\
@@ -131,6 +117,7 @@ impl AzureState {
         &self,
         request: &RequestHead,
         container: &str,
+        blob: Option<&str>,
     ) -> (Identity, Result<(), (AuthFailure, GateResponse)>) {
         let query = request.query.as_deref().unwrap_or("");
         let param = |name: &str| {
@@ -141,8 +128,8 @@ impl AzureState {
         };
         let authorization = request.header("authorization");
         let version = request.header("x-ms-version");
-        if let Some(sig) = param("sig") {
-            return (Identity::Sas, self.check_sas(container, &sig, &param));
+        if param("sig").is_some() {
+            return (Identity::Sas, self.check_sas(query, container, blob));
         }
         let Some(authorization) = authorization else {
             let public = self.containers.read().get(container).copied() == Some(true);
@@ -291,48 +278,101 @@ impl AzureState {
         Ok(())
     }
 
+    /// A SAS in the query, verified as the service does ([`sas::verify`]) on the mock's
+    /// clock; refusals answer 403 with the service's codes.
     fn check_sas(
         &self,
+        query: &str,
         container: &str,
-        sig: &str,
-        param: &dyn Fn(&str) -> Option<String>,
+        blob: Option<&str>,
     ) -> Result<(), (AuthFailure, GateResponse)> {
-        let fail = |kind, detail: &str| {
-            Err((
-                kind,
-                self.error(
-                    403,
-                    "AuthenticationFailed",
-                    "Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature.",
-                    Some(detail),
-                ),
-            ))
+        let access = Access {
+            account: &self.account,
+            key: &self.key,
+            container,
+            blob,
+            now: self.now(),
+            tls: false,
+            client: Ipv4Addr::LOCALHOST,
         };
-        let (sp, se, sv) = (param("sp"), param("se"), param("sv"));
-        let (Some(sp), Some(se), Some(sv)) = (sp, se, sv) else {
-            return fail(
+        let Err(refusal) = sas::verify(query, &access) else {
+            return Ok(());
+        };
+        const FAILED: &str = "Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature.";
+        let date = |t: SystemTime| httpdate::fmt_http_date(t);
+        let (kind, code, message, detail) = match refusal {
+            Refusal::Malformed(why) => (
+                AuthFailure::SasMalformed,
+                "AuthenticationFailed",
+                FAILED,
+                Some(why),
+            ),
+            Refusal::Unsupported(why) => (
+                AuthFailure::SasUnsupported,
+                "AuthenticationFailed",
+                FAILED,
+                Some(format!("Not verified by the mock: {why}.")),
+            ),
+            Refusal::Signature { string_to_sign } => (
                 AuthFailure::SasMismatch,
-                "Signature fields not well formed.",
-            );
+                "AuthenticationFailed",
+                FAILED,
+                Some(format!(
+                    "Signature did not match. String to sign used was {string_to_sign}"
+                )),
+            ),
+            Refusal::Expired { expiry, now } => (
+                AuthFailure::SasExpired,
+                "AuthenticationFailed",
+                FAILED,
+                Some(format!(
+                    "Signed expiry time [{}] must be after signed start time [{}]",
+                    date(expiry),
+                    date(now)
+                )),
+            ),
+            Refusal::NotYetValid { start, now } => (
+                AuthFailure::SasNotYetValid,
+                "AuthenticationFailed",
+                FAILED,
+                Some(format!(
+                    "Signed start time [{}] must be before the current time [{}]",
+                    date(start),
+                    date(now)
+                )),
+            ),
+            Refusal::Protocol => (
+                AuthFailure::SasProtocol,
+                "AuthorizationProtocolMismatch",
+                "This request is not authorized to perform this operation using this protocol.",
+                None,
+            ),
+            Refusal::SourceIp => (
+                AuthFailure::SasSourceIp,
+                "AuthorizationSourceIPMismatch",
+                "This request is not authorized to perform this operation using this source IP 127.0.0.1.",
+                None,
+            ),
+            Refusal::Service => (
+                AuthFailure::SasService,
+                "AuthorizationServiceMismatch",
+                "This request is not authorized to perform this operation using this service.",
+                None,
+            ),
+            Refusal::ResourceType => (
+                AuthFailure::SasResourceType,
+                "AuthorizationResourceTypeMismatch",
+                "This request is not authorized to perform this operation using this resource type.",
+                None,
+            ),
+            Refusal::Permission => (
+                AuthFailure::SasPermission,
+                "AuthorizationPermissionMismatch",
+                "This request is not authorized to perform this operation using this permission.",
+                None,
+            ),
         };
-        let expected = sharedkey::sign(
-            &self.key,
-            &format!("{sp}\n/blob/{}/{container}\n{se}\n{sv}", self.account),
-        );
-        let grant = self.sas.read().get(sig).cloned();
-        match grant {
-            Some((granted, expires)) if expected == sig && granted == container => {
-                if expires <= self.now() {
-                    fail(
-                        AuthFailure::SasExpired,
-                        "Signed expiry time has to be after signed start time.",
-                    )
-                } else {
-                    Ok(())
-                }
-            }
-            _ => fail(AuthFailure::SasMismatch, "Signature did not match."),
-        }
+        Err((kind, self.error(403, code, message, detail.as_deref())))
     }
 }
 
@@ -360,8 +400,10 @@ impl Gate for AzureGate {
                 None,
             ));
         };
-        let container = rest.split('/').next().unwrap_or_default();
-        let (identity, result) = state.authenticate(request, container);
+        let (container, blob) = rest.split_once('/').unwrap_or((rest, ""));
+        let blob = percent_decode_str(blob).decode_utf8_lossy();
+        let blob = (!blob.is_empty()).then_some(blob.as_ref());
+        let (identity, result) = state.authenticate(request, container, blob);
         let failure = result.as_ref().err().map(|(kind, _)| *kind);
         state.log.lock().push(AuthRecord {
             method: request.method.clone(),

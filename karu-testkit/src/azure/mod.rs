@@ -8,8 +8,16 @@
 //!
 //! What a request goes through (the first failing step answers):
 //! 1. the path must start with `/account/` (400 `InvalidUri`);
-//! 2. a query with `sig`: a SAS the mock [issued](AzureMock::sas_token) for that container,
-//!    not expired (403 `AuthenticationFailed`);
+//! 2. a query with `sig`: a SAS (account SAS or service SAS for a container or blob, versions
+//!    2020-12-06 and later) whose signature is the HMAC-SHA256 with the account key of the
+//!    documented string to sign (a service SAS for another container or blob does not match),
+//!    valid on the mock's clock (`st`..`se`), then the protocol (`spr`: the mock is plain
+//!    HTTP), the source address (`sip`, against 127.0.0.1), the service and resource type of
+//!    an account SAS and the permission (`r` to read a blob): 403 `AuthenticationFailed` (the
+//!    string to sign in `AuthenticationErrorDetail`), `AuthorizationProtocolMismatch`,
+//!    `AuthorizationSourceIPMismatch`, `AuthorizationServiceMismatch`,
+//!    `AuthorizationResourceTypeMismatch` or `AuthorizationPermissionMismatch`, as the service
+//!    answers (see [`sas`]; [`Sas`] makes tokens);
 //! 3. no `Authorization`: the container must be [public](AzureMock::set_public) (401
 //!    `NoAuthenticationInformation`);
 //! 4. `x-ms-version` is required with `Authorization` (400 `MissingRequiredHeader`);
@@ -42,6 +50,7 @@
 
 mod gate;
 mod identity;
+pub mod sas;
 pub(crate) mod sharedkey;
 
 use std::fmt;
@@ -58,6 +67,7 @@ use crate::http::MockServer;
 
 use gate::{AzureGate, AzureState};
 pub use identity::{IdentityFakes, TokenCall};
+pub use sas::{SAS_VERSION, Sas, SasScope};
 
 /// Azurite's published development account name.
 pub const DEV_ACCOUNT: &str = "devstoreaccount1";
@@ -106,10 +116,28 @@ pub enum AuthFailure {
     RequestTimeTooSkewed,
     /// The Shared Key signature differs from the mock's.
     SignatureMismatch,
-    /// A SAS the mock did not issue for this container.
+    /// A SAS whose signature is not the one of its string to sign for the requested resource
+    /// (a wrong key, a changed field, another container or blob).
     SasMismatch,
-    /// An expired SAS.
+    /// A SAS past its expiry (`se`) on the mock's clock.
     SasExpired,
+    /// A SAS before its start (`st`) on the mock's clock.
+    SasNotYetValid,
+    /// A SAS missing a mandatory field, or with a field that cannot be read.
+    SasMalformed,
+    /// A SAS the mock does not verify: a version before 2020-12-06, a stored access policy
+    /// (`si`), a snapshot, version or directory resource.
+    SasUnsupported,
+    /// A SAS for HTTPS only (`spr=https`) over the mock's plain HTTP.
+    SasProtocol,
+    /// A SAS whose `sip` excludes 127.0.0.1.
+    SasSourceIp,
+    /// An account SAS without the blob service (`ss`).
+    SasService,
+    /// An account SAS without the resource type of the request (`srt`).
+    SasResourceType,
+    /// A SAS without the permission the request needs (`sp`).
+    SasPermission,
     /// A bearer token the mock did not issue.
     UnknownToken,
     /// An expired bearer token.
@@ -137,11 +165,29 @@ const PATH: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'~')
     .remove(b'/');
 
+/// A blob name as it is sent in a path: every byte but `A-Z a-z 0-9 - . _ ~ /` as `%XY`.
+pub(crate) fn encode_blob(blob: &str) -> String {
+    utf8_percent_encode(blob, PATH).to_string()
+}
+
+/// The code and message of an Azure error answer, for a harness's error message.
+pub(crate) fn error_summary(body: &str) -> String {
+    let element = |name: &str| {
+        let start = body.find(&format!("<{name}>"))? + name.len() + 2;
+        let end = body[start..].find(&format!("</{name}>"))? + start;
+        Some(body[start..end].lines().next().unwrap_or("").to_string())
+    };
+    match (element("Code"), element("Message")) {
+        (Some(code), Some(message)) => format!("{code}: {message}"),
+        _ => body.chars().take(200).collect(),
+    }
+}
+
 /// The request path of a blob, `/account/container/blob`, the name encoded as clients send it
 /// (every byte but `A-Z a-z 0-9 - . _ ~ /` as `%XY`): the path for fault rules and the request
 /// log.
 pub fn blob_path(account: &str, container: &str, blob: &str) -> String {
-    format!("/{account}/{container}/{}", utf8_percent_encode(blob, PATH))
+    format!("/{account}/{container}/{}", encode_blob(blob))
 }
 
 /// A mock Azure Blob endpoint on `127.0.0.1`, running until dropped. See the
@@ -284,9 +330,20 @@ impl AzureMock {
         self.state.expire_tokens();
     }
 
-    /// A SAS query string (without `?`) reading `container` for `lifetime`.
+    /// A service SAS (without `?`) reading the blobs of `container` for `lifetime` on the
+    /// mock's clock, signed with the account key ([`Sas::container`]).
     pub fn sas_token(&self, container: &str, lifetime: Duration) -> String {
-        self.state.issue_sas(container, self.state.now() + lifetime)
+        self.sas(&Sas::container(container, self.state.now() + lifetime))
+    }
+
+    /// `sas` signed with this account's key: the token (without `?`).
+    pub fn sas(&self, sas: &Sas) -> String {
+        sas.token(&self.state.account, &self.state.key)
+    }
+
+    /// The mock's clock (the system clock moved by [`set_clock_offset`](Self::set_clock_offset)).
+    pub fn now(&self) -> SystemTime {
+        self.state.now()
     }
 
     /// Moves the mock's clock `secs` ahead of the system clock (behind if negative).
