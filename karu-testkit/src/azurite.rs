@@ -20,10 +20,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 
-use crate::awstime;
-use crate::azure::{DEV_ACCOUNT, DEV_KEY, blob_path, sharedkey};
+use crate::azure::{DEV_ACCOUNT, DEV_KEY, Sas, blob_path, sharedkey};
 use crate::http::RequestHead;
 use crate::server_process;
 
@@ -202,19 +200,15 @@ impl Azurite {
     }
 
     /// An account SAS (read, blob service, every resource type) valid for `lifetime`, signed
-    /// with the development key by the documented account-SAS string to sign (version
-    /// 2020-12-06 and later).
+    /// with the development key ([`Sas::account`]).
     pub fn account_sas(&self, lifetime: Duration) -> String {
-        let expiry = awstime::rfc3339(SystemTime::now() + lifetime);
-        let text = format!("{DEV_ACCOUNT}\nr\nb\nsco\n\n{expiry}\n\n\n{SERVICE_VERSION}\n\n");
+        self.sas(&Sas::account(SystemTime::now() + lifetime))
+    }
+
+    /// `sas` signed with the development account's key: the token (without `?`).
+    pub fn sas(&self, sas: &Sas) -> String {
         let key = STANDARD.decode(DEV_KEY).unwrap_or_default();
-        let sig = sharedkey::sign(&key, &text);
-        let enc = |s: &str| utf8_percent_encode(s, NON_ALPHANUMERIC).to_string();
-        format!(
-            "sv={SERVICE_VERSION}&ss=b&srt=sco&sp=r&se={}&sig={}",
-            enc(&expiry),
-            enc(&sig)
-        )
+        sas.token(DEV_ACCOUNT, &key)
     }
 
     /// Creates a container (an existing one is fine).
@@ -227,6 +221,23 @@ impl Azurite {
                 "creating container {container}: {status} {body}"
             ))),
         }
+    }
+
+    /// The names of the blobs in a container.
+    pub fn list(&self, container: &str) -> io::Result<Vec<String>> {
+        let path = format!("/{DEV_ACCOUNT}/{container}");
+        let (status, body) =
+            self.signed("GET", &path, Some("comp=list&restype=container"), &[], &[])?;
+        if status != 200 {
+            return Err(io::Error::other(format!(
+                "listing container {container}: {status} {body}"
+            )));
+        }
+        Ok(body
+            .split("<Name>")
+            .skip(1)
+            .filter_map(|rest| rest.split_once("</Name>").map(|(name, _)| name.to_string()))
+            .collect())
     }
 
     /// Uploads a block blob.

@@ -31,8 +31,9 @@ use karu::{Client, ClientBuilder};
 use crate::http::MockServer;
 
 pub use targets::{
-    AzureMockTarget, AzuriteTarget, GcsMockTarget, GcsTarget, HfHubTarget, HfMockTarget,
-    HttpMockTarget, NginxTarget, S3MockTarget, S3Target, SourceMockTarget,
+    AzureAuth, AzureEndpointTarget, AzureMockTarget, AzuriteTarget, GcsMockTarget, GcsTarget,
+    HfHubTarget, HfMockTarget, HttpMockTarget, NginxTarget, S3MockTarget, S3Target,
+    SourceMockTarget,
 };
 
 /// A store under test: how to reach it and how to put objects in it.

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use karu::{Client, ClientBuilder};
 
 use super::{KnownLimit, MockControl, Target};
-use crate::azure::AzureMock;
+use crate::azure::{AzureMock, sharedkey};
 use crate::azurite::Azurite;
 use crate::fake_gcs::FakeGcs;
 use crate::gcs::GcsMock;
@@ -935,6 +935,12 @@ mod upload {
 
     /// Send `request` over HTTP(S) (rustls, the platform's roots); returns the status.
     fn send(request: http::Request<Full<Bytes>>) -> Result<u16, String> {
+        exchange(request).map(|(status, _)| status)
+    }
+
+    /// Send `request` over HTTP(S) (rustls, the platform's roots); returns the status and
+    /// the first 4 KiB of the body, as text.
+    pub(super) fn exchange(request: http::Request<Full<Bytes>>) -> Result<(u16, String), String> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -961,8 +967,12 @@ mod upload {
                 Client::builder(TokioExecutor::new()).build(connector);
             let response = client.request(request).await.map_err(|e| e.to_string())?;
             let status = response.status().as_u16();
-            let _ = response.into_body().collect().await;
-            Ok(status)
+            let body = match response.into_body().collect().await {
+                Ok(body) => body.to_bytes(),
+                Err(_) => Bytes::new(),
+            };
+            let text = String::from_utf8_lossy(&body[..body.len().min(4096)]).into_owned();
+            Ok((status, text))
         })
     }
 }
@@ -1117,5 +1127,251 @@ impl Target for AzuriteTarget {
         self.azurite
             .put(AZURE_CONTAINER, name, bytes)
             .map_err(|e| e.to_string())
+    }
+}
+
+/// How an [`AzureEndpointTarget`] authenticates, to the provider and to its own uploads.
+#[derive(Clone)]
+pub enum AzureAuth {
+    /// Shared Key: the account and its key (base64).
+    SharedKey {
+        /// The account name.
+        account: String,
+        /// The account key, base64.
+        key: String,
+    },
+    /// A SAS token (the query string, without `?`): reads need `r`; the uploads `c`/`w` and
+    /// their deletion `d`.
+    Sas(String),
+}
+
+impl fmt::Debug for AzureAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AzureAuth::SharedKey { account, .. } => f
+                .debug_struct("SharedKey")
+                .field("account", account)
+                .finish_non_exhaustive(),
+            AzureAuth::Sas(_) => f.write_str("Sas(..)"),
+        }
+    }
+}
+
+/// The Azure provider against a real Blob endpoint (`https://ACCOUNT.blob.core.windows.net`,
+/// or Azurite's `http://127.0.0.1:10000/devstoreaccount1`), what `cargo xtask conformance
+/// --provider azure --endpoint URL` runs. Fixtures are uploaded with Put Blob under a unique
+/// prefix of `container`, signed with the testkit's own Shared Key signer or carrying the SAS,
+/// over HTTP or HTTPS, and deleted by [`cleanup`](AzureEndpointTarget::cleanup) (or when the
+/// target is dropped).
+pub struct AzureEndpointTarget {
+    endpoint: String,
+    auth: AzureAuth,
+    container: String,
+    prefix: String,
+    /// Blob names uploaded and not yet deleted.
+    uploaded: parking_lot::Mutex<Vec<String>>,
+}
+
+impl AzureEndpointTarget {
+    /// A target for `container` behind `endpoint`.
+    ///
+    /// # Errors
+    /// An endpoint that is not an `http(s)` URL with a host, and no query.
+    pub fn new(endpoint: &str, auth: AzureAuth, container: &str) -> Result<Self, String> {
+        let url = url::Url::parse(endpoint).map_err(|e| format!("--endpoint {endpoint}: {e}"))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+            return Err(format!(
+                "--endpoint {endpoint}: not an http(s) URL with a host"
+            ));
+        }
+        if url.query().is_some() {
+            return Err(format!(
+                "--endpoint {endpoint}: the endpoint has no query (give a SAS with --sas)"
+            ));
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        Ok(AzureEndpointTarget {
+            endpoint: endpoint.trim_end_matches('/').to_string(),
+            auth,
+            container: container.to_string(),
+            prefix: format!("karu-conformance-{}-{nanos}", std::process::id()),
+            uploaded: parking_lot::Mutex::default(),
+        })
+    }
+
+    /// The prefix the fixtures are uploaded under.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Creates the container if it is missing. A SAS that may not create containers is fine
+    /// when the container exists (the first upload says if it does not).
+    ///
+    /// # Errors
+    /// The endpoint cannot be reached, or refuses the creation otherwise.
+    pub fn ensure_container(&self) -> Result<(), String> {
+        let (status, body) = self.send("PUT", "", Some("restype=container"), &[], &[])?;
+        match (status, &self.auth) {
+            (201 | 409, _) | (403, AzureAuth::Sas(_)) => Ok(()),
+            _ => Err(format!(
+                "creating container {} answered {status}: {}",
+                self.container,
+                crate::azure::error_summary(&body)
+            )),
+        }
+    }
+
+    /// Deletes every fixture uploaded so far; returns how many.
+    ///
+    /// # Errors
+    /// The first deletion that failed (the others are still tried).
+    pub fn cleanup(&self) -> Result<usize, String> {
+        let names = std::mem::take(&mut *self.uploaded.lock());
+        let mut first_error = None;
+        let mut deleted = 0;
+        for name in names {
+            match self.send("DELETE", &name, None, &[], &[]) {
+                Ok((202 | 404, _)) => deleted += 1,
+                Ok((status, body)) => {
+                    first_error.get_or_insert(format!(
+                        "deleting {name} answered {status}: {}",
+                        crate::azure::error_summary(&body)
+                    ));
+                }
+                Err(e) => {
+                    first_error.get_or_insert(format!("deleting {name}: {e}"));
+                }
+            }
+        }
+        first_error.map_or(Ok(deleted), Err)
+    }
+
+    /// One request to `container[/blob]`, authenticated as the target is.
+    fn send(
+        &self,
+        method: &str,
+        blob: &str,
+        query: Option<&str>,
+        extra: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<(u16, String), String> {
+        let url = url::Url::parse(&self.endpoint).map_err(|e| e.to_string())?;
+        let mut path = format!("{}/{}", url.path().trim_end_matches('/'), self.container);
+        if !blob.is_empty() {
+            path.push('/');
+            path.push_str(&crate::azure::encode_blob(blob));
+        }
+        let mut query: Vec<String> = query.map(str::to_string).into_iter().collect();
+        let mut headers: Vec<(String, String)> = vec![
+            (
+                "x-ms-date".into(),
+                httpdate::fmt_http_date(std::time::SystemTime::now()),
+            ),
+            ("x-ms-version".into(), crate::azure::SAS_VERSION.into()),
+            ("content-length".into(), body.len().to_string()),
+        ];
+        headers.extend(extra.iter().map(|(n, v)| (n.to_string(), v.to_string())));
+        match &self.auth {
+            AzureAuth::SharedKey { account, key } => {
+                use base64::Engine;
+                let key = base64::engine::general_purpose::STANDARD
+                    .decode(key)
+                    .map_err(|_| "the account key is not base64".to_string())?;
+                let head = crate::http::RequestHead {
+                    method: method.into(),
+                    path: path.clone(),
+                    query: (!query.is_empty()).then(|| query.join("&")),
+                    headers: headers.clone(),
+                    body: Default::default(),
+                };
+                let signature = sharedkey::sign(&key, &sharedkey::string_to_sign(&head, account));
+                headers.push((
+                    "authorization".into(),
+                    format!("SharedKey {account}:{signature}"),
+                ));
+            }
+            AzureAuth::Sas(sas) => query.push(sas.trim_start_matches('?').to_string()),
+        }
+        let origin = &self.endpoint[..self.endpoint.len() - url.path().trim_end_matches('/').len()];
+        let mut target = format!("{origin}{path}");
+        if !query.is_empty() {
+            target.push('?');
+            target.push_str(&query.join("&"));
+        }
+        let mut request = http::Request::builder().method(method).uri(&target);
+        for (name, value) in &headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let request = request
+            .body(http_body_util::Full::new(bytes::Bytes::copy_from_slice(
+                body,
+            )))
+            .map_err(|e| e.to_string())?;
+        upload::exchange(request)
+    }
+}
+
+impl Drop for AzureEndpointTarget {
+    fn drop(&mut self) {
+        if let Err(e) = self.cleanup() {
+            eprintln!(
+                "azure-endpoint: fixtures under {} left behind: {e}",
+                self.prefix
+            );
+        }
+    }
+}
+
+impl fmt::Debug for AzureEndpointTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AzureEndpointTarget")
+            .field("endpoint", &self.endpoint)
+            .field("auth", &self.auth)
+            .field("container", &self.container)
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Target for AzureEndpointTarget {
+    fn name(&self) -> String {
+        "azure-endpoint".into()
+    }
+
+    fn builder(&self) -> ClientBuilder {
+        let builder = isolated_builder().set("azure.endpoint", self.endpoint.clone());
+        match &self.auth {
+            AzureAuth::SharedKey { account, key } => builder
+                .set("azure.account", account.clone())
+                .set("azure.account_key", key.clone()),
+            AzureAuth::Sas(sas) => builder.set("azure.sas_token", sas.clone()),
+        }
+    }
+
+    fn address(&self, name: &str) -> String {
+        format!("az://{}/{}/{name}", self.container, self.prefix)
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        let blob = format!("{}/{name}", self.prefix);
+        let (status, body) = self.send(
+            "PUT",
+            &blob,
+            None,
+            &[("x-ms-blob-type", "BlockBlob")],
+            bytes,
+        )?;
+        if status == 201 {
+            self.uploaded.lock().push(blob);
+            Ok(())
+        } else {
+            Err(format!(
+                "uploading {name} answered {status}: {}",
+                crate::azure::error_summary(&body)
+            ))
+        }
     }
 }
