@@ -164,7 +164,10 @@ def test_read_into_async_makes_no_python_copy(mock, client, tmp_path):
 
 CHILD = textwrap.dedent(
     """
-    import sys, karu
+    import signal, sys, karu
+    # A process started in the background by a shell without job control inherits SIGINT
+    # ignored, and Python then installs no KeyboardInterrupt handler: restore it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     url, kind = sys.argv[1], sys.argv[2]
     client = karu.Client(isolated=True, http={"low_speed_time": 600})
     try:
