@@ -11,6 +11,8 @@ pub(crate) use opendal_http::GAP as OPENDAL_GAP;
 
 pub(crate) use karu_batch::client as karu_client;
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -98,4 +100,39 @@ pub(crate) fn open<'a>(method: Method, ctx: Context<'a>) -> Result<Box<dyn Sessi
         Method::OpenDal { gap } => Box::new(opendal_http::OpenDalSession::open(ctx, gap)?),
         Method::Plain { in_flight } => Box::new(plain::PlainSession::open(ctx, in_flight)),
     })
+}
+
+/// The `ends` workload for a peer client: each object's head and tail read together, objects
+/// `concurrency / 2` at a time (two requests each); `pair(object)` makes the future reading
+/// one object's head and tail. The pieces in workload order (head, tail per object).
+pub(crate) async fn ends_per_object<F, Fut>(
+    objects: usize,
+    concurrency: usize,
+    pair: F,
+) -> Vec<Result<Bytes, String>>
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = (Result<Bytes, String>, Result<Bytes, String>)> + Send + 'static,
+{
+    let permits = Arc::new(tokio::sync::Semaphore::new((concurrency / 2).max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for object in 0..objects {
+        let permits = Arc::clone(&permits);
+        let read = pair(object);
+        tasks.spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            (object, read.await)
+        });
+    }
+    let mut pieces: Vec<Result<Bytes, String>> = vec![Err("not read".to_string()); objects * 2];
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok((object, (head, tail))) => {
+                pieces[2 * object] = head;
+                pieces[2 * object + 1] = tail;
+            }
+            Err(e) => return vec![Err(format!("task failed: {e}")); pieces.len()],
+        }
+    }
+    pieces
 }

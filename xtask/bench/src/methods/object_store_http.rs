@@ -103,43 +103,21 @@ impl<'a> ObjectStoreSession<'a> {
 
     async fn ends(&self, head: u64, tail: u64) -> Vec<Result<Bytes, String>> {
         let objects = self.ctx.workload.objects.len();
-        let permits = Arc::new(Semaphore::new((self.ctx.concurrency / 2).max(1)));
-        let mut tasks = JoinSet::new();
-        for object in 0..objects {
+        super::ends_per_object(objects, self.ctx.concurrency, |object| {
             let store = Arc::clone(&self.store);
             let path = self.path(object);
-            let permits = Arc::clone(&permits);
-            tasks.spawn(async move {
-                let _permit = permits.acquire_owned().await;
+            async move {
                 let get = |range: GetRange| {
-                    let store = Arc::clone(&store);
-                    let path = path.clone();
-                    async move {
-                        let options = GetOptions::new().with_range(Some(range));
-                        let result = store.get_opts(&path, options).await?;
-                        result.bytes().await
-                    }
+                    let options = GetOptions::new().with_range(Some(range));
+                    let (store, path) = (Arc::clone(&store), path.clone());
+                    async move { store.get_opts(&path, options).await?.bytes().await }
                 };
                 let (h, t) =
                     tokio::join!(get(GetRange::Bounded(0..head)), get(GetRange::Suffix(tail)));
-                (
-                    object,
-                    h.map_err(|e| e.to_string()),
-                    t.map_err(|e| e.to_string()),
-                )
-            });
-        }
-        let mut pieces: Vec<Result<Bytes, String>> = vec![Err("not read".to_string()); objects * 2];
-        while let Some(joined) = tasks.join_next().await {
-            match joined {
-                Ok((object, h, t)) => {
-                    pieces[2 * object] = h;
-                    pieces[2 * object + 1] = t;
-                }
-                Err(e) => return vec![Err(format!("task failed: {e}")); pieces.len()],
+                (h.map_err(|e| e.to_string()), t.map_err(|e| e.to_string()))
             }
-        }
-        pieces
+        })
+        .await
     }
 }
 

@@ -118,17 +118,12 @@ impl<'a> OpenDalSession<'a> {
 
     async fn ends(&self, head: u64, tail: u64) -> Vec<Result<Bytes, String>> {
         let objects = self.ctx.workload.objects.len();
-        let permits = Arc::new(Semaphore::new((self.ctx.concurrency / 2).max(1)));
-        let mut tasks = JoinSet::new();
-        for object in 0..objects {
+        super::ends_per_object(objects, self.ctx.concurrency, |object| {
             let operator = self.operator.clone();
             let path = self.path(object);
-            let permits = Arc::clone(&permits);
-            tasks.spawn(async move {
-                let _permit = permits.acquire_owned().await;
+            async move {
                 let get = |range: BytesRange| {
-                    let operator = operator.clone();
-                    let path = path.clone();
+                    let (operator, path) = (operator.clone(), path.clone());
                     async move {
                         operator
                             .read_with(&path)
@@ -141,24 +136,10 @@ impl<'a> OpenDalSession<'a> {
                     get(BytesRange::new(0, Some(head))),
                     get(BytesRange::suffix(tail))
                 );
-                (
-                    object,
-                    h.map_err(|e| e.to_string()),
-                    t.map_err(|e| e.to_string()),
-                )
-            });
-        }
-        let mut pieces: Vec<Result<Bytes, String>> = vec![Err("not read".to_string()); objects * 2];
-        while let Some(joined) = tasks.join_next().await {
-            match joined {
-                Ok((object, h, t)) => {
-                    pieces[2 * object] = h;
-                    pieces[2 * object + 1] = t;
-                }
-                Err(e) => return vec![Err(format!("task failed: {e}")); pieces.len()],
+                (h.map_err(|e| e.to_string()), t.map_err(|e| e.to_string()))
             }
-        }
-        pieces
+        })
+        .await
     }
 }
 
