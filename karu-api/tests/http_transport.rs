@@ -56,9 +56,6 @@ fn sequential_small_reads_reuse_a_few_connections() {
 }
 
 #[test]
-#[ignore = "still fails: hyper-util's pool returns a connection from a spawned task, so a request \
-            sent right after another's body ended starts a connect that finishes in the background \
-            (the loop shares fix only part of it)"]
 fn http1_never_opens_more_connections_than_the_concurrency_limit() {
     // Two loops sharing a limit of 2. Each loop may carry only its share: a read_ends whose
     // two requests ran on one loop left that loop with two connections, and the other loop

@@ -9,7 +9,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::io;
 
-use crate::http::transport::{ConnectTimedOut, DnsFailure};
+use crate::http::transport::{ConnectTimedOut, DnsFailure, NoConnectionSlot};
 use crate::retry::FailureClass;
 use crate::status::Status;
 
@@ -157,10 +157,10 @@ pub(crate) fn classify(error: &(dyn StdError + 'static), connecting: bool) -> Tr
     {
         return TransportKind::Dns;
     }
-    if chain
-        .iter()
-        .any(|e| e.downcast_ref::<ConnectTimedOut>().is_some())
-    {
+    if chain.iter().any(|e| {
+        e.downcast_ref::<ConnectTimedOut>().is_some()
+            || e.downcast_ref::<NoConnectionSlot>().is_some()
+    }) {
         return TransportKind::ConnectTimeout;
     }
     if let Some(tls) = chain.iter().find_map(|e| e.downcast_ref::<rustls::Error>()) {

@@ -205,6 +205,8 @@ pub(crate) struct LoopCtx {
     queues: Arc<Queues>,
     /// This loop's share of the client's concurrency limit.
     share: Arc<Semaphore>,
+    /// The share's size: also the most connections its pools open to one host.
+    share_size: usize,
     /// One client (connection pool) per connect timeout in use; usually one.
     clients: Mutex<HashMap<Duration, HttpClient>>,
 }
@@ -232,6 +234,7 @@ impl LoopCtx {
                     Resolver::new(Arc::clone(&self.shared.dns)),
                     timeout,
                     self.shared.snapshot.global().http.version,
+                    self.share_size,
                 )
             })
             .clone()
@@ -338,6 +341,7 @@ impl Remote {
                 index: i,
                 queues: Arc::clone(&queues),
                 share: Arc::new(Semaphore::new(share)),
+                share_size: share,
                 clients: Mutex::new(HashMap::new()),
             });
             let runtime = tokio::runtime::Builder::new_current_thread()

@@ -83,12 +83,15 @@ pub(crate) fn tls_config(settings: &HttpSettings) -> Result<Arc<rustls::ClientCo
     Ok(Arc::new(config))
 }
 
-/// Build one event loop's hyper client (its own connection pool).
+/// Build one event loop's hyper client (its own connection pool), which opens at most
+/// `connections_per_host` connections to any one host: the loop's share of the concurrency
+/// limit, so the loops together never open more than the limit (see [`ConnectionSlots`]).
 pub(crate) fn client(
     tls: Arc<rustls::ClientConfig>,
     resolver: Resolver,
     connect_timeout: Duration,
     version: HttpVersion,
+    connections_per_host: usize,
 ) -> HttpClient {
     let mut http = HttpConnector::new_with_resolver(resolver);
     http.enforce_http(false);
@@ -101,6 +104,7 @@ pub(crate) fn client(
         https: HttpsConnector::from((http, tls)),
         timeout: connect_timeout,
         http2_only,
+        slots: ConnectionSlots::new(connections_per_host),
     };
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(90))
@@ -118,6 +122,60 @@ pub(crate) struct Connector {
     timeout: Duration,
     /// The client speaks only HTTP/2: its connections watch for a server that does not.
     http2_only: bool,
+    slots: ConnectionSlots,
+}
+
+/// Room for connections, per host (scheme, host and port, as the pool keys them): a new
+/// connection takes a slot and its [`Stream`] holds it until hyper drops the connection.
+///
+/// hyper-util's pool alone does not bound connections. A request that finds no idle
+/// connection starts a connect and also waits for one to be returned; when a connection comes
+/// back first (it is returned from a spawned task, just after another request's body ended),
+/// the request takes it and the connect goes on in the background, adding one more connection
+/// to the pool. With slots, such a connect waits for a slot instead, within the connect
+/// timeout, and gives up when none frees.
+///
+/// The loop runs at most its share of requests at once, and each slot's connection carries at
+/// most one of them (HTTP/1.1), so while all slots are taken, a request of this loop either
+/// has a connection or one is idle or being returned: a connect waiting for a slot is never
+/// the only way a request can go on.
+#[derive(Debug, Clone)]
+struct ConnectionSlots {
+    per_host: usize,
+    hosts: Arc<Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>>,
+}
+
+impl ConnectionSlots {
+    fn new(per_host: usize) -> Self {
+        ConnectionSlots {
+            per_host: per_host.max(1),
+            hosts: Arc::default(),
+        }
+    }
+
+    /// The slots of `dst`'s host.
+    fn of(&self, dst: &Uri) -> Arc<tokio::sync::Semaphore> {
+        let key = format!(
+            "{}://{}",
+            dst.scheme_str().unwrap_or("http"),
+            dst.authority().map_or("", |a| a.as_str())
+        );
+        let mut hosts = self.hosts.lock();
+        Arc::clone(
+            hosts
+                .entry(key)
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.per_host))),
+        )
+    }
+}
+
+/// Every connection slot of the host stayed taken for the whole connect timeout (a connect
+/// the pool started while waiting for a connection that another request then returned).
+#[derive(Debug, thiserror::Error)]
+#[error("no connection slot freed within {after:?} ({per_host} connections to this host are open)")]
+pub(crate) struct NoConnectionSlot {
+    after: Duration,
+    per_host: usize,
 }
 
 impl fmt::Debug for Connector {
@@ -139,14 +197,26 @@ impl tower_service::Service<Uri> for Connector {
     }
 
     fn call(&mut self, dst: Uri) -> Self::Future {
+        let slots = self.slots.of(&dst);
+        let per_host = self.slots.per_host;
+        // Lazy: nothing is resolved or connected until it is polled, after a slot is taken.
         let connecting = self.https.call(dst);
         let (after, http2_only) = (self.timeout, self.http2_only);
         Box::pin(async move {
-            match tokio::time::timeout(after, connecting).await {
+            let deadline = tokio::time::Instant::now() + after;
+            let slot = match tokio::time::timeout_at(deadline, slots.acquire_owned()).await {
+                Ok(Ok(slot)) => slot,
+                // The semaphore is never closed.
+                Ok(Err(_)) | Err(_) => {
+                    return Err(Box::new(NoConnectionSlot { after, per_host }) as BoxError);
+                }
+            };
+            match tokio::time::timeout_at(deadline, connecting).await {
                 Ok(Ok(io)) => Ok(Stream {
                     inner: io,
                     first: http2_only.then(FirstBytes::default),
                     refusal: http2_only.then(Http2Refusal::default),
+                    _slot: slot,
                 }),
                 Ok(Err(e)) => Err(e),
                 Err(_) => Err(Box::new(ConnectTimedOut { after }) as BoxError),
@@ -186,6 +256,8 @@ pub(crate) struct Stream {
     first: Option<FirstBytes>,
     /// Where the judgement is recorded (HTTP/2-only clients).
     refusal: Option<Http2Refusal>,
+    /// The connection's place among its host's [`ConnectionSlots`].
+    _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// The mark of a connection whose server does not speak HTTP/2, in its metadata.
