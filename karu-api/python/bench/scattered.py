@@ -52,6 +52,10 @@ class Mock:
     def requests(self):
         return json.loads(self.control("GET", "requests"))
 
+    def peak(self) -> int:
+        """The most requests in flight at once since the log was cleared (minus this one)."""
+        return max(json.loads(self.control("GET", "peak"))["peak"] - 1, 1)
+
     def stop(self):
         self.process.stdin.close()
         self.process.wait(timeout=30)
@@ -74,13 +78,22 @@ def pattern(offset: int, length: int) -> bytes:
 
 class KaruMethod:
     name = "karu (KaruFileSystem.cat_ranges)"
+    settings = {}
 
     def __init__(self, base):
         self.url = base + PATH
         self.fs = None
 
     def cold(self):
-        self.fs = KaruFileSystem(client=karu.Client(isolated=True))
+        self.fs = KaruFileSystem(client=karu.Client(isolated=True, **self.settings))
+
+
+class KaruAt100Method(KaruMethod):
+    """Karu allowed as many requests in flight as fsspec's aiohttp session (its connector's
+    default limit of 100 connections): the comparison at equal concurrency."""
+
+    name = "karu, concurrency 100 (aiohttp's limit)"
+    settings = {"concurrency": 100}
 
     def batch(self, starts, ends):
         return self.fs.cat_ranges([self.url] * len(starts), starts, ends, on_error="raise")
@@ -150,7 +163,9 @@ def main() -> int:
     try:
         mock.control("PUT", f"objects{PATH}?virtual={args.size}")
         mock.control("PUT", f"latency?ms={args.latency_ms}")
-        methods = [m(mock.base) for m in (KaruMethod, FsspecHttpMethod, ObstoreMethod)]
+        methods = [
+            m(mock.base) for m in (KaruMethod, FsspecHttpMethod, ObstoreMethod, KaruAt100Method)
+        ]
         figures = {m.name: [] for m in methods}
         for round_ in range(args.runs):
             for method in methods:
@@ -168,7 +183,7 @@ def main() -> int:
                         f"(first: read {wrong[0]} at {starts[wrong[0]]})"
                     )
                 count, covered = fetched(log, args.size)
-                figures[method.name].append((wall * 1000.0, count, covered))
+                figures[method.name].append((wall * 1000.0, count, covered, mock.peak()))
     finally:
         mock.stop()
 
@@ -179,12 +194,21 @@ def main() -> int:
         f"{args.runs} rounds, interleaved; every byte checked"
     )
     print(f"python {sys.version.split()[0]}, fsspec {fsspec.__version__}, obstore {obstore.__version__}")
-    header = ("method", "cold ms", "steady ms (each)", "steady median", "requests", "fetched / requested")
+    header = (
+        "method",
+        "cold ms",
+        "steady ms (each)",
+        "steady median",
+        "requests",
+        "peak in flight",
+        "rounds ms",
+        "fetched / requested",
+    )
     rows = []
     for name, runs in figures.items():
-        steady = [w for w, _, _ in runs[1:]]
-        _, count, covered = runs[-1]
-        counts = sorted({c for _, c, _ in runs})
+        steady = [w for w, _, _, _ in runs[1:]]
+        _, count, covered, peak = runs[-1]
+        counts = sorted({c for _, c, _, _ in runs})
         rows.append(
             (
                 name,
@@ -192,6 +216,10 @@ def main() -> int:
                 " ".join(f"{w:.0f}" for w in steady),
                 f"{statistics.median(steady):.0f}",
                 "/".join(str(c) for c in counts),
+                str(peak),
+                # The least a client with this many requests in flight can take: one latency
+                # per round of `peak` requests.
+                f"{args.latency_ms * -(-count // peak)}",
                 f"{covered / 1048576:.1f} MiB / {requested / 1048576:.1f} MiB = {covered / requested:.2f}",
             )
         )
@@ -200,12 +228,16 @@ def main() -> int:
         print("  " + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)))
 
     def median(name):
-        return statistics.median(w for w, _, _ in figures[name][1:])
+        return statistics.median(w for w, _, _, _ in figures[name][1:])
 
     def cold(name):
         return figures[name][0][0]
 
-    k, h, o = (m.name for m in methods)
+    print(
+        "  rounds ms = latency × ⌈requests / peak in flight⌉: the least a client that keeps that "
+        "many requests in flight can take"
+    )
+    k, h, o, k100 = (m.name for m in methods)
     for label, value in (("steady", median), ("cold", cold)):
         ratio_http = value(h) / value(k)
         ratio_obstore = value(o) / value(k)
@@ -216,6 +248,10 @@ def main() -> int:
         print(
             f"  target ({label}): Karu faster than obstore: "
             f"{'met' if ratio_obstore > 1 else 'missed'} ({ratio_obstore:.2f}x)"
+        )
+        print(
+            f"  ({label}) at equal concurrency (100 in flight each): Karu "
+            f"{value(h) / value(k100):.2f}x faster than fsspec HTTP"
         )
     return 0
 

@@ -22,7 +22,9 @@
 //! - `DELETE /_testkit/objects/<path>`: remove it;
 //! - `GET /_testkit/requests`: the request log as JSON, `[{"method", "path", "range",
 //!   "status"}]` (`range` as `[first, last]`, inclusive, or null);
-//! - `DELETE /_testkit/requests`: clear the log;
+//! - `DELETE /_testkit/requests`: clear the log and the peak;
+//! - `GET /_testkit/peak`: `{"peak": n}`, the most requests in flight at once since the log
+//!   was last cleared (control requests included, so at least 1);
 //! - `PUT /_testkit/latency?ms=<n>`: set the per-request latency (control requests wait it
 //!   too);
 //! - `PUT /_testkit/never-answer?path=<path>`: requests for `<path>` get no answer (the
@@ -104,8 +106,14 @@ fn control(server: &MockServer, request: &RequestHead, rest: &str) -> Result<Gat
         }
         ("DELETE", "requests") => {
             server.take_requests();
+            server.reset_max_in_flight();
             Ok(GateResponse::new(204, ""))
         }
+        ("GET", "peak") => Ok(GateResponse::new(
+            200,
+            serde_json::json!({ "peak": server.max_in_flight() }).to_string(),
+        )
+        .header("content-type", "application/json")),
         ("PUT", "latency") => {
             let ms: u64 = query(request, "ms")
                 .and_then(|ms| ms.parse().ok())

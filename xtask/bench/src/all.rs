@@ -16,7 +16,7 @@ use clap::Args;
 
 use crate::report::{Align, Table};
 use crate::workload::Shape;
-use crate::{Bandwidth, CpuOptions, Options, memory, planner, run};
+use crate::{Bandwidth, CpuOptions, Options, local, memory, planner, run, throttled};
 
 /// One batch figure: a method's cold or steady (median) batch of a workload in a scenario.
 #[derive(Debug, Clone)]
@@ -224,6 +224,29 @@ pub(crate) fn steps() -> Vec<Step> {
                     seed: args.seed,
                     no_opendal: false,
                     no_plain: false,
+                })
+            }),
+        },
+        Step {
+            name: "throttled",
+            run: Box::new(|args| {
+                throttled::run(&throttled::ThrottledArgs {
+                    reads: 10_000,
+                    limit: 16,
+                    code: 503,
+                    latency_ms: args.latency_ms,
+                    runs: args.runs,
+                    seed: args.seed,
+                })
+            }),
+        },
+        Step {
+            name: "local",
+            run: Box::new(|args| {
+                local::run(&local::LocalArgs {
+                    runs: args.runs.max(5),
+                    seed: args.seed,
+                    ..local::LocalArgs::defaults()
                 })
             }),
         },

@@ -26,25 +26,37 @@ const MIB: u64 = 1 << 20;
 pub(crate) struct LocalArgs {
     /// Size of the file, in MiB.
     #[arg(long, default_value_t = 200)]
-    file_mib: u64,
+    pub(crate) file_mib: u64,
     /// Small reads per batch (scattered and adjacent).
     #[arg(long, default_value_t = 50_000)]
-    reads: usize,
+    pub(crate) reads: usize,
     /// Large reads (1–4 MiB) per batch.
     #[arg(long, default_value_t = 64)]
-    large_reads: usize,
+    pub(crate) large_reads: usize,
     /// Steady batches per method after the cold one (the median is reported).
     #[arg(long, default_value_t = 5)]
-    runs: usize,
+    pub(crate) runs: usize,
     /// Seed of the random offsets and lengths.
     #[arg(long, default_value_t = 42)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Directory of the file (default: the system's temporary directory).
     #[arg(long)]
-    dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// Only these shapes (`scattered`, `adjacent`, `large`), comma-separated.
     #[arg(long, value_delimiter = ',')]
-    only: Vec<String>,
+    pub(crate) only: Vec<String>,
+}
+
+impl LocalArgs {
+    /// The command line's defaults (for `all`).
+    pub(crate) fn defaults() -> LocalArgs {
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            args: LocalArgs,
+        }
+        <Defaults as clap::Parser>::parse_from(["local"]).args
+    }
 }
 
 /// The byte at `offset` of the file: position-dependent, so a misplaced range is caught.
@@ -265,6 +277,25 @@ pub(crate) fn run(args: &LocalArgs) -> Result<(), String> {
                 ]);
             }
             table.print();
+            for (method, cold, median) in &steady {
+                if matches!(method, Method::Pread { threads } if *threads > 1) {
+                    continue; // a reference, not a peer of the targets
+                }
+                for (phase, wall) in [("cold", *cold), ("steady", *median)] {
+                    crate::all::record(crate::all::Row {
+                        workload: format!("local-{name}"),
+                        scenario: "local".into(),
+                        phase,
+                        method: method.label(),
+                        wall,
+                        requests: pieces.len() as u64,
+                        bytes_sent: total,
+                        requested: total,
+                        ideal: None,
+                        failed: false,
+                    });
+                }
+            }
             for (method, _, median) in &steady[1..] {
                 if matches!(method, Method::Pread { threads } if *threads > 1) {
                     continue; // a reference, not a target

@@ -15,6 +15,7 @@ mod methods;
 mod planner;
 mod report;
 mod run;
+mod throttled;
 mod transport;
 mod workload;
 
@@ -60,6 +61,9 @@ enum Command {
     /// A local file in the page cache: scattered, adjacent and large reads, Karu against
     /// `pread` loops and object_store's LocalFileSystem.
     Local(local::LocalArgs),
+    /// 10,000 × 4 KiB scattered reads against a server that throttles above 16 requests in
+    /// flight: Karu's adaptive concurrency beside adaptation off and the limit set by hand.
+    Throttled(throttled::ThrottledArgs),
     /// Peak RSS of a 1,000,000-read batch and of `tensors`, against the documented bounds.
     Memory(memory::MemoryArgs),
     /// Every workload in one run, a summary of Karu against each peer, and a line per target.
@@ -168,6 +172,7 @@ fn main() -> ExitCode {
         Command::Http(o) => run::reads(Shape::Scattered { reads: 1_000 }, &o, true),
         Command::Cpu(o) => run::cpu(&o),
         Command::Local(args) => local::run(&args),
+        Command::Throttled(args) => throttled::run(&args),
         Command::Memory(args) => memory::run(&args),
         Command::All(args) => all::run(&args, all::steps()),
     };

@@ -39,19 +39,19 @@ struct Run {
 
 /// Every piece checked against the pattern of the virtual objects.
 #[derive(Debug, Default)]
-struct Check {
-    ok: usize,
-    wrong: usize,
-    failed: usize,
-    first_failure: Option<String>,
+pub(crate) struct Check {
+    pub(crate) ok: usize,
+    pub(crate) wrong: usize,
+    pub(crate) failed: usize,
+    pub(crate) first_failure: Option<String>,
 }
 
 impl Check {
-    fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.wrong == 0 && self.failed == 0
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match (self.wrong, self.failed) {
             (0, 0) => "ok".into(),
             (0, f) => format!("{f} FAILED"),
@@ -250,7 +250,7 @@ impl Bench {
 }
 
 /// Compares every piece with the pattern of its object.
-fn verify(workload: &Workload, pieces: &[Result<bytes::Bytes, String>]) -> Check {
+pub(crate) fn verify(workload: &Workload, pieces: &[Result<bytes::Bytes, String>]) -> Check {
     let mut check = Check::default();
     let mut scratch = vec![0u8; 1 << 20];
     for (piece, got) in workload.pieces.iter().zip(pieces) {

@@ -6,13 +6,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
-use karu::{Client, Locator, Read};
+use karu::{Client, ClientBuilder, Locator, Read};
 
 use super::{Context, KaruFigures, Outcome, Session};
 use crate::workload::Kind;
 
 /// A client with Karu's defaults: no config files; `KARU_*` variables still apply.
 pub(crate) fn client() -> Result<Client, String> {
+    client_with(|b| b)
+}
+
+/// [`client`] with settings of a workload's own (`throttled` turns adaptation off).
+pub(crate) fn client_with(
+    configure: impl FnOnce(ClientBuilder) -> ClientBuilder,
+) -> Result<Client, String> {
     let mut builder = Client::builder()
         .user_config_file(None)
         .project_config_file(None);
@@ -24,7 +31,7 @@ pub(crate) fn client() -> Result<Client, String> {
         // HTTP/2 where the server's ALPN offers it.
         builder = builder.set("http.version", "auto");
     }
-    builder
+    configure(builder)
         .build()
         .map_err(|e| format!("cannot build a Karu client: {e}"))
 }

@@ -10,6 +10,7 @@ mod plain;
 pub(crate) use opendal_http::GAP as OPENDAL_GAP;
 
 pub(crate) use karu_batch::client as karu_client;
+pub(crate) use karu_batch::client_with as karu_client_with;
 
 use std::future::Future;
 use std::sync::Arc;
