@@ -327,7 +327,8 @@ mod tests {
         for _ in 0..4 {
             held.push(e.admit().await);
         }
-        // A throttled answer cuts the window from 4 to 3: two more must end before room.
+        // The first throttled answer halves the window, from 4 to 2: with 3 in flight, two
+        // more must end before there is room.
         let first = held.pop().unwrap();
         let sent = first.sent();
         first.finish(Outcome::Throttled { at: sent });
@@ -339,9 +340,13 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
         drop(held.pop());
-        // 2 in flight, window 3: the waiter gets in.
+        tokio::task::yield_now().await;
+        // 2 in flight, window 2: still no room.
+        assert!(!waiting.is_finished());
+        drop(held.pop());
+        // 1 in flight, window 2: the waiter gets in.
         let admitted = waiting.await.unwrap();
-        assert_eq!(e.state.lock().in_flight, 3);
+        assert_eq!(e.state.lock().in_flight, 2);
         drop(admitted);
         drop(held);
         assert_eq!(e.state.lock().in_flight, 0);
