@@ -157,6 +157,13 @@ impl RetryState {
         self.deadline
     }
 
+    /// Move the deadline `by` later: time the read spent queued for the concurrency limit
+    /// again (after waiting for another request's location without a permit), which counts no
+    /// more than the queue before a read starts.
+    pub(crate) fn extend(&mut self, by: Duration) {
+        self.deadline += by;
+    }
+
     /// Record that an attempt is starting; returns its number (1-based).
     pub(crate) fn start_attempt(&mut self) -> u32 {
         self.attempts += 1;

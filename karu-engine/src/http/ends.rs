@@ -202,6 +202,9 @@ impl Probe<'_> {
             auth: self.auth.clone(),
             started: self.started,
             pins: None,
+            // Both ends of a pair may wait for a location: only one hands the task's permits
+            // back, the other keeps waiting on the pair's idle permit.
+            held: crate::http::task_permits(),
         }
         .run(self.ctx, &mut landing)
         .await?;

@@ -19,7 +19,6 @@ use tokio::time::sleep_until;
 
 use crate::backend::Backend;
 use crate::batch::BatchShared;
-use crate::http::RemoteStats;
 use crate::http::check::{
     self, Delivered, Expectation, Receipt, Rejection, ResponseHead, Verdict, classify_status,
 };
@@ -29,6 +28,7 @@ use crate::http::locations::{Flight, LocationKey, Locations, Waiting};
 use crate::http::request::{Correction, ErrorResponse, PreparedRequest};
 use crate::http::speed::LowSpeed;
 use crate::http::transport::{self, HttpClient};
+use crate::http::{Held, RemoteStats};
 use crate::locator::{CanonicalPath, Locator};
 use crate::provider::error_body;
 use crate::retry::{FailureClass, RetryAfter};
@@ -135,6 +135,9 @@ pub(crate) struct Exchange<'a> {
     pub(crate) versions: Option<(&'a VersionPins, &'a CanonicalPath)>,
     /// The client's reusable redirect locations and what the backend needs to judge one.
     pub(crate) reuse: Option<Reuse<'a>>,
+    /// The permits the request runs on, handed back while it waits for another request's
+    /// location (see [`Held`]).
+    pub(crate) held: Option<&'a Held>,
 }
 
 /// Where an exchange keeps and finds reusable redirect locations (see
@@ -189,6 +192,8 @@ impl Exchange<'_> {
         dst: &mut dyn Landing,
         base: u64,
     ) -> Result<Success, Failure> {
+        // A location kept for this object replaces the prepared URL.
+        let key = self.location_key(&request);
         let PreparedRequest {
             mut url,
             mut headers,
@@ -196,15 +201,6 @@ impl Exchange<'_> {
             ..
         } = request;
         let origin = origin_of(&url);
-        // A location kept for this object replaces the prepared URL.
-        let key = self
-            .reuse
-            .filter(|_| options.follow_redirects)
-            .map(|reuse| {
-                let locations = reuse.locations.lock();
-                let digest = locations.credential_digest(&headers, &options.sensitive_headers);
-                LocationKey::new(reuse.locator.canonical().as_str(), &url, digest)
-            });
         let mut replaced = None;
         // Ends this request's flight, if it leads one, when the exchange ends however it ends.
         let mut _leading = None;
@@ -328,6 +324,79 @@ impl Exchange<'_> {
             Flight::Wait { id, until } => (id, until.min(self.deadline)),
         };
         tracing::debug!("waiting for a concurrent request's redirect location");
+        let location = self.wait_for_flight(reuse, key, id, until).await?;
+        Ok((location, None))
+    }
+
+    /// Before a request is admitted: if no location is kept for its object and a first
+    /// request of it is in flight, wait for that flight's end holding no room (its permits
+    /// handed back, see [`Held`]), then queue for permits again. Returns how long it queued
+    /// for them (the caller's deadline does not count it).
+    pub(crate) async fn await_flight(
+        &self,
+        request: &PreparedRequest,
+    ) -> Result<Duration, Failure> {
+        let (Some(reuse), Some(key)) = (self.reuse, self.location_key(request)) else {
+            return Ok(Duration::ZERO);
+        };
+        if !request.options.resolve_once {
+            return Ok(Duration::ZERO);
+        }
+        let now = Instant::now();
+        let flight = {
+            let mut locations = reuse.locations.lock();
+            if locations.poll_location(&key, now).is_some() {
+                return Ok(Duration::ZERO);
+            }
+            locations.peek_flight(&key, now)
+        };
+        let Some((id, until)) = flight else {
+            return Ok(Duration::ZERO);
+        };
+        tracing::debug!("waiting, without a permit, for a concurrent request's redirect location");
+        let released = self.held.is_some_and(Held::release);
+        self.wait_for_flight(reuse, &key, id, until.min(self.deadline))
+            .await?;
+        let Some(held) = self.held.filter(|_| released) else {
+            return Ok(Duration::ZERO);
+        };
+        let queued = Instant::now();
+        let reacquired = tokio::select! {
+            biased;
+            () = until_cancelled(self.cancel) => return Err(Failure::cancelled()),
+            ok = held.reacquire() => ok,
+        };
+        if !reacquired {
+            return Err(Failure::new(
+                Error::internal("the concurrency limit was closed"),
+                FailureClass::Permanent,
+            ));
+        }
+        Ok(queued.elapsed())
+    }
+
+    /// The key of `request`'s reusable location, if it may have one.
+    fn location_key(&self, request: &PreparedRequest) -> Option<LocationKey> {
+        let reuse = self.reuse.filter(|_| request.options.follow_redirects)?;
+        let locations = reuse.locations.lock();
+        let digest =
+            locations.credential_digest(&request.headers, &request.options.sensitive_headers);
+        Some(LocationKey::new(
+            reuse.locator.canonical().as_str(),
+            &request.url,
+            digest,
+        ))
+    }
+
+    /// Wait as a follower of flight `id` of `key` until it ends or `until`: the location the
+    /// leader kept, or `None` (ask the prepared URL).
+    async fn wait_for_flight(
+        &self,
+        reuse: Reuse<'_>,
+        key: &LocationKey,
+        id: u64,
+        until: Instant,
+    ) -> Result<Option<Uri>, Failure> {
         loop {
             let ended = reuse.flights.notified();
             tokio::pin!(ended);
@@ -335,9 +404,9 @@ impl Exchange<'_> {
             let now = Instant::now();
             let waiting = reuse.locations.lock().poll_waiting(key, id, now);
             match waiting {
-                Waiting::Location(location) => return Ok((Some(location), None)),
-                Waiting::Go => return Ok((None, None)),
-                Waiting::Wait if now >= until => return Ok((None, None)),
+                Waiting::Location(location) => return Ok(Some(location)),
+                Waiting::Go => return Ok(None),
+                Waiting::Wait if now >= until => return Ok(None),
                 Waiting::Wait => {}
             }
             tokio::select! {

@@ -1,6 +1,7 @@
 //! The life of one logical remote read: prepare late, exchange, then resume, retry or
 //! correct, all under one monotonic deadline.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -9,12 +10,12 @@ use tracing::Instrument;
 
 use crate::batch::BatchShared;
 use crate::credential::{Authority, Credential};
-use crate::http::LoopCtx;
 use crate::http::check::{Expectation, RangeSpec, is_single_strong};
 use crate::http::endpoint::{Outcome, Timed};
 use crate::http::exchange::{self, Exchange, Failure, Limits, Reuse, Success};
 use crate::http::landing::Landing;
 use crate::http::request::{Correction, PrepareContext};
+use crate::http::{Held, LoopCtx};
 use crate::locator::Locator;
 use crate::retry::{Decision, FailReason, FailureClass, RetryPolicy, RetryState};
 use crate::status::{Error, Status};
@@ -59,6 +60,9 @@ pub(crate) struct Fetch<'a> {
     /// one split transfer share them ([`pieces`](super::pieces)). `None`: the batch's, if it
     /// keeps to one version.
     pub(crate) pins: Option<&'a VersionPins>,
+    /// The permits this read runs on, handed back while it waits for another request's
+    /// redirect location ([`Held`]); `None`: it keeps whatever it holds.
+    pub(crate) held: Option<Arc<Held>>,
 }
 
 impl Fetch<'_> {
@@ -89,7 +93,7 @@ impl Fetch<'_> {
             .pins
             .or_else(|| self.cancel.and_then(BatchShared::versions));
         let object = self.locator.canonical();
-        let exchange = Exchange {
+        let mut exchange = Exchange {
             client: &client,
             backend,
             limits,
@@ -103,6 +107,7 @@ impl Fetch<'_> {
                 locator: self.locator,
                 snapshot: &ctx.shared.snapshot,
             }),
+            held: self.held.as_deref(),
         };
         let endpoint = ctx.shared.endpoints.get(object.as_str());
         let range = self.range;
@@ -157,6 +162,17 @@ impl Fetch<'_> {
                 fallback_limit: limits.fallback_limit,
                 accepts_stored_gzip: prepared.options.accept_stored_gzip,
             };
+            // A first request of this object in flight: wait for its location without any
+            // room (no permit, no place in the window); the queue for permits again after it
+            // counts no more than the queue before the read started.
+            let requeued = exchange
+                .await_flight(&prepared)
+                .await
+                .map_err(|f| f.error)?;
+            if !requeued.is_zero() {
+                retry.extend(requeued);
+                exchange.deadline = retry.deadline();
+            }
             // Room in the endpoint's window (adaptive concurrency), within the deadline.
             let admission = tokio::select! {
                 biased;

@@ -24,7 +24,11 @@
 //! without one: it failed, or its answer gave no reusable location) or until its `until`
 //! passes, and never past their own deadline. A follower whose leader ended without a
 //! location asks the redirecting URL itself ([`Locations::poll_waiting`] says when to stop
-//! waiting): one failed leader never makes others fail.
+//! waiting): one failed leader never makes others fail. A request that finds a flight in
+//! progress before it is admitted ([`Locations::peek_flight`]) waits for it holding no room:
+//! it hands its concurrency permits back and queues for them again once the flight ended
+//! (see [`Held`](super::Held)), before it takes room in its endpoint's window. The followers
+//! of one file never hold the permits or the window another file's first read needs.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
@@ -197,6 +201,16 @@ impl Locations {
             self.flights.insert(key.clone(), InFlight { id, until });
         }
         Flight::Lead(id)
+    }
+
+    /// The flight of `key` in progress at `now`, if any (its id and `until`), without taking
+    /// part in it: a request about to start checks this first and waits for the leader's
+    /// location before it takes any room (see [`Held`](super::Held)).
+    pub(crate) fn peek_flight(&self, key: &LocationKey, now: Instant) -> Option<(u64, Instant)> {
+        self.flights
+            .get(key)
+            .filter(|f| now < f.until)
+            .map(|f| (f.id, f.until))
     }
 
     /// A follower of flight `id` of `key`, woken at `now`: keep waiting, use the location the

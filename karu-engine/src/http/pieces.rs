@@ -25,10 +25,12 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use parking_lot::Mutex;
 
 use crate::batch::BatchShared;
-use crate::http::LoopCtx;
+use std::sync::Arc;
+
 use crate::http::check::{RangeSpec, is_single_strong};
 use crate::http::fetch::{Fetch, Fetched};
 use crate::http::landing::Landing;
+use crate::http::{Held, LoopCtx, Permits};
 use crate::status::{Error, Status};
 use crate::versions::VersionPins;
 
@@ -269,24 +271,29 @@ async fn run_pieces(
     landing: &Mutex<&mut dyn Landing>,
     pins: &VersionPins,
 ) -> Result<Vec<Fetched>, Error> {
-    let start = |i: usize, permits| {
+    let start = |i: usize, permits: Option<Permits>| {
         let piece = pieces[i];
-        let fetch = Fetch {
-            locator: whole.locator,
-            range: RangeSpec::Closed {
-                first: first + piece.offset,
-                last: first + piece.offset + (piece.len - 1),
-            },
-            if_match: whole.if_match,
-            settings: whole.settings,
-            cancel: whole.cancel,
-            auth: whole.auth.clone(),
-            started: whole.started,
-            pins: Some(pins),
-        };
         let mut window = Window { landing, piece };
         async move {
+            // A piece on permits of its own hands back those (not the transfer's) while it
+            // waits for a location (see `Held`).
+            let own = permits.map(|p| Arc::new(Held::new(ctx, p)));
+            let fetch = Fetch {
+                locator: whole.locator,
+                range: RangeSpec::Closed {
+                    first: first + piece.offset,
+                    last: first + piece.offset + (piece.len - 1),
+                },
+                if_match: whole.if_match,
+                settings: whole.settings,
+                cancel: whole.cancel,
+                auth: whole.auth.clone(),
+                started: whole.started,
+                pins: Some(pins),
+                held: own.clone().or_else(|| whole.held.clone()),
+            };
             let result = fetch.run(ctx, &mut window).await;
+            let permits = own.and_then(Arc::into_inner).and_then(Held::into_permits);
             (i, result, permits)
         }
     };

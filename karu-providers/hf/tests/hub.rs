@@ -146,11 +146,9 @@ fn concurrent_first_reads_of_a_file_ask_the_hub_once() {
     // first resolves run at once, each holding its file's followers.
     hf.cdn()
         .add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
-    // Room for every transfer at once: followers waiting for their file's location hold their
-    // permits, and with fewer permits than transfers one file's followers could take them
-    // all before the other file's first read starts, which this barrier would then wait for
-    // until the deadline.
-    let client = isolated(&hf).set("concurrency", 256).build().unwrap();
+    // The default concurrency, fewer permits than transfers: followers waiting for their
+    // file's location hold none, so the other file's first read still starts.
+    let client = isolated(&hf).build().unwrap();
     let a = client.locate(&address()).unwrap();
     let b = client.locate(&format!("hf://{REPO}/{OTHER}")).unwrap();
     let mut reads = spread_reads(&a, 0, 64);
@@ -181,6 +179,59 @@ fn concurrent_first_reads_of_a_file_ask_the_hub_once() {
     let cdn = hf.cdn().take_requests();
     assert_eq!(cdn.len(), 128);
     assert!(cdn.iter().all(|r| r.status == 206));
+    assert_eq!(hf.authorization_leaks(), 0);
+}
+
+/// Two files' first reads at a concurrency of 4, 64 reads each: the CDN holds each file's
+/// first request (its leader's, sent after the resolve; no follower sends before its leader's
+/// answer is accepted) until the other's has arrived, so both leaders must be in flight at
+/// once while 126 followers wait. Followers wait without a permit: with permits held while
+/// waiting, the first file's followers would take all four and the second file's first read
+/// would never start (the barrier would then hold the leader until its deadline).
+#[test]
+fn waiting_followers_of_one_file_hold_no_permit_another_files_first_read_needs() {
+    const OTHER: &str = "weights/other.safetensors";
+    let hf = public_mock();
+    hf.insert_virtual(REPO, "main", OTHER, 1 << 20);
+    hf.cdn()
+        .add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
+    let client = isolated(&hf).set("concurrency", 4).build().unwrap();
+    let a = client.locate(&address()).unwrap();
+    let b = client.locate(&format!("hf://{REPO}/{OTHER}")).unwrap();
+    // Every read of the first file is queued before any of the second's.
+    let mut reads = spread_reads(&a, 0, 64);
+    reads.extend(spread_reads(&b, 64, 64));
+    let batch = client.submit(reads);
+    let completions = batch.wait();
+    assert_eq!(batch.stats().transfers, 128);
+    assert_eq!(completions.len(), 128);
+    for c in &completions {
+        assert_eq!(c.status(), Status::Ok, "read {}", c.tag());
+        assert_eq!(c.bytes(), pattern((c.tag() % 64) * 16384, 100));
+    }
+    let mut hub: Vec<(String, u16)> = hf
+        .hub()
+        .take_requests()
+        .into_iter()
+        .map(|r| (r.path, r.status))
+        .collect();
+    hub.sort();
+    assert_eq!(
+        hub,
+        [
+            (hf.resolve_path(REPO, "main", FILE), 302),
+            (hf.resolve_path(REPO, "main", OTHER), 302),
+        ],
+        "exactly one resolve per file"
+    );
+    let cdn = hf.cdn().take_requests();
+    assert_eq!(cdn.len(), 128);
+    assert!(cdn.iter().all(|r| r.status == 206));
+    let per_file = |file: &str| {
+        let path = hf.cdn_path(REPO, "main", file);
+        cdn.iter().filter(|r| r.path == path).count()
+    };
+    assert_eq!((per_file(FILE), per_file(OTHER)), (64, 64));
     assert_eq!(hf.authorization_leaks(), 0);
 }
 
