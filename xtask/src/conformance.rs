@@ -5,8 +5,8 @@ use clap::Args;
 use karu_testkit::azurite::Azurite;
 use karu_testkit::conformance::{
     self, AzureAuth, AzureEndpointTarget, AzureMockTarget, AzuriteTarget, GcsMockTarget, GcsTarget,
-    HfHubTarget, HfMockTarget, HttpMockTarget, NginxTarget, Options, Report, S3MockTarget,
-    S3Target, SourceMockTarget, Target,
+    HfEndpointTarget, HfHubTarget, HfMockTarget, HttpMockTarget, NginxTarget, Objects, Options,
+    ReadOnlyTarget, Report, S3MockTarget, S3Target, SourceEndpointTarget, SourceMockTarget, Target,
 };
 use karu_testkit::nginx::Nginx;
 use karu_testkit::seaweedfs::SeaweedFs;
@@ -14,23 +14,39 @@ use karu_testkit::seaweedfs::SeaweedFs;
 #[derive(Debug, Args)]
 pub(crate) struct Conformance {
     /// Which provider: `http`, `s3`, `gcs`, `azure`, `hf`, `source`, or `all` (default). With
-    /// `--endpoint`, `s3`, `gcs` or `azure`.
+    /// `--endpoint`, one of `s3`, `gcs`, `azure`, `hf`, `source`.
     #[arg(long, default_value = "all")]
     provider: String,
     /// A real endpoint to test instead of the mock: S3-compatible
     /// (`https://s3.eu-west-1.amazonaws.com` for AWS, `http://127.0.0.1:8333` for a local
     /// store), GCS, or an Azure Blob service (`https://ACCOUNT.blob.core.windows.net`,
-    /// `http://127.0.0.1:10000/devstoreaccount1` for Azurite).
+    /// `http://127.0.0.1:10000/devstoreaccount1` for Azurite), the Hugging Face Hub
+    /// (`https://huggingface.co`) or Source Cooperative's data proxy
+    /// (`https://data.source.coop`). The Hub and Source are read-only: the suite reads the
+    /// objects named with `--object`/`--objects` and checks them against a reference taken
+    /// without Karu (the Hub's stated SHA-256 of an LFS file, else a plain GET's bytes).
     #[arg(long, value_name = "URL")]
     endpoint: Option<String>,
-    /// Credentials for the endpoint, `ACCESS_KEY_ID:SECRET_ACCESS_KEY` (s3) or
-    /// `ACCOUNT:KEY` (azure, Shared Key).
+    /// Credentials for the endpoint, `ACCESS_KEY_ID:SECRET_ACCESS_KEY` (s3; source, signed
+    /// access) or `ACCOUNT:KEY` (azure, Shared Key).
     #[arg(long, value_name = "KEY:SECRET", requires = "endpoint")]
     credentials: Option<String>,
-    /// An OAuth 2 access token for a GCS endpoint (`gcloud auth print-access-token`); the
-    /// bucket must exist.
+    /// An OAuth 2 access token for a GCS endpoint (`gcloud auth print-access-token`; the
+    /// bucket must exist), or a Hugging Face token (`hf_…`) for the Hub.
     #[arg(long, value_name = "TOKEN", requires = "endpoint")]
     token: Option<String>,
+    /// An object the read-only suite reads on an hf or source endpoint
+    /// (`hf://[datasets/|spaces/]org/repo[@revision]/path`, `source://account/product/path`);
+    /// repeatable. Each is read whole into memory (at most 1 GiB).
+    #[arg(long, value_name = "ADDRESS", requires = "endpoint")]
+    object: Vec<String>,
+    /// A file naming objects for the read-only suite, one address a line (`#` comments).
+    #[arg(long, value_name = "FILE", requires = "endpoint")]
+    objects: Option<std::path::PathBuf>,
+    /// An object of a gated or private Hub repository: read without a token, it must fail
+    /// with PermissionDenied; repeatable.
+    #[arg(long, value_name = "ADDRESS", requires = "endpoint")]
+    gated: Vec<String>,
     /// A SAS token for an Azure endpoint instead of `--credentials` (reads need `r`, the
     /// fixtures `c`, `w` and `d`; the container must exist unless it may create one).
     #[arg(
@@ -40,7 +56,7 @@ pub(crate) struct Conformance {
         conflicts_with = "credentials"
     )]
     sas: Option<String>,
-    /// Region of the endpoint.
+    /// Region of the endpoint (also what Source's signed access signs for).
     #[arg(long, default_value = "us-east-1")]
     region: String,
     /// Bucket (Azure: container) to use on the endpoint (created if missing; objects go under
@@ -64,6 +80,11 @@ pub(crate) struct Conformance {
 }
 
 pub(crate) fn run(args: Conformance) -> Result<(), String> {
+    finish(&reports(args)?)
+}
+
+/// Run what `args` ask for; the reports, or why nothing could run.
+fn reports(args: Conformance) -> Result<Vec<Report>, String> {
     let mut options = Options::default();
     if let Some(filter) = &args.filter {
         options = options.filter(filter.clone());
@@ -85,7 +106,7 @@ pub(crate) fn run(args: Conformance) -> Result<(), String> {
                 .ok_or("--endpoint with --provider gcs needs --token ACCESS_TOKEN")?;
             let target = GcsTarget::remote(endpoint.clone(), token, args.bucket.clone());
             reports.push(run_one(&target, &options));
-            return finish(&reports);
+            return Ok(reports);
         }
         if args.provider == "azure" {
             let auth = match (&args.credentials, &args.sas) {
@@ -108,10 +129,34 @@ pub(crate) fn run(args: Conformance) -> Result<(), String> {
                 }
             };
             reports.push(run_azure_endpoint(endpoint, auth, &args.bucket, &options)?);
-            return finish(&reports);
+            return Ok(reports);
+        }
+        if args.provider == "hf" || args.provider == "source" {
+            let objects = named_objects(&args)?;
+            let target: Box<dyn ReadOnlyTarget> = if args.provider == "hf" {
+                Box::new(HfEndpointTarget::new(endpoint, args.token.clone())?)
+            } else {
+                if !objects.restricted.is_empty() {
+                    return Err("--gated is for the hf provider".into());
+                }
+                let keys = match &args.credentials {
+                    Some(c) => {
+                        let (key, secret) = c
+                            .split_once(':')
+                            .ok_or("--credentials for source is ACCESS_KEY_ID:SECRET_ACCESS_KEY")?;
+                        Some((key.to_string(), secret.to_string()))
+                    }
+                    None => None,
+                };
+                Box::new(SourceEndpointTarget::new(endpoint, &args.region, keys)?)
+            };
+            let report = conformance::run_read_only(target.as_ref(), &objects, &options);
+            println!("{report}");
+            reports.push(report);
+            return Ok(reports);
         }
         if !wants("s3") {
-            return Err("--endpoint is for the s3, gcs and azure providers".into());
+            return Err("--endpoint is for the s3, gcs, azure, hf and source providers".into());
         }
         let (key, secret) = args
             .credentials
@@ -128,7 +173,7 @@ pub(crate) fn run(args: Conformance) -> Result<(), String> {
         );
         target.ensure_bucket()?;
         reports.push(run_one(&target, &options));
-        return finish(&reports);
+        return Ok(reports);
     }
 
     if wants("http") {
@@ -204,7 +249,7 @@ pub(crate) fn run(args: Conformance) -> Result<(), String> {
             args.provider
         ));
     }
-    finish(&reports)
+    Ok(reports)
 }
 
 /// The suite against an Azure Blob endpoint: the container created if missing (and allowed),
@@ -225,6 +270,32 @@ fn run_azure_endpoint(
         target.prefix()
     );
     Ok(report)
+}
+
+/// The objects named for the read-only suite (`--object`, `--objects FILE`, `--gated`).
+fn named_objects(args: &Conformance) -> Result<Objects, String> {
+    let mut objects = Objects {
+        readable: args.object.clone(),
+        restricted: args.gated.clone(),
+    };
+    if let Some(file) = &args.objects {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read --objects {}: {e}", file.display()))?;
+        objects.readable.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_string),
+        );
+    }
+    if objects.readable.is_empty() && objects.restricted.is_empty() {
+        return Err(format!(
+            "--endpoint with --provider {} reads objects it cannot upload: name them with \
+             --object ADDRESS or --objects FILE",
+            args.provider
+        ));
+    }
+    Ok(objects)
 }
 
 fn run_one(target: &dyn Target, options: &Options) -> Report {
@@ -250,6 +321,9 @@ mod tests {
 
     use clap::Parser;
     use karu_testkit::azure::Sas;
+    use karu_testkit::hf::{HfMock, RepoAccess};
+    use karu_testkit::source::SourceMock;
+    use karu_testkit::{GateResponse, RequestHead, Route};
 
     use super::*;
 
@@ -264,6 +338,335 @@ mod tests {
         let cli = Cli::try_parse_from(std::iter::once("conformance").chain(args.iter().copied()))
             .map_err(|e| e.to_string())?;
         run(cli.conformance)
+    }
+
+    /// The reports `cargo xtask conformance ARGS` prints.
+    fn conformance_reports(args: &[&str]) -> Result<Vec<Report>, String> {
+        let cli = Cli::try_parse_from(std::iter::once("conformance").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        reports(cli.conformance)
+    }
+
+    /// Bytes no range logic could fake: a xorshift stream (not the testkit's pattern).
+    fn noise(len: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect()
+    }
+
+    /// (case, passed) of every case of `report`, and its failures' texts.
+    fn outcomes(report: &Report) -> Vec<(String, bool)> {
+        report
+            .cases
+            .iter()
+            .map(|c| (c.name.clone(), c.outcome.is_ok()))
+            .collect()
+    }
+
+    const HF_TOKEN: &str = "hf_conformance_token";
+
+    /// A Hub mock with a public model (an LFS file of 300,000 bytes and one of 1 byte) and a
+    /// gated dataset granted to [`HF_TOKEN`].
+    fn hub() -> HfMock {
+        let hf = HfMock::start();
+        hf.add_token(HF_TOKEN);
+        hf.create_repo("org/model", RepoAccess::Public);
+        hf.insert(
+            "org/model",
+            "main",
+            "weights/model.safetensors",
+            noise(300_000, 1),
+        );
+        hf.insert("org/model", "main", "tiny.txt", noise(1, 2));
+        hf.insert_git("org/model", "main", "config.json", noise(5_000, 7));
+        hf.create_repo(
+            "datasets/org/gated",
+            RepoAccess::Gated(vec![HF_TOKEN.to_string()]),
+        );
+        hf.insert(
+            "datasets/org/gated",
+            "v1",
+            "data/train.parquet",
+            noise(70_000, 3),
+        );
+        hf
+    }
+
+    #[test]
+    fn the_hf_endpoint_path_reads_named_objects_on_the_hub_mock_and_every_case_passes() {
+        let hf = hub();
+        let endpoint = hf.endpoint();
+        let list = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(
+            list.path(),
+            "# objects\nhf://datasets/org/gated@v1/data/train.parquet\n\nhf://org/model/tiny.txt\n",
+        )
+        .unwrap();
+        let reports = conformance_reports(&[
+            "--provider",
+            "hf",
+            "--endpoint",
+            endpoint.as_str(),
+            "--token",
+            HF_TOKEN,
+            "--object",
+            "hf://org/model/weights/model.safetensors",
+            "--objects",
+            list.path().to_str().unwrap(),
+            "--object",
+            "hf://org/model/config.json",
+            "--gated",
+            "hf://datasets/org/gated@v1/data/train.parquet",
+        ])
+        .unwrap();
+        assert_eq!(reports.len(), 1);
+        let report = &reports[0];
+        report.assert_passed();
+        let cases = outcomes(report);
+        assert_eq!(cases.len(), 4 * 7 + 1, "{cases:?}");
+        for object in [
+            "hf://org/model/weights/model.safetensors",
+            "hf://datasets/org/gated@v1/data/train.parquet",
+            "hf://org/model/tiny.txt",
+            "hf://org/model/config.json",
+        ] {
+            for case in [
+                "reference",
+                "stat",
+                "whole",
+                "ranges",
+                "read_ends",
+                "past_end",
+                "not_found",
+            ] {
+                let name = format!("{object}/{case}");
+                assert!(cases.contains(&(name.clone(), true)), "{name}: {cases:?}");
+            }
+        }
+        assert!(cases.contains(&(
+            "hf://datasets/org/gated@v1/data/train.parquet/without_token".into(),
+            true
+        )));
+        // The references are the Hub's stated SHA-256s: the whole reads were hashed.
+        let whole = report
+            .cases
+            .iter()
+            .find(|c| c.name == "hf://org/model/weights/model.safetensors/whole")
+            .unwrap();
+        assert_eq!(
+            whole.outcome.as_deref(),
+            Ok("300000 bytes whose SHA-256 is the stated one")
+        );
+        // A file stored in git states no SHA-256: its reference is a plain GET's bytes.
+        let reference = report
+            .cases
+            .iter()
+            .find(|c| c.name == "hf://org/model/config.json/reference")
+            .unwrap();
+        assert!(
+            reference.outcome.as_ref().is_ok_and(
+                |e| e.starts_with("5000 bytes from a plain GET") && e.contains("not a hash")
+            ),
+            "{:?}",
+            reference.outcome
+        );
+        // The plain client asked each resolve URL once, without a range and without
+        // following the redirect; only Karu's reads reached the CDN, never with the token.
+        let references: Vec<String> = hf
+            .hub()
+            .requests()
+            .into_iter()
+            .filter(|r| r.range.is_none())
+            .map(|r| r.path)
+            .collect();
+        for (repo, revision, file) in [
+            ("org/model", "main", "weights/model.safetensors"),
+            ("datasets/org/gated", "v1", "data/train.parquet"),
+            ("org/model", "main", "tiny.txt"),
+            ("org/model", "main", "config.json"),
+        ] {
+            let path = hf.resolve_path(repo, revision, file);
+            assert_eq!(
+                references.iter().filter(|p| **p == path).count(),
+                1,
+                "{path}: {references:?}"
+            );
+        }
+        assert!(hf.cdn().requests().iter().all(|r| r.range.is_some()));
+        assert_eq!(hf.authorization_leaks(), 0);
+
+        assert!(
+            conformance(&["--provider", "hf", "--endpoint", endpoint.as_str()])
+                .unwrap_err()
+                .contains("--object ADDRESS or --objects FILE")
+        );
+    }
+
+    /// The suite can fail: a CDN serving other bytes than those whose SHA-256 the Hub states
+    /// (same size, same ETag: Karu's reads all succeed and agree with each other) fails the
+    /// whole read's hash check, and the cases that compare with verified bytes fail with it.
+    #[test]
+    fn the_hf_endpoint_suite_fails_when_the_bytes_do_not_hash_to_the_hubs_x_linked_etag() {
+        let hf = hub();
+        hf.corrupt(
+            "org/model",
+            "main",
+            "weights/model.safetensors",
+            noise(300_000, 99),
+        );
+        let endpoint = hf.endpoint();
+        let args = [
+            "--provider",
+            "hf",
+            "--endpoint",
+            endpoint.as_str(),
+            "--object",
+            "hf://org/model/weights/model.safetensors",
+            "--object",
+            "hf://org/model/tiny.txt",
+        ];
+        let reports = conformance_reports(&args).unwrap();
+        let report = &reports[0];
+        let failed: Vec<&str> = report.failures().iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            failed,
+            [
+                "hf://org/model/weights/model.safetensors/whole",
+                "hf://org/model/weights/model.safetensors/ranges",
+                "hf://org/model/weights/model.safetensors/read_ends",
+                "hf://org/model/weights/model.safetensors/past_end",
+            ]
+        );
+        let whole = report.failures()[0].outcome.clone().unwrap_err();
+        assert!(whole.contains("SHA-256"), "{whole}");
+        // The stat, reference and not_found cases of that object, and the other object's, pass.
+        assert_eq!(report.cases.len() - failed.len(), 10);
+        let error = conformance(&args).unwrap_err();
+        assert!(error.contains("4 of 14 cases failed"), "{error}");
+    }
+
+    /// Answers every `GET` without a `Range` (the plain client's reference) with other bytes of
+    /// the same length: Karu's ranged reads get the stored ones.
+    #[derive(Debug)]
+    struct WrongReference(Vec<u8>);
+
+    impl Route for WrongReference {
+        fn respond(&self, request: &RequestHead) -> Option<GateResponse> {
+            (request.method == "GET" && request.header("range").is_none())
+                .then(|| GateResponse::new(200, self.0.clone()))
+        }
+    }
+
+    #[test]
+    fn the_source_endpoint_path_reads_named_objects_on_the_data_proxy_mock() {
+        let source = SourceMock::start();
+        // A private account (every request signed, the plain client's too) and a public one.
+        source.set_public("karu", false);
+        source.set_public("open", true);
+        source.insert("karu", "private", "dir/a b.bin", noise(250_000, 4));
+        source.insert("open", "public", "countries.parquet", noise(40_000, 5));
+        let endpoint = source.endpoint();
+        let creds = source.credentials();
+        let keys = format!("{}:{}", creds.access_key_id, creds.secret_access_key);
+        let reports = conformance_reports(&[
+            "--provider",
+            "source",
+            "--endpoint",
+            endpoint.as_str(),
+            "--credentials",
+            keys.as_str(),
+            "--object",
+            "source://karu/private/dir/a b.bin",
+            "--object",
+            "source://open/public/countries.parquet",
+        ])
+        .unwrap();
+        let report = &reports[0];
+        report.assert_passed();
+        assert_eq!(report.cases.len(), 14);
+        // One plain whole-object GET per object, signed.
+        let plain: Vec<_> = source
+            .server()
+            .requests()
+            .into_iter()
+            .filter(|r| r.range.is_none())
+            .collect();
+        assert_eq!(plain.len(), 2, "{plain:?}");
+        assert!(plain.iter().all(|r| r.status == 200));
+
+        // Anonymous: the public object passes; the private one fails (its reference is refused).
+        let anonymous = [
+            "--provider",
+            "source",
+            "--endpoint",
+            endpoint.as_str(),
+            "--object",
+            "source://open/public/countries.parquet",
+        ];
+        conformance(&anonymous).unwrap();
+        let error = conformance(&[
+            "--provider",
+            "source",
+            "--endpoint",
+            endpoint.as_str(),
+            "--object",
+            "source://karu/private/dir/a b.bin",
+        ])
+        .unwrap_err();
+        assert!(error.contains("failed"), "{error}");
+        assert!(
+            conformance(&[
+                "--provider",
+                "source",
+                "--endpoint",
+                endpoint.as_str(),
+                "--gated",
+                "source://open/public/countries.parquet",
+            ])
+            .unwrap_err()
+            .contains("--gated is for the hf provider")
+        );
+    }
+
+    /// The suite can fail: a data proxy whose whole-object answer (the reference) differs from
+    /// the bytes its ranged answers serve fails the whole read and the cases after it.
+    #[test]
+    fn the_source_endpoint_suite_fails_when_the_reference_bytes_are_wrong() {
+        let source = SourceMock::start();
+        source.set_public("open", true);
+        source.insert("open", "public", "countries.parquet", noise(40_000, 5));
+        source
+            .server()
+            .set_route(Some(std::sync::Arc::new(WrongReference(noise(40_000, 6)))));
+        let endpoint = source.endpoint();
+        let reports = conformance_reports(&[
+            "--provider",
+            "source",
+            "--endpoint",
+            endpoint.as_str(),
+            "--object",
+            "source://open/public/countries.parquet",
+        ])
+        .unwrap();
+        let report = &reports[0];
+        let failed: Vec<&str> = report.failures().iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            failed,
+            [
+                "source://open/public/countries.parquet/whole",
+                "source://open/public/countries.parquet/ranges",
+                "source://open/public/countries.parquet/read_ends",
+                "source://open/public/countries.parquet/past_end",
+            ]
+        );
+        let whole = report.failures()[0].outcome.clone().unwrap_err();
+        assert!(whole.contains("differs from the plain GET"), "{whole}");
     }
 
     #[test]

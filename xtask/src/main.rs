@@ -65,7 +65,7 @@ enum Task {
     Features,
     /// Run the provider-agnostic conformance suite: against each provider's mock server (the
     /// fault matrix included), real servers started here (`--real`), or a real endpoint.
-    Conformance(conformance::Conformance),
+    Conformance(Box<conformance::Conformance>),
     /// Fuzz the parsers, the response check, address resolution, the config loader and the
     /// planner (cargo-fuzz on the nightly toolchain), or run karu-engine's unit tests under
     /// AddressSanitizer (`--asan`); `--list` names the targets.
@@ -96,7 +96,7 @@ fn main() -> ExitCode {
         }
         Task::Header => header::write(&workspace_root()),
         Task::Bench { args } => bench::run(&args),
-        Task::Conformance(args) => conformance::run(args),
+        Task::Conformance(args) => conformance::run(*args),
         Task::Fuzz(args) => fuzz::run(args),
     };
     match result {

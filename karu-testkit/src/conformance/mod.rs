@@ -18,9 +18,14 @@
 //! reads, stat, read_ends, if-match, missing and empty objects. The fault matrix runs where the
 //! target is a mock ([`Target::mock`]): every fault of the mock server's plan against a single
 //! read, a merged transfer with overlapping parts, and a 1,000-read batch.
+//!
+//! Stores the suite cannot upload to (the Hugging Face Hub, Source Cooperative) get the
+//! read-only suite instead ([`run_read_only`]): objects the user names, each read through Karu
+//! and checked against a reference taken without Karu (a stated SHA-256, or a plain `GET`).
 
 mod cases;
 mod faults;
+mod readonly;
 mod targets;
 
 use std::fmt;
@@ -30,6 +35,10 @@ use karu::{Client, ClientBuilder};
 
 use crate::http::MockServer;
 
+pub use readonly::{
+    HfEndpointTarget, MAX_WHOLE, Objects, ReadOnlyTarget, Reference, SourceEndpointTarget,
+    run_read_only,
+};
 pub use targets::{
     AzureAuth, AzureEndpointTarget, AzureMockTarget, AzuriteTarget, GcsMockTarget, GcsTarget,
     HfHubTarget, HfMockTarget, HttpMockTarget, NginxTarget, S3MockTarget, S3Target,

@@ -854,8 +854,9 @@ impl Target for S3Target {
     }
 }
 
-/// Signed `PUT`s for populating a real endpoint (the conformance suite's only writes).
-mod upload {
+/// Signed `PUT`s for populating a real endpoint (the conformance suite's only writes), and
+/// the plain client the read-only suite takes its references with.
+pub(crate) mod upload {
     use std::time::SystemTime;
 
     use aws_credential_types::Credentials;
@@ -870,14 +871,24 @@ mod upload {
     use hyper_util::client::legacy::Client;
     use hyper_util::rt::TokioExecutor;
 
-    pub(super) struct Signer<'a> {
-        pub(super) access_key_id: &'a str,
-        pub(super) secret_access_key: &'a str,
-        pub(super) region: &'a str,
+    pub(crate) struct Signer<'a> {
+        pub(crate) access_key_id: &'a str,
+        pub(crate) secret_access_key: &'a str,
+        pub(crate) region: &'a str,
     }
 
     /// PUT `body` at `url`, signed; returns the status.
     pub(super) fn put(url: &str, body: &[u8], signer: &Signer<'_>) -> Result<u16, String> {
+        send(signed("PUT", url, body, signer)?)
+    }
+
+    /// A `method` request for `url` with `body`, signed with SigV4 for S3.
+    pub(crate) fn signed(
+        method: &str,
+        url: &str,
+        body: &[u8],
+        signer: &Signer<'_>,
+    ) -> Result<http::Request<Full<Bytes>>, String> {
         let credentials = Credentials::new(
             signer.access_key_id,
             signer.secret_access_key,
@@ -901,7 +912,7 @@ mod upload {
             .into();
         let length = body.len().to_string();
         let signable = SignableRequest::new(
-            "PUT",
+            method,
             url,
             [("content-length", length.as_str())].into_iter(),
             SignableBody::Bytes(body),
@@ -911,13 +922,13 @@ mod upload {
             .map_err(|e| e.to_string())?
             .into_parts();
         let mut request = http::Request::builder()
-            .method("PUT")
+            .method(method)
             .uri(url)
             .header("content-length", length)
             .body(Full::new(Bytes::copy_from_slice(body)))
             .map_err(|e| e.to_string())?;
         instructions.apply_to_request_http1x(&mut request);
-        send(request)
+        Ok(request)
     }
 
     /// `POST` `body` to `url` with a bearer token (GCS's JSON API upload); returns the status.
@@ -941,6 +952,16 @@ mod upload {
     /// Send `request` over HTTP(S) (rustls, the platform's roots); returns the status and
     /// the first 4 KiB of the body, as text.
     pub(super) fn exchange(request: http::Request<Full<Bytes>>) -> Result<(u16, String), String> {
+        let (status, _, body) = fetch(request)?;
+        let text = String::from_utf8_lossy(&body[..body.len().min(4096)]).into_owned();
+        Ok((status, text))
+    }
+
+    /// Send `request` over HTTP(S) (rustls, the platform's roots), following no redirect;
+    /// returns the status, the headers and the whole body.
+    pub(crate) fn fetch(
+        request: http::Request<Full<Bytes>>,
+    ) -> Result<(u16, http::HeaderMap, Bytes), String> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -967,12 +988,14 @@ mod upload {
                 Client::builder(TokioExecutor::new()).build(connector);
             let response = client.request(request).await.map_err(|e| e.to_string())?;
             let status = response.status().as_u16();
-            let body = match response.into_body().collect().await {
-                Ok(body) => body.to_bytes(),
-                Err(_) => Bytes::new(),
-            };
-            let text = String::from_utf8_lossy(&body[..body.len().min(4096)]).into_owned();
-            Ok((status, text))
+            let headers = response.headers().clone();
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| format!("the body of a {status} answer broke off: {e}"))?
+                .to_bytes();
+            Ok((status, headers, body))
         })
     }
 }

@@ -12,9 +12,11 @@
 //!    Hub hides private repositories); a gated one: 401 `GatedRepo` without a token, 403
 //!    `GatedRepo` with a token that was not granted access;
 //! 4. an unknown revision: 404 `RevisionNotFound`; an unknown file: 404 `EntryNotFound`;
-//! 5. a `302` to `{cdn}/blobs/ID?Expires=…&Signature=…` (valid for
+//! 5. a file stored in git ([`HfMock::insert_git`]): its bytes, from the Hub itself;
+//! 6. a `302` to `{cdn}/blobs/ID?Expires=…&Signature=…` (valid for
 //!    [the URL lifetime](HfMock::set_url_lifetime) from the mock's clock), with `X-Linked-Size`,
-//!    `X-Linked-Etag` (a quoted SHA-256, the ETag the CDN answers with; wrong on request:
+//!    `X-Linked-Etag` (a quoted SHA-256: of the file's bytes, as the Hub states an LFS file's,
+//!    or of its id for a virtual file; the ETag the CDN answers with; wrong on request:
 //!    [`HfMock::set_linked_fault`]) and `X-Repo-Commit`.
 //!
 //! Error bodies are the Hub's JSON (`{"error": "…"}`) with `X-Error-Code` and
@@ -78,8 +80,8 @@ const DEFAULT_TOKEN: &str = "hf_mock_token";
 #[derive(Debug)]
 struct Repo {
     access: RepoAccess,
-    /// Revision → file path → the CDN id of its bytes and their size.
-    revisions: HashMap<String, HashMap<String, (String, u64)>>,
+    /// Revision → file path → the CDN id of its bytes, their size and their ETag.
+    revisions: HashMap<String, HashMap<String, (String, u64, String)>>,
 }
 
 #[derive(Debug)]
@@ -95,6 +97,8 @@ struct HubState {
     authorization_leaks: AtomicU64,
     /// What the redirects' `X-Linked-*` headers get wrong from now on.
     linked_fault: Mutex<Option<LinkedFault>>,
+    /// Resolve paths of files stored in git ([`HfMock::insert_git`]): the Hub serves them.
+    git_files: Mutex<HashSet<String>>,
     secret: [u8; 16],
     cdn_base: String,
 }
@@ -210,9 +214,13 @@ impl Route for HubRoute {
         let Some(files) = repo.revisions.get(&revision) else {
             return Some(hub_error(404, "RevisionNotFound", "Invalid rev id"));
         };
-        let Some((id, size)) = files.get(&file) else {
+        let Some((id, size, etag)) = files.get(&file) else {
             return Some(hub_error(404, "EntryNotFound", "Entry not found"));
         };
+        if state.git_files.lock().contains(&request.path) {
+            // A file stored in git: the Hub answers with its bytes (the server's own answer).
+            return None;
+        }
         let path = format!("/blobs/{id}");
         let expires = state
             .now()
@@ -223,10 +231,10 @@ impl Route for HubRoute {
             "{}{path}?Expires={expires}&Signature={signature}&Key-Pair-Id=K{generation}",
             state.cdn_base
         );
-        let (mut size_claim, mut etag_claim) = (size.to_string(), linked_etag(id));
+        let (mut size_claim, mut etag_claim) = (size.to_string(), etag.clone());
         match *state.linked_fault.lock() {
             Some(LinkedFault::Size) => size_claim = (size + 1).to_string(),
-            Some(LinkedFault::Etag) => etag_claim = linked_etag(&format!("{id}-other")),
+            Some(LinkedFault::Etag) => etag_claim = quoted_sha256(format!("{id}-other").as_bytes()),
             Some(LinkedFault::NotANumber) => size_claim = "NaN".to_string(),
             None => {}
         }
@@ -256,10 +264,11 @@ pub enum LinkedFault {
     NotANumber,
 }
 
-/// The ETag of a file's bytes, as the Hub states an LFS file's: its SHA-256 in quotes (here
-/// a digest of its CDN id). The CDN answers with the same ETag (until a fault changes it).
-fn linked_etag(id: &str) -> String {
-    format!("\"{}\"", hex::encode(Sha256::digest(id.as_bytes())))
+/// A SHA-256 in quotes, as the Hub states an LFS file's ETag (`X-Linked-Etag`): of a file's
+/// bytes for [`HfMock::insert`], of its CDN id for a virtual file (whose bytes are never
+/// held). The CDN answers with the same ETag (until a fault changes it).
+fn quoted_sha256(bytes: &[u8]) -> String {
+    format!("\"{}\"", hex::encode(Sha256::digest(bytes)))
 }
 
 /// `[datasets/|spaces/]org/repo`, the decoded revision and the decoded file path of a resolve
@@ -292,6 +301,16 @@ fn parse_resolve(path: &str) -> Option<(String, String, String)> {
         decode(revision)?,
         decode(file)?,
     ))
+}
+
+/// The resolve path of a file, encoded as the Hub's clients encode it (the revision one
+/// segment).
+pub(crate) fn resolve_path(repo: &str, revision: &str, file: &str) -> String {
+    let revision = utf8_percent_encode(revision, REVISION_ENCODE).to_string();
+    format!(
+        "/{repo}/resolve/{revision}/{}",
+        utf8_percent_encode(file, PATH_ENCODE)
+    )
 }
 
 /// The CDN's signature check.
@@ -375,6 +394,7 @@ impl HfMock {
             rate_limited: AtomicU64::new(0),
             authorization_leaks: AtomicU64::new(0),
             linked_fault: Mutex::new(None),
+            git_files: Mutex::new(HashSet::new()),
             secret,
             cdn_base: cdn.base_url(),
         });
@@ -438,16 +458,20 @@ impl HfMock {
 
     /// The Hub request path of a file's resolve URL, encoded as the Hub's clients encode it.
     pub fn resolve_path(&self, repo: &str, revision: &str, file: &str) -> String {
-        let revision = utf8_percent_encode(revision, REVISION_ENCODE).to_string();
-        format!(
-            "/{repo}/resolve/{revision}/{}",
-            utf8_percent_encode(file, PATH_ENCODE)
-        )
+        resolve_path(repo, revision, file)
     }
 
-    fn register(&self, repo: &str, revision: &str, file: &str, size: u64) -> (String, String) {
+    /// Register a file of `size` bytes whose ETag is `etag` (`None`: a digest of its id).
+    fn register(
+        &self,
+        repo: &str,
+        revision: &str,
+        file: &str,
+        size: u64,
+        etag: Option<String>,
+    ) -> (String, String) {
         let id = Self::blob_id(repo, revision, file);
-        let etag = linked_etag(&id);
+        let etag = etag.unwrap_or_else(|| quoted_sha256(id.as_bytes()));
         let mut repos = self.state.repos.lock();
         let entry = repos.entry(repo.to_string()).or_insert_with(|| Repo {
             access: RepoAccess::Public,
@@ -457,22 +481,59 @@ impl HfMock {
             .revisions
             .entry(revision.to_string())
             .or_default()
-            .insert(file.to_string(), (id.clone(), size));
+            .insert(file.to_string(), (id.clone(), size, etag.clone()));
         (format!("/blobs/{id}"), etag)
     }
 
-    /// Put a file in a revision of a repository (created public if it does not exist).
+    /// Put a file in a revision of a repository (created public if it does not exist), stored
+    /// as an LFS file: the Hub states its size and its SHA-256 (`X-Linked-Size`,
+    /// `X-Linked-Etag`), which is also the CDN's ETag.
     pub fn insert(&self, repo: &str, revision: &str, file: &str, bytes: impl Into<Bytes>) {
         let bytes = bytes.into();
-        let (path, etag) = self.register(repo, revision, file, bytes.len() as u64);
+        let digest = quoted_sha256(&bytes);
+        let (path, etag) = self.register(repo, revision, file, bytes.len() as u64, Some(digest));
         self.cdn.insert(&path, bytes);
         self.cdn.set_etag(&path, Some(&etag));
     }
 
+    /// Put a small file stored in git (not LFS) in a revision: the Hub answers its resolve
+    /// URL itself, with the bytes (ranges honoured, an ETag that is no SHA-256, no
+    /// `X-Linked-*` headers), as the Hub does for such files; the CDN never sees it.
+    pub fn insert_git(&self, repo: &str, revision: &str, file: &str, bytes: impl Into<Bytes>) {
+        let bytes = bytes.into();
+        let etag = format!("\"{}\"", &hex::encode(Sha256::digest(&bytes))[..40]);
+        self.register(repo, revision, file, bytes.len() as u64, Some(etag.clone()));
+        let path = resolve_path(repo, revision, file);
+        self.state.git_files.lock().insert(path.clone());
+        self.hub.insert(&path, bytes);
+        self.hub.set_etag(&path, Some(&etag));
+    }
+
     /// Put a virtual file of `size` bytes ([`pattern`](crate::pattern) bytes, never held).
     pub fn insert_virtual(&self, repo: &str, revision: &str, file: &str, size: u64) {
-        let (path, etag) = self.register(repo, revision, file, size);
+        let (path, etag) = self.register(repo, revision, file, size, None);
         self.cdn.insert_virtual(&path, size);
+        self.cdn.set_etag(&path, Some(&etag));
+    }
+
+    /// Make the CDN serve `bytes` for a file from now on, with its ETag unchanged, while the
+    /// Hub goes on stating the size and SHA-256 of what was inserted: a store whose bytes are
+    /// corrupt, which only a check of the bytes against the stated SHA-256 notices.
+    ///
+    /// # Panics
+    /// If the file was never inserted.
+    pub fn corrupt(&self, repo: &str, revision: &str, file: &str, bytes: impl Into<Bytes>) {
+        let etag = self
+            .state
+            .repos
+            .lock()
+            .get(repo)
+            .and_then(|r| r.revisions.get(revision))
+            .and_then(|files| files.get(file))
+            .map(|(_, _, etag)| etag.clone())
+            .expect("corrupt: the file was never inserted");
+        let path = self.cdn_path(repo, revision, file);
+        self.cdn.insert(&path, bytes);
         self.cdn.set_etag(&path, Some(&etag));
     }
 
