@@ -87,6 +87,9 @@ class KaruMethod:
     def cold(self):
         self.fs = KaruFileSystem(client=karu.Client(isolated=True, **self.settings))
 
+    def batch(self, starts, ends):
+        return self.fs.cat_ranges([self.url] * len(starts), starts, ends, on_error="raise")
+
 
 class KaruAt100Method(KaruMethod):
     """Karu allowed as many requests in flight as fsspec's aiohttp session (its connector's
@@ -94,9 +97,6 @@ class KaruAt100Method(KaruMethod):
 
     name = "karu, concurrency 100 (aiohttp's limit)"
     settings = {"concurrency": 100}
-
-    def batch(self, starts, ends):
-        return self.fs.cat_ranges([self.url] * len(starts), starts, ends, on_error="raise")
 
 
 class FsspecHttpMethod:

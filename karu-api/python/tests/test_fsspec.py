@@ -22,6 +22,25 @@ def test_registered_with_fsspec():
     assert isinstance(fsspec.filesystem("karu", skip_instance_cache=True), karu.fsspec.KaruFileSystem)
 
 
+def test_each_client_gets_its_own_filesystem_from_fsspecs_instance_cache(mock):
+    # fsspec caches filesystems by their arguments' text: a filesystem made with another
+    # client (other settings, other credentials) must read through that client, not through
+    # the first one's cached filesystem.
+    a = mock.insert("/a.bin", DATA)
+    first, second = karu.Client(isolated=True), karu.Client(isolated=True, planner={"max_gap": 0})
+    fs1 = fsspec.filesystem("karu", client=first)
+    fs2 = fsspec.filesystem("karu", client=second)
+    assert fs1.client is first and fs2.client is second
+    assert fsspec.filesystem("karu", client=first) is fs1
+    # The second client never merges: two requests where the first client's merges to one.
+    mock.clear()
+    assert fs2.cat_ranges([a, a], [0, 64], [32, 96]) == [DATA[0:32], DATA[64:96]]
+    assert sorted(mock.requests()) == [("GET", "/a.bin", (0, 31), 206), ("GET", "/a.bin", (64, 95), 206)]
+    mock.clear()
+    assert fs1.cat_ranges([a, a], [0, 64], [32, 96]) == [DATA[0:32], DATA[64:96]]
+    assert mock.requests() == [("GET", "/a.bin", (0, 95), 206)]
+
+
 def test_cat_ranges_is_one_batch_across_paths(mock, fs, client):
     a = mock.insert("/a.bin", DATA)
     b = mock.insert("/b.bin", OTHER)

@@ -247,7 +247,9 @@ class Client:
         self._native = _native.Client(file, flat, path_flat, isolated)
 
     def __repr__(self) -> str:
-        return "karu.Client()"
+        # One text per live client: fsspec caches filesystems by the text of their arguments,
+        # so a filesystem given another client must not find this one's in its cache.
+        return f"<karu.Client at 0x{id(self):x}>"
 
     # -- blocking ---------------------------------------------------------------------------
 
