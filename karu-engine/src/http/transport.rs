@@ -161,6 +161,12 @@ impl ConnectionSlots {
             dst.authority().map_or("", |a| a.as_str())
         );
         let mut hosts = self.hosts.lock();
+        if hosts.len() >= PRUNE_SLOTS_ABOVE && !hosts.contains_key(&key) {
+            // Forget hosts with no connection open and no connect waiting: a long-lived client
+            // that meets many hosts keeps only those it is using.
+            let per_host = self.per_host;
+            hosts.retain(|_, s| Arc::strong_count(s) > 1 || s.available_permits() < per_host);
+        }
         Arc::clone(
             hosts
                 .entry(key)
@@ -168,6 +174,9 @@ impl ConnectionSlots {
         )
     }
 }
+
+/// Hosts [`ConnectionSlots`] keeps before it forgets idle ones.
+const PRUNE_SLOTS_ABOVE: usize = 256;
 
 /// Every connection slot of the host stayed taken for the whole connect timeout (a connect
 /// the pool started while waiting for a connection that another request then returned).
@@ -605,6 +614,28 @@ impl tower_service::Service<Name> for Resolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connection_slots_bound_each_host_and_forget_idle_hosts() {
+        let slots = ConnectionSlots::new(2);
+        let a: Uri = "http://a:1/x".parse().unwrap();
+        let held: Vec<_> = (0..2)
+            .map(|_| slots.of(&a).try_acquire_owned().unwrap())
+            .collect();
+        assert!(slots.of(&a).try_acquire_owned().is_err());
+        // Another port is another host, with its own slots.
+        let b: Uri = "http://a:2/x".parse().unwrap();
+        assert!(slots.of(&b).try_acquire_owned().is_ok());
+        // Many hosts later: the idle ones are forgotten, `a` (connections open) is kept.
+        for i in 0..PRUNE_SLOTS_ABOVE + 10 {
+            let uri: Uri = format!("http://h{i}:1/").parse().unwrap();
+            drop(slots.of(&uri));
+        }
+        assert!(slots.hosts.lock().len() < PRUNE_SLOTS_ABOVE);
+        assert!(slots.of(&a).try_acquire_owned().is_err());
+        drop(held);
+        assert_eq!(slots.of(&a).available_permits(), 2);
+    }
 
     #[test]
     fn dns_answers_expire_after_the_ttl() {
