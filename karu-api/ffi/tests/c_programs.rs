@@ -6,7 +6,7 @@
 mod support;
 
 use karu_testkit::MockServer;
-use support::{Lang, assert_success, compile, pattern, pattern_file};
+use support::{Lang, assert_success, compile, compile_forking, pattern, pattern_file};
 
 const MIB: u64 = 1 << 20;
 
@@ -213,7 +213,7 @@ fn fork_from_c_the_child_reads_on_its_own_and_an_inherited_batch_is_invalid() {
         path: "/held",
         arrived,
     })));
-    let program = compile(Lang::C, &["tests/c/fork.c"]).forks();
+    let program = compile_forking(Lang::C, &["tests/c/fork.c"]);
     let mut command = program.command(&[
         file.to_str().unwrap(),
         &server.url("/object"),
