@@ -137,65 +137,23 @@ fn spread_reads(object: &karu::Locator, first: u64, n: u64) -> Vec<karu::Read<'s
         .collect()
 }
 
-#[test]
-fn concurrent_first_reads_of_a_file_ask_the_hub_once() {
+/// 64 reads of each of two files, all queued at once on a client of `concurrency` (or the
+/// default): every read exact, one resolve per file on the Hub, 64 CDN reads per file and no
+/// `Authorization` at the CDN. The CDN holds each file's first request (its leader's, sent
+/// after the resolve; no follower sends before its leader's answer is accepted) until the
+/// other's has arrived, so both files' first reads must be in flight at once while their
+/// followers wait.
+fn first_reads_of_two_files_ask_the_hub_once_each(concurrency: Option<usize>) {
     const OTHER: &str = "weights/other.safetensors";
     let hf = public_mock();
     hf.insert_virtual(REPO, "main", OTHER, 1 << 20);
-    // The first CDN request of each file waits at the barrier for the other's: the two files'
-    // first resolves run at once, each holding its file's followers.
     hf.cdn()
         .add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
-    // The default concurrency, fewer permits than transfers: followers waiting for their
-    // file's location hold none, so the other file's first read still starts.
-    let client = isolated(&hf).build().unwrap();
-    let a = client.locate(&address()).unwrap();
-    let b = client.locate(&format!("hf://{REPO}/{OTHER}")).unwrap();
-    let mut reads = spread_reads(&a, 0, 64);
-    reads.extend(spread_reads(&b, 64, 64));
-    let batch = client.submit(reads);
-    let completions = batch.wait();
-    assert_eq!(batch.stats().transfers, 128);
-    for c in &completions {
-        assert_eq!(c.status(), Status::Ok, "read {}", c.tag());
-        assert_eq!(c.bytes(), pattern((c.tag() % 64) * 16384, 100));
+    let mut builder = isolated(&hf);
+    if let Some(concurrency) = concurrency {
+        builder = builder.set("concurrency", concurrency);
     }
-    // Whichever read leads its file's flight: one resolve per file.
-    let mut hub: Vec<(String, u16)> = hf
-        .hub()
-        .take_requests()
-        .into_iter()
-        .map(|r| (r.path, r.status))
-        .collect();
-    hub.sort();
-    assert_eq!(
-        hub,
-        [
-            (hf.resolve_path(REPO, "main", FILE), 302),
-            (hf.resolve_path(REPO, "main", OTHER), 302),
-        ],
-        "one resolve per file"
-    );
-    let cdn = hf.cdn().take_requests();
-    assert_eq!(cdn.len(), 128);
-    assert!(cdn.iter().all(|r| r.status == 206));
-    assert_eq!(hf.authorization_leaks(), 0);
-}
-
-/// Two files' first reads at a concurrency of 4, 64 reads each: the CDN holds each file's
-/// first request (its leader's, sent after the resolve; no follower sends before its leader's
-/// answer is accepted) until the other's has arrived, so both leaders must be in flight at
-/// once while 126 followers wait. Followers wait without a permit: with permits held while
-/// waiting, the first file's followers would take all four and the second file's first read
-/// would never start (the barrier would then hold the leader until its deadline).
-#[test]
-fn waiting_followers_of_one_file_hold_no_permit_another_files_first_read_needs() {
-    const OTHER: &str = "weights/other.safetensors";
-    let hf = public_mock();
-    hf.insert_virtual(REPO, "main", OTHER, 1 << 20);
-    hf.cdn()
-        .add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
-    let client = isolated(&hf).set("concurrency", 4).build().unwrap();
+    let client = builder.build().unwrap();
     let a = client.locate(&address()).unwrap();
     let b = client.locate(&format!("hf://{REPO}/{OTHER}")).unwrap();
     // Every read of the first file is queued before any of the second's.
@@ -209,6 +167,7 @@ fn waiting_followers_of_one_file_hold_no_permit_another_files_first_read_needs()
         assert_eq!(c.status(), Status::Ok, "read {}", c.tag());
         assert_eq!(c.bytes(), pattern((c.tag() % 64) * 16384, 100));
     }
+    // Whichever read leads its file's flight: exactly one resolve per file.
     let mut hub: Vec<(String, u16)> = hf
         .hub()
         .take_requests()
@@ -233,6 +192,20 @@ fn waiting_followers_of_one_file_hold_no_permit_another_files_first_read_needs()
     };
     assert_eq!((per_file(FILE), per_file(OTHER)), (64, 64));
     assert_eq!(hf.authorization_leaks(), 0);
+}
+
+/// The default concurrency, fewer permits than transfers.
+#[test]
+fn concurrent_first_reads_of_a_file_ask_the_hub_once() {
+    first_reads_of_two_files_ask_the_hub_once_each(None);
+}
+
+/// A concurrency of 4 while 126 followers wait: they wait without a permit. With permits held
+/// while waiting, the first file's followers would take all four and the second file's first
+/// read would never start (the barrier would then hold the leader until its deadline).
+#[test]
+fn waiting_followers_of_one_file_hold_no_permit_another_files_first_read_needs() {
+    first_reads_of_two_files_ask_the_hub_once_each(Some(4));
 }
 
 #[test]

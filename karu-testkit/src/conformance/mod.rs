@@ -123,6 +123,14 @@ pub struct Options {
 }
 
 impl Options {
+    /// Whether the case named `name` runs: it matches the filter, if any, and no skip.
+    pub(crate) fn wants(&self, name: &str) -> bool {
+        self.filter
+            .as_ref()
+            .is_none_or(|f| name.contains(f.as_str()))
+            && !self.skip.iter().any(|s| name.contains(s.as_str()))
+    }
+
     /// Only cases whose name contains `filter`.
     pub fn filter(mut self, filter: impl Into<String>) -> Self {
         self.filter = Some(filter.into());
@@ -221,13 +229,7 @@ pub fn run(target: &dyn Target, options: &Options) -> Report {
         cases: Vec::new(),
     };
     let ctx = Ctx { target };
-    let wanted = |name: &str| {
-        options
-            .filter
-            .as_ref()
-            .is_none_or(|f| name.contains(f.as_str()))
-            && !options.skip.iter().any(|s| name.contains(s.as_str()))
-    };
+    let wanted = |name: &str| options.wants(name);
     for (name, case) in cases::CASES {
         let name = format!("basic/{name}");
         if wanted(&name) {

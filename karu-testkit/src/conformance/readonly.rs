@@ -121,13 +121,7 @@ pub fn run_read_only(target: &dyn ReadOnlyTarget, objects: &Objects, options: &O
         target: target.name(),
         cases: Vec::new(),
     };
-    let wanted = |name: &str| {
-        options
-            .filter
-            .as_ref()
-            .is_none_or(|f| name.contains(f.as_str()))
-            && !options.skip.iter().any(|s| name.contains(s.as_str()))
-    };
+    let wanted = |name: &str| options.wants(name);
     let client = target.builder().build();
     for address in &objects.readable {
         let mut state = ObjectState::default();

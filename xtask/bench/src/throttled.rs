@@ -7,7 +7,6 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use clap::Args;
 use karu::{BatchOptions, Read};
 use karu_testkit::{Fault, FaultRule, MockServer};
@@ -192,14 +191,7 @@ fn one(
     let wall = started.elapsed();
     let transfers = batch.stats().transfers;
     let log = server.take_requests();
-    let pieces: Vec<Result<Bytes, String>> = completions
-        .into_iter()
-        .map(|c| {
-            c.into_result()
-                .map(Bytes::from)
-                .map_err(|e| format!("{}: {}", e.status().name(), e.message()))
-        })
-        .collect();
+    let pieces = crate::methods::karu_results(completions);
     Batch {
         wall,
         transfers,

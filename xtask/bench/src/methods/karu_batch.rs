@@ -36,6 +36,18 @@ pub(crate) fn client_with(
         .map_err(|e| format!("cannot build a Karu client: {e}"))
 }
 
+/// Each completion's bytes, or its status and message: the pieces of an [`Outcome`].
+pub(crate) fn results_of(completions: Vec<karu::Completion>) -> Vec<Result<Bytes, String>> {
+    completions
+        .into_iter()
+        .map(|c| {
+            c.into_result()
+                .map(Bytes::from)
+                .map_err(|e| format!("{}: {}", e.status().name(), e.message()))
+        })
+        .collect()
+}
+
 pub(super) struct KaruSession<'a> {
     ctx: Context<'a>,
     client: Client,
@@ -71,14 +83,7 @@ impl<'a> KaruSession<'a> {
         let completions = batch.wait();
         let wall = started.elapsed();
         let transfers = batch.stats().transfers;
-        let pieces = completions
-            .into_iter()
-            .map(|c| {
-                c.into_result()
-                    .map(Bytes::from)
-                    .map_err(|e| format!("{}: {}", e.status().name(), e.message()))
-            })
-            .collect();
+        let pieces = results_of(completions);
         let outcome = Outcome {
             wall,
             pieces,

@@ -11,6 +11,7 @@ pub(crate) use opendal_http::GAP as OPENDAL_GAP;
 
 pub(crate) use karu_batch::client as karu_client;
 pub(crate) use karu_batch::client_with as karu_client_with;
+pub(crate) use karu_batch::results_of as karu_results;
 
 use std::future::Future;
 use std::sync::Arc;
