@@ -35,6 +35,8 @@ struct Run {
     bytes_sent: u64,
     karu: Option<KaruFigures>,
     check: Check,
+    /// CPU time of the client's threads during the batch (every thread but the mock's).
+    client_cpu: Duration,
 }
 
 /// Every piece checked against the pattern of the virtual objects.
@@ -231,7 +233,9 @@ impl Bench {
         self.server.take_requests();
         self.server.reset_max_in_flight();
         let accepted = self.server.connections_accepted();
+        let cpu_before = client_cpu();
         let outcome = session.run()?;
+        let client_cpu = client_cpu().saturating_sub(cpu_before);
         let log = self.server.take_requests();
         let new_connections = self.server.connections_accepted() - accepted;
         let peak = self.server.max_in_flight();
@@ -245,8 +249,35 @@ impl Bench {
             bytes_sent: log.iter().map(|r| r.body_bytes).sum(),
             karu: outcome.karu,
             check: verify(&self.workload, &outcome.pieces),
+            client_cpu,
         })
     }
+}
+
+/// CPU time run so far by this process's live threads other than the mock server's
+/// (`kmock-*`), from each thread's scheduler statistics (nanoseconds, user and system). Wall
+/// time on a shared two-core machine swings with the host; the CPU a client spends per request
+/// does not, so it is the `cpu` workload's steadier figure. A thread that ends within a batch is
+/// not counted: every method here keeps its threads for the whole run.
+fn client_cpu() -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    let mut total = 0u64;
+    for task in tasks.flatten() {
+        let path = task.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if comm.starts_with("kmock") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(path.join("schedstat")).unwrap_or_default();
+        total += stat
+            .split_whitespace()
+            .next()
+            .and_then(|ns| ns.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Duration::from_nanos(total)
 }
 
 /// Compares every piece with the pattern of its object.
@@ -697,6 +728,7 @@ pub(crate) fn cpu(options: &CpuOptions) -> Result<(), String> {
         ("peak", Align::Right),
         ("bytes sent", Align::Right),
         ("requests/s", Align::Right),
+        ("client CPU µs/request", Align::Right),
         ("check", Align::Left),
     ]);
     let mut failed = false;
@@ -719,6 +751,10 @@ pub(crate) fn cpu(options: &CpuOptions) -> Result<(), String> {
                 count(run.peak),
                 bytes(run.bytes_sent),
                 count((run.requests as f64 / run.wall.as_secs_f64()) as u64),
+                format!(
+                    "{:.1}",
+                    run.client_cpu.as_secs_f64() * 1e6 / run.requests.max(1) as f64
+                ),
                 run.check.text(),
             ]);
         }
