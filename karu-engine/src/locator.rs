@@ -234,6 +234,9 @@ impl Locator {
 
     /// This object without any window.
     pub fn whole(&self) -> Locator {
+        if self.0.window.is_none() {
+            return self.clone();
+        }
         Locator(Arc::new(LocatorInner {
             backend: Arc::clone(&self.0.backend),
             resolved: self.0.resolved.clone(),

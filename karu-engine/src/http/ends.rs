@@ -160,18 +160,22 @@ pub(crate) async fn read_ends(
 /// Run two requests in flight together when a second permit is idle (the task holds one for
 /// the first), else one after the other: the pair never exceeds the limit, nor this loop's
 /// share of it (which bounds the connections of its pool), and never waits on itself.
-async fn both<A, B>(
+///
+/// Combinators, not an `async fn`: an `async fn` keeps its argument futures beside the ones it
+/// awaits, twice the size of the pair, and `read_ends` spawns this as its task.
+fn both<A, B>(
     ctx: &LoopCtx,
     first: impl Future<Output = A>,
     second: impl Future<Output = B>,
-) -> (A, B) {
+) -> impl Future<Output = (A, B)> {
+    use futures_util::FutureExt as _;
+    use futures_util::future::{Either, join};
     match ctx.idle_permits() {
-        Some(permit) => {
-            let pair = tokio::join!(first, second);
+        Some(permit) => Either::Left(join(first, second).map(move |pair| {
             drop(permit);
             pair
-        }
-        None => (first.await, second.await),
+        })),
+        None => Either::Right(first.then(|a| second.map(|b| (a, b)))),
     }
 }
 

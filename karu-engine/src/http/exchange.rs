@@ -25,7 +25,7 @@ use crate::http::check::{
 use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
 use crate::http::locations::{Flight, LocationKey, Locations, Waiting};
-use crate::http::request::{Correction, ErrorResponse, PreparedRequest};
+use crate::http::request::{Correction, ErrorResponse, HttpOptions, PreparedRequest};
 use crate::http::speed::LowSpeed;
 use crate::http::transport::{self, HttpClient};
 use crate::http::{Held, RemoteStats};
@@ -192,15 +192,17 @@ impl Exchange<'_> {
         dst: &mut dyn Landing,
         base: u64,
     ) -> Result<Success, Failure> {
-        // A location kept for this object replaces the prepared URL.
-        let key = self.location_key(&request);
+        // A location kept for this object replaces the prepared URL. Its key is built here
+        // only if there may be one to find; otherwise at the first redirect, to keep it.
+        let mut key = self.location_key_if_kept(&request);
         let PreparedRequest {
             mut url,
             mut headers,
             options,
             ..
         } = request;
-        let origin = origin_of(&url);
+        // The prepared URL's origin, built when a request leaves it.
+        let mut origin: Option<String> = None;
         let mut replaced = None;
         // Ends this request's flight, if it leads one, when the exchange ends however it ends.
         let mut _leading = None;
@@ -214,11 +216,12 @@ impl Exchange<'_> {
             if let Some(location) = kept {
                 tracing::debug!(host = %host_of(&location), "reusing a redirect location");
                 let prepared = std::mem::replace(&mut url, location);
+                let prepared_origin = origin.insert(origin_of(&prepared));
                 replaced = Some(Replaced {
                     url: prepared,
                     headers: headers.clone(),
                 });
-                if origin_of(&url) != origin {
+                if origin_of(&url) != *prepared_origin {
                     strip_credentials(&mut headers, &options.sensitive_headers);
                 }
             }
@@ -236,14 +239,14 @@ impl Exchange<'_> {
             };
             // Low-speed protection counts from the request: waiting for the head counts.
             let mut speed = self.low_speed(Instant::now());
-            let response = self.send(url.clone(), sent, &host, &speed).await?;
-            let status = response.status().as_u16();
+            let answer = self.send(url.clone(), sent, host, &speed).await?;
+            let status = answer.response.status().as_u16();
             if location_failed(status)
                 && let Some(back) = replaced.take()
             {
                 // The reused location expired or was revoked: back to the prepared URL, once.
                 tracing::debug!(status, "a reused location failed; asking the prepared URL");
-                self.discard(response, 0).await;
+                self.discard(answer, 0).await;
                 if let (Some(reuse), Some(key)) = (self.reuse, &key) {
                     reuse.locations.lock().forget(key);
                 }
@@ -252,7 +255,7 @@ impl Exchange<'_> {
                 continue;
             }
             if options.follow_redirects && is_redirect(status) {
-                let Some(next) = redirect_target(&url, response.headers()) else {
+                let Some(next) = redirect_target(&url, answer.response.headers()) else {
                     return Err(Failure::new(
                         Error::new(
                             Status::Protocol,
@@ -261,9 +264,14 @@ impl Exchange<'_> {
                         FailureClass::Permanent,
                     ));
                 };
-                linked = Some(response.headers().clone());
-                self.discard(response, 0).await;
-                if origin_of(&next) != origin {
+                if !redirected && key.is_none() {
+                    // Still the prepared URL and headers: the key to keep the location under.
+                    key = self.location_key(&url, &headers, &options);
+                }
+                linked = Some(answer.response.headers().clone());
+                self.discard(answer, 0).await;
+                let prepared_origin = origin.get_or_insert_with(|| origin_of(&url));
+                if origin_of(&next) != *prepared_origin {
                     // Credentials never follow a redirect to another origin.
                     strip_credentials(&mut headers, &options.sensitive_headers);
                 }
@@ -273,11 +281,11 @@ impl Exchange<'_> {
             }
             let result = self
                 .receive(
-                    response,
+                    answer,
                     &expect,
                     dst,
                     base,
-                    &host,
+                    host,
                     &mut speed,
                     linked.as_ref(),
                 )
@@ -336,12 +344,15 @@ impl Exchange<'_> {
         &self,
         request: &PreparedRequest,
     ) -> Result<Duration, Failure> {
-        let (Some(reuse), Some(key)) = (self.reuse, self.location_key(request)) else {
-            return Ok(Duration::ZERO);
-        };
         if !request.options.resolve_once {
             return Ok(Duration::ZERO);
         }
+        let (Some(reuse), Some(key)) = (
+            self.reuse,
+            self.location_key(&request.url, &request.headers, &request.options),
+        ) else {
+            return Ok(Duration::ZERO);
+        };
         let now = Instant::now();
         let flight = {
             let mut locations = reuse.locations.lock();
@@ -375,15 +386,31 @@ impl Exchange<'_> {
         Ok(queued.elapsed())
     }
 
-    /// The key of `request`'s reusable location, if it may have one.
-    fn location_key(&self, request: &PreparedRequest) -> Option<LocationKey> {
-        let reuse = self.reuse.filter(|_| request.options.follow_redirects)?;
+    /// The key of `request`'s reusable location, if a location may be kept for it or a first
+    /// request of it may be in flight. Most requests are never redirected: building no key
+    /// for them saves its allocations on every request.
+    fn location_key_if_kept(&self, request: &PreparedRequest) -> Option<LocationKey> {
+        let reuse = self.reuse?;
+        if !request.options.resolve_once && reuse.locations.lock().is_empty() {
+            return None;
+        }
+        self.location_key(&request.url, &request.headers, &request.options)
+    }
+
+    /// The key of the reusable location of a request prepared with `url` and `headers`, if it
+    /// may have one.
+    fn location_key(
+        &self,
+        url: &Uri,
+        headers: &HeaderMap,
+        options: &HttpOptions,
+    ) -> Option<LocationKey> {
+        let reuse = self.reuse.filter(|_| options.follow_redirects)?;
         let locations = reuse.locations.lock();
-        let digest =
-            locations.credential_digest(&request.headers, &request.options.sensitive_headers);
+        let digest = locations.credential_digest(headers, &options.sensitive_headers);
         Some(LocationKey::new(
             reuse.locator.canonical().as_str(),
-            &request.url,
+            url,
             digest,
         ))
     }
@@ -453,7 +480,7 @@ impl Exchange<'_> {
         headers: HeaderMap,
         host: &str,
         speed: &LowSpeed,
-    ) -> Result<Response<Incoming>, Failure> {
+    ) -> Result<Answer, Failure> {
         tracing::debug!(host, path = url.path(), range = ?headers.get(http::header::RANGE), "request");
         let mut request = Request::builder()
             .method(Method::GET)
@@ -480,13 +507,12 @@ impl Exchange<'_> {
             biased;
             () = until_cancelled(self.cancel) => Err(Failure::cancelled()),
             result = self.client.request(request) => match result {
-                Ok(mut response) => {
+                Ok(response) => {
                     let carrier = Carrier {
-                        connection: Some(connection),
+                        connection,
                         http1: response.version() < http::Version::HTTP_2,
                     };
-                    response.extensions_mut().insert(carrier);
-                    Ok(response)
+                    Ok(Answer { response, carrier })
                 }
                 Err(e) => {
                     let refused = connection
@@ -514,7 +540,7 @@ impl Exchange<'_> {
     #[allow(clippy::too_many_arguments)]
     async fn receive(
         &self,
-        response: Response<Incoming>,
+        answer: Answer,
         expect: &Expectation<'_>,
         dst: &mut dyn Landing,
         base: u64,
@@ -522,8 +548,8 @@ impl Exchange<'_> {
         speed: &mut LowSpeed,
         linked: Option<&HeaderMap>,
     ) -> Result<Success, Failure> {
-        let status = response.status().as_u16();
-        let headers = response.headers();
+        let status = answer.response.status().as_u16();
+        let headers = answer.response.headers();
         let text = |name| {
             headers
                 .get(name)
@@ -539,7 +565,7 @@ impl Exchange<'_> {
         };
         let verdict = check::check_head(expect, &head);
         if let Some(failure) = self.keep_to_one_version(&verdict, status) {
-            Carrier::abandon(response);
+            answer.abandon();
             return Err(failure);
         }
         if let Some(redirect) = linked {
@@ -552,7 +578,7 @@ impl Exchange<'_> {
                 .then(|| self.backend.redirect_contradiction(redirect, total, etag))
                 .flatten();
             if let Some(why) = contradiction {
-                Carrier::abandon(response);
+                answer.abandon();
                 return Err(Failure::new(
                     Error::new(
                         Status::Protocol,
@@ -576,25 +602,22 @@ impl Exchange<'_> {
                 {
                     return Err(Failure::new(error, FailureClass::Permanent));
                 }
-                let etag = receipt.etag.clone();
-                let total = receipt.total;
-                self.body(response, &receipt, dst, base, host, speed)
-                    .await
-                    .map(|delivered| Success {
-                        delivered,
-                        etag,
-                        total,
-                    })
+                let delivered = self.body(answer, &receipt, dst, base, host, speed).await?;
+                Ok(Success {
+                    delivered,
+                    etag: receipt.etag,
+                    total: receipt.total,
+                })
             }
             Verdict::Unsatisfiable { size, etag } => {
                 let size = match size {
                     Some(size) => {
-                        self.discard(response, 0).await;
+                        self.discard(answer, 0).await;
                         Some(size)
                     }
                     // An S3-style error body may state the size the header did not.
                     None => {
-                        let body = self.discard(response, self.limits.error_body_limit).await;
+                        let body = self.discard(answer, self.limits.error_body_limit).await;
                         check::check_unsatisfiable(expect.range, check::actual_object_size(&body))
                             .map_err(|rejection| rejected(rejection, status))?
                     }
@@ -608,10 +631,10 @@ impl Exchange<'_> {
                     total: size,
                 })
             }
-            Verdict::ErrorStatus(code) => Err(self.error_status(code, response, host).await),
+            Verdict::ErrorStatus(code) => Err(self.error_status(code, answer, host).await),
             Verdict::Reject(rejection) => {
                 // Never download what cannot be used: the connection is closed.
-                Carrier::abandon(response);
+                answer.abandon();
                 Err(rejected(rejection, status))
             }
         }
@@ -648,14 +671,14 @@ impl Exchange<'_> {
     /// Receive a body the head accepted: skip, keep, then drain a small remainder or drop.
     async fn body(
         &self,
-        response: Response<Incoming>,
+        answer: Answer,
         receipt: &Receipt,
         dst: &mut dyn Landing,
         base: u64,
         host: &str,
         speed: &mut LowSpeed,
     ) -> Result<Delivered, Failure> {
-        let carrier = Carrier::of(&response);
+        let Answer { response, carrier } = answer;
         let mut body = response.into_body();
         let mut skip_left = receipt.skip;
         let keep = receipt.keep;
@@ -770,9 +793,9 @@ impl Exchange<'_> {
 
     /// Read an error answer: keep the first bytes for the message and for the backend's
     /// correction hook, drain a small rest.
-    async fn error_status(&self, code: u16, response: Response<Incoming>, host: &str) -> Failure {
-        let headers = response.headers().clone();
-        let body = self.discard(response, self.limits.error_body_limit).await;
+    async fn error_status(&self, code: u16, answer: Answer, host: &str) -> Failure {
+        let headers = answer.response.headers().clone();
+        let body = self.discard(answer, self.limits.error_body_limit).await;
         let class = classify_status(code);
         let correction = self.backend.correction(&ErrorResponse {
             status: code,
@@ -820,13 +843,13 @@ impl Exchange<'_> {
     /// Read up to `keep` bytes of a body and return them. The rest is unwanted: read to the
     /// end (so the connection can be reused) when it is at most the drain limit, else the
     /// body is dropped, which closes the connection.
-    async fn discard(&self, response: Response<Incoming>, keep: u64) -> Vec<u8> {
+    async fn discard(&self, answer: Answer, keep: u64) -> Vec<u8> {
+        let Answer { response, carrier } = answer;
         let length: Option<u64> = response
             .headers()
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse().ok());
-        let carrier = Carrier::of(&response);
         let mut body = response.into_body();
         let mut kept = Vec::new();
         let mut seen = 0u64;
@@ -869,45 +892,41 @@ impl Exchange<'_> {
     }
 }
 
-/// The connection that carried a response, kept in the response's extensions by `send` so
-/// that whoever abandons the body can close the connection.
+/// A response and the connection that carried it, as `send` returns them, so that whoever
+/// abandons the body can close the connection.
+struct Answer {
+    response: Response<Incoming>,
+    carrier: Carrier,
+}
+
+impl Answer {
+    /// Drop a response whose body is not wanted, closing its HTTP/1 connection.
+    fn abandon(self) {
+        self.carrier.close();
+        drop(self.response);
+    }
+}
+
+/// The connection that carried a response.
 ///
 /// Dropping an unfinished HTTP/1 body is not enough: hyper then reads on for what is already
 /// buffered and keeps the connection if that happens to finish the body, so whether a large
 /// remainder costs its download would depend on timing. A closed (poisoned) connection never
 /// returns to the pool. An HTTP/2 body is one stream of a shared connection; dropping it
 /// resets the stream alone.
-#[derive(Clone, Default)]
 struct Carrier {
-    /// `None` for a response that did not come from `send`.
-    connection: Option<CaptureConnection>,
+    connection: CaptureConnection,
     http1: bool,
 }
 
 impl Carrier {
-    /// The carrier of a response.
-    fn of(response: &Response<Incoming>) -> Carrier {
-        response
-            .extensions()
-            .get::<Carrier>()
-            .cloned()
-            .unwrap_or_default()
-    }
-
     /// Close the connection if it is HTTP/1: it never carries another request.
     fn close(&self) {
         if self.http1
-            && let Some(connection) = &self.connection
-            && let Some(connected) = connection.connection_metadata().as_ref()
+            && let Some(connected) = self.connection.connection_metadata().as_ref()
         {
             connected.poison();
         }
-    }
-
-    /// Drop a response whose body is not wanted, closing its HTTP/1 connection.
-    fn abandon(response: Response<Incoming>) {
-        Carrier::of(&response).close();
-        drop(response);
     }
 }
 
@@ -961,10 +980,9 @@ fn origin_of(url: &Uri) -> String {
 }
 
 /// `host:port` for messages (never the path or query).
-fn host_of(url: &Uri) -> String {
+fn host_of(url: &Uri) -> &str {
     url.authority()
-        .map(|a| a.as_str().rsplit('@').next().unwrap_or("").to_string())
-        .unwrap_or_default()
+        .map_or("", |a| a.as_str().rsplit('@').next().unwrap_or(""))
 }
 
 #[cfg(test)]

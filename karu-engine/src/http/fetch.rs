@@ -26,7 +26,7 @@ use crate::versions::VersionPins;
 fn asks_for(headers: &http::HeaderMap, range: RangeSpec) -> bool {
     let mut values = headers.get_all(http::header::RANGE).iter();
     match (values.next(), values.next()) {
-        (Some(value), None) => value.as_bytes() == range.header_value().as_bytes(),
+        (Some(value), None) => value.as_bytes() == range.header_bytes().as_ref(),
         _ => false,
     }
 }

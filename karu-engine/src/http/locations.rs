@@ -155,6 +155,12 @@ impl Locations {
         hasher.finish()
     }
 
+    /// Whether no location is kept and no first request is in flight: a request without
+    /// `resolve_once` then has nothing to look up, and its key can wait for a redirect.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.flights.is_empty()
+    }
+
     /// How many locations are kept.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

@@ -136,16 +136,15 @@ impl Drop for Load {
 /// Poll `future`, turning a panic inside it into `Err` (the future is not polled again).
 /// Third-party backend hooks run inside transfers; a panic in one must end that transfer
 /// with a status, never the loop, and never leave a batch waiting.
-async fn catch_panic<F: Future>(future: F) -> Result<F::Output, ()> {
-    let mut future = std::pin::pin!(future);
-    std::future::poll_fn(move |cx| {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(cx))) {
-            Ok(std::task::Poll::Ready(output)) => std::task::Poll::Ready(Ok(output)),
-            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
-            Err(_) => std::task::Poll::Ready(Err(())),
-        }
-    })
-    .await
+///
+/// A wrapper future, not an `async fn`: an `async fn` that pins its argument keeps two copies
+/// of it (the argument and the pinned local), which doubled every transfer's task (~14 KiB
+/// instead of ~7 KiB), and every spawn copies the whole task.
+fn catch_panic<F: Future>(future: F) -> impl Future<Output = Result<F::Output, ()>> {
+    use futures_util::FutureExt as _;
+    std::panic::AssertUnwindSafe(future)
+        .catch_unwind()
+        .map(|result| result.map_err(drop))
 }
 
 /// State every loop shares.
@@ -649,9 +648,10 @@ async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>)
                 Job::Credential(w) => w.run(&ctx).await,
             }
         });
-        // Boxed: the task's future is ~14 KiB, and tokio moves an unboxed future by value
+        // Boxed: the task's future is ~7.5 KiB, and tokio moves an unboxed future by value
         // several times as it spawns and finishes it (memmove was the io threads' largest
-        // item in the `cpu` benchmark's profile). Steady requests/s rose ~8 % boxed.
+        // item in the `cpu` benchmark's profile, when the task was ~14 KiB). Steady
+        // requests/s rose ~8 % boxed.
         tasks.spawn(Box::pin(task));
         while tasks.try_join_next().is_some() {}
     }

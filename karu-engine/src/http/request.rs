@@ -100,7 +100,10 @@ impl PreparedRequest {
             ));
         }
         let mut headers = HeaderMap::new();
-        headers.insert(RANGE, header_value(&ctx.range.header_value())?);
+        // Digits, `bytes=` and `-` only: always a valid header value.
+        let range = HeaderValue::from_bytes(ctx.range.header_bytes().as_ref())
+            .map_err(|_| Error::new(Status::Internal, "a Range header could not be built"))?;
+        headers.insert(RANGE, range);
         if let Some(condition) = ctx.if_match {
             headers.insert(IF_MATCH, header_value(condition)?);
         }

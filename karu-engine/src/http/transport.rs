@@ -477,7 +477,17 @@ impl Write for Stream {
 
 impl Connection for Stream {
     fn connected(&self) -> Connected {
-        let connected = self.inner.connected();
+        // Only what the client reads: whether TLS chose HTTP/2, and the refusal mark. The
+        // addresses hyper-util would add (`HttpInfo`) are copied into every response's
+        // extensions, an allocation per request that nothing here uses.
+        let connected = match &self.inner {
+            MaybeHttpsStream::Https(tls)
+                if tls.inner().get_ref().1.alpn_protocol() == Some(b"h2") =>
+            {
+                Connected::new().negotiated_h2()
+            }
+            _ => Connected::new(),
+        };
         match &self.refusal {
             Some(refusal) => connected.extra(refusal.clone()),
             None => connected,

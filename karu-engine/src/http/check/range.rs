@@ -33,10 +33,31 @@ impl RangeSpec {
 
     /// The `Range` header value.
     pub fn header_value(&self) -> String {
-        match self {
-            RangeSpec::Closed { first, last } => format!("bytes={first}-{last}"),
-            RangeSpec::Suffix { len } => format!("bytes=-{len}"),
+        let bytes = self.header_bytes();
+        // Only ASCII digits, `bytes=` and `-` are ever written.
+        String::from_utf8_lossy(bytes.as_ref()).into_owned()
+    }
+
+    /// The `Range` header value, written on the stack: the request path builds and compares it
+    /// once per request without an allocation.
+    pub fn header_bytes(&self) -> HeaderBytes {
+        let mut out = HeaderBytes {
+            buf: [0; HEADER_MAX],
+            len: 0,
+        };
+        out.push(b"bytes=");
+        match *self {
+            RangeSpec::Closed { first, last } => {
+                out.push_decimal(first);
+                out.push(b"-");
+                out.push_decimal(last);
+            }
+            RangeSpec::Suffix { len } => {
+                out.push(b"-");
+                out.push_decimal(len);
+            }
         }
+        out
     }
 
     /// Bytes asked for (for a suffix: at most this many).
@@ -45,6 +66,49 @@ impl RangeSpec {
             RangeSpec::Closed { first, last } => last - first + 1,
             RangeSpec::Suffix { len } => len,
         }
+    }
+}
+
+/// The longest `Range` value: `bytes=` and two 20-digit numbers around a `-`.
+const HEADER_MAX: usize = 6 + 20 + 1 + 20;
+
+/// A `Range` header value in a fixed buffer (see [`RangeSpec::header_bytes`]).
+#[derive(Clone, Copy)]
+pub struct HeaderBytes {
+    buf: [u8; HEADER_MAX],
+    len: usize,
+}
+
+impl HeaderBytes {
+    fn push(&mut self, bytes: &[u8]) {
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    fn push_decimal(&mut self, mut n: u64) {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(&digits[at..]);
+    }
+}
+
+impl AsRef<[u8]> for HeaderBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl fmt::Debug for HeaderBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&String::from_utf8_lossy(self.as_ref()), f)
     }
 }
 
@@ -137,6 +201,29 @@ mod tests {
             format!("bytes={}-{}", u64::MAX, u64::MAX)
         );
         assert_eq!(RangeSpec::Suffix { len: 10 }.header_value(), "bytes=-10");
+    }
+
+    #[test]
+    fn range_header_bytes_match_the_formatted_value_at_every_width() {
+        let mut values = vec![0u64, 1, 9, 10, 99, 100, u64::MAX - 1, u64::MAX];
+        values.extend((0..20).map(|p| 10u64.pow(p)));
+        values.extend((1..20).map(|p| 10u64.pow(p) - 1));
+        for &first in &values {
+            for &last in &values {
+                if first > last {
+                    continue;
+                }
+                let spec = RangeSpec::Closed { first, last };
+                let expected = format!("bytes={first}-{last}");
+                assert_eq!(spec.header_bytes().as_ref(), expected.as_bytes());
+                assert_eq!(spec.header_value(), expected);
+            }
+            let spec = RangeSpec::Suffix { len: first };
+            assert_eq!(
+                spec.header_bytes().as_ref(),
+                format!("bytes=-{first}").as_bytes()
+            );
+        }
     }
 
     #[test]
