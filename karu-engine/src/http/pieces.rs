@@ -307,6 +307,16 @@ async fn run_pieces(
     for answer in &mut answers[holding..] {
         *answer = Some(past_the_end(&head));
     }
+    // Every piece before the stated size is asked for: room for all their bytes now, one
+    // allocation per destination. Grown piece by piece as answers land, a destination was
+    // reallocated (and copied) up to once per piece it spans.
+    if holding > 1
+        && let Some(total) = head.total
+    {
+        let last = pieces[holding - 1];
+        let end = (last.offset + last.len).min(total.saturating_sub(first));
+        landing.lock().expect(end)?;
+    }
     answers[0] = Some(head);
     let mut running = FuturesUnordered::new();
     let mut next = 1;
