@@ -339,7 +339,8 @@ pub(crate) fn reads(shape: Shape, options: &Options, link_too: bool) -> Result<(
     println!(
         "Columns: requests, conns (distinct connections; in brackets those opened during the batch), \
          peak (most requests in flight at once) and bytes sent come from the server; \
-         fetched/requested = bytes sent / bytes the reads asked for; vs Karu = wall / Karu's wall."
+         fetched/requested = bytes sent / bytes the reads asked for; vs Karu = wall / Karu's wall; \
+         client CPU = CPU time of every thread but the mock server's during the batch."
     );
     let mut failed = false;
     for scenario in &scenarios {
@@ -477,6 +478,7 @@ fn print_scenario(
         ("fetched/requested", Align::Right),
         ("wall/ideal", Align::Right),
         ("vs Karu", Align::Right),
+        ("client CPU ms", Align::Right),
         ("check", Align::Left),
     ]);
     let mut ideals = Vec::new();
@@ -599,6 +601,7 @@ fn cells(
         format!("{:.2}", run.bytes_sent as f64 / requested as f64),
         format!("{:.2}", run.wall.as_secs_f64() / ideal.as_secs_f64()),
         format!("{:.2}×", run.wall.as_secs_f64() / karu_wall.as_secs_f64()),
+        format!("{:.0}", run.client_cpu.as_secs_f64() * 1000.0),
         run.check.text(),
     ]
 }
