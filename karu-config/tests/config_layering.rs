@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use karu_config::{
     ByteSize, ConfigBuilder, ConfigError, ConfigErrorKind, HttpVersion, InvalidKey, Origin,
-    Seconds, Section, SectionConfig, Settings, Snapshot,
+    Seconds, Section, SectionConfig, Settings, Snapshot, Trade,
 };
 use serde::Deserialize;
 use tempfile::TempDir;
@@ -1079,6 +1079,7 @@ fn every_default_of_the_specification_is_its_number() {
         assert_eq!(global.planner.max_span, ByteSize(67_108_864));
         assert_eq!(global.planner.max_parts, 1024);
         assert_eq!(global.planner.max_amplification, 16);
+        assert_eq!(global.planner.trade, Trade::Priced);
         // HTTP: 1.1, a fallback of 8 MiB, a drain of 256 KiB, 4 KiB of an error body, a 30 s
         // connect timeout, 1,024 B/s for 60 s, DNS answers kept for a minute.
         assert_eq!(global.http.version, HttpVersion::Http1);

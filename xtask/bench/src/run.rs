@@ -183,13 +183,14 @@ impl Bench {
         let probe = methods::karu_client()?;
         let g = probe.snapshot().global();
         println!(
-            "Karu settings: io_threads {}, concurrency {}, planner max_gap {}, max_span {}, max_parts {}, max_amplification {}",
+            "Karu settings: io_threads {}, concurrency {}, planner max_gap {}, max_span {}, max_parts {}, max_amplification {}, trade {:?}",
             g.io_threads,
             g.concurrency,
             bytes(g.planner.max_gap.0),
             bytes(g.planner.max_span.0),
             g.planner.max_parts,
-            g.planner.max_amplification
+            g.planner.max_amplification,
+            g.planner.trade
         );
         let concurrency = g.concurrency;
         Ok(Bench {
