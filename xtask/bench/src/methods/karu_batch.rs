@@ -159,3 +159,92 @@ impl Session for KaruSession<'_> {
         Ok(outcome)
     }
 }
+
+/// Karu reading every piece of a `Reads` workload into one caller buffer, back to back.
+pub(super) struct KaruCallerSession<'a> {
+    inner: KaruSession<'a>,
+    /// The next batch's buffer, written before the clock starts.
+    buffer: Option<Vec<u8>>,
+}
+
+impl<'a> KaruCallerSession<'a> {
+    pub(super) fn open(ctx: Context<'a>) -> Result<Self, String> {
+        Ok(KaruCallerSession {
+            inner: KaruSession::open(ctx)?,
+            buffer: None,
+        })
+    }
+}
+
+impl Session for KaruCallerSession<'_> {
+    fn prepare(&mut self) {
+        let total: u64 = self
+            .inner
+            .ctx
+            .workload
+            .pieces
+            .iter()
+            .map(|p| p.length)
+            .sum();
+        self.buffer = Some(vec![0xA5; total as usize]);
+    }
+
+    fn run(&mut self) -> Result<Outcome, String> {
+        let KaruSession {
+            ctx,
+            client,
+            locators,
+        } = &self.inner;
+        if !matches!(ctx.workload.kind, Kind::Reads) {
+            return Err("caller buffers are measured on batches of reads only".into());
+        }
+        let mut buffer = self.buffer.take().ok_or("no buffer was prepared")?;
+        let pieces = &ctx.workload.pieces;
+        let before = client.transport_stats();
+        let started = Instant::now();
+        let (completions, transfers) = {
+            let mut rest = buffer.as_mut_slice();
+            let mut slices = Vec::with_capacity(pieces.len());
+            for p in pieces {
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(p.length as usize);
+                slices.push(head);
+                rest = tail;
+            }
+            client.scope(|scope| {
+                let batch = scope.submit(
+                    pieces
+                        .iter()
+                        .zip(slices)
+                        .map(|(p, dst)| Read::borrowed(&locators[p.object], p.offset, dst)),
+                    &ctx.batch_options,
+                );
+                let completions = batch.wait();
+                (completions, batch.stats().transfers)
+            })
+        };
+        let wall = started.elapsed();
+        let after = client.transport_stats();
+        // Each piece is a view of the buffer (no copy); a failed read keeps its message.
+        let buffer = Bytes::from(buffer);
+        let mut at = 0usize;
+        let mut results = Vec::with_capacity(pieces.len());
+        for (p, c) in pieces.iter().zip(completions) {
+            let end = at + p.length as usize;
+            results.push(match c.into_result() {
+                Ok(_) => Ok(buffer.slice(at..end)),
+                Err(e) => Err(format!("{}: {}", e.status().name(), e.message())),
+            });
+            at = end;
+        }
+        Ok(Outcome {
+            wall,
+            pieces: results,
+            karu: Some(KaruFigures {
+                transfers: Some(transfers),
+                requests: after.requests - before.requests,
+                body_bytes: after.body_bytes - before.body_bytes,
+                retries: after.retries - before.retries,
+            }),
+        })
+    }
+}

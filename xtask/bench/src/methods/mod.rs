@@ -28,6 +28,9 @@ use crate::workload::Workload;
 pub(crate) enum Method {
     /// Karu, default configuration (the batch may carry planner overrides, as `cpu` does).
     Karu,
+    /// Karu, reading into the caller's buffer (`Read::borrowed` in a scope), as a tensor
+    /// loader reads into storage it already holds: no destination is allocated per read.
+    KaruCaller,
     /// object_store 0.14.2 `get_ranges` over its HTTP store.
     ObjectStore,
     /// OpenDAL 0.59.5 `Reader::fetch` over its HTTP service, merging ranges at most `gap`
@@ -42,6 +45,7 @@ impl Method {
     pub(crate) fn label(&self) -> String {
         match self {
             Method::Karu => "Karu (defaults)".into(),
+            Method::KaruCaller => "Karu, caller buffers".into(),
             Method::ObjectStore => "object_store get_ranges".into(),
             Method::OpenDal { gap } if *gap == opendal_http::GAP => "OpenDAL Reader::fetch".into(),
             Method::OpenDal { gap } => format!("OpenDAL Reader::fetch, gap {gap}"),
@@ -92,12 +96,17 @@ pub(crate) struct KaruFigures {
 pub(crate) trait Session {
     /// Runs one batch of the workload.
     fn run(&mut self) -> Result<Outcome, String>;
+
+    /// Gets the next batch ready outside its measurement (a caller's buffers are allocated and
+    /// written before the clock starts, as storage a caller keeps would be).
+    fn prepare(&mut self) {}
 }
 
 /// A new client of `method` (nothing is sent until [`Session::run`]).
 pub(crate) fn open<'a>(method: Method, ctx: Context<'a>) -> Result<Box<dyn Session + 'a>, String> {
     Ok(match method {
         Method::Karu => Box::new(karu_batch::KaruSession::open(ctx)?),
+        Method::KaruCaller => Box::new(karu_batch::KaruCallerSession::open(ctx)?),
         Method::ObjectStore => Box::new(object_store_http::ObjectStoreSession::open(ctx)?),
         Method::OpenDal { gap } => Box::new(opendal_http::OpenDalSession::open(ctx, gap)?),
         Method::Plain { in_flight } => Box::new(plain::PlainSession::open(ctx, in_flight)),
