@@ -258,9 +258,10 @@ impl Bench {
 
 /// CPU time run so far by this process's live threads other than the mock server's
 /// (`kmock-*`), from each thread's scheduler statistics (nanoseconds, user and system). Wall
-/// time on a shared two-core machine swings with the host; the CPU a client spends per request
-/// does not, so it is the `cpu` workload's steadier figure. A thread that ends within a batch is
-/// not counted: every method here keeps its threads for the whole run.
+/// time on a shared two-core machine swings with the host; the CPU a client spends swings far
+/// less, and on loopback, where client and mock share the cores, it is what the wall follows.
+/// A thread that ends within a batch is not counted: every method here keeps its threads for
+/// the whole run.
 fn client_cpu() -> Duration {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return Duration::ZERO;

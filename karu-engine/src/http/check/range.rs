@@ -40,7 +40,7 @@ impl RangeSpec {
 
     /// The `Range` header value, written on the stack: the request path builds and compares it
     /// once per request without an allocation.
-    pub fn header_bytes(&self) -> HeaderBytes {
+    pub(crate) fn header_bytes(&self) -> HeaderBytes {
         let mut out = HeaderBytes {
             buf: [0; HEADER_MAX],
             len: 0,
@@ -74,7 +74,7 @@ const HEADER_MAX: usize = 6 + 20 + 1 + 20;
 
 /// A `Range` header value in a fixed buffer (see [`RangeSpec::header_bytes`]).
 #[derive(Clone, Copy)]
-pub struct HeaderBytes {
+pub(crate) struct HeaderBytes {
     buf: [u8; HEADER_MAX],
     len: usize,
 }
