@@ -539,10 +539,18 @@ fn caller_buffer(pieces: &[Piece]) -> Vec<u8> {
     vec![0xA5; total as usize]
 }
 
-fn split<'b>(mut buffer: &'b mut [u8], pieces: &[Piece]) -> Vec<&'b mut [u8]> {
-    let mut out = Vec::with_capacity(pieces.len());
-    for p in pieces {
-        let (head, tail) = std::mem::take(&mut buffer).split_at_mut(p.length as usize);
+fn split<'b>(buffer: &'b mut [u8], pieces: &[Piece]) -> Vec<&'b mut [u8]> {
+    split_lengths(buffer, pieces.iter().map(|p| p.length))
+}
+
+/// `buffer` cut into consecutive slices of `lengths` (one caller buffer, a slice per read).
+pub(crate) fn split_lengths(
+    mut buffer: &mut [u8],
+    lengths: impl ExactSizeIterator<Item = u64>,
+) -> Vec<&mut [u8]> {
+    let mut out = Vec::with_capacity(lengths.len());
+    for length in lengths {
+        let (head, tail) = std::mem::take(&mut buffer).split_at_mut(length as usize);
         out.push(head);
         buffer = tail;
     }

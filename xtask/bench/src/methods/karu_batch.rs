@@ -203,13 +203,7 @@ impl Session for KaruCallerSession<'_> {
         let before = client.transport_stats();
         let started = Instant::now();
         let (completions, transfers) = {
-            let mut rest = buffer.as_mut_slice();
-            let mut slices = Vec::with_capacity(pieces.len());
-            for p in pieces {
-                let (head, tail) = std::mem::take(&mut rest).split_at_mut(p.length as usize);
-                slices.push(head);
-                rest = tail;
-            }
+            let slices = crate::local::split_lengths(&mut buffer, pieces.iter().map(|p| p.length));
             client.scope(|scope| {
                 let batch = scope.submit(
                     pieces
