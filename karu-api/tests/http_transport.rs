@@ -16,8 +16,8 @@ use http_support::{
 };
 use karu::{Read, Status};
 use karu_engine::provider::{
-    Backend, CanonicalPath, Correction, Error, ErrorResponse, PrepareContext, PreparedRequest,
-    Resolved,
+    Backend, CanonicalPath, Correction, Error, ErrorResponse, Locator, PrepareContext,
+    PreparedRequest, Resolved, Snapshot,
 };
 use karu_testkit::{
     Fault, FaultRule, Gate, GateResponse, MockServer, RequestHead, pattern, pattern_byte,
@@ -975,4 +975,82 @@ fn error_bodies_keep_exactly_4_kib_and_drain_at_most_256_kib_beyond_it() {
             "the kept bytes are not the body's first"
         );
     }
+}
+
+/// Plain HTTP under `keep://`, following redirects and keeping every location for an hour,
+/// without `resolve_once` (a backend whose first requests are not coordinated).
+#[derive(Debug)]
+struct Keeper;
+
+impl Backend for Keeper {
+    fn name(&self) -> &str {
+        "keep"
+    }
+
+    fn resolve(&self, address: &str) -> Result<Resolved, Error> {
+        let url = address.replacen("keep://", "http://", 1);
+        Ok(Resolved::remote(
+            CanonicalPath::new(url),
+            None,
+            String::new(),
+        ))
+    }
+
+    fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
+        let mut request = PreparedRequest::get(ctx.locator.canonical().as_str(), ctx)?;
+        request.options.follow_redirects = true;
+        Ok(request)
+    }
+
+    fn reusable_location(
+        &self,
+        _locator: &Locator,
+        _snapshot: &Snapshot,
+        _location: &http::Uri,
+        _now: std::time::SystemTime,
+    ) -> Option<Duration> {
+        Some(Duration::from_secs(3600))
+    }
+}
+
+#[test]
+fn a_location_kept_at_the_first_redirect_serves_the_later_reads_of_its_object() {
+    // No location is kept and none is in flight when the first read starts: the engine builds
+    // the location's key only at the redirect, and must still keep the location under it.
+    let first = MockServer::start();
+    let second = MockServer::start();
+    second.insert_virtual("/elsewhere", MIB);
+    first.set_gate(Some(Arc::new(Redirect {
+        from: "/away".into(),
+        to: second.url("/elsewhere"),
+    })));
+    let client = build(with_backend(quick(), "keep", None, Arc::new(Keeper)));
+    let object = client
+        .locate(&format!("keep://{}/away", first.addr()))
+        .unwrap();
+    for i in 0..3 {
+        assert_ok(&read_one(&client, &object, i * 1000, 100), i * 1000, 100);
+    }
+    let a = first.take_requests();
+    assert_eq!(
+        a.iter()
+            .map(|r| (r.path.as_str(), r.status))
+            .collect::<Vec<_>>(),
+        [("/away", 302)],
+        "{}",
+        describe(&a)
+    );
+    let b = second.take_requests();
+    assert_eq!(
+        b.iter()
+            .map(|r| (r.path.as_str(), r.status))
+            .collect::<Vec<_>>(),
+        [("/elsewhere", 206); 3],
+        "{}",
+        describe(&b)
+    );
+    assert_eq!(
+        range_headers(&b),
+        ["bytes=0-99", "bytes=1000-1099", "bytes=2000-2099"]
+    );
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
-use karu::{Client, ClientBuilder, Locator, Read};
+use karu::{Client, ClientBuilder, Locator, Read, TransportStats};
 
 use super::{Context, KaruFigures, Outcome, Session};
 use crate::workload::Kind;
@@ -43,9 +43,24 @@ pub(crate) fn results_of(completions: Vec<karu::Completion>) -> Vec<Result<Bytes
         .map(|c| {
             c.into_result()
                 .map(Bytes::from)
-                .map_err(|e| format!("{}: {}", e.status().name(), e.message()))
+                .map_err(|e| failure_text(&e))
         })
         .collect()
+}
+
+/// A failed read as a piece of an [`Outcome`]: its status and message.
+fn failure_text(e: &karu::Error) -> String {
+    format!("{}: {}", e.status().name(), e.message())
+}
+
+/// Karu's account of a batch from the transport counters around it.
+fn figures(before: TransportStats, after: TransportStats, transfers: Option<usize>) -> KaruFigures {
+    KaruFigures {
+        transfers,
+        requests: after.requests - before.requests,
+        body_bytes: after.body_bytes - before.body_bytes,
+        retries: after.retries - before.retries,
+    }
 }
 
 pub(super) struct KaruSession<'a> {
@@ -124,7 +139,7 @@ impl<'a> KaruSession<'a> {
                     pieces.push(Ok(Bytes::from(ends.tail)));
                 }
                 Some(Err(e)) => {
-                    let message = format!("{}: {}", e.status().name(), e.message());
+                    let message = failure_text(&e);
                     pieces.push(Err(message.clone()));
                     pieces.push(Err(message));
                 }
@@ -149,13 +164,7 @@ impl Session for KaruSession<'_> {
             Kind::Reads => self.reads(),
             Kind::Ends { head, tail } => (self.ends(head, tail), None),
         };
-        let after = self.client.transport_stats();
-        outcome.karu = Some(KaruFigures {
-            transfers,
-            requests: after.requests - before.requests,
-            body_bytes: after.body_bytes - before.body_bytes,
-            retries: after.retries - before.retries,
-        });
+        outcome.karu = Some(figures(before, self.client.transport_stats(), transfers));
         Ok(outcome)
     }
 }
@@ -178,14 +187,7 @@ impl<'a> KaruCallerSession<'a> {
 
 impl Session for KaruCallerSession<'_> {
     fn prepare(&mut self) {
-        let total: u64 = self
-            .inner
-            .ctx
-            .workload
-            .pieces
-            .iter()
-            .map(|p| p.length)
-            .sum();
+        let total = self.inner.ctx.workload.requested_bytes();
         self.buffer = Some(vec![0xA5; total as usize]);
     }
 
@@ -226,19 +228,14 @@ impl Session for KaruCallerSession<'_> {
             let end = at + p.length as usize;
             results.push(match c.into_result() {
                 Ok(_) => Ok(buffer.slice(at..end)),
-                Err(e) => Err(format!("{}: {}", e.status().name(), e.message())),
+                Err(e) => Err(failure_text(&e)),
             });
             at = end;
         }
         Ok(Outcome {
             wall,
             pieces: results,
-            karu: Some(KaruFigures {
-                transfers: Some(transfers),
-                requests: after.requests - before.requests,
-                body_bytes: after.body_bytes - before.body_bytes,
-                retries: after.retries - before.retries,
-            }),
+            karu: Some(figures(before, after, Some(transfers))),
         })
     }
 }
