@@ -55,6 +55,56 @@ fn sequential_small_reads_reuse_a_few_connections() {
     assert!(server.requests().iter().all(|r| r.connection == 1));
 }
 
+/// Answers ranges of a pattern object, each with `Connection: close`: the server closes
+/// every connection after one answer.
+#[derive(Debug)]
+struct CloseAfterEachAnswer;
+
+impl karu_testkit::Route for CloseAfterEachAnswer {
+    fn respond(&self, request: &RequestHead) -> Option<GateResponse> {
+        let range = request.header("range")?.strip_prefix("bytes=")?;
+        let (first, last) = range.split_once('-')?;
+        let (first, last): (u64, u64) = (first.parse().ok()?, last.parse().ok()?);
+        let body: Vec<u8> = (first..=last).map(pattern_byte).collect();
+        Some(
+            GateResponse::new(206, body)
+                .header(
+                    "content-range",
+                    format!("bytes {first}-{last}/{}", 64 * MIB),
+                )
+                .header("connection", "close"),
+        )
+    }
+}
+
+#[test]
+fn a_connection_the_server_closed_after_its_answer_never_carries_another_request() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", 64 * MIB);
+    server.set_route(Some(Arc::new(CloseAfterEachAnswer)));
+    // One loop, so every read after the first would find the last connection in its pool.
+    let client = build(quick().io_threads(1));
+    let object = locate(&client, &server, "/o");
+    for i in 0..10u64 {
+        assert_ok(&read_one(&client, &object, i * MIB, 100), i * MIB, 100);
+    }
+    let log = server.requests();
+    // Each read asked once, on a connection of its own, naming the server's host and port.
+    assert_eq!(log.len(), 10, "{}", describe(&log));
+    let connections: BTreeSet<u64> = log.iter().map(|r| r.connection).collect();
+    assert_eq!(connections.len(), 10, "{}", describe(&log));
+    assert_eq!(server.connections_accepted(), 10);
+    let authority = server.addr().to_string();
+    assert!(
+        log.iter()
+            .all(|r| r.header("host") == Some(authority.as_str())),
+        "{}",
+        describe(&log)
+    );
+    let stats = client.transport_stats();
+    assert_eq!((stats.requests, stats.retries), (10, 0));
+}
+
 #[test]
 fn http1_never_opens_more_connections_than_the_concurrency_limit() {
     // Two loops sharing a limit of 2. Each loop may carry only its share: a read_ends whose

@@ -12,7 +12,6 @@ use http::{HeaderMap, Method, Request, Response, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Body as _;
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::{CaptureConnection, capture_connection};
 use karu_config::{HttpSettings, Snapshot};
 use parking_lot::Mutex;
 use tokio::time::sleep_until;
@@ -22,12 +21,12 @@ use crate::batch::BatchShared;
 use crate::http::check::{
     self, Delivered, Expectation, Receipt, Rejection, ResponseHead, Verdict, classify_status,
 };
+use crate::http::client::{Carrier, HttpClient};
 use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
 use crate::http::locations::{Flight, LocationKey, Locations, Waiting};
 use crate::http::request::{Correction, ErrorResponse, HttpOptions, PreparedRequest};
 use crate::http::speed::LowSpeed;
-use crate::http::transport::{self, HttpClient};
 use crate::http::{Held, RemoteStats};
 use crate::locator::{CanonicalPath, Locator};
 use crate::provider::error_body;
@@ -500,26 +499,15 @@ impl Exchange<'_> {
             );
         }
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
-        let connection = capture_connection(&mut request);
         // No body byte arrives while waiting for the head.
         let headers_by = self.wake_at(speed);
         tokio::select! {
             biased;
             () = until_cancelled(self.cancel) => Err(Failure::cancelled()),
             result = self.client.request(request) => match result {
-                Ok(response) => {
-                    let carrier = Carrier {
-                        connection,
-                        http1: response.version() < http::Version::HTTP_2,
-                    };
-                    Ok(Answer { response, carrier })
-                }
+                Ok((response, carrier)) => Ok(Answer { response, carrier }),
                 Err(e) => {
-                    let refused = connection
-                        .connection_metadata()
-                        .as_ref()
-                        .is_some_and(transport::refused_http2);
-                    let kind = if refused {
+                    let kind = if e.refused_http2() {
                         // Whatever the HTTP/2 layer made of it: the server does not speak it.
                         TransportKind::NotHttp2
                     } else {
@@ -678,7 +666,10 @@ impl Exchange<'_> {
         host: &str,
         speed: &mut LowSpeed,
     ) -> Result<Delivered, Failure> {
-        let Answer { response, carrier } = answer;
+        let Answer {
+            response,
+            mut carrier,
+        } = answer;
         let mut body = response.into_body();
         let mut skip_left = receipt.skip;
         let keep = receipt.keep;
@@ -844,7 +835,10 @@ impl Exchange<'_> {
     /// end (so the connection can be reused) when it is at most the drain limit, else the
     /// body is dropped, which closes the connection.
     async fn discard(&self, answer: Answer, keep: u64) -> Vec<u8> {
-        let Answer { response, carrier } = answer;
+        let Answer {
+            response,
+            mut carrier,
+        } = answer;
         let length: Option<u64> = response
             .headers()
             .get(CONTENT_LENGTH)
@@ -901,32 +895,9 @@ struct Answer {
 
 impl Answer {
     /// Drop a response whose body is not wanted, closing its HTTP/1 connection.
-    fn abandon(self) {
+    fn abandon(mut self) {
         self.carrier.close();
         drop(self.response);
-    }
-}
-
-/// The connection that carried a response.
-///
-/// Dropping an unfinished HTTP/1 body is not enough: hyper then reads on for what is already
-/// buffered and keeps the connection if that happens to finish the body, so whether a large
-/// remainder costs its download would depend on timing. A closed (poisoned) connection never
-/// returns to the pool. An HTTP/2 body is one stream of a shared connection; dropping it
-/// resets the stream alone.
-struct Carrier {
-    connection: CaptureConnection,
-    http1: bool,
-}
-
-impl Carrier {
-    /// Close the connection if it is HTTP/1: it never carries another request.
-    fn close(&self) {
-        if self.http1
-            && let Some(connected) = self.connection.connection_metadata().as_ref()
-        {
-            connected.poison();
-        }
     }
 }
 

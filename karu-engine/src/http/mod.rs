@@ -8,6 +8,7 @@
 //! most the limit in flight.
 
 pub mod check;
+pub(crate) mod client;
 pub(crate) mod credential_workers;
 pub(crate) mod endpoint;
 pub(crate) mod ends;
@@ -38,6 +39,7 @@ use tokio::task::JoinSet;
 
 use crate::credential::{Authority, Callbacks, Credential, CredentialCache};
 use crate::http::check::RangeSpec;
+use crate::http::client::HttpClient;
 use crate::http::credential_workers::CredentialWorkers;
 use crate::http::credential_workers::Pending;
 use crate::http::endpoint::Endpoints;
@@ -46,7 +48,7 @@ use crate::http::fetch::{Fetch, Fetched};
 use crate::http::landing::{Dest, Landing, Scatter};
 use crate::http::locations::Locations;
 use crate::http::meter::Metered;
-use crate::http::transport::{DnsCache, HttpClient, Resolver};
+use crate::http::transport::{DnsCache, Resolver};
 use crate::locator::Locator;
 use crate::read::Completion;
 use crate::reply::{self, Reply};
@@ -295,7 +297,7 @@ impl LoopCtx {
         clients
             .entry(timeout)
             .or_insert_with(|| {
-                transport::client(
+                HttpClient::new(
                     Arc::clone(&self.shared.tls),
                     Resolver::new(Arc::clone(&self.shared.dns)),
                     timeout,

@@ -1,5 +1,5 @@
-//! The transport: one rustls configuration for the client, a DNS cache, the connector (TCP
-//! and TLS under one connect timeout) and hyper clients.
+//! The transport: one rustls configuration for the client, a DNS cache and the connector (TCP
+//! and TLS under one connect timeout). The pool of connections is [`client`](super::client).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -12,26 +12,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::Uri;
-use http_body_util::Empty;
 use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
 use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
-use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::dns::Name;
-use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use karu_config::{HttpSettings, HttpVersion};
 use parking_lot::Mutex;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+use tokio::sync::OwnedSemaphorePermit;
+use tower_service::Service as _;
 
 use crate::status::{Error, Status};
 
-/// The hyper client of one event loop.
-pub(crate) type HttpClient = Client<Connector, Empty<Bytes>>;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The client's one TLS configuration: aws-lc-rs, platform roots plus an optional CA file,
 /// ALPN by the HTTP version policy. Shared by every loop, so TLS sessions resume across loops.
@@ -83,36 +79,6 @@ pub(crate) fn tls_config(settings: &HttpSettings) -> Result<Arc<rustls::ClientCo
     Ok(Arc::new(config))
 }
 
-/// Build one event loop's hyper client (its own connection pool), which opens at most
-/// `connections_per_host` connections to any one host: the loop's share of the concurrency
-/// limit, so the loops together never open more than the limit (see [`ConnectionSlots`]).
-pub(crate) fn client(
-    tls: Arc<rustls::ClientConfig>,
-    resolver: Resolver,
-    connect_timeout: Duration,
-    version: HttpVersion,
-    connections_per_host: usize,
-) -> HttpClient {
-    let mut http = HttpConnector::new_with_resolver(resolver);
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    // The TCP connect alone; the connector bounds TCP and TLS together by the same time.
-    http.set_connect_timeout(Some(connect_timeout));
-    http.set_keepalive(Some(Duration::from_secs(60)));
-    let http2_only = version == HttpVersion::Http2;
-    let connector = Connector {
-        https: HttpsConnector::from((http, tls)),
-        timeout: connect_timeout,
-        http2_only,
-        slots: ConnectionSlots::new(connections_per_host),
-    };
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(90))
-        .pool_max_idle_per_host(usize::MAX)
-        .http2_only(http2_only)
-        .build(connector)
-}
-
 /// Establishes connections: name resolution, TCP and the TLS handshake together within the
 /// connect timeout (`http.connect_timeout`), so a server that accepts TCP and never answers
 /// the ClientHello is a connect failure at that timeout, not a wait for the response.
@@ -122,69 +88,72 @@ pub(crate) struct Connector {
     timeout: Duration,
     /// The client speaks only HTTP/2: its connections watch for a server that does not.
     http2_only: bool,
-    slots: ConnectionSlots,
 }
 
-/// Room for connections, per host (scheme, host and port, as the pool keys them): a new
-/// connection takes a slot and its [`Stream`] holds it until hyper drops the connection.
-///
-/// hyper-util's pool alone does not bound connections. A request that finds no idle
-/// connection starts a connect and also waits for one to be returned; when a connection comes
-/// back first (it is returned from a spawned task, just after another request's body ended),
-/// the request takes it and the connect goes on in the background, adding one more connection
-/// to the pool. With slots, such a connect waits for a slot instead, within the connect
-/// timeout, and gives up when none frees.
-///
-/// The loop runs at most its share of requests at once, and each slot's connection carries at
-/// most one of them (HTTP/1.1), so while all slots are taken, a request of this loop either
-/// has a connection or one is idle or being returned: a connect waiting for a slot is never
-/// the only way a request can go on.
-#[derive(Debug, Clone)]
-struct ConnectionSlots {
-    per_host: usize,
-    hosts: Arc<Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>>,
-}
-
-impl ConnectionSlots {
-    fn new(per_host: usize) -> Self {
-        ConnectionSlots {
-            per_host: per_host.max(1),
-            hosts: Arc::default(),
+impl Connector {
+    pub(crate) fn new(
+        tls: Arc<rustls::ClientConfig>,
+        resolver: Resolver,
+        connect_timeout: Duration,
+        http2_only: bool,
+    ) -> Self {
+        let mut http = HttpConnector::new_with_resolver(resolver);
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        // The TCP connect alone; `connect` bounds TCP and TLS together by the same time.
+        http.set_connect_timeout(Some(connect_timeout));
+        http.set_keepalive(Some(Duration::from_secs(60)));
+        Connector {
+            https: HttpsConnector::from((http, tls)),
+            timeout: connect_timeout,
+            http2_only,
         }
     }
 
-    /// The slots of `dst`'s host.
-    fn of(&self, dst: &Uri) -> Arc<tokio::sync::Semaphore> {
-        let key = format!(
-            "{}://{}",
-            dst.scheme_str().unwrap_or("http"),
-            dst.authority().map_or("", |a| a.as_str())
-        );
-        let mut hosts = self.hosts.lock();
-        if hosts.len() >= PRUNE_SLOTS_ABOVE && !hosts.contains_key(&key) {
-            // Forget hosts with no connection open and no connect waiting: a long-lived client
-            // that meets many hosts keeps only those it is using.
-            let per_host = self.per_host;
-            hosts.retain(|_, s| Arc::strong_count(s) > 1 || s.available_permits() < per_host);
+    /// The connect timeout.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Whether the client speaks only HTTP/2.
+    pub(crate) fn http2_only(&self) -> bool {
+        self.http2_only
+    }
+
+    /// A connection to `dst`'s host, which holds `slot` (its place among the host's
+    /// connections) for as long as it is open. Fails at `deadline`.
+    pub(crate) async fn connect(
+        &self,
+        dst: Uri,
+        slot: OwnedSemaphorePermit,
+        deadline: tokio::time::Instant,
+    ) -> Result<Stream, BoxError> {
+        let mut https = self.https.clone();
+        let connecting = async move {
+            std::future::poll_fn(|cx| https.poll_ready(cx)).await?;
+            https.call(dst).await
+        };
+        match tokio::time::timeout_at(deadline, connecting).await {
+            Ok(Ok(io)) => Ok(Stream {
+                inner: io,
+                first: self.http2_only.then(FirstBytes::default),
+                refusal: self.http2_only.then(Http2Refusal::default),
+                _slot: slot,
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Box::new(ConnectTimedOut {
+                after: self.timeout,
+            })),
         }
-        Arc::clone(
-            hosts
-                .entry(key)
-                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.per_host))),
-        )
     }
 }
 
-/// Hosts [`ConnectionSlots`] keeps before it forgets idle ones.
-const PRUNE_SLOTS_ABOVE: usize = 256;
-
-/// Every connection slot of the host stayed taken for the whole connect timeout (a connect
-/// the pool started while waiting for a connection that another request then returned).
+/// Every connection slot of the host stayed taken for the whole connect timeout.
 #[derive(Debug, thiserror::Error)]
 #[error("no connection slot freed within {after:?} ({per_host} connections to this host are open)")]
 pub(crate) struct NoConnectionSlot {
-    after: Duration,
-    per_host: usize,
+    pub(crate) after: Duration,
+    pub(crate) per_host: usize,
 }
 
 impl fmt::Debug for Connector {
@@ -196,44 +165,6 @@ impl fmt::Debug for Connector {
     }
 }
 
-impl tower_service::Service<Uri> for Connector {
-    type Response = Stream;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<Stream, BoxError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.https.poll_ready(cx)
-    }
-
-    fn call(&mut self, dst: Uri) -> Self::Future {
-        let slots = self.slots.of(&dst);
-        let per_host = self.slots.per_host;
-        // Lazy: nothing is resolved or connected until it is polled, after a slot is taken.
-        let connecting = self.https.call(dst);
-        let (after, http2_only) = (self.timeout, self.http2_only);
-        Box::pin(async move {
-            let deadline = tokio::time::Instant::now() + after;
-            let slot = match tokio::time::timeout_at(deadline, slots.acquire_owned()).await {
-                Ok(Ok(slot)) => slot,
-                // The semaphore is never closed.
-                Ok(Err(_)) | Err(_) => {
-                    return Err(Box::new(NoConnectionSlot { after, per_host }) as BoxError);
-                }
-            };
-            match tokio::time::timeout_at(deadline, connecting).await {
-                Ok(Ok(io)) => Ok(Stream {
-                    inner: io,
-                    first: http2_only.then(FirstBytes::default),
-                    refusal: http2_only.then(Http2Refusal::default),
-                    _slot: slot,
-                }),
-                Ok(Err(e)) => Err(e),
-                Err(_) => Err(Box::new(ConnectTimedOut { after }) as BoxError),
-            }
-        })
-    }
-}
-
 /// The connection was not established within the connect timeout: recognisable in an
 /// error's source chain.
 #[derive(Debug, thiserror::Error)]
@@ -242,20 +173,22 @@ pub(crate) struct ConnectTimedOut {
     after: Duration,
 }
 
-#[cfg(test)]
 impl ConnectTimedOut {
+    pub(crate) fn new(after: Duration) -> Self {
+        ConnectTimedOut { after }
+    }
+
+    #[cfg(test)]
     pub(crate) fn for_tests() -> Self {
-        ConnectTimedOut {
-            after: Duration::from_secs(30),
-        }
+        ConnectTimedOut::new(Duration::from_secs(30))
     }
 }
 
 /// One connection. On a client that speaks only HTTP/2 it watches the server's first bytes:
 /// an HTTP/2 server's first frame is SETTINGS, so an HTTP/1 status line (`HTTP/`), or the
 /// connection ending before the server sent a byte, means the server does not speak HTTP/2.
-/// The connection then records an [`Http2Refusal`] in its metadata, where the exchange finds
-/// it ([`refused_http2`]) and fails the read permanently naming `http.version`, instead of
+/// The connection then records an [`Http2Refusal`], where the client finds it when a request
+/// fails, and the exchange fails the read permanently naming `http.version`, instead of
 /// retrying a broken pipe eight times. (Which error the HTTP/2 layer reports for the request
 /// depends on whether it noticed a failed write or the end of the connection first, so the
 /// evidence is kept beside it.)
@@ -265,21 +198,19 @@ pub(crate) struct Stream {
     first: Option<FirstBytes>,
     /// Where the judgement is recorded (HTTP/2-only clients).
     refusal: Option<Http2Refusal>,
-    /// The connection's place among its host's [`ConnectionSlots`].
-    _slot: tokio::sync::OwnedSemaphorePermit,
+    /// The connection's place among its host's connections (see [`client`](super::client)).
+    _slot: OwnedSemaphorePermit,
 }
 
-/// The mark of a connection whose server does not speak HTTP/2, in its metadata.
+/// The mark of a connection whose server does not speak HTTP/2.
 #[derive(Debug, Clone, Default)]
-struct Http2Refusal(Arc<AtomicBool>);
+pub(crate) struct Http2Refusal(Arc<AtomicBool>);
 
-/// Whether the connection showed that its server does not speak HTTP/2 (see [`Stream`]).
-pub(crate) fn refused_http2(connected: &Connected) -> bool {
-    let mut extensions = http::Extensions::new();
-    connected.get_extras(&mut extensions);
-    extensions
-        .get::<Http2Refusal>()
-        .is_some_and(|refusal| refusal.0.load(Ordering::Acquire))
+impl Http2Refusal {
+    /// Whether the connection showed that its server does not speak HTTP/2 (see [`Stream`]).
+    pub(crate) fn refused(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
 }
 
 impl fmt::Debug for Stream {
@@ -475,23 +406,17 @@ impl Write for Stream {
     }
 }
 
-impl Connection for Stream {
-    fn connected(&self) -> Connected {
-        // Only what the client reads: whether TLS chose HTTP/2, and the refusal mark. The
-        // addresses hyper-util would add (`HttpInfo`) are copied into every response's
-        // extensions, an allocation per request that nothing here uses.
-        let connected = match &self.inner {
-            MaybeHttpsStream::Https(tls)
-                if tls.inner().get_ref().1.alpn_protocol() == Some(b"h2") =>
-            {
-                Connected::new().negotiated_h2()
-            }
-            _ => Connected::new(),
-        };
-        match &self.refusal {
-            Some(refusal) => connected.extra(refusal.clone()),
-            None => connected,
-        }
+impl Stream {
+    /// Whether TLS chose HTTP/2 (ALPN).
+    pub(crate) fn negotiated_h2(&self) -> bool {
+        matches!(&self.inner, MaybeHttpsStream::Https(tls)
+            if tls.inner().get_ref().1.alpn_protocol() == Some(b"h2"))
+    }
+
+    /// Where the connection records that its server does not speak HTTP/2 (HTTP/2-only
+    /// clients).
+    pub(crate) fn refusal(&self) -> Option<Http2Refusal> {
+        self.refusal.clone()
     }
 }
 
@@ -626,28 +551,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn connection_slots_bound_each_host_and_forget_idle_hosts() {
-        let slots = ConnectionSlots::new(2);
-        let a: Uri = "http://a:1/x".parse().unwrap();
-        let held: Vec<_> = (0..2)
-            .map(|_| slots.of(&a).try_acquire_owned().unwrap())
-            .collect();
-        assert!(slots.of(&a).try_acquire_owned().is_err());
-        // Another port is another host, with its own slots.
-        let b: Uri = "http://a:2/x".parse().unwrap();
-        assert!(slots.of(&b).try_acquire_owned().is_ok());
-        // Many hosts later: the idle ones are forgotten, `a` (connections open) is kept.
-        for i in 0..PRUNE_SLOTS_ABOVE + 10 {
-            let uri: Uri = format!("http://h{i}:1/").parse().unwrap();
-            drop(slots.of(&uri));
-        }
-        assert!(slots.hosts.lock().len() < PRUNE_SLOTS_ABOVE);
-        assert!(slots.of(&a).try_acquire_owned().is_err());
-        drop(held);
-        assert_eq!(slots.of(&a).available_permits(), 2);
-    }
-
-    #[test]
     fn dns_answers_expire_after_the_ttl() {
         let cache = DnsCache::new(Duration::from_secs(60));
         let t0 = Instant::now();
@@ -765,16 +668,6 @@ mod tests {
             judging(Some(FirstBytes::default()), PermissionDenied).map(|e| e.kind()),
             Ok(PermissionDenied)
         );
-    }
-
-    #[test]
-    fn a_refusal_is_found_in_the_connection_metadata() {
-        let refusal = Http2Refusal::default();
-        let connected = Connected::new().extra(refusal.clone());
-        assert!(!refused_http2(&connected));
-        refusal.0.store(true, Ordering::Release);
-        assert!(refused_http2(&connected));
-        assert!(!refused_http2(&Connected::new()));
     }
 
     #[test]
