@@ -579,7 +579,11 @@ impl Engine {
             .collect();
         shared.complete(rejected);
 
-        let mut local = Vec::new();
+        // Local transfers go to the workers a chunk at a time while the rest are built.
+        let mut local = running
+            .as_ref()
+            .ok()
+            .map(|inner| inner.files.chunks(plan.transfers.len()));
         for planned in plan.transfers {
             let mut locator = None;
             let mut if_match = None;
@@ -607,15 +611,13 @@ impl Engine {
                 credential_wait: std::time::Duration::ZERO,
             };
             if let Ok(inner) = &running {
-                match transfer.locator.target() {
-                    Target::File(_) => local.push(transfer),
-                    Target::Remote => route(inner, transfer),
+                match (transfer.locator.target(), &mut local) {
+                    (Target::File(_), Some(local)) => local.push(transfer),
+                    _ => route(inner, transfer),
                 }
             }
         }
-        if let Ok(inner) = &running {
-            inner.files.submit_all(local);
-        }
+        drop(local);
         let engine: Arc<dyn Send + Sync> = match running {
             Ok(inner) => inner,
             Err(_) => Arc::new(()),
@@ -710,16 +712,23 @@ fn group(reads: &[Read<'_>]) -> (Vec<Planned>, Vec<(usize, Error)>) {
     let mut ids: HashMap<Key<'_>, u32> = HashMap::new();
     let mut keys: Vec<Key<'_>> = Vec::new();
     let mut raw_groups = Vec::with_capacity(reads.len());
+    // Reads of one object usually come together, sharing its locator's strings: such a read
+    // takes the previous read's group without hashing its path again.
+    let mut last: Option<(Key<'_>, u32)> = None;
     for read in reads {
         let key = (
             read.locator.backend().name(),
             read.locator.canonical().as_str(),
             read.if_match.as_deref(),
         );
-        let id = *ids.entry(key).or_insert_with(|| {
-            keys.push(key);
-            (keys.len() - 1) as u32
-        });
+        let id = match last {
+            Some((previous, id)) if same_key(previous, key) => id,
+            _ => *ids.entry(key).or_insert_with(|| {
+                keys.push(key);
+                (keys.len() - 1) as u32
+            }),
+        };
+        last = Some((key, id));
         raw_groups.push(id);
     }
     // Rank groups by their keys so the plan's order does not depend on submission order.
@@ -759,6 +768,19 @@ fn group(reads: &[Read<'_>]) -> (Vec<Planned>, Vec<(usize, Error)>) {
         });
     }
     (planned, early)
+}
+
+/// Whether two grouping keys name the same strings, by address (one locator's strings, or
+/// the same `if_match`): equal keys, found without comparing their bytes.
+fn same_key(a: (&str, &str, Option<&str>), b: (&str, &str, Option<&str>)) -> bool {
+    let same = |x: &str, y: &str| std::ptr::eq(x, y);
+    same(a.0, b.0)
+        && same(a.1, b.1)
+        && match (a.2, b.2) {
+            (None, None) => true,
+            (Some(x), Some(y)) => same(x, y),
+            _ => false,
+        }
 }
 
 /// The priced trade's largest gap for each group (indexed by rank), from what the transport

@@ -30,6 +30,43 @@ const CHUNK_BYTES: u64 = 4 << 20;
 /// every worker busy).
 const CHUNKS_PER_WORKER: usize = 4;
 
+/// Local transfers on their way to the workers, a chunk at a time (from
+/// [`FilePool::chunks`]).
+pub(crate) struct Chunks<'p> {
+    pool: &'p FilePool,
+    /// Most transfers in a chunk.
+    reads: usize,
+    chunk: Vec<Transfer>,
+    /// Bytes the chunk's transfers span.
+    bytes: u64,
+}
+
+impl Chunks<'_> {
+    /// Add a transfer; hand the chunk off first if the transfer does not join it.
+    pub(crate) fn push(&mut self, transfer: Transfer) {
+        let joins = self.chunk.last().is_some_and(|last| {
+            self.chunk.len() < self.reads
+                && self.bytes < CHUNK_BYTES
+                && Arc::ptr_eq(&last.batch, &transfer.batch)
+        });
+        if !joins && !self.chunk.is_empty() {
+            self.pool.send(std::mem::take(&mut self.chunk));
+            self.bytes = 0;
+        }
+        self.bytes = self.bytes.saturating_add(transfer.length);
+        self.chunk.push(transfer);
+    }
+}
+
+impl Drop for Chunks<'_> {
+    /// Hand off the last chunk: no transfer pushed is ever left unsent.
+    fn drop(&mut self) {
+        if !self.chunk.is_empty() {
+            self.pool.send(std::mem::take(&mut self.chunk));
+        }
+    }
+}
+
 /// A pool of threads running local transfers (and small filesystem tasks, such as the stat
 /// of an async caller, that must not run on the caller's thread).
 pub(crate) struct FilePool {
@@ -72,25 +109,22 @@ impl FilePool {
     /// at once (one queue hand-off, one open, one completion hand-off for the chunk) while
     /// every worker still gets a share, and a large read is a chunk of its own.
     pub(crate) fn submit_all(&self, transfers: Vec<Transfer>) {
-        let reads = (transfers.len() / (self.threads.len().max(1) * CHUNKS_PER_WORKER))
-            .clamp(1, CHUNK_READS);
-        let mut chunk: Vec<Transfer> = Vec::new();
-        let mut bytes = 0u64;
+        let mut chunks = self.chunks(transfers.len());
         for transfer in transfers {
-            let joins = chunk.last().is_some_and(|last| {
-                chunk.len() < reads
-                    && bytes < CHUNK_BYTES
-                    && Arc::ptr_eq(&last.batch, &transfer.batch)
-            });
-            if !joins && !chunk.is_empty() {
-                self.send(std::mem::take(&mut chunk));
-                bytes = 0;
-            }
-            bytes = bytes.saturating_add(transfer.length);
-            chunk.push(transfer);
+            chunks.push(transfer);
         }
-        if !chunk.is_empty() {
-            self.send(chunk);
+    }
+
+    /// A hand-off of about `expected` transfers, chunk by chunk as they are pushed (see
+    /// [`submit_all`](Self::submit_all)), so the workers start on the first chunk while the
+    /// caller still builds the rest. Dropping it hands off the last chunk.
+    pub(crate) fn chunks(&self, expected: usize) -> Chunks<'_> {
+        Chunks {
+            pool: self,
+            reads: (expected / (self.threads.len().max(1) * CHUNKS_PER_WORKER))
+                .clamp(1, CHUNK_READS),
+            chunk: Vec::new(),
+            bytes: 0,
         }
     }
 
