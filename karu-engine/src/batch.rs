@@ -119,9 +119,7 @@ impl Batch {
     /// Block until the batch is drained, returning the completions not yet taken, sorted by
     /// their index in the submission.
     pub fn wait(&self) -> Vec<Completion> {
-        let mut all = self.shared.drain();
-        all.sort_by_key(Completion::index);
-        all
+        in_submission_order(self.shared.drain())
     }
 
     /// Cancel the reads that have not started; running transfers finish or abort, and every
@@ -575,10 +573,59 @@ impl BatchShared {
     }
 }
 
+/// `completions` in the order of their index in the submission. When their indices are dense
+/// (a whole batch, or most of one) each is placed at its index, in one pass; otherwise they
+/// are sorted. None is ever dropped, even two with one index.
+fn in_submission_order(completions: Vec<Completion>) -> Vec<Completion> {
+    let Some(end) = completions.iter().map(|c| c.index.saturating_add(1)).max() else {
+        return completions;
+    };
+    let sorted = |mut all: Vec<Completion>| {
+        all.sort_by_key(Completion::index);
+        all
+    };
+    if end > completions.len().saturating_mul(2) {
+        return sorted(completions);
+    }
+    let mut slots: Vec<Option<Completion>> = Vec::with_capacity(end);
+    slots.resize_with(end, || None);
+    let mut doubled = Vec::new();
+    for completion in completions {
+        let index = completion.index;
+        if let Some(earlier) = slots[index].replace(completion) {
+            doubled.push(earlier);
+        }
+    }
+    let placed = slots.into_iter().flatten();
+    if doubled.is_empty() {
+        placed.collect()
+    } else {
+        sorted(placed.chain(doubled).collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use futures::StreamExt;
+
+    #[test]
+    fn completions_come_back_in_submission_order_dense_sparse_or_doubled() {
+        let indices = |all: &[Completion]| all.iter().map(Completion::index).collect::<Vec<_>>();
+        // Dense, in the order four workers might finish.
+        let dense: Vec<Completion> = [4, 0, 5, 1, 6, 2, 7, 3].map(completion).into();
+        assert_eq!(
+            indices(&in_submission_order(dense)),
+            (0..8).collect::<Vec<_>>()
+        );
+        // Sparse (most were taken earlier): sorted.
+        let sparse: Vec<Completion> = [900, 3, 41].map(completion).into();
+        assert_eq!(indices(&in_submission_order(sparse)), [3, 41, 900]);
+        // Two with one index: both kept.
+        let doubled: Vec<Completion> = [2, 1, 2, 0].map(completion).into();
+        assert_eq!(indices(&in_submission_order(doubled)), [0, 1, 2, 2]);
+        assert!(in_submission_order(Vec::new()).is_empty());
+    }
 
     fn completion(index: usize) -> Completion {
         Completion {

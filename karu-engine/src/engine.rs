@@ -26,7 +26,7 @@ use crate::process::PerProcess;
 use crate::read::{Completion, Read, Sink};
 use crate::reply::{self, Reply};
 use crate::status::{Error, Status};
-use crate::transfer::{Part, Transfer};
+use crate::transfer::{Part, Parts, Transfer};
 
 /// Per-batch overrides of the planner's merge guards (unset = the client's configuration).
 ///
@@ -587,7 +587,7 @@ impl Engine {
         for planned in plan.transfers {
             let mut locator = None;
             let mut if_match = None;
-            let parts: Vec<Part> = planned
+            let parts: Parts = planned
                 .parts
                 .iter()
                 .filter_map(|p| {

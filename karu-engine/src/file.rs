@@ -50,8 +50,12 @@ impl Chunks<'_> {
                 && Arc::ptr_eq(&last.batch, &transfer.batch)
         });
         if !joins && !self.chunk.is_empty() {
-            self.pool.send(std::mem::take(&mut self.chunk));
+            let next = Vec::with_capacity(self.reads);
+            self.pool.send(std::mem::replace(&mut self.chunk, next));
             self.bytes = 0;
+        }
+        if self.chunk.capacity() == 0 {
+            self.chunk.reserve_exact(self.reads);
         }
         self.bytes = self.bytes.saturating_add(transfer.length);
         self.chunk.push(transfer);

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::batch::BatchShared;
 use crate::credential::{Authority, Credential};
 use crate::locator::Locator;
@@ -21,7 +23,7 @@ pub(crate) struct Transfer {
     /// The identity condition shared by every part.
     pub(crate) if_match: Option<String>,
     /// The original reads, in offset order.
-    pub(crate) parts: Vec<Part>,
+    pub(crate) parts: Parts,
     /// Where the parts' completions go.
     pub(crate) batch: Arc<BatchShared>,
     /// How the transfer is authenticated, and the credential a worker obtained for it.
@@ -31,6 +33,9 @@ pub(crate) struct Transfer {
     /// permit).
     pub(crate) credential_wait: std::time::Duration,
 }
+
+/// A transfer's parts: inline when it serves one read, as most do.
+pub(crate) type Parts = SmallVec<[Part; 1]>;
 
 /// One original read inside a transfer: its place in the span, its destination and its tag.
 pub(crate) struct Part {

@@ -7,6 +7,8 @@
 //! as bytes arrive, never beyond its read's length. A read of 8 GB of a 20 MiB object takes
 //! 20 MiB.
 
+use smallvec::{SmallVec, smallvec};
+
 use crate::read::Open;
 use crate::status::{Error, Status};
 
@@ -119,13 +121,13 @@ fn no_room(bytes: u64) -> Error {
 /// for a transfer that is not merged).
 pub(crate) struct Scatter<'a> {
     /// `(offset in the span, destination)`, sorted by offset (the planner's order).
-    parts: Vec<(u64, Dest<'a>)>,
+    parts: SmallVec<[(u64, Dest<'a>); 1]>,
     span: u64,
     failed: Option<Error>,
 }
 
 impl<'a> Scatter<'a> {
-    pub(crate) fn new(span: u64, mut parts: Vec<(u64, Dest<'a>)>) -> Self {
+    pub(crate) fn new(span: u64, mut parts: SmallVec<[(u64, Dest<'a>); 1]>) -> Self {
         parts.sort_by_key(|(offset, _)| *offset);
         Scatter {
             parts,
@@ -137,7 +139,7 @@ impl<'a> Scatter<'a> {
     /// One destination covering the whole span.
     pub(crate) fn one(dest: Dest<'a>) -> Self {
         let span = dest.len();
-        Scatter::new(span, vec![(0, dest)])
+        Scatter::new(span, smallvec![(0, dest)])
     }
 }
 
@@ -195,7 +197,7 @@ mod tests {
             // a = [0, 10) a slice, b = [5, 25) overlaps a, c = [90, 95) after a gap.
             let mut s = Scatter::new(
                 100,
-                vec![
+                smallvec![
                     (
                         90,
                         Dest::Vec {
@@ -236,6 +238,7 @@ mod tests {
         landing.expect(6).unwrap();
         landing.put(2, b"abc");
         assert_eq!(landing.span(), 6);
+        drop(one);
         assert_eq!(&dst, b"\0\0abc\0");
     }
 
@@ -252,6 +255,7 @@ mod tests {
             one.put(at, &[at as u8; 100]);
         }
         assert!(one.failure().is_none());
+        drop(one);
         assert_eq!(buf.len(), 1000);
         assert_eq!(buf.capacity(), 1000, "reserved once, exactly");
         assert_eq!(buf[999], 900u64 as u8);
@@ -269,6 +273,7 @@ mod tests {
             one.put(i * 4096, &chunk);
         }
         assert!(one.failure().is_none());
+        drop(one);
         assert_eq!(buf.len(), 409_600);
         assert!(buf.capacity() < 2 * 409_600, "{}", buf.capacity());
     }
@@ -282,6 +287,7 @@ mod tests {
         });
         one.put(0, b"oldold");
         one.put(0, b"0123456789");
+        drop(one);
         assert_eq!(buf, b"0123456789");
     }
 

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use karu_config::{Settings, Snapshot};
 use parking_lot::{Mutex, RwLock};
+use smallvec::SmallVec;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 
@@ -697,7 +698,7 @@ async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
         // Every part's bytes land straight in its destination, scattered by offset for a
         // merged transfer (overlaps copied to each part that asked for them). Karu-owned
         // destinations grow with what the response delivers, never to the length asked.
-        let mut dests = Vec::with_capacity(transfer.parts.len());
+        let mut dests = SmallVec::with_capacity(transfer.parts.len());
         let mut unopened = None;
         for part in transfer.parts.iter_mut() {
             match part.sink.open(&active, part.length) {
@@ -855,7 +856,7 @@ mod tests {
                 start: i as u64 * 10,
                 length: 5,
                 if_match: None,
-                parts: vec![Part {
+                parts: smallvec::smallvec![Part {
                     tag: i as u64,
                     index: i,
                     offset_in_span: 0,

@@ -19,6 +19,8 @@
 
 pub mod price;
 
+use smallvec::{SmallVec, smallvec};
+
 use crate::locator::Window;
 use crate::read::UNBOUNDED;
 use crate::status::{Error, Status};
@@ -89,8 +91,9 @@ pub struct PlannedTransfer {
     pub start: u64,
     /// Length of the span (at least 1).
     pub length: u64,
-    /// The reads it serves, in absolute-offset order (ties in input order).
-    pub parts: Vec<PlannedPart>,
+    /// The reads it serves, in absolute-offset order (ties in input order); inline when it
+    /// serves one.
+    pub parts: SmallVec<[PlannedPart; 1]>,
 }
 
 impl PlannedTransfer {
@@ -439,7 +442,7 @@ struct Open {
     /// Exclusive end of the span so far.
     end: u64,
     useful: u128,
-    parts: Vec<PlannedPart>,
+    parts: SmallVec<[PlannedPart; 1]>,
 }
 
 impl Open {
@@ -449,7 +452,7 @@ impl Open {
             start: c.start,
             end: c.start + c.length,
             useful: u128::from(c.length),
-            parts: vec![PlannedPart {
+            parts: smallvec![PlannedPart {
                 index: c.index,
                 offset_in_span: 0,
                 length: c.length,
@@ -734,7 +737,7 @@ mod tests {
                 group: 0,
                 start: 20,
                 length: 10,
-                parts: vec![PlannedPart {
+                parts: smallvec![PlannedPart {
                     offset_in_span: 0,
                     ..second
                 }],
