@@ -322,6 +322,46 @@ fn the_http_version_policy_decides_multiplexing() {
 }
 
 #[test]
+fn a_cold_burst_under_auto_settles_on_one_shared_http2_connection() {
+    let server = MockServer::builder()
+        .tls(true)
+        .http2(true)
+        .latency(Duration::from_millis(100))
+        .start()
+        .unwrap();
+    server.insert_virtual("/o", 64 * MIB);
+    let ca = server.ca_file().unwrap();
+    let client = build(
+        quick()
+            .io_threads(1)
+            .set("http.version", "auto")
+            .set("http.ca_file", ca.to_str().unwrap()),
+    );
+    let object = locate(&client, &server, "/o");
+    let reads: Vec<(u64, u64)> = (0..6).map(|i| (i * 2 * MIB + 3, 100)).collect();
+    // Cold: the protocol is unknown until a handshake ends, so the burst may open several
+    // connections; every read gets its bytes.
+    for (c, &(o, l)) in read_all(&client, &object, &reads).iter().zip(&reads) {
+        assert_ok(c, o, l);
+    }
+    let cold = server.connections_accepted();
+    assert!((1..=6).contains(&cold), "{cold} connections for 6 reads");
+    // From then on one HTTP/2 connection carries every request, several at once.
+    server.reset_max_in_flight();
+    for _ in 0..3 {
+        for (c, &(o, l)) in read_all(&client, &object, &reads).iter().zip(&reads) {
+            assert_ok(c, o, l);
+        }
+    }
+    let log = server.requests();
+    assert_eq!(log.len(), 24, "{}", describe(&log));
+    assert_eq!(server.connections_accepted(), cold, "{}", describe(&log));
+    let later: BTreeSet<u64> = log[6..].iter().map(|r| r.connection).collect();
+    assert_eq!(later.len(), 1, "{}", describe(&log));
+    assert!(server.max_in_flight() >= 2, "{}", describe(&log));
+}
+
+#[test]
 fn http2_over_tls_with_alpn() {
     http2_case(&MockServer::builder().tls(true).http2(true).start().unwrap());
 }
