@@ -512,6 +512,35 @@ fn never_answer_times_out_on_the_client_and_drop_still_returns() {
 }
 
 #[test]
+fn a_request_limit_ends_each_connection_after_its_last_answer() {
+    let (server, data) = server_with("/a", 100);
+    server.set_requests_per_connection(Some(2));
+    let mut client = Client::connect(server.addr());
+    let first = client.get_range("/a", "bytes=0-9");
+    assert_eq!((first.status, first.body.as_slice()), (206, &data[..10]));
+    assert_eq!(first.header("connection"), None);
+    // The second answer is the connection's last: it says so, then the server closes.
+    let second = client.get_range("/a", "bytes=10-19");
+    assert_eq!(
+        (second.status, second.body.as_slice()),
+        (206, &data[10..20])
+    );
+    assert_eq!(second.header("connection"), Some("close"));
+    assert_eq!(client.read_to_end(), (Vec::new(), BodyEnd::Eof));
+    // A new connection gets its own two requests; with no limit, connections stay open.
+    let mut client = Client::connect(server.addr());
+    assert_eq!(
+        client.get_range("/a", "bytes=0-0").header("connection"),
+        None
+    );
+    server.set_requests_per_connection(None);
+    for _ in 0..3 {
+        assert_eq!(client.get_range("/a", "bytes=0-0").status, 206);
+    }
+    assert_eq!(server.connections_accepted(), 2);
+}
+
+#[test]
 fn silenced_connections_are_accepted_read_and_never_answered() {
     let (server, data) = server_with("/a", 100);
     server.silence_connections(u64::MAX);

@@ -26,6 +26,10 @@ pub(crate) struct ConnShared {
     reset: AtomicBool,
     /// Asks the connection task to drop the connection now.
     kill: Notify,
+    /// Requests received on the connection.
+    received: AtomicU64,
+    /// Asks the connection task to end the connection gracefully.
+    end: Notify,
 }
 
 impl ConnShared {
@@ -37,6 +41,8 @@ impl ConnShared {
             waiting: AtomicBool::new(false),
             reset: AtomicBool::new(false),
             kill: Notify::new(),
+            received: AtomicU64::new(0),
+            end: Notify::new(),
         }
     }
 
@@ -61,6 +67,22 @@ impl ConnShared {
             self.reset.store(true, Ordering::Release);
         }
         self.kill.notify_one();
+    }
+
+    /// Counts a request; at the `limit`th (0: no limit) the connection is to end gracefully
+    /// once the requests it received are answered. `true` for that last request.
+    pub(crate) fn count_request(&self, limit: u64) -> bool {
+        let received = self.received.fetch_add(1, Ordering::AcqRel) + 1;
+        let last = limit != 0 && received == limit;
+        if last {
+            self.end.notify_one();
+        }
+        last
+    }
+
+    /// Resolves when the connection reached its request limit ([`ConnShared::count_request`]).
+    pub(crate) async fn ending(&self) {
+        self.end.notified().await;
     }
 
     /// Resolves when [`ConnShared::kill`] was called.

@@ -259,6 +259,7 @@ where
     B: hyper::body::Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let last = conn.count_request(shared.requests_per_connection());
     let (parts, body) = request.into_parts();
     let method = parts.method.as_str().to_owned();
     let path = parts.uri.path().to_owned();
@@ -309,6 +310,12 @@ where
         record,
     };
     let mut response = answer(&ctx, &parts.headers, body, &faults, throttled).await;
+    if last && ctx.http1 {
+        // The connection's last answer says so (HTTP/2 sends GOAWAY instead).
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     response.body_mut().hold(in_flight);
     Ok(response)
 }

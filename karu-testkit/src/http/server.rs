@@ -158,18 +158,37 @@ where
     let service_conn = conn.clone();
     let service =
         service_fn(move |request| handler::handle(shared.clone(), service_conn.clone(), request));
+    // Each arm serves until the connection ends or is killed; at the request limit it asks
+    // the connection to end gracefully (HTTP/1.1: no keep-alive after the answers in hand;
+    // HTTP/2: GOAWAY, then the accepted streams are finished).
     if http2 {
         let builder = auto::Builder::new(TokioExecutor::new());
         let connection = builder.serve_connection(io, service);
-        tokio::select! {
-            _ = connection => {}
-            () = conn.killed() => {}
+        tokio::pin!(connection);
+        let mut ending = false;
+        loop {
+            tokio::select! {
+                _ = connection.as_mut() => break,
+                () = conn.killed() => break,
+                () = conn.ending(), if !ending => {
+                    ending = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
         }
     } else {
         let connection = http1::Builder::new().serve_connection(io, service);
-        tokio::select! {
-            _ = connection => {}
-            () = conn.killed() => {}
+        tokio::pin!(connection);
+        let mut ending = false;
+        loop {
+            tokio::select! {
+                _ = connection.as_mut() => break,
+                () = conn.killed() => break,
+                () = conn.ending(), if !ending => {
+                    ending = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
         }
     }
 }

@@ -110,6 +110,8 @@ pub(crate) struct Shared {
     ///
     /// [`MockServer::silence_connections`]: crate::MockServer::silence_connections
     silent: AtomicU64,
+    /// Requests after which each connection ends gracefully (0: never).
+    requests_per_connection: AtomicU64,
     bytes_sent: AtomicU64,
     /// Requests between their head arriving and their last response byte going out.
     in_flight: AtomicU64,
@@ -146,6 +148,7 @@ impl Shared {
             route: RwLock::new(None),
             connections: AtomicU64::new(0),
             silent: AtomicU64::new(0),
+            requests_per_connection: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             max_in_flight: AtomicU64::new(0),
@@ -313,6 +316,15 @@ impl Shared {
     /// Counts a new connection and returns its id (1, 2, ...).
     pub(crate) fn next_connection(&self) -> u64 {
         self.connections.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub(crate) fn set_requests_per_connection(&self, n: u64) {
+        self.requests_per_connection.store(n, Ordering::Release);
+    }
+
+    /// Requests after which each connection ends gracefully (0: never).
+    pub(crate) fn requests_per_connection(&self) -> u64 {
+        self.requests_per_connection.load(Ordering::Acquire)
     }
 
     pub(crate) fn set_silent(&self, n: u64) {
