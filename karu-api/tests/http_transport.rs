@@ -106,6 +106,44 @@ fn a_connection_the_server_closed_after_its_answer_never_carries_another_request
 }
 
 #[test]
+fn a_server_that_ends_connections_after_three_requests_costs_no_read() {
+    // As nginx's `keepalive_requests` does: over HTTP/1.1 the third answer says
+    // `Connection: close`; over HTTP/2 the server sends GOAWAY with it.
+    for http2 in [false, true] {
+        let server = MockServer::builder().http2(http2).start().unwrap();
+        server.insert_virtual("/o", 64 * MIB);
+        server.set_requests_per_connection(Some(3));
+        let mut builder = quick().io_threads(1);
+        if http2 {
+            builder = builder.set("http.version", "http2");
+        }
+        let client = build(builder);
+        let object = locate(&client, &server, "/o");
+        for i in 0..9u64 {
+            assert_ok(
+                &read_one(&client, &object, i * MIB + 5, 100),
+                i * MIB + 5,
+                100,
+            );
+        }
+        // Each read asked once; three requests per connection, then a new one.
+        let log = server.requests();
+        assert_eq!(log.len(), 9, "http2 {http2}: {}", describe(&log));
+        let mut per_connection: BTreeMap<u64, usize> = BTreeMap::new();
+        for r in &log {
+            *per_connection.entry(r.connection).or_default() += 1;
+        }
+        assert_eq!(
+            per_connection.values().copied().collect::<Vec<_>>(),
+            [3, 3, 3],
+            "http2 {http2}: {}",
+            describe(&log)
+        );
+        assert_eq!(server.connections_accepted(), 3, "http2 {http2}");
+    }
+}
+
+#[test]
 fn http1_never_opens_more_connections_than_the_concurrency_limit() {
     // Two loops sharing a limit of 2. Each loop may carry only its share: a read_ends whose
     // two requests ran on one loop left that loop with two connections, and the other loop

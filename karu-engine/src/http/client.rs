@@ -22,6 +22,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -90,6 +91,7 @@ impl HttpClient {
                 connector,
                 per_host: connections_per_host.max(1),
                 hosts: Mutex::new(Vec::new()),
+                next_id: AtomicU64::new(0),
             }),
         }
     }
@@ -150,8 +152,10 @@ impl HttpClient {
                 Err(mut failed) => {
                     let refused_http2 = conn.refused_http2();
                     match failed.take_message() {
-                        // Never sent: a reused connection closed in the meantime.
+                        // Never sent: a reused connection closed in the meantime (or, over
+                        // HTTP/2, stopped taking requests: no later request is sent on it).
                         Some(unsent) if reused && !refused_http2 && resends < MAX_RESENDS => {
+                            self.pool.forget_shared(&key, conn.id);
                             request = unsent;
                             resends += 1;
                         }
@@ -176,6 +180,8 @@ struct Pool {
     per_host: usize,
     /// The hosts, the one used last first (a loop usually talks to one or a few).
     hosts: Mutex<Vec<Host>>,
+    /// The id of the next connection opened.
+    next_id: AtomicU64,
 }
 
 /// What the pool keys hosts by: scheme, host and port, compared byte for byte (the URLs
@@ -226,6 +232,8 @@ struct Idle {
 
 /// A connection a request may use.
 struct Conn {
+    /// Which connection it is, among the pool's.
+    id: u64,
     sender: Sender,
     /// The `Host` header of its host (HTTP/1).
     host: HeaderValue,
@@ -244,6 +252,7 @@ impl Conn {
         match &self.sender {
             Sender::Http1(_) => None,
             Sender::Http2(tx) => Some(Conn {
+                id: self.id,
                 sender: Sender::Http2(tx.clone()),
                 host: self.host.clone(),
                 refusal: self.refusal.clone(),
@@ -454,6 +463,7 @@ impl Pool {
             });
             tx.ready().await.map_err(failed)?;
             Ok(Conn {
+                id: self.next_id.fetch_add(1, Ordering::Relaxed),
                 sender: Sender::Http2(tx),
                 host,
                 refusal,
@@ -471,10 +481,21 @@ impl Pool {
                 return Err(failed(ended.await.unwrap_or(e)));
             }
             Ok(Conn {
+                id: self.next_id.fetch_add(1, Ordering::Relaxed),
                 sender: Sender::Http1(tx),
                 host,
                 refusal,
             })
+        }
+    }
+
+    /// Stop sharing connection `id` of `key`'s host (an HTTP/2 connection that gave a request
+    /// back unsent).
+    fn forget_shared(&self, key: &HostKey, id: u64) {
+        if let Some(host) = Pool::find(&mut self.hosts.lock(), key)
+            && host.shared.as_ref().is_some_and(|shared| shared.id == id)
+        {
+            host.shared = None;
         }
     }
 
