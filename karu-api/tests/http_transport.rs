@@ -1018,6 +1018,13 @@ fn error_body(len: usize) -> Vec<u8> {
     (0..len).map(|i| b'a' + (i % 23) as u8).collect()
 }
 
+/// What a test backend serving `scheme://` as plain HTTP resolves `address` to: the same URL
+/// under `http://` as the canonical path, with no container.
+fn as_plain_http(address: &str, scheme: &str) -> Resolved {
+    let url = address.replacen(&format!("{scheme}://"), "http://", 1);
+    Resolved::remote(CanonicalPath::new(url), None, String::new())
+}
+
 /// Plain HTTP under `rec://`, recording the error bodies the engine hands to its backend's
 /// correction hook (the bytes it kept).
 #[derive(Debug, Default)]
@@ -1031,12 +1038,7 @@ impl Backend for Recorder {
     }
 
     fn resolve(&self, address: &str) -> Result<Resolved, Error> {
-        let url = address.replacen("rec://", "http://", 1);
-        Ok(Resolved::remote(
-            CanonicalPath::new(url),
-            None,
-            String::new(),
-        ))
+        Ok(as_plain_http(address, "rec"))
     }
 
     fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
@@ -1116,12 +1118,7 @@ impl Backend for Keeper {
     }
 
     fn resolve(&self, address: &str) -> Result<Resolved, Error> {
-        let url = address.replacen("keep://", "http://", 1);
-        Ok(Resolved::remote(
-            CanonicalPath::new(url),
-            None,
-            String::new(),
-        ))
+        Ok(as_plain_http(address, "keep"))
     }
 
     fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {

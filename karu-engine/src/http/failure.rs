@@ -142,7 +142,7 @@ impl fmt::Display for TransportKind {
     }
 }
 
-/// Classify an error from the hyper client or the response body.
+/// Classify an error from the client (a request that got no answer) or the response body.
 ///
 /// The error chain is walked through both `source()` links and the inner errors of
 /// `io::Error`s (hyper-rustls and tokio-rustls wrap rustls' error in `io::Error`s), looking

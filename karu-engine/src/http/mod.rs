@@ -1,11 +1,11 @@
 //! Remote reads: event loops, the shared concurrency limit, and the life of one transfer
 //! (prepare late, send, check, resume or retry under one deadline, scatter to parts).
 //!
-//! `KARU_IO_THREADS` loops each run a current-thread tokio runtime with its own hyper
-//! connection pool and its own queue of pending transfers. A client-wide semaphore bounds the
-//! active transfers of all loops together; a transfer waits in its loop's queue (as a plain
-//! description: no task, no buffer) until a permit frees up, so a batch of any size holds at
-//! most the limit in flight.
+//! `KARU_IO_THREADS` loops each run a current-thread tokio runtime with its own connection
+//! pool (`client.rs`: hyper's connections in a pool of Karu's own) and its own queue of pending
+//! transfers. A client-wide semaphore bounds the active transfers of all loops together; a
+//! transfer waits in its loop's queue (as a plain description: no task, no buffer) until a
+//! permit frees up, so a batch of any size holds at most the limit in flight.
 
 pub mod check;
 pub(crate) mod client;

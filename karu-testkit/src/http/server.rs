@@ -10,6 +10,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulConnection;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -158,36 +159,28 @@ where
     let service_conn = conn.clone();
     let service =
         service_fn(move |request| handler::handle(shared.clone(), service_conn.clone(), request));
-    // Each arm serves until the connection ends or is killed; at the request limit it asks
-    // the connection to end gracefully (HTTP/1.1: no keep-alive after the answers in hand;
-    // HTTP/2: GOAWAY, then the accepted streams are finished).
     if http2 {
         let builder = auto::Builder::new(TokioExecutor::new());
-        let connection = builder.serve_connection(io, service);
-        tokio::pin!(connection);
-        let mut ending = false;
-        loop {
-            tokio::select! {
-                _ = connection.as_mut() => break,
-                () = conn.killed() => break,
-                () = conn.ending(), if !ending => {
-                    ending = true;
-                    connection.as_mut().graceful_shutdown();
-                }
-            }
-        }
+        run_connection(builder.serve_connection(io, service), &conn).await;
     } else {
         let connection = http1::Builder::new().serve_connection(io, service);
-        tokio::pin!(connection);
-        let mut ending = false;
-        loop {
-            tokio::select! {
-                _ = connection.as_mut() => break,
-                () = conn.killed() => break,
-                () = conn.ending(), if !ending => {
-                    ending = true;
-                    connection.as_mut().graceful_shutdown();
-                }
+        run_connection(connection, &conn).await;
+    }
+}
+
+/// Serves `connection` until it ends or is killed. At the request limit it asks the connection
+/// to end gracefully: HTTP/1.1 keeps no connection alive past the answers in hand; HTTP/2 sends
+/// GOAWAY, then finishes the streams it accepted.
+async fn run_connection<C: GracefulConnection>(connection: C, conn: &ConnShared) {
+    tokio::pin!(connection);
+    let mut ending = false;
+    loop {
+        tokio::select! {
+            _ = connection.as_mut() => break,
+            () = conn.killed() => break,
+            () = conn.ending(), if !ending => {
+                ending = true;
+                connection.as_mut().graceful_shutdown();
             }
         }
     }
