@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use http_support::{
     KIB, MIB, assert_failed, assert_ok, build, client, describe, drain, locate, quick,
-    range_headers, read_all, read_one, refused_port, wait_for_requests, with_backend,
+    range_headers, read_all, read_all_ok, read_one, refused_port, wait_for_requests, with_backend,
 };
-use karu::{Read, Status};
+use karu::{Client, Read, Status};
 use karu_engine::provider::{
     Backend, CanonicalPath, Correction, Error, ErrorResponse, Locator, PrepareContext,
     PreparedRequest, Resolved, Snapshot,
@@ -306,10 +306,7 @@ fn http2_case(server: &MockServer) {
     let client = build(builder);
     let object = locate(&client, server, "/o");
     let reads: Vec<(u64, u64)> = (0..6).map(|i| (i * 2 * MIB + 7, 1000)).collect();
-    let done = read_all(&client, &object, &reads);
-    for (c, &(o, l)) in done.iter().zip(&reads) {
-        assert_ok(c, o, l);
-    }
+    read_all_ok(&client, &object, &reads);
     let log = server.requests();
     assert_eq!(log.len(), 6, "{}", describe(&log));
     assert_eq!(server.connections_accepted(), 1, "{}", describe(&log));
@@ -319,14 +316,13 @@ fn http2_case(server: &MockServer) {
     );
 }
 
-/// One read, then six concurrent reads 2 MiB apart, over TLS with one event loop and
-/// `version`, against a server that offers h2 or not; returns the connections the server
-/// accepted and the most requests it had in flight.
-fn version_case(version: &str, server_h2: bool) -> (u64, u64) {
+/// A TLS server holding each answer for `latency`, offering h2 or not, with a 64 MiB object
+/// at `/o`; a client of one event loop speaking `version` that trusts it; the object.
+fn tls_case(server_h2: bool, latency: Duration, version: &str) -> (MockServer, Client, Locator) {
     let server = MockServer::builder()
         .tls(true)
         .http2(server_h2)
-        .latency(Duration::from_millis(200))
+        .latency(latency)
         .start()
         .unwrap();
     server.insert_virtual("/o", 64 * MIB);
@@ -338,13 +334,18 @@ fn version_case(version: &str, server_h2: bool) -> (u64, u64) {
             .set("http.ca_file", ca.to_str().unwrap()),
     );
     let object = locate(&client, &server, "/o");
+    (server, client, object)
+}
+
+/// One read, then six concurrent reads 2 MiB apart, over TLS with one event loop and
+/// `version`, against a server that offers h2 or not; returns the connections the server
+/// accepted and the most requests it had in flight.
+fn version_case(version: &str, server_h2: bool) -> (u64, u64) {
+    let (server, client, object) = tls_case(server_h2, Duration::from_millis(200), version);
     // The first connection learns the protocol (ALPN); the batch then finds it in the pool.
     assert_ok(&read_one(&client, &object, 99, 1), 99, 1);
     let reads: Vec<(u64, u64)> = (0..6).map(|i| (i * 2 * MIB, 100)).collect();
-    let done = read_all(&client, &object, &reads);
-    for (c, &(o, l)) in done.iter().zip(&reads) {
-        assert_ok(c, o, l);
-    }
+    read_all_ok(&client, &object, &reads);
     assert_eq!(server.request_count(), 7);
     (server.connections_accepted(), server.max_in_flight())
 }
@@ -361,35 +362,17 @@ fn the_http_version_policy_decides_multiplexing() {
 
 #[test]
 fn a_cold_burst_under_auto_settles_on_one_shared_http2_connection() {
-    let server = MockServer::builder()
-        .tls(true)
-        .http2(true)
-        .latency(Duration::from_millis(100))
-        .start()
-        .unwrap();
-    server.insert_virtual("/o", 64 * MIB);
-    let ca = server.ca_file().unwrap();
-    let client = build(
-        quick()
-            .io_threads(1)
-            .set("http.version", "auto")
-            .set("http.ca_file", ca.to_str().unwrap()),
-    );
-    let object = locate(&client, &server, "/o");
+    let (server, client, object) = tls_case(true, Duration::from_millis(100), "auto");
     let reads: Vec<(u64, u64)> = (0..6).map(|i| (i * 2 * MIB + 3, 100)).collect();
     // Cold: the protocol is unknown until a handshake ends, so the burst may open several
     // connections; every read gets its bytes.
-    for (c, &(o, l)) in read_all(&client, &object, &reads).iter().zip(&reads) {
-        assert_ok(c, o, l);
-    }
+    read_all_ok(&client, &object, &reads);
     let cold = server.connections_accepted();
     assert!((1..=6).contains(&cold), "{cold} connections for 6 reads");
     // From then on one HTTP/2 connection carries every request, several at once.
     server.reset_max_in_flight();
     for _ in 0..3 {
-        for (c, &(o, l)) in read_all(&client, &object, &reads).iter().zip(&reads) {
-            assert_ok(c, o, l);
-        }
+        read_all_ok(&client, &object, &reads);
     }
     let log = server.requests();
     assert_eq!(log.len(), 24, "{}", describe(&log));

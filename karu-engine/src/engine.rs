@@ -610,10 +610,14 @@ impl Engine {
                 auth: None,
                 credential_wait: std::time::Duration::ZERO,
             };
-            if let Ok(inner) = &running {
-                match (transfer.locator.target(), &mut local) {
-                    (Target::File(_), Some(local)) => local.push(transfer),
-                    _ => route(inner, transfer),
+            // Without workers (`running` failed) the planner had no read to plan.
+            if let (Ok(inner), Some(local)) = (&running, &mut local) {
+                match transfer.locator.target() {
+                    Target::File(_) => local.push(transfer),
+                    Target::Remote => match inner.remote() {
+                        Ok(remote) => remote.submit(transfer),
+                        Err(e) => transfer.fail(&e),
+                    },
                 }
             }
         }
@@ -627,17 +631,6 @@ impl Engine {
             stats,
             _engine: engine,
         }
-    }
-}
-
-/// Send a transfer to the workers of this process.
-fn route(inner: &Inner, transfer: Transfer) {
-    match transfer.locator.target() {
-        Target::File(_) => inner.files.submit_all(vec![transfer]),
-        Target::Remote => match inner.remote() {
-            Ok(remote) => remote.submit(transfer),
-            Err(e) => transfer.fail(&e),
-        },
     }
 }
 

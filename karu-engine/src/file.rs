@@ -21,7 +21,7 @@ use crate::reply::{self, Reply};
 use crate::status::{Error, Evidence, Status};
 use crate::transfer::Transfer;
 
-/// Most transfers in one chunk of [`FilePool::submit_all`].
+/// Most transfers in one chunk of [`FilePool::chunks`].
 const CHUNK_READS: usize = 512;
 /// A chunk closes once its transfers span this many bytes, so large reads spread over the
 /// workers.
@@ -108,20 +108,12 @@ impl FilePool {
         })
     }
 
-    /// Run local transfers of one batch (in the planner's order: by file, then offset). They
-    /// are handed to the workers in chunks, so that a worker takes many small reads of a file
-    /// at once (one queue hand-off, one open, one completion hand-off for the chunk) while
-    /// every worker still gets a share, and a large read is a chunk of its own.
-    pub(crate) fn submit_all(&self, transfers: Vec<Transfer>) {
-        let mut chunks = self.chunks(transfers.len());
-        for transfer in transfers {
-            chunks.push(transfer);
-        }
-    }
-
-    /// A hand-off of about `expected` transfers, chunk by chunk as they are pushed (see
-    /// [`submit_all`](Self::submit_all)), so the workers start on the first chunk while the
-    /// caller still builds the rest. Dropping it hands off the last chunk.
+    /// The hand-off of a batch's local transfers (about `expected` of them, pushed in the
+    /// planner's order: by file, then offset) to the workers in chunks, so that a worker takes
+    /// many small reads of a file at once (one queue hand-off, one open, one completion
+    /// hand-off for the chunk) while every worker still gets a share, and a large read is a
+    /// chunk of its own. A chunk goes as soon as it is full, so the workers start on the first
+    /// while the caller still builds the rest; dropping the hand-off sends the last one.
     pub(crate) fn chunks(&self, expected: usize) -> Chunks<'_> {
         Chunks {
             pool: self,
@@ -196,7 +188,7 @@ fn worker(receiver: &Receiver<Job>) {
     }
 }
 
-/// Run a chunk of local transfers of one batch (see [`FilePool::submit_all`]): each file is
+/// Run a chunk of local transfers of one batch (see [`FilePool::chunks`]): each file is
 /// opened once for the transfers reading it in a row, adjacent reads share vectored reads,
 /// and the chunk's completions are queued together. A batch cancelled meanwhile cancels the
 /// transfers not read yet.

@@ -33,6 +33,14 @@ pub(crate) fn read_all(client: &Client, object: &Locator, reads: &[(u64, u64)]) 
     drain(&batch)
 }
 
+/// Submit `reads` as one batch and assert every one delivered its exact pattern bytes.
+#[track_caller]
+pub(crate) fn read_all_ok(client: &Client, object: &Locator, reads: &[(u64, u64)]) {
+    for (c, &(offset, length)) in read_all(client, object, reads).iter().zip(reads) {
+        assert_ok(c, offset, length);
+    }
+}
+
 /// One read as a one-read batch, its completion.
 pub(crate) fn read_one(client: &Client, object: &Locator, offset: u64, length: u64) -> Completion {
     drain(&client.submit([Read::new(object, offset, length)]))
