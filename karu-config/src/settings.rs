@@ -221,7 +221,10 @@ pub enum Trade {
     /// a gap joins only when fetching it is expected to cost less time than the round trip
     /// of a request of its own (the round-trip latency times the throughput one of
     /// `concurrency` busy connections gets). Until the endpoint has been measured, as for
-    /// the first batch of a client, the guards alone decide.
+    /// the first batch of a client, the guards alone plan. A merged request is priced again
+    /// as it starts, with what has been measured by then, and comes apart at the gaps no
+    /// longer worth fetching: the first batch on a slow link stops over-fetching within its
+    /// first round trips.
     ///
     /// The default: in `cargo xtask bench all` it changed the plan only where bytes cost
     /// time (`scattered-10k` on a 1 Gbit/s link, 0.55x the wall of `guards`; `clustered`,

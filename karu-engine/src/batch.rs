@@ -40,7 +40,9 @@ pub struct BatchStats {
     pub reads: usize,
     /// Reads rejected before any input or output.
     pub rejected: usize,
-    /// Transfers planned (local reads and HTTP requests).
+    /// Transfers planned (local reads and HTTP requests). With `planner.trade = "priced"` a
+    /// merged request's gaps are priced again as it starts, with what the client has measured
+    /// by then, and the pieces it comes apart into count here from that moment.
     pub transfers: usize,
     /// Bytes the valid reads asked for (overlaps counted once per read).
     pub requested_bytes: u64,
@@ -49,7 +51,7 @@ pub struct BatchStats {
     /// read. Final once the batch is drained.
     pub fetched_bytes: u64,
     /// Bytes the planned transfers span: what they fetch if every answer is whole and none
-    /// is retried.
+    /// is retried (less the gaps of merged requests that came apart as they started).
     pub planned_bytes: u64,
 }
 
@@ -138,8 +140,12 @@ impl Batch {
 
     /// Figures of the plan, and the bytes received so far.
     pub fn stats(&self) -> BatchStats {
+        let shared = &self.shared;
         BatchStats {
-            fetched_bytes: self.shared.received.load(Ordering::Relaxed),
+            fetched_bytes: shared.received.load(Ordering::Relaxed),
+            transfers: self.stats.transfers + shared.came_apart.load(Ordering::Relaxed),
+            planned_bytes: (self.stats.planned_bytes)
+                .saturating_sub(shared.unplanned.load(Ordering::Relaxed)),
             ..self.stats
         }
     }
@@ -242,6 +248,10 @@ pub(crate) struct BatchShared {
     queued: Instant,
     /// Bytes its transfers received so far.
     received: AtomicU64,
+    /// Transfers added, and planned bytes no longer fetched, by merged transfers that came
+    /// apart as they started (see `http::reprice`).
+    came_apart: AtomicUsize,
+    unplanned: AtomicU64,
 }
 
 /// A batch used in another process than the one that submitted it (a forked child): its reads
@@ -357,6 +367,8 @@ impl BatchShared {
             reported_elsewhere: AtomicUsize::new(0),
             queued: Instant::now(),
             received: AtomicU64::new(0),
+            came_apart: AtomicUsize::new(0),
+            unplanned: AtomicU64::new(0),
         })
     }
 
@@ -370,6 +382,13 @@ impl BatchShared {
     /// The versions pinned so far, when the batch keeps to one version per object.
     pub(crate) fn versions(&self) -> Option<&VersionPins> {
         self.versions.as_ref()
+    }
+
+    /// A merged transfer came apart into `added + 1` transfers as it started, which no longer
+    /// fetch `unplanned` of its planned bytes.
+    pub(crate) fn came_apart(&self, added: usize, unplanned: u64) {
+        self.came_apart.fetch_add(added, Ordering::Relaxed);
+        self.unplanned.fetch_add(unplanned, Ordering::Relaxed);
     }
 
     /// `n` more bytes received by the batch's transfers.

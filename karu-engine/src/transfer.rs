@@ -83,6 +83,40 @@ impl Transfer {
         }
     }
 
+    /// Take the transfer apart before the parts at `cuts` (positions in `parts`, ascending,
+    /// each in `1..parts.len()`; see [`crate::plan::price::cuts`]): this transfer keeps the
+    /// first piece and the others are returned, each spanning exactly its parts' hull, with
+    /// their offsets in the span rebased. Every piece keeps the object, the identity
+    /// condition, the batch and the credential.
+    pub(crate) fn split_off(&mut self, cuts: &[usize]) -> Vec<Transfer> {
+        let origin = self.start;
+        let mut parts = std::mem::take(&mut self.parts).into_iter();
+        let mut pieces = Vec::with_capacity(cuts.len());
+        let mut from = 0;
+        for to in cuts.iter().copied().chain([usize::MAX]) {
+            let piece: Parts = parts.by_ref().take(to.saturating_sub(from)).collect();
+            from = to;
+            let Some((start, length, piece)) = hull(piece) else {
+                continue;
+            };
+            if self.parts.is_empty() {
+                (self.start, self.length, self.parts) = (origin + start, length, piece);
+                continue;
+            }
+            pieces.push(Transfer {
+                locator: self.locator.clone(),
+                start: origin + start,
+                length,
+                if_match: self.if_match.clone(),
+                parts: piece,
+                batch: Arc::clone(&self.batch),
+                auth: self.auth.clone(),
+                credential_wait: self.credential_wait,
+            });
+        }
+        pieces
+    }
+
     /// Complete every part as cancelled.
     pub(crate) fn cancel(self) {
         self.fail(&Error::new(
@@ -90,6 +124,21 @@ impl Transfer {
             "the batch was released before this read started",
         ));
     }
+}
+
+/// The offset in the old span and the length of the hull of `parts` (in span order), and the
+/// parts rebased to it; `None` without parts.
+fn hull(mut parts: Parts) -> Option<(u64, u64, Parts)> {
+    let first = parts.first()?.offset_in_span;
+    let end = parts
+        .iter()
+        .map(|p| p.offset_in_span + p.length)
+        .max()
+        .unwrap_or(first);
+    for part in &mut parts {
+        part.offset_in_span -= first;
+    }
+    Some((first, end - first, parts))
 }
 
 impl Drop for Transfer {
@@ -125,5 +174,92 @@ impl fmt::Debug for Part {
             .field("length", &self.length)
             .field("sink", &self.sink)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::Sink;
+
+    fn part(index: usize, offset_in_span: u64, length: u64) -> Part {
+        Part {
+            tag: 100 + index as u64,
+            index,
+            offset_in_span,
+            length,
+            sink: Sink::Allocate,
+        }
+    }
+
+    #[test]
+    fn a_split_transfer_keeps_every_part_at_its_object_offset() {
+        let locator = crate::testing::registry().resolve("/karu/split").unwrap();
+        let batch = BatchShared::new((0..4).collect(), false);
+        let transfer = Transfer {
+            locator,
+            start: 1000,
+            length: 60_000,
+            if_match: Some("\"e1\"".into()),
+            parts: [
+                part(0, 0, 4096),
+                part(1, 4000, 200),
+                part(2, 30_000, 4096),
+                part(3, 55_904, 4096),
+            ]
+            .into_iter()
+            .collect(),
+            batch: Arc::clone(&batch),
+            auth: None,
+            credential_wait: std::time::Duration::from_millis(3),
+        };
+        let mut first = transfer;
+        let rest = first.split_off(&[2, 3]);
+        let pieces: Vec<&Transfer> = std::iter::once(&first).chain(&rest).collect();
+        let spans: Vec<(u64, u64)> = pieces.iter().map(|t| (t.start, t.length)).collect();
+        assert_eq!(spans, vec![(1000, 4200), (31_000, 4096), (56_904, 4096)]);
+        let parts: Vec<Vec<(usize, u64, u64, u64)>> = pieces
+            .iter()
+            .map(|t| {
+                t.parts
+                    .iter()
+                    .map(|p| (p.index, p.tag, p.offset_in_span, p.length))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            parts,
+            vec![
+                vec![(0, 100, 0, 4096), (1, 101, 4000, 200)],
+                vec![(2, 102, 0, 4096)],
+                vec![(3, 103, 0, 4096)],
+            ]
+        );
+        for piece in &pieces {
+            assert_eq!(piece.if_match.as_deref(), Some("\"e1\""));
+            assert!(Arc::ptr_eq(&piece.batch, &batch));
+            assert_eq!(piece.credential_wait, std::time::Duration::from_millis(3));
+            assert_eq!(piece.locator.canonical(), first.locator.canonical());
+        }
+        // No cut: the same span and parts.
+        assert!(first.split_off(&[]).is_empty());
+        assert_eq!(
+            (first.start, first.length, first.parts.len()),
+            (1000, 4200, 2)
+        );
+        // A first piece that starts inside the span moves the span's start.
+        let mut later = Transfer {
+            locator: first.locator.clone(),
+            start: 0,
+            length: 300,
+            if_match: None,
+            parts: [part(0, 100, 50), part(1, 250, 50)].into_iter().collect(),
+            batch: BatchShared::new((0..2).collect(), false),
+            auth: None,
+            credential_wait: std::time::Duration::ZERO,
+        };
+        let rest = later.split_off(&[1]);
+        assert_eq!((later.start, later.length), (100, 50));
+        assert_eq!((rest[0].start, rest[0].length), (250, 50));
     }
 }

@@ -165,6 +165,9 @@ struct Shared {
     location_flights: tokio::sync::Notify,
     /// Measurements and adaptive windows, per endpoint.
     endpoints: Endpoints,
+    /// Whether a merged transfer's gaps are priced again as it starts (`planner.trade =
+    /// "priced"`); see [`reprice`].
+    reprice: bool,
 }
 
 /// The loops' pending queues. A job goes to the loop with the least work (queued plus
@@ -395,6 +398,7 @@ impl Remote {
             workers,
             locations: Mutex::new(Locations::default()),
             location_flights: tokio::sync::Notify::new(),
+            reprice: global.planner.trade == karu_config::Trade::Priced,
             endpoints: Endpoints::new(
                 global.concurrency.max(1),
                 global.adaptive_concurrency,
@@ -640,6 +644,12 @@ async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>)
             }
             continue;
         };
+        let job = match job {
+            Job::Transfer(t) if t.parts.len() > 1 && ctx.shared.reprice => {
+                Job::Transfer(reprice(&ctx, t))
+            }
+            job => job,
+        };
         // The task's permits, which a waiting follower hands back (see `Held`).
         let held = Arc::new(Held::new(&ctx, permits));
         let ctx = Arc::clone(&ctx);
@@ -659,6 +669,37 @@ async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>)
         while tasks.try_join_next().is_some() {}
     }
     while tasks.join_next().await.is_some() {}
+}
+
+/// Price a merged transfer's gaps again as it starts, with what the client has measured for
+/// its endpoint by now, and keep the first piece it comes apart into; the other pieces queue
+/// again, as transfers of their own.
+///
+/// The plan was priced with the measurements of its submission, and the first batch of a
+/// client, planned before anything was measured, has only the guards: on a slow link they
+/// join 4 KiB reads up to 1 MiB apart (11.7× the bytes the reads asked for). The endpoint is
+/// measured within the first round trips of that batch, and its transfers still waiting for
+/// a permit then fetch only the gaps worth fetching. Cutting only removes gaps, so every
+/// piece stays within the four guards, and no read's bytes or destination change.
+fn reprice(ctx: &LoopCtx, mut transfer: Box<Transfer>) -> Box<Transfer> {
+    let canonical = transfer.locator.canonical().as_str();
+    let Some(measured) = ctx.shared.endpoints.measured(canonical, Instant::now()) else {
+        return transfer;
+    };
+    let price = crate::plan::price::break_even_gap(&measured);
+    let parts = transfer.parts.iter().map(|p| (p.offset_in_span, p.length));
+    let cuts = crate::plan::price::cuts(parts, price);
+    if cuts.is_empty() {
+        return transfer;
+    }
+    let planned = transfer.length;
+    let rest = transfer.split_off(&cuts);
+    let kept = transfer.length + rest.iter().map(|t| t.length).sum::<u64>();
+    transfer.batch.came_apart(rest.len(), planned - kept);
+    for piece in rest {
+        ctx.queues.push_transfer(piece);
+    }
+    transfer
 }
 
 /// Run one remote transfer and complete each of its parts.
@@ -820,6 +861,170 @@ mod tests {
         fn prepare(&self, _ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
             panic!("prepare panics")
         }
+    }
+
+    /// A remote backend that records the range of every request it is asked to prepare, and
+    /// refuses to prepare it (nothing is ever sent).
+    #[derive(Debug, Default)]
+    struct RecordsRanges {
+        ranges: Mutex<Vec<RangeSpec>>,
+    }
+
+    impl Backend for RecordsRanges {
+        fn name(&self) -> &str {
+            "records"
+        }
+
+        fn resolve(&self, _address: &str) -> Result<Resolved, Error> {
+            Ok(Resolved::remote(
+                CanonicalPath::new("http://127.0.0.1:9/recorded"),
+                None,
+                String::new(),
+            ))
+        }
+
+        fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
+            self.ranges.lock().push(ctx.range);
+            Err(Error::new(Status::Unsupported, "recorded, not sent"))
+        }
+    }
+
+    /// What [`run_merged`] saw.
+    struct Merged {
+        /// The ranges requested, as (first, last) in offset order.
+        ranges: Vec<(u64, u64)>,
+        /// The price the endpoint had.
+        price: Option<u64>,
+        stats: BatchStats,
+        /// The parts' statuses, by index.
+        statuses: Vec<Status>,
+    }
+
+    /// Submit one transfer of 4 KiB parts at `offsets` (merged, as the guards plan them) to
+    /// a client whose endpoint measured `measured` (an exchange as [`Endpoints::record`]
+    /// takes it).
+    fn run_merged(offsets: &[u64], measured: Option<([Duration; 3], u64)>) -> Merged {
+        let backend = Arc::new(RecordsRanges::default());
+        let mut registry = Registry::builder();
+        registry.provider(backend.clone()).scheme("records");
+        let locator = registry.build().unwrap().resolve("records://x").unwrap();
+        let remote = Remote::start(
+            &Snapshot::defaults(),
+            Callbacks::default(),
+            CredentialCache::new(),
+        )
+        .expect("the loops start");
+        if let Some((at, bytes)) = measured {
+            remote
+                .shared
+                .endpoints
+                .record(locator.canonical().as_str(), at, bytes);
+        }
+        let price = remote
+            .measured(&locator)
+            .map(|m| crate::plan::price::break_even_gap(&m));
+        let n = offsets.len();
+        let shared = BatchShared::new((0..n as u64).collect(), false);
+        let start = offsets[0];
+        remote.submit(Transfer {
+            locator: locator.clone(),
+            start,
+            length: offsets[n - 1] + 4096 - start,
+            if_match: None,
+            parts: offsets
+                .iter()
+                .enumerate()
+                .map(|(i, &offset)| Part {
+                    tag: i as u64,
+                    index: i,
+                    offset_in_span: offset - start,
+                    length: 4096,
+                    sink: Sink::Allocate,
+                })
+                .collect(),
+            batch: Arc::clone(&shared),
+            auth: None,
+            credential_wait: Duration::ZERO,
+        });
+        let batch = Batch {
+            shared,
+            stats: BatchStats {
+                reads: n,
+                transfers: 1,
+                requested_bytes: 4096 * n as u64,
+                planned_bytes: offsets[n - 1] + 4096 - start,
+                ..BatchStats::default()
+            },
+            _engine: Arc::new(()),
+        };
+        let statuses = batch.wait().iter().map(Completion::status).collect();
+        let stats = batch.stats();
+        drop(batch);
+        let mut ranges: Vec<(u64, u64)> = backend
+            .ranges
+            .lock()
+            .iter()
+            .map(|r| match *r {
+                RangeSpec::Closed { first, last } => (first, last),
+                other => panic!("an unexpected range {other:?}"),
+            })
+            .collect();
+        ranges.sort_unstable();
+        Merged {
+            ranges,
+            price,
+            stats,
+            statuses,
+        }
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// A 20 ms round trip and 64 MiB received over one second: a measured endpoint.
+    fn slow_link() -> Option<([Duration; 3], u64)> {
+        Some(([MS, 21 * MS, 1021 * MS], 64 << 20))
+    }
+
+    #[test]
+    fn a_merged_transfer_comes_apart_at_gaps_its_measured_endpoint_prices_above_a_request() {
+        // Measured: a gap is worth fetching up to the price, here about 20 KB.
+        let price = run_merged(&[0, 4096], slow_link()).price.expect("measured");
+        assert!((10_000..100_000).contains(&price), "{price}");
+        // Parts 4 KiB long: a small gap, a large one, a small one, a large one.
+        let small = price / 4;
+        let large = price * 4;
+        let mut offsets = vec![1000];
+        for gap in [small, large, small, large] {
+            let last = offsets[offsets.len() - 1];
+            offsets.push(last + 4096 + gap);
+        }
+        let Merged {
+            ranges,
+            price: again,
+            stats,
+            statuses,
+        } = run_merged(&offsets, slow_link());
+        assert_eq!(again, Some(price));
+        let o = &offsets;
+        assert_eq!(
+            ranges,
+            vec![
+                (o[0], o[1] + 4095),
+                (o[2], o[3] + 4095),
+                (o[4], o[4] + 4095)
+            ],
+            "each piece asked once, exactly its parts' hull"
+        );
+        assert_eq!(statuses, vec![Status::Unsupported; 5], "every read once");
+        assert_eq!(stats.transfers, 3);
+        assert_eq!(stats.planned_bytes, 3 * 4096 + 2 * (4096 + small));
+
+        // Not measured (the first batch of a client): the guards' plan stands.
+        let whole = run_merged(&offsets, None);
+        assert_eq!(whole.price, None);
+        assert_eq!(whole.ranges, vec![(o[0], o[4] + 4095)]);
+        assert_eq!(whole.stats.transfers, 1);
+        assert_eq!(whole.statuses, vec![Status::Unsupported; 5]);
     }
 
     #[test]

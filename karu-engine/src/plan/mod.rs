@@ -15,7 +15,9 @@
 //! With the priced trade ([`plan_priced`], `planner.trade = "priced"`) a group may also carry a
 //! price: the largest gap worth fetching instead of sending a request of its own, worked out by
 //! [`price`] from what the client measured for the group's endpoint. A gap above it closes the
-//! transfer as a guard would; the four guards stay the hard bounds.
+//! transfer as a guard would; the four guards stay the hard bounds. A plan is priced with the
+//! measurements of its submission; the transport prices each merged transfer again as it
+//! starts and cuts it where [`price::cuts`] says (`http::reprice`).
 
 pub mod price;
 

@@ -44,6 +44,27 @@ pub fn share(capacity: u64, connections: usize) -> u64 {
     capacity / (connections.max(1) as u64)
 }
 
+/// Where a merged span comes apart when its gaps are priced again as it starts (a plan made
+/// before the endpoint was measured, or with an older measurement): the positions of the parts
+/// that open a new piece. `parts` are the span's parts as (offset in the span, length), in span
+/// order; a part opens a piece when the gap from the end of every part before it to its start
+/// is above `price`, the rule [`plan_priced`](super::plan_priced) joins by. Empty when the
+/// span stays whole. Cutting only ever removes gaps, so every piece stays within the guards.
+pub fn cuts(parts: impl IntoIterator<Item = (u64, u64)>, price: u64) -> Vec<usize> {
+    let mut cuts = Vec::new();
+    let mut end: Option<u64> = None;
+    for (position, (offset, length)) in parts.into_iter().enumerate() {
+        if let Some(end) = end
+            && offset.saturating_sub(end) > price
+        {
+            cuts.push(position);
+        }
+        let part_end = offset.saturating_add(length);
+        end = Some(end.map_or(part_end, |e| e.max(part_end)));
+    }
+    cuts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,5 +267,74 @@ mod tests {
         let guards = plan(&reads, &limits);
         assert!(priced.transfers.len() * 100 <= guards.transfers.len() * 101);
         assert!(priced.fetched_bytes() * 100 >= guards.fetched_bytes() * 98);
+    }
+
+    #[test]
+    fn a_span_comes_apart_only_at_gaps_above_the_price() {
+        // Parts of one span: 0..4096, a 100-byte gap, 4196..8292, overlapping 8000..9000,
+        // then 10,000 bytes past the end (9000) and 50,000 past the next one.
+        let parts = [
+            (0, 4096),
+            (4196, 4096),
+            (8000, 1000),
+            (19_000, 4096),
+            (73_096, 4096),
+        ];
+        assert_eq!(cuts(parts, 50_000), Vec::<usize>::new());
+        assert_eq!(cuts(parts, 49_999), vec![4]);
+        assert_eq!(cuts(parts, 10_000), vec![4]);
+        assert_eq!(cuts(parts, 9_999), vec![3, 4]);
+        assert_eq!(cuts(parts, 100), vec![3, 4]);
+        assert_eq!(cuts(parts, 99), vec![1, 3, 4]);
+        // Overlapping and adjacent parts never come apart, whatever the price.
+        assert_eq!(
+            cuts([(0, 4096), (100, 5000), (4096, 10)], 0),
+            Vec::<usize>::new()
+        );
+        // The gap counts from the furthest end so far, not the previous part's.
+        assert_eq!(cuts([(0, 10_000), (10, 10), (10_050, 1)], 49), vec![2]);
+        assert_eq!(
+            cuts([(0, 10_000), (10, 10), (10_050, 1)], 50),
+            Vec::<usize>::new()
+        );
+    }
+
+    #[test]
+    fn pricing_a_guards_plan_again_gives_the_priced_plan() {
+        // Reads 4 KiB long at gaps that straddle the link's price: cutting the plan the guards
+        // made at the price gives exactly the spans `plan_priced` makes with it.
+        let gaps = [10, 39_062, 39_063, 500, 200_000, 0, 39_000, 120_000, 1];
+        let mut offset = 0;
+        let mut reads = vec![r(0)];
+        for gap in gaps {
+            offset += 4096 + gap;
+            reads.push(r(offset));
+        }
+        let limits = Limits::default();
+        let price = break_even_gap(&link());
+        let guards = plan(&reads, &limits);
+        let priced = plan_priced(&reads, &limits, &[Some(price)]);
+        let mut pieces = Vec::new();
+        for t in &guards.transfers {
+            let positions = cuts(t.parts.iter().map(|p| (p.offset_in_span, p.length)), price);
+            let mut from = 0;
+            for to in positions.into_iter().chain([t.parts.len()]) {
+                let first = t.parts[from].offset_in_span;
+                let end = t.parts[from..to]
+                    .iter()
+                    .map(|p| p.offset_in_span + p.length)
+                    .max()
+                    .unwrap();
+                pieces.push((t.start + first, end - first, to - from));
+                from = to;
+            }
+        }
+        let expected: Vec<(u64, u64, usize)> = priced
+            .transfers
+            .iter()
+            .map(|t| (t.start, t.length, t.parts.len()))
+            .collect();
+        assert!(guards.transfers.len() < expected.len());
+        assert_eq!(pieces, expected);
     }
 }

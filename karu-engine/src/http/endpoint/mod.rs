@@ -79,6 +79,15 @@ impl Endpoints {
         endpoint
     }
 
+    /// Record one exchange with `canonical`'s endpoint as if it had run: sent, head and last
+    /// byte at `at` after the meters' origin (tests inject measurements with it).
+    #[cfg(test)]
+    pub(crate) fn record(&self, canonical: &str, at: [std::time::Duration; 3], bytes: u64) {
+        let [sent, head, done] = at.map(|d| self.origin + d);
+        let endpoint = self.get(canonical);
+        endpoint.state.lock().meter.record(sent, head, done, bytes);
+    }
+
     /// What the planner prices gaps of `canonical` with at `now`, if its endpoint has been
     /// measured: the round trip, and the capacity shared by the connections its window allows.
     pub(crate) fn measured(&self, canonical: &str, now: Instant) -> Option<Measured> {
