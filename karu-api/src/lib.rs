@@ -86,8 +86,9 @@
 //! glibc's `malloc` hands freed buffers of a few MiB back to the system, so every batch pays
 //! the page faults of mapping its bytes again. Measured in `cargo xtask bench tensors` (2.8
 //! GiB of 1-32 MiB reads on loopback): about 1,850 ms per batch into Karu's buffers, 880 ms
-//! into slices of one reused buffer, and 1,000 ms into Karu's buffers with glibc told to keep freed
-//! memory (`GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=4294967296`).
+//! into slices of one reused buffer, and 1,000 ms into Karu's buffers with glibc told to keep
+//! freed memory:
+//! `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=4294967296`.
 //!
 //! # Errors
 //!
