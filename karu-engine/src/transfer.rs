@@ -181,6 +181,7 @@ impl fmt::Debug for Part {
 mod tests {
     use super::*;
     use crate::read::Sink;
+    use proptest::prelude::*;
 
     fn part(index: usize, offset_in_span: u64, length: u64) -> Part {
         Part {
@@ -261,5 +262,71 @@ mod tests {
         let rest = later.split_off(&[1]);
         assert_eq!((later.start, later.length), (100, 50));
         assert_eq!((rest[0].start, rest[0].length), (250, 50));
+    }
+
+    proptest! {
+        /// Cutting a merged transfer where [`crate::plan::price::cuts`] says, at any price,
+        /// keeps every read exactly once at its object offset, each piece the exact hull of its
+        /// reads with no gap above the price inside it, and a gap above the price between
+        /// pieces.
+        #[test]
+        fn pieces_keep_every_read_in_place(
+            start in 0u64..1 << 40,
+            reads in proptest::collection::vec((0u64..100_000, 1u64..50_000), 1..40),
+            price in 0u64..120_000,
+        ) {
+            // Parts in span order: each starts some way after the previous one's start.
+            let mut offset = 0;
+            let mut parts = Parts::new();
+            for (i, &(step, length)) in reads.iter().enumerate() {
+                if i > 0 {
+                    offset += step;
+                }
+                parts.push(part(i, offset, length));
+            }
+            let length = parts.iter().map(|p| p.offset_in_span + p.length).max().unwrap();
+            let expected: Vec<(usize, u64, u64)> = parts
+                .iter()
+                .map(|p| (p.index, start + p.offset_in_span, p.length))
+                .collect();
+            let mut first = Transfer {
+                locator: crate::testing::registry().resolve("/karu/prop").unwrap(),
+                start,
+                length,
+                if_match: None,
+                parts,
+                batch: BatchShared::new((0..reads.len() as u64).collect(), false),
+                auth: None,
+                credential_wait: std::time::Duration::ZERO,
+            };
+            let positions = crate::plan::price::cuts(
+                first.parts.iter().map(|p| (p.offset_in_span, p.length)),
+                price,
+            );
+            let rest = first.split_off(&positions);
+            prop_assert_eq!(rest.len(), positions.len());
+            let pieces: Vec<&Transfer> = std::iter::once(&first).chain(&rest).collect();
+            let mut seen = Vec::new();
+            let mut previous_end: Option<u64> = None;
+            for piece in &pieces {
+                prop_assert!(!piece.parts.is_empty());
+                prop_assert_eq!(piece.parts[0].offset_in_span, 0, "a piece starts at its first read");
+                let mut end = 0;
+                for p in &piece.parts {
+                    prop_assert!(
+                        p.offset_in_span.saturating_sub(end) <= price,
+                        "a gap above the price inside a piece"
+                    );
+                    end = end.max(p.offset_in_span + p.length);
+                    seen.push((p.index, piece.start + p.offset_in_span, p.length));
+                }
+                prop_assert_eq!(piece.length, end, "a piece is the hull of its reads");
+                if let Some(before) = previous_end {
+                    prop_assert!(piece.start > before + price, "pieces apart by more than the price");
+                }
+                previous_end = Some(piece.start + piece.length);
+            }
+            prop_assert_eq!(seen, expected);
+        }
     }
 }
