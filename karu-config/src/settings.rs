@@ -227,8 +227,10 @@ pub enum Trade {
     /// first round trips.
     ///
     /// The default: in `cargo xtask bench all` it changed the plan only where bytes cost
-    /// time (`scattered-10k` on a 1 Gbit/s link, 0.55x the wall of `guards`; `clustered`,
-    /// 0.96x) and planned every other workload exactly as `guards` does.
+    /// time (`scattered-10k` on a 1 Gbit/s link, 0.55x the wall of `guards` from the second
+    /// batch on, and 0.55x on the first batch too once merged requests were priced again as
+    /// they start; `clustered`, 0.96x) and planned every other workload exactly as `guards`
+    /// does.
     #[default]
     Priced,
 }
