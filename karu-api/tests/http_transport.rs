@@ -361,25 +361,51 @@ fn the_http_version_policy_decides_multiplexing() {
 }
 
 #[test]
-fn a_cold_burst_under_auto_settles_on_one_shared_http2_connection() {
+fn a_cold_burst_under_auto_waits_for_one_handshake_and_shares_its_http2_connection() {
     let (server, client, object) = tls_case(true, Duration::from_millis(100), "auto");
     let reads: Vec<(u64, u64)> = (0..6).map(|i| (i * 2 * MIB + 3, 100)).collect();
-    // Cold: the protocol is unknown until a handshake ends, so the burst may open several
-    // connections; every read gets its bytes.
+    // Cold: the protocol is unknown until the first handshake ends; the other reads wait for
+    // it instead of opening a connection each, and it turns out to be HTTP/2.
     read_all_ok(&client, &object, &reads);
-    let cold = server.connections_accepted();
-    assert!((1..=6).contains(&cold), "{cold} connections for 6 reads");
-    // From then on one HTTP/2 connection carries every request, several at once.
+    assert_eq!(server.connections_accepted(), 1);
+    // From then on the same connection carries every request, several at once.
     server.reset_max_in_flight();
     for _ in 0..3 {
         read_all_ok(&client, &object, &reads);
     }
     let log = server.requests();
     assert_eq!(log.len(), 24, "{}", describe(&log));
-    assert_eq!(server.connections_accepted(), cold, "{}", describe(&log));
-    let later: BTreeSet<u64> = log[6..].iter().map(|r| r.connection).collect();
-    assert_eq!(later.len(), 1, "{}", describe(&log));
+    assert_eq!(server.connections_accepted(), 1, "{}", describe(&log));
+    let connections: BTreeSet<u64> = log.iter().map(|r| r.connection).collect();
+    assert_eq!(connections.len(), 1, "{}", describe(&log));
     assert!(server.max_in_flight() >= 2, "{}", describe(&log));
+}
+
+#[test]
+fn a_cold_burst_under_auto_against_an_http1_server_opens_its_connections_after_the_first() {
+    let server = MockServer::builder().tls(true).start().unwrap();
+    server.insert_virtual("/o", 64 * MIB);
+    // The server answers none of the six until all six have arrived: only six connections
+    // at once can carry them.
+    server.add_fault(FaultRule::new(Fault::Barrier(6)).path("/o"));
+    let ca = server.ca_file().unwrap();
+    let client = build(
+        quick()
+            .io_threads(1)
+            .set("http.version", "auto")
+            .set("http.ca_file", ca.to_str().unwrap())
+            .set("retry.deadline", "5s"),
+    );
+    let object = locate(&client, &server, "/o");
+    let reads: Vec<(u64, u64)> = (0..6).map(|i| (i * 2 * MIB + 3, 100)).collect();
+    // The first handshake says HTTP/1.1: the reads that waited for it open their own (left
+    // waiting for the first connection, they would queue behind its held request until
+    // their deadline). Each read is asked once.
+    read_all_ok(&client, &object, &reads);
+    let log = server.requests();
+    assert_eq!(log.len(), 6, "{}", describe(&log));
+    assert_eq!(server.connections_accepted(), 6, "{}", describe(&log));
+    assert_eq!(client.transport_stats().retries, 0);
 }
 
 #[test]

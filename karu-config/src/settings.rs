@@ -243,7 +243,9 @@ pub enum HttpVersion {
     /// HTTP/1.1 only (the default).
     #[default]
     Http1,
-    /// Negotiate with ALPN: HTTP/2 where the server offers it, else HTTP/1.1.
+    /// Negotiate with ALPN: HTTP/2 where the server offers it, else HTTP/1.1. Until a
+    /// host's first TLS connection has negotiated, the host's other requests wait for it
+    /// rather than each opening a connection that HTTP/2 would not need.
     Auto,
     /// HTTP/2 only (prior knowledge over plain TCP, ALPN `h2` over TLS).
     Http2,

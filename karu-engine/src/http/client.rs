@@ -7,7 +7,11 @@
 //! when the exchange is done with its response ([`Carrier`]) and hyper is ready to send
 //! another request on it; one whose body was left unread is closed instead. An HTTP/2
 //! connection is shared by every request to its host; a client that speaks only HTTP/2 opens
-//! one at a time, and the requests that arrive meanwhile wait for it.
+//! one at a time, and the requests that arrive meanwhile wait for it. Under `http.version =
+//! "auto"` the requests to a TLS host wait the same way for its first connection, whose ALPN
+//! says whether the host speaks HTTP/2 (as curl's `CURLOPT_PIPEWAIT` does): on HTTP/2 it then
+//! carries them all, on HTTP/1.1 each opens its own. Without the wait a cold burst opened a
+//! connection (and a TLS handshake) per request and kept only one.
 //!
 //! Slots bound the connections per host (scheme, host and port): the loop's share of the
 //! concurrency limit, so the loops together never open more than the limit. A connection holds
@@ -89,6 +93,7 @@ impl HttpClient {
         HttpClient {
             pool: Arc::new(Pool {
                 connector,
+                learns_protocol: version == HttpVersion::Auto,
                 per_host: connections_per_host.max(1),
                 hosts: Mutex::new(Vec::new()),
                 next_id: AtomicU64::new(0),
@@ -176,6 +181,10 @@ impl HttpClient {
 /// The pool of one loop: the connections and slots of each host.
 struct Pool {
     connector: Connector,
+    /// `http.version = "auto"`: a TLS connection learns from ALPN whether its host speaks
+    /// HTTP/2, so until one has, a host's requests wait for its first connection instead of
+    /// opening one each (one HTTP/2 connection then carries them all).
+    learns_protocol: bool,
     /// The most connections open to one host at once.
     per_host: usize,
     /// The hosts, the one used last first (a loop usually talks to one or a few).
@@ -215,13 +224,17 @@ struct Host {
     slots: Arc<Semaphore>,
     /// HTTP/1 connections ready for a request, the most recently used last.
     idle: VecDeque<Idle>,
-    /// Requests waiting for a connection to come back (or, on an HTTP/2-only client, for the
-    /// one being opened). Some may have stopped waiting.
+    /// Requests waiting for a connection to come back, or for the one being opened when it
+    /// is a first one (see `opening_first`). Some may have stopped waiting.
     waiting: VecDeque<oneshot::Sender<Conn>>,
     /// The host's HTTP/2 connection, shared by every request.
     shared: Option<Conn>,
-    /// An HTTP/2-only client is opening the host's connection.
-    opening_http2: bool,
+    /// A connection the host's next requests wait for is being opened: the one connection of
+    /// an HTTP/2-only client, or under `auto` the first TLS connection, which learns the
+    /// host's protocol.
+    opening_first: bool,
+    /// A connection to the host has learned its protocol (under `auto`).
+    knows_protocol: bool,
 }
 
 /// An idle HTTP/1 connection and since when.
@@ -276,7 +289,7 @@ impl Conn {
 enum Step {
     /// Open a connection in this slot.
     Open(OwnedSemaphorePermit),
-    /// Wait for the connection being opened (HTTP/2-only).
+    /// Wait for the first connection being opened (see `Host::opening_first`).
     Wait(oneshot::Receiver<Conn>),
     /// Wait for a connection to come back or a slot to free, whichever is first.
     WaitOrOpen(oneshot::Receiver<Conn>, Arc<Semaphore>),
@@ -298,13 +311,16 @@ impl Pool {
         if let Some(conn) = host.take_idle(Instant::now()) {
             return Ok(conn);
         }
-        let http2_only = self.connector.http2_only();
-        if http2_only && host.opening_http2 {
+        // The first connection decides (HTTP/2-only: always; `auto` over TLS: until one
+        // has learned the host's protocol).
+        let first = self.connector.http2_only()
+            || (self.learns_protocol && key.scheme == Scheme::HTTPS && !host.knows_protocol);
+        if first && host.opening_first {
             let (tx, rx) = oneshot::channel();
             host.waiting.push_back(tx);
             Err(Step::Wait(rx))
         } else if let Ok(slot) = Arc::clone(&host.slots).try_acquire_owned() {
-            host.opening_http2 = http2_only;
+            host.opening_first = first;
             Err(Step::Open(slot))
         } else {
             let (tx, rx) = oneshot::channel();
@@ -381,7 +397,8 @@ impl Pool {
                     idle: VecDeque::new(),
                     waiting: VecDeque::new(),
                     shared: None,
-                    opening_http2: false,
+                    opening_first: false,
+                    knows_protocol: false,
                 });
                 let last = hosts.len() - 1;
                 hosts.swap(0, last);
@@ -416,10 +433,14 @@ impl Pool {
         let Some(host) = Pool::find(&mut hosts, key) else {
             return opened.map(|conn| (conn, false));
         };
-        host.opening_http2 = false;
+        let first = std::mem::take(&mut host.opening_first);
         match &opened {
             Ok(conn) => {
-                if conn.share().is_some() {
+                host.knows_protocol = true;
+                if conn.share().is_none() && first {
+                    // An HTTP/1 server: those waiting for this connection open their own.
+                    host.waiting.clear();
+                } else if conn.share().is_some() {
                     if host.shared.as_ref().is_none_or(Conn::is_closed) {
                         host.shared = conn.share();
                     }
@@ -430,8 +451,8 @@ impl Pool {
                     }
                 }
             }
-            // Those waiting for this HTTP/2 connection try for themselves.
-            Err(_) if self.connector.http2_only() => host.waiting.clear(),
+            // Those waiting for this first connection try for themselves.
+            Err(_) if first => host.waiting.clear(),
             Err(_) => {}
         }
         opened.map(|conn| (conn, false))
@@ -541,7 +562,8 @@ impl Host {
     }
 }
 
-/// Marks an HTTP/2 connection as no longer being opened if its request gives up first.
+/// Marks a first connection (see `Host::opening_first`) as no longer being opened if its
+/// request gives up first, and lets those waiting for it try for themselves.
 struct Opening<'a> {
     pool: &'a Pool,
     key: &'a HostKey,
@@ -554,9 +576,9 @@ impl Drop for Opening<'_> {
             return;
         }
         if let Some(host) = Pool::find(&mut self.pool.hosts.lock(), self.key)
-            && host.opening_http2
+            && host.opening_first
         {
-            host.opening_http2 = false;
+            host.opening_first = false;
             host.waiting.clear();
         }
     }
