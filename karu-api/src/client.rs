@@ -505,7 +505,7 @@ impl Client {
 
     /// Fill `destination` from `offset`: exact bytes or an error, like a positional
     /// `read_exact_at`. On [`Status::RangeNotSatisfiable`] the error's
-    /// [`Evidence::EndOfObject`](karu_engine::Evidence::EndOfObject) says how many bytes at
+    /// [`Evidence::EndOfObject`] says how many bytes at
     /// the start of `destination` exist and were delivered.
     ///
     /// ```

@@ -287,8 +287,8 @@ pub struct CredentialStats {
 /// the others join it and take its result. A flight always lands: a provider that panics
 /// lands as a [`Status::Credentials`] failure, and so does an owner that unwinds or is
 /// dropped before it could ask (its guard publishes the failure). Waiting for a flight is
-/// bounded by the waiting read's deadline ([`get_until`](CredentialCache::get_until); the
-/// engine's event loops wait the same way without blocking a thread).
+/// bounded by the waiting read's deadline (the engine's event loops wait without blocking a
+/// thread; the cache's own tests wait on a thread).
 ///
 /// A flight is never abandoned or duplicated: a lookup that outlives a read's deadline fails
 /// that read with [`Status::TimedOut`], and later reads of the scope wait for the same lookup
@@ -348,7 +348,7 @@ const PREFIXES_PER_FAMILY: usize = 1024;
 /// joined it. It lands exactly once.
 pub(crate) struct Flight {
     result: Mutex<Option<Result<Credential, Error>>>,
-    /// For threads waiting in [`Flight::wait_until`].
+    /// For threads waiting in `Flight::wait_until` (the cache's tests).
     landed: Condvar,
     /// For tasks waiting in [`Flight::landed`].
     notify: tokio::sync::Notify,
@@ -640,7 +640,7 @@ impl CredentialCache {
     }
 
     /// Forget the scope's credential if it is still `stale` (an expired-token answer), so the
-    /// next [`get`](CredentialCache::get) looks up a new one. A newer credential that another
+    /// next lookup of the scope asks its provider again. A newer credential that another
     /// request already obtained is kept.
     pub(crate) fn invalidate(&self, scope: &CredentialScope, stale: &Credential) {
         let mut state = self.inner.state.lock();

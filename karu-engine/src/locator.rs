@@ -18,7 +18,7 @@ pub struct CanonicalPath(Arc<str>);
 
 impl CanonicalPath {
     /// Wrap an already-normalised identity. Backends call this from
-    /// [`Backend::resolve`](crate::provider::Backend::resolve).
+    /// [`Backend::resolve`].
     pub fn new(normalised: impl Into<Arc<str>>) -> Self {
         CanonicalPath(normalised.into())
     }
@@ -75,7 +75,7 @@ pub enum Target {
     Remote,
 }
 
-/// What a backend returns from [`Backend::resolve`](crate::provider::Backend::resolve): the meaning of an
+/// What a backend returns from [`Backend::resolve`]: the meaning of an
 /// address, established without network access or credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -89,7 +89,7 @@ pub struct Resolved {
     /// How transfers reach the bytes.
     pub target: Target,
     /// The region the address itself named (an AWS URL's host names one), if any: a hint for
-    /// [`Backend::prepare`](crate::provider::Backend::prepare), not part of the identity. Spellings that
+    /// [`Backend::prepare`], not part of the identity. Spellings that
     /// name different regions share their canonical path.
     pub region: Option<String>,
 }

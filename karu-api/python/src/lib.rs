@@ -3,12 +3,12 @@
 //!
 //! Every method that waits for Karu releases the GIL while it waits ([`Python::detach`]), so
 //! many Python threads can share one client. Async methods run their Karu future on a small
-//! runtime of this module ([`spawn`]) and hand the outcome to a Python callback, which the
-//! Python half turns into the result of an asyncio future on its loop.
+//! runtime of this module (`runtime::spawn`) and hand the outcome to a Python callback, which
+//! the Python half turns into the result of an asyncio future on its loop.
 //!
 //! Failures become the exceptions of `karu._errors` (one class per [`karu::Status`]), built
-//! by [`error`] with the status's name, the HTTP status, and for a range past the end the
-//! bytes that exist.
+//! by `convert::error` with the status's name, the HTTP status, and for a range past the end
+//! the bytes that exist.
 
 mod convert;
 mod runtime;

@@ -1,4 +1,4 @@
-//! Sends the token requests of [`token`](crate::token) on a small rustls HTTP client, through
+//! Sends the token requests of [`token`] on a small rustls HTTP client, through
 //! the SDK's credential [`bridge`] (bounded by the read's deadline), and hands the engine a
 //! bearer credential carrying its expiry.
 

@@ -58,7 +58,7 @@ pub use config::{Addressing, S3Config};
 pub use credential::{ProfileLookup, credential};
 
 /// Sign `prepared` in place with SigV4 for the `s3` service in `region`, at `now`, with an S3
-/// credential (from [`credential`] or a [`ProfileLookup`]): what another provider whose
+/// credential (from [`credential()`] or a [`ProfileLookup`]): what another provider whose
 /// service speaks S3's protocol (Source Cooperative's data proxy) signs with, instead of a
 /// copy. The request is not redirected afterwards (a signed request is rebuilt, never
 /// redirected); a credential of another provider is a [`Status::Credentials`] error.

@@ -9,7 +9,7 @@
 //! | `config.rs` | [`SourceConfig`], the `[source]` section |
 //! | `backend.rs` | [`SourceBackend`], the [`Backend`](karu_engine::provider::Backend) implementation |
 //! | `request.rs` | addresses and request URLs |
-//! | `credential.rs` | anonymous reads, Source's own profile, [`credential`] for callbacks |
+//! | `credential.rs` | anonymous reads, Source's own profile, [`credential()`] for callbacks |
 //!
 //! Addresses: `source://account/product/path` and the
 //! `https://data.source.coop/account/product/path` URLs, resolved to one canonical path

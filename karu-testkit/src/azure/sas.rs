@@ -3,7 +3,7 @@
 //! [`SAS_VERSION`]), written from Microsoft's documentation ("Create an account SAS", "Create a
 //! service SAS") and independently of the provider, which only passes a token through.
 //!
-//! [`Sas`] makes tokens for tests; [`verify`] is what the [`AzureMock`](super::AzureMock)'s
+//! [`Sas`] makes tokens for tests; `verify` is what the [`AzureMock`](super::AzureMock)'s
 //! gate does with the query of a request: the fields must be well formed, the signature must be
 //! the HMAC-SHA256 with the account key of the documented string to sign (for a service SAS,
 //! its canonicalized resource is the requested container or blob, so a token for another
@@ -36,7 +36,7 @@ use crate::awstime;
 /// with `x-ms-version` (`karu_provider_azure::VERSION`).
 pub const SAS_VERSION: &str = "2023-11-03";
 
-/// The oldest version whose string to sign [`verify`] knows (the one that added the
+/// The oldest version whose string to sign `verify` knows (the one that added the
 /// encryption scope, `ses`); older tokens are refused as unsupported.
 pub const OLDEST_VERSION: &str = "2020-12-06";
 

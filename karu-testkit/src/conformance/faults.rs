@@ -104,7 +104,7 @@ pub(crate) struct FaultCase {
     settings: &'static [(&'static str, &'static str)],
     /// The row changes an answer that carries the object's bytes (its body or its range
     /// headers): it does not apply to a server that only redirects (see
-    /// [`MockControl::serves_bytes`](super::MockControl::serves_bytes)).
+    /// [`MockControl::serves_bytes`]).
     on_bytes: bool,
     /// Scenarios this row runs in.
     scenarios: &'static [Scenario],

@@ -117,7 +117,7 @@ pub(crate) struct Shared {
     in_flight: AtomicU64,
     /// High-water mark of `in_flight` since the start or the last reset.
     max_in_flight: AtomicU64,
-    /// Requests being served under [`Fault::ThrottleAbove`](crate::Fault::ThrottleAbove).
+    /// Requests being served under [`Fault::ThrottleAbove`].
     throttle_served: AtomicU64,
     /// Where [`Fault::Barrier`] requests wait for each other.
     barrier: Barrier,
@@ -383,12 +383,12 @@ impl Shared {
 #[derive(Debug)]
 pub(crate) struct InFlight {
     shared: Arc<Shared>,
-    /// Holds a place among the requests served under [`Fault::ThrottleAbove`](crate::Fault::ThrottleAbove).
+    /// Holds a place among the requests served under [`Fault::ThrottleAbove`].
     served: bool,
 }
 
 impl InFlight {
-    /// [`Fault::ThrottleAbove`](crate::Fault::ThrottleAbove): take one of `limit` places
+    /// [`Fault::ThrottleAbove`]: take one of `limit` places
     /// among the requests served under throttling, held until this guard drops; false (and
     /// nothing held) when all are taken.
     pub(crate) fn serve_within(&mut self, limit: u64) -> bool {
