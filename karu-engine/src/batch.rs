@@ -86,11 +86,10 @@ pub struct BatchStats {
 /// threads, which a forked child does not have. Used in a child, a batch submitted before the
 /// fork never touches its shared state (a thread of the parent may have held its lock at the
 /// instant of the fork, and then holds it forever in the child): each of its reads completes
-/// there at once, with [`Status::InvalidArgument`] (its tag
-/// and index kept, whether or not the parent had taken its completion), and then it is
-/// drained. Dropping it in the child frees nothing: it stays allocated until the child exits.
-/// Submit the reads again in the child, on the same client (which starts the child's own
-/// workers on first use).
+/// there at once, with [`Status::InvalidArgument`] (its tag and index kept, whether or not
+/// the parent had taken its completion), and then it is drained. Dropping it in the child
+/// frees nothing: it stays allocated until the child exits. Submit the reads again in the
+/// child, on the same client (which starts the child's own workers on first use).
 #[must_use = "dropping a batch cancels its reads"]
 pub struct Batch {
     pub(crate) shared: Arc<BatchShared>,

@@ -310,7 +310,7 @@ mod tests {
             let mut previous_end: Option<u64> = None;
             for piece in &pieces {
                 prop_assert!(!piece.parts.is_empty());
-                prop_assert_eq!(piece.parts[0].offset_in_span, 0, "a piece starts at its first read");
+                prop_assert_eq!(piece.parts[0].offset_in_span, 0, "a piece starts at a read");
                 let mut end = 0;
                 for p in &piece.parts {
                     prop_assert!(
@@ -322,7 +322,7 @@ mod tests {
                 }
                 prop_assert_eq!(piece.length, end, "a piece is the hull of its reads");
                 if let Some(before) = previous_end {
-                    prop_assert!(piece.start > before + price, "pieces apart by more than the price");
+                    prop_assert!(piece.start > before + price, "pieces closer than the price");
                 }
                 previous_end = Some(piece.start + piece.length);
             }
