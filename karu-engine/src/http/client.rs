@@ -437,18 +437,20 @@ impl Pool {
         match &opened {
             Ok(conn) => {
                 host.knows_protocol = true;
-                if conn.share().is_none() && first {
-                    // An HTTP/1 server: those waiting for this connection open their own.
-                    host.waiting.clear();
-                } else if conn.share().is_some() {
-                    if host.shared.as_ref().is_none_or(Conn::is_closed) {
-                        host.shared = conn.share();
-                    }
-                    for waiter in host.waiting.drain(..) {
-                        if let Some(shared) = conn.share() {
-                            let _ = waiter.send(shared);
+                match conn.sender {
+                    Sender::Http2(_) => {
+                        if host.shared.as_ref().is_none_or(Conn::is_closed) {
+                            host.shared = conn.share();
+                        }
+                        for waiter in host.waiting.drain(..) {
+                            if let Some(shared) = conn.share() {
+                                let _ = waiter.send(shared);
+                            }
                         }
                     }
+                    // An HTTP/1 server: those waiting for this first connection open their own.
+                    Sender::Http1(_) if first => host.waiting.clear(),
+                    Sender::Http1(_) => {}
                 }
             }
             // Those waiting for this first connection try for themselves.

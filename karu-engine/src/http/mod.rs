@@ -841,6 +841,12 @@ mod tests {
     use crate::read::Sink;
     use crate::transfer::Part;
 
+    /// A remote object at a port nothing listens on (the test backends never send).
+    fn nowhere(name: &str) -> Resolved {
+        let canonical = format!("http://127.0.0.1:9/{name}");
+        Resolved::remote(CanonicalPath::new(canonical), None, String::new())
+    }
+
     /// A remote backend whose `prepare` always panics (nothing is ever sent).
     #[derive(Debug)]
     struct PanicsInPrepare;
@@ -851,11 +857,7 @@ mod tests {
         }
 
         fn resolve(&self, _address: &str) -> Result<Resolved, Error> {
-            Ok(Resolved::remote(
-                CanonicalPath::new("http://127.0.0.1:9/never"),
-                None,
-                String::new(),
-            ))
+            Ok(nowhere("never"))
         }
 
         fn prepare(&self, _ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
@@ -876,11 +878,7 @@ mod tests {
         }
 
         fn resolve(&self, _address: &str) -> Result<Resolved, Error> {
-            Ok(Resolved::remote(
-                CanonicalPath::new("http://127.0.0.1:9/recorded"),
-                None,
-                String::new(),
-            ))
+            Ok(nowhere("recorded"))
         }
 
         fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
