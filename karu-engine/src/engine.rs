@@ -791,9 +791,7 @@ fn prices(inner: &Inner, reads: &[Read<'_>], planned: &[Planned]) -> Vec<Option<
         if std::mem::replace(&mut seen[group], true) || !p.read.mergeable {
             continue;
         }
-        prices[group] = remote
-            .measured(&reads[p.index].locator)
-            .map(|m| plan::price::break_even_gap(&m));
+        prices[group] = remote.price(&reads[p.index].locator);
     }
     prices
 }

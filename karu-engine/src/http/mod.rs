@@ -511,12 +511,12 @@ impl Remote {
         reply
     }
 
-    /// What the client measured for the endpoint of `locator`, if enough (see
-    /// [`endpoint::Meter`]): for the priced planner.
-    pub(crate) fn measured(&self, locator: &Locator) -> Option<crate::plan::price::Measured> {
+    /// The priced planner's price of a gap in `locator`'s object now, if the client has
+    /// measured its endpoint enough (see [`endpoint::Meter`] and [`Endpoints::price`]).
+    pub(crate) fn price(&self, locator: &Locator) -> Option<u64> {
         self.shared
             .endpoints
-            .measured(locator.canonical().as_str(), Instant::now())
+            .price(locator.canonical().as_str(), Instant::now())
     }
 
     pub(crate) fn stats(&self) -> TransportStats {
@@ -683,10 +683,9 @@ async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>)
 /// piece stays within the four guards, and no read's bytes or destination change.
 fn reprice(ctx: &LoopCtx, mut transfer: Box<Transfer>) -> Box<Transfer> {
     let canonical = transfer.locator.canonical().as_str();
-    let Some(measured) = ctx.shared.endpoints.measured(canonical, Instant::now()) else {
+    let Some(price) = ctx.shared.endpoints.price(canonical, Instant::now()) else {
         return transfer;
     };
-    let price = crate::plan::price::break_even_gap(&measured);
     let parts = transfer.parts.iter().map(|p| (p.offset_in_span, p.length));
     let cuts = crate::plan::price::cuts(parts, price);
     if cuts.is_empty() {
@@ -918,9 +917,7 @@ mod tests {
                 .endpoints
                 .record(locator.canonical().as_str(), at, bytes);
         }
-        let price = remote
-            .measured(&locator)
-            .map(|m| crate::plan::price::break_even_gap(&m));
+        let price = remote.price(&locator);
         let n = offsets.len();
         let shared = BatchShared::new((0..n as u64).collect(), false);
         let start = offsets[0];

@@ -103,6 +103,15 @@ impl Endpoints {
         };
         state.meter.measured(now, connections)
     }
+
+    /// The largest gap worth fetching for a read of `canonical` at `now` instead of a request
+    /// of its own ([`break_even_gap`](crate::plan::price::break_even_gap) of what was
+    /// measured), if its endpoint has been measured: the planner's price of a group, and the
+    /// price a merged request is cut at as it starts.
+    pub(crate) fn price(&self, canonical: &str, now: Instant) -> Option<u64> {
+        self.measured(canonical, now)
+            .map(|m| crate::plan::price::break_even_gap(&m))
+    }
 }
 
 /// One endpoint.
