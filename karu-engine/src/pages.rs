@@ -5,8 +5,12 @@
 //! `tensors` workload. On Linux the room just ahead of the bytes is made present in steps of
 //! [`STEP`] instead, one `madvise(MADV_POPULATE_WRITE)` per step (Linux 5.14 and later; an
 //! older kernel refuses it once and the pages fault in as before). That cut the client's CPU
-//! of a cold `tensors` batch by a sixth (2,640 to 2,190 ms) and its wall by 8 %, and large
-//! local reads into Karu's buffers by a tenth.
+//! of a `tensors` batch by a sixth (2,600 to 2,170 ms) and its wall by 7 %.
+//!
+//! Response bodies use it (`http::landing`); local reads do not: a `pread` into memory glibc
+//! recycled finds its pages present, and the advice then only walks the page tables (large
+//! local reads were a tenth faster in a fresh process, and slower by as much after other
+//! workloads).
 //!
 //! Memory still follows the data: a step is made present only once the bytes before it have
 //! arrived, so a body that stops early leaves at most two steps it did not fill resident.
