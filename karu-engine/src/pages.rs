@@ -108,18 +108,21 @@ mod tests {
             room(base, 64 * MIB, STEP - 1, STEP + 5),
             Some((base + 2 * STEP, base + 3 * STEP))
         );
-        // A write spanning several steps makes every step after its end's present.
+        // A write across several steps makes the rest of them present, and the step after
+        // its end's.
         assert_eq!(
             room(base, 64 * MIB, STEP + 5, 5 * STEP),
             Some((base + 3 * STEP, base + 7 * STEP))
         );
-        // Never beyond the capacity, and nothing for small or empty writes.
-        assert_eq!(
-            room(base, 5 * MIB, 3 * MIB, 5 * MIB),
-            None,
-            "the step after 3 MiB's ends at the capacity"
-        );
+        // Never beyond the capacity: in a 5 MiB buffer the first write makes two steps
+        // present, and the crossing into the second step the last MiB.
         assert_eq!(room(base, 5 * MIB, 0, 1), Some((base, base + 4 * MIB)));
+        assert_eq!(
+            room(base, 5 * MIB, 1, STEP),
+            Some((base + 4 * MIB, base + 5 * MIB))
+        );
+        assert_eq!(room(base, 5 * MIB, 3 * MIB, 5 * MIB), None);
+        // Nothing for small buffers or empty writes.
         assert_eq!(room(base, FROM - 1, 0, 1000), None);
         assert_eq!(room(base, 64 * MIB, 7, 7), None);
     }
