@@ -36,7 +36,6 @@ use karu_config::{Settings, Snapshot};
 use parking_lot::{Mutex, RwLock};
 use smallvec::SmallVec;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
-use tokio::task::JoinSet;
 
 use crate::credential::{Authority, Callbacks, Credential, CredentialCache};
 use crate::http::check::RangeSpec;
@@ -602,7 +601,10 @@ impl fmt::Debug for Remote {
 }
 
 async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>) {
-    let mut tasks = JoinSet::new();
+    // Every task the loop spawns holds a clone of `running`; once the queue is closed, the
+    // loop finishes when the last of them is dropped. (A `JoinSet` did this with an
+    // allocation, a lock and a list entry per request.)
+    let (running, mut finished) = mpsc::channel::<()>(1);
     while let Some(job) = receiver.recv().await {
         // Counted since `Queues::push`; uncounted when this guard drops, on every path.
         let load = Load {
@@ -621,11 +623,12 @@ async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>)
             Job::Credential(w) => {
                 // Waiting for a credential holds no permit.
                 let ctx = Arc::clone(&ctx);
-                tasks.spawn(async move {
+                let running = running.clone();
+                tokio::spawn(async move {
+                    let _running = running;
                     let _load = load;
                     w.run(&ctx).await;
                 });
-                while tasks.try_join_next().is_some() {}
                 continue;
             }
             job => job,
@@ -653,7 +656,9 @@ async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>)
         // The task's permits, which a waiting follower hands back (see `Held`).
         let held = Arc::new(Held::new(&ctx, permits));
         let ctx = Arc::clone(&ctx);
+        let running = running.clone();
         let task = TASK_PERMITS.scope(held, async move {
+            let _running = running;
             let _load = load;
             match job {
                 Job::Transfer(t) => run_transfer(*t, Arc::clone(&ctx)).await,
@@ -665,10 +670,10 @@ async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>)
         // several times as it spawns and finishes it (memmove was the io threads' largest
         // item in the `cpu` benchmark's profile, when the task was ~14 KiB). Steady
         // requests/s rose ~8 % boxed.
-        tasks.spawn(Box::pin(task));
-        while tasks.try_join_next().is_some() {}
+        tokio::spawn(Box::pin(task));
     }
-    while tasks.join_next().await.is_some() {}
+    drop(running);
+    let _ = finished.recv().await;
 }
 
 /// Price a merged transfer's gaps again as it starts, with what the client has measured for
