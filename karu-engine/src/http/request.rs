@@ -237,6 +237,14 @@ mod tests {
     use crate::locator::{CanonicalPath, Resolved};
     use crate::testing::FileBackend;
 
+    /// An object the tests prepare requests for (its backend is never asked).
+    fn object() -> Locator {
+        Locator::new(
+            Arc::new(FileBackend),
+            Resolved::remote(CanonicalPath::new("x://h/o"), None, "o".into()),
+        )
+    }
+
     fn context<'a>(locator: &'a Locator, snapshot: &'a Snapshot) -> PrepareContext<'a> {
         PrepareContext {
             locator,
@@ -251,10 +259,7 @@ mod tests {
 
     #[test]
     fn get_sets_the_range_the_condition_and_identity() {
-        let locator = Locator::new(
-            Arc::new(FileBackend),
-            Resolved::remote(CanonicalPath::new("x://h/o"), None, "o".into()),
-        );
+        let locator = object();
         let snapshot = Snapshot::defaults();
         let request = PreparedRequest::get("https://h/o", &context(&locator, &snapshot)).unwrap();
         assert_eq!(request.headers.get(RANGE).unwrap(), "bytes=5-9");
@@ -269,10 +274,7 @@ mod tests {
 
     #[test]
     fn each_request_gets_its_own_url_when_the_thread_remembers_the_last() {
-        let locator = Locator::new(
-            Arc::new(FileBackend),
-            Resolved::remote(CanonicalPath::new("x://h/o"), None, "o".into()),
-        );
+        let locator = object();
         let snapshot = Snapshot::defaults();
         let ctx = context(&locator, &snapshot);
         let urls = [
@@ -299,10 +301,7 @@ mod tests {
 
     #[test]
     fn debug_shows_no_secret() {
-        let locator = Locator::new(
-            Arc::new(FileBackend),
-            Resolved::remote(CanonicalPath::new("x://h/o"), None, "o".into()),
-        );
+        let locator = object();
         let snapshot = Snapshot::defaults();
         let ctx = context(&locator, &snapshot);
         let mut request =
