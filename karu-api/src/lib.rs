@@ -84,10 +84,11 @@
 //! into buffers you reuse ([`Read::with_buffer`] with the vector a completion gave back, or
 //! slices in a scope): the memory is already mapped. Each buffer Karu allocates is fresh, and
 //! glibc's `malloc` hands freed buffers of a few MiB back to the system, so every batch pays
-//! the page faults of mapping its bytes again. Measured in `cargo xtask bench tensors` (2.8
-//! GiB of 1-32 MiB reads on loopback): about 1,850 ms per batch into Karu's buffers, 880 ms
-//! into slices of one reused buffer, and 1,000 ms into Karu's buffers with glibc told to keep
-//! freed memory:
+//! the page faults of mapping its bytes again (on Linux Karu makes a response's room present
+//! 2 MiB ahead of its bytes, which makes those faults cheaper, not fewer). Measured in `cargo
+//! xtask bench tensors` (2.8 GiB of 1-32 MiB reads on loopback): 1,500-1,800 ms per batch
+//! into Karu's buffers, 880-1,060 ms into slices of one reused buffer, and about 1,100 ms
+//! into Karu's buffers with glibc told to keep freed memory:
 //! `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=4294967296`.
 //!
 //! # Errors
