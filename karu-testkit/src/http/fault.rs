@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use http::HeaderMap;
+
 /// One way for the server to misbehave on a request (see [`FaultRule`]).
 ///
 /// Several faults may apply to one request (for example [`Fault::Latency`] and
@@ -113,6 +115,7 @@ pub struct FaultRule {
     fault: Fault,
     path: Option<String>,
     method: Option<String>,
+    header: Option<String>,
     skip: u64,
     times: Option<u64>,
 }
@@ -124,6 +127,7 @@ impl FaultRule {
             fault,
             path: None,
             method: None,
+            header: None,
             skip: 0,
             times: None,
         }
@@ -138,6 +142,13 @@ impl FaultRule {
     /// Match only requests with this method (case-insensitive); default: any method.
     pub fn method(mut self, method: impl Into<String>) -> Self {
         self.method = Some(method.into());
+        self
+    }
+
+    /// Match only requests that carry this header, with any value (`if-match`: a resume or
+    /// a conditional read); default: with or without it.
+    pub fn header(mut self, name: impl Into<String>) -> Self {
+        self.header = Some(name.into());
         self
     }
 
@@ -158,12 +169,16 @@ impl FaultRule {
         &self.fault
     }
 
-    fn matches(&self, method: &str, path: &str) -> bool {
+    fn matches(&self, method: &str, path: &str, headers: &HeaderMap) -> bool {
         self.path.as_deref().is_none_or(|p| p == path)
             && self
                 .method
                 .as_deref()
                 .is_none_or(|m| m.eq_ignore_ascii_case(method))
+            && self
+                .header
+                .as_deref()
+                .is_none_or(|name| headers.contains_key(name))
     }
 }
 
@@ -201,10 +216,10 @@ impl FaultPlan {
     }
 
     /// The faults applying to a request, in rule order; advances the counters.
-    pub(crate) fn select(&mut self, method: &str, path: &str) -> Vec<Fault> {
+    pub(crate) fn select(&mut self, method: &str, path: &str, headers: &HeaderMap) -> Vec<Fault> {
         let mut out = Vec::new();
         for state in &mut self.rules {
-            if !state.rule.matches(method, path) {
+            if !state.rule.matches(method, path, headers) {
                 continue;
             }
             state.seen += 1;
@@ -236,11 +251,32 @@ mod tests {
                 .times(2),
         );
         plan.add(FaultRule::new(Fault::Gzip).times(1));
-        assert_eq!(plan.select("GET", "/b"), vec![Fault::Gzip]);
-        assert!(plan.select("GET", "/a").is_empty());
-        assert!(plan.select("HEAD", "/a").is_empty());
-        assert_eq!(plan.select("GET", "/a"), vec![Fault::IgnoreRange]);
-        assert_eq!(plan.select("GET", "/a"), vec![Fault::IgnoreRange]);
-        assert!(plan.select("GET", "/a").is_empty());
+        let none = HeaderMap::new();
+        assert_eq!(plan.select("GET", "/b", &none), vec![Fault::Gzip]);
+        assert!(plan.select("GET", "/a", &none).is_empty());
+        assert!(plan.select("HEAD", "/a", &none).is_empty());
+        assert_eq!(plan.select("GET", "/a", &none), vec![Fault::IgnoreRange]);
+        assert_eq!(plan.select("GET", "/a", &none), vec![Fault::IgnoreRange]);
+        assert!(plan.select("GET", "/a", &none).is_empty());
+    }
+
+    #[test]
+    fn a_header_rule_counts_only_requests_carrying_the_header() {
+        let mut plan = FaultPlan::default();
+        plan.add(
+            FaultRule::new(Fault::ChangeEtag)
+                .header("if-match")
+                .times(1),
+        );
+        let mut conditional = HeaderMap::new();
+        conditional.insert("if-match", "\"v1\"".parse().unwrap());
+        let plain = HeaderMap::new();
+        assert!(plan.select("GET", "/a", &plain).is_empty());
+        assert!(plan.select("GET", "/a", &plain).is_empty());
+        assert_eq!(
+            plan.select("GET", "/a", &conditional),
+            vec![Fault::ChangeEtag]
+        );
+        assert!(plan.select("GET", "/a", &conditional).is_empty());
     }
 }

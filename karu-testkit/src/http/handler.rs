@@ -263,7 +263,7 @@ where
     let (parts, body) = request.into_parts();
     let method = parts.method.as_str().to_owned();
     let path = parts.uri.path().to_owned();
-    let faults = shared.select_faults(&method, &path);
+    let faults = shared.select_faults(&method, &path, &parts.headers);
     let fault = (!faults.is_empty()).then(|| {
         faults
             .iter()

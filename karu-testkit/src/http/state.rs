@@ -243,7 +243,12 @@ impl Shared {
     }
 
     /// The faults applying to this request, advancing the rules' counters.
-    pub(crate) fn select_faults(&self, method: &str, path: &str) -> Vec<Fault> {
+    pub(crate) fn select_faults(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &http::HeaderMap,
+    ) -> Vec<Fault> {
         if !self.has_faults.load(Ordering::Acquire) {
             return Vec::new();
         }
@@ -251,7 +256,7 @@ impl Shared {
         if plan.is_empty() {
             return Vec::new();
         }
-        plan.select(method, path)
+        plan.select(method, path, headers)
     }
 
     pub(crate) fn set_latency(&self, latency: Duration) {
