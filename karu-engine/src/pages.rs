@@ -17,20 +17,17 @@
 //! Destinations smaller than [`FROM`] are left to fault as they fill.
 
 /// The least capacity worth the system calls.
-pub(crate) const FROM: usize = 1 << 20;
+const FROM: usize = 1 << 20;
 
 /// How much room is made present at a time, ahead of the bytes.
-pub(crate) const STEP: usize = 2 << 20;
+const STEP: usize = 2 << 20;
 
 /// Before `buf` grows to `to` bytes (at most its capacity): make its room up to the step
 /// after `to`'s present, if it is not yet.
 pub(crate) fn before_write(buf: &Vec<u8>, to: usize) {
-    #[cfg(target_os = "linux")]
     if let Some((lo, hi)) = room(buf.as_ptr() as usize, buf.capacity(), buf.len(), to) {
-        linux::populate(lo, hi);
+        populate(lo, hi);
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (buf, to);
 }
 
 /// The addresses `[lo, hi)` to make present before a buffer at `base` of `capacity` grows
@@ -58,6 +55,13 @@ fn room(base: usize, capacity: usize, from: usize, to: usize) -> Option<(usize, 
 /// end on page boundaries on every platform; the partial pages at the ends fault as before.
 const PAGE_ALIGN: usize = 64 << 10;
 
+/// Elsewhere the pages fault in as they fill.
+#[cfg(not(target_os = "linux"))]
+fn populate(_lo: usize, _hi: usize) {}
+
+#[cfg(target_os = "linux")]
+use linux::populate;
+
 #[cfg(target_os = "linux")]
 mod linux {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,6 +69,7 @@ mod linux {
     /// Set when the kernel does not know `MADV_POPULATE_WRITE`.
     static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
 
+    /// Make the whole pages `[lo, hi)` present, if the kernel can.
     pub(super) fn populate(lo: usize, hi: usize) {
         if UNSUPPORTED.load(Ordering::Relaxed) {
             return;

@@ -266,13 +266,16 @@ mod tests {
         plan.add(
             FaultRule::new(Fault::ChangeEtag)
                 .header("if-match")
+                .skip(1)
                 .times(1),
         );
         let mut conditional = HeaderMap::new();
-        conditional.insert("if-match", "\"v1\"".parse().unwrap());
+        conditional.insert("If-Match", "\"v1\"".parse().unwrap());
         let plain = HeaderMap::new();
+        // Requests without the header neither get the fault nor count towards the skip.
         assert!(plan.select("GET", "/a", &plain).is_empty());
         assert!(plan.select("GET", "/a", &plain).is_empty());
+        assert!(plan.select("GET", "/a", &conditional).is_empty(), "skipped");
         assert_eq!(
             plan.select("GET", "/a", &conditional),
             vec![Fault::ChangeEtag]
