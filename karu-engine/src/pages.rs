@@ -1,11 +1,12 @@
 //! The room of a destination Karu owns is made present a step ahead of the bytes.
 //!
-//! A large destination Karu allocates is fresh memory from the kernel, and copying the bytes
-//! into it faults its 4 KiB pages in one at a time: 740,000 faults for the 2.8 GiB of the
-//! `tensors` workload. On Linux the room just ahead of the bytes is made present in steps of
-//! [`STEP`] instead, one `madvise(MADV_POPULATE_WRITE)` per step (Linux 5.14 and later; an
-//! older kernel refuses it once and the pages fault in as before). That cut the client's CPU
-//! of a `tensors` batch by a sixth (2,600 to 2,170 ms) and its wall by 7 %.
+//! A large destination Karu allocates is fresh memory from the kernel until glibc starts
+//! recycling freed buffers (in a new process, the first two `tensors` batches), and copying
+//! the bytes into fresh memory faults its 4 KiB pages in one at a time: 740,000 faults for the
+//! 2.8 GiB of a `tensors` batch. On Linux the room just ahead of the bytes is made present in
+//! steps of [`STEP`] instead, one `madvise(MADV_POPULATE_WRITE)` per step (Linux 5.14 and
+//! later; an older kernel refuses it once and the pages fault in as before). That cut the
+//! client's CPU of such a batch by a sixth (2,600 to 2,170 ms) and its wall by 7 %.
 //!
 //! Room that is already resident is left as it is: once glibc recycles the freed buffers of
 //! earlier reads, advising them again would only walk their page tables. One `mincore` of the
@@ -94,7 +95,7 @@ mod linux {
     ///
     /// The last page of a range stands for all of it: memory glibc recycled from freed
     /// buffers is resident throughout, and advising it again would only walk its page tables
-    /// (15 % of a `tensors` batch's client CPU once glibc recycles the batch's buffers); fresh
+    /// (14 % of a `tensors` batch's client CPU once glibc recycles the batches' buffers); fresh
     /// memory, from the kernel or from a heap that grew, is not, and it grows upwards. A
     /// page only ever read maps the shared zero page and counts as resident: it then faults
     /// on its first write, as without the advice.
