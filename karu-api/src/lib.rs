@@ -85,10 +85,10 @@
 //! slices in a scope): the memory is already mapped. A buffer Karu allocates is fresh memory
 //! until glibc's `malloc` starts recycling freed ones (it hands the first freed buffers of a
 //! few MiB back to the system and raises its threshold as it goes), and fresh memory pays the
-//! page faults of mapping its bytes (on Linux Karu makes a response's room present 2 MiB
+//! page faults of mapping its bytes (on Linux Karu makes a response's fresh room present 2 MiB
 //! ahead of its bytes, which makes those faults cheaper, not fewer). Measured in `cargo xtask
 //! bench tensors --runs 5 --all-runs` (2.8 GiB of 1-32 MiB reads on loopback): 1,650-1,800 ms
-//! for each of the first two batches into Karu's buffers and 1,100-1,280 ms for later ones,
+//! for each of the first two batches into Karu's buffers and 1,030-1,100 ms for later ones,
 //! against 870-900 ms into slices of one reused buffer.
 //!
 //! # Errors

@@ -251,6 +251,7 @@ fn fill_owned(
         buffer
             .try_reserve_exact(want_len - buffer.len())
             .map_err(|_| too_big())?;
+        crate::pages::before_write(buffer, want_len);
         filled += read_into_spare(file, offset + filled, buffer, want_len)?;
         if filled < want || want == length {
             return Ok(filled);
