@@ -288,10 +288,18 @@ mod tests {
             let request = PreparedRequest::get(url, &ctx).unwrap();
             assert_eq!(request.url.to_string(), url);
         }
-        // A URL refused after an accepted one is refused, and does not replace it.
-        for bad in ["ftp://h/o", "https://", "/o"] {
+        // A URL refused after an accepted one is refused, for its own reason, and does not
+        // replace the remembered one.
+        let refused = [
+            ("ftp://h/o", "does not map to an http(s) URL"),
+            ("/o", "does not map to an http(s) URL"),
+            ("https://", "cannot build a request URL"),
+            ("https://h o/x", "cannot build a request URL"),
+        ];
+        for (bad, why) in refused {
             let error = PreparedRequest::get(bad, &ctx).unwrap_err();
             assert_eq!(error.status(), Status::InvalidArgument, "{bad}");
+            assert!(error.message().contains(why), "{bad}: {}", error.message());
             let request = PreparedRequest::get("https://h/o", &ctx).unwrap();
             assert_eq!(request.url.to_string(), "https://h/o");
             let request = PreparedRequest::get("https://h/p", &ctx).unwrap();
