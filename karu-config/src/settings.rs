@@ -224,7 +224,11 @@ pub enum Trade {
     /// the first batch of a client, the guards alone plan. A merged request is priced again
     /// as it starts, with what has been measured by then, and comes apart at the gaps no
     /// longer worth fetching: the first batch on a slow link stops over-fetching within its
-    /// first round trips.
+    /// first round trips. A measurement is believed only while the endpoint's responses keep
+    /// showing its bandwidth: when nearly all of the recent bytes arrived with their
+    /// responses' heads, the bandwidth is not what limits the reads, and the guards plan
+    /// again (a client slowed down for a while by other work on its machine does not go on
+    /// pricing gaps with what it measured then).
     ///
     /// The default: in `cargo xtask bench all` it changed the plan only where bytes cost
     /// time (`scattered-10k` on a 1 Gbit/s link, 0.55x the wall of `guards` from the second
