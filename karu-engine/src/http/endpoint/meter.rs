@@ -30,15 +30,16 @@
 //! than the price believed. (Seen on loopback: a `scattered-10k` batch on a machine busy
 //! with other work received enough slow bodies to measure a few hundred MB/s, and every later
 //! batch, on the idle machine again, made 2,720-4,850 requests instead of 2,454 and took
-//! 905-1,560 ms instead of 820-845.) The floor is low because a priced plan on a slow link is
-//! itself latency-bound between the bursts that fill the link: there about a tenth of the
-//! bytes test the bandwidth, and the share swings between 0.45 and 0.11 in every
-//! `scattered-10k` batch, while latency-bound loopback traffic stays under 0.02. (Some link
-//! batches end with the share just under the floor; the next one is then planned by the
-//! guards, and its first round, which fills the link, makes the price believed again for the
-//! rest: one round of exploration, which cost such a batch 1-2 % of its wall.) The peak is
-//! kept while it is not believed, and believed again as soon as the traffic tests the
-//! bandwidth again.
+//! 905-1,560 ms instead of 820-845. While the machine was busy the price was right: the
+//! client's receiving was what a byte cost.) The floor is low because a priced plan on a slow link is
+//! itself latency-bound once the rounds that fill the link at its start are over: on the link
+//! model, a `scattered-10k` batch planned with the price received 1.4-1.8 % of its bytes in
+//! bodies that tested the bandwidth, one the guards planned 17-25 %, while latency-bound
+//! loopback batches received 0-0.8 % (one starved of CPU 8 %, and 0.1 % once it was idle
+//! again). So on the link about every other batch starts below the floor and is planned by
+//! the guards; the rounds that fill the link at its start make the price believed again, and
+//! the merged requests still to start are cut by it: one round of exploration, which cost
+//! such a batch 1-2 % of its wall. The peak is kept while it is not believed.
 
 use std::time::{Duration, Instant};
 
@@ -123,6 +124,7 @@ impl Meter {
         self.received = self.received.saturating_add(bytes);
         let rtt = self.rtt.unwrap_or(sample);
         let tested = (done - head).as_secs_f64() >= rtt.as_secs_f64() * BANDWIDTH_BOUND;
+
         if tested {
             self.evidence = self.evidence.saturating_add(bytes);
         }
@@ -395,33 +397,44 @@ mod tests {
     }
 
     #[test]
-    fn a_link_priced_by_its_measurement_stays_measured() {
-        // The `scattered-10k` priced plan on the link model, as traced: each batch begins
-        // with a burst that fills the link (30 MB of bodies that take a round trip), then
-        // the priced plan leaves the link mostly idle and its bodies (96 MB) arrive with
-        // their heads. The share of bytes that tested the bandwidth swings between about
-        // 0.45 and 0.10 in every batch, and stays above the floor, batch after batch.
+    fn a_link_keeps_its_price_exploring_with_the_guards_at_most_every_other_batch() {
+        // The `scattered-10k` batches on the link model, as traced: a batch planned with the
+        // price gets ~2 MB of its ~110 MB in bodies that test the bandwidth, a batch the
+        // guards planned ~25 MB of ~128 MB; either way those come first, in the rounds that
+        // fill the link at the batch's start, and the rest arrive with their heads.
         let t0 = Instant::now();
         let mut m = Meter::new(t0);
         let mut now = t0;
-        let mut lowest = 1.0f64;
-        for batch in 0..10 {
-            // Rounds of 64 bodies of 40 KB: 12 that fill the link, 38 that do not.
-            for (rounds, body_time) in [(12, 20 * MS), (38, Duration::from_micros(300))] {
-                for _ in 0..rounds {
-                    let (sent, head) = (now, now + 20 * MS);
-                    now = head + body_time;
-                    for _ in 0..64 {
-                        m.record(sent, head, now, 40_000);
-                        if batch > 0 {
-                            lowest = lowest.min(m.bound_share);
-                            assert!(m.measured(now, 64).is_some(), "batch {batch}");
-                        }
-                    }
-                }
+        let body = |m: &mut Meter, now: &mut Instant, bytes: u64, time: Duration| {
+            let (sent, head) = (*now, *now + 20 * MS);
+            *now = head + time;
+            m.record(sent, head, *now, bytes);
+        };
+        let mut planned = Vec::new();
+        for _ in 0..20 {
+            let priced = m.measured(now, 64).is_some();
+            planned.push(priced);
+            let (tested, untested) = if priced { (50, 2750) } else { (100, 2570) };
+            for _ in 0..tested {
+                body(
+                    &mut m,
+                    &mut now,
+                    if priced { 40_000 } else { 250_000 },
+                    20 * MS,
+                );
+            }
+            // The guards' exploration makes the price believed again within the batch,
+            // where it cuts the merged requests still to start.
+            assert!(m.measured(now, 64).is_some());
+            for _ in 0..untested {
+                body(&mut m, &mut now, 40_000, Duration::from_micros(300));
             }
         }
-        assert!((MIN_BOUND_SHARE * 1.3..0.15).contains(&lowest), "{lowest}");
+        // The first batch, unmeasured, is the guards'; after it, never two in a row.
+        assert!(!planned[0]);
+        assert!(planned.windows(2).all(|w| w[0] || w[1]), "{planned:?}");
+        let priced = planned.iter().filter(|&&p| p).count();
+        assert!(priced >= 10, "{planned:?}");
     }
 
     #[test]
