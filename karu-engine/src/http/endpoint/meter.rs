@@ -1,45 +1,53 @@
-//! What the client measured for one endpoint: its round-trip latency and the capacity it
-//! delivers to all connections together, for the priced planner ([`crate::plan::price`]).
+//! What the client measured for one endpoint: its round-trip latency and the capacity it delivers
+//! to all connections together, for the priced planner ([`crate::plan::price`]).
 //!
-//! Pure: no clock reads. Every exchange is recorded with its instants (request sent, response
-//! head, last byte) as arguments, so tests drive it with a simulated clock.
+//! Pure: no clock reads. Every exchange is recorded with its instants (request sent, response head,
+//! last byte) as arguments, so tests drive it with a simulated clock.
 //!
-//! - **Round trip**: a moving average (weight 1/8, as TCP's smoothed RTT) of the time from
-//!   sending a request to its response head.
-//! - **Capacity**: body bytes are spread evenly over each response's body time into buckets
-//!   of [`BUCKET`]; the fullest bucket seen is the capacity observed, a lower bound of what the
-//!   endpoint can deliver. It is remembered as a peak that halves every [`HALF_LIFE`] unless
-//!   seen again, so a batch that uses little of the link does not make the next one believe
-//!   the link is slow, while a link that really slows down is believed within minutes.
+//! - **Round trip**: a moving average (weight 1/8, as TCP's smoothed RTT) of the time from sending
+//!   a request to its response head.
+//! - **Capacity**: body bytes are spread evenly over each response's body time into buckets of
+//!   [`BUCKET`]. A bucket's rate is its bytes over the time in it during which some body was
+//!   arriving (counted in [`SLOTS`] slots of a millisecond), so a round of bodies that fills the
+//!   link for 10 ms of a bucket counts at its own rate, not spread over the bucket's 100 ms.
+//!   (Spread over the bucket, the first round of a batch on loopback, 64 bodies of 190 KiB arriving
+//!   together in ~10 ms, counts as about 120 MB/s, a tenth of what loopback delivers. A cold
+//!   `scattered-10k` batch in `karu-bench all` was cut to 4,588 requests instead of 2,454, 1.8x the
+//!   wall; with the busy map even a batch on a machine busy with other work keeps its 2,454.) The
+//!   fastest bucket seen is the capacity observed, a lower bound of what the endpoint can deliver.
+//!   It is remembered as a peak that halves every [`HALF_LIFE`] unless seen again, so a batch that
+//!   uses little of the link does not make the next one believe the link is slow, while a link that
+//!   really slows down is believed within minutes.
 //!
-//! Until [`MIN_EVIDENCE`] body bytes have been seen in bodies that tested the bandwidth,
-//! nothing is measured, and the planner then follows the guards. A body tested the bandwidth
-//! when receiving it took at least [`BANDWIDTH_BOUND`] of the round trip: a body that arrives
-//! with its head was limited by latency, and its bytes say only that the endpoint can deliver
-//! at least that little. (Without this gate, a latency-bound batch such as the `scattered`
-//! benchmark, 11 MB in 0.3 s over loopback, was measured as a slow endpoint, and the priced
-//! trade split joins the guards rightly make: 991 transfers instead of 879, 14 % slower.)
+//! Until [`MIN_EVIDENCE`] body bytes have been seen in bodies that tested the bandwidth, nothing is
+//! measured, and the planner then follows the guards. A body tested the bandwidth when receiving it
+//! took at least [`BANDWIDTH_BOUND`] of the round trip: a body that arrives with its head was
+//! limited by latency, and its bytes say only that the endpoint can deliver at least that little.
+//! (Without this gate, a latency-bound batch such as the `scattered` benchmark, 11 MB in 0.3 s over
+//! loopback, was measured as a slow endpoint, and the priced trade split joins the guards rightly
+//! make: 991 transfers instead of 879, 14 % slower.)
 //!
 //! And the capacity is believed only while the traffic keeps testing it: while at least
-//! [`MIN_BOUND_SHARE`] of the recent body bytes (a moving share over about [`SHARE_WINDOW`]
-//! bytes) came in bodies that tested the bandwidth. A bucket's rate is the capacity only if
-//! the bandwidth was what limited it; when nearly every body arrives with its head, the
-//! buckets show how many bytes the plan asked for, not how many the endpoint could deliver.
-//! Believing them anyway feeds on itself: a price below the endpoint's worth cuts joins, the
-//! cut plan asks for fewer bytes and is bound by round trips, so its buckets never show more
-//! than the price believed. (Seen on loopback: a `scattered-10k` batch on a machine busy
-//! with other work received enough slow bodies to measure a few hundred MB/s, and every later
-//! batch, on the idle machine again, made 2,720-4,850 requests instead of 2,454 and took
-//! 905-1,560 ms instead of 820-845. While the machine was busy the price was right: the
-//! client's receiving was what a byte cost.) The floor is low because a priced plan on a slow link is
-//! itself latency-bound once the rounds that fill the link at its start are over: on the link
-//! model, a `scattered-10k` batch planned with the price received 1.4-1.8 % of its bytes in
-//! bodies that tested the bandwidth, one the guards planned 17-25 %, while latency-bound
-//! loopback batches received 0-0.8 % (one starved of CPU 8 %, and 0.1 % once it was idle
-//! again). So on the link about every other batch starts below the floor and is planned by
-//! the guards; the rounds that fill the link at its start make the price believed again, and
-//! the merged requests still to start are cut by it: one round of exploration, which cost
-//! such a batch 1-2 % of its wall. The peak is kept while it is not believed.
+//! [`MIN_BOUND_SHARE`] of the recent body bytes (a moving share over about [`SHARE_WINDOW`] bytes)
+//! came in bodies that tested the bandwidth. A bucket's rate is the capacity only if the bandwidth
+//! was what limited it; when nearly every body arrives with its head, the buckets show how fast the
+//! plan's bodies came, not what the endpoint could deliver. Believing them anyway feeds on itself:
+//! a price below the endpoint's worth cuts joins, the cut plan asks for fewer bytes and is bound by
+//! round trips, so its buckets never show more than the price believed. (Seen on loopback, while a
+//! bucket's rate was still its bytes over its whole 100 ms: a `scattered-10k` batch on a machine
+//! busy with other work received enough slow bodies to measure a few hundred MB/s, and every later
+//! batch, on the idle machine again, made 2,720-4,850 requests instead of 2,454 and took 905-1,560
+//! ms instead of 820-845.)
+//!
+//! The floor is low because a priced plan on a slow link is itself latency-bound once the rounds
+//! that fill the link at its start are over: on the link model, a `scattered-10k` batch planned
+//! with the price received 1.4-1.8 % of its bytes in bodies that tested the bandwidth, one the
+//! guards planned 17-25 %, while latency-bound loopback batches received 0-0.8 % (one starved of
+//! CPU 8 %, and 0.1 % once it was idle again). So on the link about every other batch starts below
+//! the floor and is planned by the guards; the rounds that fill the link at its start make the
+//! price believed again, and the merged requests still to start are cut by it: one round of
+//! exploration, which cost such a batch 1-2 % of its wall. The peak is kept while it is not
+//! believed.
 
 use std::time::{Duration, Instant};
 
@@ -47,6 +55,10 @@ use crate::plan::price::{Measured, share};
 
 /// Width of one capacity bucket.
 pub(crate) const BUCKET: Duration = Duration::from_millis(100);
+/// Slots of a bucket's busy map (of 1 ms each): a bucket's rate divides its bytes by the
+/// slots in which some body was arriving.
+const SLOTS: u64 = 100;
+const _: () = assert!(SLOTS <= 128, "a bucket's busy map is a u128");
 /// Buckets kept: responses whose body ended earlier than this many buckets before the newest
 /// one no longer count.
 const BUCKETS: u64 = 32;
@@ -71,8 +83,9 @@ pub(crate) struct Meter {
     origin: Instant,
     /// Smoothed round trip, once one was measured.
     rtt: Option<Duration>,
-    /// Body bytes per bucket, a ring indexed by bucket number modulo [`BUCKETS`].
-    buckets: [u64; BUCKETS as usize],
+    /// Body bytes and busy slots per bucket, a ring indexed by bucket number modulo
+    /// [`BUCKETS`].
+    buckets: [Bucket; BUCKETS as usize],
     /// The newest bucket number written.
     newest: u64,
     /// Body bytes recorded in all.
@@ -93,7 +106,7 @@ impl Meter {
         Meter {
             origin,
             rtt: None,
-            buckets: [0; BUCKETS as usize],
+            buckets: [Bucket::default(); BUCKETS as usize],
             newest: 0,
             received: 0,
             evidence: 0,
@@ -136,6 +149,9 @@ impl Meter {
         let (first, last) = (self.bucket_of(head), self.bucket_of(done));
         self.advance(last);
         let oldest = self.newest.saturating_sub(BUCKETS - 1);
+        for b in first.max(oldest)..=last {
+            self.mark_busy(b, head, done);
+        }
         if first == last || done == head {
             self.add(last, bytes, done);
             return;
@@ -205,26 +221,59 @@ impl Meter {
         }
         let from = (self.newest + 1).max(bucket.saturating_sub(BUCKETS - 1));
         for b in from..=bucket {
-            self.buckets[(b % BUCKETS) as usize] = 0;
+            self.buckets[(b % BUCKETS) as usize] = Bucket::default();
         }
         self.newest = bucket;
     }
 
+    /// Mark the slots of `bucket` (one in the ring) during which a body arriving from `head`
+    /// to `done` was arriving: at least the slot of `head`, and up to the one holding the
+    /// body's last nanosecond.
+    fn mark_busy(&mut self, bucket: u64, head: Instant, done: Instant) {
+        let slot = BUCKET.as_nanos() / u128::from(SLOTS);
+        let start = self.start_of(bucket);
+        let last = if done > head {
+            done - Duration::from_nanos(1)
+        } else {
+            done
+        };
+        let index = |t: Instant| -> u32 {
+            let i = t.saturating_duration_since(start).as_nanos() / slot;
+            u32::try_from(i.min(u128::from(SLOTS - 1))).unwrap_or(0)
+        };
+        let (from, to) = (index(head.max(start)), index(last));
+        if to < from || self.start_of(bucket + 1) <= head {
+            return;
+        }
+        let mask = ((1u128 << (to - from + 1)) - 1) << from;
+        self.buckets[(bucket % BUCKETS) as usize].busy |= mask;
+    }
+
     /// Add `bytes` to `bucket` (ignored if it is out of the ring) and raise the peak, as seen
-    /// at `now`, if that bucket is now the fullest.
+    /// at `now`, if that bucket's rate is now the highest.
     fn add(&mut self, bucket: u64, bytes: u64, now: Instant) {
         if bucket + BUCKETS <= self.newest || bucket > self.newest {
             return;
         }
-        let slot = &mut self.buckets[(bucket % BUCKETS) as usize];
-        *slot = slot.saturating_add(bytes);
-        let per_second = u128::from(*slot) * 1_000_000_000 / BUCKET.as_nanos();
+        let entry = &mut self.buckets[(bucket % BUCKETS) as usize];
+        entry.bytes = entry.bytes.saturating_add(bytes);
+        let busy = u128::from(entry.busy.count_ones().max(1));
+        let busy_nanos = busy * (BUCKET.as_nanos() / u128::from(SLOTS));
+        let per_second = u128::from(entry.bytes) * 1_000_000_000 / busy_nanos;
         let rate = u64::try_from(per_second).unwrap_or(u64::MAX);
         if rate >= self.decayed(now) {
             self.peak = rate;
             self.peak_at = now;
         }
     }
+}
+
+/// One bucket of [`BUCKET`]: the body bytes spread into it, and its slots (bit `i` for the
+/// `i`-th of [`SLOTS`]) in which some body was arriving.
+#[derive(Debug, Clone, Copy, Default)]
+struct Bucket {
+    bytes: u64,
+    busy: u128,
 }
 
 #[cfg(test)]
@@ -295,19 +344,44 @@ mod tests {
     fn the_peak_halves_every_half_life_unless_seen_again() {
         let t0 = Instant::now();
         let mut m = Meter::new(t0);
-        // 16 MiB in one bucket (its body took 10 ms of a 20 ms round trip): 167,772,160 B/s.
+        // 16 MiB arriving over 10 ms (of a 20 ms round trip): 1,677,721,600 B/s, the rate
+        // while it arrived, not its bytes spread over the bucket's 100 ms.
         let (head, done) = (t0 + 20 * MS, t0 + 30 * MS);
         m.record(t0, head, done, 16 << 20);
-        let peak = 167_772_160;
+        let peak = 1_677_721_600;
         assert_eq!(m.capacity(done), Some(peak));
         assert_eq!(m.capacity(done + HALF_LIFE), Some(peak / 2));
         assert_eq!(m.capacity(done + 2 * HALF_LIFE), Some(peak / 4));
         // Less traffic later does not lower it faster; the same traffic restores it.
         let later = done + HALF_LIFE;
-        m.record(later, later, later + 5 * MS, 1 << 20);
+        m.record(later, later, later + 10 * MS, 1 << 20);
         assert_eq!(m.capacity(later), Some(peak / 2));
-        m.record(later, later, later + 5 * MS, 15 << 20);
-        assert_eq!(m.capacity(later + 5 * MS), Some(peak));
+        m.record(later, later, later + 10 * MS, 15 << 20);
+        assert_eq!(m.capacity(later + 10 * MS), Some(peak));
+    }
+
+    #[test]
+    fn a_round_that_fills_the_link_briefly_is_measured_at_its_own_rate() {
+        // The first round of a batch on loopback: 64 bodies of 190 KiB, all sent at once,
+        // their heads after 20 ms, and the bodies arriving together over the next 12.5 ms,
+        // each taking 2.5-12.5 ms (so each tested the bandwidth). 12.45 MB in 12.5 ms is
+        // about 1 GB/s; spread over the bucket's 100 ms it would be 125 MB/s, and the price
+        // (a round trip of one connection's share) would cut gaps above 39 KB.
+        let t0 = Instant::now();
+        let mut m = Meter::new(t0);
+        let head = t0 + 20 * MS;
+        for i in 0..64u32 {
+            let done = head + Duration::from_micros(2_500 + 10_000 * u64::from(i) / 63);
+            m.record(t0, head, done, 190 << 10);
+        }
+        let now = head + 13 * MS;
+        let capacity = m.capacity(now).expect("measured");
+        assert!(
+            (900_000_000..=1_100_000_000).contains(&capacity),
+            "{capacity}"
+        );
+        let price = break_even_gap(&m.measured(now, 64).unwrap());
+        assert!((280_000..=350_000).contains(&price), "{price}");
     }
 
     #[test]
@@ -357,7 +431,7 @@ mod tests {
     fn a_few_slow_bodies_in_latency_bound_traffic_measure_nothing() {
         // One body in 64 took 3 ms (more than an eighth of the round trip): 15 MB of evidence
         // in 80 rounds, nearly twice the threshold, but 98 % of the bytes arrived with their
-        // heads. The buckets show what the plan asked for (~600 MB/s), not what the endpoint
+        // heads. The buckets show how fast the plan's bodies came, not what the endpoint
         // can deliver, and pricing gaps with it would cut joins.
         let t0 = Instant::now();
         let mut m = Meter::new(t0);
@@ -464,11 +538,11 @@ mod tests {
                 let done = head + Duration::from_millis(len_ms);
                 m.record(head, head, done, bytes);
                 total += bytes;
-                // All bytes in one bucket is the most a single response can show.
-                fastest += bytes * 10;
+                // All bytes in one slot of a millisecond is the most a response can show.
+                fastest += bytes * 1000;
             }
             // Every exchange ends within 3 s: all of it stays in 32 buckets of 100 ms.
-            let kept: u64 = m.buckets.iter().sum();
+            let kept: u64 = m.buckets.iter().map(|b| b.bytes).sum();
             prop_assert_eq!(kept, total);
             prop_assert!(m.peak <= fastest);
         }
