@@ -137,7 +137,6 @@ impl Meter {
         self.received = self.received.saturating_add(bytes);
         let rtt = self.rtt.unwrap_or(sample);
         let tested = (done - head).as_secs_f64() >= rtt.as_secs_f64() * BANDWIDTH_BOUND;
-
         if tested {
             self.evidence = self.evidence.saturating_add(bytes);
         }
@@ -227,24 +226,25 @@ impl Meter {
     }
 
     /// Mark the slots of `bucket` (one in the ring) during which a body arriving from `head`
-    /// to `done` was arriving: at least the slot of `head`, and up to the one holding the
-    /// body's last nanosecond.
+    /// to `done` was arriving: from the slot of `head` to the one holding the body's last
+    /// nanosecond (the slot of `head` alone for a body that took no time), none if the body
+    /// does not reach into the bucket.
     fn mark_busy(&mut self, bucket: u64, head: Instant, done: Instant) {
-        let slot = BUCKET.as_nanos() / u128::from(SLOTS);
-        let start = self.start_of(bucket);
+        let (start, end) = (self.start_of(bucket), self.start_of(bucket + 1));
         let last = if done > head {
             done - Duration::from_nanos(1)
         } else {
             done
         };
+        if last < start || head >= end {
+            return;
+        }
+        let slot = BUCKET.as_nanos() / u128::from(SLOTS);
         let index = |t: Instant| -> u32 {
             let i = t.saturating_duration_since(start).as_nanos() / slot;
             u32::try_from(i.min(u128::from(SLOTS - 1))).unwrap_or(0)
         };
         let (from, to) = (index(head.max(start)), index(last));
-        if to < from || self.start_of(bucket + 1) <= head {
-            return;
-        }
         let mask = ((1u128 << (to - from + 1)) - 1) << from;
         self.buckets[(bucket % BUCKETS) as usize].busy |= mask;
     }
@@ -385,6 +385,22 @@ mod tests {
     }
 
     #[test]
+    fn a_body_marks_busy_only_the_slots_it_arrived_in() {
+        let t0 = Instant::now();
+        let mut m = Meter::new(t0);
+        // 10 MB over 50-100 ms: the second half of bucket 0, nothing of bucket 1 (it ends
+        // exactly where bucket 1 starts), so 200 MB/s.
+        m.record(t0, t0 + 50 * MS, t0 + 100 * MS, 10_000_000);
+        assert_eq!(m.buckets[0].busy, ((1u128 << 50) - 1) << 50);
+        assert_eq!(m.buckets[1].busy, 0);
+        assert_eq!(m.peak, 200_000_000);
+        // A body that took no time marks its own slot: 1 MB in the millisecond at 150 ms.
+        m.record(t0 + 140 * MS, t0 + 150 * MS, t0 + 150 * MS, 1_000_000);
+        assert_eq!(m.buckets[1].busy, 1u128 << 50);
+        assert_eq!(m.peak, 1_000_000_000);
+    }
+
+    #[test]
     fn bodies_that_arrive_with_their_heads_never_measure_the_capacity() {
         // A latency-bound endpoint: 2,000 bodies of 64 KiB (131 MB), each within 10 µs of its
         // head after a 20 ms round trip. They say only that the endpoint delivers at least
@@ -448,12 +464,12 @@ mod tests {
         let t0 = Instant::now();
         let mut m = Meter::new(t0);
         // A busy machine: every body takes 3 ms, so every one tests the bandwidth, and the
-        // client's slow receiving is measured as the endpoint's capacity.
+        // capacity is measured from them.
         let busy = loopback_rounds(&mut m, t0, 10, 1);
         let slow = m.capacity(busy).expect("measured while busy");
         // The machine is idle again and the traffic latency-bound: 50 MB of bodies that
         // arrive with their heads do not undo the measurement, 250 MB do, and the planner
-        // goes back to the guards (whose joins the slow price had cut).
+        // goes back to the guards.
         let idle = loopback_rounds(&mut m, busy, 4, 0);
         assert!(m.capacity(idle).is_some(), "50 MB do not undo it");
         let idle = loopback_rounds(&mut m, idle, 16, 0);
