@@ -59,6 +59,8 @@ pub(crate) const BUCKET: Duration = Duration::from_millis(100);
 /// slots in which some body was arriving.
 const SLOTS: u64 = 100;
 const _: () = assert!(SLOTS <= 128, "a bucket's busy map is a u128");
+/// One slot's width, in nanoseconds.
+const SLOT_NANOS: u128 = BUCKET.as_nanos() / SLOTS as u128;
 /// Buckets kept: responses whose body ended earlier than this many buckets before the newest
 /// one no longer count.
 const BUCKETS: u64 = 32;
@@ -148,13 +150,6 @@ impl Meter {
         let (first, last) = (self.bucket_of(head), self.bucket_of(done));
         self.advance(last);
         let oldest = self.newest.saturating_sub(BUCKETS - 1);
-        for b in first.max(oldest)..=last {
-            self.mark_busy(b, head, done);
-        }
-        if first == last || done == head {
-            self.add(last, bytes, done);
-            return;
-        }
         // Spread evenly over [head, done]: each bucket gets the bytes of its overlap, as the
         // difference of the bytes due by its end and by its start (all of them by `done`).
         let body = (done - head).as_nanos();
@@ -166,9 +161,13 @@ impl Meter {
             }
         };
         for b in first.max(oldest)..=last {
-            let from = self.start_of(b).max(head);
-            let to = self.start_of(b + 1).min(done);
-            self.add(b, due(to) - due(from), done);
+            self.mark_busy(b, head, done);
+            let share = if first == last {
+                bytes
+            } else {
+                due(self.start_of(b + 1).min(done)) - due(self.start_of(b).max(head))
+            };
+            self.add(b, share, done);
         }
     }
 
@@ -239,9 +238,8 @@ impl Meter {
         if last < start || head >= end {
             return;
         }
-        let slot = BUCKET.as_nanos() / u128::from(SLOTS);
         let index = |t: Instant| -> u32 {
-            let i = t.saturating_duration_since(start).as_nanos() / slot;
+            let i = t.saturating_duration_since(start).as_nanos() / SLOT_NANOS;
             u32::try_from(i.min(u128::from(SLOTS - 1))).unwrap_or(0)
         };
         let (from, to) = (index(head.max(start)), index(last));
@@ -257,8 +255,7 @@ impl Meter {
         }
         let entry = &mut self.buckets[(bucket % BUCKETS) as usize];
         entry.bytes = entry.bytes.saturating_add(bytes);
-        let busy = u128::from(entry.busy.count_ones().max(1));
-        let busy_nanos = busy * (BUCKET.as_nanos() / u128::from(SLOTS));
+        let busy_nanos = u128::from(entry.busy.count_ones().max(1)) * SLOT_NANOS;
         let per_second = u128::from(entry.bytes) * 1_000_000_000 / busy_nanos;
         let rate = u64::try_from(per_second).unwrap_or(u64::MAX);
         if rate >= self.decayed(now) {
@@ -561,6 +558,10 @@ mod tests {
             let kept: u64 = m.buckets.iter().map(|b| b.bytes).sum();
             prop_assert_eq!(kept, total);
             prop_assert!(m.peak <= fastest);
+            // A bucket that received bytes saw them arrive in at least one of its slots.
+            for b in &m.buckets {
+                prop_assert!(b.bytes == 0 || b.busy != 0, "{b:?}");
+            }
         }
     }
 }
