@@ -111,6 +111,12 @@ struct Options {
     /// With `--tls`: offer HTTP/2 by ALPN (every client that can takes it).
     #[arg(long, requires = "tls")]
     http2: bool,
+    /// Measure the peers first and Karu last (by default Karu goes first). The first method
+    /// in a process is the first to ask the kernel for memory; where that memory is slow to
+    /// come by (a VM whose freed pages go back to the host), its cold batch pays for it, and
+    /// this shows how much of a cold figure is the order.
+    #[arg(long)]
+    peers_first: bool,
 }
 
 /// Options of the `cpu` workload.

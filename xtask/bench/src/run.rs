@@ -99,6 +99,8 @@ enum Phase {
 struct Scenario {
     latency: Duration,
     bandwidth: Option<u64>,
+    /// The methods run in reverse order, the peers first and Karu last (`--peers-first`).
+    peers_first: bool,
 }
 
 impl Scenario {
@@ -108,11 +110,12 @@ impl Scenario {
             None => "loopback",
             Some(_) => "link",
         };
-        format!("{network}{}", crate::transport::current().tag())
+        let order = if self.peers_first { " peers-first" } else { "" };
+        format!("{network}{}{order}", crate::transport::current().tag())
     }
 
     fn title(&self) -> String {
-        match self.bandwidth {
+        let title = match self.bandwidth {
             None => format!(
                 "loopback (latency {} ms, no bandwidth cap)",
                 ms(self.latency)
@@ -122,6 +125,11 @@ impl Scenario {
                 ms(self.latency),
                 rate(b)
             ),
+        };
+        if self.peers_first {
+            format!("{title}, the peers first and Karu last")
+        } else {
+            title
         }
     }
 }
@@ -327,7 +335,11 @@ pub(crate) fn reads(shape: Shape, options: &Options, link_too: bool) -> Result<(
         None => vec![None],
     }
     .into_iter()
-    .map(|bandwidth| Scenario { latency, bandwidth })
+    .map(|bandwidth| Scenario {
+        latency,
+        bandwidth,
+        peers_first: options.peers_first,
+    })
     .collect();
     let workload = Workload::new(shape, options.seed);
     println!(
@@ -353,13 +365,16 @@ pub(crate) fn reads(shape: Shape, options: &Options, link_too: bool) -> Result<(
         println!("== {} · {} ==", bench.workload.name, scenario.title());
         let mut all = Vec::new();
         let mut skipped = Vec::new();
-        let plan = methods_for(
+        let mut plan = methods_for(
             &bench.workload,
             scenario,
             options,
             bench.concurrency,
             &mut skipped,
         );
+        if options.peers_first {
+            plan.reverse();
+        }
         for (method, runs) in plan {
             all.push(bench.measure(method, runs, BatchOptions::new())?);
         }
@@ -550,7 +565,12 @@ fn print_scenario(
 
 /// Puts each method's cold and steady batch into `all`'s record.
 fn record(bench: &Bench, scenario: &str, all: &[Measured], ideals: &[(Phase, Duration)]) {
-    for m in all {
+    // Karu's own row first, whatever the order of the run: the record finds Karu's by prefix.
+    let karu_first = all
+        .iter()
+        .filter(|m| m.method == Method::Karu)
+        .chain(all.iter().filter(|m| m.method != Method::Karu));
+    for m in karu_first {
         for phase in [Phase::Cold, Phase::Steady] {
             let Some(run) = m.pick(phase) else { continue };
             crate::all::record(crate::all::Row {
