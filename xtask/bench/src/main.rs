@@ -112,9 +112,10 @@ struct Options {
     #[arg(long, requires = "tls")]
     http2: bool,
     /// Measure the peers first and Karu last (by default Karu goes first). The first method
-    /// in a process is the first to ask the kernel for memory; where that memory is slow to
-    /// come by (a VM whose freed pages go back to the host), its cold batch pays for it, and
-    /// this shows how much of a cold figure is the order.
+    /// of a run is the first in the process to ask the kernel for memory and the first the
+    /// mock server answers; its cold batch pays for both (most where fresh memory is slow to
+    /// come by, as in a VM whose freed pages go back to the host), and this shows how much of
+    /// a cold figure is the order.
     #[arg(long)]
     peers_first: bool,
 }
@@ -137,6 +138,9 @@ struct CpuOptions {
     /// Skip the plain client with Karu's concurrency in flight.
     #[arg(long)]
     no_plain: bool,
+    /// Measure the peers first and Karu last (see the read workloads' `--peers-first`).
+    #[arg(long)]
+    peers_first: bool,
 }
 
 /// A `--bandwidth` value.

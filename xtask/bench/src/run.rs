@@ -733,24 +733,25 @@ pub(crate) fn cpu(options: &CpuOptions) -> Result<(), String> {
         workload.description, options.seed
     );
     let bench = Bench::start(workload, Duration::ZERO)?;
-    let mut all =
-        vec![bench.measure(Method::Karu, options.runs, BatchOptions::new().max_gap(0))?];
+    let mut plan = vec![(Method::Karu, BatchOptions::new().max_gap(0))];
     if !options.no_opendal {
-        all.push(bench.measure(
-            Method::OpenDal { gap: 0 },
-            options.runs,
-            BatchOptions::new(),
-        )?);
+        plan.push((Method::OpenDal { gap: 0 }, BatchOptions::new()));
     }
     if !options.no_plain {
-        all.push(bench.measure(
-            Method::Plain {
-                in_flight: bench.concurrency,
-            },
-            options.runs,
-            BatchOptions::new(),
-        )?);
+        let in_flight = bench.concurrency;
+        plan.push((Method::Plain { in_flight }, BatchOptions::new()));
     }
+    if options.peers_first {
+        println!("the peers first and Karu last");
+        plan.reverse();
+    }
+    let all = plan
+        .into_iter()
+        .map(|(method, batch_options)| bench.measure(method, options.runs, batch_options))
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(karu) = all.iter().find(|m| m.method == Method::Karu) else {
+        return Err("Karu was not measured".into());
+    };
     let mut table = Table::new(&[
         ("method", Align::Left),
         ("wall ms", Align::Right),
@@ -792,9 +793,14 @@ pub(crate) fn cpu(options: &CpuOptions) -> Result<(), String> {
     }
     println!();
     table.print();
-    record(&bench, "loopback", &all, &[]);
-    print_karu_counters(&all[0]);
-    if let Some(run) = all[0].steady() {
+    let scenario = Scenario {
+        latency: Duration::ZERO,
+        bandwidth: None,
+        peers_first: options.peers_first,
+    };
+    record(&bench, &scenario.tag(), &all, &[]);
+    print_karu_counters(karu);
+    if let Some(run) = karu.steady() {
         let per_sec = run.requests as f64 / run.wall.as_secs_f64();
         println!(
             "  steady: Karu {} requests/s (target ≥ 40,000: {})",
