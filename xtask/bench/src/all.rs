@@ -456,36 +456,12 @@ fn find<'a>(
 }
 
 /// Judges `Karu vs peer` in each phase that has both: `test(karu, peer)` gives (met, detail).
+///
+/// A cold batch is compared in the place where it pays for the process's first use of memory
+/// and of the mock server: Karu's from the run where it goes first, the peer's from the run in
+/// reverse order (`{scenario} peers-first`, see `tensors (peers first)`) where there is one,
+/// else from the same run.
 fn each_phase(
-    record: &Record,
-    workload: &str,
-    scenarios: &[&str],
-    peer: &str,
-    test: impl Fn(&Row, &Row) -> (bool, String),
-) -> Option<(bool, String)> {
-    let mut met = true;
-    let mut details = Vec::new();
-    for scenario in scenarios {
-        for phase in ["cold", "steady"] {
-            let (Some(k), Some(p)) = (
-                find(record, workload, scenario, phase, KARU),
-                find(record, workload, scenario, phase, peer),
-            ) else {
-                continue;
-            };
-            let (ok, detail) = test(k, p);
-            met &= ok && !k.failed;
-            details.push(format!("{scenario} {phase} {detail}"));
-        }
-    }
-    (!details.is_empty()).then(|| (met, details.join("; ")))
-}
-
-/// [`each_phase`] with each cold batch compared in the place where it pays for the process's
-/// first use of memory and of the mock server: Karu's from the run where it goes first, the
-/// peer's from the run in reverse order (`{scenario} peers-first`, see `tensors (peers
-/// first)`) where there is one, else from the same run.
-fn each_phase_first(
     record: &Record,
     workload: &str,
     scenarios: &[&str],
@@ -605,7 +581,7 @@ fn targets() -> Vec<Target> {
         Target {
             name: "tensors: ≤ plain hyper's wall, cold and steady, loopback and link (cold: each first in its run)",
             check: |r| {
-                each_phase_first(r, "tensors", &["loopback", "link"], PLAIN, |k, p| {
+                each_phase(r, "tensors", &["loopback", "link"], PLAIN, |k, p| {
                     let x = ratio(k.wall, p.wall);
                     (x <= 1.0, format!("{x:.2} × plain"))
                 })
@@ -614,7 +590,7 @@ fn targets() -> Vec<Target> {
         Target {
             name: "cpu: ≥ 0.85 × plain hyper's requests/s steady, ≥ 0.75 × cold (each first in its run)",
             check: |r| {
-                each_phase_first(r, "cpu", &["loopback"], PLAIN, |k, p| {
+                each_phase(r, "cpu", &["loopback"], PLAIN, |k, p| {
                     // Requests/s of Karu over the plain client's.
                     let per_sec = |row: &Row| row.requests as f64 / row.wall.as_secs_f64();
                     let x = per_sec(k) / per_sec(p).max(f64::MIN_POSITIVE);
