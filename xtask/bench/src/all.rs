@@ -134,6 +134,21 @@ pub(crate) fn steps() -> Vec<Step> {
     ) -> Step {
         over(name, shape, bandwidth, link_too, runs, Variant::Default)
     }
+    fn cpu(name: &'static str, peers_first: bool) -> Step {
+        Step {
+            name,
+            run: Box::new(move |args| {
+                run::cpu(&CpuOptions {
+                    reads: 10_000,
+                    runs: args.runs.max(5),
+                    seed: args.seed,
+                    no_opendal: false,
+                    no_plain: false,
+                    peers_first,
+                })
+            }),
+        }
+    }
     fn over(
         name: &'static str,
         shape: Shape,
@@ -246,33 +261,9 @@ pub(crate) fn steps() -> Vec<Step> {
             runs,
             Variant::TlsH2,
         ),
-        Step {
-            name: "cpu",
-            run: Box::new(|args| {
-                run::cpu(&CpuOptions {
-                    reads: 10_000,
-                    runs: args.runs.max(5),
-                    seed: args.seed,
-                    no_opendal: false,
-                    no_plain: false,
-                    peers_first: false,
-                })
-            }),
-        },
+        cpu("cpu", false),
         // The same in reverse order, for the cold batches (see `tensors (peers first)`).
-        Step {
-            name: "cpu (peers first)",
-            run: Box::new(|args| {
-                run::cpu(&CpuOptions {
-                    reads: 10_000,
-                    runs: args.runs.max(5),
-                    seed: args.seed,
-                    no_opendal: false,
-                    no_plain: false,
-                    peers_first: true,
-                })
-            }),
-        },
+        cpu("cpu (peers first)", true),
         Step {
             name: "throttled",
             run: Box::new(|args| {
