@@ -463,7 +463,7 @@ fn each_phase(
     let mut details = Vec::new();
     for scenario in scenarios {
         for phase in ["cold", "steady"] {
-            let first = format!("{scenario} peers-first");
+            let first = format!("{scenario}{}", run::PEERS_FIRST);
             let other = (phase == "cold")
                 .then(|| find(record, workload, &first, phase, peer))
                 .flatten()
@@ -672,7 +672,7 @@ fn targets() -> Vec<Target> {
                 let mut rows = 0;
                 // The runs in reverse order place Karu last, where its cold batch pays the
                 // least: they count only for the cold batches the targets above pair.
-                let karu_first = |row: &&Row| !row.scenario.ends_with("peers-first");
+                let karu_first = |row: &&Row| !row.scenario.ends_with(run::PEERS_FIRST);
                 for k in r
                     .rows
                     .iter()
@@ -795,11 +795,22 @@ mod tests {
             4_000,
         );
         add("loopback peers-first", "cold", "Karu (defaults)", 1_200);
+        // A steady batch is compared within its own run (this one would miss).
+        add(
+            "loopback peers-first",
+            "steady",
+            "plain hyper, 64 in flight",
+            500,
+        );
+        // Without a reversed run (the link), the cold batches pair within the same run.
+        add("link", "cold", "Karu (defaults)", 2_000);
+        add("link", "cold", "plain hyper, 64 in flight", 2_500);
         let (met, detail) = judge(&record, "tensors").unwrap();
         assert!(met, "{detail}");
         assert_eq!(
             detail,
-            "loopback cold 0.75 × plain (each first in its run); loopback steady 0.80 × plain"
+            "loopback cold 0.75 × plain (each first in its run); loopback steady 0.80 × plain; \
+             link cold 0.80 × plain"
         );
         // Every row is judged within the runs where Karu goes first.
         let (met, detail) = judge(&record, "Karu the fastest").unwrap();

@@ -94,6 +94,9 @@ enum Phase {
     Steady,
 }
 
+/// What a run in reverse order (`--peers-first`) adds to its scenario's tag in `all`'s record.
+pub(crate) const PEERS_FIRST: &str = " peers-first";
+
 /// One network condition.
 #[derive(Debug, Clone, Copy)]
 struct Scenario {
@@ -110,7 +113,7 @@ impl Scenario {
             None => "loopback",
             Some(_) => "link",
         };
-        let order = if self.peers_first { " peers-first" } else { "" };
+        let order = if self.peers_first { PEERS_FIRST } else { "" };
         format!("{network}{}{order}", crate::transport::current().tag())
     }
 
