@@ -44,7 +44,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::time::timeout_at;
 
 use crate::http::transport::{
-    BoxError, ConnectTimedOut, Connector, Http2Refusal, NoConnectionSlot, Resolver,
+    BoxError, ConnectTimedOut, Connector, Http2Refusal, NoConnectionSlot, Resolver, TlsConfig,
 };
 
 /// Karu's requests have no body.
@@ -78,7 +78,7 @@ impl fmt::Debug for HttpClient {
 impl HttpClient {
     /// A client that opens at most `connections_per_host` connections to any one host.
     pub(crate) fn new(
-        tls: Arc<rustls::ClientConfig>,
+        tls: Arc<TlsConfig>,
         resolver: Resolver,
         connect_timeout: Duration,
         version: HttpVersion,
@@ -337,6 +337,12 @@ impl Pool {
         uri: &Uri,
         mut step: Step,
     ) -> Result<(Conn, bool), RequestFailed> {
+        // The client's TLS configuration is built at its first TLS connection (it reads the
+        // platform's roots): before the connect timeout starts, which is the server's.
+        self.connector
+            .ready(uri)
+            .await
+            .map_err(|e| RequestFailed::connecting(e, None))?;
         loop {
             let deadline = tokio::time::Instant::now() + self.connector.timeout();
             match step {

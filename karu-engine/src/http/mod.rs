@@ -48,7 +48,7 @@ use crate::http::fetch::{Fetch, Fetched};
 use crate::http::landing::{Dest, Landing, Scatter};
 use crate::http::locations::Locations;
 use crate::http::meter::Metered;
-use crate::http::transport::{DnsCache, Resolver};
+use crate::http::transport::{DnsCache, Resolver, TlsConfig};
 use crate::locator::Locator;
 use crate::read::Completion;
 use crate::reply::{self, Reply};
@@ -154,7 +154,7 @@ struct Shared {
     snapshot: Snapshot,
     limit: Arc<Semaphore>,
     stats: RemoteStats,
-    tls: Arc<rustls::ClientConfig>,
+    tls: Arc<TlsConfig>,
     dns: Arc<DnsCache>,
     callbacks: Callbacks,
     workers: CredentialWorkers,
@@ -391,7 +391,7 @@ impl Remote {
             snapshot: snapshot.clone(),
             limit: Arc::new(Semaphore::new(global.concurrency.max(1))),
             stats: RemoteStats::default(),
-            tls: transport::tls_config(&global.http)?,
+            tls: Arc::new(TlsConfig::new(&global.http)?),
             dns: Arc::new(DnsCache::new(global.http.dns_ttl.0)),
             callbacks,
             workers,

@@ -31,52 +31,124 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The client's one TLS configuration: aws-lc-rs, platform roots plus an optional CA file,
 /// ALPN by the HTTP version policy. Shared by every loop, so TLS sessions resume across loops.
-pub(crate) fn tls_config(settings: &HttpSettings) -> Result<Arc<rustls::ClientConfig>, Error> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    let native = rustls_native_certs::load_native_certs();
-    for cert in native.certs {
-        // A platform store may hold certificates rustls cannot use; skip those.
-        let _ = roots.add(cert);
+///
+/// Built at the first `https://` connection, not when the client starts: loading the platform's
+/// roots reads the system bundle and every certificate file beside it (about 150 files here)
+/// and parses them, some 18 million instructions, which the first read of a client that only
+/// speaks plain `http://` paid for nothing. The CA file (`http.ca_file`), the caller's own, is
+/// still read at the start, so a missing or unusable one fails the start as before.
+pub(crate) struct TlsConfig {
+    /// The certificates of `http.ca_file`, if set.
+    extra: Vec<CertificateDer<'static>>,
+    version: HttpVersion,
+    built: tokio::sync::OnceCell<Arc<rustls::ClientConfig>>,
+}
+
+impl TlsConfig {
+    /// The configuration for `settings`: the CA file read and checked now, the rest at the
+    /// first TLS connection.
+    pub(crate) fn new(settings: &HttpSettings) -> Result<TlsConfig, Error> {
+        let tls = TlsConfig {
+            extra: ca_file(settings)?,
+            version: settings.version,
+            built: tokio::sync::OnceCell::new(),
+        };
+        // The builder's own checks, now, with no roots: building later cannot fail.
+        tls.build(rustls::RootCertStore::empty())?;
+        Ok(tls)
     }
-    if let Some(path) = &settings.ca_file {
-        let certs = CertificateDer::pem_file_iter(path)
-            .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| {
-                Error::new(
-                    Status::InvalidArgument,
-                    format!("cannot read CA file {}: {e}", path.display()),
-                )
-            })?;
-        if certs.is_empty() {
-            return Err(Error::new(
-                Status::InvalidArgument,
-                format!("CA file {} holds no certificate", path.display()),
-            ));
-        }
-        for cert in certs {
-            roots.add(cert).map_err(|e| {
-                Error::new(
-                    Status::InvalidArgument,
-                    format!(
-                        "CA file {} holds an unusable certificate: {e}",
-                        path.display()
-                    ),
-                )
-            })?;
-        }
+
+    /// The configuration, built on the first call (on a blocking thread: it reads files);
+    /// every caller gets the same one.
+    pub(crate) async fn get(self: &Arc<Self>) -> Result<Arc<rustls::ClientConfig>, BoxError> {
+        let config = self
+            .built
+            .get_or_try_init(|| {
+                let this = Arc::clone(self);
+                async move {
+                    let built = tokio::task::spawn_blocking(move || this.with_platform_roots())
+                        .await
+                        .map_err(|e| BoxError::from(format!("loading the TLS roots: {e}")))?;
+                    built.map_err(BoxError::from)
+                }
+            })
+            .await?;
+        Ok(Arc::clone(config))
     }
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Error::internal(format!("TLS configuration: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = match settings.version {
-        HttpVersion::Http2 => vec![b"h2".to_vec()],
-        HttpVersion::Auto => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
-        _ => vec![b"http/1.1".to_vec()],
+
+    /// The platform's roots and the CA file's certificates, and the configuration with them.
+    fn with_platform_roots(&self) -> Result<Arc<rustls::ClientConfig>, Error> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_native_certs::load_native_certs().certs {
+            // A platform store may hold certificates rustls cannot use; skip those.
+            let _ = roots.add(cert);
+        }
+        self.build(roots)
+    }
+
+    fn build(&self, mut roots: rustls::RootCertStore) -> Result<Arc<rustls::ClientConfig>, Error> {
+        for cert in &self.extra {
+            // Checked when the file was read.
+            let _ = roots.add(cert.clone());
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Error::internal(format!("TLS configuration: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = match self.version {
+            HttpVersion::Http2 => vec![b"h2".to_vec()],
+            HttpVersion::Auto => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+            _ => vec![b"http/1.1".to_vec()],
+        };
+        Ok(Arc::new(config))
+    }
+}
+
+impl fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsConfig")
+            .field("ca_file_certificates", &self.extra.len())
+            .field("version", &self.version)
+            .field("built", &self.built.initialized())
+            .finish()
+    }
+}
+
+/// The certificates of `http.ca_file`, if set: a file that cannot be read, holds none, or
+/// holds one rustls cannot use is an error.
+fn ca_file(settings: &HttpSettings) -> Result<Vec<CertificateDer<'static>>, Error> {
+    let Some(path) = &settings.ca_file else {
+        return Ok(Vec::new());
     };
-    Ok(Arc::new(config))
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| {
+            Error::new(
+                Status::InvalidArgument,
+                format!("cannot read CA file {}: {e}", path.display()),
+            )
+        })?;
+    if certs.is_empty() {
+        return Err(Error::new(
+            Status::InvalidArgument,
+            format!("CA file {} holds no certificate", path.display()),
+        ));
+    }
+    let mut check = rustls::RootCertStore::empty();
+    for cert in &certs {
+        check.add(cert.clone()).map_err(|e| {
+            Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "CA file {} holds an unusable certificate: {e}",
+                    path.display()
+                ),
+            )
+        })?;
+    }
+    Ok(certs)
 }
 
 /// Establishes connections: name resolution, TCP and the TLS handshake together within the
@@ -84,7 +156,8 @@ pub(crate) fn tls_config(settings: &HttpSettings) -> Result<Arc<rustls::ClientCo
 /// the ClientHello is a connect failure at that timeout, not a wait for the response.
 #[derive(Clone)]
 pub(crate) struct Connector {
-    https: HttpsConnector<HttpConnector<Resolver>>,
+    http: HttpConnector<Resolver>,
+    tls: Arc<TlsConfig>,
     timeout: Duration,
     /// The client speaks only HTTP/2: its connections watch for a server that does not.
     http2_only: bool,
@@ -92,7 +165,7 @@ pub(crate) struct Connector {
 
 impl Connector {
     pub(crate) fn new(
-        tls: Arc<rustls::ClientConfig>,
+        tls: Arc<TlsConfig>,
         resolver: Resolver,
         connect_timeout: Duration,
         http2_only: bool,
@@ -104,10 +177,19 @@ impl Connector {
         http.set_connect_timeout(Some(connect_timeout));
         http.set_keepalive(Some(Duration::from_secs(60)));
         Connector {
-            https: HttpsConnector::from((http, tls)),
+            http,
+            tls,
             timeout: connect_timeout,
             http2_only,
         }
+    }
+
+    /// Ready to connect to `dst`: for `https://`, the TLS configuration built.
+    pub(crate) async fn ready(&self, dst: &Uri) -> Result<(), BoxError> {
+        if is_https(dst) {
+            self.tls.get().await?;
+        }
+        Ok(())
     }
 
     /// The connect timeout.
@@ -128,10 +210,17 @@ impl Connector {
         slot: OwnedSemaphorePermit,
         deadline: tokio::time::Instant,
     ) -> Result<Stream, BoxError> {
-        let mut https = self.https.clone();
+        let mut http = self.http.clone();
+        let tls = Arc::clone(&self.tls);
         let connecting = async move {
-            std::future::poll_fn(|cx| https.poll_ready(cx)).await?;
-            https.call(dst).await
+            if is_https(&dst) {
+                let mut https = HttpsConnector::from((http, tls.get().await?));
+                std::future::poll_fn(|cx| https.poll_ready(cx)).await?;
+                https.call(dst).await
+            } else {
+                std::future::poll_fn(|cx| http.poll_ready(cx)).await?;
+                Ok(MaybeHttpsStream::Http(http.call(dst).await?))
+            }
         };
         match tokio::time::timeout_at(deadline, connecting).await {
             Ok(Ok(io)) => Ok(Stream {
@@ -146,6 +235,10 @@ impl Connector {
             })),
         }
     }
+}
+
+fn is_https(uri: &Uri) -> bool {
+    uri.scheme() == Some(&http::uri::Scheme::HTTPS)
 }
 
 /// Every connection slot of the host stayed taken for the whole connect timeout.
@@ -672,18 +765,35 @@ mod tests {
 
     #[test]
     fn tls_config_offers_alpn_by_version() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let built = |s: &HttpSettings| {
+            let tls = Arc::new(TlsConfig::new(s).unwrap());
+            assert!(
+                !tls.built.initialized(),
+                "nothing loaded before a TLS connection"
+            );
+            let config = runtime.block_on(tls.get()).unwrap();
+            let again = runtime.block_on(tls.get()).unwrap();
+            assert!(
+                Arc::ptr_eq(&config, &again),
+                "one configuration for every connection"
+            );
+            config
+        };
         let mut s = HttpSettings::default();
-        assert_eq!(
-            tls_config(&s).unwrap().alpn_protocols,
-            vec![b"http/1.1".to_vec()]
-        );
+        assert_eq!(built(&s).alpn_protocols, vec![b"http/1.1".to_vec()]);
         s.version = HttpVersion::Auto;
         assert_eq!(
-            tls_config(&s).unwrap().alpn_protocols,
+            built(&s).alpn_protocols,
             vec![b"h2".to_vec(), b"http/1.1".to_vec()]
         );
+        s.version = HttpVersion::Http2;
+        assert_eq!(built(&s).alpn_protocols, vec![b"h2".to_vec()]);
+        // The caller's CA file is read when the client starts: a bad one fails the start.
         s.ca_file = Some("/nonexistent/ca.pem".into());
-        let e = tls_config(&s).unwrap_err();
+        let e = TlsConfig::new(&s).unwrap_err();
         assert_eq!(e.status(), Status::InvalidArgument);
         assert!(e.message().contains("/nonexistent/ca.pem"));
     }
