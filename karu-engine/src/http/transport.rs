@@ -791,6 +791,32 @@ mod tests {
         );
         s.version = HttpVersion::Http2;
         assert_eq!(built(&s).alpn_protocols, vec![b"h2".to_vec()]);
+        // A plain http:// connection never builds it.
+        let tls = Arc::new(TlsConfig::new(&HttpSettings::default()).unwrap());
+        let connector = Connector::new(
+            Arc::clone(&tls),
+            Resolver::new(Arc::new(DnsCache::new(Duration::from_secs(60)))),
+            Duration::from_secs(10),
+            false,
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let dst: Uri = format!("http://{}/o", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let slot = Arc::new(tokio::sync::Semaphore::new(1))
+            .try_acquire_owned()
+            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            connector.ready(&dst).await.unwrap();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            let stream = connector.connect(dst, slot, deadline).await.unwrap();
+            assert!(matches!(stream.inner, MaybeHttpsStream::Http(_)));
+        });
+        assert!(!tls.built.initialized(), "built for an http:// connection");
         // The caller's CA file is read when the client starts: a bad one fails the start.
         s.ca_file = Some("/nonexistent/ca.pem".into());
         let e = TlsConfig::new(&s).unwrap_err();
