@@ -173,17 +173,27 @@ impl Fetch<'_> {
                 retry.extend(requeued);
                 exchange.deadline = retry.deadline();
             }
-            // Room in the endpoint's window (adaptive concurrency), within the deadline.
-            let admission = tokio::select! {
-                biased;
-                () = exchange::until_cancelled(self.cancel) => return Err(Failure::cancelled().error),
-                admission = endpoint.admit() => admission,
-                () = tokio::time::sleep_until(retry.deadline().into()) => {
-                    return Err(Error::new(
-                        Status::TimedOut,
-                        "the read's deadline passed while waiting for room among the requests in flight",
-                    ));
-                }
+            // Room in the endpoint's window (adaptive concurrency), within the deadline: at
+            // once when there is room (and the batch goes on), else waiting for it.
+            let cancelled = self.cancel.is_some_and(BatchShared::is_cancelled);
+            let ready = if cancelled {
+                None
+            } else {
+                endpoint.try_admit()
+            };
+            let admission = match ready {
+                Some(admission) => admission,
+                None => tokio::select! {
+                    biased;
+                    () = exchange::until_cancelled(self.cancel) => return Err(Failure::cancelled().error),
+                    admission = endpoint.admit() => admission,
+                    () = tokio::time::sleep_until(retry.deadline().into()) => {
+                        return Err(Error::new(
+                            Status::TimedOut,
+                            "the read's deadline passed while waiting for room among the requests in flight",
+                        ));
+                    }
+                },
             };
             let attempt_started = admission.sent();
             let mut timed = Timed::new(&mut *dst);

@@ -165,18 +165,28 @@ impl Endpoint {
             let notified = self.room.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            {
-                let mut state = self.state.lock();
-                if !self.adaptive || state.in_flight < state.window.allowed() {
-                    state.in_flight += 1;
-                    return Admission {
-                        endpoint: Some(Arc::clone(self)),
-                        sent: Instant::now(),
-                    };
-                }
+            if let Some(admission) = self.try_admit() {
+                return admission;
             }
             notified.await;
         }
+    }
+
+    /// Room for one more exchange now, if the window has it (always, when adaptation is off):
+    /// the usual case, taken without registering as a waiter on the endpoint every loop
+    /// shares.
+    pub(crate) fn try_admit(self: &Arc<Self>) -> Option<Admission> {
+        {
+            let mut state = self.state.lock();
+            if self.adaptive && state.in_flight >= state.window.allowed() {
+                return None;
+            }
+            state.in_flight += 1;
+        }
+        Some(Admission {
+            endpoint: Some(Arc::clone(self)),
+            sent: Instant::now(),
+        })
     }
 
     /// Throttled answers this endpoint has given.
