@@ -1,7 +1,7 @@
 //! The immutable, resolved configuration of one client, and where each value came from.
 
 use std::any::{Any, TypeId};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider, Source};
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 use serde::de::DeserializeOwned;
 
 use crate::error::{ConfigError, Problem, actual_text, describe};
@@ -23,9 +24,13 @@ use crate::settings::Settings;
 /// configured rule and never fills.
 const CACHE_CAPACITY: usize = 4096;
 
-/// The key of a cached typed value: matching rules, name (a section, or a section and keys),
-/// type.
-type SectionKey = (Box<[usize]>, String, TypeId);
+/// Typed values cached under one set of matching rules and one type, by name (a section, or a
+/// section and keys): usually one. Looked up on every request, so the name is compared, not
+/// hashed or copied, and the map hashes with FxHash.
+type Named = Vec<(Box<str>, Arc<dyn Any + Send + Sync>)>;
+
+/// The key of [`Named`] values: the matching rules and the type.
+type TypedKey = (Box<[usize]>, TypeId);
 
 /// Where a value came from.
 ///
@@ -108,9 +113,9 @@ struct Inner {
     /// The resolution without any path rule.
     global: Arc<Resolved>,
     /// Resolutions by the set of matching rules (indices into `rules`, in order).
-    cache: Mutex<HashMap<Box<[usize]>, Arc<Resolved>>>,
-    /// Typed sections by the set of matching rules, section name and type.
-    typed: Mutex<HashMap<SectionKey, Arc<dyn Any + Send + Sync>>>,
+    cache: Mutex<FxHashMap<Box<[usize]>, Arc<Resolved>>>,
+    /// Typed sections by the set of matching rules and type, then by name.
+    typed: Mutex<FxHashMap<TypedKey, Named>>,
     /// The provider sections declared to the builder, checked under every rule.
     declared: Vec<Section>,
     /// The environment captured at build time.
@@ -294,8 +299,8 @@ impl Snapshot {
             contributions,
             rules,
             global: Arc::new(global),
-            cache: Mutex::new(HashMap::new()),
-            typed: Mutex::new(HashMap::new()),
+            cache: Mutex::new(FxHashMap::default()),
+            typed: Mutex::new(FxHashMap::default()),
             declared,
             env,
         };
@@ -447,7 +452,7 @@ impl Snapshot {
         check_section_name(section)?;
         // Cached like sections: providers ask on every transfer.
         let name = format!("{section}\0{}", keys.join("\0"));
-        self.cached(canonical, name, || {
+        self.cached(canonical, &name, || {
             let resolved = self.inner.resolve(&self.inner.matching(canonical))?;
             let figment = &resolved.sections_figment;
             let mut origins = BTreeSet::new();
@@ -473,36 +478,38 @@ impl Snapshot {
     where
         T: DeserializeOwned + Send + Sync + 'static,
     {
-        self.cached(canonical, section.to_string(), || {
-            self.section::<T>(canonical, section)
-        })
+        self.cached(canonical, section, || self.section::<T>(canonical, section))
     }
 
     /// A value computed once per set of matching rules, name and type.
     fn cached<V: Send + Sync + 'static>(
         &self,
         canonical: &str,
-        name: String,
+        name: &str,
         compute: impl FnOnce() -> Result<V, ConfigError>,
     ) -> Result<Arc<V>, ConfigError> {
-        let key: SectionKey = (
-            self.inner.matching(canonical).into(),
-            name,
-            TypeId::of::<V>(),
-        );
-        if let Some(found) = self.inner.typed.lock().get(&key)
-            && let Ok(typed) = Arc::clone(found).downcast::<V>()
-        {
+        let key: TypedKey = (self.inner.matching(canonical).into(), TypeId::of::<V>());
+        let found = self.inner.typed.lock().get(&key).and_then(|named| {
+            let (_, value) = named.iter().find(|(n, _)| **n == *name)?;
+            Arc::clone(value).downcast::<V>().ok()
+        });
+        if let Some(typed) = found {
             return Ok(typed);
         }
         let value = Arc::new(compute()?);
         let mut typed = self.inner.typed.lock();
         if typed.len() >= CACHE_CAPACITY
+            && !typed.contains_key(&key)
             && let Some(evicted) = typed.keys().next().cloned()
         {
             typed.remove(&evicted);
         }
-        typed.insert(key, Arc::clone(&value) as Arc<dyn Any + Send + Sync>);
+        let named = typed.entry(key).or_default();
+        named.retain(|(n, _)| **n != *name);
+        named.push((
+            name.into(),
+            Arc::clone(&value) as Arc<dyn Any + Send + Sync>,
+        ));
         Ok(value)
     }
 

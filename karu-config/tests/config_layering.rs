@@ -1462,3 +1462,48 @@ fn explain_names_the_layer_rule_and_line_of_every_value() {
     assert!(layers.contains(&file.display().to_string().as_str()));
     assert!(layers.contains(&"environment variable KARU_IO_THREADS"));
 }
+
+#[test]
+fn shared_sections_of_one_type_are_kept_apart_by_name_and_rules() {
+    let snapshot = isolated()
+        .set("gcs.project", "p")
+        .set("azure.account", "a")
+        .path_set("s3://bucket", "gcs.project", "q")
+        .build()
+        .unwrap();
+    let value = |path: &str, name: &str, key: &str| {
+        let section = snapshot.section_shared::<Open>(path, name).unwrap();
+        let again = snapshot.section_shared::<Open>(path, name).unwrap();
+        assert!(
+            Arc::ptr_eq(&section, &again),
+            "{name} for {path} read twice"
+        );
+        section.value.0.get(key).map(|v| v.to_string())
+    };
+    // One type under two names, then the first again: each its own value.
+    for _ in 0..2 {
+        assert_eq!(
+            value("gs://b/k", "gcs", "project").as_deref(),
+            Some("\"p\"")
+        );
+        assert_eq!(
+            value("gs://b/k", "azure", "account").as_deref(),
+            Some("\"a\"")
+        );
+        assert_eq!(value("gs://b/k", "azure", "project"), None);
+        // A path rule: another entry.
+        assert_eq!(
+            value("s3://bucket/k", "gcs", "project").as_deref(),
+            Some("\"q\"")
+        );
+    }
+    // Key origins share the cache and its type differs: never mistaken for a section.
+    let origins = snapshot
+        .key_origins("gs://b/k", "gcs", &["project"])
+        .unwrap();
+    assert_eq!(origins.len(), 1);
+    assert_eq!(
+        value("gs://b/k", "gcs", "project").as_deref(),
+        Some("\"p\"")
+    );
+}

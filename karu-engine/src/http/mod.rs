@@ -23,7 +23,6 @@ pub(crate) mod request;
 pub(crate) mod speed;
 pub(crate) mod transport;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -211,8 +210,9 @@ pub(crate) struct LoopCtx {
     share: Arc<Semaphore>,
     /// The share's size: also the most connections its pools open to one host.
     share_size: usize,
-    /// One client (connection pool) per connect timeout in use; usually one.
-    clients: Mutex<HashMap<Duration, HttpClient>>,
+    /// One client (connection pool) per connect timeout in use; usually one (a list: no
+    /// hashing on every request).
+    clients: Mutex<Vec<(Duration, HttpClient)>>,
 }
 
 /// A request's place under the limits: this loop's share, then the client's limit.
@@ -297,18 +297,18 @@ impl LoopCtx {
     fn client(&self, settings: &Settings) -> HttpClient {
         let timeout = settings.http.connect_timeout.0;
         let mut clients = self.clients.lock();
-        clients
-            .entry(timeout)
-            .or_insert_with(|| {
-                HttpClient::new(
-                    Arc::clone(&self.shared.tls),
-                    Resolver::new(Arc::clone(&self.shared.dns)),
-                    timeout,
-                    self.shared.snapshot.global().http.version,
-                    self.share_size,
-                )
-            })
-            .clone()
+        if let Some((_, client)) = clients.iter().find(|(t, _)| *t == timeout) {
+            return client.clone();
+        }
+        let client = HttpClient::new(
+            Arc::clone(&self.shared.tls),
+            Resolver::new(Arc::clone(&self.shared.dns)),
+            timeout,
+            self.shared.snapshot.global().http.version,
+            self.share_size,
+        );
+        clients.push((timeout, client.clone()));
+        client
     }
 
     /// The authority and a credential for a read outside a batch (probes) that started at
@@ -414,7 +414,7 @@ impl Remote {
                 queues: Arc::clone(&queues),
                 share: Arc::new(Semaphore::new(share)),
                 share_size: share,
-                clients: Mutex::new(HashMap::new()),
+                clients: Mutex::new(Vec::new()),
             });
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -161,7 +161,7 @@ impl fmt::Display for ContentRange {
 pub fn parse_content_range(value: &str) -> Option<ContentRange> {
     let rest = value.trim().strip_prefix("bytes")?;
     let rest = rest.strip_prefix(' ')?.trim_start();
-    let (range, total) = rest.split_once('/')?;
+    let (range, total) = split_at(rest, b'/')?;
     let total = match total.trim() {
         "*" => None,
         t => Some(digits(t)?),
@@ -169,12 +169,20 @@ pub fn parse_content_range(value: &str) -> Option<ContentRange> {
     if range.trim() == "*" {
         return Some(ContentRange::Unsatisfied { total: total? });
     }
-    let (first, last) = range.trim().split_once('-')?;
+    let (first, last) = split_at(range.trim(), b'-')?;
     let (first, last) = (digits(first)?, digits(last)?);
     if first > last || total.is_some_and(|t| last >= t) || (last - first).checked_add(1).is_none() {
         return None;
     }
     Some(ContentRange::Bytes { first, last, total })
+}
+
+/// `s` around the first `separator` (an ASCII byte, so both sides are whole characters): what
+/// `str::split_once` does with a `char`, without its character searcher (this runs for every
+/// response).
+fn split_at(s: &str, separator: u8) -> Option<(&str, &str)> {
+    let at = s.bytes().position(|b| b == separator)?;
+    Some((&s[..at], &s[at + 1..]))
 }
 
 /// A non-empty run of ASCII digits that fits a `u64`.

