@@ -190,19 +190,9 @@ fn gap_of(group: u32, limits: &Limits, prices: &[Option<u64>]) -> u64 {
 /// deterministic.
 pub fn plan_priced(reads: &[PlanRead], limits: &Limits, prices: &[Option<u64>]) -> Plan {
     let mut rejected = Vec::new();
-    // (group, absolute offset, input index): unique keys, so an unstable sort is stable.
-    let mut order: Vec<(u32, u64, usize)> = Vec::with_capacity(reads.len());
-    for (index, read) in reads.iter().enumerate() {
-        match absolute_offset(read) {
-            Ok(abs) => order.push((read.group, abs, index)),
-            Err(e) => rejected.push((index, e)),
-        }
-    }
-    order.sort_unstable();
-
     let mut transfers = Vec::new();
     let mut current: Option<Open> = None;
-    for &(group, start, index) in &order {
+    for (group, start, index) in sorted(reads, &mut rejected) {
         let read = &reads[index];
         let part = Candidate {
             group,
@@ -230,6 +220,56 @@ pub fn plan_priced(reads: &[PlanRead], limits: &Limits, prices: &[Option<u64>]) 
         transfers,
         rejected,
     }
+}
+
+/// The valid reads as (group, absolute offset, input index) in that order, the others added to
+/// `rejected`. The keys are unique, so an unstable sort is stable.
+///
+/// Each key is packed into one `u128` (group, offset, index in 32, 64 and 32 bits), so a
+/// comparison is one integer comparison instead of three: sorting was two thirds of planning
+/// (~370 of ~540 instructions a read, 20,000 scattered reads). A submission of 2^32 reads or
+/// more (some 200 GB of reads) sorts the tuples instead.
+fn sorted(
+    reads: &[PlanRead],
+    rejected: &mut Vec<(usize, Error)>,
+) -> impl Iterator<Item = (u32, u64, usize)> + use<> {
+    sorted_by(reads, rejected, u32::try_from(reads.len()).is_ok())
+}
+
+/// [`sorted`], packing the keys or not (`pack` requires fewer than 2^32 reads).
+fn sorted_by(
+    reads: &[PlanRead],
+    rejected: &mut Vec<(usize, Error)>,
+    pack: bool,
+) -> impl Iterator<Item = (u32, u64, usize)> + use<> {
+    let absolute = |(index, read): (usize, &PlanRead)| match absolute_offset(read) {
+        Ok(abs) => Some((read.group, abs, index)),
+        Err(e) => {
+            rejected.push((index, e));
+            None
+        }
+    };
+    let (packed, wide) = if pack {
+        let mut keys: Vec<u128> = reads
+            .iter()
+            .enumerate()
+            .filter_map(absolute)
+            .map(|(group, offset, index)| {
+                (u128::from(group) << 96) | (u128::from(offset) << 32) | index as u128
+            })
+            .collect();
+        keys.sort_unstable();
+        (keys, Vec::new())
+    } else {
+        let mut order: Vec<(u32, u64, usize)> =
+            reads.iter().enumerate().filter_map(absolute).collect();
+        order.sort_unstable();
+        (Vec::new(), order)
+    };
+    let unpacked = packed
+        .into_iter()
+        .map(|k| ((k >> 96) as u32, (k >> 32) as u64, (k as u32) as usize));
+    unpacked.chain(wide)
 }
 
 /// Check that `plan` is a correct plan of `reads` under `limits`: every read rejected (with
@@ -859,6 +899,24 @@ mod properties {
             if let Err(why) = check(&reads, &limits, &p) {
                 return Err(TestCaseError::fail(why));
             }
+        }
+
+        /// The packed sort keys (every submission of fewer than 2^32 reads) and the tuples
+        /// (larger ones) put the reads in the same order and reject the same ones.
+        #[test]
+        fn packed_and_tuple_orders_agree(reads in arb_batch(), high in any::<u32>()) {
+            let reads: Vec<PlanRead> = reads
+                .into_iter()
+                .map(|r| PlanRead { group: r.group.wrapping_mul(high), ..r })
+                .collect();
+            let (mut packed_rejected, mut wide_rejected) = (Vec::new(), Vec::new());
+            let packed: Vec<_> = sorted_by(&reads, &mut packed_rejected, true).collect();
+            let wide: Vec<_> = sorted_by(&reads, &mut wide_rejected, false).collect();
+            prop_assert_eq!(&packed, &wide);
+            prop_assert!(packed.windows(2).all(|w| w[0] < w[1]));
+            let rejected = |r: &[(usize, Error)]| r.iter().map(|(i, _)| *i).collect::<Vec<_>>();
+            prop_assert_eq!(rejected(&packed_rejected), rejected(&wide_rejected));
+            prop_assert_eq!(packed.len() + packed_rejected.len(), reads.len());
         }
 
         /// Every priced plan covers every read exactly once, stays inside all four guards and
