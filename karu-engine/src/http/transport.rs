@@ -764,7 +764,7 @@ mod tests {
     }
 
     #[test]
-    fn tls_config_offers_alpn_by_version() {
+    fn the_tls_configuration_is_built_once_at_the_first_https_connection_with_alpn_by_version() {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
