@@ -693,13 +693,21 @@ impl Exchange<'_> {
                     _ => break, // dropping the body closes the connection
                 }
             }
+            // A cancelled batch stops here, before another frame; while the next frame is
+            // pending, the cancellation wakes the select. (Polled first, the cancellation
+            // registered a waiter on the batch's `Notify`, which every loop shares, for every
+            // frame, also one already in hyper's buffer, as a small body's usually is.)
+            if self.cancel.is_some_and(BatchShared::is_cancelled) {
+                interrupted = Some(Failure::cancelled());
+                break;
+            }
             let frame = tokio::select! {
                 biased;
+                frame = body.frame() => frame,
                 () = until_cancelled(self.cancel) => {
                     interrupted = Some(Failure::cancelled());
                     break;
                 }
-                frame = body.frame() => frame,
                 () = sleep_until(self.wake_at(speed).into()) => {
                     let now = Instant::now();
                     let what = if now >= self.deadline {
