@@ -764,7 +764,7 @@ mod tests {
     }
 
     #[test]
-    fn the_tls_configuration_is_built_once_at_the_first_https_connection_with_alpn_by_version() {
+    fn the_tls_configuration_is_built_once_with_alpn_by_version() {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -791,7 +791,10 @@ mod tests {
         );
         s.version = HttpVersion::Http2;
         assert_eq!(built(&s).alpn_protocols, vec![b"h2".to_vec()]);
-        // A plain http:// connection never builds it.
+    }
+
+    #[test]
+    fn a_plain_http_connection_never_builds_the_tls_configuration_and_an_https_one_does() {
         let tls = Arc::new(TlsConfig::new(&HttpSettings::default()).unwrap());
         let connector = Connector::new(
             Arc::clone(&tls),
@@ -800,9 +803,8 @@ mod tests {
             false,
         );
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let dst: Uri = format!("http://{}/o", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let dst: Uri = format!("http://{addr}/o").parse().unwrap();
         let slot = Arc::new(tokio::sync::Semaphore::new(1))
             .try_acquire_owned()
             .unwrap();
@@ -817,7 +819,19 @@ mod tests {
             assert!(matches!(stream.inner, MaybeHttpsStream::Http(_)));
         });
         assert!(!tls.built.initialized(), "built for an http:// connection");
-        // The caller's CA file is read when the client starts: a bad one fails the start.
+        // Getting ready for an https:// one builds it, before any connect timeout starts.
+        let https: Uri = format!("https://{addr}/o").parse().unwrap();
+        runtime.block_on(connector.ready(&https)).unwrap();
+        assert!(
+            tls.built.initialized(),
+            "not built for an https:// connection"
+        );
+    }
+
+    #[test]
+    fn a_bad_ca_file_fails_the_start() {
+        // The caller's CA file is read when the client starts, not at the first connection.
+        let mut s = HttpSettings::default();
         s.ca_file = Some("/nonexistent/ca.pem".into());
         let e = TlsConfig::new(&s).unwrap_err();
         assert_eq!(e.status(), Status::InvalidArgument);
