@@ -126,20 +126,36 @@ fn a_server_that_ends_connections_after_three_requests_costs_no_read() {
                 100,
             );
         }
-        // Each read asked once; three requests per connection, then a new one.
+        // Each read asked once, and on a new connection once the server has said it ends one.
         let log = server.requests();
         assert_eq!(log.len(), 9, "http2 {http2}: {}", describe(&log));
+        let ranges: BTreeSet<&str> = log.iter().filter_map(|r| r.header("range")).collect();
+        assert_eq!(ranges.len(), 9, "http2 {http2}: {}", describe(&log));
         let mut per_connection: BTreeMap<u64, usize> = BTreeMap::new();
         for r in &log {
             *per_connection.entry(r.connection).or_default() += 1;
         }
+        let counts: Vec<usize> = per_connection.values().copied().collect();
+        if http2 {
+            // HTTP/2's graceful shutdown (RFC 9113, 6.8) first sends GOAWAY with the largest
+            // stream id, then the last one it accepted after a PING's round trip: a request
+            // the client sent before it read the first GOAWAY is still served. These reads
+            // are sequential, so that is at most one request past the third, and the next one
+            // comes after the GOAWAY, on a new connection.
+            let (last, ended) = counts.split_last().unwrap();
+            assert!(
+                ended.iter().all(|&n| n == 3 || n == 4) && (1..=3).contains(last),
+                "{counts:?}: {}",
+                describe(&log)
+            );
+        } else {
+            assert_eq!(counts, [3, 3, 3], "{}", describe(&log));
+        }
         assert_eq!(
-            per_connection.values().copied().collect::<Vec<_>>(),
-            [3, 3, 3],
-            "http2 {http2}: {}",
-            describe(&log)
+            server.connections_accepted(),
+            counts.len() as u64,
+            "http2 {http2}"
         );
-        assert_eq!(server.connections_accepted(), 3, "http2 {http2}");
     }
 }
 

@@ -519,8 +519,10 @@ impl MockServer {
     /// Ends every connection gracefully once it has received `n` requests (`None`, the
     /// default: never), as a server with a per-connection request limit does (nginx's
     /// `keepalive_requests`): over HTTP/1.1 the `n`th answer is the connection's last
-    /// (`Connection: close`); over HTTP/2 the server sends GOAWAY and finishes the streams it
-    /// accepted. Applies to requests received from now on; `Some(0)` is the same as `None`.
+    /// (`Connection: close`); over HTTP/2 the server shuts down gracefully (RFC 9113, 6.8:
+    /// GOAWAY, then after a PING's round trip GOAWAY with the last stream it accepted), so a
+    /// request the client sent before it read the first GOAWAY is still served on that
+    /// connection. Applies to requests received from now on; `Some(0)` is the same as `None`.
     pub fn set_requests_per_connection(&self, n: Option<u64>) {
         self.shared.set_requests_per_connection(n.unwrap_or(0));
     }

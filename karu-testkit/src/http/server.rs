@@ -170,7 +170,8 @@ where
 
 /// Serves `connection` until it ends or is killed. At the request limit it asks the connection
 /// to end gracefully: HTTP/1.1 keeps no connection alive past the answers in hand; HTTP/2 sends
-/// GOAWAY, then finishes the streams it accepted.
+/// GOAWAY, then finishes the streams it accepted (also those the client opened before it read
+/// the GOAWAY).
 async fn run_connection<C: GracefulConnection>(connection: C, conn: &ConnShared) {
     tokio::pin!(connection);
     let mut ending = false;
