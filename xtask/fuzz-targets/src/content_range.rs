@@ -45,29 +45,31 @@ fn check_content_range(text: &str) {
 
 /// RFC 9110 §14.4, read independently: `bytes` SP (`first-last` | `*`) `/` (`total` | `*`),
 /// decimal digits, `first <= last`, `last < total`; `*/*` means nothing. Karu also accepts
-/// surrounding whitespace and whitespace around the range, the slash and the total.
+/// optional whitespace (spaces and tabs, RFC 9110 §5.6.3) around the value, the range, the
+/// slash and the total.
 fn reference(text: &str) -> Option<ContentRange> {
-    let text = text.trim();
+    let ows: &[char] = &[' ', '\t'];
+    let text = text.trim_matches(ows);
     let rest = text.strip_prefix("bytes ")?;
     let (range, total) = rest.split_once('/')?;
     let number = |s: &str| -> Option<u64> {
-        let s = s.trim();
+        let s = s.trim_matches(ows);
         if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
         s.parse().ok()
     };
-    let total = if total.trim() == "*" {
+    let total = if total.trim_matches(ows) == "*" {
         None
     } else {
         Some(number(total)?)
     };
-    if range.trim() == "*" {
+    if range.trim_matches(ows) == "*" {
         return total.map(|total| ContentRange::Unsatisfied { total });
     }
     // Whitespace around the range as a whole, not around the dash.
-    let (first, last) = range.trim().split_once('-')?;
-    if first.trim() != first || last.trim() != last {
+    let (first, last) = range.trim_matches(ows).split_once('-')?;
+    if first.trim_matches(ows) != first || last.trim_matches(ows) != last {
         return None;
     }
     let (first, last) = (number(first)?, number(last)?);

@@ -174,16 +174,14 @@ impl fmt::Display for ContentRange {
 /// `first <= last`, `last < total` when the total is known, and a length that fits a `u64`
 /// (`bytes 0-18446744073709551615/*` names 2^64 bytes, which no object holds).
 pub fn parse_content_range(value: &str) -> Option<ContentRange> {
-    // Optional whitespace is spaces and tabs (RFC 9110, 5.6.3), and a header value holds no
-    // other whitespace: ASCII trims, without `str::trim`'s Unicode tables on every response.
-    let rest = value.trim_ascii().strip_prefix("bytes")?;
-    let rest = rest.strip_prefix(' ')?.trim_ascii_start();
+    let rest = trim_ows(value).strip_prefix("bytes")?;
+    let rest = trim_ows(rest.strip_prefix(' ')?);
     let (range, total) = split_at(rest, b'/')?;
-    let total = match total.trim_ascii() {
+    let total = match trim_ows(total) {
         "*" => None,
         t => Some(digits(t)?),
     };
-    let range = range.trim_ascii();
+    let range = trim_ows(range);
     if range == "*" {
         return Some(ContentRange::Unsatisfied { total: total? });
     }
@@ -193,6 +191,20 @@ pub fn parse_content_range(value: &str) -> Option<ContentRange> {
         return None;
     }
     Some(ContentRange::Bytes { first, last, total })
+}
+
+/// `s` without the optional whitespace around it: spaces and tabs (RFC 9110, 5.6.3), not
+/// `str::trim`'s Unicode whitespace, which took its character tables on every response.
+fn trim_ows(s: &str) -> &str {
+    let ows = |b: &u8| *b == b' ' || *b == b'\t';
+    let bytes = s.as_bytes();
+    let start = bytes.iter().position(|b| !ows(b)).unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !ows(b))
+        .map_or(start, |last| last + 1);
+    // Both ends are next to ASCII bytes (or the string's ends): character boundaries.
+    &s[start..end]
 }
 
 /// `s` around the first `separator` (an ASCII byte, so both sides are whole characters): what
@@ -312,6 +324,8 @@ mod tests {
             "bytes\t0-9/100",
             "\u{a0}bytes 0-9/100",
             "bytes 0-9/100\u{3000}",
+            "bytes \u{b}0-9/100",
+            "bytes 0-9/100\r\n",
         ] {
             assert_eq!(parse_content_range(bad), None, "{bad:?}");
         }
