@@ -546,7 +546,7 @@ impl Exchange<'_> {
         let head = ResponseHead {
             status,
             content_range: text(CONTENT_RANGE),
-            content_length: text(CONTENT_LENGTH).and_then(|v| v.trim().parse().ok()),
+            content_length: text(CONTENT_LENGTH).and_then(check::header_number),
             content_encoding: text(CONTENT_ENCODING),
             etag: text(ETAG),
             transformed: self.backend.transformed(headers),
@@ -851,7 +851,7 @@ impl Exchange<'_> {
             .headers()
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse().ok());
+            .and_then(check::header_number);
         let mut body = response.into_body();
         let mut kept = Vec::new();
         let mut seen = 0u64;

@@ -31,6 +31,7 @@ mod property;
 
 pub use body::actual_object_size;
 pub use condition::{if_match_satisfied, is_single_strong, strong_etag};
+pub(crate) use range::header_number;
 pub use range::{ContentRange, RangeSpec, parse_content_range};
 pub use status::{StatusClass, classify_status};
 pub use verdict::{

@@ -215,6 +215,12 @@ fn split_at(s: &str, separator: u8) -> Option<(&str, &str)> {
     Some((&s[..at], &s[at + 1..]))
 }
 
+/// A header value that is one decimal number (`Content-Length`), with optional whitespace
+/// around it: the same digits as `Content-Range`'s, so no `+` sign and nothing that overflows.
+pub(crate) fn header_number(value: &str) -> Option<u64> {
+    digits(trim_ows(value))
+}
+
 /// A non-empty run of ASCII digits that fits a `u64`.
 pub(crate) fn digits(s: &str) -> Option<u64> {
     if s.is_empty() {
@@ -357,6 +363,24 @@ mod tests {
                 total: Some(100)
             })
         );
+    }
+
+    #[test]
+    fn a_header_number_is_digits_with_optional_whitespace() {
+        assert_eq!(header_number("4096"), Some(4096));
+        assert_eq!(header_number(" \t4096 "), Some(4096));
+        assert_eq!(header_number("18446744073709551615"), Some(u64::MAX));
+        for bad in [
+            "",
+            " ",
+            "+4096",
+            "-1",
+            "40 96",
+            "4096\u{a0}",
+            "18446744073709551616",
+        ] {
+            assert_eq!(header_number(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
