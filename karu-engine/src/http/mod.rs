@@ -10,6 +10,7 @@
 pub mod check;
 pub(crate) mod client;
 pub(crate) mod credential_workers;
+mod crew;
 pub(crate) mod endpoint;
 pub(crate) mod ends;
 pub(crate) mod exchange;
@@ -41,6 +42,7 @@ use crate::http::check::RangeSpec;
 use crate::http::client::HttpClient;
 use crate::http::credential_workers::CredentialWorkers;
 use crate::http::credential_workers::Pending;
+use crate::http::crew::{Crew, Handed};
 use crate::http::endpoint::Endpoints;
 use crate::http::ends::RemoteEnds;
 use crate::http::fetch::{Fetch, Fetched};
@@ -601,10 +603,12 @@ impl fmt::Debug for Remote {
 }
 
 async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>) {
-    // Every task the loop spawns holds a clone of `running`; once the queue is closed, the
-    // loop finishes when the last of them is dropped. (A `JoinSet` did this with an
-    // allocation, a lock and a list entry per request.)
+    // Every task the loop spawns (its crew's members, and transfers waiting for a credential)
+    // holds a clone of `running`; once the queue is closed, the loop finishes when the last of
+    // them is dropped. (A `JoinSet` did this with an allocation, a lock and a list entry per
+    // task.)
     let (running, mut finished) = mpsc::channel::<()>(1);
+    let crew = Arc::new(Crew::new(ctx.share_size));
     while let Some(job) = receiver.recv().await {
         // Counted since `Queues::push`; uncounted when this guard drops, on every path.
         let load = Load {
@@ -621,7 +625,7 @@ async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>)
                 continue;
             }
             Job::Credential(w) => {
-                // Waiting for a credential holds no permit.
+                // Waiting for a credential holds no permit, nor a member of the crew.
                 let ctx = Arc::clone(&ctx);
                 let running = running.clone();
                 tokio::spawn(async move {
@@ -653,27 +657,36 @@ async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>)
             }
             job => job,
         };
-        // The task's permits, which a waiting follower hands back (see `Held`).
+        // The job's permits, which a waiting follower hands back (see `Held`).
         let held = Arc::new(Held::new(&ctx, permits));
-        let ctx = Arc::clone(&ctx);
-        let running = running.clone();
-        let task = TASK_PERMITS.scope(held, async move {
-            let _running = running;
-            let _load = load;
-            match job {
-                Job::Transfer(t) => run_transfer(*t, Arc::clone(&ctx)).await,
-                Job::Task(f) => f(Arc::clone(&ctx)).await,
-                Job::Credential(w) => w.run(&ctx).await,
-            }
-        });
-        // Boxed: the task's future is ~7.5 KiB, and tokio moves an unboxed future by value
-        // several times as it spawns and finishes it (memmove was the io threads' largest
-        // item in the `cpu` benchmark's profile, when the task was ~14 KiB). Steady
-        // requests/s rose ~8 % boxed.
-        tokio::spawn(Box::pin(task));
+        if crew.hand((job, held, load)) == Handed::NeedsMember {
+            let member = Arc::clone(&crew).serve(running.clone(), {
+                let ctx = Arc::clone(&ctx);
+                move |(job, held, load)| run_job(job, held, load, Arc::clone(&ctx))
+            });
+            // Boxed: a member's future holds a job's (~7.5 KiB), and tokio moves an unboxed
+            // future by value several times as it spawns it.
+            tokio::spawn(Box::pin(member));
+        }
     }
+    crew.close();
     drop(running);
     let _ = finished.recv().await;
+}
+
+/// Run one job under its permits (the task-local [`task_permits`] its fetches hand back while
+/// they wait); the permits and the job's place in the loop's load are given back when it ends.
+async fn run_job(job: Job, held: Arc<Held>, load: Load, ctx: Arc<LoopCtx>) {
+    let _load = load;
+    TASK_PERMITS
+        .scope(held, async move {
+            match job {
+                Job::Transfer(t) => run_transfer(*t, ctx).await,
+                Job::Task(f) => f(ctx).await,
+                Job::Credential(w) => w.run(&ctx).await,
+            }
+        })
+        .await;
 }
 
 /// Price a merged transfer's gaps again as it starts, with what the client has measured for

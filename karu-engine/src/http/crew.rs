@@ -1,0 +1,315 @@
+//! A loop's crew: the tasks that run its jobs, each member one job after another.
+//!
+//! The loop takes a job's permits, then hands the job to the crew: to a member that waits for
+//! work if there is one, else to a new member. A member runs the job, drops its permits, and
+//! takes the next job, or waits. So a request costs no task of its own. A task per job cost an
+//! allocation of the whole job's future (~7.5 KiB), its copy into the box, and the scheduler's
+//! work to create and free it, on every request (callgrind, `karu-bench cpu`).
+//!
+//! The members that run at once are the jobs running at once: at most the loop's share of the
+//! limit, plus followers that handed their permits back while they wait for a location
+//! ([`Held`](super::Held)). Members that find no work wait, up to the loop's share of them;
+//! one more that finds none ends, so a burst of waiting followers leaves no tasks behind.
+//!
+//! Every job handed over is run: each hand-over either promises the job to a waiting member
+//! (and wakes it) or asks for a new member, and every member checks the queue before it waits.
+//! A member that finds its promised job taken by another that finished first waits again,
+//! counted as free once more.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+/// The crew of one loop, for jobs `W` (shared by the loop and its members; all on the loop's
+/// thread).
+pub(super) struct Crew<W> {
+    state: Mutex<State<W>>,
+    wake: Notify,
+    /// The most members that wait for work at once.
+    keep: usize,
+}
+
+struct State<W> {
+    queue: VecDeque<W>,
+    /// Members waiting for work that no queued job is promised to.
+    free: usize,
+    /// No more work comes: members finish the queue, then end.
+    closed: bool,
+}
+
+/// What the loop does after handing over a job.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use]
+pub(super) enum Handed {
+    /// A waiting member was woken for it.
+    ToWaiting,
+    /// No member waits: the loop must start one ([`Crew::serve`]).
+    NeedsMember,
+}
+
+impl<W> Crew<W> {
+    /// A crew that keeps at most `keep` members waiting for work.
+    pub(super) fn new(keep: usize) -> Self {
+        Crew {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                free: 0,
+                closed: false,
+            }),
+            wake: Notify::new(),
+            keep: keep.max(1),
+        }
+    }
+
+    /// Queue `work` for the crew.
+    pub(super) fn hand(&self, work: W) -> Handed {
+        let mut state = self.state.lock();
+        state.queue.push_back(work);
+        if state.free == 0 {
+            return Handed::NeedsMember;
+        }
+        state.free -= 1;
+        drop(state);
+        self.wake.notify_one();
+        Handed::ToWaiting
+    }
+
+    /// The next job for a member, waiting for one; `None`: the member ends (the crew is
+    /// closed and its queue empty, or enough members wait already).
+    async fn next(&self) -> Option<W> {
+        loop {
+            {
+                let mut state = self.state.lock();
+                if let Some(work) = state.queue.pop_front() {
+                    return Some(work);
+                }
+                if state.closed || state.free >= self.keep {
+                    return None;
+                }
+                state.free += 1;
+            }
+            // A wake that comes before this wait is kept by `Notify` (one permit), and the
+            // loop's thread runs nothing else between the count above and this wait.
+            self.wake.notified().await;
+        }
+    }
+
+    /// No more work comes: waiting members end, busy ones once the queue is empty.
+    pub(super) fn close(&self) {
+        self.state.lock().closed = true;
+        self.wake.notify_waiters();
+    }
+
+    /// A member's life: run jobs with `run` until [`next`](Crew::next) says to end. `alive`
+    /// is dropped when the member ends, also by unwinding (the loop waits for every one).
+    pub(super) async fn serve<F, Fut, T>(self: Arc<Self>, alive: T, mut run: F)
+    where
+        F: FnMut(W) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let _alive = alive;
+        while let Some(work) = self.next().await {
+            run(work).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::sync::oneshot;
+
+    use super::*;
+
+    /// A job of the tests: its number, and a gate it waits on before it finishes (`None`: it
+    /// finishes at once).
+    type TestJob = (usize, Option<oneshot::Receiver<()>>);
+
+    /// A loop's side of a crew: hands jobs over, starts members when asked, and records the
+    /// jobs run in order.
+    struct Harness {
+        crew: Arc<Crew<TestJob>>,
+        ran: Arc<Mutex<Vec<usize>>>,
+        started: usize,
+        /// Members alive: each holds a clone; the strong count, less this one, counts them.
+        alive: Arc<()>,
+    }
+
+    impl Harness {
+        fn new(keep: usize) -> Self {
+            Harness {
+                crew: Arc::new(Crew::new(keep)),
+                ran: Arc::new(Mutex::new(Vec::new())),
+                started: 0,
+                alive: Arc::new(()),
+            }
+        }
+
+        fn hand(&mut self, job: TestJob) -> Handed {
+            let handed = self.crew.hand(job);
+            if handed == Handed::NeedsMember {
+                self.started += 1;
+                let ran = Arc::clone(&self.ran);
+                tokio::spawn(Arc::clone(&self.crew).serve(
+                    Arc::clone(&self.alive),
+                    move |(n, gate): TestJob| {
+                        let ran = Arc::clone(&ran);
+                        async move {
+                            if let Some(gate) = gate {
+                                let _ = gate.await;
+                            }
+                            assert_ne!(n, usize::MAX, "the job that panics");
+                            ran.lock().push(n);
+                        }
+                    },
+                ));
+            }
+            handed
+        }
+
+        fn members(&self) -> usize {
+            Arc::strong_count(&self.alive) - 1
+        }
+
+        fn ran(&self) -> Vec<usize> {
+            self.ran.lock().clone()
+        }
+    }
+
+    /// Let every task that can run do so (the runtime has one thread: nothing runs meanwhile).
+    async fn settle() {
+        for _ in 0..64 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    fn on_one_thread(test: impl Future<Output = ()>) {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+            .block_on(test);
+    }
+
+    #[test]
+    fn a_member_runs_one_job_after_another_and_waits_for_the_next() {
+        on_one_thread(async {
+            let mut h = Harness::new(4);
+            assert_eq!(h.hand((1, None)), Handed::NeedsMember);
+            settle().await;
+            assert_eq!(h.ran(), [1]);
+            assert_eq!(h.members(), 1, "the member waits for work");
+            for n in 2..=100 {
+                assert_eq!(h.hand((n, None)), Handed::ToWaiting, "job {n}");
+                settle().await;
+            }
+            assert_eq!(h.ran(), (1..=100).collect::<Vec<_>>());
+            assert_eq!(
+                h.started, 1,
+                "a hundred jobs, one after another, one member"
+            );
+        });
+    }
+
+    #[test]
+    fn jobs_handed_together_each_get_a_member_and_run_in_order() {
+        on_one_thread(async {
+            let mut h = Harness::new(4);
+            let mut gates = Vec::new();
+            for n in 0..6 {
+                let (open, gate) = oneshot::channel();
+                gates.push(open);
+                assert_eq!(h.hand((n, Some(gate))), Handed::NeedsMember, "job {n}");
+            }
+            settle().await;
+            assert_eq!(h.members(), 6);
+            assert!(h.ran().is_empty(), "every job waits at its gate");
+            for open in gates {
+                open.send(()).expect("the job waits");
+            }
+            settle().await;
+            assert_eq!(h.ran(), [0, 1, 2, 3, 4, 5]);
+            // Six finished at once; four may wait for work, the other two end.
+            assert_eq!(h.members(), 4);
+            for n in 6..10 {
+                assert_eq!(h.hand((n, None)), Handed::ToWaiting, "job {n}");
+            }
+            assert_eq!(
+                h.hand((10, None)),
+                Handed::NeedsMember,
+                "four wait, not five"
+            );
+            settle().await;
+            assert_eq!(h.ran(), (0..=10).collect::<Vec<_>>());
+            assert_eq!(h.started, 7);
+        });
+    }
+
+    #[test]
+    fn a_job_promised_to_a_waiting_member_is_run_once_by_whichever_member_is_first() {
+        on_one_thread(async {
+            let mut h = Harness::new(4);
+            // Two members: one busy at a gate, one waiting.
+            let (open, gate) = oneshot::channel();
+            assert_eq!(h.hand((1, Some(gate))), Handed::NeedsMember);
+            assert_eq!(h.hand((2, None)), Handed::NeedsMember);
+            settle().await;
+            assert_eq!(h.ran(), [2]);
+            // The busy member finishes before the woken one runs, and may take the job that
+            // was promised to the other; it runs once either way, and the other waits again.
+            open.send(()).expect("job 1 waits");
+            assert_eq!(h.hand((3, None)), Handed::ToWaiting);
+            settle().await;
+            let mut ran = h.ran();
+            ran[1..].sort_unstable();
+            assert_eq!(ran, [2, 1, 3]);
+            assert_eq!(h.members(), 2);
+            assert_eq!(h.hand((4, None)), Handed::ToWaiting);
+            assert_eq!(h.hand((5, None)), Handed::ToWaiting);
+            assert_eq!(h.hand((6, None)), Handed::NeedsMember, "two were waiting");
+            settle().await;
+            assert_eq!(h.ran()[3..], [4, 5, 6]);
+            assert_eq!(h.started, 3);
+        });
+    }
+
+    #[test]
+    fn closing_ends_waiting_members_and_busy_ones_once_the_queue_is_done() {
+        on_one_thread(async {
+            let mut h = Harness::new(4);
+            let (open, gate) = oneshot::channel();
+            assert_eq!(h.hand((1, Some(gate))), Handed::NeedsMember);
+            assert_eq!(h.hand((2, None)), Handed::NeedsMember);
+            settle().await;
+            assert_eq!(h.members(), 2);
+            // One job more, promised to the waiting member, then the close.
+            assert_eq!(h.hand((3, None)), Handed::ToWaiting);
+            h.crew.close();
+            settle().await;
+            assert_eq!(h.ran(), [2, 3]);
+            assert_eq!(h.members(), 1, "the busy member is still at its gate");
+            open.send(()).expect("job 1 waits");
+            settle().await;
+            assert_eq!(h.ran(), [2, 3, 1]);
+            assert_eq!(h.members(), 0);
+        });
+    }
+
+    #[test]
+    fn a_job_that_panics_ends_its_member_only() {
+        on_one_thread(async {
+            let mut h = Harness::new(4);
+            assert_eq!(h.hand((1, None)), Handed::NeedsMember);
+            settle().await;
+            assert_eq!(h.hand((usize::MAX, None)), Handed::ToWaiting);
+            settle().await;
+            assert_eq!(h.members(), 0, "the member unwound (its token dropped)");
+            for n in 2..5 {
+                let _ = h.hand((n, None));
+                settle().await;
+            }
+            assert_eq!(h.ran(), [1, 2, 3, 4]);
+            assert_eq!(h.started, 2, "one new member after the panic");
+        });
+    }
+}
