@@ -168,6 +168,17 @@ mod tests {
             handed
         }
 
+        /// Two members: job 1's, busy at the gate this returns, and job 2's, done and waiting.
+        async fn one_busy_one_waiting(&mut self) -> oneshot::Sender<()> {
+            let (open, gate) = oneshot::channel();
+            assert_eq!(self.hand((1, Some(gate))), Handed::NeedsMember);
+            assert_eq!(self.hand((2, None)), Handed::NeedsMember);
+            settle().await;
+            assert_eq!(self.ran(), [2]);
+            assert_eq!(self.members(), 2);
+            open
+        }
+
         fn members(&self) -> usize {
             Arc::strong_count(&self.alive) - 1
         }
@@ -249,12 +260,7 @@ mod tests {
     fn a_job_promised_to_a_waiting_member_is_run_once_by_whichever_member_is_first() {
         on_one_thread(async {
             let mut h = Harness::new(4);
-            // Two members: one busy at a gate, one waiting.
-            let (open, gate) = oneshot::channel();
-            assert_eq!(h.hand((1, Some(gate))), Handed::NeedsMember);
-            assert_eq!(h.hand((2, None)), Handed::NeedsMember);
-            settle().await;
-            assert_eq!(h.ran(), [2]);
+            let open = h.one_busy_one_waiting().await;
             // The busy member finishes before the woken one runs, and may take the job that
             // was promised to the other; it runs once either way, and the other waits again.
             open.send(()).expect("job 1 waits");
@@ -277,11 +283,7 @@ mod tests {
     fn closing_ends_waiting_members_and_busy_ones_once_the_queue_is_done() {
         on_one_thread(async {
             let mut h = Harness::new(4);
-            let (open, gate) = oneshot::channel();
-            assert_eq!(h.hand((1, Some(gate))), Handed::NeedsMember);
-            assert_eq!(h.hand((2, None)), Handed::NeedsMember);
-            settle().await;
-            assert_eq!(h.members(), 2);
+            let open = h.one_busy_one_waiting().await;
             // One job more, promised to the waiting member, then the close.
             assert_eq!(h.hand((3, None)), Handed::ToWaiting);
             h.crew.close();
