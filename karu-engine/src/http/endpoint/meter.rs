@@ -60,7 +60,9 @@ pub(crate) const BUCKET: Duration = Duration::from_millis(100);
 const SLOTS: u64 = 100;
 const _: () = assert!(SLOTS <= 128, "a bucket's busy map is a u128");
 /// One slot's width, in nanoseconds.
-const SLOT_NANOS: u128 = BUCKET.as_nanos() / SLOTS as u128;
+const SLOT_NANOS: u64 = BUCKET_NANOS / SLOTS;
+/// [`BUCKET`] in nanoseconds.
+const BUCKET_NANOS: u64 = BUCKET.as_nanos() as u64;
 /// Buckets kept: responses whose body ended earlier than this many buckets before the newest
 /// one no longer count.
 const BUCKETS: u64 = 32;
@@ -147,25 +149,29 @@ impl Meter {
         let weight = 1.0 - (-(bytes as f64) / SHARE_WINDOW as f64).exp();
         let target = if tested { 1.0 } else { 0.0 };
         self.bound_share += (target - self.bound_share) * weight;
-        let (first, last) = (self.bucket_of(head), self.bucket_of(done));
+        // From here on, instants are nanoseconds since the origin: one subtraction each
+        // instead of one per use (the meter runs on every request).
+        let (head_at, done_at) = (self.nanos(head), self.nanos(done));
+        let (first, last) = (head_at / BUCKET_NANOS, done_at / BUCKET_NANOS);
         self.advance(last);
         let oldest = self.newest.saturating_sub(BUCKETS - 1);
         // Spread evenly over [head, done]: each bucket gets the bytes of its overlap, as the
         // difference of the bytes due by its end and by its start (all of them by `done`).
-        let body = (done - head).as_nanos();
-        let due = |t: Instant| -> u64 {
-            if t >= done {
+        let body = done_at - head_at;
+        let due = |t: u64| -> u64 {
+            if t >= done_at {
                 bytes
             } else {
-                (u128::from(bytes) * t.saturating_duration_since(head).as_nanos() / body) as u64
+                (u128::from(bytes) * u128::from(t.saturating_sub(head_at)) / u128::from(body))
+                    as u64
             }
         };
         for b in first.max(oldest)..=last {
-            self.mark_busy(b, head, done);
+            self.mark_busy(b, head_at, done_at);
             let share = if first == last {
                 bytes
             } else {
-                due(self.start_of(b + 1).min(done)) - due(self.start_of(b).max(head))
+                due(start_of(b + 1).min(done_at)) - due(start_of(b).max(head_at))
             };
             self.add(b, share, done);
         }
@@ -202,14 +208,10 @@ impl Meter {
         (self.peak as f64 * (-halvings).exp2()) as u64
     }
 
-    fn bucket_of(&self, at: Instant) -> u64 {
-        let since = at.saturating_duration_since(self.origin).as_nanos();
-        u64::try_from(since / BUCKET.as_nanos()).unwrap_or(u64::MAX)
-    }
-
-    fn start_of(&self, bucket: u64) -> Instant {
-        let nanos = u128::from(bucket) * BUCKET.as_nanos();
-        self.origin + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    /// Nanoseconds from the origin to `at` (none before it; 2^64 of them are 584 years).
+    fn nanos(&self, at: Instant) -> u64 {
+        let since = at.saturating_duration_since(self.origin);
+        u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// Make `bucket` the newest, emptying the buckets it passes.
@@ -227,20 +229,16 @@ impl Meter {
     /// Mark the slots of `bucket` (one in the ring) during which a body arriving from `head`
     /// to `done` was arriving: from the slot of `head` to the one holding the body's last
     /// nanosecond (the slot of `head` alone for a body that took no time), none if the body
-    /// does not reach into the bucket.
-    fn mark_busy(&mut self, bucket: u64, head: Instant, done: Instant) {
-        let (start, end) = (self.start_of(bucket), self.start_of(bucket + 1));
-        let last = if done > head {
-            done - Duration::from_nanos(1)
-        } else {
-            done
-        };
+    /// does not reach into the bucket. All three in nanoseconds since the origin.
+    fn mark_busy(&mut self, bucket: u64, head: u64, done: u64) {
+        let (start, end) = (start_of(bucket), start_of(bucket + 1));
+        let last = if done > head { done - 1 } else { done };
         if last < start || head >= end {
             return;
         }
-        let index = |t: Instant| -> u32 {
-            let i = t.saturating_duration_since(start).as_nanos() / SLOT_NANOS;
-            u32::try_from(i.min(u128::from(SLOTS - 1))).unwrap_or(0)
+        let index = |t: u64| -> u32 {
+            let i = t.saturating_sub(start) / SLOT_NANOS;
+            u32::try_from(i.min(SLOTS - 1)).unwrap_or(0)
         };
         let (from, to) = (index(head.max(start)), index(last));
         let mask = ((1u128 << (to - from + 1)) - 1) << from;
@@ -255,7 +253,7 @@ impl Meter {
         }
         let entry = &mut self.buckets[(bucket % BUCKETS) as usize];
         entry.bytes = entry.bytes.saturating_add(bytes);
-        let busy_nanos = u128::from(entry.busy.count_ones().max(1)) * SLOT_NANOS;
+        let busy_nanos = u128::from(entry.busy.count_ones().max(1)) * u128::from(SLOT_NANOS);
         let per_second = u128::from(entry.bytes) * 1_000_000_000 / busy_nanos;
         let rate = u64::try_from(per_second).unwrap_or(u64::MAX);
         if rate >= self.decayed(now) {
@@ -263,6 +261,11 @@ impl Meter {
             self.peak_at = now;
         }
     }
+}
+
+/// Nanoseconds from the origin to the start of `bucket` (at most 2^64 - 1).
+fn start_of(bucket: u64) -> u64 {
+    bucket.saturating_mul(BUCKET_NANOS)
 }
 
 /// One bucket of [`BUCKET`]: the body bytes spread into it, and its slots (bit `i` for the
