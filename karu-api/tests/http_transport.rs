@@ -510,6 +510,56 @@ fn redirects_are_followed_and_credentials_never_leave_their_origin() {
         range_headers(&a[1..]),
         ["bytes=2000-2099", "bytes=2000-2099"]
     );
+    // Karu's own agent on every hop (the engine shares the workspace's version).
+    for r in a.iter().chain(&b) {
+        assert_eq!(r.header("user-agent"), Some(KARU_AGENT), "{r:?}");
+    }
+}
+
+/// The `User-Agent` Karu sends when none is configured.
+const KARU_AGENT: &str = concat!("karu/", env!("CARGO_PKG_VERSION"));
+
+#[test]
+fn a_configured_user_agent_replaces_karus_and_karus_returns_across_origins() {
+    let first = MockServer::start();
+    let second = MockServer::start();
+    second.insert_virtual("/elsewhere", MIB);
+    first.insert_virtual("/here", MIB);
+    first.set_gate(Some(Arc::new(Redirect {
+        from: "/away".into(),
+        to: second.url("/elsewhere"),
+    })));
+    let headers: BTreeMap<&str, &str> = [("User-Agent", "mine/2")].into();
+    let client = build(quick().path_set(&first.base_url(), "http_provider.headers", headers));
+
+    for path in ["/here", "/away"] {
+        let object = locate(&client, &first, path);
+        assert_ok(&read_one(&client, &object, 10, 100), 10, 100);
+    }
+
+    let a = first.requests();
+    let b = second.requests();
+    assert_eq!(
+        a.iter()
+            .map(|r| (r.path.as_str(), r.status, r.header("user-agent")))
+            .collect::<Vec<_>>(),
+        [
+            ("/here", 206, Some("mine/2")),
+            ("/away", 302, Some("mine/2"))
+        ],
+        "{}",
+        describe(&a)
+    );
+    // A configured header never crosses origins: the other origin sees Karu's own agent.
+    assert_eq!(
+        b.iter()
+            .map(|r| (r.path.as_str(), r.status, r.header("user-agent")))
+            .collect::<Vec<_>>(),
+        [("/elsewhere", 206, Some(KARU_AGENT))],
+        "{}",
+        describe(&b)
+    );
+    assert_eq!(range_headers(&b), ["bytes=10-109"]);
 }
 
 #[test]

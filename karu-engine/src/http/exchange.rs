@@ -6,9 +6,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http::header::{
-    AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, ETAG, LOCATION,
+    AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, ETAG, LOCATION, USER_AGENT,
 };
-use http::{HeaderMap, Method, Request, Response, Uri};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Body as _;
 use hyper::body::Incoming;
@@ -39,6 +39,9 @@ const MAX_REDIRECTS: usize = 10;
 
 /// Longest body summary in a message.
 const SUMMARY_CHARS: usize = 300;
+
+/// The `User-Agent` of a request whose backend set none.
+const USER_AGENT_VALUE: &str = concat!("karu/", env!("CARGO_PKG_VERSION"));
 
 /// The limits of one exchange, from the path's settings.
 #[derive(Debug, Clone, Copy)]
@@ -230,9 +233,14 @@ impl Exchange<'_> {
         let mut linked: Option<HeaderMap> = None;
         for _hop in 0..=MAX_REDIRECTS {
             let host = host_of(&url);
+            // Karu's own `User-Agent` unless the backend set one (or a redirect to another
+            // origin stripped it as a configured header).
+            if !headers.contains_key(USER_AGENT) {
+                headers.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE));
+            }
             // The headers are only needed again if a redirect may follow.
             let sent = if options.follow_redirects {
-                headers.clone()
+                copy_to_send(&headers)
             } else {
                 std::mem::take(&mut headers)
             };
@@ -492,12 +500,6 @@ impl Exchange<'_> {
                 )
             })?;
         *request.headers_mut() = headers;
-        if !request.headers().contains_key(http::header::USER_AGENT) {
-            request.headers_mut().insert(
-                http::header::USER_AGENT,
-                http::HeaderValue::from_static(concat!("karu/", env!("CARGO_PKG_VERSION"))),
-            );
-        }
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         // No body byte arrives while waiting for the head.
         let headers_by = self.wake_at(speed);
@@ -925,6 +927,19 @@ pub(crate) async fn until_cancelled(batch: Option<&BatchShared>) {
 
 /// Remove what must never go to another origin: `Authorization` and the backend's sensitive
 /// headers.
+/// A copy of `headers` to send, with room for the `Host` header the connection adds. (A
+/// `HeaderMap`'s clone holds its entries in exactly their number, so adding one more
+/// reallocated them on every request.)
+fn copy_to_send(headers: &HeaderMap) -> HeaderMap {
+    let mut copy = HeaderMap::with_capacity(headers.len() + 1);
+    copy.extend(
+        headers
+            .iter()
+            .map(|(name, value)| (name.clone(), value.clone())),
+    );
+    copy
+}
+
 fn strip_credentials(headers: &mut HeaderMap, sensitive: &[http::header::HeaderName]) {
     headers.remove(AUTHORIZATION);
     for name in sensitive {
