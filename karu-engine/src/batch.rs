@@ -309,8 +309,15 @@ impl Active<'_> {
     /// Queue the transfer's completions, then end it. Completions are queued while the
     /// transfer is still active, so a waiting release sees the destinations returned before
     /// it can finish.
+    ///
+    /// The transfer ends in the same critical section that queues its completions: one lock
+    /// of the batch's state, which every loop shares, instead of two (no thread can see the
+    /// one without the other).
     pub(crate) fn complete(self, completions: impl IntoIterator<Item = Completion>) {
-        self.batch.complete(completions);
+        let batch = self.batch;
+        // Ended by `queue` below instead of by the drop.
+        std::mem::forget(self);
+        batch.queue(completions, true);
     }
 }
 
@@ -407,10 +414,21 @@ impl BatchShared {
 
     /// Queue completions; each original read must be completed exactly once.
     pub(crate) fn complete(&self, completions: impl IntoIterator<Item = Completion>) {
+        self.queue(completions, false);
+    }
+
+    /// Queue completions and, if `ending`, end an active transfer (see [`Active::complete`]).
+    fn queue(&self, completions: impl IntoIterator<Item = Completion>, ending: bool) {
         // One clock reading for the completions queued together.
         let now = Instant::now();
-        let (wakers, notify) = {
+        let (wakers, notify, idle) = {
             let mut state = self.state.lock();
+            // First: a read completed twice (a panic below, in a debug build) must not leave
+            // the transfer active forever.
+            let idle = ending && {
+                state.active -= 1;
+                state.active == 0
+            };
             for mut c in completions {
                 c.timing.stamp_done(self.queued, now);
                 #[cfg(feature = "metrics")]
@@ -421,8 +439,11 @@ impl BatchShared {
             }
             // A thread draining the whole batch only needs the last completion.
             let notify = state.next_waiters > 0 || state.pending == 0;
-            (std::mem::take(&mut state.wakers), notify)
+            (std::mem::take(&mut state.wakers), notify, idle)
         };
+        if idle {
+            self.idle.notify_all();
+        }
         if notify {
             self.ready.notify_all();
         }
