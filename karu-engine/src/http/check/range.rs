@@ -172,25 +172,65 @@ impl fmt::Display for ContentRange {
 
 /// Parse `Content-Range` (RFC 9110 §14.4), strictly: unit `bytes`, decimal digits only,
 /// `first <= last`, `last < total` when the total is known, and a length that fits a `u64`
-/// (`bytes 0-18446744073709551615/*` names 2^64 bytes, which no object holds).
+/// (`bytes 0-18446744073709551615/*` names 2^64 bytes, which no object holds). Optional
+/// whitespace (spaces and tabs) may stand around the value, after the unit's space, and on
+/// both sides of the `/`.
+///
+/// One pass over the bytes: this runs on every response, and trimming and splitting the
+/// pieces first read each byte three or four times (~785 instructions a response).
 pub fn parse_content_range(value: &str) -> Option<ContentRange> {
-    let rest = trim_ows(value).strip_prefix("bytes")?;
-    let rest = trim_ows(rest.strip_prefix(' ')?);
-    let (range, total) = split_at(rest, b'/')?;
-    let total = match trim_ows(total) {
-        "*" => None,
-        t => Some(digits(t)?),
-    };
-    let range = trim_ows(range);
-    if range == "*" {
-        return Some(ContentRange::Unsatisfied { total: total? });
+    let b = value.as_bytes();
+    let at = skip_ows(b, 0);
+    if !b[at..].starts_with(b"bytes ") {
+        return None;
     }
-    let (first, last) = split_at(range, b'-')?;
-    let (first, last) = (digits(first)?, digits(last)?);
+    let at = skip_ows(b, at + 6);
+    let (range, at) = match b.get(at) {
+        Some(b'*') => (None, at + 1),
+        _ => {
+            let (first, at) = number(b, at)?;
+            let at = (b.get(at) == Some(&b'-')).then_some(at + 1)?;
+            let (last, at) = number(b, at)?;
+            (Some((first, last)), at)
+        }
+    };
+    let at = skip_ows(b, at);
+    let at = skip_ows(b, (b.get(at) == Some(&b'/')).then_some(at + 1)?);
+    let (total, at) = match b.get(at) {
+        Some(b'*') => (None, at + 1),
+        _ => number(b, at).map(|(n, at)| (Some(n), at))?,
+    };
+    if skip_ows(b, at) != b.len() {
+        return None;
+    }
+    let Some((first, last)) = range else {
+        return Some(ContentRange::Unsatisfied { total: total? });
+    };
     if first > last || total.is_some_and(|t| last >= t) || (last - first).checked_add(1).is_none() {
         return None;
     }
     Some(ContentRange::Bytes { first, last, total })
+}
+
+/// Where the optional whitespace (RFC 9110, 5.6.3: spaces and tabs) that starts at `at` in
+/// `b` ends.
+fn skip_ows(b: &[u8], at: usize) -> usize {
+    at + b[at..]
+        .iter()
+        .take_while(|&&c| c == b' ' || c == b'\t')
+        .count()
+}
+
+/// The decimal number that starts at `at` in `b` (at least one digit, fitting a `u64`), and
+/// where it ends: the digits are read as they are found, in the same pass.
+fn number(b: &[u8], at: usize) -> Option<(u64, usize)> {
+    let mut n = 0u64;
+    let mut end = at;
+    while let Some(digit) = b.get(end).map(|c| c.wrapping_sub(b'0')).filter(|d| *d <= 9) {
+        n = n.checked_mul(10)?.checked_add(u64::from(digit))?;
+        end += 1;
+    }
+    (end > at).then_some((n, end))
 }
 
 /// `s` without the optional whitespace around it: spaces and tabs (RFC 9110, 5.6.3), not
@@ -207,14 +247,6 @@ fn trim_ows(s: &str) -> &str {
     &s[start..end]
 }
 
-/// `s` around the first `separator` (an ASCII byte, so both sides are whole characters): what
-/// `str::split_once` does with a `char`, without its character searcher (this runs for every
-/// response).
-fn split_at(s: &str, separator: u8) -> Option<(&str, &str)> {
-    let at = s.bytes().position(|b| b == separator)?;
-    Some((&s[..at], &s[at + 1..]))
-}
-
 /// A header value that is one decimal number (`Content-Length`), with optional whitespace
 /// around it: the same digits as `Content-Range`'s, so no `+` sign and nothing that overflows.
 pub(crate) fn header_number(value: &str) -> Option<u64> {
@@ -223,16 +255,9 @@ pub(crate) fn header_number(value: &str) -> Option<u64> {
 
 /// A non-empty run of ASCII digits that fits a `u64`.
 pub(crate) fn digits(s: &str) -> Option<u64> {
-    if s.is_empty() {
-        return None;
-    }
-    s.bytes().try_fold(0u64, |n, b| {
-        let digit = b.wrapping_sub(b'0');
-        if digit > 9 {
-            return None;
-        }
-        n.checked_mul(10)?.checked_add(u64::from(digit))
-    })
+    number(s.as_bytes(), 0)
+        .filter(|&(_, end)| end == s.len())
+        .map(|(n, _)| n)
 }
 
 #[cfg(test)]
