@@ -925,8 +925,6 @@ pub(crate) async fn until_cancelled(batch: Option<&BatchShared>) {
     }
 }
 
-/// Remove what must never go to another origin: `Authorization` and the backend's sensitive
-/// headers.
 /// A copy of `headers` to send, with room for the `Host` header the connection adds. (A
 /// `HeaderMap`'s clone holds its entries in exactly their number, so adding one more
 /// reallocated them on every request.)
@@ -940,6 +938,8 @@ fn copy_to_send(headers: &HeaderMap) -> HeaderMap {
     copy
 }
 
+/// Remove what must never go to another origin: `Authorization` and the backend's sensitive
+/// headers.
 fn strip_credentials(headers: &mut HeaderMap, sensitive: &[http::header::HeaderName]) {
     headers.remove(AUTHORIZATION);
     for name in sensitive {
