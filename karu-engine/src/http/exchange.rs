@@ -6,7 +6,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http::header::{
-    AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, ETAG, LOCATION, USER_AGENT,
+    AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, ETAG, HeaderName, LOCATION,
+    USER_AGENT,
 };
 use http::{HeaderMap, HeaderValue, Method, Request, Response, Uri};
 use http_body_util::{BodyExt, Empty};
@@ -238,12 +239,11 @@ impl Exchange<'_> {
             if !headers.contains_key(USER_AGENT) {
                 headers.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE));
             }
-            // The headers are only needed again if a redirect may follow.
-            let sent = if options.follow_redirects {
-                copy_to_send(&headers)
-            } else {
-                std::mem::take(&mut headers)
-            };
+            // The headers go with the request; a redirect, if one may follow, asks again with
+            // the entries kept here (one allocation and no hashing, where a copy of the map took
+            // two and hashed every name, on every request).
+            let kept = options.follow_redirects.then(|| entries(&headers));
+            let sent = std::mem::take(&mut headers);
             // Low-speed protection counts from the request: waiting for the head counts.
             let mut speed = self.low_speed(Instant::now());
             let answer = self.send(url.clone(), sent, host, &speed).await?;
@@ -271,6 +271,7 @@ impl Exchange<'_> {
                         FailureClass::Permanent,
                     ));
                 };
+                headers = kept.into_iter().flatten().collect();
                 if !redirected && key.is_none() {
                     // Still the prepared URL and headers: the key to keep the location under.
                     key = self.location_key(&url, &headers, &options);
@@ -925,22 +926,18 @@ pub(crate) async fn until_cancelled(batch: Option<&BatchShared>) {
     }
 }
 
-/// A copy of `headers` to send, with room for the `Host` header the connection adds. (A
-/// `HeaderMap`'s clone holds its entries in exactly their number, so adding one more
-/// reallocated them on every request.)
-fn copy_to_send(headers: &HeaderMap) -> HeaderMap {
-    let mut copy = HeaderMap::with_capacity(headers.len() + 1);
-    copy.extend(
-        headers
-            .iter()
-            .map(|(name, value)| (name.clone(), value.clone())),
-    );
-    copy
+/// Every entry of `headers`, in order (a name with several values once for each), to build
+/// the same map again.
+fn entries(headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
+    headers
+        .iter()
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect()
 }
 
 /// Remove what must never go to another origin: `Authorization` and the backend's sensitive
 /// headers.
-fn strip_credentials(headers: &mut HeaderMap, sensitive: &[http::header::HeaderName]) {
+fn strip_credentials(headers: &mut HeaderMap, sensitive: &[HeaderName]) {
     headers.remove(AUTHORIZATION);
     for name in sensitive {
         headers.remove(name);
