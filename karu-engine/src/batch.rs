@@ -345,6 +345,14 @@ struct State {
     wakers: Vec<Waker>,
 }
 
+impl State {
+    /// One active transfer ended; `true` if it was the last (wake whoever waits for idle).
+    fn end_one(&mut self) -> bool {
+        self.active -= 1;
+        self.active == 0
+    }
+}
+
 impl BatchShared {
     /// The shared state of a batch of reads with these tags (by index), submitted by the
     /// running process; with `one_version`, each remote object is pinned to the first version
@@ -425,10 +433,7 @@ impl BatchShared {
             let mut state = self.state.lock();
             // First: a read completed twice (a panic below, in a debug build) must not leave
             // the transfer active forever.
-            let idle = ending && {
-                state.active -= 1;
-                state.active == 0
-            };
+            let idle = ending && state.end_one();
             for mut c in completions {
                 c.timing.stamp_done(self.queued, now);
                 #[cfg(feature = "metrics")]
@@ -472,8 +477,7 @@ impl BatchShared {
     /// drop only).
     fn end(&self) {
         let mut state = self.state.lock();
-        state.active -= 1;
-        if state.active == 0 {
+        if state.end_one() {
             self.idle.notify_all();
         }
     }
@@ -842,6 +846,14 @@ mod tests {
             ended.load(Ordering::SeqCst),
             "release returned while a worker still held the batch's buffers"
         );
+        {
+            let state = b.shared.state.lock();
+            assert_eq!(
+                (state.queue.len(), state.pending),
+                (1, 0),
+                "the transfer ended without its completion queued"
+            );
+        }
         let shared = worker.join().unwrap();
         assert!(
             shared.begin().is_none(),

@@ -234,24 +234,12 @@ fn number(b: &[u8], at: usize) -> Option<(u64, usize)> {
     (end > at).then_some((n, end))
 }
 
-/// `s` without the optional whitespace around it: spaces and tabs (RFC 9110, 5.6.3), not
-/// `str::trim`'s Unicode whitespace, which took its character tables on every response.
-fn trim_ows(s: &str) -> &str {
-    let ows = |b: &u8| *b == b' ' || *b == b'\t';
-    let bytes = s.as_bytes();
-    let start = bytes.iter().position(|b| !ows(b)).unwrap_or(bytes.len());
-    let end = bytes
-        .iter()
-        .rposition(|b| !ows(b))
-        .map_or(start, |last| last + 1);
-    // Both ends are next to ASCII bytes (or the string's ends): character boundaries.
-    &s[start..end]
-}
-
 /// A header value that is one decimal number (`Content-Length`), with optional whitespace
 /// around it: the same digits as `Content-Range`'s, so no `+` sign and nothing that overflows.
 pub(crate) fn header_number(value: &str) -> Option<u64> {
-    digits(trim_ows(value))
+    let b = value.as_bytes();
+    let (n, end) = number(b, skip_ows(b, 0))?;
+    (skip_ows(b, end) == b.len()).then_some(n)
 }
 
 /// A non-empty run of ASCII digits that fits a `u64`.
