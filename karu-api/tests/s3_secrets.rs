@@ -129,6 +129,14 @@ fn signed_reads_retries_and_failures_log_no_secret() {
     for target in ["aws_sigv4::http_request::sign", "karu_engine::http::fetch"] {
         assert!(text.contains(target), "{target} is captured");
     }
+    // A subscriber that wants spans gets each read's `fetch` span around the events of its
+    // attempts (here each request's).
+    assert!(
+        text.lines().any(|line| line.contains("fetch{object=")
+            && line.contains("range=bytes=0-99")
+            && line.contains("karu_engine::http::exchange")),
+        "the requests' events are captured inside their fetch span"
+    );
     let secrets = [
         ("secret key", creds.secret_access_key.as_str()),
         ("wrong secret key", wrong.secret_access_key.as_str()),
