@@ -9,8 +9,11 @@
 //! its reads with [`Status::TimedOut`] instead of holding them, and a lookup that panics
 //! fails them with [`Status::Credentials`]. A read that must re-authenticate mid-transfer goes
 //! the same way.
+//!
+//! [`Status::TimedOut`]: crate::status::Status::TimedOut
+//! [`Status::Credentials`]: crate::status::Status::Credentials
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -22,7 +25,7 @@ use crate::credential::{
     waited_too_long,
 };
 use crate::http::exchange::{Failure, until_cancelled};
-use crate::status::{Error, Status};
+use crate::status::Error;
 
 /// A lookup to run: the flight's owner, how to look up, and the deadline of the read that
 /// started it (the provider is told, so it can bound its own input and output).
@@ -53,34 +56,51 @@ pub(crate) enum Then {
     LookAgain,
 }
 
+/// The workers start with the first lookup that needs one: a client whose reads need no
+/// credential (plain HTTP, a cached value) runs no idle threads, and none of them take one of
+/// the allocator's per-thread arenas (glibc makes at most eight per core; threads beyond share
+/// them, and the event loops, which allocate on every request, would then contend for one).
 pub(crate) struct CredentialWorkers {
     cache: CredentialCache,
+    count: usize,
     sender: Option<Sender<Job>>,
-    threads: Vec<JoinHandle<()>>,
+    receiver: Receiver<Job>,
+    /// The workers that started, once the first lookup started them.
+    threads: OnceLock<Vec<JoinHandle<()>>>,
 }
 
 impl CredentialWorkers {
-    pub(crate) fn start(count: usize, cache: CredentialCache) -> Result<Self, Error> {
+    /// Workers for `count` lookups at once, started when the first lookup needs one.
+    pub(crate) fn start(count: usize, cache: CredentialCache) -> Self {
         let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
-        let threads = (0..count.max(1))
-            .map(|i| {
-                let receiver = receiver.clone();
-                std::thread::Builder::new()
-                    .name(format!("karu-cred-{i}"))
-                    .spawn(move || work(&receiver))
-                    .map_err(|e| {
-                        Error::new(
-                            Status::Io,
-                            format!("cannot start a credential worker thread: {e}"),
-                        )
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(CredentialWorkers {
+        CredentialWorkers {
             cache,
+            count: count.max(1),
             sender: Some(sender),
-            threads,
-        })
+            receiver,
+            threads: OnceLock::new(),
+        }
+    }
+
+    /// The workers running (started on the first call): as many as could start. None when
+    /// not even one could: a job sent then would wait for nobody.
+    fn running(&self) -> usize {
+        self.threads
+            .get_or_init(|| {
+                (0..self.count)
+                    .map_while(|i| {
+                        let receiver = self.receiver.clone();
+                        let started = std::thread::Builder::new()
+                            .name(format!("karu-cred-{i}"))
+                            .spawn(move || work(&receiver));
+                        if let Err(e) = &started {
+                            tracing::warn!(error = %e, "cannot start a credential worker thread");
+                        }
+                        started.ok()
+                    })
+                    .collect()
+            })
+            .len()
     }
 
     /// Where a request for `authority`'s credential stands, without blocking: cached, or
@@ -110,9 +130,11 @@ impl CredentialWorkers {
                     authority: authority.clone(),
                     deadline,
                 };
-                // If the workers have stopped, the returned job drops its owner, which lands
-                // the flight as a failure.
-                if let Some(sender) = &self.sender {
+                // If no worker could start, or the workers have stopped, the job drops its
+                // owner here, which lands the flight as a failure.
+                if let Some(sender) = &self.sender
+                    && self.running() > 0
+                {
                     let _ = sender.send(job);
                 }
                 Pending::Wait {
@@ -183,7 +205,7 @@ impl Drop for CredentialWorkers {
         // joined: a lookup that never returns must not hang the client's drop (a worker owns
         // nothing but its lookup).
         self.sender = None;
-        self.threads.clear();
+        self.threads.take();
     }
 }
 
@@ -228,12 +250,18 @@ mod tests {
             scope: CredentialScope::new("test", Vec::new()),
             provider: Arc::clone(&provider) as Arc<dyn CredentialProvider>,
         });
-        let workers = CredentialWorkers::start(1, CredentialCache::new()).unwrap();
+        let workers = CredentialWorkers::start(2, CredentialCache::new());
+        assert!(workers.threads.get().is_none(), "no worker before a lookup");
         let deadline = Instant::now() + Duration::from_secs(7);
         let Pending::Wait { flight, then } = workers.begin(&authority, true, deadline) else {
             panic!("a cold scope is looked up");
         };
         assert_eq!(then, Then::Own);
+        assert_eq!(
+            workers.threads.get().map(Vec::len),
+            Some(2),
+            "the first lookup starts them"
+        );
         assert!(flight.wait_until(None).expect("landed").is_ok());
         assert_eq!(*provider.0.lock(), vec![Some(deadline)]);
         // A second request finds it cached: no lookup, whatever its deadline.
