@@ -481,6 +481,12 @@ impl FlightOwner {
         }
     }
 
+    /// Land the flight as failed with `error`, without a lookup (when there is nowhere to run
+    /// one).
+    pub(crate) fn fail(mut self, error: Error) {
+        let _ = self.land(Err(error));
+    }
+
     fn land(&mut self, answer: Result<CallbackCredential, Error>) -> Result<Credential, Error> {
         self.landed = true;
         let inner = &self.cache;

@@ -173,9 +173,9 @@ struct Inner {
 }
 
 impl Inner {
-    /// Start the file workers of this process; the event loops start on first use.
+    /// The workers of this process; the file workers and the event loops start on first use.
     fn start(snapshot: &Snapshot, callbacks: &Callbacks) -> Result<Arc<Inner>, Error> {
-        let files = FilePool::new(snapshot.global().file_workers)?;
+        let files = FilePool::new(snapshot.global().file_workers);
         Ok(Arc::new(Inner {
             snapshot: snapshot.clone(),
             files,

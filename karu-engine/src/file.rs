@@ -8,9 +8,9 @@ use std::os::unix::fs::FileTypeExt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::sync::Arc;
-use std::thread::{self, JoinHandle, ThreadId};
+use std::thread;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, SendError, Sender};
 
 use self::reads::Dest;
 #[cfg(test)]
@@ -20,6 +20,7 @@ use crate::read::Completion;
 use crate::reply::{self, Reply};
 use crate::status::{Error, Evidence, Status};
 use crate::transfer::Transfer;
+use crate::workers::Workers;
 
 /// Most transfers in one chunk of [`FilePool::chunks`].
 const CHUNK_READS: usize = 512;
@@ -73,9 +74,10 @@ impl Drop for Chunks<'_> {
 
 /// A pool of threads running local transfers (and small filesystem tasks, such as the stat
 /// of an async caller, that must not run on the caller's thread).
+/// The workers start with the first local read or task (see [`Workers`]).
 pub(crate) struct FilePool {
     sender: Option<Sender<Job>>,
-    threads: Vec<JoinHandle<()>>,
+    workers: Workers<Job>,
 }
 
 /// What a file worker runs.
@@ -86,26 +88,24 @@ enum Job {
 }
 
 impl FilePool {
-    pub(crate) fn new(workers: usize) -> Result<Self, Error> {
+    /// A pool of `workers` threads, started by its first job.
+    pub(crate) fn new(workers: usize) -> Self {
         let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
-        let threads = (0..workers.max(1))
-            .map(|i| {
-                let receiver = receiver.clone();
-                thread::Builder::new()
-                    .name(format!("karu-file-{i}"))
-                    .spawn(move || worker(&receiver))
-                    .map_err(|e| {
-                        Error::new(
-                            Status::Io,
-                            format!("cannot start a file worker thread: {e}"),
-                        )
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(FilePool {
+        FilePool {
             sender: Some(sender),
-            threads,
-        })
+            workers: Workers::new("karu-file", workers, receiver, worker),
+        }
+    }
+
+    /// The queue of running workers: none when the pool has stopped, or when no worker could
+    /// start (the error says why).
+    fn queue(&self) -> Result<&Sender<Job>, Error> {
+        let sender = self
+            .sender
+            .as_ref()
+            .ok_or_else(|| Error::internal("the file workers have stopped"))?;
+        self.workers.start()?;
+        Ok(sender)
     }
 
     /// The hand-off of a batch's local transfers (about `expected` of them, pushed in the
@@ -117,25 +117,23 @@ impl FilePool {
     pub(crate) fn chunks(&self, expected: usize) -> Chunks<'_> {
         Chunks {
             pool: self,
-            reads: (expected / (self.threads.len().max(1) * CHUNKS_PER_WORKER))
-                .clamp(1, CHUNK_READS),
+            reads: (expected / (self.workers.count() * CHUNKS_PER_WORKER)).clamp(1, CHUNK_READS),
             chunk: Vec::new(),
             bytes: 0,
         }
     }
 
     fn send(&self, chunk: Vec<Transfer>) {
-        let stopped = || Error::internal("the file workers have stopped");
-        match &self.sender {
-            Some(sender) => {
-                if let Err(returned) = sender.send(Job::Transfers(chunk))
-                    && let Job::Transfers(chunk) = returned.0
-                {
-                    chunk.into_iter().for_each(|t| t.fail(&stopped()));
+        let (chunk, error) = match self.queue() {
+            Ok(sender) => match sender.send(Job::Transfers(chunk)) {
+                Err(SendError(Job::Transfers(chunk))) => {
+                    (chunk, Error::internal("the file workers have stopped"))
                 }
-            }
-            None => chunk.into_iter().for_each(|t| t.fail(&stopped())),
-        }
+                _ => return,
+            },
+            Err(e) => (chunk, e),
+        };
+        chunk.into_iter().for_each(|t| t.fail(&error));
     }
 
     /// Run `f` on a worker; its result arrives in the returned [`Reply`]. A task whose reply
@@ -154,14 +152,11 @@ impl FilePool {
                 .unwrap_or_else(|_| Err(Error::internal("a file worker panicked")));
             tx.send(result);
         });
-        match &self.sender {
-            Some(sender) if sender.send(Job::Task(task)).is_ok() => reply,
-            _ => Reply::ready(Err(Error::internal("the file workers have stopped"))),
+        match self.queue() {
+            Ok(sender) if sender.send(Job::Task(task)).is_ok() => reply,
+            Ok(_) => Reply::ready(Err(Error::internal("the file workers have stopped"))),
+            Err(e) => Reply::ready(Err(e)),
         }
-    }
-
-    fn thread_ids(&self) -> Vec<ThreadId> {
-        self.threads.iter().map(|t| t.thread().id()).collect()
     }
 }
 
@@ -169,11 +164,12 @@ impl Drop for FilePool {
     fn drop(&mut self) {
         // Closing the channel lets each worker finish the queue and exit.
         self.sender = None;
+        let threads = self.workers.take();
         let me = thread::current().id();
-        if self.thread_ids().contains(&me) {
+        if threads.iter().any(|t| t.thread().id() == me) {
             return; // never join ourselves
         }
-        for t in self.threads.drain(..) {
+        for t in threads {
             let _ = t.join();
         }
     }
@@ -466,6 +462,17 @@ pub(crate) fn classify(path: &Path, e: &io::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_workers_start_with_the_first_job() {
+        let pool = FilePool::new(2);
+        assert_eq!(pool.workers.running(), 0, "no worker before a job");
+        let name = pool
+            .run(|| Ok(thread::current().name().map(str::to_string)))
+            .wait();
+        assert_eq!(pool.workers.running(), 2);
+        assert!(name.unwrap().unwrap().starts_with("karu-file-"));
+    }
 
     #[test]
     fn classification_is_distinct() {

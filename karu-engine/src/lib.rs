@@ -65,6 +65,7 @@ pub mod testing;
 mod timing;
 mod transfer;
 mod versions;
+mod workers;
 
 pub use backend::{Registry, scheme_of};
 pub use batch::{Batch, BatchStats, Next};

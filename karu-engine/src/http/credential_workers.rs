@@ -13,8 +13,7 @@
 //! [`Status::TimedOut`]: crate::status::Status::TimedOut
 //! [`Status::Credentials`]: crate::status::Status::Credentials
 
-use std::sync::{Arc, OnceLock};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
@@ -26,6 +25,7 @@ use crate::credential::{
 };
 use crate::http::exchange::{Failure, until_cancelled};
 use crate::status::Error;
+use crate::workers::Workers;
 
 /// A lookup to run: the flight's owner, how to look up, and the deadline of the read that
 /// started it (the provider is told, so it can bound its own input and output).
@@ -56,17 +56,11 @@ pub(crate) enum Then {
     LookAgain,
 }
 
-/// The workers start with the first lookup that needs one: a client whose reads need no
-/// credential (plain HTTP, a cached value) runs no idle threads, and none of them take one of
-/// the allocator's per-thread arenas (glibc makes at most eight per core; threads beyond share
-/// them, and the event loops, which allocate on every request, would then contend for one).
+/// The lookups' worker threads, started with the first lookup (see [`Workers`]).
 pub(crate) struct CredentialWorkers {
     cache: CredentialCache,
-    count: usize,
     sender: Option<Sender<Job>>,
-    receiver: Receiver<Job>,
-    /// The workers that started, once the first lookup started them.
-    threads: OnceLock<Vec<JoinHandle<()>>>,
+    workers: Workers<Job>,
 }
 
 impl CredentialWorkers {
@@ -75,32 +69,9 @@ impl CredentialWorkers {
         let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
         CredentialWorkers {
             cache,
-            count: count.max(1),
             sender: Some(sender),
-            receiver,
-            threads: OnceLock::new(),
+            workers: Workers::new("karu-cred", count, receiver, work),
         }
-    }
-
-    /// The workers running (started on the first call): as many as could start. None when
-    /// not even one could: a job sent then would wait for nobody.
-    fn running(&self) -> usize {
-        self.threads
-            .get_or_init(|| {
-                (0..self.count)
-                    .map_while(|i| {
-                        let receiver = self.receiver.clone();
-                        let started = std::thread::Builder::new()
-                            .name(format!("karu-cred-{i}"))
-                            .spawn(move || work(&receiver));
-                        if let Err(e) = &started {
-                            tracing::warn!(error = %e, "cannot start a credential worker thread");
-                        }
-                        started.ok()
-                    })
-                    .collect()
-            })
-            .len()
     }
 
     /// Where a request for `authority`'s credential stands, without blocking: cached, or
@@ -130,12 +101,15 @@ impl CredentialWorkers {
                     authority: authority.clone(),
                     deadline,
                 };
-                // If no worker could start, or the workers have stopped, the job drops its
-                // owner here, which lands the flight as a failure.
-                if let Some(sender) = &self.sender
-                    && self.running() > 0
-                {
-                    let _ = sender.send(job);
+                // If the workers have stopped, the job drops its owner, which lands the flight
+                // as a failure; if none could start, the flight fails with why.
+                if let Some(sender) = &self.sender {
+                    match self.workers.start() {
+                        Ok(()) => {
+                            let _ = sender.send(job);
+                        }
+                        Err(e) => job.owner.fail(e),
+                    }
                 }
                 Pending::Wait {
                     flight,
@@ -205,7 +179,7 @@ impl Drop for CredentialWorkers {
         // joined: a lookup that never returns must not hang the client's drop (a worker owns
         // nothing but its lookup).
         self.sender = None;
-        self.threads.take();
+        self.workers.take();
     }
 }
 
@@ -251,17 +225,13 @@ mod tests {
             provider: Arc::clone(&provider) as Arc<dyn CredentialProvider>,
         });
         let workers = CredentialWorkers::start(2, CredentialCache::new());
-        assert!(workers.threads.get().is_none(), "no worker before a lookup");
+        assert_eq!(workers.workers.running(), 0, "no worker before a lookup");
         let deadline = Instant::now() + Duration::from_secs(7);
         let Pending::Wait { flight, then } = workers.begin(&authority, true, deadline) else {
             panic!("a cold scope is looked up");
         };
         assert_eq!(then, Then::Own);
-        assert_eq!(
-            workers.threads.get().map(Vec::len),
-            Some(2),
-            "the first lookup starts them"
-        );
+        assert_eq!(workers.workers.running(), 2, "the first lookup starts them");
         assert!(flight.wait_until(None).expect("landed").is_ok());
         assert_eq!(*provider.0.lock(), vec![Some(deadline)]);
         // A second request finds it cached: no lookup, whatever its deadline.
