@@ -4,6 +4,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use http::header::{ACCEPT_ENCODING, HeaderName, HeaderValue, IF_MATCH, RANGE};
 use http::{HeaderMap, Uri};
 use karu_config::{Scoped, Snapshot};
@@ -100,8 +101,9 @@ impl PreparedRequest {
             Error::new(Status::InvalidArgument, message)
         })?;
         let mut headers = HeaderMap::new();
-        // Digits, `bytes=` and `-` only: always a valid header value.
-        let range = HeaderValue::from_bytes(ctx.range.header_bytes().as_ref())
+        // Digits, `bytes=` and `-` only: always a valid header value. Its buffer is shared, so
+        // a copy (kept for a redirect, see `exchange`) costs a count, not an allocation.
+        let range = HeaderValue::from_maybe_shared(Bytes::from_owner(ctx.range.header_bytes()))
             .map_err(|_| Error::new(Status::Internal, "a Range header could not be built"))?;
         headers.insert(RANGE, range);
         if let Some(condition) = ctx.if_match {
