@@ -1,6 +1,7 @@
 //! The engine: plans submissions and routes transfers to file workers and event loops.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -173,16 +174,16 @@ struct Inner {
 }
 
 impl Inner {
-    /// The workers of this process; the file workers and the event loops start on first use.
-    fn start(snapshot: &Snapshot, callbacks: &Callbacks) -> Result<Arc<Inner>, Error> {
-        let files = FilePool::new(snapshot.global().file_workers);
-        Ok(Arc::new(Inner {
+    /// The workers of this process, none started yet: the file workers start with the first
+    /// local read, the event loops with the first remote one.
+    fn start(snapshot: &Snapshot, callbacks: &Callbacks) -> Arc<Inner> {
+        Arc::new(Inner {
             snapshot: snapshot.clone(),
-            files,
+            files: FilePool::new(snapshot.global().file_workers),
             remote: OnceLock::new(),
             callbacks: callbacks.clone(),
             credentials: CredentialCache::new(),
-        }))
+        })
     }
 
     fn remote(&self) -> Result<&Remote, Error> {
@@ -261,7 +262,7 @@ impl Engine {
             )
             .with_source(e));
         }
-        let running = Inner::start(&snapshot, &options.callbacks)?;
+        let running = Inner::start(&snapshot, &options.callbacks);
         Ok(Engine {
             slot: Arc::new(Slot {
                 trade: snapshot.global().planner.trade,
@@ -275,10 +276,15 @@ impl Engine {
 
     /// The workers of the running process: those started with the engine, or, in a process
     /// forked since, the child's own, started on its first use.
-    fn running(&self) -> Result<&Arc<Inner>, Error> {
+    fn running(&self) -> &Arc<Inner> {
         let slot = &*self.slot;
-        slot.running
-            .get_or_build(|| Inner::start(&slot.snapshot, &slot.callbacks))
+        let built = slot
+            .running
+            .get_or_build(|| Ok::<_, Infallible>(Inner::start(&slot.snapshot, &slot.callbacks)));
+        match built {
+            Ok(inner) => inner,
+            Err(never) => match never {},
+        }
     }
 
     /// The configuration snapshot captured when the engine was built.
@@ -421,19 +427,14 @@ impl Engine {
         let window = locator.window();
         let probe = match (window, locator.target()) {
             (Some(Window { len: Some(len), .. }), _) => Probe::Window(len),
-            (_, Target::File(path)) => Probe::Local(match self.running() {
-                Ok(inner) => {
-                    let path = path.clone();
-                    inner.files.run(move || file::size(&path))
-                }
+            (_, Target::File(path)) => {
+                let path = path.clone();
+                Probe::Local(self.running().files.run(move || file::size(&path)))
+            }
+            (_, Target::Remote) => Probe::Remote(match self.running().remote() {
+                Ok(remote) => remote.stat(locator),
                 Err(e) => Reply::ready(Err(e)),
             }),
-            (_, Target::Remote) => {
-                Probe::Remote(match self.running().and_then(|inner| inner.remote()) {
-                    Ok(remote) => remote.stat(locator),
-                    Err(e) => Reply::ready(Err(e)),
-                })
-            }
         };
         async move {
             let (size, etag) = match probe {
@@ -457,7 +458,7 @@ impl Engine {
         tail_len: u64,
     ) -> Result<Ends, Error> {
         if let Target::Remote = locator.target() {
-            let remote = self.running()?.remote()?;
+            let remote = self.running().remote()?;
             return remote
                 .read_ends(locator, head_len, tail_len)
                 .wait()
@@ -482,7 +483,7 @@ impl Engine {
         let locator = locator.clone();
         async move {
             if let Target::Remote = locator.target() {
-                let remote = engine.running()?.remote()?;
+                let remote = engine.running().remote()?;
                 return remote
                     .read_ends(&locator, head_len, tail_len)
                     .await
@@ -533,19 +534,11 @@ impl Engine {
             batches.lock().push(Arc::clone(&shared));
         }
         let limits = options.limits(self.slot.limits);
-        let running = self.running().cloned();
-        let (planned, mut early) = match &running {
-            Ok(_) => group(&reads),
-            // No workers for this process (a forked child could not start its own): every
-            // read fails with the reason.
-            Err(e) => (
-                Vec::new(),
-                (0..reads.len()).map(|i| (i, e.clone())).collect(),
-            ),
-        };
+        let inner = Arc::clone(self.running());
+        let (planned, mut early) = group(&reads);
         let plan_reads: Vec<PlanRead> = planned.iter().map(|p| p.read).collect();
-        let prices = match (&running, self.slot.trade) {
-            (Ok(inner), Trade::Priced) => prices(inner, &reads, &planned),
+        let prices = match self.slot.trade {
+            Trade::Priced => prices(&inner, &reads, &planned),
             _ => Vec::new(),
         };
         let mut plan = plan::plan_priced(&plan_reads, &limits, &prices);
@@ -580,10 +573,7 @@ impl Engine {
         shared.complete(rejected);
 
         // Local transfers go to the workers a chunk at a time while the rest are built.
-        let mut local = running
-            .as_ref()
-            .ok()
-            .map(|inner| inner.files.chunks(plan.transfers.len()));
+        let mut local = inner.files.chunks(plan.transfers.len());
         for planned in plan.transfers {
             let mut locator = None;
             let mut if_match = None;
@@ -610,26 +600,19 @@ impl Engine {
                 auth: None,
                 credential_wait: std::time::Duration::ZERO,
             };
-            // Without workers (`running` failed) the planner had no read to plan.
-            if let (Ok(inner), Some(local)) = (&running, &mut local) {
-                match transfer.locator.target() {
-                    Target::File(_) => local.push(transfer),
-                    Target::Remote => match inner.remote() {
-                        Ok(remote) => remote.submit(transfer),
-                        Err(e) => transfer.fail(&e),
-                    },
-                }
+            match transfer.locator.target() {
+                Target::File(_) => local.push(transfer),
+                Target::Remote => match inner.remote() {
+                    Ok(remote) => remote.submit(transfer),
+                    Err(e) => transfer.fail(&e),
+                },
             }
         }
         drop(local);
-        let engine: Arc<dyn Send + Sync> = match running {
-            Ok(inner) => inner,
-            Err(_) => Arc::new(()),
-        };
         Batch {
             shared,
             stats,
-            _engine: engine,
+            _engine: inner,
         }
     }
 }

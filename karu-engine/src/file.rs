@@ -74,6 +74,7 @@ impl Drop for Chunks<'_> {
 
 /// A pool of threads running local transfers (and small filesystem tasks, such as the stat
 /// of an async caller, that must not run on the caller's thread).
+///
 /// The workers start with the first local read or task (see [`Workers`]).
 pub(crate) struct FilePool {
     sender: Option<Sender<Job>>,
