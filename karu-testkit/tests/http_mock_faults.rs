@@ -367,8 +367,11 @@ fn trickle_paces_the_body() {
         .times(1),
     );
     let mut client = Client::connect(server.addr());
-    client.send("GET", "/a", &[]).unwrap();
+    // From before the request leaves: the server's pauses all come after it arrives, so the
+    // elapsed time covers them however the threads are scheduled (taken after `send`, it
+    // missed by the time the server was already pacing: 159.98 ms on a loaded machine).
     let started = Instant::now();
+    client.send("GET", "/a", &[]).unwrap();
     let mut arrivals = Vec::new();
     let r = client
         .read_response_with(false, &mut |chunk| {
