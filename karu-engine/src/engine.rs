@@ -176,7 +176,7 @@ struct Inner {
 impl Inner {
     /// The workers of this process, none started yet: the file workers start with the first
     /// local read, the event loops with the first remote one.
-    fn start(snapshot: &Snapshot, callbacks: &Callbacks) -> Arc<Inner> {
+    fn new(snapshot: &Snapshot, callbacks: &Callbacks) -> Arc<Inner> {
         Arc::new(Inner {
             snapshot: snapshot.clone(),
             files: FilePool::new(snapshot.global().file_workers),
@@ -262,7 +262,7 @@ impl Engine {
             )
             .with_source(e));
         }
-        let running = Inner::start(&snapshot, &options.callbacks);
+        let running = Inner::new(&snapshot, &options.callbacks);
         Ok(Engine {
             slot: Arc::new(Slot {
                 trade: snapshot.global().planner.trade,
@@ -280,7 +280,7 @@ impl Engine {
         let slot = &*self.slot;
         let built = slot
             .running
-            .get_or_build(|| Ok::<_, Infallible>(Inner::start(&slot.snapshot, &slot.callbacks)));
+            .get_or_build(|| Ok::<_, Infallible>(Inner::new(&slot.snapshot, &slot.callbacks)));
         match built {
             Ok(inner) => inner,
             Err(never) => match never {},

@@ -61,10 +61,16 @@ impl<J: Send + 'static> Workers<J> {
                 {
                     Ok(thread) => threads.push(thread),
                     Err(e) if threads.is_empty() => {
-                        return Err(format!("cannot start a {} thread: {e}", self.name));
+                        return Err(format!("cannot start worker thread {}-{i}: {e}", self.name));
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, running = threads.len(), "cannot start another {} thread", self.name);
+                        let running = threads.len();
+                        tracing::warn!(
+                            error = %e,
+                            running,
+                            "cannot start worker thread {}-{i}",
+                            self.name
+                        );
                         break;
                     }
                 }

@@ -65,7 +65,7 @@ pub(crate) struct CredentialWorkers {
 
 impl CredentialWorkers {
     /// Workers for `count` lookups at once, started when the first lookup needs one.
-    pub(crate) fn start(count: usize, cache: CredentialCache) -> Self {
+    pub(crate) fn new(count: usize, cache: CredentialCache) -> Self {
         let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
         CredentialWorkers {
             cache,
@@ -224,7 +224,7 @@ mod tests {
             scope: CredentialScope::new("test", Vec::new()),
             provider: Arc::clone(&provider) as Arc<dyn CredentialProvider>,
         });
-        let workers = CredentialWorkers::start(2, CredentialCache::new());
+        let workers = CredentialWorkers::new(2, CredentialCache::new());
         assert_eq!(workers.workers.running(), 0, "no worker before a lookup");
         let deadline = Instant::now() + Duration::from_secs(7);
         let Pending::Wait { flight, then } = workers.begin(&authority, true, deadline) else {

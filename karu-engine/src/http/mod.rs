@@ -388,7 +388,7 @@ impl Remote {
             senders: RwLock::new(Vec::new()),
             load: (0..loops).map(|_| AtomicUsize::new(0)).collect(),
         });
-        let workers = CredentialWorkers::start(global.credential_workers, credentials);
+        let workers = CredentialWorkers::new(global.credential_workers, credentials);
         let shared = Arc::new(Shared {
             snapshot: snapshot.clone(),
             limit: Arc::new(Semaphore::new(global.concurrency.max(1))),
