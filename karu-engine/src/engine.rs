@@ -274,8 +274,9 @@ impl Engine {
         })
     }
 
-    /// The workers of the running process: those started with the engine, or, in a process
-    /// forked since, the child's own, started on its first use.
+    /// The workers of the running process: those built with the engine, or, in a process
+    /// forked since, the child's own, built on its first use (each kind of worker starts when
+    /// a read first needs it).
     fn running(&self) -> &Arc<Inner> {
         let slot = &*self.slot;
         let built = slot
