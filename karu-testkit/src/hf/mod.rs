@@ -352,7 +352,10 @@ impl Gate for CdnGate {
         if !valid {
             return Some(cdn_error(403, "AccessDenied", "Invalid signature"));
         }
-        if state.now() >= expires {
+        // Valid through its `Expires` second, as CloudFront's check (expired once the time is
+        // after it): the mock's clock counts whole seconds, so a URL signed for one second in
+        // the last millisecond of one would otherwise expire a millisecond later.
+        if state.now() > expires {
             return Some(cdn_error(403, "AccessDenied", "Request has expired"));
         }
         None
@@ -537,7 +540,9 @@ impl HfMock {
         self.cdn.set_etag(&path, Some(&etag));
     }
 
-    /// How long the signed URLs issued from now on stay valid.
+    /// How long the signed URLs issued from now on stay valid, in the mock's whole seconds: a
+    /// URL's `Expires` is the current second plus the lifetime, and it is refused after that
+    /// second ends.
     pub fn set_url_lifetime(&self, lifetime: Duration) {
         *self.state.url_lifetime.lock() = lifetime;
     }
