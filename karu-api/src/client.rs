@@ -62,12 +62,12 @@ impl ClientBuilder {
         self
     }
 
-    /// HTTP event loops (default 4).
+    /// HTTP event loops (default 4), started with the first remote read.
     pub fn io_threads(self, n: usize) -> Self {
         self.set("io_threads", n)
     }
 
-    /// File worker threads (default 4).
+    /// File worker threads (default 4), started with the first local read.
     pub fn file_workers(self, n: usize) -> Self {
         self.set("file_workers", n)
     }

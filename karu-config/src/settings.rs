@@ -32,16 +32,16 @@ use crate::units::{ByteSize, Seconds};
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Settings {
-    /// HTTP event loops, each a thread with its own runtime and connection pool
-    /// (`io_threads`, env `KARU_IO_THREADS`; default 4, at most 256).
+    /// HTTP event loops, each a thread with its own runtime and connection pool, started with
+    /// the first remote read (`io_threads`, env `KARU_IO_THREADS`; default 4, at most 256).
     #[serde(deserialize_with = "integer::deserialize")]
     pub io_threads: usize,
-    /// Threads doing positional reads of local files (`file_workers`, env `KARU_FILE_WORKERS`;
-    /// default 4, at most 1,024).
+    /// Threads doing positional reads of local files, started with the first local read
+    /// (`file_workers`, env `KARU_FILE_WORKERS`; default 4, at most 1,024).
     #[serde(deserialize_with = "integer::deserialize")]
     pub file_workers: usize,
-    /// Threads looking up credentials for cloud transfers (`credential_workers`, env
-    /// `KARU_CREDENTIAL_WORKERS`; default 4, at most 256).
+    /// Threads looking up credentials for cloud transfers, started with the first lookup
+    /// (`credential_workers`, env `KARU_CREDENTIAL_WORKERS`; default 4, at most 256).
     #[serde(deserialize_with = "integer::deserialize")]
     pub credential_workers: usize,
     /// Remote transfers active at once across all event loops (`concurrency`, env
