@@ -114,8 +114,10 @@ fn several_rules_apply_to_one_request() {
     let r = request(server.addr(), "GET", "/a", &[]);
     assert!(started.elapsed() >= Duration::from_millis(120));
     assert_eq!(r.status, 500);
-    let fault = server.requests()[0].fault.clone().unwrap();
+    let record = &server.requests()[0];
+    let fault = record.fault.clone().unwrap();
     assert!(fault.starts_with("Latency(120ms) + Status {"), "{fault}");
+    assert_eq!(record.latency, Duration::from_millis(120));
 }
 
 #[test]
@@ -126,9 +128,23 @@ fn latency_fault_delays_the_headers() {
     let started = Instant::now();
     assert_eq!(client.get("/a").status, 200);
     assert!(started.elapsed() >= Duration::from_millis(150));
-    let started = Instant::now();
     assert_eq!(client.get("/other").status, 404);
-    assert!(started.elapsed() < Duration::from_millis(150));
+    let log: Vec<_> = server
+        .requests()
+        .iter()
+        .map(|r| (r.path.clone(), r.fault.clone(), r.latency))
+        .collect();
+    assert_eq!(
+        log,
+        [
+            (
+                "/a".into(),
+                Some("Latency(150ms)".into()),
+                Duration::from_millis(150)
+            ),
+            ("/other".into(), None, Duration::ZERO),
+        ]
+    );
 }
 
 #[test]
@@ -498,9 +514,7 @@ fn never_answer_times_out_on_the_client_and_drop_still_returns() {
         (log[0].status, log[0].fault.as_deref()),
         (0, Some("NeverAnswer"))
     );
-    let started = Instant::now();
     drop(server);
-    assert!(started.elapsed() < Duration::from_secs(3));
     // The unanswered connection was closed by the shutdown.
     client.set_read_timeout(Some(Duration::from_secs(5)));
     let (rest, end) = client.read_to_end();

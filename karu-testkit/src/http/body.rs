@@ -214,6 +214,9 @@ impl Body for MockBody {
                             at = Some(now + interval);
                         }
                         if let Some(slot) = this.shared.reserve(n) {
+                            this.record
+                                .paced_bytes
+                                .fetch_add(n as u64, Ordering::AcqRel);
                             at = Some(at.map_or(slot, |a: Instant| a.max(slot)));
                         }
                         if let Some(at) = at

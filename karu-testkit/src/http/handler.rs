@@ -295,6 +295,8 @@ where
         fault,
         status: AtomicU16::new(0),
         body_bytes: AtomicU64::new(0),
+        latency_nanos: AtomicU64::new(0),
+        paced_bytes: AtomicU64::new(0),
     });
     let mut in_flight = shared.begin_request();
     let throttled = faults.iter().find_map(|f| match f {
@@ -340,10 +342,7 @@ where
             delay += *extra;
         }
     }
-    if !delay.is_zero() {
-        let deadline = std::time::Instant::now() + delay;
-        ctx.shared.timer().sleep_until(deadline).await;
-    }
+    ctx.shared.delay(record, delay).await;
     if has(&Fault::NeverAnswer) {
         std::future::pending::<()>().await;
     }

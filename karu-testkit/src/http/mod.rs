@@ -102,6 +102,12 @@ pub struct RequestRecord {
     pub connection: u64,
     /// The faults applied to this request, `Debug`-formatted and joined with `" + "`.
     pub fault: Option<String>,
+    /// The wait added before the response head: the link latency in force when the request
+    /// arrived plus every [`Fault::Latency`] applied to it (zero until the wait begins).
+    pub latency: Duration,
+    /// Body bytes of this response sent under the shared bandwidth cap
+    /// ([`MockServer::set_bandwidth`]); those sent while no cap was set are not counted.
+    pub paced_bytes: u64,
 }
 
 impl RequestRecord {
@@ -566,6 +572,13 @@ impl MockServer {
     /// the requests in flight now.
     pub fn reset_max_in_flight(&self) {
         self.shared.reset_max_in_flight();
+    }
+
+    /// The requests waiting out their latency now (the link latency and any
+    /// [`Fault::Latency`]; see [`RequestRecord::latency`]): evidence that waits overlap,
+    /// without timing them.
+    pub fn in_latency(&self) -> u64 {
+        self.shared.in_latency()
     }
 }
 

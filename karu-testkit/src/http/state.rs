@@ -69,6 +69,8 @@ pub(crate) struct LiveRecord {
     pub(crate) fault: Option<String>,
     pub(crate) status: AtomicU16,
     pub(crate) body_bytes: AtomicU64,
+    pub(crate) latency_nanos: AtomicU64,
+    pub(crate) paced_bytes: AtomicU64,
 }
 
 impl LiveRecord {
@@ -84,6 +86,8 @@ impl LiveRecord {
             body_bytes: self.body_bytes.load(Ordering::Acquire),
             connection: self.connection,
             fault: self.fault.clone(),
+            latency: Duration::from_nanos(self.latency_nanos.load(Ordering::Acquire)),
+            paced_bytes: self.paced_bytes.load(Ordering::Acquire),
         }
     }
 }
@@ -117,6 +121,8 @@ pub(crate) struct Shared {
     in_flight: AtomicU64,
     /// High-water mark of `in_flight` since the start or the last reset.
     max_in_flight: AtomicU64,
+    /// Requests waiting out their latency ([`Shared::delay`]).
+    in_latency: AtomicU64,
     /// Requests being served under [`Fault::ThrottleAbove`].
     throttle_served: AtomicU64,
     /// Where [`Fault::Barrier`] requests wait for each other.
@@ -152,6 +158,7 @@ impl Shared {
             bytes_sent: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
             max_in_flight: AtomicU64::new(0),
+            in_latency: AtomicU64::new(0),
             throttle_served: AtomicU64::new(0),
             barrier: Barrier::default(),
         }
@@ -371,6 +378,29 @@ impl Shared {
 
     pub(crate) fn in_flight(&self) -> u64 {
         self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Waits `delay` on the precise timer, recorded in `record` and counted in
+    /// [`Shared::in_latency`] while it lasts (also when the wait is abandoned).
+    pub(crate) async fn delay(&self, record: &LiveRecord, delay: Duration) {
+        let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+        record.latency_nanos.store(nanos, Ordering::Release);
+        if delay.is_zero() {
+            return;
+        }
+        struct Waiting<'a>(&'a AtomicU64);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        self.in_latency.fetch_add(1, Ordering::AcqRel);
+        let _waiting = Waiting(&self.in_latency);
+        self.timer.sleep_until(Instant::now() + delay).await;
+    }
+
+    pub(crate) fn in_latency(&self) -> u64 {
+        self.in_latency.load(Ordering::Acquire)
     }
 
     pub(crate) fn reset_max_in_flight(&self) {

@@ -221,24 +221,41 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn delays_fire_in_order_and_on_time() {
+    fn delays_fire_in_order_and_an_earlier_deadline_wakes_the_thread() {
         let (timer, mut thread) = Timer::start("kmock-test-t".into()).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
             .build()
             .unwrap();
         let started = Instant::now();
         rt.block_on(async {
+            // The thread first sleeps towards an hour away; a short delay queued after it must
+            // wake it. Were it missed, the short delay would wait the hour: the guard (tokio's
+            // own timer, a minute) turns that hang into a failure.
+            let mut far = timer.sleep_until(started + Duration::from_secs(3600));
+            assert!(poll_once(&mut far).await.is_pending());
             let long = timer.sleep_until(started + Duration::from_millis(30));
             let short = timer.sleep_until(started + Duration::from_millis(10));
-            short.await;
+            let guard = Duration::from_secs(60);
+            tokio::time::timeout(guard, short)
+                .await
+                .expect("the 10 ms delay fired");
             let at_short = started.elapsed();
             assert!(at_short >= Duration::from_millis(10), "{at_short:?}");
-            long.await;
+            tokio::time::timeout(guard, long)
+                .await
+                .expect("the 30 ms delay fired");
+            let at_long = started.elapsed();
+            assert!(at_long >= Duration::from_millis(30), "{at_long:?}");
+            // A passed deadline resolves at once; the far one is still pending.
             timer.sleep_until(started).await;
+            assert!(poll_once(&mut far).await.is_pending());
         });
-        let elapsed = started.elapsed();
-        assert!(elapsed >= Duration::from_millis(30), "{elapsed:?}");
-        assert!(elapsed < Duration::from_millis(200), "{elapsed:?}");
         thread.stop();
+    }
+
+    /// Polls `delay` once, registering it with the timer.
+    async fn poll_once(delay: &mut Delay) -> Poll<()> {
+        std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *delay).poll(cx))).await
     }
 }
