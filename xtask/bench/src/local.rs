@@ -45,6 +45,9 @@ pub(crate) struct LocalArgs {
     /// Only these shapes (`scattered`, `adjacent`, `large`), comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Vec<String>,
+    /// Karu alone, without its peers and targets (for profiling Karu's path).
+    #[arg(long)]
+    pub(crate) no_peers: bool,
 }
 
 impl LocalArgs {
@@ -220,12 +223,13 @@ pub(crate) fn run(args: &LocalArgs) -> Result<(), String> {
         store_path,
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let methods = [
+    let all = [
         Method::Karu,
         Method::Pread { threads: 1 },
         Method::Pread { threads: cores },
         Method::ObjectStore,
     ];
+    let methods = if args.no_peers { &all[..1] } else { &all[..] };
     println!(
         "local: a file of {} in the page cache ({}), {cores} cores; wall from submit to the last \
          completion; cold = first batch of a new client, steady = median of {}",
@@ -262,7 +266,7 @@ pub(crate) fn run(args: &LocalArgs) -> Result<(), String> {
                 ("us per read", Align::Right),
             ]);
             let mut steady = Vec::new();
-            for method in methods {
+            for &method in methods {
                 let (cold, median) = bench.measure(method, buffers, &pieces, args.runs)?;
                 steady.push((method, cold, median));
             }
