@@ -323,6 +323,38 @@ fn a_barrier_holds_requests_until_the_round_is_complete_then_answers_in_arrival_
 }
 
 #[test]
+fn barrier_turns_follow_the_order_the_faults_were_chosen_in_not_the_order_requests_reach_it() {
+    let (server, data) = server_with("/a", 100);
+    server.set_etag("/a", Some("\"v1\""));
+    // The first request waits out 300 ms of latency before it reaches the barrier; the
+    // second, with the fault that changes the object, gets there at once. Its turn still
+    // comes second: the first reads the object as it was.
+    server.add_fault(FaultRule::new(Fault::Latency(Duration::from_millis(300))).times(1));
+    server.add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
+    server.add_fault(FaultRule::new(Fault::ChangeEtag).skip(1).times(1));
+    let mut first = Client::connect(server.addr());
+    first.send("GET", "/a", &[("Range", "bytes=0-9")]).unwrap();
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while server.in_latency() < 1 {
+        assert!(Instant::now() < give_up, "the first request never arrived");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut second = Client::connect(server.addr());
+    second
+        .send("GET", "/a", &[("Range", "bytes=10-19")])
+        .unwrap();
+    let one = first.read_response(false).unwrap();
+    let two = second.read_response(false).unwrap();
+    assert_eq!((one.status, one.body.as_slice()), (206, &data[..10]));
+    assert_eq!((two.status, two.body.as_slice()), (206, &data[10..20]));
+    assert_eq!(one.header("etag"), Some("\"v1\""));
+    assert_ne!(two.header("etag").unwrap(), "\"v1\"");
+    let log = server.requests();
+    assert_eq!(log[0].fault.as_deref(), Some("Latency(300ms) + Barrier(2)"));
+    assert_eq!(log[1].fault.as_deref(), Some("Barrier(2) + ChangeEtag"));
+}
+
+#[test]
 fn cut_body_sends_fewer_bytes_than_content_length_then_eof() {
     let server = MockServer::start();
     server.insert_virtual("/v", 10 << 20);

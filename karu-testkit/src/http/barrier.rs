@@ -1,6 +1,7 @@
 //! The request barrier of [`Fault::Barrier`](super::Fault::Barrier): held requests wait until
-//! enough of them arrived, then take turns, in arrival order, to read the object and build
-//! their answers.
+//! enough of them arrived, then take turns, in arrival order (the order their faults were
+//! chosen in: a request takes its ticket with its faults), to read the object and build their
+//! answers.
 
 use std::collections::BTreeSet;
 

@@ -68,8 +68,10 @@ pub enum Fault {
     ChangeEtag,
     /// Hold the request until this many requests with a `Barrier` fault have arrived (a
     /// round), then let them read the object and build their answers one at a time, in
-    /// arrival order: requests that overlap for certain, with a fixed order of the object's
-    /// states (a [`Fault::ChangeEtag`] on the second one is seen by it and not by the first).
+    /// arrival order (the order their faults were chosen in): requests that overlap for
+    /// certain, with a fixed order of the object's states (a [`Fault::ChangeEtag`] on the
+    /// second one is seen by it and not by the first, even if a [`Fault::Latency`] holds the
+    /// first longer). A request answered before its turn (a status fault) gives its turn up.
     Barrier(u64),
     /// Serve the object even when `If-Match` does not match its ETag.
     IgnoreIfMatch,

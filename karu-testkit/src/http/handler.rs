@@ -11,6 +11,7 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 
+use super::barrier::Ticket;
 use super::body::{BodyPlan, MockBody, Source, Stop};
 use super::conn::ConnShared;
 use super::fault::Fault;
@@ -263,7 +264,7 @@ where
     let (parts, body) = request.into_parts();
     let method = parts.method.as_str().to_owned();
     let path = parts.uri.path().to_owned();
-    let faults = shared.select_faults(&method, &path, &parts.headers);
+    let (faults, ticket) = shared.select_faults(&method, &path, &parts.headers);
     let fault = (!faults.is_empty()).then(|| {
         faults
             .iter()
@@ -307,11 +308,11 @@ where
     let ctx = Ctx {
         head: parts.method == Method::HEAD,
         http1: parts.version <= http::Version::HTTP_11,
-        shared,
+        shared: Arc::clone(&shared),
         conn,
         record,
     };
-    let mut response = answer(&ctx, &parts.headers, body, &faults, throttled).await;
+    let mut response = answer(&ctx, &parts.headers, body, &faults, throttled, ticket).await;
     if last && ctx.http1 {
         // The connection's last answer says so (HTTP/2 sends GOAWAY instead).
         response
@@ -328,6 +329,7 @@ async fn answer<B>(
     body: B,
     faults: &[Fault],
     throttled: Option<u16>,
+    ticket: Option<Ticket<'_>>,
 ) -> Response<MockBody>
 where
     B: hyper::body::Body<Data = Bytes>,
@@ -460,20 +462,12 @@ where
         );
     }
 
-    // Held requests wait for their round, then read the object in turn; the ticket ends its
-    // turn when the answer is built (at the end of this function).
-    let round = faults.iter().find_map(|f| match f {
-        Fault::Barrier(n) => Some(*n),
-        _ => None,
-    });
-    let _ticket = match round {
-        Some(round) => {
-            let ticket = ctx.shared.barrier().arrive(round);
-            ticket.turn().await;
-            Some(ticket)
-        }
-        None => None,
-    };
+    // Held requests wait for their round, then read the object in turn; the ticket (taken
+    // with the faults) ends its turn when the answer is built (at the end of this function),
+    // or gives it up if the request is answered before it gets here.
+    if let Some(ticket) = &ticket {
+        ticket.turn().await;
+    }
 
     let object_path = object_path.as_deref().unwrap_or(&record.path);
     if has(&Fault::ChangeEtag) {

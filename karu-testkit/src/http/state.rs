@@ -10,7 +10,7 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use std::time::Instant;
 
-use super::barrier::Barrier;
+use super::barrier::{Barrier, Ticket};
 use super::fault::{Fault, FaultPlan, FaultRule};
 use super::timer::Timer;
 use super::{Gate, RequestRecord, Route};
@@ -165,10 +165,6 @@ impl Shared {
     }
 
     /// The barrier of [`Fault::Barrier`] requests.
-    pub(crate) fn barrier(&self) -> &Barrier {
-        &self.barrier
-    }
-
     /// The server's precise timer, for every wait of the link model.
     pub(crate) fn timer(&self) -> &Timer {
         &self.timer
@@ -249,21 +245,30 @@ impl Shared {
         self.has_faults.store(false, Ordering::Release);
     }
 
-    /// The faults applying to this request, advancing the rules' counters.
+    /// The faults applying to this request, advancing the rules' counters, and its ticket at
+    /// the barrier if a [`Fault::Barrier`] applies. The ticket is taken under the same lock as
+    /// the faults: requests take their turns in the order their faults were chosen, so a fault
+    /// chosen for the second request (a [`Fault::ChangeEtag`]) is never seen by the first.
     pub(crate) fn select_faults(
         &self,
         method: &str,
         path: &str,
         headers: &http::HeaderMap,
-    ) -> Vec<Fault> {
+    ) -> (Vec<Fault>, Option<Ticket<'_>>) {
         if !self.has_faults.load(Ordering::Acquire) {
-            return Vec::new();
+            return (Vec::new(), None);
         }
         let mut plan = self.faults.lock();
         if plan.is_empty() {
-            return Vec::new();
+            return (Vec::new(), None);
         }
-        plan.select(method, path, headers)
+        let faults = plan.select(method, path, headers);
+        let ticket = faults.iter().find_map(|f| match f {
+            Fault::Barrier(round) => Some(self.barrier.arrive(*round)),
+            _ => None,
+        });
+        drop(plan);
+        (faults, ticket)
     }
 
     pub(crate) fn set_latency(&self, latency: Duration) {
