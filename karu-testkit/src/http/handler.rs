@@ -264,6 +264,9 @@ where
     let (parts, body) = request.into_parts();
     let method = parts.method.as_str().to_owned();
     let path = parts.uri.path().to_owned();
+    // In flight from here: before the request's barrier ticket is taken, so a round's last
+    // arrival counts while the others are still held.
+    let mut in_flight = shared.begin_request();
     let (faults, ticket) = shared.select_faults(&method, &path, &parts.headers);
     let fault = (!faults.is_empty()).then(|| {
         faults
@@ -299,7 +302,6 @@ where
         latency_nanos: AtomicU64::new(0),
         paced_bytes: AtomicU64::new(0),
     });
-    let mut in_flight = shared.begin_request();
     let throttled = faults.iter().find_map(|f| match f {
         Fault::ThrottleAbove { limit, code } if !in_flight.serve_within(*limit) => Some(*code),
         _ => None,
