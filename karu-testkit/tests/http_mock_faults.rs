@@ -320,6 +320,8 @@ fn a_barrier_holds_requests_until_the_round_is_complete_then_answers_in_arrival_
     let log = server.requests();
     assert_eq!(log[0].fault.as_deref(), Some("Barrier(2)"));
     assert_eq!(log[1].fault.as_deref(), Some("Barrier(2) + ChangeEtag"));
+    // Both were in flight together: the round's last arrival counts before anyone is let go.
+    assert_eq!(server.max_in_flight(), 2);
 }
 
 #[test]
@@ -352,6 +354,7 @@ fn barrier_turns_follow_the_order_the_faults_were_chosen_in_not_the_order_reques
     let log = server.requests();
     assert_eq!(log[0].fault.as_deref(), Some("Latency(300ms) + Barrier(2)"));
     assert_eq!(log[1].fault.as_deref(), Some("Barrier(2) + ChangeEtag"));
+    assert_eq!(server.max_in_flight(), 2);
 }
 
 #[test]
