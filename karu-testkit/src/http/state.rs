@@ -164,7 +164,6 @@ impl Shared {
         }
     }
 
-    /// The barrier of [`Fault::Barrier`] requests.
     /// The server's precise timer, for every wait of the link model.
     pub(crate) fn timer(&self) -> &Timer {
         &self.timer
