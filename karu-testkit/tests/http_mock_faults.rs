@@ -6,7 +6,7 @@ use std::io::Read;
 use std::time::{Duration, Instant};
 
 use karu_testkit::{Fault, FaultRule, MockServer, pattern};
-use support::{BodyEnd, Client, request};
+use support::{BodyEnd, Client, request, wait_until};
 
 fn server_with(path: &str, len: usize) -> (MockServer, Vec<u8>) {
     let server = MockServer::start();
@@ -300,11 +300,9 @@ fn a_barrier_holds_requests_until_the_round_is_complete_then_answers_in_arrival_
     let mut first = Client::connect(server.addr());
     first.send("GET", "/a", &[("Range", "bytes=0-9")]).unwrap();
     // The second request goes out once the first is held at the barrier.
-    let give_up = Instant::now() + Duration::from_secs(20);
-    while server.request_count() < 1 {
-        assert!(Instant::now() < give_up, "the first request never arrived");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until("the first request's arrival", || {
+        server.request_count() == 1
+    });
     let mut second = Client::connect(server.addr());
     second
         .send("GET", "/a", &[("Range", "bytes=10-19")])
@@ -336,11 +334,9 @@ fn barrier_turns_follow_the_order_the_faults_were_chosen_in_not_the_order_reques
     server.add_fault(FaultRule::new(Fault::ChangeEtag).skip(1).times(1));
     let mut first = Client::connect(server.addr());
     first.send("GET", "/a", &[("Range", "bytes=0-9")]).unwrap();
-    let give_up = Instant::now() + Duration::from_secs(20);
-    while server.in_latency() < 1 {
-        assert!(Instant::now() < give_up, "the first request never arrived");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until("the first request in its latency", || {
+        server.in_latency() == 1
+    });
     let mut second = Client::connect(server.addr());
     second
         .send("GET", "/a", &[("Range", "bytes=10-19")])

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use karu_testkit::{Gate, GateResponse, MockServer, RequestHead, pattern};
-use support::{BodyEnd, Client, client_tls_config};
+use support::{BodyEnd, Client, client_tls_config, wait_until};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -56,15 +56,6 @@ fn latency_is_added_before_every_response() {
         ]
     );
     assert_eq!(server.in_latency(), 0);
-}
-
-/// Polls `done` until it holds; panics after a minute, which only a hang reaches.
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let give_up = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < give_up, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 #[test]

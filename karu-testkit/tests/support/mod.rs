@@ -7,7 +7,7 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -290,4 +290,13 @@ pub(crate) fn request(
     Client::connect(addr)
         .request(method, path, headers)
         .expect("request")
+}
+
+/// Polls `done` until it holds; panics after a minute, which only a hang reaches.
+pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < give_up, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
