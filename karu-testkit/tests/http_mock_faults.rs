@@ -291,18 +291,19 @@ fn content_range_faults_apply_to_416_answers_too() {
     );
 }
 
-#[test]
-fn a_barrier_holds_requests_until_the_round_is_complete_then_answers_in_arrival_order() {
-    let (server, data) = server_with("/a", 100);
-    server.set_etag("/a", Some("\"v1\""));
-    server.add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
-    server.add_fault(FaultRule::new(Fault::ChangeEtag).skip(1).times(1));
+/// Two requests through `server`'s barrier rules on `/a` (ETag `"v1"`, a `ChangeEtag` on the
+/// second): the first for bytes 0-9, the second for bytes 10-19 once `first_held` says the
+/// server holds the first. Checks that both got their bytes, the first from the object as it
+/// was and the second from the changed one, and that both were in flight together (the
+/// round's last arrival counts before anyone is let go); returns the log's faults.
+fn first_reads_before_the_change(
+    server: &MockServer,
+    data: &[u8],
+    first_held: impl FnMut() -> bool,
+) -> Vec<Option<String>> {
     let mut first = Client::connect(server.addr());
     first.send("GET", "/a", &[("Range", "bytes=0-9")]).unwrap();
-    // The second request goes out once the first is held at the barrier.
-    wait_until("the first request's arrival", || {
-        server.request_count() == 1
-    });
+    wait_until("the server holding the first request", first_held);
     let mut second = Client::connect(server.addr());
     second
         .send("GET", "/a", &[("Range", "bytes=10-19")])
@@ -311,15 +312,27 @@ fn a_barrier_holds_requests_until_the_round_is_complete_then_answers_in_arrival_
     let two = second.read_response(false).unwrap();
     assert_eq!((one.status, one.body.as_slice()), (206, &data[..10]));
     assert_eq!((two.status, two.body.as_slice()), (206, &data[10..20]));
-    // The first read the object before the second changed it.
     assert_eq!(one.header("etag"), Some("\"v1\""));
-    let changed = two.header("etag").unwrap();
-    assert_ne!(changed, "\"v1\"");
-    let log = server.requests();
-    assert_eq!(log[0].fault.as_deref(), Some("Barrier(2)"));
-    assert_eq!(log[1].fault.as_deref(), Some("Barrier(2) + ChangeEtag"));
-    // Both were in flight together: the round's last arrival counts before anyone is let go.
+    assert_ne!(two.header("etag").unwrap(), "\"v1\"");
     assert_eq!(server.max_in_flight(), 2);
+    server.requests().into_iter().map(|r| r.fault).collect()
+}
+
+#[test]
+fn a_barrier_holds_requests_until_the_round_is_complete_then_answers_in_arrival_order() {
+    let (server, data) = server_with("/a", 100);
+    server.set_etag("/a", Some("\"v1\""));
+    server.add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
+    server.add_fault(FaultRule::new(Fault::ChangeEtag).skip(1).times(1));
+    // The second request goes out once the first is held at the barrier.
+    let faults = first_reads_before_the_change(&server, &data, || server.request_count() == 1);
+    assert_eq!(
+        faults,
+        [
+            Some("Barrier(2)".into()),
+            Some("Barrier(2) + ChangeEtag".into())
+        ]
+    );
 }
 
 #[test]
@@ -332,25 +345,14 @@ fn barrier_turns_follow_the_order_the_faults_were_chosen_in_not_the_order_reques
     server.add_fault(FaultRule::new(Fault::Latency(Duration::from_millis(300))).times(1));
     server.add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
     server.add_fault(FaultRule::new(Fault::ChangeEtag).skip(1).times(1));
-    let mut first = Client::connect(server.addr());
-    first.send("GET", "/a", &[("Range", "bytes=0-9")]).unwrap();
-    wait_until("the first request in its latency", || {
-        server.in_latency() == 1
-    });
-    let mut second = Client::connect(server.addr());
-    second
-        .send("GET", "/a", &[("Range", "bytes=10-19")])
-        .unwrap();
-    let one = first.read_response(false).unwrap();
-    let two = second.read_response(false).unwrap();
-    assert_eq!((one.status, one.body.as_slice()), (206, &data[..10]));
-    assert_eq!((two.status, two.body.as_slice()), (206, &data[10..20]));
-    assert_eq!(one.header("etag"), Some("\"v1\""));
-    assert_ne!(two.header("etag").unwrap(), "\"v1\"");
-    let log = server.requests();
-    assert_eq!(log[0].fault.as_deref(), Some("Latency(300ms) + Barrier(2)"));
-    assert_eq!(log[1].fault.as_deref(), Some("Barrier(2) + ChangeEtag"));
-    assert_eq!(server.max_in_flight(), 2);
+    let faults = first_reads_before_the_change(&server, &data, || server.in_latency() == 1);
+    assert_eq!(
+        faults,
+        [
+            Some("Latency(300ms) + Barrier(2)".into()),
+            Some("Barrier(2) + ChangeEtag".into())
+        ]
+    );
 }
 
 #[test]
