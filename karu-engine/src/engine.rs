@@ -1,7 +1,6 @@
 //! The engine: plans submissions and routes transfers to file workers and event loops.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -279,13 +278,8 @@ impl Engine {
     /// a read first needs it).
     fn running(&self) -> &Arc<Inner> {
         let slot = &*self.slot;
-        let built = slot
-            .running
-            .get_or_build(|| Ok::<_, Infallible>(Inner::new(&slot.snapshot, &slot.callbacks)));
-        match built {
-            Ok(inner) => inner,
-            Err(never) => match never {},
-        }
+        slot.running
+            .get_or_init(|| Inner::new(&slot.snapshot, &slot.callbacks))
     }
 
     /// The configuration snapshot captured when the engine was built.
@@ -852,12 +846,10 @@ impl<'env> Scope<'env> {
         reads: impl IntoIterator<Item = Read<'env>>,
         options: &BatchOptions,
     ) -> ScopedBatch<'scope> {
-        let batches = self
-            .batches
-            .get_or_build(|| Ok::<_, std::convert::Infallible>(Mutex::new(Vec::new())));
+        let batches = self.batches.get_or_init(|| Mutex::new(Vec::new()));
         let batch = self
             .engine
-            .submit_any(reads.into_iter().collect(), options, batches.ok());
+            .submit_any(reads.into_iter().collect(), options, Some(batches));
         ScopedBatch {
             batch,
             _scope: PhantomData,

@@ -177,6 +177,14 @@ impl<T> PerProcess<T> {
         self.get_or_build_in(ProcessStamp::current(), |_| build())
     }
 
+    /// [`get_or_build`](PerProcess::get_or_build) for a value whose building cannot fail.
+    pub fn get_or_init(&self, build: impl FnOnce() -> T) -> &T {
+        match self.get_or_build(|| Ok::<_, std::convert::Infallible>(build())) {
+            Ok(value) => value,
+            Err(never) => match never {},
+        }
+    }
+
     /// [`get_or_build`](PerProcess::get_or_build), where `build` is shown the value of the
     /// process this one was forked from (if any) to copy what it can from it. It may read
     /// plain data and use `try_lock`, nothing that blocks: a lock of that value may be held

@@ -58,13 +58,7 @@ impl<P: CredentialProvider + 'static> PerScope<P> {
 
     /// The providers of the running process (a forked child's own, empty at first).
     fn providers(&self) -> &Mutex<HashMap<CredentialScope, Arc<P>>> {
-        let built = self
-            .providers
-            .get_or_build(|| Ok::<_, std::convert::Infallible>(Mutex::new(HashMap::new())));
-        match built {
-            Ok(providers) => providers,
-            Err(never) => match never {},
-        }
+        self.providers.get_or_init(|| Mutex::new(HashMap::new()))
     }
 
     /// The credential source of `scope`: its provider, made by `make` if the scope has none
