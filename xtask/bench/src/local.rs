@@ -265,11 +265,7 @@ pub(crate) fn run(args: &LocalArgs) -> Result<(), String> {
                 ("steady / Karu", Align::Right),
                 ("us per read", Align::Right),
             ]);
-            let mut steady = Vec::new();
-            for &method in methods {
-                let (cold, median) = bench.measure(method, buffers, &pieces, args.runs)?;
-                steady.push((method, cold, median));
-            }
+            let steady = bench.measure_all(methods, buffers, &pieces, args.runs)?;
             let karu = steady[0].2;
             for (method, cold, median) in &steady {
                 table.row(vec![
@@ -333,44 +329,60 @@ fn ms(d: Duration) -> String {
 }
 
 impl Bench<'_> {
-    /// The cold wall and the median steady wall of `method`, every batch's bytes checked.
-    fn measure(
+    /// The cold wall and the median steady wall of each of `methods`, every batch's bytes
+    /// checked: first each one's cold batch (Karu's on a new client), then rounds of steady
+    /// batches, one per method, every other round in reverse order, so that a host whose speed
+    /// drifts during the run moves every method's median alike (see `run::Bench::measure_all`).
+    fn measure_all(
         &self,
-        method: Method,
+        methods: &[Method],
         buffers: Buffers,
         pieces: &[Piece],
         runs: usize,
-    ) -> Result<(Duration, Duration), String> {
-        let client = match method {
-            Method::Karu => Some(crate::methods::karu_client()?),
-            _ => None,
+    ) -> Result<Vec<(Method, Duration, Duration)>, String> {
+        let client = if methods.contains(&Method::Karu) {
+            let client = crate::methods::karu_client()?;
+            let locator = client
+                .locate(self.file.path.to_str().ok_or("the path is not UTF-8")?)
+                .map_err(|e| e.to_string())?;
+            Some((client, locator))
+        } else {
+            None
         };
-        let locator = match &client {
-            Some(c) => Some(
-                c.locate(self.file.path.to_str().ok_or("the path is not UTF-8")?)
-                    .map_err(|e| e.to_string())?,
-            ),
-            None => None,
-        };
-        let mut walls = Vec::with_capacity(runs + 1);
-        for _ in 0..=runs {
-            let (wall, delivered) = match (method, &client, &locator) {
-                (Method::Karu, Some(client), Some(locator)) => {
-                    karu(client, locator, buffers, pieces)?
-                }
-                (Method::Pread { threads }, _, _) => self.pread(threads, buffers, pieces)?,
-                (Method::ObjectStore, _, _) => self.object_store(buffers, pieces)?,
+        let batch = |method: Method| -> Result<Duration, String> {
+            let (wall, delivered) = match (method, &client) {
+                (Method::Karu, Some((client, locator))) => karu(client, locator, buffers, pieces)?,
+                (Method::Pread { threads }, _) => self.pread(threads, buffers, pieces)?,
+                (Method::ObjectStore, _) => self.object_store(buffers, pieces)?,
                 _ => return Err("no client".into()),
             };
             check(&method.label(), pieces, &delivered)?;
-            drop(delivered);
-            walls.push(wall);
+            Ok(wall)
+        };
+        let cold = methods
+            .iter()
+            .map(|&m| batch(m))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut steady = vec![Vec::with_capacity(runs); methods.len()];
+        for round in 0..runs {
+            let mut order: Vec<usize> = (0..methods.len()).collect();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for i in order {
+                steady[i].push(batch(methods[i])?);
+            }
         }
-        let cold = walls[0];
-        let mut steady = walls[1..].to_vec();
-        steady.sort();
-        let median = steady.get(steady.len() / 2).copied().unwrap_or(cold);
-        Ok((cold, median))
+        Ok(methods
+            .iter()
+            .zip(cold)
+            .zip(steady)
+            .map(|((&method, cold), mut walls)| {
+                walls.sort();
+                let median = walls.get(walls.len() / 2).copied().unwrap_or(cold);
+                (method, cold, median)
+            })
+            .collect())
     }
 
     fn pread(

@@ -1,6 +1,6 @@
-//! Running a workload: one mock server, every method on it in turn (cold batch on a new
-//! client, then steady batches), counting from the server's request log, checking every
-//! byte, and printing the tables.
+//! Running a workload: one mock server, every method on it (each one's cold batch on a new
+//! client, then rounds of steady batches, one per method a round), counting from the server's
+//! request log, checking every byte, and printing the tables.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -222,23 +222,44 @@ impl Bench {
         }
     }
 
-    /// A cold batch on a new client of `method`, then `runs` steady ones on the same client.
-    fn measure(
+    /// Every method of `plan` on a new client of its own: first each one's cold batch, in the
+    /// plan's order, then rounds of steady batches, one per method still due one, every other
+    /// round in reverse order. A steady median then comes from batches spread over the same
+    /// minutes for every method, so a host that slows down or speeds up midway (these shared
+    /// machines do, by tens of percent) moves every method's median alike, where measuring one
+    /// method's batches after another's put the whole drift between them.
+    fn measure_all(
         &self,
-        method: Method,
-        runs: usize,
-        options: BatchOptions,
-    ) -> Result<Measured, String> {
-        let mut session = methods::open(method, self.context(options))?;
-        let cold = self.one(&mut *session)?;
-        let steady = (0..runs)
-            .map(|_| self.one(&mut *session))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Measured {
-            method,
-            cold,
-            steady,
-        })
+        plan: Vec<(Method, usize, BatchOptions)>,
+    ) -> Result<Vec<Measured>, String> {
+        let mut sessions = Vec::with_capacity(plan.len());
+        for (method, runs, options) in plan {
+            sessions.push((method, runs, methods::open(method, self.context(options))?));
+        }
+        let mut all = Vec::with_capacity(sessions.len());
+        for (method, _, session) in &mut sessions {
+            let cold = self.one(&mut **session)?;
+            all.push(Measured {
+                method: *method,
+                cold,
+                steady: Vec::new(),
+            });
+        }
+        let rounds = sessions.iter().map(|(_, runs, _)| *runs).max().unwrap_or(0);
+        for round in 0..rounds {
+            let mut order: Vec<usize> = (0..sessions.len()).collect();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for i in order {
+                let (_, runs, session) = &mut sessions[i];
+                if round < *runs {
+                    let run = self.one(&mut **session)?;
+                    all[i].steady.push(run);
+                }
+            }
+        }
+        Ok(all)
     }
 
     fn one(&self, session: &mut dyn Session) -> Result<Run, String> {
@@ -366,7 +387,6 @@ pub(crate) fn reads(shape: Shape, options: &Options, link_too: bool) -> Result<(
         bench.server.set_bandwidth(scenario.bandwidth);
         println!();
         println!("== {} · {} ==", bench.workload.name, scenario.title());
-        let mut all = Vec::new();
         let mut skipped = Vec::new();
         let mut plan = methods_for(
             &bench.workload,
@@ -378,9 +398,11 @@ pub(crate) fn reads(shape: Shape, options: &Options, link_too: bool) -> Result<(
         if options.peers_first {
             plan.reverse();
         }
-        for (method, runs) in plan {
-            all.push(bench.measure(method, runs, BatchOptions::new())?);
-        }
+        let all = bench.measure_all(
+            plan.into_iter()
+                .map(|(method, runs)| (method, runs, BatchOptions::new()))
+                .collect(),
+        )?;
         failed |= print_scenario(
             &bench,
             scenario,
@@ -748,10 +770,11 @@ pub(crate) fn cpu(options: &CpuOptions) -> Result<(), String> {
         println!("the peers first and Karu last");
         plan.reverse();
     }
-    let all = plan
-        .into_iter()
-        .map(|(method, batch_options)| bench.measure(method, options.runs, batch_options))
-        .collect::<Result<Vec<_>, _>>()?;
+    let all = bench.measure_all(
+        plan.into_iter()
+            .map(|(method, batch_options)| (method, options.runs, batch_options))
+            .collect(),
+    )?;
     let Some(karu) = all.iter().find(|m| m.method == Method::Karu) else {
         return Err("Karu was not measured".into());
     };
