@@ -23,7 +23,7 @@ use crate::http::{Remote, TransportStats};
 use crate::locator::{Locator, Target, Window};
 use crate::plan::{self, Limits, PlanRead};
 use crate::process::PerProcess;
-use crate::read::{Completion, Read, Sink};
+use crate::read::{Completion, Destination, Read, Sink};
 use crate::reply::{self, Reply};
 use crate::status::{Error, Status};
 use crate::transfer::{Part, Parts, Transfer};
@@ -576,10 +576,19 @@ impl Engine {
                 .parts
                 .iter()
                 .filter_map(|p| {
-                    let read = slots[p.index].take()?;
+                    let mut read = slots[p.index].take()?;
                     if locator.is_none() {
-                        locator = Some(read.locator.whole());
-                        if_match.clone_from(&read.if_match);
+                        // The first part's locator and condition become the transfer's (all
+                        // its parts share them): taken, not copied.
+                        if_match = read.if_match.take();
+                        locator = Some(read.locator.into_whole());
+                        return Some(part(
+                            p.index,
+                            read.tag,
+                            read.length,
+                            read.destination,
+                            p.offset_in_span,
+                        ));
                     }
                     Some(into_part(p.index, read, p.offset_in_span))
                 })
@@ -666,12 +675,29 @@ fn saturate(n: u128) -> u64 {
 }
 
 fn into_part(index: usize, read: Read<'_>, offset_in_span: u64) -> Part {
+    part(
+        index,
+        read.tag,
+        read.length,
+        read.destination,
+        offset_in_span,
+    )
+}
+
+/// The part of the read at `index` in the submission, from the pieces of it a part keeps.
+fn part(
+    index: usize,
+    tag: Option<u64>,
+    length: u64,
+    destination: Destination<'_>,
+    offset_in_span: u64,
+) -> Part {
     Part {
-        tag: read.tag.unwrap_or(index as u64),
+        tag: tag.unwrap_or(index as u64),
         index,
         offset_in_span,
-        length: read.length,
-        sink: Sink::from_destination(read.destination),
+        length,
+        sink: Sink::from_destination(destination),
     }
 }
 

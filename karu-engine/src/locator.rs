@@ -232,6 +232,16 @@ impl Locator {
         })))
     }
 
+    /// [`whole`](Self::whole), taking this locator: without a window it is the same one, and
+    /// no count changes hands.
+    pub(crate) fn into_whole(self) -> Locator {
+        if self.0.window.is_none() {
+            self
+        } else {
+            self.whole()
+        }
+    }
+
     /// This object without any window.
     pub fn whole(&self) -> Locator {
         if self.0.window.is_none() {

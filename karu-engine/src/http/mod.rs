@@ -114,7 +114,7 @@ impl Waiting {
             .await
         {
             Ok(credential) => {
-                transfer.auth = Some((authority, credential));
+                transfer.auth = Some(Box::new((authority, credential)));
                 transfer.credential_wait = began.elapsed();
                 ctx.queues.push_transfer(transfer);
             }
@@ -458,7 +458,7 @@ impl Remote {
         let deadline = deadline_of(began, &shared.settings_for(&transfer.locator));
         match shared.workers.begin(&authority, true, deadline) {
             Pending::Ready(credential) => {
-                transfer.auth = Some((authority, credential));
+                transfer.auth = Some(Box::new((authority, credential)));
                 self.queues.push_transfer(transfer);
             }
             pending => {
@@ -746,7 +746,7 @@ async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
         if_match: if_match.as_deref(),
         settings: &settings,
         cancel: Some(&batch),
-        auth: transfer.auth.take(),
+        auth: transfer.auth.take().map(|auth| *auth),
         started,
         pins: None,
         held: task_permits(),
