@@ -212,7 +212,7 @@ impl Exchange<'_> {
         if let (Some(reuse), Some(key)) = (self.reuse, &key) {
             let mut kept = reuse.locations.lock().poll_location(key, Instant::now());
             if kept.is_none() && options.resolve_once {
-                let (location, lead) = self.join_flight(reuse, key).await?;
+                let (location, lead) = Box::pin(self.join_flight(reuse, key)).await?;
                 kept = location;
                 _leading = lead;
             }
@@ -253,7 +253,7 @@ impl Exchange<'_> {
             {
                 // The reused location expired or was revoked: back to the prepared URL, once.
                 tracing::debug!(status, "a reused location failed; asking the prepared URL");
-                self.discard(answer, 0).await;
+                Box::pin(self.discard(answer, 0)).await;
                 if let (Some(reuse), Some(key)) = (self.reuse, &key) {
                     reuse.locations.lock().forget(key);
                 }
@@ -277,7 +277,7 @@ impl Exchange<'_> {
                     key = self.location_key(&url, &headers, &options);
                 }
                 linked = Some(answer.response.headers().clone());
-                self.discard(answer, 0).await;
+                Box::pin(self.discard(answer, 0)).await;
                 let prepared_origin = origin.get_or_insert_with(|| origin_of(&url));
                 if origin_of(&next) != *prepared_origin {
                     // Credentials never follow a redirect to another origin.
@@ -374,8 +374,7 @@ impl Exchange<'_> {
         };
         tracing::debug!("waiting, without a permit, for a concurrent request's redirect location");
         let released = self.held.is_some_and(Held::release);
-        self.wait_for_flight(reuse, &key, id, until.min(self.deadline))
-            .await?;
+        Box::pin(self.wait_for_flight(reuse, &key, id, until.min(self.deadline))).await?;
         let Some(held) = self.held.filter(|_| released) else {
             return Ok(Duration::ZERO);
         };
@@ -603,12 +602,13 @@ impl Exchange<'_> {
             Verdict::Unsatisfiable { size, etag } => {
                 let size = match size {
                     Some(size) => {
-                        self.discard(answer, 0).await;
+                        Box::pin(self.discard(answer, 0)).await;
                         Some(size)
                     }
                     // An S3-style error body may state the size the header did not.
                     None => {
-                        let body = self.discard(answer, self.limits.error_body_limit).await;
+                        let body =
+                            Box::pin(self.discard(answer, self.limits.error_body_limit)).await;
                         check::check_unsatisfiable(expect.range, check::actual_object_size(&body))
                             .map_err(|rejection| rejected(rejection, status))?
                     }
@@ -622,7 +622,9 @@ impl Exchange<'_> {
                     total: size,
                 })
             }
-            Verdict::ErrorStatus(code) => Err(self.error_status(code, answer, host).await),
+            Verdict::ErrorStatus(code) => {
+                Err(Box::pin(self.error_status(code, answer, host)).await)
+            }
             Verdict::Reject(rejection) => {
                 // Never download what cannot be used: the connection is closed.
                 answer.abandon();

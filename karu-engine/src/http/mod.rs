@@ -999,6 +999,47 @@ mod tests {
     }
 
     #[test]
+    fn the_future_of_a_read_in_flight_stays_small() {
+        // Every read in flight is polled from the future of the crew member that runs it,
+        // and the loop keeps one such member for each. The rare paths (a read split into
+        // parts, a redirect, an error body, a wait for another request's redirect) are boxed,
+        // so that they take no room in every other read's future: this one took 7,440 bytes
+        // before they were, 6,448 after.
+        let backend = Arc::new(RecordsRanges::default());
+        let mut registry = Registry::builder();
+        registry.provider(backend).scheme("records");
+        let locator = registry.build().unwrap().resolve("records://x").unwrap();
+        let remote = Remote::start(
+            &Snapshot::defaults(),
+            Callbacks::default(),
+            CredentialCache::new(),
+        )
+        .expect("the loops start");
+        let size = remote
+            .spawn(move |ctx| async move {
+                let settings = ctx.settings_for(&locator);
+                let mut buffer = [0u8; 16];
+                let mut landing = Scatter::one(Dest::Slice(&mut buffer));
+                let fetch = Fetch {
+                    locator: &locator,
+                    range: RangeSpec::Closed { first: 0, last: 15 },
+                    if_match: None,
+                    settings: &settings,
+                    cancel: None,
+                    auth: None,
+                    started: Instant::now(),
+                    pins: None,
+                    held: None,
+                };
+                let future = pieces::fetch(&ctx, fetch, &mut landing, settings.http.part_size.0);
+                Ok(std::mem::size_of_val(&future))
+            })
+            .wait()
+            .expect("measured on a loop");
+        assert!(size <= 7 * 1024, "a read's future takes {size} bytes");
+    }
+
+    #[test]
     fn a_merged_transfer_comes_apart_at_gaps_its_measured_endpoint_prices_above_a_request() {
         // Measured: a gap is worth fetching up to the price, here about 20 KB.
         let price = run_merged(&[0, 4096], slow_link()).price.expect("measured");

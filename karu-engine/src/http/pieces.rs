@@ -219,7 +219,9 @@ pub(crate) async fn fetch(
     let pins = fetch.cancel.and_then(BatchShared::versions).unwrap_or(&own);
     let fetched = {
         let landing: Mutex<&mut dyn Landing> = Mutex::new(&mut *dst);
-        run_pieces(ctx, &fetch, first, &pieces, &landing, pins).await?
+        // Boxed, as the fallback below: a read split into parts is large, and the future
+        // of every other read stays the size of one fetch.
+        Box::pin(run_pieces(ctx, &fetch, first, &pieces, &landing, pins)).await?
     };
     match join(&pieces, &fetched, caller_pins)? {
         Joined::Span(fetched) => Ok(fetched),
@@ -228,7 +230,7 @@ pub(crate) async fn fetch(
                 pieces = pieces.len(),
                 "parts without a strong ETag cannot be proven one version: one request"
             );
-            fetch.run(ctx, dst).await
+            Box::pin(fetch.run(ctx, dst)).await
         }
     }
 }
