@@ -365,11 +365,7 @@ impl Bench<'_> {
             .collect::<Result<Vec<_>, _>>()?;
         let mut steady = vec![Vec::with_capacity(runs); methods.len()];
         for round in 0..runs {
-            let mut order: Vec<usize> = (0..methods.len()).collect();
-            if round % 2 == 1 {
-                order.reverse();
-            }
-            for i in order {
+            for i in crate::run::round_order(round, methods.len()) {
                 steady[i].push(batch(methods[i])?);
             }
         }

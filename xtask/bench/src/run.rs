@@ -247,11 +247,7 @@ impl Bench {
         }
         let rounds = sessions.iter().map(|(_, runs, _)| *runs).max().unwrap_or(0);
         for round in 0..rounds {
-            let mut order: Vec<usize> = (0..sessions.len()).collect();
-            if round % 2 == 1 {
-                order.reverse();
-            }
-            for i in order {
+            for i in round_order(round, sessions.len()) {
                 let (_, runs, session) = &mut sessions[i];
                 if round < *runs {
                     let run = self.one(&mut **session)?;
@@ -286,6 +282,18 @@ impl Bench {
             client_cpu,
         })
     }
+}
+
+/// The order of `methods` methods in steady round `round`: the plan's order in even rounds,
+/// reversed in odd ones, so that no method always runs right after the same other one (the
+/// first batch after another method's pays for what that one left behind: caches, memory
+/// handed back, the server's state).
+pub(crate) fn round_order(round: usize, methods: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..methods).collect();
+    if round % 2 == 1 {
+        order.reverse();
+    }
+    order
 }
 
 /// CPU time run so far by this process's live threads other than the mock server's
@@ -844,6 +852,15 @@ pub(crate) fn cpu(options: &CpuOptions) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steady_rounds_alternate_the_order_of_the_methods() {
+        assert_eq!(round_order(0, 3), vec![0, 1, 2]);
+        assert_eq!(round_order(1, 3), vec![2, 1, 0]);
+        assert_eq!(round_order(2, 3), vec![0, 1, 2]);
+        assert_eq!(round_order(5, 1), vec![0]);
+        assert!(round_order(0, 0).is_empty());
+    }
 
     #[test]
     fn rates_read_as_links() {
