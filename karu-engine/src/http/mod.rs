@@ -904,6 +904,21 @@ mod tests {
         }
     }
 
+    /// A [`RecordsRanges`] backend, an object of it, and loops of a client with the defaults.
+    fn records() -> (Arc<RecordsRanges>, Locator, Remote) {
+        let backend = Arc::new(RecordsRanges::default());
+        let mut registry = Registry::builder();
+        registry.provider(backend.clone()).scheme("records");
+        let locator = registry.build().unwrap().resolve("records://x").unwrap();
+        let remote = Remote::start(
+            &Snapshot::defaults(),
+            Callbacks::default(),
+            CredentialCache::new(),
+        )
+        .expect("the loops start");
+        (backend, locator, remote)
+    }
+
     /// What [`run_merged`] saw.
     struct Merged {
         /// The ranges requested, as (first, last) in offset order.
@@ -919,16 +934,7 @@ mod tests {
     /// a client whose endpoint measured `measured` (an exchange as [`Endpoints::record`]
     /// takes it).
     fn run_merged(offsets: &[u64], measured: Option<([Duration; 3], u64)>) -> Merged {
-        let backend = Arc::new(RecordsRanges::default());
-        let mut registry = Registry::builder();
-        registry.provider(backend.clone()).scheme("records");
-        let locator = registry.build().unwrap().resolve("records://x").unwrap();
-        let remote = Remote::start(
-            &Snapshot::defaults(),
-            Callbacks::default(),
-            CredentialCache::new(),
-        )
-        .expect("the loops start");
+        let (backend, locator, remote) = records();
         if let Some((at, bytes)) = measured {
             remote
                 .shared
@@ -1005,16 +1011,7 @@ mod tests {
         // parts, a redirect, an error body, a wait for another request's redirect) are boxed,
         // so that they take no room in every other read's future: this one took 7,440 bytes
         // before they were, 6,448 after.
-        let backend = Arc::new(RecordsRanges::default());
-        let mut registry = Registry::builder();
-        registry.provider(backend).scheme("records");
-        let locator = registry.build().unwrap().resolve("records://x").unwrap();
-        let remote = Remote::start(
-            &Snapshot::defaults(),
-            Callbacks::default(),
-            CredentialCache::new(),
-        )
-        .expect("the loops start");
+        let (_, locator, remote) = records();
         let size = remote
             .spawn(move |ctx| async move {
                 let settings = ctx.settings_for(&locator);
