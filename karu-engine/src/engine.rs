@@ -576,21 +576,21 @@ impl Engine {
                 .parts
                 .iter()
                 .filter_map(|p| {
-                    let mut read = slots[p.index].take()?;
+                    let Read {
+                        locator: object,
+                        length,
+                        destination,
+                        tag,
+                        if_match: condition,
+                        ..
+                    } = slots[p.index].take()?;
                     if locator.is_none() {
                         // The first part's locator and condition become the transfer's (all
                         // its parts share them): taken, not copied.
-                        if_match = read.if_match.take();
-                        locator = Some(read.locator.into_whole());
-                        return Some(part(
-                            p.index,
-                            read.tag,
-                            read.length,
-                            read.destination,
-                            p.offset_in_span,
-                        ));
+                        locator = Some(object.into_whole());
+                        if_match = condition;
                     }
-                    Some(into_part(p.index, read, p.offset_in_span))
+                    Some(part(p.index, tag, length, destination, p.offset_in_span))
                 })
                 .collect();
             let Some(locator) = locator else { continue };
