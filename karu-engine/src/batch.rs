@@ -612,17 +612,24 @@ impl BatchShared {
         while state.pending > 0 {
             self.ready.wait(&mut state);
         }
-        state.queue.drain(..).collect()
+        // Taken whole, not copied (a queue only pushed to since it was last taken starts at
+        // the start of its buffer, so it becomes a vector as it is).
+        Vec::from(std::mem::take(&mut state.queue))
     }
 }
 
-/// `completions` in the order of their index in the submission. When their indices are dense
-/// (a whole batch, or most of one) each is placed at its index, in one pass; otherwise they
-/// are sorted. None is ever dropped, even two with one index.
-fn in_submission_order(completions: Vec<Completion>) -> Vec<Completion> {
+/// `completions` in the order of their index in the submission. A whole batch's (each index
+/// below their count once) are put in place by swaps, with no second buffer: a large batch's
+/// completions take megabytes, and the fresh pages of a copy cost more than the swaps. When
+/// their indices are dense otherwise (most of a batch) each is placed at its index in one
+/// pass; when sparse they are sorted. None is ever dropped, even two with one index.
+fn in_submission_order(mut completions: Vec<Completion>) -> Vec<Completion> {
     let Some(end) = completions.iter().map(|c| c.index.saturating_add(1)).max() else {
         return completions;
     };
+    if end == completions.len() && permute_in_place(&mut completions) {
+        return completions;
+    }
     let sorted = |mut all: Vec<Completion>| {
         all.sort_by_key(Completion::index);
         all
@@ -647,6 +654,25 @@ fn in_submission_order(completions: Vec<Completion>) -> Vec<Completion> {
     }
 }
 
+/// Put every completion at its index, in place, when each index is below their count: each
+/// swap puts one completion where it belongs. False (the order partly changed, nothing lost)
+/// when two share an index.
+fn permute_in_place(completions: &mut [Completion]) -> bool {
+    for i in 0..completions.len() {
+        loop {
+            let j = completions[i].index;
+            if j == i {
+                break;
+            }
+            if completions[j].index == j {
+                return false; // `j` is already in place: this one shares its index
+            }
+            completions.swap(i, j);
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -667,6 +693,15 @@ mod tests {
         // Two with one index: both kept.
         let doubled: Vec<Completion> = [2, 1, 2, 0].map(completion).into();
         assert_eq!(indices(&in_submission_order(doubled)), [0, 1, 2, 2]);
+        // Two with one index, as many as there are indices (so one is missing): both kept.
+        let doubled: Vec<Completion> = [2, 2, 0].map(completion).into();
+        assert_eq!(indices(&in_submission_order(doubled)), [0, 2, 2]);
+        // A whole batch in a scattered order, put in place.
+        let n = 1000;
+        let scattered: Vec<Completion> = (0..n).map(|i| completion(i * 7919 % n)).collect();
+        let ordered = in_submission_order(scattered);
+        assert_eq!(indices(&ordered), (0..n).collect::<Vec<_>>());
+        assert!(ordered.iter().all(|c| c.tag == c.index as u64));
         assert!(in_submission_order(Vec::new()).is_empty());
     }
 
