@@ -410,18 +410,28 @@ fn if_match_on_a_local_read_is_an_invalid_argument() {
     let client = client();
     let object = locate(&client, &path);
 
+    // Refused before planning (the condition) and by the planner (a zero length), between
+    // reads that succeed: each outcome reaches its own read, and the tags stay the indices.
     let batch = client.submit([
+        Read::new(&object, 40, 4),
         Read::new(&object, 0, 4).if_match("\"etag-1\""),
         Read::new(&object, 4, 4),
+        Read::new(&object, 8, 0),
+        Read::new(&object, 20, 6),
     ]);
     let stats = batch.stats();
-    assert_eq!((stats.reads, stats.rejected, stats.transfers), (2, 1, 1));
-    assert_eq!(stats.requested_bytes, 4);
+    assert_eq!((stats.reads, stats.rejected, stats.transfers), (5, 2, 3));
+    assert_eq!(stats.requested_bytes, 14);
     let done = batch.wait();
-    assert_failed(&done[0], Status::InvalidArgument);
-    let message = done[0].error().unwrap().message();
+    let tags: Vec<u64> = done.iter().map(Completion::tag).collect();
+    assert_eq!(tags, [0, 1, 2, 3, 4]);
+    assert_ok(&done[0], 40, 4);
+    assert_failed(&done[1], Status::InvalidArgument);
+    let message = done[1].error().unwrap().message();
     assert!(message.contains(path.to_str().unwrap()), "{message}");
-    assert_ok(&done[1], 4, 4);
+    assert_ok(&done[2], 4, 4);
+    assert_failed(&done[3], Status::InvalidRange);
+    assert_ok(&done[4], 20, 6);
 }
 
 #[test]

@@ -21,7 +21,7 @@ use crate::file::{self, FilePool};
 use crate::http::ends::RemoteEnds;
 use crate::http::{Remote, TransportStats};
 use crate::locator::{Locator, Target, Window};
-use crate::plan::{self, Limits, PlanRead};
+use crate::plan::{self, Limits, Plan, PlanRead, PlannedPart, PlannedTransfer};
 use crate::process::PerProcess;
 use crate::read::{Completion, Destination, Read, Sink};
 use crate::reply::{self, Reply};
@@ -531,21 +531,12 @@ impl Engine {
         let limits = options.limits(self.slot.limits);
         let inner = Arc::clone(self.running());
         let (planned, mut early) = group(&reads);
-        let plan_reads: Vec<PlanRead> = planned.iter().map(|p| p.read).collect();
         let prices = match self.slot.trade {
             Trade::Priced => prices(&inner, &reads, &planned),
             _ => Vec::new(),
         };
-        let mut plan = plan::plan_priced(&plan_reads, &limits, &prices);
-        // Back from the planner's indices to the submission's.
-        for (index, _) in &mut plan.rejected {
-            *index = planned[*index].index;
-        }
-        for transfer in &mut plan.transfers {
-            for part in &mut transfer.parts {
-                part.index = planned[part.index].index;
-            }
-        }
+        let mut plan = plan::plan_priced(&planned.reads, &limits, &prices);
+        planned.to_submission(&mut plan);
         let stats = BatchStats {
             reads: reads.len(),
             rejected: plan.rejected.len() + early.len(),
@@ -569,47 +560,32 @@ impl Engine {
 
         // Local transfers go to the workers a chunk at a time while the rest are built.
         let mut local = inner.files.chunks(plan.transfers.len());
-        for planned in plan.transfers {
-            let mut locator = None;
-            let mut if_match = None;
-            let parts: Parts = planned
-                .parts
-                .iter()
-                .filter_map(|p| {
-                    let Read {
-                        locator: object,
-                        length,
-                        destination,
-                        tag,
-                        if_match: condition,
-                        ..
-                    } = slots[p.index].take()?;
-                    if locator.is_none() {
-                        // The first part's locator and condition become the transfer's (all
-                        // its parts share them): taken, not copied.
-                        locator = Some(object.into_whole());
-                        if_match = condition;
-                    }
-                    Some(part(p.index, tag, length, destination, p.offset_in_span))
-                })
-                .collect();
-            let Some(locator) = locator else { continue };
-            let transfer = Transfer {
-                locator,
-                start: planned.start,
-                length: planned.length,
-                if_match,
-                parts,
-                batch: Arc::clone(&shared),
-                auth: None,
-                credential_wait: std::time::Duration::ZERO,
-            };
-            match transfer.locator.target() {
-                Target::File(_) => local.push(transfer),
-                Target::Remote => match inner.remote() {
-                    Ok(remote) => remote.submit(transfer),
-                    Err(e) => transfer.fail(&e),
-                },
+        let mut taken = Vec::new();
+        for window in windows(&plan.transfers) {
+            // The reads of a few transfers leave their slots first, in a loop that does nothing
+            // else: the slots lie scattered (the plan is in offset order, the slots in
+            // submission order), and in a tight loop the processor fetches many at once
+            // instead of one after another.
+            taken.extend(
+                window
+                    .iter()
+                    .flat_map(|t| &t.parts)
+                    .map(|p| slots[p.index].take()),
+            );
+            let mut reads = taken.drain(..);
+            for planned in window {
+                let parts = planned.parts.iter();
+                let reads = parts.zip(reads.by_ref().take(planned.parts.len()));
+                let Some(transfer) = transfer_of(planned, reads, &shared) else {
+                    continue;
+                };
+                match transfer.locator.target() {
+                    Target::File(_) => local.push(transfer),
+                    Target::Remote => match inner.remote() {
+                        Ok(remote) => remote.submit(transfer),
+                        Err(e) => transfer.fail(&e),
+                    },
+                }
             }
         }
         drop(local);
@@ -619,6 +595,71 @@ impl Engine {
             _engine: inner,
         }
     }
+}
+
+/// Parts taken from their slots together (see [`Engine::submit_any`]).
+const GATHER: usize = 64;
+
+/// `transfers` in runs of at least [`GATHER`] parts (the last run may have fewer).
+fn windows(transfers: &[PlannedTransfer]) -> impl Iterator<Item = &[PlannedTransfer]> {
+    let mut rest = transfers;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut parts = 0;
+        let n = rest
+            .iter()
+            .take_while(|t| {
+                let more = parts < GATHER;
+                parts += t.parts.len();
+                more
+            })
+            .count();
+        let (window, after) = rest.split_at(n);
+        rest = after;
+        Some(window)
+    })
+}
+
+/// The transfer of `planned` for `batch`, from each of its parts with the read it serves (a
+/// part whose read is gone has already completed); `None` when none is left.
+fn transfer_of<'p, 'r>(
+    planned: &PlannedTransfer,
+    reads: impl Iterator<Item = (&'p PlannedPart, Option<Read<'r>>)>,
+    batch: &Arc<BatchShared>,
+) -> Option<Transfer> {
+    let mut locator = None;
+    let mut if_match = None;
+    let parts: Parts = reads
+        .filter_map(|(p, read)| {
+            let Read {
+                locator: object,
+                length,
+                destination,
+                tag,
+                if_match: condition,
+                ..
+            } = read?;
+            if locator.is_none() {
+                // The first part's locator and condition become the transfer's (all its parts
+                // share them): taken, not copied.
+                locator = Some(object.into_whole());
+                if_match = condition;
+            }
+            Some(part(p.index, tag, length, destination, p.offset_in_span))
+        })
+        .collect();
+    Some(Transfer {
+        locator: locator?,
+        start: planned.start,
+        length: planned.length,
+        if_match,
+        parts,
+        batch: Arc::clone(batch),
+        auth: None,
+        credential_wait: std::time::Duration::ZERO,
+    })
 }
 
 fn visible_size(window: Option<Window>, object_size: u64) -> u64 {
@@ -704,40 +745,16 @@ fn part(
 /// Rank every read's group (backend, canonical resource, identity condition) and check what
 /// the planner cannot (conditions on local files). Returns the planner's input and the reads
 /// rejected here.
-fn group(reads: &[Read<'_>]) -> (Vec<Planned>, Vec<(usize, Error)>) {
+fn group(reads: &[Read<'_>]) -> (Grouped, Vec<(usize, Error)>) {
     type Key<'a> = (&'a str, &'a str, Option<&'a str>);
     let mut ids: HashMap<Key<'_>, u32> = HashMap::new();
     let mut keys: Vec<Key<'_>> = Vec::new();
-    let mut raw_groups = Vec::with_capacity(reads.len());
+    let mut early = Vec::new();
+    let mut planned = Vec::with_capacity(reads.len());
+    let mut indices: Option<Vec<usize>> = None;
     // Reads of one object usually come together, sharing its locator's strings: such a read
     // takes the previous read's group without hashing its path again.
     let mut last: Option<(Key<'_>, u32)> = None;
-    for read in reads {
-        let key = (
-            read.locator.backend().name(),
-            read.locator.canonical().as_str(),
-            read.if_match.as_deref(),
-        );
-        let id = match last {
-            Some((previous, id)) if same_key(previous, key) => id,
-            _ => *ids.entry(key).or_insert_with(|| {
-                keys.push(key);
-                (keys.len() - 1) as u32
-            }),
-        };
-        last = Some((key, id));
-        raw_groups.push(id);
-    }
-    // Rank groups by their keys so the plan's order does not depend on submission order.
-    let mut order: Vec<u32> = (0..keys.len() as u32).collect();
-    order.sort_by_key(|&id| keys[id as usize]);
-    let mut rank = vec![0u32; keys.len()];
-    for (r, &id) in order.iter().enumerate() {
-        rank[id as usize] = r as u32;
-    }
-
-    let mut early = Vec::new();
-    let mut planned = Vec::with_capacity(reads.len());
     for (index, read) in reads.iter().enumerate() {
         let remote = matches!(read.locator.target(), Target::Remote);
         if !remote && read.if_match.is_some() {
@@ -751,20 +768,49 @@ fn group(reads: &[Read<'_>]) -> (Vec<Planned>, Vec<(usize, Error)>) {
                     ),
                 ),
             ));
+            // From here on the planner's indices are not the submission's.
+            indices.get_or_insert_with(|| (0..index).collect());
             continue;
         }
-        planned.push(Planned {
-            index,
-            read: PlanRead {
-                group: rank[raw_groups[index] as usize],
-                mergeable: remote,
-                offset: read.offset,
-                length: read.length,
-                window: read.locator.window(),
-            },
+        let key = (
+            read.locator.backend().name(),
+            read.locator.canonical().as_str(),
+            read.if_match.as_deref(),
+        );
+        let id = match last {
+            Some((previous, id)) if same_key(previous, key) => id,
+            _ => *ids.entry(key).or_insert_with(|| {
+                keys.push(key);
+                (keys.len() - 1) as u32
+            }),
+        };
+        last = Some((key, id));
+        if let Some(indices) = &mut indices {
+            indices.push(index);
+        }
+        planned.push(PlanRead {
+            group: id, // ranked below
+            mergeable: remote,
+            offset: read.offset,
+            length: read.length,
+            window: read.locator.window(),
         });
     }
-    (planned, early)
+    // Rank groups by their keys so the plan's order does not depend on submission order.
+    let mut order: Vec<u32> = (0..keys.len() as u32).collect();
+    order.sort_by_key(|&id| keys[id as usize]);
+    let mut rank = vec![0u32; keys.len()];
+    for (r, &id) in order.iter().enumerate() {
+        rank[id as usize] = r as u32;
+    }
+    for read in &mut planned {
+        read.group = rank[read.group as usize];
+    }
+    let grouped = Grouped {
+        reads: planned,
+        indices,
+    };
+    (grouped, early)
 }
 
 /// Whether two grouping keys name the same strings, by address (one locator's strings, or
@@ -783,27 +829,50 @@ fn same_key(a: (&str, &str, Option<&str>), b: (&str, &str, Option<&str>)) -> boo
 /// The priced trade's largest gap for each group (indexed by rank), from what the transport
 /// measured for the group's endpoint; `None` for local groups and unmeasured endpoints (the
 /// guards alone decide there). Empty until the event loops have started.
-fn prices(inner: &Inner, reads: &[Read<'_>], planned: &[Planned]) -> Vec<Option<u64>> {
+fn prices(inner: &Inner, reads: &[Read<'_>], planned: &Grouped) -> Vec<Option<u64>> {
     let Some(Ok(remote)) = inner.remote.get() else {
         return Vec::new();
     };
-    let groups = planned.iter().map(|p| p.read.group + 1).max().unwrap_or(0);
+    let groups = planned.reads.iter().map(|r| r.group + 1).max().unwrap_or(0);
     let mut prices = vec![None; groups as usize];
     let mut seen = vec![false; groups as usize];
-    for p in planned {
-        let group = p.read.group as usize;
-        if std::mem::replace(&mut seen[group], true) || !p.read.mergeable {
+    for (i, read) in planned.reads.iter().enumerate() {
+        let group = read.group as usize;
+        if std::mem::replace(&mut seen[group], true) || !read.mergeable {
             continue;
         }
-        prices[group] = remote.price(&reads[p.index].locator);
+        prices[group] = remote.price(&reads[planned.index(i)].locator);
     }
     prices
 }
 
-/// A read the planner will see, and its index in the submission.
-struct Planned {
-    index: usize,
-    read: PlanRead,
+/// The planner's input: the reads not rejected before planning, and where each came from in
+/// the submission.
+struct Grouped {
+    reads: Vec<PlanRead>,
+    /// The submission's index of each of `reads`, once a read has been rejected before
+    /// planning; `None` while the two are the same (most submissions), so no index is stored.
+    indices: Option<Vec<usize>>,
+}
+
+impl Grouped {
+    /// The submission's index of the planner's read `i`.
+    fn index(&self, i: usize) -> usize {
+        self.indices.as_ref().map_or(i, |indices| indices[i])
+    }
+
+    /// Turn the indices of `plan` (the planner's) into the submission's.
+    fn to_submission(&self, plan: &mut Plan) {
+        let Some(indices) = &self.indices else {
+            return; // the same
+        };
+        for (index, _) in &mut plan.rejected {
+            *index = indices[*index];
+        }
+        for part in plan.transfers.iter_mut().flat_map(|t| t.parts.iter_mut()) {
+            part.index = indices[part.index];
+        }
+    }
 }
 
 /// A region in which reads may borrow their destinations; see [`Engine::scope`].
@@ -941,5 +1010,46 @@ impl fmt::Debug for Engine {
         f.debug_struct("Engine")
             .field("limits", &self.slot.limits)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use smallvec::smallvec;
+
+    use super::*;
+
+    /// A planned transfer serving `parts` reads.
+    fn serving(parts: usize) -> PlannedTransfer {
+        let part = PlannedPart {
+            index: 0,
+            offset_in_span: 0,
+            length: 1,
+        };
+        PlannedTransfer {
+            group: 0,
+            start: 0,
+            length: 1,
+            parts: smallvec![part; parts],
+        }
+    }
+
+    #[test]
+    fn reads_are_gathered_in_runs_of_whole_transfers() {
+        let runs = |parts: &[usize]| {
+            let transfers: Vec<PlannedTransfer> = parts.iter().map(|&n| serving(n)).collect();
+            windows(&transfers)
+                .map(|w| w.iter().map(|t| t.parts.len()).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        };
+        // One part each: runs of GATHER, the last one shorter.
+        let ones = runs(&[1; 2 * GATHER + 3]);
+        assert_eq!(ones.iter().map(Vec::len).collect::<Vec<_>>(), [GATHER, GATHER, 3]);
+        // A transfer is never split; a run closes once it holds GATHER parts.
+        assert_eq!(
+            runs(&[GATHER + 5, 1, GATHER - 1, 2, 3]),
+            [vec![GATHER + 5], vec![1, GATHER - 1], vec![2, 3]]
+        );
+        assert!(runs(&[]).is_empty());
     }
 }

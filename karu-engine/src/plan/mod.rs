@@ -190,7 +190,9 @@ fn gap_of(group: u32, limits: &Limits, prices: &[Option<u64>]) -> u64 {
 /// deterministic.
 pub fn plan_priced(reads: &[PlanRead], limits: &Limits, prices: &[Option<u64>]) -> Plan {
     let mut rejected = Vec::new();
-    let mut transfers = Vec::new();
+    // At most a transfer a read: reserved at once, so a large plan is never copied as it
+    // grows (untouched room costs address space, not memory).
+    let mut transfers = Vec::with_capacity(reads.len());
     let mut current: Option<Open> = None;
     for (group, start, index) in sorted(reads, &mut rejected) {
         let read = &reads[index];
@@ -249,23 +251,22 @@ fn sorted_by(
             None
         }
     };
-    let (packed, wide) = if pack {
-        let mut keys: Vec<u128> = reads
-            .iter()
-            .enumerate()
-            .filter_map(absolute)
-            .map(|(group, offset, index)| {
-                (u128::from(group) << 96) | (u128::from(offset) << 32) | index as u128
-            })
-            .collect();
-        keys.sort_unstable();
-        (keys, Vec::new())
-    } else {
-        let mut order: Vec<(u32, u64, usize)> =
-            reads.iter().enumerate().filter_map(absolute).collect();
-        order.sort_unstable();
-        (Vec::new(), order)
-    };
+    let (packed, wide) =
+        if pack {
+            let mut keys: Vec<u128> = Vec::with_capacity(reads.len());
+            keys.extend(reads.iter().enumerate().filter_map(absolute).map(
+                |(group, offset, index)| {
+                    (u128::from(group) << 96) | (u128::from(offset) << 32) | index as u128
+                },
+            ));
+            keys.sort_unstable();
+            (keys, Vec::new())
+        } else {
+            let mut order: Vec<(u32, u64, usize)> =
+                reads.iter().enumerate().filter_map(absolute).collect();
+            order.sort_unstable();
+            (Vec::new(), order)
+        };
     let unpacked = packed
         .into_iter()
         .map(|k| ((k >> 96) as u32, (k >> 32) as u64, (k as u32) as usize));
