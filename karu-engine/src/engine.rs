@@ -1044,7 +1044,10 @@ mod tests {
         };
         // One part each: runs of GATHER, the last one shorter.
         let ones = runs(&[1; 2 * GATHER + 3]);
-        assert_eq!(ones.iter().map(Vec::len).collect::<Vec<_>>(), [GATHER, GATHER, 3]);
+        assert_eq!(
+            ones.iter().map(Vec::len).collect::<Vec<_>>(),
+            [GATHER, GATHER, 3]
+        );
         // A transfer is never split; a run closes once it holds GATHER parts.
         assert_eq!(
             runs(&[GATHER + 5, 1, GATHER - 1, 2, 3]),
