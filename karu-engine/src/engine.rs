@@ -572,11 +572,11 @@ impl Engine {
                     .flat_map(|t| &t.parts)
                     .map(|p| slots[p.index].take()),
             );
-            let mut reads = taken.drain(..);
+            let mut gathered = taken.drain(..);
             for planned in window {
-                let parts = planned.parts.iter();
-                let reads = parts.zip(reads.by_ref().take(planned.parts.len()));
-                let Some(transfer) = transfer_of(planned, reads, &shared) else {
+                let served = gathered.by_ref().take(planned.parts.len());
+                let parts = planned.parts.iter().zip(served);
+                let Some(transfer) = transfer_of(planned, parts, &shared) else {
                     continue;
                 };
                 match transfer.locator.target() {
@@ -626,12 +626,12 @@ fn windows(transfers: &[PlannedTransfer]) -> impl Iterator<Item = &[PlannedTrans
 /// part whose read is gone has already completed); `None` when none is left.
 fn transfer_of<'p, 'r>(
     planned: &PlannedTransfer,
-    reads: impl Iterator<Item = (&'p PlannedPart, Option<Read<'r>>)>,
+    parts: impl Iterator<Item = (&'p PlannedPart, Option<Read<'r>>)>,
     batch: &Arc<BatchShared>,
 ) -> Option<Transfer> {
     let mut locator = None;
     let mut if_match = None;
-    let parts: Parts = reads
+    let parts: Parts = parts
         .filter_map(|(p, read)| {
             let Read {
                 locator: object,
