@@ -612,8 +612,9 @@ impl BatchShared {
         while state.pending > 0 {
             self.ready.wait(&mut state);
         }
-        // Taken whole, not copied (a queue only pushed to since it was last taken starts at
-        // the start of its buffer, so it becomes a vector as it is).
+        // Taken whole, not copied into a new buffer: a queue only pushed to since it was last
+        // taken starts at its buffer's start and becomes a vector as it is (one whose front
+        // was taken by `next` is moved within its own buffer first).
         Vec::from(std::mem::take(&mut state.queue))
     }
 }
@@ -621,9 +622,9 @@ impl BatchShared {
 /// `completions` in the order of their index in the submission. A whole batch's (each index
 /// below their count once) are put in place by swaps, with no second buffer of completions
 /// (a table of their places instead, 8 bytes each): a large batch's completions take
-/// megabytes, and the fresh pages of a copy cost more than the swaps. When
-/// their indices are dense otherwise (most of a batch) each is placed at its index in one
-/// pass; when sparse they are sorted. None is ever dropped, even two with one index.
+/// megabytes, and the fresh pages of a copy cost more than the swaps. When their indices are
+/// dense otherwise (most of a batch) each is placed at its index in one pass; when sparse they
+/// are sorted. None is ever dropped, even two with one index.
 fn in_submission_order(mut completions: Vec<Completion>) -> Vec<Completion> {
     let Some(end) = completions.iter().map(|c| c.index.saturating_add(1)).max() else {
         return completions;
@@ -655,18 +656,19 @@ fn in_submission_order(mut completions: Vec<Completion>) -> Vec<Completion> {
     }
 }
 
-/// Put every completion at its index, in place, when each index is below their count. Where
-/// each one lies is noted first in a small table, so the swaps along each cycle find their next
-/// place there instead of in the completion just fetched: the processor fetches many of the
-/// scattered completions at once instead of one after another. False, with nothing changed,
-/// when two share an index.
+/// Put every completion at its index, in place, when their indices are exactly those below
+/// their count. Where each one lies is noted first in a small table, so the swaps along each
+/// cycle find their next place there instead of in the completion just fetched: the processor
+/// fetches many of the scattered completions at once instead of one after another. False, with
+/// nothing changed, when an index is out of that range or two share one.
 fn permute_in_place(completions: &mut [Completion]) -> bool {
     const FREE: usize = usize::MAX;
     // `from[i]`: where the completion with index `i` lies.
     let mut from = vec![FREE; completions.len()];
     for (at, c) in completions.iter().enumerate() {
-        if std::mem::replace(&mut from[c.index], at) != FREE {
-            return false; // two with this index
+        match from.get_mut(c.index) {
+            Some(place) if *place == FREE => *place = at,
+            _ => return false, // beyond the count, or two with this index
         }
     }
     for start in 0..completions.len() {
@@ -705,8 +707,15 @@ mod tests {
         let doubled: Vec<Completion> = [2, 1, 2, 0].map(completion).into();
         assert_eq!(indices(&in_submission_order(doubled)), [0, 1, 2, 2]);
         // Two with one index, as many as there are indices (so one is missing): both kept.
-        let doubled: Vec<Completion> = [2, 2, 0].map(completion).into();
+        let mut doubled: Vec<Completion> = [2, 2, 0].map(completion).into();
+        assert!(!permute_in_place(&mut doubled));
+        assert_eq!(indices(&doubled), [2, 2, 0], "nothing moved");
         assert_eq!(indices(&in_submission_order(doubled)), [0, 2, 2]);
+        // An index beyond the count: refused by the permutation, which moves nothing; sorted.
+        let mut beyond: Vec<Completion> = [1, 5, 0].map(completion).into();
+        assert!(!permute_in_place(&mut beyond));
+        assert_eq!(indices(&beyond), [1, 5, 0], "nothing moved");
+        assert_eq!(indices(&in_submission_order(beyond)), [0, 1, 5]);
         // A whole batch in a scattered order, put in place.
         let n = 1000;
         let scattered: Vec<Completion> = (0..n).map(|i| completion(i * 7919 % n)).collect();

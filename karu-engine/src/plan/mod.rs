@@ -251,22 +251,21 @@ fn sorted_by(
             None
         }
     };
-    let (packed, wide) =
-        if pack {
-            let mut keys: Vec<u128> = Vec::with_capacity(reads.len());
-            keys.extend(reads.iter().enumerate().filter_map(absolute).map(
-                |(group, offset, index)| {
-                    (u128::from(group) << 96) | (u128::from(offset) << 32) | index as u128
-                },
-            ));
-            keys.sort_unstable();
-            (keys, Vec::new())
-        } else {
-            let mut order: Vec<(u32, u64, usize)> =
-                reads.iter().enumerate().filter_map(absolute).collect();
-            order.sort_unstable();
-            (Vec::new(), order)
-        };
+    let key = |(group, offset, index): (u32, u64, usize)| {
+        (u128::from(group) << 96) | (u128::from(offset) << 32) | index as u128
+    };
+    let (packed, wide) = if pack {
+        // Reserved at once: most reads are valid, and a vector grown by doubling is copied.
+        let mut keys: Vec<u128> = Vec::with_capacity(reads.len());
+        keys.extend(reads.iter().enumerate().filter_map(absolute).map(key));
+        keys.sort_unstable();
+        (keys, Vec::new())
+    } else {
+        let mut order: Vec<(u32, u64, usize)> =
+            reads.iter().enumerate().filter_map(absolute).collect();
+        order.sort_unstable();
+        (Vec::new(), order)
+    };
     let unpacked = packed
         .into_iter()
         .map(|k| ((k >> 96) as u32, (k >> 32) as u64, (k as u32) as usize));
