@@ -49,7 +49,11 @@ fn run_stages(
         .is_ok_and(|o| o.status.success());
 
     if nextest {
+        // The run's settings (a test that never ends fails instead of hanging the run).
+        let config = root.join("xtask").join("nextest.toml");
+        let config = config.to_str().ok_or("the checkout's path is not UTF-8")?;
         let mut args = vec!["nextest", "run", "--workspace", "--no-fail-fast"];
+        args.extend(["--config-file", config]);
         args.extend(NOT_TESTED);
         args.extend(extra.iter().map(String::as_str));
         stages.time("build and run the tests (nextest)", || step(root, &args))?;
