@@ -609,6 +609,11 @@ impl BatchShared {
             return foreign.drain();
         }
         let mut state = self.state.lock();
+        // Every read's completion will be queued at once: room for all of them now, instead
+        // of the queue doubling as they arrive (each time a copy into fresh memory, made by a
+        // worker under the lock every worker of the batch needs).
+        let pending = state.pending;
+        state.queue.reserve_exact(pending);
         while state.pending > 0 {
             self.ready.wait(&mut state);
         }
@@ -723,6 +728,30 @@ mod tests {
         assert_eq!(indices(&ordered), (0..n).collect::<Vec<_>>());
         assert!(ordered.iter().all(|c| c.tag == c.index as u64));
         assert!(in_submission_order(Vec::new()).is_empty());
+    }
+
+    /// Waiting for a whole batch makes room for all its completions at once: the queue is
+    /// not grown by doubling as they arrive (no copy, and no room beyond the batch's).
+    #[test]
+    fn waiting_for_a_batch_makes_room_for_all_its_completions() {
+        let n = 1_000;
+        let b = batch(n);
+        b.shared.complete((0..3).map(completion));
+        let room = b.shared.state.lock().queue.capacity();
+        assert!(room < n);
+        std::thread::scope(|s| {
+            let waiting = s.spawn(|| b.wait());
+            // Until `wait` has made its room (it holds the lock while it does).
+            while b.shared.state.lock().queue.capacity() == room {
+                std::thread::yield_now();
+            }
+            assert_eq!(b.shared.state.lock().queue.capacity(), n);
+            b.shared.complete((3..n).map(completion));
+            let all = waiting.join().unwrap();
+            assert_eq!(all.len(), n);
+            assert_eq!(all.capacity(), n);
+            assert!(all.iter().enumerate().all(|(i, c)| c.index() == i));
+        });
     }
 
     fn completion(index: usize) -> Completion {
