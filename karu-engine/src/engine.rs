@@ -170,6 +170,28 @@ struct Inner {
     remote: OnceLock<Result<Remote, Error>>,
     callbacks: Callbacks,
     credentials: CredentialCache,
+    /// The room the last submission's grouping and planning left (see [`Working`]).
+    working: Mutex<Working>,
+}
+
+/// The working memory of a submission's grouping and planning, kept for the next one: the
+/// planner's input and its [`plan::Scratch`]. A later submission writes to memory the process
+/// already has instead of faulting in fresh pages, which the heap would otherwise return to
+/// the kernel between batches. At most [`Working::KEPT`] bytes are kept (room for some
+/// 130,000 reads); a larger submission's room is freed after it.
+#[derive(Default)]
+struct Working {
+    reads: Vec<PlanRead>,
+    plan: plan::Scratch,
+}
+
+impl Working {
+    /// The most room kept between submissions.
+    const KEPT: usize = 16 << 20;
+
+    fn bytes(&self) -> usize {
+        self.reads.capacity() * size_of::<PlanRead>() + self.plan.bytes()
+    }
 }
 
 impl Inner {
@@ -182,7 +204,29 @@ impl Inner {
             remote: OnceLock::new(),
             callbacks: callbacks.clone(),
             credentials: CredentialCache::new(),
+            working: Mutex::default(),
         })
+    }
+
+    /// The room a submission plans in: the last one's, or none if another submission is
+    /// planning in it now.
+    fn take_working(&self) -> Working {
+        std::mem::take(&mut *self.working.lock())
+    }
+
+    /// Keep `working` for the next submission, unless it is too large or less than the
+    /// room kept already (a submission that planned at the same time).
+    fn keep_working(&self, working: Working) {
+        let bytes = working.bytes();
+        if bytes > Working::KEPT {
+            return;
+        }
+        let mut kept = self.working.lock();
+        if bytes > kept.bytes() {
+            // The room it replaces is freed after the lock.
+            let _freed = std::mem::replace(&mut *kept, working);
+            drop(kept);
+        }
     }
 
     fn remote(&self) -> Result<&Remote, Error> {
@@ -530,13 +574,15 @@ impl Engine {
         }
         let limits = options.limits(self.slot.limits);
         let inner = Arc::clone(self.running());
-        let (planned, mut early) = group(&reads);
+        let mut working = inner.take_working();
+        let (planned, mut early) = group(&reads, std::mem::take(&mut working.reads));
         let prices = match self.slot.trade {
             Trade::Priced => prices(&inner, &reads, &planned),
             _ => Vec::new(),
         };
-        let mut plan = plan::plan_priced(&planned.reads, &limits, &prices);
+        let mut plan = plan::plan_in(&planned.reads, &limits, &prices, &mut working.plan);
         planned.to_submission(&mut plan);
+        working.reads = planned.reads;
         let stats = BatchStats {
             reads: reads.len(),
             rejected: plan.rejected.len() + early.len(),
@@ -589,6 +635,8 @@ impl Engine {
             }
         }
         drop(local);
+        working.plan.recycle(plan.transfers);
+        inner.keep_working(working);
         Batch {
             shared,
             stats,
@@ -745,12 +793,16 @@ fn part(
 /// Rank every read's group (backend, canonical resource, identity condition) and check what
 /// the planner cannot (conditions on local files). Returns the planner's input and the reads
 /// rejected here.
-fn group(reads: &[Read<'_>]) -> (Grouped, Vec<(usize, Error)>) {
+///
+/// The planner's input is built in `room` (emptied first).
+fn group(reads: &[Read<'_>], mut room: Vec<PlanRead>) -> (Grouped, Vec<(usize, Error)>) {
     type Key<'a> = (&'a str, &'a str, Option<&'a str>);
     let mut ids: HashMap<Key<'_>, u32> = HashMap::new();
     let mut keys: Vec<Key<'_>> = Vec::new();
     let mut early = Vec::new();
-    let mut planned = Vec::with_capacity(reads.len());
+    room.clear();
+    room.reserve(reads.len());
+    let mut planned = room;
     let mut indices: Option<Vec<usize>> = None;
     // Reads of one object usually come together, sharing its locator's strings: such a read
     // takes the previous read's group without hashing its path again.
@@ -1054,5 +1106,68 @@ mod tests {
             [vec![GATHER + 5], vec![1, GATHER - 1], vec![2, 3]]
         );
         assert!(runs(&[]).is_empty());
+    }
+
+    /// A submission plans in the room the last one left; the room of a submission too large
+    /// to keep is freed after it.
+    #[test]
+    fn submissions_plan_in_the_room_the_last_one_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let registry = crate::testing::registry();
+        let object = registry.resolve(path.to_str().unwrap()).unwrap();
+        let engine = Engine::new(Snapshot::defaults()).unwrap();
+        let kept = |engine: &Engine| {
+            let working = engine.running().working.lock();
+            (working.reads.as_ptr(), working.bytes())
+        };
+        let read_all = |engine: &Engine, n: u64| {
+            let reads = (0..n).map(|i| Read::new(&object, (i * 7) % 4000, 1 + i % 90));
+            for (i, c) in engine
+                .submit(reads, &BatchOptions::new())
+                .wait()
+                .into_iter()
+                .enumerate()
+            {
+                let (offset, length) = ((i as u64 * 7) % 4000, 1 + i as u64 % 90);
+                let want = &data[offset as usize..(offset + length) as usize];
+                assert_eq!(c.index(), i);
+                assert_eq!(c.status(), Status::Ok);
+                assert_eq!(c.into_buffer().unwrap(), want);
+            }
+        };
+
+        read_all(&engine, 1_000);
+        // Room for the planner's input, the sort keys and the transfers of 1,000 reads.
+        let per_read = size_of::<PlanRead>() + size_of::<u128>() + size_of::<PlannedTransfer>();
+        let (_, bytes) = kept(&engine);
+        assert!(bytes >= 1_000 * per_read, "{bytes} bytes kept");
+
+        // Room for the input of 1,500 reads, and none else: less than a submission of 1,000
+        // reads needs in all, so a submission that planned elsewhere would replace it.
+        let planted = Vec::with_capacity(1_500);
+        let room = planted.as_ptr();
+        *engine.running().working.lock() = Working {
+            reads: planted,
+            plan: plan::Scratch::default(),
+        };
+        read_all(&engine, 1_000);
+        let (kept_room, bytes) = kept(&engine);
+        assert_eq!(kept_room, room, "the submission planned elsewhere");
+        assert!(
+            bytes >= 1_500 * size_of::<PlanRead>() + 1_000 * (per_read - size_of::<PlanRead>())
+        );
+
+        // Too many reads to keep their room (all of zero length: rejected, no I/O).
+        let too_many = Working::KEPT / per_read + 1;
+        let reads = (0..too_many).map(|_| Read::new(&object, 0, 0));
+        let done = engine.submit(reads, &BatchOptions::new()).wait();
+        assert_eq!(done.len(), too_many);
+        assert!(done.iter().all(|c| c.status() == Status::InvalidRange));
+        assert_eq!(kept(&engine).1, 0, "the room of {too_many} reads was kept");
+        read_all(&engine, 1_000);
+        assert!(kept(&engine).1 >= 1_000 * per_read);
     }
 }

@@ -189,12 +189,53 @@ fn gap_of(group: u32, limits: &Limits, prices: &[Option<u64>]) -> u64 {
 /// join while the guards hold; `max_gap == 0` still disables merging altogether. Pure and
 /// deterministic.
 pub fn plan_priced(reads: &[PlanRead], limits: &Limits, prices: &[Option<u64>]) -> Plan {
+    plan_in(reads, limits, prices, &mut Scratch::default())
+}
+
+/// The room one plan leaves to the next: its sort keys' and its transfers'. A caller that
+/// plans again and again (an engine, batch after batch) passes the same scratch to
+/// [`plan_in`] and gives each plan's transfers back with [`Scratch::recycle`], so the next
+/// plan writes to memory the process already has instead of fresh pages from the kernel,
+/// each a page fault (the heap gives large freed blocks back to the kernel between batches).
+#[derive(Debug, Default)]
+pub struct Scratch {
+    keys: Vec<u128>,
+    transfers: Vec<PlannedTransfer>,
+}
+
+impl Scratch {
+    /// Keep the room of a plan's `transfers` (emptied) for the next plan, if it holds more
+    /// than the room kept already.
+    pub fn recycle(&mut self, mut transfers: Vec<PlannedTransfer>) {
+        if transfers.capacity() > self.transfers.capacity() {
+            transfers.clear();
+            self.transfers = transfers;
+        }
+    }
+
+    /// The bytes of room it holds.
+    pub fn bytes(&self) -> usize {
+        self.keys.capacity() * size_of::<u128>()
+            + self.transfers.capacity() * size_of::<PlannedTransfer>()
+    }
+}
+
+/// [`plan_priced`], in the room of `scratch` (see [`Scratch`]): the plan's transfers are
+/// the scratch's vector, and the sort keys live in the scratch. The same plan either way.
+pub fn plan_in(
+    reads: &[PlanRead],
+    limits: &Limits,
+    prices: &[Option<u64>],
+    scratch: &mut Scratch,
+) -> Plan {
     let mut rejected = Vec::new();
     // At most a transfer a read: reserved at once, so a large plan is never copied as it
     // grows (untouched room costs address space, not memory).
-    let mut transfers = Vec::with_capacity(reads.len());
+    let mut transfers = std::mem::take(&mut scratch.transfers);
+    transfers.clear();
+    transfers.reserve(reads.len());
     let mut current: Option<Open> = None;
-    for (group, start, index) in sorted(reads, &mut rejected) {
+    for (group, start, index) in sorted(reads, &mut rejected, &mut scratch.keys) {
         let read = &reads[index];
         let part = Candidate {
             group,
@@ -231,19 +272,23 @@ pub fn plan_priced(reads: &[PlanRead], limits: &Limits, prices: &[Option<u64>]) 
 /// comparison is one integer comparison instead of three: sorting was two thirds of planning
 /// (~370 of ~540 instructions a read, 20,000 scattered reads). A submission of 2^32 reads or
 /// more (some 200 GB of reads) sorts the tuples instead.
-fn sorted(
+///
+/// The packed keys are sorted in `keys` (emptied first, and emptied again as they are taken).
+fn sorted<'k>(
     reads: &[PlanRead],
     rejected: &mut Vec<(usize, Error)>,
-) -> impl Iterator<Item = (u32, u64, usize)> + use<> {
-    sorted_by(reads, rejected, u32::try_from(reads.len()).is_ok())
+    keys: &'k mut Vec<u128>,
+) -> impl Iterator<Item = (u32, u64, usize)> + use<'k> {
+    sorted_by(reads, rejected, u32::try_from(reads.len()).is_ok(), keys)
 }
 
 /// [`sorted`], packing the keys or not (`pack` requires fewer than 2^32 reads).
-fn sorted_by(
+fn sorted_by<'k>(
     reads: &[PlanRead],
     rejected: &mut Vec<(usize, Error)>,
     pack: bool,
-) -> impl Iterator<Item = (u32, u64, usize)> + use<> {
+    keys: &'k mut Vec<u128>,
+) -> impl Iterator<Item = (u32, u64, usize)> + use<'k> {
     let absolute = |(index, read): (usize, &PlanRead)| match absolute_offset(read) {
         Ok(abs) => Some((read.group, abs, index)),
         Err(e) => {
@@ -254,20 +299,21 @@ fn sorted_by(
     let key = |(group, offset, index): (u32, u64, usize)| {
         (u128::from(group) << 96) | (u128::from(offset) << 32) | index as u128
     };
-    let (packed, wide) = if pack {
+    keys.clear();
+    let wide = if pack {
         // Reserved at once: most reads are valid, and a vector grown by doubling is copied.
-        let mut keys: Vec<u128> = Vec::with_capacity(reads.len());
+        keys.reserve(reads.len());
         keys.extend(reads.iter().enumerate().filter_map(absolute).map(key));
         keys.sort_unstable();
-        (keys, Vec::new())
+        Vec::new()
     } else {
         let mut order: Vec<(u32, u64, usize)> =
             reads.iter().enumerate().filter_map(absolute).collect();
         order.sort_unstable();
-        (Vec::new(), order)
+        order
     };
-    let unpacked = packed
-        .into_iter()
+    let unpacked = keys
+        .drain(..)
         .map(|k| ((k >> 96) as u32, (k >> 32) as u64, (k as u32) as usize));
     unpacked.chain(wide)
 }
@@ -910,13 +956,32 @@ mod properties {
                 .map(|r| PlanRead { group: r.group.wrapping_mul(high), ..r })
                 .collect();
             let (mut packed_rejected, mut wide_rejected) = (Vec::new(), Vec::new());
-            let packed: Vec<_> = sorted_by(&reads, &mut packed_rejected, true).collect();
-            let wide: Vec<_> = sorted_by(&reads, &mut wide_rejected, false).collect();
+            // Keys left from an earlier plan are not this one's.
+            let mut stale = vec![u128::MAX; 3];
+            let packed: Vec<_> = sorted_by(&reads, &mut packed_rejected, true, &mut stale).collect();
+            let wide: Vec<_> = sorted_by(&reads, &mut wide_rejected, false, &mut stale).collect();
             prop_assert_eq!(&packed, &wide);
             prop_assert!(packed.windows(2).all(|w| w[0] < w[1]));
             let rejected = |r: &[(usize, Error)]| r.iter().map(|(i, _)| *i).collect::<Vec<_>>();
             prop_assert_eq!(rejected(&packed_rejected), rejected(&wide_rejected));
             prop_assert_eq!(packed.len() + packed_rejected.len(), reads.len());
+        }
+
+        /// Planning batch after batch in one scratch, each plan's transfers given back to it,
+        /// makes the plans planning each batch afresh makes.
+        #[test]
+        fn plans_in_a_reused_scratch_are_the_same(
+            batches in proptest::collection::vec(arb_batch(), 1..5),
+            limits in prop_oneof![Just(Limits::default()), arb_limits()],
+        ) {
+            let mut scratch = Scratch::default();
+            for reads in &batches {
+                let reused = plan_in(reads, &limits, &[], &mut scratch);
+                prop_assert_eq!(&reused, &plan(reads, &limits));
+                let room = reused.transfers.capacity();
+                scratch.recycle(reused.transfers);
+                prop_assert!(scratch.bytes() >= room * size_of::<PlannedTransfer>());
+            }
         }
 
         /// Every priced plan covers every read exactly once, stays inside all four guards and
