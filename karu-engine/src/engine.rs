@@ -1123,16 +1123,21 @@ mod tests {
             let working = engine.running().working.lock();
             (working.reads.as_ptr(), working.bytes())
         };
-        let read_all = |engine: &Engine, n: u64| {
-            let reads = (0..n).map(|i| Read::new(&object, (i * 7) % 4000, 1 + i % 90));
+        // Read `i`'s offset and length.
+        let range = |i: usize| ((i * 7) % 4000, 1 + i % 90);
+        let read_all = |engine: &Engine, n: usize| {
+            let reads = (0..n).map(|i| {
+                let (offset, length) = range(i);
+                Read::new(&object, offset as u64, length as u64)
+            });
             for (i, c) in engine
                 .submit(reads, &BatchOptions::new())
                 .wait()
                 .into_iter()
                 .enumerate()
             {
-                let (offset, length) = ((i as u64 * 7) % 4000, 1 + i as u64 % 90);
-                let want = &data[offset as usize..(offset + length) as usize];
+                let (offset, length) = range(i);
+                let want = &data[offset..offset + length];
                 assert_eq!(c.index(), i);
                 assert_eq!(c.status(), Status::Ok);
                 assert_eq!(c.into_buffer().unwrap(), want);
