@@ -1170,7 +1170,10 @@ mod tests {
         let reads = (0..too_many).map(|_| Read::new(&object, 0, 0));
         let done = engine.submit(reads, &BatchOptions::new()).wait();
         assert_eq!(done.len(), too_many);
-        assert!(done.iter().all(|c| c.status() == Status::InvalidRange));
+        for (i, c) in done.iter().enumerate() {
+            assert_eq!((c.index(), c.status()), (i, Status::InvalidRange));
+            assert!(c.error().unwrap().message().contains("zero-length"));
+        }
         assert_eq!(kept(&engine).1, 0, "the room of {too_many} reads was kept");
         read_all(&engine, 1_000);
         assert!(kept(&engine).1 >= 1_000 * per_read);
