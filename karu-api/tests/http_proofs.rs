@@ -136,36 +136,57 @@ fn a_200_whose_content_range_names_other_bytes_is_a_protocol_error_and_not_retri
 #[test]
 fn a_close_delimited_whole_body_that_stops_early_is_a_truncation_and_the_read_resumes() {
     let server = server_with("/o", 4 << 20);
-    // The whole object from byte 0 without a length, cut after 50,000 bytes: to the client a
-    // clean end of the body. Today the read ends "at the end of the object" with 49,000 bytes.
-    for fault in [
-        Fault::IgnoreRange,
-        Fault::CloseDelimited,
-        Fault::CutBodyAfter(50_000),
-    ] {
-        server.add_fault(FaultRule::new(fault).times(1));
-    }
+    // The whole object from byte 0 without a length, cut after 350,000 bytes: to the client a
+    // clean end of the body. Before issue 8's fix the read ended "at the end of the object".
+    let cut = |at| {
+        for fault in [
+            Fault::IgnoreRange,
+            Fault::CloseDelimited,
+            Fault::CutBodyAfter(at),
+        ] {
+            server.add_fault(FaultRule::new(fault).times(1));
+        }
+    };
+    cut(350_000);
     let client = client();
     let object = locate(&client, &server, "/o");
-    assert_ok(
-        &read_one(&client, &object, 1000, 300 * KIB),
-        1000,
-        300 * KIB,
-    );
-    let last = 1000 + 300 * KIB - 1;
-    let log = server.requests();
+    let (first, len) = (100_000, 300 * KIB);
+    let last = first + len - 1;
+    assert_ok(&read_one(&client, &object, first, len), first, len);
+    // More bytes than the range asked for: the whole object indeed, so the 250,000 bytes
+    // after the skipped prefix are proven, and the read resumes after them.
+    let log = server.take_requests();
     assert_eq!(
         range_headers(&log),
-        [format!("bytes=1000-{last}"), format!("bytes=50000-{last}")],
+        [
+            format!("bytes={first}-{last}"),
+            format!("bytes=350000-{last}")
+        ],
         "{}",
         describe(&log)
     );
     assert_eq!(statuses(&log), [200, 206]);
     assert_eq!(
         (log[0].body_bytes, log[0].header("if-match")),
-        (50_000, None)
+        (350_000, None)
     );
     assert_eq!(log[1].header("if-match"), Some(ETAG));
+    // Cut after 150,000 bytes, no more than the range: those could be the range's own bytes
+    // from a server that dropped their Content-Range, so none is kept and the read starts
+    // over.
+    cut(150_000);
+    assert_ok(&read_one(&client, &object, first, len), first, len);
+    let log = server.take_requests();
+    assert_eq!(
+        range_headers(&log),
+        [
+            format!("bytes={first}-{last}"),
+            format!("bytes={first}-{last}")
+        ],
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(statuses(&log), [200, 206]);
 }
 
 #[test]
@@ -248,4 +269,92 @@ fn the_size_in_an_s3_style_416_body_serves_stat_and_read_ends_of_an_empty_object
             .all(|r| r.fault.as_deref() == Some("MissingContentRange"))
     );
     assert_eq!(log[3].range.as_deref(), Some("bytes=5000-5009"));
+}
+
+/// The server's own 416 as a fault: a short text body, no `Content-Range`, no size.
+fn bare_416() -> Fault {
+    Fault::Status {
+        code: 416,
+        retry_after: None,
+    }
+}
+
+#[test]
+fn a_bare_416_on_resuming_inside_the_size_an_earlier_answer_stated_is_no_end_of_object() {
+    // The first answer states 100,000 bytes and is cut after 1,000; the resumed request (pinned
+    // to the same ETag) gets a 416 saying nothing of the size. Found by `http_random_faults`:
+    // the read ended "at the end of the object" after 1,000 bytes, a false end.
+    let server = server_with("/o", 100_000);
+    server.add_fault(FaultRule::new(Fault::CutBodyAfter(1000)).times(1));
+    server.add_fault(FaultRule::new(bare_416()).skip(1).times(1));
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    let c = read_one(&client, &object, 0, 100_000);
+    assert_failed(&c, Status::Protocol);
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        ["bytes=0-99999", "bytes=1000-99999"],
+        "a contradiction is not retried:\n{}",
+        describe(&log)
+    );
+    assert_eq!(statuses(&log), [206, 416]);
+    assert_eq!(log[1].header("if-match"), Some(ETAG));
+    // Where the size was stated by no earlier answer, the same 416 does prove the end (as in
+    // `a_close_delimited_body_ending_at_the_real_end_is_proven_by_the_next_answer`).
+}
+
+#[test]
+fn a_bare_416_for_a_part_inside_the_size_the_first_part_stated_is_no_end_of_object() {
+    // A read of 200,000 bytes in parts of 64 KiB, one at a time: the first part's answer states
+    // the size, the second part gets a 416 saying nothing of it. Found by `http_random_faults`:
+    // both reads of the transfer ended "at the end of the object" at byte 65,536.
+    let server = server_with("/o", 200_000);
+    server.add_fault(FaultRule::new(bare_416()).skip(1).times(1));
+    let client = http_support::build(
+        http_support::quick()
+            .set("http.part_size", "64KiB")
+            .set("concurrency", "1"),
+    );
+    let object = locate(&client, &server, "/o");
+    let done = read_all(&client, &object, &[(0, 100_000), (100_000, 100_000)]);
+    for c in &done {
+        assert_failed(c, Status::Protocol);
+        assert!(
+            c.error().unwrap().message().contains("200000"),
+            "names the stated size: {c:?}"
+        );
+    }
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        ["bytes=0-65535", "bytes=65536-131071"],
+        "the third part is not asked for once the second contradicts the first:\n{}",
+        describe(&log)
+    );
+    assert_eq!(statuses(&log), [206, 416]);
+}
+
+#[test]
+fn a_200_without_content_range_holding_only_the_range_delivers_no_wrong_byte() {
+    // A proxy that answers a range with `200`, drops `Content-Range` and sends only the range's
+    // bytes: to the client, the whole object, 1,150 bytes long.
+    let server = server_with("/o", SIZE);
+    server.add_fault(FaultRule::new(Fault::OkWithContentRange));
+    server.add_fault(FaultRule::new(Fault::MissingContentRange));
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    let done = read_all(&client, &object, &[(100, 100), (250, 1000)]);
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log)[0],
+        "bytes=100-1249",
+        "{}",
+        describe(&log)
+    );
+    for c in &done {
+        assert_ne!(c.status(), Status::Ok, "{c:?}");
+        assert_ne!(c.status(), Status::RangeNotSatisfiable, "{c:?}");
+        assert_eq!(c.bytes_received(), 0, "{c:?}");
+    }
 }

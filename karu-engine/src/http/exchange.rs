@@ -84,6 +84,8 @@ pub(crate) struct Failure {
     pub(crate) kept: u64,
     /// The strong ETag of the response that delivered `kept`.
     pub(crate) etag: Option<String>,
+    /// The object's size as the response that delivered `kept` stated it.
+    pub(crate) total: Option<u64>,
     pub(crate) correction: Option<Correction>,
 }
 
@@ -95,6 +97,7 @@ impl Failure {
             retry_after: None,
             kept: 0,
             etag: None,
+            total: None,
             correction: None,
         }
     }
@@ -773,6 +776,13 @@ impl Exchange<'_> {
                 } else {
                     FailureClass::Permanent
                 };
+                // The bytes the body proved, which a resume may keep: of a truncated body,
+                // those the check counts as proven (none of a whole body that may be the range
+                // alone), not merely those that landed.
+                let proven = match &rejection {
+                    Rejection::Truncated { kept, .. } => *kept,
+                    _ => 0,
+                };
                 let mut failure = match interrupted {
                     Some(f) if f.error.status() != Status::Network => f,
                     Some(mut f) => {
@@ -787,9 +797,9 @@ impl Exchange<'_> {
                     }
                     None => Failure::new(rejection.into(), class),
                 };
-                // What arrived is proven correct up to `kept`: a resume may keep it.
-                failure.kept = kept;
+                failure.kept = proven;
                 failure.etag = receipt.etag.clone();
+                failure.total = receipt.total;
                 Err(failure)
             }
         }

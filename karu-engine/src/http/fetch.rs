@@ -122,9 +122,11 @@ impl Fetch<'_> {
         // A caller's single strong tag already pins one version. Without a condition a resume
         // pins Karu's own saved tag; a wildcard or a list never resumes (see `keep_progress`).
         let caller_pins = if_match.is_some_and(is_single_strong);
-        // Resume state: bytes already proven, and the tag that pins their version.
+        // Resume state: bytes already proven, the tag that pins their version, and the size
+        // of the object the answers that delivered them stated.
         let mut kept: u64 = 0;
         let mut pin: Option<String> = None;
+        let mut stated: Option<u64> = None;
         let mut region_hint: Option<String> = None;
         loop {
             let attempt = retry.start_attempt();
@@ -214,7 +216,7 @@ impl Fetch<'_> {
             });
             let failure = match result {
                 Ok(success) => {
-                    let total = resumed_total(range_now, kept, &success)?;
+                    let total = resumed_total(range_now, kept, stated, &success)?;
                     return Ok(Fetched {
                         available: kept + success.delivered.available,
                         ends_early: success.delivered.ends_early,
@@ -243,9 +245,10 @@ impl Fetch<'_> {
                 );
                 kept = 0;
                 pin = None;
+                stated = None;
                 FailureClass::Transport
             } else {
-                self.keep_progress(&failure, &mut kept, &mut pin);
+                self.keep_progress(&failure, &mut kept, &mut pin, &mut stated);
                 failure.class
             };
             let decision = retry.handle_failure(
@@ -314,13 +317,22 @@ impl Fetch<'_> {
     /// Keep proven bytes for a resume only when one strong tag pins their version; otherwise
     /// the range restarts from its first byte. A caller's wildcard or tag list also restarts
     /// it: the condition may accept another version than the one the kept bytes came from.
-    fn keep_progress(&self, failure: &Failure, kept: &mut u64, pin: &mut Option<String>) {
+    /// The size the kept bytes' answers stated (`stated`) goes with them: the resumed answers
+    /// must agree with it.
+    fn keep_progress(
+        &self,
+        failure: &Failure,
+        kept: &mut u64,
+        pin: &mut Option<String>,
+        stated: &mut Option<u64>,
+    ) {
         if failure.kept == 0 || !matches!(self.range, RangeSpec::Closed { .. }) {
             return;
         }
         if self.if_match.is_some_and(|c| !is_single_strong(c)) {
             *kept = 0;
             *pin = None;
+            *stated = None;
             return;
         }
         let tag = failure
@@ -336,35 +348,70 @@ impl Fetch<'_> {
             Some(tag) if pin.as_deref().is_none_or(|p| p == tag) => {
                 *kept += failure.kept;
                 *pin = Some(tag);
+                *stated = stated.or(failure.total);
             }
             _ => {
                 *kept = 0;
                 *pin = None;
+                *stated = None;
             }
         }
     }
 }
 
 /// The object size an answer proves, given the `kept` bytes a resumed read already holds
-/// before `range_now`: a 416 there says the object ends exactly where they do (and a size
-/// stated below them contradicts them).
-fn resumed_total(range_now: RangeSpec, kept: u64, success: &Success) -> Result<Option<u64>, Error> {
+/// before `range_now` and the size the answers that delivered them `stated`: a 416 there says
+/// the object ends exactly where they do. A size stated below them contradicts them, and so
+/// does any size or end other than the one already stated (the resumed request carried their
+/// ETag: it asked the same version).
+fn resumed_total(
+    range_now: RangeSpec,
+    kept: u64,
+    stated: Option<u64>,
+    success: &Success,
+) -> Result<Option<u64>, Error> {
     let RangeSpec::Closed { first: from, .. } = range_now else {
         return Ok(success.total);
     };
     if kept == 0 {
         return Ok(success.total);
     }
-    match success.total {
-        Some(size) if size < from => Err(Error::new(
+    let total = match success.total {
+        Some(size) if size < from => {
+            return Err(Error::new(
+                Status::Protocol,
+                format!(
+                    "the server states a size of {size} bytes, before the {kept} bytes it \
+                     already sent up to byte {from}"
+                ),
+            ));
+        }
+        None if success.delivered.ends_early && success.delivered.available == 0 => Some(from),
+        total => total,
+    };
+    let Some(stated) = stated else {
+        return Ok(total);
+    };
+    let end = success
+        .delivered
+        .ends_early
+        .then(|| from + success.delivered.available);
+    match (total, end) {
+        (_, Some(end)) if end != stated => Err(Error::new(
             Status::Protocol,
             format!(
-                "the server states a size of {size} bytes, before the {kept} bytes it already \
-                 sent up to byte {from}"
+                "the server stated a size of {stated} bytes, then answered the resumed request \
+                 as if the object ended at byte {end}"
             ),
         )),
-        None if success.delivered.ends_early && success.delivered.available == 0 => Ok(Some(from)),
-        total => Ok(total),
+        (Some(size), _) if size != stated => Err(Error::new(
+            Status::Protocol,
+            format!(
+                "the server stated a size of {stated} bytes, then answered the resumed request \
+                 as if the object had {size} bytes"
+            ),
+        )),
+        _ => Ok(Some(stated)),
     }
 }
 
@@ -405,20 +452,62 @@ mod tests {
             last: 1099,
         };
         // A 416 without a size right after 100 kept bytes: the object ends at byte 1000.
-        let size = resumed_total(resumed, 100, &answer(0, true, None));
+        let size = resumed_total(resumed, 100, None, &answer(0, true, None));
         assert_eq!(size, Ok(Some(1000)));
         assert_eq!(
-            resumed_total(resumed, 100, &answer(0, true, Some(1000))),
+            resumed_total(resumed, 100, None, &answer(0, true, Some(1000))),
             Ok(Some(1000))
         );
         // A stated size before bytes already received contradicts them.
-        let e = resumed_total(resumed, 100, &answer(0, true, Some(999))).unwrap_err();
+        let e = resumed_total(resumed, 100, None, &answer(0, true, Some(999))).unwrap_err();
         assert_eq!(e.status(), Status::Protocol);
         // Without kept bytes, or with bytes delivered, the answer speaks for itself.
-        assert_eq!(resumed_total(resumed, 0, &answer(0, true, None)), Ok(None));
         assert_eq!(
-            resumed_total(resumed, 100, &answer(100, false, None)),
+            resumed_total(resumed, 0, None, &answer(0, true, None)),
             Ok(None)
+        );
+        assert_eq!(
+            resumed_total(resumed, 100, None, &answer(100, false, None)),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn a_resumed_answer_must_agree_with_the_size_the_kept_bytes_answer_stated() {
+        let resumed = RangeSpec::Closed {
+            first: 1000,
+            last: 1099,
+        };
+        // The kept bytes' answer stated 5,000 bytes: a bare 416 at byte 1,000 contradicts it
+        // (it used to end the read there: a false end of object).
+        let e = resumed_total(resumed, 100, Some(5000), &answer(0, true, None)).unwrap_err();
+        assert_eq!(e.status(), Status::Protocol);
+        assert!(e.message().contains("ended at byte 1000"), "{e}");
+        // So does another size, and an end before or after the stated one.
+        for other in [
+            answer(100, false, Some(4999)),
+            answer(100, false, Some(5001)),
+            answer(50, true, None),
+        ] {
+            let e = resumed_total(resumed, 100, Some(5000), &other).unwrap_err();
+            assert_eq!(e.status(), Status::Protocol, "{other:?}");
+        }
+        // Agreeing answers keep the stated size, whether or not they state it again.
+        for agreeing in [answer(100, false, None), answer(100, false, Some(5000))] {
+            assert_eq!(
+                resumed_total(resumed, 100, Some(5000), &agreeing),
+                Ok(Some(5000)),
+                "{agreeing:?}"
+            );
+        }
+        // The object ending exactly where the kept bytes do, as stated.
+        assert_eq!(
+            resumed_total(resumed, 100, Some(1000), &answer(0, true, None)),
+            Ok(Some(1000))
+        );
+        assert_eq!(
+            resumed_total(resumed, 100, Some(1050), &answer(50, true, Some(1050))),
+            Ok(Some(1050))
         );
     }
 

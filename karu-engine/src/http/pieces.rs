@@ -75,13 +75,15 @@ pub(crate) enum Joined {
     Unproven,
 }
 
-/// Join the answers `fetched[i]` of `pieces[i]` (in span order). `caller_pins`: every piece
-/// was sent with the caller's single strong `If-Match`.
+/// Join the answers `fetched[i]` of `pieces[i]` (in span order) of a span starting at byte
+/// `first` of the object. `caller_pins`: every piece was sent with the caller's single strong
+/// `If-Match`.
 ///
 /// The object may end inside the span: the piece it ends in delivers a prefix, every later
-/// piece nothing. Anything else (bytes after a piece that ended early, two sizes, two tags)
-/// is refused.
+/// piece nothing, and the end is where any size stated puts it. Anything else (bytes after a
+/// piece that ended early, two sizes, two tags, an end inside a stated size) is refused.
 pub(crate) fn join(
+    first: u64,
     pieces: &[Piece],
     fetched: &[Fetched],
     caller_pins: bool,
@@ -93,6 +95,8 @@ pub(crate) fn join(
     }
     let mut available = 0u64;
     let mut ended = false;
+    // Where the object ends, by the piece that ended early.
+    let mut end: Option<u64> = None;
     let mut total: Option<u64> = None;
     let mut etag: Option<&str> = None;
     let mut delivering = 0usize;
@@ -150,7 +154,11 @@ pub(crate) fn join(
                 return Err(Error::internal("a piece delivered fewer bytes than proven"));
             }
             ended = true;
+            end = Some(first + piece.offset + got);
         }
+    }
+    if let Some(end) = end {
+        agrees_with_size(total, end, available > 0)?;
     }
     if delivering > 1 && untagged && !caller_pins {
         return Ok(Joined::Unproven);
@@ -161,6 +169,24 @@ pub(crate) fn join(
         etag: etag.map(str::to_string),
         total,
     }))
+}
+
+/// Refuse an answer that ends the object at byte `end` where an answer of the same read stated
+/// its `size` otherwise: the server contradicts itself (a bare 416 inside the size, for one),
+/// and believing the end would be a false end of object. `delivered`: the read has bytes
+/// before `end`, so the object reaches it; without any, an object ending before `end` (a read
+/// past the end) agrees.
+fn agrees_with_size(size: Option<u64>, end: u64, delivered: bool) -> Result<(), Error> {
+    match size {
+        Some(size) if size > end || (delivered && size != end) => Err(Error::new(
+            Status::Protocol,
+            format!(
+                "the server stated a size of {size} bytes, then answered a part of the read as \
+                 if the object ended at byte {end}"
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A piece's window on the transfer's destinations: offsets from the piece's first byte.
@@ -223,7 +249,7 @@ pub(crate) async fn fetch(
         // of every other read stays the size of one fetch.
         Box::pin(run_pieces(ctx, &fetch, first, &pieces, &landing, pins)).await?
     };
-    match join(&pieces, &fetched, caller_pins)? {
+    match join(first, &pieces, &fetched, caller_pins)? {
         Joined::Span(fetched) => Ok(fetched),
         Joined::Unproven => {
             tracing::debug!(
@@ -305,6 +331,7 @@ async fn run_pieces(
     // object stays one request). The pieces past the end deliver nothing.
     let (_, result, _) = start(0, None).await;
     let head = result?;
+    let size = head.total;
     let holding = holding(pieces, first, &head);
     for answer in &mut answers[holding..] {
         *answer = Some(past_the_end(&head));
@@ -338,7 +365,15 @@ async fn run_pieces(
         let Some((i, result, permits)) = running.next().await else {
             break;
         };
-        answers[i] = Some(result?);
+        let answer = result?;
+        if answer.ends_early {
+            // An end other than the size the first piece stated (which delivered bytes) fails
+            // the read at once: no later piece is worth asking for.
+            let piece = pieces[i];
+            let end = first + piece.offset + answer.available.min(piece.len);
+            agrees_with_size(size, end, true)?;
+        }
+        answers[i] = Some(answer);
         if next < holding {
             // The ended piece's permit (the transfer's own, or an idle one it took) goes on.
             running.push(start(next, permits));
@@ -391,7 +426,7 @@ mod tests {
             short(5, Some("\"a\""), Some(125)),
             past_the_end(&full(10, None, Some(125))),
         ];
-        let joined = join(&ps, &answers, false).unwrap();
+        let joined = join(100, &ps, &answers, false).unwrap();
         assert_eq!(
             joined,
             Joined::Span(Fetched {
@@ -444,7 +479,7 @@ mod tests {
             full(2, t, None),
         ];
         assert_eq!(
-            join(&ps, &fetched, false),
+            join(0, &ps, &fetched, false),
             Ok(Joined::Span(full(10, t, Some(100))))
         );
     }
@@ -460,7 +495,7 @@ mod tests {
             short(0, None, Some(6)),
         ];
         assert_eq!(
-            join(&ps, &fetched, false),
+            join(0, &ps, &fetched, false),
             Ok(Joined::Span(short(6, t, Some(6))))
         );
         // Ending exactly at a piece's end.
@@ -470,7 +505,7 @@ mod tests {
             short(0, t, None),
         ];
         assert_eq!(
-            join(&ps, &fetched, false),
+            join(0, &ps, &fetched, false),
             Ok(Joined::Span(short(4, t, Some(4))))
         );
     }
@@ -479,14 +514,74 @@ mod tests {
     fn parts_of_two_versions_are_refused() {
         let ps = pieces(8, 4);
         let fetched = [full(4, Some("\"a\""), None), full(4, Some("\"b\""), None)];
-        let e = join(&ps, &fetched, false).unwrap_err();
+        let e = join(0, &ps, &fetched, false).unwrap_err();
         assert_eq!(e.status(), Status::PreconditionFailed);
         let fetched = [
             full(4, Some("\"a\""), Some(8)),
             short(0, Some("\"a\""), Some(4)),
         ];
-        let e = join(&ps, &fetched, false).unwrap_err();
+        let e = join(0, &ps, &fetched, false).unwrap_err();
         assert_eq!(e.status(), Status::PreconditionFailed, "two sizes");
+    }
+
+    #[test]
+    fn an_end_inside_a_stated_size_is_refused() {
+        let ps = pieces(12, 4);
+        let t = Some("\"v1\"");
+        // The first piece stated 12 bytes; the second ends the object at byte 4 (a bare 416).
+        // It used to join as an object of 4 bytes: a false end.
+        let fetched = [
+            full(4, t, Some(12)),
+            short(0, None, None),
+            short(0, None, None),
+        ];
+        let e = join(0, &ps, &fetched, false).unwrap_err();
+        assert_eq!(e.status(), Status::Protocol);
+        assert!(e.message().contains("ended at byte 4"), "{e}");
+        // From byte 100 of the object, a size of 106 puts the end inside the second piece.
+        let fetched = [
+            full(4, t, Some(106)),
+            short(1, t, None),
+            short(0, None, None),
+        ];
+        let e = join(100, &ps, &fetched, false).unwrap_err();
+        assert!(e.message().contains("106 bytes"), "{e}");
+        let fetched = [
+            full(4, t, Some(106)),
+            short(2, t, None),
+            short(0, None, None),
+        ];
+        assert_eq!(
+            join(100, &ps, &fetched, false),
+            Ok(Joined::Span(short(6, t, Some(106))))
+        );
+        // A read that starts past the end: no bytes, and an object ending before the span.
+        let fetched = [
+            short(0, None, Some(7)),
+            short(0, None, Some(7)),
+            short(0, None, None),
+        ];
+        assert_eq!(
+            join(100, &ps, &fetched, false),
+            Ok(Joined::Span(short(0, None, Some(7))))
+        );
+        // But not after bytes of the span were delivered: they prove the object reaches them.
+        let fetched = [
+            full(4, t, None),
+            short(0, None, Some(7)),
+            short(0, None, None),
+        ];
+        assert!(join(100, &ps, &fetched, false).is_err());
+        // A size stated only by a later piece binds the end as well.
+        let fetched = [
+            full(4, t, None),
+            short(1, t, None),
+            short(0, None, Some(107)),
+        ];
+        assert_eq!(
+            join(100, &ps, &fetched, false).unwrap_err().status(),
+            Status::Protocol
+        );
     }
 
     #[test]
@@ -494,7 +589,7 @@ mod tests {
         let ps = pieces(8, 4);
         let t = Some("\"a\"");
         let fetched = [short(2, t, None), full(4, t, None)];
-        let e = join(&ps, &fetched, false).unwrap_err();
+        let e = join(0, &ps, &fetched, false).unwrap_err();
         assert_eq!(e.status(), Status::Protocol);
     }
 
@@ -502,18 +597,18 @@ mod tests {
     fn untagged_parts_are_unproven_unless_the_caller_pins_them() {
         let ps = pieces(8, 4);
         let fetched = [full(4, Some("\"a\""), None), full(4, None, None)];
-        assert_eq!(join(&ps, &fetched, false), Ok(Joined::Unproven));
+        assert_eq!(join(0, &ps, &fetched, false), Ok(Joined::Unproven));
         let fetched = [full(4, None, None), full(4, None, None)];
-        assert_eq!(join(&ps, &fetched, false), Ok(Joined::Unproven));
+        assert_eq!(join(0, &ps, &fetched, false), Ok(Joined::Unproven));
         // The caller's own strong If-Match was sent with every piece.
         assert_eq!(
-            join(&ps, &fetched, true),
+            join(0, &ps, &fetched, true),
             Ok(Joined::Span(full(8, None, None)))
         );
         // One piece with bytes cannot mix versions.
         let fetched = [short(3, None, Some(3)), short(0, None, Some(3))];
         assert_eq!(
-            join(&ps, &fetched, false),
+            join(0, &ps, &fetched, false),
             Ok(Joined::Span(short(3, None, Some(3))))
         );
     }

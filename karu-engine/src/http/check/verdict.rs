@@ -7,7 +7,10 @@
 //!   name the requested range, or a prefix of it that ends at the object's stated end, and the
 //!   body must hold exactly its bytes.
 //! - Only a `200` without `Content-Range` is the whole object; Karu then discards the prefix
-//!   before the first requested byte, up to the fallback limit.
+//!   before the first requested byte, up to the fallback limit. Such an answer to a range
+//!   that starts past byte 0 proves it is the whole object only by holding more bytes than the
+//!   range: until then it may be the range's bytes alone, sent by a server or proxy that
+//!   dropped the `206` and its `Content-Range`, and none of its bytes is believed.
 //! - Only a stated size ends an object early: `Content-Range: bytes a-b/SIZE`, the
 //!   `Content-Length` of a whole-object `200`, or a `416`. A body that merely stops (an
 //!   interrupted transfer, or one delimited by closing the connection) is a truncation.
@@ -208,6 +211,21 @@ pub enum Rejection {
         /// The fallback limit.
         limit: u64,
     },
+    /// A `200` without `Content-Range` answering a range that starts past byte 0, whose
+    /// `Content-Length` is no longer than the range: the whole object, or only the range's
+    /// bytes from a server that dropped the `206` and its `Content-Range`. Its bytes would land
+    /// at different offsets, and its length would end the object at a different byte.
+    #[error(
+        "a 200 without Content-Range answered {expected} with {body} bytes: it may be the whole \
+         object or only the requested bytes without their Content-Range, and nothing tells \
+         which"
+    )]
+    UnprovenWhole {
+        /// The range requested.
+        expected: RangeSpec,
+        /// The body's length (`Content-Length`).
+        body: u64,
+    },
     /// A 416 whose stated size means the requested range does exist.
     #[error("a 416 answer states a size of {size} bytes, so {expected} is not unsatisfiable")]
     UnsatisfiableContradicted {
@@ -287,8 +305,14 @@ impl Receipt {
     /// truncation, never an end of the object (only the head can state that, in
     /// [`Receipt::ends_early`]).
     pub fn finish(&self, kept: u64, seen: u64, complete: bool) -> Result<Delivered, Rejection> {
-        // Nothing is proven beyond what arrived after the skip.
-        let kept = kept.min(seen.saturating_sub(self.skip));
+        // Nothing is proven beyond what arrived after the skip; and nothing at all of a whole
+        // body of unknown length that skipped a prefix and ended within the range's length (it
+        // may be the range's bytes alone: see the module's rules).
+        let kept = if self.skip > 0 && self.body_len.is_none() && seen <= self.keep {
+            0
+        } else {
+            kept.min(seen.saturating_sub(self.skip))
+        };
         if kept < self.keep {
             return Err(Rejection::Truncated {
                 kept,
@@ -484,6 +508,17 @@ fn whole(
         }
         (RangeSpec::Suffix { .. }, None) => return Err(Rejection::SuffixOfUnknownSize),
     };
+    // Only the range's bytes, without their `206` and `Content-Range`, would be no longer
+    // than the range; from byte 0 they are the object's first bytes either way.
+    if let (RangeSpec::Closed { .. }, Some(body)) = (expect.range, total)
+        && first > 0
+        && body <= want
+    {
+        return Err(Rejection::UnprovenWhole {
+            expected: expect.range,
+            body,
+        });
+    }
     if let Some(total) = total
         && first >= total
         // The suffix of an empty object is empty, not missing.
@@ -823,14 +858,72 @@ mod tests {
         let r = receipt(check_head(&expect(100, 199), &head(200, None, Some(150))));
         assert_eq!((r.skip, r.keep, r.ends_early), (100, 50, true));
         assert_eq!(r.finish(50, 150, true), delivered(50, true));
-        // A whole body that ends before the first byte: nothing exists there.
+        // A whole body that ends before the first byte: nothing exists there. (It is longer
+        // than the range, so it cannot be the range's bytes alone.)
         assert_eq!(
-            check_head(&expect(100, 199), &head(200, None, Some(100))),
+            check_head(&expect(300, 399), &head(200, None, Some(150))),
             Verdict::Unsatisfiable {
-                size: Some(100),
+                size: Some(150),
                 etag: None
             }
         );
+    }
+
+    #[test]
+    fn a_whole_body_no_longer_than_a_range_past_byte_0_proves_nothing() {
+        // `bytes=100-199` answered `200` with 100 bytes: an object of 100 bytes (nothing at
+        // byte 100), or bytes 100-199 without their `206` and `Content-Range`. Believed, the
+        // one was a false end of the object and, in a merged span, the other put bytes at the
+        // wrong offsets with an OK status (found by `http_random_faults`).
+        for body in [1, 50, 100] {
+            assert_eq!(
+                rejected(check_head(&expect(100, 199), &head(200, None, Some(body)))),
+                Rejection::UnprovenWhole {
+                    expected: RangeSpec::Closed {
+                        first: 100,
+                        last: 199
+                    },
+                    body
+                },
+                "{body}"
+            );
+        }
+        // One byte more than the range is not the range alone.
+        let r = receipt(check_head(&expect(100, 199), &head(200, None, Some(101))));
+        assert_eq!((r.skip, r.keep, r.ends_early), (100, 1, true));
+        // From byte 0 the body's bytes are the object's first bytes either way, and a shorter
+        // body ends the object where it ends either way.
+        let r = receipt(check_head(&expect(0, 99), &head(200, None, Some(60))));
+        assert_eq!(
+            (r.skip, r.keep, r.ends_early, r.total),
+            (0, 60, true, Some(60))
+        );
+        // Without a length, nothing is kept of a body that ended within the range's length...
+        let r = receipt(check_head(&expect(10, 109), &head(200, None, None)));
+        for complete in [true, false] {
+            assert_eq!(
+                r.finish(50, 60, complete),
+                Err(Rejection::Truncated {
+                    kept: 0,
+                    wanted: 100,
+                    seen: 60,
+                    promised: None,
+                    interrupted: !complete,
+                })
+            );
+        }
+        // ... and what arrived after the skip is kept once the body holds more than the range.
+        assert_eq!(
+            r.finish(91, 101, false),
+            Err(Rejection::Truncated {
+                kept: 91,
+                wanted: 100,
+                seen: 101,
+                promised: None,
+                interrupted: true,
+            })
+        );
+        assert_eq!(r.finish(100, 110, true), delivered(100, false));
     }
 
     #[test]
