@@ -7,9 +7,11 @@
 //! One version: the pieces share [`VersionPins`] (the batch's when it keeps to one version,
 //! else the transfer's own), so the first strong ETag an answer states pins the object, every
 //! later request carries it as `If-Match`, and an answer with another tag fails the read
-//! before a byte of it lands. Pieces that delivered bytes without a strong tag cannot be
-//! proven to be one version: the span is then fetched again in one request (unless the
-//! caller's own single strong `If-Match` already binds every piece).
+//! before a byte of it lands. Pieces that deliver bytes without a strong tag cannot be
+//! proven to be one version (unless the caller's own single strong `If-Match` binds every
+//! piece): when the first piece's answer has none, no other piece is asked for and the span
+//! is fetched in one request; when a later piece's answer has none, the span is fetched again
+//! in one request.
 //!
 //! Size first: the first piece runs alone, and its answer states the object's size, so no
 //! piece past the end is requested (as aws-c-s3 does; a read far beyond a small object stays
@@ -247,9 +249,22 @@ pub(crate) async fn fetch(
         let landing: Mutex<&mut dyn Landing> = Mutex::new(&mut *dst);
         // Boxed, as the fallback below: a read split into parts is large, and the future
         // of every other read stays the size of one fetch.
-        Box::pin(run_pieces(ctx, &fetch, first, &pieces, &landing, pins)).await?
+        Box::pin(run_pieces(
+            ctx,
+            &fetch,
+            first,
+            &pieces,
+            &landing,
+            pins,
+            caller_pins,
+        ))
+        .await?
     };
-    match join(first, &pieces, &fetched, caller_pins)? {
+    let joined = match fetched {
+        Some(fetched) => join(first, &pieces, &fetched, caller_pins)?,
+        None => Joined::Unproven,
+    };
+    match joined {
         Joined::Span(fetched) => Ok(fetched),
         Joined::Unproven => {
             tracing::debug!(
@@ -290,7 +305,9 @@ fn past_the_end(head: &Fetched) -> Fetched {
 }
 
 /// Run every piece, on the transfer's permit and on idle ones; the answers in span order, or
-/// the first failure (the other pieces are dropped with their requests).
+/// the first failure (the other pieces are dropped with their requests). `None` when the first
+/// piece's answer delivered bytes without a strong ETag (and `caller_pins` is false): no other
+/// piece could be proven to be of its version, so none is asked for.
 async fn run_pieces(
     ctx: &LoopCtx,
     whole: &Fetch<'_>,
@@ -298,7 +315,8 @@ async fn run_pieces(
     pieces: &[Piece],
     landing: &Mutex<&mut dyn Landing>,
     pins: &VersionPins,
-) -> Result<Vec<Fetched>, Error> {
+    caller_pins: bool,
+) -> Result<Option<Vec<Fetched>>, Error> {
     let start = |i: usize, permits: Option<Permits>| {
         let piece = pieces[i];
         let mut window = Window { landing, piece };
@@ -333,6 +351,9 @@ async fn run_pieces(
     let head = result?;
     let size = head.total;
     let holding = holding(pieces, first, &head);
+    if holding > 1 && head.available > 0 && head.etag.is_none() && !caller_pins {
+        return Ok(None);
+    }
     for answer in &mut answers[holding..] {
         *answer = Some(past_the_end(&head));
     }
@@ -383,7 +404,8 @@ async fn run_pieces(
     answers
         .into_iter()
         .map(|a| a.ok_or_else(|| Error::internal("a piece of a split transfer never ran")))
-        .collect()
+        .collect::<Result<_, _>>()
+        .map(Some)
 }
 
 #[cfg(test)]
