@@ -7,10 +7,13 @@
 //!   name the requested range, or a prefix of it that ends at the object's stated end, and the
 //!   body must hold exactly its bytes.
 //! - Only a `200` without `Content-Range` is the whole object; Karu then discards the prefix
-//!   before the first requested byte, up to the fallback limit. Such an answer to a range
-//!   that starts past byte 0 proves it is the whole object only by holding more bytes than the
-//!   range: until then it may be the range's bytes alone, sent by a server or proxy that
-//!   dropped the `206` and its `Content-Range`, and none of its bytes is believed.
+//!   before the first requested byte, up to the fallback limit. Such an answer proves it is
+//!   the whole object only by holding more bytes than the range asked for: until then it may
+//!   be the range's bytes alone, sent by a server or proxy that dropped the `206` and its
+//!   `Content-Range`. For a range past byte 0 none of its bytes is believed then (they would
+//!   land at other offsets); for a suffix exactly as long as its body, neither (nor the size);
+//!   from byte 0 its bytes are the object's first bytes either way, and only a body shorter
+//!   than the range states the size.
 //! - Only a stated size ends an object early: `Content-Range: bytes a-b/SIZE`, the
 //!   `Content-Length` of a whole-object `200`, or a `416`. A body that merely stops (an
 //!   interrupted transfer, or one delimited by closing the connection) is a truncation.
@@ -211,10 +214,11 @@ pub enum Rejection {
         /// The fallback limit.
         limit: u64,
     },
-    /// A `200` without `Content-Range` answering a range that starts past byte 0, whose
-    /// `Content-Length` is no longer than the range: the whole object, or only the range's
-    /// bytes from a server that dropped the `206` and its `Content-Range`. Its bytes would land
-    /// at different offsets, and its length would end the object at a different byte.
+    /// A `200` without `Content-Range` answering a range that starts past byte 0 (or a
+    /// suffix), whose `Content-Length` is no longer than the range (exactly the suffix's
+    /// length): the whole object, or only the range's bytes from a server that dropped the
+    /// `206` and its `Content-Range`. Its bytes would land at different offsets, and its length
+    /// would end the object at a different byte.
     #[error(
         "a 200 without Content-Range answered {expected} with {body} bytes: it may be the whole \
          object or only the requested bytes without their Content-Range, and nothing tells \
@@ -510,10 +514,13 @@ fn whole(
     };
     // Only the range's bytes, without their `206` and `Content-Range`, would be no longer
     // than the range; from byte 0 they are the object's first bytes either way.
-    if let (RangeSpec::Closed { .. }, Some(body)) = (expect.range, total)
-        && first > 0
-        && body <= want
-    {
+    let unproven = match (expect.range, total) {
+        (RangeSpec::Closed { .. }, Some(body)) => first > 0 && body <= want,
+        // Shorter, it is the whole object either way.
+        (RangeSpec::Suffix { len }, Some(body)) => body == len,
+        (_, None) => false,
+    };
+    if let (true, Some(body)) = (unproven, total) {
         return Err(Rejection::UnprovenWhole {
             expected: expect.range,
             body,
@@ -544,12 +551,16 @@ fn whole(
         }
         None => (want, false),
     };
+    // From byte 0, a body exactly as long as the range holds the object's first bytes either
+    // way, but it states the object's size only if it is not the range alone.
+    let states_size =
+        !(matches!(expect.range, RangeSpec::Closed { first: 0, .. }) && total == Some(want));
     Ok(Verdict::Receive(Receipt {
         first,
         skip: first,
         keep,
         body_len: total,
-        total,
+        total: total.filter(|_| states_size),
         ends_early,
         etag,
     }))
@@ -892,12 +903,36 @@ mod tests {
         let r = receipt(check_head(&expect(100, 199), &head(200, None, Some(101))));
         assert_eq!((r.skip, r.keep, r.ends_early), (100, 1, true));
         // From byte 0 the body's bytes are the object's first bytes either way, and a shorter
-        // body ends the object where it ends either way.
+        // body ends the object where it ends either way...
         let r = receipt(check_head(&expect(0, 99), &head(200, None, Some(60))));
         assert_eq!(
             (r.skip, r.keep, r.ends_early, r.total),
             (0, 60, true, Some(60))
         );
+        // ... but one exactly as long as the range states no size (it used to state 100, and
+        // the first part of a read in parts ended the read there: a false end), while a longer
+        // one is the whole object.
+        let r = receipt(check_head(&expect(0, 99), &head(200, None, Some(100))));
+        assert_eq!(
+            (r.skip, r.keep, r.ends_early, r.total),
+            (0, 100, false, None)
+        );
+        let r = receipt(check_head(&expect(0, 99), &head(200, None, Some(101))));
+        assert_eq!(r.total, Some(101));
+        // A suffix answered with exactly its length: the whole object, or its last bytes alone
+        // (then at other offsets, of a larger object). Shorter, it is the whole object either
+        // way; longer, it cannot be the suffix alone.
+        assert_eq!(
+            rejected(check_head(&suffix(10), &head(200, None, Some(10)))),
+            Rejection::UnprovenWhole {
+                expected: RangeSpec::Suffix { len: 10 },
+                body: 10
+            }
+        );
+        let r = receipt(check_head(&suffix(10), &head(200, None, Some(7))));
+        assert_eq!((r.first, r.keep, r.total), (0, 7, Some(7)));
+        let r = receipt(check_head(&suffix(10), &head(200, None, Some(11))));
+        assert_eq!((r.first, r.keep, r.total), (1, 10, Some(11)));
         // Without a length, nothing is kept of a body that ended within the range's length...
         let r = receipt(check_head(&expect(10, 109), &head(200, None, None)));
         for complete in [true, false] {
