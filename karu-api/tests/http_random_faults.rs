@@ -108,6 +108,10 @@ impl Gate for Replace {
     }
 }
 
+/// What the caller's buffers hold before a read (any byte value is some object's somewhere,
+/// so a byte left unwritten is caught only where the object's byte differs: 255 of 256).
+const UNWRITTEN: u8 = 0xA5;
+
 /// Object `k`'s byte at `offset`: the mock's pattern, moved by a distance no read reaches, so
 /// a byte of another object (or of another offset) never passes for the one asked.
 fn object_byte(k: usize, offset: u64) -> u8 {
@@ -195,6 +199,8 @@ struct Case {
     changing_etags: [Option<&'static str>; 2],
     /// The batch keeps to one version of each object (`BatchOptions::one_version`).
     one_version: bool,
+    /// The reads land in the caller's buffers (`Read::borrowed`), not in Karu's.
+    borrowed: bool,
 }
 
 impl Case {
@@ -274,6 +280,7 @@ impl Case {
             [Some("W/\"c1\""), Some("W/\"c2\"")],
         ]);
         let one_version = rng.chance(50);
+        let borrowed = rng.chance(30);
         Case {
             seed,
             settings,
@@ -283,6 +290,7 @@ impl Case {
             change_after,
             changing_etags,
             one_version,
+            borrowed,
         }
     }
 }
@@ -358,24 +366,34 @@ fn reset(server: &MockServer, case: &Case) {
     server.take_requests();
 }
 
-fn client(case: &Case) -> Client {
+fn client(case: &Case, transport: &[(&str, String)]) -> Client {
     let mut builder = quick();
+    for (key, value) in transport {
+        builder = builder.set(*key, value.as_str());
+    }
     for &(key, value) in &case.settings {
         builder = builder.set(key, value);
     }
     builder.build().expect("the case's client builds")
 }
 
-/// What is wrong with `c`, the completion of `ask`, if it is of version `v`. `exact`: the case's faults
-/// are all ridden out, so the read must end as on a well-behaved server. `told_end`: a bare 416
+/// What is wrong with `c`, the completion of `ask` that delivered `bytes`, if it is of version
+/// `v`. `exact`: the case's faults are all ridden out, so the read must end as on a
+/// well-behaved server. `told_end`: a bare 416
 /// may have told the client that the object ends before the read, and nothing refuted it (the
 /// end reported must still agree with the bytes delivered).
-fn judge(ask: &Ask, v: Version, c: &Completion, exact: bool, told_end: bool) -> Option<String> {
+fn judge(
+    ask: &Ask,
+    v: Version,
+    c: &Completion,
+    bytes: &[u8],
+    exact: bool,
+    told_end: bool,
+) -> Option<String> {
     let size = v.size;
     let end = ask.offset + ask.length;
     let exists = size.saturating_sub(ask.offset).min(ask.length);
     let wrong_byte = |n: u64| {
-        let bytes = c.bytes();
         if bytes.len() as u64 != n {
             return Some(format!("{} bytes delivered, not {n}", bytes.len()));
         }
@@ -425,7 +443,6 @@ fn judge(ask: &Ask, v: Version, c: &Completion, exact: bool, told_end: bool) -> 
                     return Some(format!("an end of object stating size {stated}"));
                 }
             }
-            let bytes = c.bytes();
             (0..exists as usize)
                 .find(|&i| bytes.get(i) != Some(&object_byte(v.salt, ask.offset + i as u64)))
                 .map(|i| format!("byte {i} of the prefix is wrong"))
@@ -441,12 +458,12 @@ fn judge(ask: &Ask, v: Version, c: &Completion, exact: bool, told_end: bool) -> 
 }
 
 /// Run `case` on `server`; a description of everything wrong, if anything is.
-fn run(server: &MockServer, case: &Case) -> Option<String> {
+fn run(server: &MockServer, transport: &[(&str, String)], case: &Case) -> Option<String> {
     reset(server, case);
     for planted in &case.faults {
         server.add_fault(planted.rule());
     }
-    let client = client(case);
+    let client = client(case, transport);
     let objects: Vec<Locator> = (0..=CHANGING_INDEX)
         .map(|k| {
             client
@@ -459,14 +476,34 @@ fn run(server: &MockServer, case: &Case) -> Option<String> {
     } else {
         BatchOptions::new()
     };
-    let batch = client.submit_with(
-        case.reads
-            .iter()
-            .map(|a| Read::new(&objects[a.object], a.offset, a.length)),
-        &options,
-    );
-    let done = drain(&batch);
-    drop(batch);
+    // The caller's buffers start as a byte no object has at every offset: a read into them
+    // that left a byte unwritten is caught like one that wrote a wrong byte.
+    let mut buffers: Vec<Vec<u8>> = case
+        .reads
+        .iter()
+        .map(|a| vec![UNWRITTEN; if case.borrowed { a.length as usize } else { 0 }])
+        .collect();
+    let done = if case.borrowed {
+        client.scope(|scope| {
+            let batch = scope.submit(
+                case.reads
+                    .iter()
+                    .zip(buffers.iter_mut())
+                    .map(|(a, buffer)| Read::borrowed(&objects[a.object], a.offset, buffer)),
+                &options,
+            );
+            drain(&batch)
+        })
+    } else {
+        drain(
+            &client.submit_with(
+                case.reads
+                    .iter()
+                    .map(|a| Read::new(&objects[a.object], a.offset, a.length)),
+                &options,
+            ),
+        )
+    };
     let log = server.take_requests();
     let mut wrong = String::new();
     let indices: Vec<usize> = done.iter().map(Completion::index).collect();
@@ -485,14 +522,20 @@ fn run(server: &MockServer, case: &Case) -> Option<String> {
         // A replaced object may fail reads (its parts, or its version, changed under them).
         let exact = case.ridden_out && !(path == CHANGING && case.change_after.is_some());
         let candidates = versions(ask.object);
+        let bytes = if case.borrowed {
+            let received = (c.bytes_received() as usize).min(ask.length as usize);
+            &buffers[c.index()][..received]
+        } else {
+            c.bytes()
+        };
         let fits: Vec<Version> = candidates
             .iter()
             .copied()
-            .filter(|&v| judge(ask, v, c, exact, told_end).is_none())
+            .filter(|&v| judge(ask, v, c, bytes, exact, told_end).is_none())
             .collect();
         if fits.is_empty() {
             for &v in &candidates {
-                let why = judge(ask, v, c, exact, told_end).unwrap_or_default();
+                let why = judge(ask, v, c, bytes, exact, told_end).unwrap_or_default();
                 let _ = writeln!(wrong, "read {} {ask:?} of {v:?}: {why}; {c:?}", c.index());
             }
         } else if path == CHANGING && c.bytes_received() > 0 {
@@ -567,16 +610,16 @@ fn env_u64(name: &str) -> Option<u64> {
     })
 }
 
-#[test]
-fn no_fault_makes_a_read_deliver_a_wrong_byte_or_a_false_end() {
+/// Run `cases` cases (from `CHAOS_SEED`, and as many as `CHAOS_CASES` if set) against
+/// `server`, with the client `transport` settings the server needs.
+fn explore(server: &MockServer, transport: &[(&str, String)], cases: u64) {
     let first = env_u64("CHAOS_SEED").unwrap_or(1);
-    let cases = env_u64("CHAOS_CASES").unwrap_or(CASES);
-    let server = MockServer::start();
+    let cases = env_u64("CHAOS_CASES").unwrap_or(cases);
     let mut kinds = [0u64; 2];
     for seed in first..first + cases {
         let case = Case::new(seed);
         kinds[usize::from(case.ridden_out)] += 1;
-        if let Some(wrong) = run(&server, &case) {
+        if let Some(wrong) = run(server, transport, &case) {
             let seed = case.seed;
             panic!(
                 "case {seed} failed (CHAOS_SEED={seed} CHAOS_CASES=1 runs it alone):\n{case:#?}\n{wrong}"
@@ -588,4 +631,28 @@ fn no_fault_makes_a_read_deliver_a_wrong_byte_or_a_false_end() {
         kinds.iter().all(|&n| n > 0) || cases < 10,
         "cases with faults a client may refuse, and with faults it rides out: {kinds:?}"
     );
+}
+
+#[test]
+fn no_fault_makes_a_read_deliver_a_wrong_byte_or_a_false_end() {
+    explore(&MockServer::start(), &[], CASES);
+}
+
+#[test]
+fn no_fault_makes_a_read_deliver_a_wrong_byte_or_a_false_end_over_https_and_http2() {
+    // Many streams on few connections: a fault that cuts or resets a connection ends every
+    // stream on it.
+    let server = MockServer::builder()
+        .tls(true)
+        .http2(true)
+        .start()
+        .expect("the HTTPS mock server starts");
+    let ca = server
+        .ca_file()
+        .expect("an HTTPS mock server has a CA file");
+    let transport = [
+        ("http.ca_file", ca.to_string_lossy().into_owned()),
+        ("http.version", "http2".to_string()),
+    ];
+    explore(&server, &transport, CASES / 2);
 }
