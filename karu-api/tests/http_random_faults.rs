@@ -15,8 +15,11 @@
 //!   or reset part-way, a delay, a `200` that proves its range, a body delimited by closing the
 //!   connection, a large error body), every read of an object that was not replaced ends as it
 //!   does on a well-behaved server;
+//! - a read that requires a version (`If-Match`) gets bytes of that version, where Karu can
+//!   tell (strong tags) or the server enforces the condition;
 //! - on a well-behaved server, no byte of an object is requested twice (unless merging is off,
-//!   or the object has no strong ETag and a read of it is fetched in parts).
+//!   reads require different versions, or the object has no strong ETag and a read of it is
+//!   fetched in parts).
 //!
 //! Each case comes from a seed (SplitMix64) and is printed when it fails. `CHAOS_SEED` and
 //! `CHAOS_CASES` explore further, e.g.
@@ -154,6 +157,25 @@ struct Ask {
     object: usize,
     offset: u64,
     length: u64,
+    /// The version of [`CHANGING`] the read requires (`If-Match` with its strong tag).
+    if_match: Option<usize>,
+}
+
+/// The strong tags a read of [`CHANGING`] may require, by version.
+const REQUIRED: [&str; 2] = ["\"c1\"", "\"c2\""];
+
+impl Ask {
+    /// The read, into Karu's buffer or into `buffer`.
+    fn read<'b>(&self, object: &Locator, buffer: Option<&'b mut [u8]>) -> Read<'b> {
+        let read = match buffer {
+            Some(buffer) => Read::borrowed(object, self.offset, buffer),
+            None => Read::new(object, self.offset, self.length),
+        };
+        match self.if_match {
+            Some(v) => read.if_match(REQUIRED[v]),
+            None => read,
+        }
+    }
 }
 
 /// A fault planted on the server: for the requests of `path` (any, if `None`), after `skip`
@@ -175,6 +197,11 @@ impl Planted {
             Some(path) => rule.path(path),
             None => rule,
         }
+    }
+
+    /// Whether it may serve a read of `path` that its `If-Match` does not allow.
+    fn ignores_if_match(&self, path: &str) -> bool {
+        self.fault == Fault::IgnoreIfMatch && self.path.is_none_or(|p| p == path)
     }
 
     /// Whether it may answer a read of `path` with a bare 416: no size, no `Content-Range`, a
@@ -249,10 +276,13 @@ impl Case {
                     .filter(|r| r.object == object)
                     .map_or(0, |r| r.offset + r.length + rng.below(0, 3)),
             };
+            let if_match =
+                (object == CHANGING_INDEX && rng.chance(25)).then(|| rng.below(0, 2) as usize);
             reads.push(Ask {
                 object,
                 offset,
                 length,
+                if_match,
             });
         }
         let mut faults = Vec::new();
@@ -369,7 +399,7 @@ fn reset(server: &MockServer, case: &Case) {
 fn client(case: &Case, transport: &[(&str, String)]) -> Client {
     let mut builder = quick();
     for (key, value) in transport {
-        builder = builder.set(*key, value.as_str());
+        builder = builder.set(key, value.as_str());
     }
     for &(key, value) in &case.settings {
         builder = builder.set(key, value);
@@ -489,20 +519,16 @@ fn run(server: &MockServer, transport: &[(&str, String)], case: &Case) -> Option
                 case.reads
                     .iter()
                     .zip(buffers.iter_mut())
-                    .map(|(a, buffer)| Read::borrowed(&objects[a.object], a.offset, buffer)),
+                    .map(|(a, buffer)| a.read(&objects[a.object], Some(buffer))),
                 &options,
             );
             drain(&batch)
         })
     } else {
-        drain(
-            &client.submit_with(
-                case.reads
-                    .iter()
-                    .map(|a| Read::new(&objects[a.object], a.offset, a.length)),
-                &options,
-            ),
-        )
+        drain(&client.submit_with(
+            case.reads.iter().map(|a| a.read(&objects[a.object], None)),
+            &options,
+        ))
     };
     let log = server.take_requests();
     let mut wrong = String::new();
@@ -519,9 +545,21 @@ fn run(server: &MockServer, transport: &[(&str, String)], case: &Case) -> Option
         };
         let path = path_of(ask.object);
         let told_end = case.faults.iter().any(|f| f.may_end_early(path));
-        // A replaced object may fail reads (its parts, or its version, changed under them).
-        let exact = case.ridden_out && !(path == CHANGING && case.change_after.is_some());
-        let candidates = versions(ask.object);
+        // A replaced object may fail reads (its parts, or its version, changed under them), and
+        // a read that requires a version fails where another is served (or no strong tag).
+        let exact = case.ridden_out
+            && !(path == CHANGING && case.change_after.is_some())
+            && ask.if_match.is_none();
+        // A read that requires a version gets that one, where Karu can tell (strong tags) or
+        // the server enforces the condition (no fault makes it ignore `If-Match`).
+        let strong = case.changing_etags[0].is_some_and(|t| t.starts_with('"'));
+        let enforced = strong || !case.faults.iter().any(|f| f.ignores_if_match(path));
+        let candidates: Vec<Version> = versions(ask.object)
+            .into_iter()
+            .enumerate()
+            .filter(|&(i, _)| !enforced || ask.if_match.is_none_or(|v| v == i))
+            .map(|(_, v)| v)
+            .collect();
         let bytes = if case.borrowed {
             let received = (c.bytes_received() as usize).min(ask.length as usize);
             &buffers[c.index()][..received]
@@ -544,8 +582,7 @@ fn run(server: &MockServer, transport: &[(&str, String)], case: &Case) -> Option
     }
     // Keeping to one version, the reads that delivered bytes of the changing object did so
     // from one version (which only a strong ETag can tell).
-    let strong = case.changing_etags[0].is_some_and(|t| t.starts_with('"'));
-    if case.one_version && strong {
+    if case.one_version && case.changing_etags[0].is_some_and(|t| t.starts_with('"')) {
         let common = VERSIONS.iter().any(|&(_, size, salt)| {
             let v = Version { salt, size };
             seen_versions.iter().all(|(_, fits)| fits.contains(&v))
@@ -566,11 +603,14 @@ fn run(server: &MockServer, transport: &[(&str, String)], case: &Case) -> Option
         .iter()
         .any(|&(k, v)| k == "planner.max_gap" && v != "0");
     if case.faults.is_empty() && merging {
-        // The changing object, unless it was replaced (then requests may repeat).
-        let changing = case
-            .change_after
-            .is_none()
-            .then_some((CHANGING, 0, case.changing_etags[0]));
+        // The changing object, unless it was replaced (then requests may repeat) or a read
+        // requires a version (reads of different conditions never merge).
+        let conditions = case.reads.iter().any(|a| a.if_match.is_some());
+        let changing = (case.change_after.is_none() && !conditions).then_some((
+            CHANGING,
+            0,
+            case.changing_etags[0],
+        ));
         for (path, _, etag) in OBJECTS.into_iter().chain(changing) {
             let strong = etag.is_some_and(|t| t.starts_with('"'));
             if let Some(why) = requested_too_often(&log, path, if strong { 1 } else { 2 }) {
