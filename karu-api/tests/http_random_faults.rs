@@ -9,6 +9,8 @@
 //!   that version, which lies inside the read (never a false end of object), unless a bare 416
 //!   told the client so and nothing refuted it;
 //! - any other failure delivers nothing;
+//! - `stat` and `read_ends` after the batch state a size of one version, and both ends' bytes
+//!   of that version;
 //! - a batch that keeps to one version delivers bytes of one version of the replaced object
 //!   (its versions have strong ETags; nothing can tell weak or missing ones apart);
 //! - where every fault of a case is one a client must ride out (a retryable status, a body cut
@@ -178,6 +180,14 @@ impl Ask {
     }
 }
 
+/// A probe of one object after the batch: `stat`, then `read_ends(head, tail)`.
+#[derive(Debug, Clone, Copy)]
+struct Probe {
+    object: usize,
+    head: u64,
+    tail: u64,
+}
+
 /// A fault planted on the server: for the requests of `path` (any, if `None`), after `skip`
 /// of them, `times` times.
 #[derive(Debug, Clone)]
@@ -228,6 +238,8 @@ struct Case {
     one_version: bool,
     /// The reads land in the caller's buffers (`Read::borrowed`), not in Karu's.
     borrowed: bool,
+    /// Probes of objects after the batch.
+    probes: Vec<Probe>,
 }
 
 impl Case {
@@ -311,6 +323,14 @@ impl Case {
         ]);
         let one_version = rng.chance(50);
         let borrowed = rng.chance(30);
+        let lengths = [0, 1, 7, 64 * KIB, 100_000, 400_000];
+        let probes = (0..rng.below(0, 3))
+            .map(|_| Probe {
+                object: rng.below(0, OBJECTS.len() as u64 + 1) as usize,
+                head: *rng.pick(&lengths),
+                tail: *rng.pick(&lengths),
+            })
+            .collect();
         Case {
             seed,
             settings,
@@ -321,6 +341,7 @@ impl Case {
             changing_etags,
             one_version,
             borrowed,
+            probes,
         }
     }
 }
@@ -618,7 +639,73 @@ fn run(server: &MockServer, transport: &[(&str, String)], case: &Case) -> Option
             }
         }
     }
-    (!wrong.is_empty()).then(|| format!("{wrong}requests:\n{}", describe(&log)))
+    // The probes, after the batch (their requests are not the batch's).
+    for probe in &case.probes {
+        let object = &objects[probe.object];
+        let path = path_of(probe.object);
+        let told_end = case.faults.iter().any(|f| f.may_end_early(path));
+        let exact = case.ridden_out && !(path == CHANGING && case.change_after.is_some());
+        let candidates = versions(probe.object);
+        match client.stat(object) {
+            Ok(info) => {
+                let size_fits = |v: &Version| match info.size {
+                    Some(size) => size == v.size || (told_end && size < v.size),
+                    None => !exact,
+                };
+                if !candidates.iter().any(size_fits) {
+                    let _ = writeln!(wrong, "stat of {path}: {info:?}, of none of {candidates:?}");
+                }
+            }
+            Err(e) if exact => {
+                let _ = writeln!(
+                    wrong,
+                    "stat of {path} failed although every fault is ridden out: {e}"
+                );
+            }
+            Err(_) => {}
+        }
+        match client.read_ends(object, probe.head, probe.tail) {
+            Ok(ends) => {
+                // The size, the head and the tail of one version (or, where a bare 416 may have
+                // told of an earlier end, of that version as if it ended there).
+                let fits = |v: &Version| {
+                    let size = ends.size;
+                    let bytes = |from: u64, n: u64| -> Vec<u8> {
+                        (from..from + n).map(|i| object_byte(v.salt, i)).collect()
+                    };
+                    (size == v.size || (told_end && size < v.size))
+                        && ends.head == bytes(0, probe.head.min(size))
+                        && ends.tail == bytes(size - probe.tail.min(size), probe.tail.min(size))
+                };
+                if !candidates.iter().any(fits) {
+                    let _ = writeln!(
+                        wrong,
+                        "read_ends({}, {}) of {path}: size {}, {} head and {} tail bytes, of none of {candidates:?}",
+                        probe.head,
+                        probe.tail,
+                        ends.size,
+                        ends.head.len(),
+                        ends.tail.len()
+                    );
+                }
+            }
+            Err(e) if exact => {
+                let _ = writeln!(
+                    wrong,
+                    "read_ends of {path} failed although every fault is ridden out: {e}"
+                );
+            }
+            Err(_) => {}
+        }
+    }
+    let probes = server.take_requests();
+    (!wrong.is_empty()).then(|| {
+        format!(
+            "{wrong}requests:\n{}probes' requests:\n{}",
+            describe(&log),
+            describe(&probes)
+        )
+    })
 }
 
 /// Bytes of `path` that more than `most` requests of `log` asked for, if any (or a request
