@@ -1006,3 +1006,56 @@ fn a_failed_transfer_reports_its_attempts_and_no_first_byte() {
     assert_eq!(timing.attempts(), 3, "{timing:?}");
     assert_eq!((timing.first_byte(), timing.transfer_bytes()), (None, 0));
 }
+
+/// Serves `/o` from `/o@1` and `/o@2` in turn, request by request: an object whose content
+/// and size change while its `ETag` does not.
+#[derive(Debug, Default)]
+struct Alternate(std::sync::atomic::AtomicU64);
+
+impl karu_testkit::Gate for Alternate {
+    fn check(&self, _: &karu_testkit::RequestHead) -> Option<karu_testkit::GateResponse> {
+        None
+    }
+
+    fn object_path(&self, request: &karu_testkit::RequestHead) -> Option<String> {
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        (request.path == "/o").then(|| format!("/o@{}", 1 + n % 2))
+    }
+}
+
+#[test]
+fn partial_answers_stating_two_sizes_under_one_tag_restart_the_range() {
+    // Two versions under one ETag: the first answer (a 4 MiB object) is cut after 30,000
+    // bytes, the resumed one (of a 3 MiB object, same tag) after 30,000 more, and the third
+    // answer comes from the first version again. Its size agrees with the first answer's, so
+    // resuming once more would have made an OK read of bytes from two versions.
+    let server = MockServer::start();
+    let v2: Vec<u8> = karu_testkit::pattern(0, 3 << 20)
+        .iter()
+        .map(|b| !b)
+        .collect();
+    server.insert("/o@1", karu_testkit::pattern(0, 4 << 20));
+    server.insert("/o@2", v2);
+    for path in ["/o@1", "/o@2"] {
+        server.set_etag(path, Some(ETAG));
+    }
+    server.set_gate(Some(std::sync::Arc::new(Alternate::default())));
+    server.add_fault(FaultRule::new(Fault::CutBodyAfter(30_000)).times(2));
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    let c = read_one(&client, &object, 1000, 300 * KIB);
+    assert_ok(&c, 1000, 300 * KIB);
+    let last = 1000 + 300 * KIB - 1;
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        [
+            format!("bytes=1000-{last}"),
+            format!("bytes=31000-{last}"),
+            format!("bytes=1000-{last}"),
+        ],
+        "the second size restarts the range:\n{}",
+        describe(&log)
+    );
+    assert_eq!(log[2].header("if-match"), None, "{}", describe(&log));
+}

@@ -318,7 +318,7 @@ impl Fetch<'_> {
     /// the range restarts from its first byte. A caller's wildcard or tag list also restarts
     /// it: the condition may accept another version than the one the kept bytes came from.
     /// The size the kept bytes' answers stated (`stated`) goes with them: the resumed answers
-    /// must agree with it.
+    /// must agree with it, and partial ones that state another size restart the range.
     fn keep_progress(
         &self,
         failure: &Failure,
@@ -344,8 +344,14 @@ impl Fetch<'_> {
                     .filter(|c| is_single_strong(c))
                     .map(str::to_string)
             });
+        // Two sizes stated under one tag: the tag does not tell the versions apart, and the
+        // kept bytes may be of two of them.
+        let sizes_agree = match (*stated, failure.total) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
         match tag {
-            Some(tag) if pin.as_deref().is_none_or(|p| p == tag) => {
+            Some(tag) if pin.as_deref().is_none_or(|p| p == tag) && sizes_agree => {
                 *kept += failure.kept;
                 *pin = Some(tag);
                 *stated = stated.or(failure.total);
