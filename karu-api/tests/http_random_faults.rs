@@ -24,12 +24,14 @@
 //!   reads require different versions, or the object has no strong ETag and a read of it is
 //!   fetched in parts).
 //!
-//! Each case comes from a seed (SplitMix64) and is printed when it fails. `CHAOS_SEED` and
-//! `CHAOS_CASES` explore further, e.g.
-//! `CHAOS_CASES=2000 cargo test -p karu-api --test http_random_faults` (about three minutes).
+//! Each case comes from a seed (the tests' SplitMix64 [`Rng`]) and is printed when it fails.
+//! `CHAOS_SEED` and `CHAOS_CASES` explore further, e.g.
+//! `CHAOS_CASES=2000 cargo test -p karu-api --test http_random_faults` (some seven minutes for
+//! the two tests on two cores).
 
 #[path = "support/http.rs"]
 mod http_support;
+mod support;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -41,6 +43,7 @@ use karu::{BatchOptions, Client, Completion, Evidence, Locator, Read, Status};
 use karu_testkit::{
     Fault, FaultRule, Gate, GateResponse, MockServer, RequestHead, RequestRecord, pattern_byte,
 };
+use support::Rng;
 
 /// Cases each run of the test tries (more with `CHAOS_CASES`).
 const CASES: u64 = 100;
@@ -126,32 +129,6 @@ fn object_byte(k: usize, offset: u64) -> u8 {
 
 fn object_body(k: usize, size: u64) -> Vec<u8> {
     (0..size).map(|i| object_byte(k, i)).collect()
-}
-
-/// A deterministic pseudo-random sequence (SplitMix64), so a failing case can be run again.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A value in `[low, high)`.
-    fn below(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next() % (high - low)
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.next() as usize % items.len()]
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
 }
 
 /// One read of a case: the object's index, the offset and the length.
@@ -245,7 +222,7 @@ struct Case {
 
 impl Case {
     fn new(seed: u64) -> Case {
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let settings = vec![
             (
                 "planner.max_gap",
@@ -256,7 +233,7 @@ impl Case {
             ("concurrency", *rng.pick(&["1", "3", "16"])),
             ("io_threads", *rng.pick(&["1", "2"])),
         ];
-        let count = rng.below(1, 25);
+        let count = rng.range(1, 25);
         let mut reads: Vec<Ask> = Vec::new();
         for _ in 0..count {
             if !reads.is_empty() && rng.chance(10) {
@@ -265,32 +242,32 @@ impl Case {
                 reads.push(again);
                 continue;
             }
-            let object = rng.below(0, OBJECTS.len() as u64 + 1) as usize;
+            let object = rng.range(0, OBJECTS.len() as u64 + 1) as usize;
             let size = versions(object)[0].size;
-            let length = match rng.below(0, 4) {
-                0 => rng.below(1, 17),
-                1 => rng.below(1, 8 * KIB),
-                2 => rng.below(60 * KIB, 300 * KIB),
-                _ => rng.below(1, 2 * KIB),
+            let length = match rng.range(0, 4) {
+                0 => rng.range(1, 17),
+                1 => rng.range(1, 8 * KIB),
+                2 => rng.range(60 * KIB, 300 * KIB),
+                _ => rng.range(1, 2 * KIB),
             };
-            let offset = match rng.below(0, 5) {
+            let offset = match rng.range(0, 5) {
                 // Anywhere, or a little past the end.
-                0 | 1 => rng.below(0, size + 64),
+                0 | 1 => rng.range(0, size + 64),
                 // Ending at, just before or just after the end.
-                2 => (size + rng.below(0, 3)).saturating_sub(length + 1),
+                2 => (size + rng.range(0, 3)).saturating_sub(length + 1),
                 // Across a part boundary.
                 3 => {
-                    let boundary = 64 * KIB * rng.below(1, 8);
-                    boundary.saturating_sub(rng.below(0, length + 1))
+                    let boundary = 64 * KIB * rng.range(1, 8);
+                    boundary.saturating_sub(rng.range(0, length + 1))
                 }
                 // Right after the previous read: adjacent reads to merge.
                 _ => reads
                     .last()
                     .filter(|r| r.object == object)
-                    .map_or(0, |r| r.offset + r.length + rng.below(0, 3)),
+                    .map_or(0, |r| r.offset + r.length + rng.range(0, 3)),
             };
             let if_match =
-                (object == CHANGING_INDEX && rng.chance(25)).then(|| rng.below(0, 2) as usize);
+                (object == CHANGING_INDEX && rng.chance(25)).then(|| rng.range(0, 2) as usize);
             reads.push(Ask {
                 object,
                 offset,
@@ -300,15 +277,15 @@ impl Case {
         }
         let mut faults = Vec::new();
         let mut ridden_out = true;
-        let fault_count = if rng.chance(25) { 0 } else { rng.below(1, 4) };
+        let fault_count = if rng.chance(25) { 0 } else { rng.range(1, 4) };
         for _ in 0..fault_count {
             let (fault, survivable) = random_fault(&mut rng);
             ridden_out &= survivable;
-            let skip = rng.below(0, 5);
-            let times = rng.below(1, 4);
+            let skip = rng.range(0, 5);
+            let times = rng.range(1, 4);
             let path = rng
                 .chance(70)
-                .then(|| path_of(rng.below(0, OBJECTS.len() as u64 + 1) as usize));
+                .then(|| path_of(rng.range(0, OBJECTS.len() as u64 + 1) as usize));
             faults.push(Planted {
                 fault,
                 path,
@@ -316,7 +293,7 @@ impl Case {
                 times,
             });
         }
-        let change_after = rng.chance(60).then(|| rng.below(0, 6));
+        let change_after = rng.chance(60).then(|| rng.range(0, 6));
         let changing_etags = *rng.pick(&[
             [Some("\"c1\""), Some("\"c2\"")],
             [None, None],
@@ -327,9 +304,9 @@ impl Case {
         let one_version = rng.chance(50);
         let borrowed = rng.chance(30);
         let lengths = [0, 1, 7, 64 * KIB, 100_000, 400_000];
-        let probes = (0..rng.below(0, 3))
+        let probes = (0..rng.range(0, 3))
             .map(|_| Probe {
-                object: rng.below(0, OBJECTS.len() as u64 + 1) as usize,
+                object: rng.range(0, OBJECTS.len() as u64 + 1) as usize,
                 head: *rng.pick(&lengths),
                 tail: *rng.pick(&lengths),
             })
@@ -353,8 +330,8 @@ impl Case {
 /// would without it). Faults that only delay (a trickle, a request never answered) are left
 /// to the tests of timeouts: here they would only make the run slow.
 fn random_fault(rng: &mut Rng) -> (Fault, bool) {
-    match rng.below(0, 15) {
-        0 => (Fault::Latency(Duration::from_millis(rng.below(1, 6))), true),
+    match rng.range(0, 15) {
+        0 => (Fault::Latency(Duration::from_millis(rng.range(1, 6))), true),
         1 => (
             Fault::Status {
                 code: *rng.pick(&[500, 502, 503, 504, 429]),
@@ -362,14 +339,14 @@ fn random_fault(rng: &mut Rng) -> (Fault, bool) {
             },
             true,
         ),
-        2 => (Fault::CutBodyAfter(rng.below(0, 70_000)), true),
-        3 => (Fault::ResetAfter(rng.below(0, 70_000)), true),
+        2 => (Fault::CutBodyAfter(rng.range(0, 70_000)), true),
+        3 => (Fault::ResetAfter(rng.range(0, 70_000)), true),
         4 => (Fault::OkWithContentRange, true),
         5 => (Fault::CloseDelimited, true),
         6 => (
             Fault::OversizedErrorBody {
                 code: 503,
-                size: rng.below(1, 300_000) as usize,
+                size: rng.range(1, 300_000) as usize,
             },
             true,
         ),

@@ -79,6 +79,16 @@ impl Rng {
     pub(crate) fn range(&mut self, low: u64, high: u64) -> u64 {
         low + self.next_u64() % (high - low)
     }
+
+    /// One of `items` (not empty).
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.next_u64() as usize % items.len()]
+    }
+
+    /// `true` about `percent` times in a hundred.
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
+        self.next_u64() % 100 < percent
+    }
 }
 
 /// Take every completion of `batch` with `next`, failing the test if one takes longer than
