@@ -268,7 +268,10 @@ pub struct HttpSettings {
     /// How long a DNS answer is reused (`http.dns_ttl`; default 60 s; global only).
     pub dns_ttl: Seconds,
     /// Largest prefix Karu discards when a server ignores the range and answers 200
-    /// (`http.fallback_limit`; default 8 MiB).
+    /// (`http.fallback_limit`; default 8 MiB). Such an answer counts as the whole object only
+    /// where it cannot be the range's bytes alone (from a proxy that dropped the `206` and its
+    /// `Content-Range`): it holds more bytes than the range, or the range starts at byte 0.
+    /// Otherwise the read fails with a protocol error.
     pub fallback_limit: ByteSize,
     /// Largest unwanted remainder drained to keep a connection (`http.drain_limit`;
     /// default 256 KiB).
