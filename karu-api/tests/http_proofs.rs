@@ -282,8 +282,9 @@ fn bare_416() -> Fault {
 #[test]
 fn a_bare_416_on_resuming_inside_the_size_an_earlier_answer_stated_is_no_end_of_object() {
     // The first answer states 100,000 bytes and is cut after 1,000; the resumed request (pinned
-    // to the same ETag) gets a 416 saying nothing of the size. Found by `http_random_faults`:
-    // the read ended "at the end of the object" after 1,000 bytes, a false end.
+    // to the same ETag) gets a 416 saying nothing of the size. Found beside the part's case
+    // below (which `http_random_faults` found): the read ended "at the end of the object"
+    // after 1,000 bytes, a false end.
     let server = server_with("/o", 100_000);
     server.add_fault(FaultRule::new(Fault::CutBodyAfter(1000)).times(1));
     server.add_fault(FaultRule::new(bare_416()).skip(1).times(1));
