@@ -30,7 +30,7 @@ use crate::batch::BatchShared;
 use std::sync::Arc;
 
 use crate::http::check::{RangeSpec, is_single_strong};
-use crate::http::fetch::{Fetch, Fetched};
+use crate::http::fetch::{Fetch, Fetched, agrees_with_size};
 use crate::http::landing::Landing;
 use crate::http::{Held, LoopCtx, Permits};
 use crate::status::{Error, Status};
@@ -171,24 +171,6 @@ pub(crate) fn join(
         etag: etag.map(str::to_string),
         total,
     }))
-}
-
-/// Refuse an answer that ends the object at byte `end` where an answer of the same read stated
-/// its `size` otherwise: the server contradicts itself (a bare 416 inside the size, for one),
-/// and believing the end would be a false end of object. `delivered`: the read has bytes
-/// before `end`, so the object reaches it; without any, an object ending before `end` (a read
-/// past the end) agrees.
-fn agrees_with_size(size: Option<u64>, end: u64, delivered: bool) -> Result<(), Error> {
-    match size {
-        Some(size) if size > end || (delivered && size != end) => Err(Error::new(
-            Status::Protocol,
-            format!(
-                "the server stated a size of {size} bytes, then answered a part of the read as \
-                 if the object ended at byte {end}"
-            ),
-        )),
-        _ => Ok(()),
-    }
 }
 
 /// A piece's window on the transfer's destinations: offsets from the piece's first byte.
