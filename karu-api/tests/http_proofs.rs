@@ -283,8 +283,8 @@ fn bare_416() -> Fault {
 fn a_bare_416_on_resuming_inside_the_size_an_earlier_answer_stated_is_no_end_of_object() {
     // The first answer states 100,000 bytes and is cut after 1,000; the resumed request (pinned
     // to the same ETag) gets a 416 saying nothing of the size. Found beside the part's case
-    // below (which `http_random_faults` found): the read ended "at the end of the object"
-    // after 1,000 bytes, a false end.
+    // below (which the conformance suite's random cases found): the read ended "at the end of
+    // the object" after 1,000 bytes, a false end.
     let server = server_with("/o", 100_000);
     server.add_fault(FaultRule::new(Fault::CutBodyAfter(1000)).times(1));
     server.add_fault(FaultRule::new(bare_416()).skip(1).times(1));
@@ -308,8 +308,9 @@ fn a_bare_416_on_resuming_inside_the_size_an_earlier_answer_stated_is_no_end_of_
 #[test]
 fn a_bare_416_for_a_part_inside_the_size_the_first_part_stated_is_no_end_of_object() {
     // A read of 200,000 bytes in parts of 64 KiB, one at a time: the first part's answer states
-    // the size, the second part gets a 416 saying nothing of it. Found by `http_random_faults`:
-    // both reads of the transfer ended "at the end of the object" at byte 65,536.
+    // the size, the second part gets a 416 saying nothing of it. Found by the conformance
+    // suite's random cases: both reads of the transfer ended "at the end of the object" at
+    // byte 65,536.
     let server = server_with("/o", 200_000);
     server.add_fault(FaultRule::new(bare_416()).skip(1).times(1));
     let client = http_support::build(

@@ -6,7 +6,8 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use karu::{BatchOptions, Completion, Read, Status, UNBOUNDED, Window};
-use support::{Rng, assert_pattern, client, isolated, locate, pattern, pattern_file};
+use karu_testkit::Rng;
+use support::{assert_pattern, client, isolated, locate, pattern, pattern_file};
 
 /// Assert a successful read of `len` pattern bytes at absolute offset `start`.
 #[track_caller]

@@ -9,22 +9,9 @@ use std::sync::{Arc, Barrier};
 
 use http_support::{assert_pattern, client, locate};
 use karu::{Evidence, ObjectReader, Rejection, Status};
-use karu_testkit::{Fault, FaultRule, MockServer, pattern};
+use karu_testkit::{Fault, FaultRule, MockServer, Rng, pattern};
 
 const SIZE: u64 = 1 << 20;
-
-/// A deterministic pseudo-random sequence (SplitMix64), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % n
-    }
-}
 
 /// `threads` threads, started together, each reading `per_thread` random ranges through one
 /// reader (one in eight reaching past the end). Returns the `(offset, length)` of every read.
@@ -34,15 +21,15 @@ fn read_from_many_threads(reader: &ObjectReader, threads: u64, per_thread: u64) 
         .map(|t| {
             let (reader, start) = (reader.clone(), Arc::clone(&start));
             std::thread::spawn(move || {
-                let mut rng = Rng(t);
+                let mut rng = Rng::new(t);
                 let mut done = Vec::new();
                 start.wait();
                 for i in 0..per_thread {
-                    let length = 1 + rng.below(20_000);
+                    let length = rng.range(1, 20_001);
                     let offset = if i % 8 == 7 {
-                        SIZE - rng.below(length) // past the end
+                        SIZE - rng.range(0, length) // past the end
                     } else {
-                        rng.below(SIZE - length + 1)
+                        rng.range(0, SIZE - length + 1)
                     };
                     let mut dst = vec![0u8; length as usize];
                     let result = reader.read_at(offset, &mut dst);

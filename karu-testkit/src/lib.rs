@@ -31,6 +31,7 @@ pub mod gcs;
 pub mod hf;
 pub mod http;
 pub mod nginx;
+mod rng;
 pub mod s3;
 pub mod seaweedfs;
 mod server_process;
@@ -44,4 +45,5 @@ pub use http::{
     Fault, FaultRule, Gate, GateResponse, MAX_REQUEST_BODY, MockServer, MockServerBuilder,
     RequestHead, RequestRecord, Route, fill_pattern, pattern, pattern_byte,
 };
+pub use rng::Rng;
 pub use s3::{S3Mock, S3MockBuilder, SignatureFailure, SignatureFailureKind};

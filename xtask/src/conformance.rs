@@ -6,7 +6,8 @@ use karu_testkit::azurite::Azurite;
 use karu_testkit::conformance::{
     self, AzureAuth, AzureEndpointTarget, AzureMockTarget, AzuriteTarget, GcsMockTarget, GcsTarget,
     HfEndpointTarget, HfHubTarget, HfMockTarget, HttpMockTarget, NginxTarget, Objects, Options,
-    ReadOnlyTarget, Report, S3MockTarget, S3Target, SourceEndpointTarget, SourceMockTarget, Target,
+    ReadOnlyTarget, Report, S3MockTarget, S3Target, Seeds, SourceEndpointTarget, SourceMockTarget,
+    Target,
 };
 use karu_testkit::nginx::Nginx;
 use karu_testkit::seaweedfs::SeaweedFs;
@@ -74,9 +75,16 @@ pub(crate) struct Conformance {
     /// as Azurite's answer to a range of an empty blob: `--skip basic/empty_object`).
     #[arg(long, value_name = "CASE")]
     skip: Vec<String>,
-    /// Skip the fault matrix.
+    /// Skip the fault matrix (and the random cases).
     #[arg(long)]
     skip_faults: bool,
+    /// The first seed of the random cases run against a mock (each case is a function of its
+    /// seed: a failure names it, and `--seed N --cases 1` runs it alone).
+    #[arg(long, default_value_t = Seeds::default().first)]
+    seed: u64,
+    /// How many random cases run against a mock (0: none).
+    #[arg(long, default_value_t = Seeds::default().count)]
+    cases: u64,
 }
 
 pub(crate) fn run(args: Conformance) -> Result<(), String> {
@@ -85,7 +93,7 @@ pub(crate) fn run(args: Conformance) -> Result<(), String> {
 
 /// Run what `args` ask for; the reports, or why nothing could run.
 fn reports(args: Conformance) -> Result<Vec<Report>, String> {
-    let mut options = Options::default();
+    let mut options = Options::default().seeds(args.seed, args.cases);
     if let Some(filter) = &args.filter {
         options = options.filter(filter.clone());
     }

@@ -116,18 +116,7 @@ pub(crate) fn assert_nothing_requested_twice(log: &[RequestRecord]) {
 pub(crate) fn describe(log: &[RequestRecord]) -> String {
     let mut out = String::new();
     for r in log {
-        let _ = writeln!(
-            out,
-            "{} {} range={} status={} body={} if-match={} conn={} fault={}",
-            r.method,
-            r.path,
-            r.range.as_deref().unwrap_or("-"),
-            r.status,
-            r.body_bytes,
-            r.header("if-match").unwrap_or("-"),
-            r.connection,
-            r.fault.as_deref().unwrap_or("-"),
-        );
+        let _ = writeln!(out, "{r}");
     }
     out
 }

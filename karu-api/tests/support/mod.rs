@@ -58,39 +58,6 @@ pub(crate) fn locate(client: &Client, path: &Path) -> Locator {
         .expect("a local path resolves")
 }
 
-/// A deterministic pseudo-random sequence (SplitMix64), so failures reproduce.
-#[derive(Debug)]
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A value in `[low, high)`.
-    pub(crate) fn range(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next_u64() % (high - low)
-    }
-
-    /// One of `items` (not empty).
-    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.next_u64() as usize % items.len()]
-    }
-
-    /// `true` about `percent` times in a hundred.
-    pub(crate) fn chance(&mut self, percent: u64) -> bool {
-        self.next_u64() % 100 < percent
-    }
-}
-
 /// Take every completion of `batch` with `next`, failing the test if one takes longer than
 /// [`PATIENCE`] (instead of hanging).
 pub(crate) fn drain(batch: &Batch) -> Vec<Completion> {

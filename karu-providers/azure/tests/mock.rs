@@ -48,7 +48,7 @@ fn read_10(client: &Client, address: &str) -> Result<Vec<u8>, karu::Error> {
 #[test]
 fn the_azure_provider_conforms_on_its_mock() {
     let target = AzureMockTarget::start();
-    let report = conformance::run(&target, &Options::default());
+    let report = conformance::run(&target, &Options::default().seeds_from_env());
     println!("{report}");
     report.assert_passed();
     let log = target.mock_azure().auth_log();

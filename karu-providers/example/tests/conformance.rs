@@ -114,7 +114,7 @@ impl MockControl for ToyTarget {
 #[test]
 fn the_toy_provider_conforms_on_the_http_mock() {
     let target = ToyTarget::start();
-    let report = conformance::run(&target, &Options::default());
+    let report = conformance::run(&target, &Options::default().seeds_from_env());
     println!("{report}");
     report.assert_passed();
     // Every request the mock saw carried the token (the gate answers 401 otherwise, and no

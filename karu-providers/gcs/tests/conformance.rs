@@ -6,7 +6,7 @@ use karu_testkit::conformance::{self, GcsMockTarget, Options};
 #[test]
 fn gcs_conforms_on_its_mock() {
     let target = GcsMockTarget::start();
-    let report = conformance::run(&target, &Options::default());
+    let report = conformance::run(&target, &Options::default().seeds_from_env());
     println!("{report}");
     report.assert_passed();
     assert_eq!(target.mock_gcs().rejections(), vec![]);

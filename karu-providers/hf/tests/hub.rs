@@ -53,7 +53,7 @@ fn summary(log: &[RequestRecord]) -> Vec<Seen> {
 #[test]
 fn the_hf_provider_conforms_on_the_hub_mock() {
     let target = HfMockTarget::start();
-    let report = conformance::run(&target, &Options::default());
+    let report = conformance::run(&target, &Options::default().seeds_from_env());
     println!("{report}");
     report.assert_passed();
     assert_eq!(target.mock_hf().authorization_leaks(), 0);

@@ -29,7 +29,7 @@ fn mock(public: bool) -> SourceMock {
 #[test]
 fn the_source_provider_conforms_on_the_data_proxy_mock() {
     let target = SourceMockTarget::start();
-    let report = conformance::run(&target, &Options::default());
+    let report = conformance::run(&target, &Options::default().seeds_from_env());
     println!("{report}");
     report.assert_passed();
     assert!(target.mock_source().s3().signature_failures().is_empty());

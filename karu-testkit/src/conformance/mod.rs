@@ -17,7 +17,10 @@
 //! The basic cases run everywhere: single, merged, overlapping, windowed and end-of-object
 //! reads, stat, read_ends, if-match, missing and empty objects. The fault matrix runs where the
 //! target is a mock ([`Target::mock`]): every fault of the mock server's plan against a single
-//! read, a merged transfer with overlapping parts, and a 1,000-read batch.
+//! read, a merged transfer with overlapping parts, and a 1,000-read batch. So do the random
+//! cases (`random/...`): random batches with random settings against random faults while an
+//! object is replaced by another version, each read checked for exact bytes of one version, no
+//! false end of object, and nothing delivered by a failure ([`Options::seeds`] says which).
 //!
 //! Stores the suite cannot upload to (the Hugging Face Hub, Source Cooperative) get the
 //! read-only suite instead ([`run_read_only`]): objects the user names, each read through Karu
@@ -25,6 +28,7 @@
 
 mod cases;
 mod faults;
+mod random;
 mod readonly;
 mod targets;
 
@@ -109,6 +113,26 @@ pub trait MockControl: Send + Sync {
     }
 }
 
+/// Which random cases run on a mock target: those of the seeds `first..first + count` (a
+/// case is a function of its seed; a failure names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seeds {
+    /// The first seed.
+    pub first: u64,
+    /// How many cases (0: none).
+    pub count: u64,
+}
+
+impl Default for Seeds {
+    /// Seeds 1 to 200.
+    fn default() -> Self {
+        Seeds {
+            first: 1,
+            count: 200,
+        }
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -120,6 +144,9 @@ pub struct Options {
     /// Skip cases whose name contains one of these (a real server's documented deviation, such
     /// as Azurite's answer to a range on an empty blob).
     pub skip: Vec<String>,
+    /// The random cases run on a mock target (with the fault matrix; not with
+    /// [`skip_faults`](Options::skip_faults)).
+    pub seeds: Seeds,
 }
 
 impl Options {
@@ -143,9 +170,38 @@ impl Options {
         self
     }
 
-    /// Skip the fault matrix.
+    /// Skip the fault matrix (and the random cases).
     pub fn skip_faults(mut self) -> Self {
         self.skip_faults = true;
+        self
+    }
+
+    /// The random cases of seeds `first..first + count`.
+    pub fn seeds(mut self, first: u64, count: u64) -> Self {
+        self.seeds = Seeds { first, count };
+        self
+    }
+
+    /// The random cases `CHAOS_SEED` (the first seed) and `CHAOS_CASES` (how many) name in the
+    /// process environment, where set: a test run explores further with them, e.g.
+    /// `CHAOS_SEED=5000 CHAOS_CASES=2000 cargo test -p karu-testkit --test conformance_s3_mock`.
+    ///
+    /// # Panics
+    ///
+    /// If either is set to something other than a number.
+    pub fn seeds_from_env(mut self) -> Self {
+        let number = |name: &str| {
+            std::env::var(name).ok().map(|v| {
+                v.parse::<u64>()
+                    .unwrap_or_else(|_| panic!("{name} must be a number, found {v:?}"))
+            })
+        };
+        if let Some(first) = number("CHAOS_SEED") {
+            self.seeds.first = first;
+        }
+        if let Some(count) = number("CHAOS_CASES") {
+            self.seeds.count = count;
+        }
         self
     }
 }
@@ -249,6 +305,14 @@ pub fn run(target: &dyn Target, options: &Options) -> Report {
                         .push(ctx.run_case(name, |ctx| faults::run(ctx, fault, scenario)));
                 }
             }
+        }
+        let Seeds { first, count } = options.seeds;
+        let last = first.saturating_add(count.saturating_sub(1));
+        let name = format!("random/seeds_{first}_to_{last}");
+        if mock.serves_bytes() && count > 0 && wanted(&name) {
+            report
+                .cases
+                .push(ctx.run_case(name, |ctx| random::run(ctx, options.seeds)));
         }
     }
     report

@@ -38,6 +38,8 @@ fn dead_port() -> u16 {
 pub struct HttpMockTarget {
     server: MockServer,
     dead_port: u16,
+    /// The client settings the server needs (its CA, HTTP/2).
+    transport: Vec<(&'static str, String)>,
 }
 
 impl HttpMockTarget {
@@ -46,7 +48,35 @@ impl HttpMockTarget {
         HttpMockTarget {
             server: MockServer::start(),
             dead_port: dead_port(),
+            transport: Vec::new(),
         }
+    }
+
+    /// Start a mock server on 127.0.0.1 that speaks HTTPS (its own CA, which the target's
+    /// clients trust) and HTTP/2 only, which the target's clients use: many reads share few
+    /// connections, so a fault that cuts or resets a connection ends every stream on it.
+    pub fn start_https_http2() -> std::io::Result<Self> {
+        let server = MockServer::builder().tls(true).http2(true).start()?;
+        let ca = server
+            .ca_file()
+            .ok_or_else(|| std::io::Error::other("an HTTPS mock server has a CA file"))?;
+        let transport = vec![
+            ("http.ca_file", ca.to_string_lossy().into_owned()),
+            ("http.version", "http2".to_string()),
+        ];
+        Ok(HttpMockTarget {
+            server,
+            dead_port: dead_port(),
+            transport,
+        })
+    }
+
+    fn builder_with_transport(&self) -> ClientBuilder {
+        let mut builder = isolated_builder();
+        for (key, value) in &self.transport {
+            builder = builder.set(key, value.as_str());
+        }
+        builder
     }
 }
 
@@ -60,11 +90,15 @@ impl fmt::Debug for HttpMockTarget {
 
 impl Target for HttpMockTarget {
     fn name(&self) -> String {
-        "http-mock".into()
+        if self.transport.is_empty() {
+            "http-mock".into()
+        } else {
+            "http-mock-https-http2".into()
+        }
     }
 
     fn builder(&self) -> ClientBuilder {
-        isolated_builder()
+        self.builder_with_transport()
     }
 
     fn address(&self, name: &str) -> String {
@@ -99,9 +133,14 @@ impl MockControl for HttpMockTarget {
     }
 
     fn refusing(&self, name: &str) -> (ClientBuilder, String) {
+        let scheme = if self.transport.is_empty() {
+            "http"
+        } else {
+            "https"
+        };
         (
-            isolated_builder(),
-            format!("http://127.0.0.1:{}/{name}", self.dead_port),
+            self.builder_with_transport(),
+            format!("{scheme}://127.0.0.1:{}/{name}", self.dead_port),
         )
     }
 }

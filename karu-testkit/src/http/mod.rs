@@ -120,6 +120,25 @@ impl RequestRecord {
     }
 }
 
+/// One line for messages: method, path, range, status, body bytes, `If-Match`, connection and
+/// faults.
+impl fmt::Display for RequestRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} range={} status={} body={} if-match={} conn={} fault={}",
+            self.method,
+            self.path,
+            self.range.as_deref().unwrap_or("-"),
+            self.status,
+            self.body_bytes,
+            self.header("if-match").unwrap_or("-"),
+            self.connection,
+            self.fault.as_deref().unwrap_or("-"),
+        )
+    }
+}
+
 /// The most request body bytes the server reads; a longer body is answered with 413.
 pub const MAX_REQUEST_BODY: usize = 64 * 1024;
 
@@ -477,6 +496,13 @@ impl MockServer {
     /// Installs (or with `None` removes) the [`Gate`] run on every request.
     pub fn set_gate(&self, gate: Option<Arc<dyn Gate>>) {
         self.shared.set_gate(gate);
+    }
+
+    /// The [`Gate`] run on every request, if any: a test that changes how a service mock serves
+    /// one object wraps it (answering what the wrapped gate answers) and installs the wrapper
+    /// with [`set_gate`](MockServer::set_gate).
+    pub fn gate(&self) -> Option<Arc<dyn Gate>> {
+        self.shared.gate()
     }
 
     /// Answers suffix ranges (`bytes=-n`) with `200` and the whole object, as Azure Blob

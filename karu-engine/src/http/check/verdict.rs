@@ -885,7 +885,7 @@ mod tests {
         // `bytes=100-199` answered `200` with 100 bytes: an object of 100 bytes (nothing at
         // byte 100), or bytes 100-199 without their `206` and `Content-Range`. Believed, the
         // one was a false end of the object and, in a merged span, the other put bytes at the
-        // wrong offsets with an OK status (found by `http_random_faults`).
+        // wrong offsets with an OK status (found by the conformance suite's random cases).
         for body in [1, 50, 100] {
             assert_eq!(
                 rejected(check_head(&expect(100, 199), &head(200, None, Some(body)))),

@@ -1,7 +1,8 @@
-//! The promise under random faults. Random batches of reads over several objects, planned with
-//! random settings (merging, parts, concurrency, loops), go to a mock server that misbehaves on
-//! random requests with the faults of its plan, while one of the objects may be replaced by
-//! another version (other bytes, another size) part-way through the batch. Whatever happens:
+//! Random cases: random reads over several objects, in one to three batches running at once,
+//! planned with random settings (merging, parts, concurrency, loops), against the target's mock
+//! server misbehaving on random requests with the faults of its plan, while one of the objects
+//! may be replaced by another version (other bytes, another size) part-way through. Whatever
+//! happens:
 //!
 //! - each read gets exactly one completion;
 //! - a read that succeeds holds exactly its bytes, of its own object, all of one version;
@@ -24,51 +25,54 @@
 //!   reads require different versions, or the object has no strong ETag and a read of it is
 //!   fetched in parts).
 //!
-//! Each case comes from a seed (the tests' SplitMix64 [`Rng`]) and is printed when it fails.
-//! `CHAOS_SEED` and `CHAOS_CASES` explore further, e.g.
-//! `CHAOS_CASES=2000 cargo test -p karu-api --test http_random_faults` (some seven minutes for
-//! the two tests on two cores).
-
-#[path = "support/http.rs"]
-mod http_support;
-mod support;
+//! Each case comes from a seed ([`Rng`]); a failure names its seed, and
+//! [`Options::seeds`](super::Options::seeds) runs it alone.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use http_support::{KIB, describe, drain, quick};
-use karu::{BatchOptions, Client, Completion, Evidence, Locator, Read, Status};
-use karu_testkit::{
+use karu::{Batch, BatchOptions, Completion, Evidence, Locator, Next, Read, Status};
+
+use super::{Ctx, MockControl, Seeds};
+use crate::http::{
     Fault, FaultRule, Gate, GateResponse, MockServer, RequestHead, RequestRecord, pattern_byte,
 };
-use support::Rng;
+use crate::rng::Rng;
 
-/// Cases each run of the test tries (more with `CHAOS_CASES`).
-const CASES: u64 = 100;
+const KIB: u64 = 1 << 10;
 
-/// The objects every case reads: a path, a size, and the `ETag` it is served with (`None`: no
+/// How long a case waits for a completion before it reports a hang.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Settings every client of the cases uses: short waits between attempts.
+const SETTINGS: [(&str, &str); 2] = [
+    ("retry.initial_backoff", "10ms"),
+    ("retry.max_backoff", "50ms"),
+];
+
+/// The objects every case reads: a name, a size, and the `ETag` it is served with (`None`: no
 /// `ETag` at all; a weak one may not be resumed).
 const OBJECTS: [(&str, u64, Option<&str>); 6] = [
-    ("/empty", 0, Some("\"e0\"")),
-    ("/tiny", 7, Some("\"t1\"")),
-    ("/small", 100_000, Some("\"s1\"")),
-    ("/untagged", 700_001, None),
-    ("/large", 1_300_000, Some("\"l1\"")),
-    ("/weak", 333_333, Some("W/\"w1\"")),
+    ("random/empty", 0, Some("\"e0\"")),
+    ("random/tiny", 7, Some("\"t1\"")),
+    ("random/small", 100_000, Some("\"s1\"")),
+    ("random/untagged", 700_001, None),
+    ("random/large", 1_300_000, Some("\"l1\"")),
+    ("random/weak", 333_333, Some("W/\"w1\"")),
 ];
 
 /// An object replaced by another version during the batch (after a random number of its
-/// requests, or never): two versions of different bytes and sizes, stored at their own paths
-/// and served at this one by a [`Gate`].
-const CHANGING: &str = "/changing";
+/// requests, or never): two versions of different bytes and sizes, stored under their own names
+/// and served under this one by a [`Gate`] wrapped around the target's.
+const CHANGING: &str = "random/changing";
 
 /// The changing object's versions: where each is stored, its size, and its salt (the `k` of
 /// [`object_byte`]).
 const VERSIONS: [(&str, u64, usize); 2] = [
-    ("/changing@1", 300_000, OBJECTS.len()),
-    ("/changing@2", 250_000, OBJECTS.len() + 1),
+    ("random/changing-1", 300_000, OBJECTS.len()),
+    ("random/changing-2", 250_000, OBJECTS.len() + 1),
 ];
 
 /// The index of [`CHANGING`] among the objects a read may ask for (after [`OBJECTS`]).
@@ -97,28 +101,41 @@ fn strong(etag: Option<&str>) -> bool {
     etag.is_some_and(|t| t.starts_with('"'))
 }
 
-fn path_of(object: usize) -> &'static str {
+/// The name of object `object`.
+fn name_of(object: usize) -> &'static str {
     OBJECTS.get(object).map_or(CHANGING, |o| o.0)
 }
 
 /// Serves [`CHANGING`] from its first version for its first `after` requests, then from the
-/// second.
+/// second; answers everything else as the target's own gate (`inner`) does.
 #[derive(Debug)]
 struct Replace {
+    inner: Option<Arc<dyn Gate>>,
+    /// Where the server stores [`CHANGING`] and its versions.
+    changing: String,
+    versions: [String; 2],
     after: u64,
     seen: AtomicU64,
 }
 
 impl Gate for Replace {
-    fn check(&self, _: &RequestHead) -> Option<GateResponse> {
-        None
+    fn check(&self, request: &RequestHead) -> Option<GateResponse> {
+        self.inner.as_ref()?.check(request)
     }
 
     fn object_path(&self, request: &RequestHead) -> Option<String> {
-        (request.path == CHANGING).then(|| {
-            let n = self.seen.fetch_add(1, Ordering::SeqCst);
-            VERSIONS[usize::from(n >= self.after)].0.to_string()
-        })
+        let stored = self.inner.as_ref().and_then(|g| g.object_path(request));
+        if stored.as_deref().unwrap_or(&request.path) != self.changing {
+            return stored;
+        }
+        let n = self.seen.fetch_add(1, Ordering::SeqCst);
+        Some(self.versions[usize::from(n >= self.after)].clone())
+    }
+
+    fn object_headers(&self, request: &RequestHead) -> Vec<(String, String)> {
+        self.inner
+            .as_ref()
+            .map_or_else(Vec::new, |g| g.object_headers(request))
     }
 }
 
@@ -171,43 +188,42 @@ struct Probe {
     tail: u64,
 }
 
-/// A fault planted on the server: for the requests of `path` (any, if `None`), after `skip`
-/// of them, `times` times.
+/// A fault planted on the server: for the requests of the object `name` (any request, if
+/// `None`), after `skip` of them, `times` times.
 #[derive(Debug, Clone)]
 struct Planted {
     fault: Fault,
-    path: Option<&'static str>,
+    name: Option<&'static str>,
     skip: u64,
     times: u64,
 }
 
 impl Planted {
-    fn rule(&self) -> FaultRule {
+    fn rule(&self, mock: &dyn MockControl) -> FaultRule {
         let rule = FaultRule::new(self.fault.clone())
             .skip(self.skip)
             .times(self.times);
-        match self.path {
-            Some(path) => rule.path(path),
+        match self.name {
+            Some(name) => rule.path(mock.path_of(name)),
             None => rule,
         }
     }
 
-    /// Whether it may serve a read of `path` that its `If-Match` does not allow.
-    fn ignores_if_match(&self, path: &str) -> bool {
-        self.fault == Fault::IgnoreIfMatch && self.path.is_none_or(|p| p == path)
+    /// Whether it may serve a read of `name` that its `If-Match` does not allow.
+    fn ignores_if_match(&self, name: &str) -> bool {
+        self.fault == Fault::IgnoreIfMatch && self.name.is_none_or(|n| n == name)
     }
 
-    /// Whether it may answer a read of `path` with a bare 416: no size, no `Content-Range`, a
+    /// Whether it may answer a read of `name` with a bare 416: no size, no `Content-Range`, a
     /// claim that the object ends before the range that nothing else in the answer can refute.
-    fn may_end_early(&self, path: &str) -> bool {
-        matches!(self.fault, Fault::Status { code: 416, .. }) && self.path.is_none_or(|p| p == path)
+    fn may_end_early(&self, name: &str) -> bool {
+        matches!(self.fault, Fault::Status { code: 416, .. }) && self.name.is_none_or(|n| n == name)
     }
 }
 
 /// One case: the client's settings, the batch, and the server's faults.
 #[derive(Debug)]
 struct Case {
-    seed: u64,
     settings: Vec<(&'static str, &'static str)>,
     reads: Vec<Ask>,
     faults: Vec<Planted>,
@@ -217,12 +233,25 @@ struct Case {
     change_after: Option<u64>,
     /// The `ETag`s of its two versions.
     changing_etags: [Option<&'static str>; 2],
-    /// The batch keeps to one version of each object (`BatchOptions::one_version`).
+    /// Each batch keeps to one version of each object (`BatchOptions::one_version`).
     one_version: bool,
     /// The reads land in the caller's buffers (`Read::borrowed`), not in Karu's.
     borrowed: bool,
     /// Probes of objects after the batch.
     probes: Vec<Probe>,
+    /// The reads go in this many batches (1 to 3), of consecutive reads, all submitted before
+    /// any is drained: they run at once on the client's connections.
+    batches: usize,
+}
+
+impl Case {
+    /// The reads of each batch: `start..end` of [`Case::reads`].
+    fn batch_ranges(&self) -> Vec<std::ops::Range<usize>> {
+        let n = self.reads.len();
+        (0..self.batches)
+            .map(|b| b * n / self.batches..(b + 1) * n / self.batches)
+            .collect()
+    }
 }
 
 impl Case {
@@ -288,12 +317,12 @@ impl Case {
             ridden_out &= survivable;
             let skip = rng.range(0, 5);
             let times = rng.range(1, 4);
-            let path = rng
+            let name = rng
                 .chance(70)
-                .then(|| path_of(rng.range(0, OBJECTS.len() as u64 + 1) as usize));
+                .then(|| name_of(rng.range(0, OBJECTS.len() as u64 + 1) as usize));
             faults.push(Planted {
                 fault,
-                path,
+                name,
                 skip,
                 times,
             });
@@ -316,8 +345,8 @@ impl Case {
                 tail: *rng.pick(&lengths),
             })
             .collect();
+        let batches = *rng.pick(&[1, 1, 1, 2, 3]);
         Case {
-            seed,
             settings,
             reads,
             faults,
@@ -327,6 +356,7 @@ impl Case {
             one_version,
             borrowed,
             probes,
+            batches,
         }
     }
 }
@@ -383,34 +413,44 @@ fn random_fault(rng: &mut Rng) -> (Fault, bool) {
     }
 }
 
-/// Serve every object afresh (a new version; the `ETag`s of [`OBJECTS`] and the case's for
-/// [`CHANGING`]), no faults, an empty log.
-fn reset(server: &MockServer, case: &Case) {
+/// Store every object afresh (the `ETag`s of [`OBJECTS`] and the case's for [`CHANGING`]'s
+/// versions), serve [`CHANGING`] through a [`Replace`] around the target's gate (`inner`),
+/// clear the faults and the log.
+fn reset(
+    ctx: &Ctx<'_>,
+    mock: &dyn MockControl,
+    inner: Option<&Arc<dyn Gate>>,
+    case: &Case,
+) -> Result<(), String> {
+    let server = mock.server();
     server.clear_faults();
-    for (k, &(path, size, etag)) in OBJECTS.iter().enumerate() {
-        server.insert(path, object_body(k, size));
-        server.set_etag(path, etag);
-    }
-    for (&(path, size, salt), etag) in VERSIONS.iter().zip(case.changing_etags) {
-        server.insert(path, object_body(salt, size));
-        server.set_etag(path, etag);
+    let objects = OBJECTS
+        .iter()
+        .enumerate()
+        .map(|(k, &(name, size, etag))| (name, size, k, etag));
+    let versions = VERSIONS
+        .iter()
+        .zip(case.changing_etags)
+        .map(|(&(name, size, salt), etag)| (name, size, salt, etag));
+    // [`CHANGING`] itself is stored too (as its first version), for a store that resolves a
+    // name before it serves the bytes (the Hugging Face Hub): its bytes are never served.
+    let (_, size, salt) = VERSIONS[0];
+    let changing = (CHANGING, size, salt, case.changing_etags[0]);
+    for (name, size, salt, etag) in objects.chain(versions).chain([changing]) {
+        ctx.target
+            .put(name, &object_body(salt, size))
+            .map_err(|e| format!("cannot store {name}: {e}"))?;
+        mock.set_etag(name, etag);
     }
     server.set_gate(Some(Arc::new(Replace {
+        inner: inner.cloned(),
+        changing: mock.path_of(CHANGING),
+        versions: VERSIONS.map(|(name, ..)| mock.path_of(name)),
         after: case.change_after.unwrap_or(u64::MAX),
         seen: AtomicU64::new(0),
     })));
     server.take_requests();
-}
-
-fn client(case: &Case, transport: &[(&str, String)]) -> Client {
-    let mut builder = quick();
-    for (key, value) in transport {
-        builder = builder.set(key, value.as_str());
-    }
-    for &(key, value) in &case.settings {
-        builder = builder.set(key, value);
-    }
-    builder.build().expect("the case's client builds")
+    Ok(())
 }
 
 /// What is wrong with `c`, the completion of `ask` that delivered `bytes`, if it is of version
@@ -492,20 +532,30 @@ fn judge(
     }
 }
 
-/// Run `case` on `server`; a description of everything wrong, if anything is.
-fn run(server: &MockServer, transport: &[(&str, String)], case: &Case) -> Option<String> {
-    reset(server, case);
+/// Run `case` on the target (`inner`: its own gate); `Ok` with the requests the batch made,
+/// or `Err` with everything wrong.
+fn run_case(
+    ctx: &Ctx<'_>,
+    mock: &dyn MockControl,
+    inner: Option<&Arc<dyn Gate>>,
+    case: &Case,
+) -> Result<usize, String> {
+    reset(ctx, mock, inner, case)?;
+    let server = mock.server();
     for planted in &case.faults {
-        server.add_fault(planted.rule());
+        server.add_fault(planted.rule(mock));
     }
-    let client = client(case, transport);
-    let objects: Vec<Locator> = (0..=CHANGING_INDEX)
+    let mut settings = SETTINGS.to_vec();
+    settings.extend_from_slice(&case.settings);
+    let client = ctx.client(&settings)?;
+    let objects = (0..=CHANGING_INDEX)
         .map(|k| {
+            let address = ctx.target.address(name_of(k));
             client
-                .locate(&server.url(path_of(k)))
-                .expect("a mock server URL resolves")
+                .locate(&address)
+                .map_err(|e| format!("cannot locate {address}: {e}"))
         })
-        .collect();
+        .collect::<Result<Vec<Locator>, String>>()?;
     let options = if case.one_version {
         BatchOptions::new().one_version()
     } else {
@@ -518,47 +568,80 @@ fn run(server: &MockServer, transport: &[(&str, String)], case: &Case) -> Option
         .iter()
         .map(|a| vec![UNWRITTEN; if case.borrowed { a.length as usize } else { 0 }])
         .collect();
-    let done = if case.borrowed {
-        client.scope(|scope| {
-            let batch = scope.submit(
-                case.reads
-                    .iter()
-                    .zip(buffers.iter_mut())
-                    .map(|(a, buffer)| a.read(&objects[a.object], Some(buffer))),
-                &options,
-            );
-            drain(&batch)
-        })
-    } else {
-        drain(&client.submit_with(
-            case.reads.iter().map(|a| a.read(&objects[a.object], None)),
-            &options,
-        ))
-    };
-    let log = server.take_requests();
+    // Every batch is submitted before the first is drained; each completion's index is its
+    // batch's, so the case's is `start + index`.
+    let ranges = case.batch_ranges();
     let mut wrong = String::new();
-    let indices: Vec<usize> = done.iter().map(Completion::index).collect();
-    if indices != (0..case.reads.len()).collect::<Vec<_>>() {
-        let _ = writeln!(wrong, "completions for the reads {indices:?}");
+    let mut done: Vec<(usize, usize, Completion)> = Vec::new();
+    let mut collect = |b: usize, completions: Vec<Completion>| {
+        let start = ranges[b].start;
+        let indices: Vec<usize> = completions.iter().map(Completion::index).collect();
+        if indices != (0..ranges[b].len()).collect::<Vec<_>>() {
+            let _ = writeln!(wrong, "batch {b}: completions for the reads {indices:?}");
+        }
+        done.extend(completions.into_iter().map(|c| (b, start + c.index(), c)));
+    };
+    if case.borrowed {
+        let drained = client.scope(|scope| {
+            let mut rest = buffers.as_mut_slice();
+            let mut batches = Vec::new();
+            for range in &ranges {
+                let (mine, others) = rest.split_at_mut(range.len());
+                rest = others;
+                batches.push(
+                    scope.submit(
+                        case.reads[range.clone()]
+                            .iter()
+                            .zip(mine.iter_mut())
+                            .map(|(a, buffer)| a.read(&objects[a.object], Some(buffer))),
+                        &options,
+                    ),
+                );
+            }
+            batches
+                .iter()
+                .map(|b| drain(b))
+                .collect::<Result<Vec<_>, String>>()
+        })?;
+        for (b, completions) in drained.into_iter().enumerate() {
+            collect(b, completions);
+        }
+    } else {
+        let batches: Vec<_> = ranges
+            .iter()
+            .map(|range| {
+                client.submit_with(
+                    case.reads[range.clone()]
+                        .iter()
+                        .map(|a| a.read(&objects[a.object], None)),
+                    &options,
+                )
+            })
+            .collect();
+        for (b, batch) in batches.iter().enumerate() {
+            collect(b, drain(batch)?);
+        }
     }
+    let log = server.take_requests();
     // The versions of the changing object each read of it can be of (all, for a read that
-    // delivered nothing).
-    let mut seen_versions: Vec<(usize, Vec<Version>)> = Vec::new();
-    for c in &done {
-        let Some(ask) = case.reads.get(c.index()) else {
+    // delivered nothing), with the read's batch and index.
+    let mut seen_versions: Vec<(usize, usize, Vec<Version>)> = Vec::new();
+    for (batch, index, c) in &done {
+        let (batch, index) = (*batch, *index);
+        let Some(ask) = case.reads.get(index) else {
             continue;
         };
-        let path = path_of(ask.object);
-        let told_end = case.faults.iter().any(|f| f.may_end_early(path));
+        let name = name_of(ask.object);
+        let told_end = case.faults.iter().any(|f| f.may_end_early(name));
         // A replaced object may fail reads (its parts, or its version, changed under them), and
         // a read that requires a version fails where another is served (or no strong tag).
         let exact = case.ridden_out
-            && !(path == CHANGING && case.change_after.is_some())
+            && !(name == CHANGING && case.change_after.is_some())
             && ask.if_match.is_none();
         // A read that requires a version gets that one, where Karu can tell (strong tags) or
         // the server enforces the condition (no fault makes it ignore `If-Match`).
         let enforced =
-            strong(case.changing_etags[0]) || !case.faults.iter().any(|f| f.ignores_if_match(path));
+            strong(case.changing_etags[0]) || !case.faults.iter().any(|f| f.ignores_if_match(name));
         let candidates: Vec<Version> = versions(ask.object)
             .into_iter()
             .enumerate()
@@ -567,7 +650,7 @@ fn run(server: &MockServer, transport: &[(&str, String)], case: &Case) -> Option
             .collect();
         let bytes = if case.borrowed {
             let received = (c.bytes_received() as usize).min(ask.length as usize);
-            &buffers[c.index()][..received]
+            &buffers[index][..received]
         } else {
             c.bytes()
         };
@@ -579,31 +662,35 @@ fn run(server: &MockServer, transport: &[(&str, String)], case: &Case) -> Option
         if fits.is_empty() {
             for &v in &candidates {
                 let why = judge(ask, v, c, bytes, exact, told_end).unwrap_or_default();
-                let _ = writeln!(wrong, "read {} {ask:?} of {v:?}: {why}; {c:?}", c.index());
+                let _ = writeln!(wrong, "read {index} {ask:?} of {v:?}: {why}; {c:?}");
             }
-        } else if path == CHANGING && c.bytes_received() > 0 {
-            seen_versions.push((c.index(), fits));
+        } else if name == CHANGING && c.bytes_received() > 0 {
+            seen_versions.push((batch, index, fits));
         }
     }
-    // Keeping to one version, the reads that delivered bytes of the changing object did so
-    // from one version (which only strong ETags that differ can tell).
+    // Keeping to one version, the reads of a batch that delivered bytes of the changing object
+    // did so from one version (which only strong ETags that differ can tell).
     let [a, b] = case.changing_etags;
     if case.one_version && strong(a) && a != b {
-        let common = VERSIONS.iter().any(|&(_, size, salt)| {
-            let v = Version { salt, size };
-            seen_versions.iter().all(|(_, fits)| fits.contains(&v))
-        });
-        if !common {
-            let _ = writeln!(
-                wrong,
-                "a batch that keeps to one version read two of {CHANGING}: {seen_versions:?}"
-            );
+        for batch in 0..case.batches {
+            let seen: Vec<_> = seen_versions.iter().filter(|s| s.0 == batch).collect();
+            let common = VERSIONS.iter().any(|&(_, size, salt)| {
+                let v = Version { salt, size };
+                seen.iter().all(|(_, _, fits)| fits.contains(&v))
+            });
+            if !common {
+                let _ = writeln!(
+                    wrong,
+                    "batch {batch}, keeping to one version, read two of {CHANGING}: {seen:?}"
+                );
+            }
         }
     }
     // On a well-behaved server no byte is asked for twice, except where merging is off (a
     // gap of zero disables it, overlaps included) and, for an object without a strong ETag,
     // the first part of a read in parts (then fetched in one request: parts could not be
-    // proven to be one version). Parts of 64 KiB split these reads; of 8 MiB, none.
+    // proven to be one version). Parts of 64 KiB split these reads; of 8 MiB, none. Batches
+    // do not share transfers: each may ask for a byte once.
     let setting = |key: &str| {
         case.settings
             .iter()
@@ -621,19 +708,19 @@ fn run(server: &MockServer, transport: &[(&str, String)], case: &Case) -> Option
             0,
             case.changing_etags[0],
         ));
-        for (path, _, etag) in OBJECTS.into_iter().chain(changing) {
-            let most = if split && !strong(etag) { 2 } else { 1 };
-            if let Some(why) = requested_too_often(&log, path, most) {
-                let _ = writeln!(wrong, "{path}: {why}");
+        for (name, _, etag) in OBJECTS.into_iter().chain(changing) {
+            let most = case.batches * if split && !strong(etag) { 2 } else { 1 };
+            if let Some(why) = requested_too_often(&log, &mock.path_of(name), most) {
+                let _ = writeln!(wrong, "{name}: {why}");
             }
         }
     }
-    // The probes, after the batch (their requests are not the batch's).
+    // The probes, after the batches (their requests are not the batches').
     for probe in &case.probes {
         let object = &objects[probe.object];
-        let path = path_of(probe.object);
-        let told_end = case.faults.iter().any(|f| f.may_end_early(path));
-        let exact = case.ridden_out && !(path == CHANGING && case.change_after.is_some());
+        let name = name_of(probe.object);
+        let told_end = case.faults.iter().any(|f| f.may_end_early(name));
+        let exact = case.ridden_out && !(name == CHANGING && case.change_after.is_some());
         let candidates = versions(probe.object);
         match client.stat(object) {
             Ok(info) => {
@@ -642,13 +729,13 @@ fn run(server: &MockServer, transport: &[(&str, String)], case: &Case) -> Option
                     None => !exact,
                 };
                 if !candidates.iter().any(size_fits) {
-                    let _ = writeln!(wrong, "stat of {path}: {info:?}, of none of {candidates:?}");
+                    let _ = writeln!(wrong, "stat of {name}: {info:?}, of none of {candidates:?}");
                 }
             }
             Err(e) if exact => {
                 let _ = writeln!(
                     wrong,
-                    "stat of {path} failed although every fault is ridden out: {e}"
+                    "stat of {name} failed although every fault is ridden out: {e}"
                 );
             }
             Err(_) => {}
@@ -669,7 +756,7 @@ fn run(server: &MockServer, transport: &[(&str, String)], case: &Case) -> Option
                 if !candidates.iter().any(fits) {
                     let _ = writeln!(
                         wrong,
-                        "read_ends({}, {}) of {path}: size {}, {} head and {} tail bytes, of none of {candidates:?}",
+                        "read_ends({}, {}) of {name}: size {}, {} head and {} tail bytes, of none of {candidates:?}",
                         probe.head,
                         probe.tail,
                         ends.size,
@@ -681,20 +768,40 @@ fn run(server: &MockServer, transport: &[(&str, String)], case: &Case) -> Option
             Err(e) if exact => {
                 let _ = writeln!(
                     wrong,
-                    "read_ends of {path} failed although every fault is ridden out: {e}"
+                    "read_ends of {name} failed although every fault is ridden out: {e}"
                 );
             }
             Err(_) => {}
         }
     }
     let probes = server.take_requests();
-    (!wrong.is_empty()).then(|| {
-        format!(
-            "{wrong}requests:\n{}probes' requests:\n{}",
-            describe(&log),
-            describe(&probes)
-        )
-    })
+    if wrong.is_empty() {
+        return Ok(log.len());
+    }
+    let _ = writeln!(wrong, "requests:");
+    for r in &log {
+        let _ = writeln!(wrong, "{r}");
+    }
+    let _ = writeln!(wrong, "probes' requests:");
+    for r in &probes {
+        let _ = writeln!(wrong, "{r}");
+    }
+    Err(wrong)
+}
+
+/// Every completion of `batch`, in submission order; `Err` if one takes longer than
+/// [`PATIENCE`].
+fn drain(batch: &Batch) -> Result<Vec<Completion>, String> {
+    let mut all = Vec::new();
+    loop {
+        match batch.next_timeout(PATIENCE) {
+            Next::Completion(c) => all.push(c),
+            Next::Drained => break,
+            Next::TimedOut => return Err(format!("no completion within {PATIENCE:?}: {batch:?}")),
+        }
+    }
+    all.sort_by_key(Completion::index);
+    Ok(all)
 }
 
 /// Bytes of `path` that more than `most` requests of `log` asked for, if any (or a request
@@ -719,56 +826,59 @@ fn requested_too_often(log: &[RequestRecord], path: &str, most: usize) -> Option
     None
 }
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| {
-        v.parse()
-            .unwrap_or_else(|_| panic!("{name} must be a number, found {v:?}"))
-    })
-}
-
-/// Run `cases` cases (from `CHAOS_SEED`, and as many as `CHAOS_CASES` if set) against
-/// `server`, with the client `transport` settings the server needs.
-fn explore(server: &MockServer, transport: &[(&str, String)], cases: u64) {
-    let first = env_u64("CHAOS_SEED").unwrap_or(1);
-    let cases = env_u64("CHAOS_CASES").unwrap_or(cases);
+/// Run the cases of `seeds` against the target's mock; `Ok` with a summary, or `Err` with the
+/// first case that failed: its seed, the case, everything wrong, and the requests.
+pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
+    let mock = ctx
+        .target
+        .mock()
+        .ok_or("the random cases need a mock target")?;
+    // The target's own gate again when the cases end, however they end.
+    let restore = RestoreGate {
+        server: mock.server(),
+        gate: mock.server().gate(),
+    };
+    let inner = restore.gate.as_ref();
     let mut kinds = [0u64; 2];
-    for seed in first..first + cases {
+    let mut reads = 0;
+    let mut requests = 0;
+    let mut outcome = Ok(());
+    for seed in seeds.first..seeds.first.saturating_add(seeds.count) {
         let case = Case::new(seed);
         kinds[usize::from(case.ridden_out)] += 1;
-        if let Some(wrong) = run(server, transport, &case) {
-            let seed = case.seed;
-            panic!(
-                "case {seed} failed (CHAOS_SEED={seed} CHAOS_CASES=1 runs it alone):\n{case:#?}\n{wrong}"
-            );
+        reads += case.reads.len();
+        match run_case(ctx, mock, inner, &case) {
+            Ok(n) => requests += n,
+            Err(wrong) => {
+                outcome = Err(format!(
+                    "case {seed} failed (Options::seeds({seed}, 1) runs it alone):\n{case:#?}\n{wrong}"
+                ));
+                break;
+            }
         }
     }
-    // The generator makes both kinds of case (a seed range that did not would test less).
-    assert!(
-        kinds.iter().all(|&n| n > 0) || cases < 10,
-        "cases with faults a client may refuse, and with faults it rides out: {kinds:?}"
-    );
+    drop(restore);
+    outcome?;
+    // The generator makes both kinds of case (a range of seeds that did not would test less).
+    if seeds.count >= 10 && kinds.contains(&0) {
+        return Err(format!(
+            "the seeds made cases with faults a client may refuse, and with faults it rides out: {kinds:?}"
+        ));
+    }
+    Ok(format!(
+        "{} cases from seed {} ({} with faults a client rides out), {reads} reads, {requests} requests",
+        seeds.count, seeds.first, kinds[1]
+    ))
 }
 
-#[test]
-fn no_fault_makes_a_read_deliver_a_wrong_byte_or_a_false_end() {
-    explore(&MockServer::start(), &[], CASES);
+/// Installs `gate` on `server` when dropped.
+struct RestoreGate<'a> {
+    server: &'a MockServer,
+    gate: Option<Arc<dyn Gate>>,
 }
 
-#[test]
-fn no_fault_makes_a_read_deliver_a_wrong_byte_or_a_false_end_over_https_and_http2() {
-    // Many streams on few connections: a fault that cuts or resets a connection ends every
-    // stream on it.
-    let server = MockServer::builder()
-        .tls(true)
-        .http2(true)
-        .start()
-        .expect("the HTTPS mock server starts");
-    let ca = server
-        .ca_file()
-        .expect("an HTTPS mock server has a CA file");
-    let transport = [
-        ("http.ca_file", ca.to_string_lossy().into_owned()),
-        ("http.version", "http2".to_string()),
-    ];
-    explore(&server, &transport, CASES / 2);
+impl Drop for RestoreGate<'_> {
+    fn drop(&mut self) {
+        self.server.set_gate(self.gate.take());
+    }
 }
