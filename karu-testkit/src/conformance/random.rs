@@ -33,7 +33,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use karu::{Batch, BatchOptions, Completion, Evidence, Locator, Next, Read, Status};
+use karu::{
+    Batch, BatchOptions, Client, Completion, Evidence, Locator, Next, ObjectReader, Read, Status,
+};
 
 use super::{Ctx, MockControl, Seeds};
 use crate::http::{
@@ -188,6 +190,15 @@ struct Probe {
     tail: u64,
 }
 
+/// A reader of one object after the batches ([`ObjectReader::open`]): `read_many` of
+/// `ranges`, then `read_at` of `at`.
+#[derive(Debug, Clone)]
+struct ReaderProbe {
+    object: usize,
+    ranges: Vec<(u64, u64)>,
+    at: (u64, u64),
+}
+
 /// A fault planted on the server: for the requests of the object `name` (any request, if
 /// `None`), after `skip` of them, `times` times.
 #[derive(Debug, Clone)]
@@ -242,6 +253,8 @@ struct Case {
     /// The reads go in this many batches (1 to 3), of consecutive reads, all submitted before
     /// any is drained: they run at once on the client's connections.
     batches: usize,
+    /// Readers of objects after the probes.
+    readers: Vec<ReaderProbe>,
 }
 
 impl Case {
@@ -346,6 +359,25 @@ impl Case {
             })
             .collect();
         let batches = *rng.pick(&[1, 1, 1, 2, 3]);
+        let readers = (0..*rng.pick(&[0, 0, 1, 2]))
+            .map(|_| {
+                let object = rng.range(0, OBJECTS.len() as u64 + 1) as usize;
+                let size = versions(object)[0].size;
+                let range = |rng: &mut Rng| {
+                    let length = *rng.pick(&[1, 100, 5000, 70_000]);
+                    let offset = if rng.chance(80) {
+                        rng.range(0, size.saturating_sub(length) + 1)
+                    } else {
+                        // Across or past the end (of this version or the other).
+                        (size + rng.range(0, 3)).saturating_sub(rng.range(0, length + 1))
+                    };
+                    (offset, length)
+                };
+                let ranges = (0..rng.range(1, 5)).map(|_| range(&mut rng)).collect();
+                let at = range(&mut rng);
+                ReaderProbe { object, ranges, at }
+            })
+            .collect();
         Case {
             settings,
             reads,
@@ -357,6 +389,7 @@ impl Case {
             borrowed,
             probes,
             batches,
+            readers,
         }
     }
 }
@@ -774,6 +807,9 @@ fn run_case(
             Err(_) => {}
         }
     }
+    for probe in &case.readers {
+        read_through_a_reader(&client, &objects[probe.object], probe, case, &mut wrong);
+    }
     let probes = server.take_requests();
     if wrong.is_empty() {
         return Ok(log.len());
@@ -880,5 +916,144 @@ struct RestoreGate<'a> {
 impl Drop for RestoreGate<'_> {
     fn drop(&mut self) {
         self.server.set_gate(self.gate.take());
+    }
+}
+
+/// Open an [`ObjectReader`] on `object` and read `probe`'s ranges through it; anything wrong
+/// goes to `wrong`. A reader stands for one version: opened with a strong ETag, every read
+/// through it holds bytes of the version its size describes, or fails.
+fn read_through_a_reader(
+    client: &Client,
+    object: &Locator,
+    probe: &ReaderProbe,
+    case: &Case,
+    wrong: &mut String,
+) {
+    let name = name_of(probe.object);
+    let told_end = case.faults.iter().any(|f| f.may_end_early(name));
+    let exact = case.ridden_out && !(name == CHANGING && case.change_after.is_some());
+    let candidates = versions(probe.object);
+    let reader = match ObjectReader::open(client, object) {
+        Ok(reader) => reader,
+        Err(e) => {
+            if exact {
+                let _ = writeln!(
+                    wrong,
+                    "a reader of {name} failed to open although every fault is ridden out: {e}"
+                );
+            }
+            return;
+        }
+    };
+    let size = reader.size();
+    if !candidates
+        .iter()
+        .any(|v| v.size == size || (told_end && size < v.size))
+    {
+        let _ = writeln!(
+            wrong,
+            "a reader of {name} has size {size}, of none of {candidates:?}"
+        );
+        return;
+    }
+    // Pinned to a tag that tells the versions apart, the reader reads the version of its size;
+    // else each read follows the object as it is when it runs.
+    let [a, b] = case.changing_etags;
+    let distinct = name != CHANGING || (strong(a) && a != b);
+    let eligible: Vec<Version> = candidates
+        .iter()
+        .copied()
+        .filter(|v| told_end || reader.etag().is_none() || !distinct || v.size == size)
+        .collect();
+    let holds = |v: &Version, offset: u64, bytes: &[u8]| {
+        bytes.is_empty()
+            || offset + bytes.len() as u64 <= v.size
+                && bytes
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &x)| x == object_byte(v.salt, offset + i as u64))
+    };
+    let past_end =
+        |offset: u64, length: u64| told_end || eligible.iter().any(|v| offset + length > v.size);
+    match reader.read_many(&probe.ranges) {
+        Ok(all) => {
+            let fits = eligible.iter().any(|v| {
+                all.len() == probe.ranges.len()
+                    && all
+                        .iter()
+                        .zip(&probe.ranges)
+                        .all(|(bytes, &(offset, length))| {
+                            bytes.len() as u64 == length && holds(v, offset, bytes)
+                        })
+            }) || (!distinct || reader.etag().is_none())
+                && all
+                    .iter()
+                    .zip(&probe.ranges)
+                    .all(|(bytes, &(offset, length))| {
+                        bytes.len() as u64 == length
+                            && eligible.iter().any(|v| holds(v, offset, bytes))
+                    });
+            if !fits {
+                let _ = writeln!(
+                    wrong,
+                    "a reader of {name} (size {size}) read_many {:?}: bytes of none of {eligible:?}",
+                    probe.ranges
+                );
+            }
+        }
+        Err(e) if e.status() == Status::RangeNotSatisfiable => {
+            if !probe.ranges.iter().any(|&(o, l)| past_end(o, l)) {
+                let _ = writeln!(
+                    wrong,
+                    "a reader of {name} (size {size}) read_many {:?}: a false end: {e}",
+                    probe.ranges
+                );
+            }
+        }
+        Err(e) if exact => {
+            let _ = writeln!(
+                wrong,
+                "a reader of {name} read_many {:?} failed although every fault is ridden out: {e}",
+                probe.ranges
+            );
+        }
+        Err(_) => {}
+    }
+    let (offset, length) = probe.at;
+    let mut buffer = vec![UNWRITTEN; length as usize];
+    match reader.read_at(offset, &mut buffer) {
+        Ok(()) => {
+            if !eligible.iter().any(|v| holds(v, offset, &buffer)) {
+                let _ = writeln!(
+                    wrong,
+                    "a reader of {name} (size {size}) read_at({offset}, {length}): bytes of none of {eligible:?}"
+                );
+            }
+        }
+        Err(e) if e.status() == Status::RangeNotSatisfiable => {
+            let received = match e.evidence() {
+                Some(&Evidence::EndOfObject { received, .. }) => received,
+                _ => 0,
+            };
+            let prefix = &buffer[..(received as usize).min(buffer.len())];
+            let fits = eligible.iter().any(|v| {
+                holds(v, offset, prefix)
+                    && (told_end || offset + received == v.size.max(offset))
+                    && offset + length > v.size
+            }) || (told_end && eligible.iter().any(|v| holds(v, offset, prefix)));
+            if !fits {
+                let _ = writeln!(
+                    wrong,
+                    "a reader of {name} (size {size}) read_at({offset}, {length}): an end after {received} bytes fits none of {eligible:?}: {e}"
+                );
+            }
+        }
+        Err(e) if exact => {
+            let _ = writeln!(
+                wrong,
+                "a reader of {name} read_at({offset}, {length}) failed although every fault is ridden out: {e}"
+            );
+        }
+        Err(_) => {}
     }
 }
