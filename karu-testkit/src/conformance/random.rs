@@ -1,10 +1,12 @@
 //! Random cases: random reads over several objects, in one to three batches running at once,
-//! planned with random settings (merging, parts, concurrency, loops), against the target's mock
+//! planned with random settings (merging, parts, concurrency, loops), some through windows of
+//! their object, into Karu's buffers, their own or the caller's, against the target's mock
 //! server misbehaving on random requests with the faults of its plan, while one of the objects
-//! may be replaced by another version (other bytes, another size) part-way through. Whatever
-//! happens:
+//! may be replaced by another version (other bytes, another size) part-way through; after
+//! them, `stat`, `read_ends` and [`ObjectReader`]s on random objects. Whatever happens:
 //!
 //! - each read gets exactly one completion;
+//! - a read that leaves its bounded window fails with `InvalidRange` and delivers nothing;
 //! - a read that succeeds holds exactly its bytes, of its own object, all of one version;
 //! - a read that reports the end of its object holds exactly the bytes before the real end of
 //!   that version, which lies inside the read (never a false end of object), unless a bare 416
@@ -12,6 +14,9 @@
 //! - any other failure delivers nothing;
 //! - `stat` and `read_ends` after the batch state a size of one version, and both ends' bytes
 //!   of that version;
+//! - a reader's size is one version's; opened with a strong ETag that tells the versions
+//!   apart, every read through it holds bytes of the version its size describes, or fails;
+//!   an end of object it reports is that version's;
 //! - a batch that keeps to one version delivers bytes of one version of the replaced object
 //!   (where its versions have strong ETags that differ: nothing tells weak, missing or equal
 //!   ones apart across requests);
@@ -159,26 +164,52 @@ fn object_body(k: usize, size: u64) -> Vec<u8> {
 #[derive(Debug, Clone, Copy)]
 struct Ask {
     object: usize,
+    /// The offset in the object (absolute, whatever the window).
     offset: u64,
     length: u64,
     /// The version of [`CHANGING`] the read requires (`If-Match` with its strong tag).
     if_match: Option<usize>,
+    /// The read goes through a window of the object: its start (at or before `offset`) and its
+    /// length (`None`: to the end), which the read may leave by a byte.
+    window: Option<(u64, Option<u64>)>,
+    /// Into Karu's buffers, the read brings its own (`Read::with_buffer`), of this many bytes
+    /// of [`UNWRITTEN`].
+    recycled: Option<usize>,
 }
 
 /// The strong tags a read of [`CHANGING`] may require, by version.
 const REQUIRED: [&str; 2] = ["\"c1\"", "\"c2\""];
 
 impl Ask {
-    /// The read, into Karu's buffer or into `buffer`.
+    /// The read, into Karu's buffer (or its own) or into `buffer`, through its window if it has
+    /// one.
     fn read<'b>(&self, object: &Locator, buffer: Option<&'b mut [u8]>) -> Read<'b> {
-        let read = match buffer {
-            Some(buffer) => Read::borrowed(object, self.offset, buffer),
-            None => Read::new(object, self.offset, self.length),
+        let (locator, offset) = match self.window {
+            Some((start, len)) => (
+                object
+                    .with_window(start, len)
+                    .expect("a window inside the object's u64 range"),
+                self.offset - start,
+            ),
+            None => (object.clone(), self.offset),
+        };
+        let read = match (buffer, self.recycled) {
+            (Some(buffer), _) => Read::borrowed(&locator, offset, buffer),
+            (None, Some(n)) => {
+                Read::new(&locator, offset, self.length).with_buffer(vec![UNWRITTEN; n])
+            }
+            (None, None) => Read::new(&locator, offset, self.length),
         };
         match self.if_match {
             Some(v) => read.if_match(REQUIRED[v]),
             None => read,
         }
+    }
+
+    /// Whether the read leaves its bounded window (and must fail with `InvalidRange`, nothing
+    /// requested).
+    fn leaves_window(&self) -> bool {
+        matches!(self.window, Some((start, Some(len))) if self.offset + self.length > start + len)
     }
 }
 
@@ -320,6 +351,8 @@ impl Case {
                 offset,
                 length,
                 if_match,
+                window: None,
+                recycled: None,
             });
         }
         let mut faults = Vec::new();
@@ -358,6 +391,21 @@ impl Case {
                 tail: *rng.pick(&lengths),
             })
             .collect();
+        // Windows and the reads' own buffers, drawn last so that the rest of a seed's case
+        // stays what it was before they were.
+        for ask in &mut reads {
+            if rng.chance(20) {
+                let start = rng.range(0, ask.offset + 1);
+                // To the end, or ending a byte before the read does, where it does, or after.
+                let len = rng
+                    .chance(50)
+                    .then(|| ask.offset + ask.length - start + rng.range(0, 3) - 1);
+                ask.window = Some((start, len));
+            }
+            if rng.chance(20) {
+                ask.recycled = Some(*rng.pick(&[0, 10, ask.length as usize + 100]));
+            }
+        }
         let batches = *rng.pick(&[1, 1, 1, 2, 3]);
         let readers = (0..*rng.pick(&[0, 0, 1, 2]))
             .map(|_| {
@@ -664,6 +712,12 @@ fn run_case(
         let Some(ask) = case.reads.get(index) else {
             continue;
         };
+        if ask.leaves_window() {
+            if c.status() != Status::InvalidRange || c.bytes_received() != 0 {
+                let _ = writeln!(wrong, "read {index} {ask:?} leaves its window: {c:?}");
+            }
+            continue;
+        }
         let name = name_of(ask.object);
         let told_end = case.faults.iter().any(|f| f.may_end_early(name));
         // A replaced object may fail reads (its parts, or its version, changed under them), and
