@@ -11,7 +11,7 @@ use http_support::{
     KIB, assert_failed, assert_ok, assert_pattern, assert_prefix, client, describe, locate,
     range_headers, read_all, read_one,
 };
-use karu::{Evidence, RangeSpec, Rejection, Status};
+use karu::{Evidence, ObjectReader, RangeSpec, Rejection, Status};
 use karu_testkit::{Fault, FaultRule, MockServer, RequestRecord};
 
 /// A strong ETag the objects carry, so interrupted reads may resume.
@@ -269,6 +269,46 @@ fn the_size_in_an_s3_style_416_body_serves_stat_and_read_ends_of_an_empty_object
             .all(|r| r.fault.as_deref() == Some("MissingContentRange"))
     );
     assert_eq!(log[3].range.as_deref(), Some("bytes=5000-5009"));
+}
+
+#[test]
+fn a_416_stating_no_size_for_a_range_from_byte_0_is_an_empty_object() {
+    // fake-gcs-server answers a range of an empty object with a 416 and nothing else. Nothing
+    // at byte 0 is an empty object, so `stat` (a read of byte 0) states size 0 and a reader
+    // opens; both failed with "the server did not state the size" (found by the conformance
+    // suite's random cases on fake-gcs-server).
+    let server = MockServer::start();
+    server.insert("/empty", Vec::new());
+    server.add_fault(FaultRule::new(bare_416()));
+    let client = client();
+    let empty = locate(&client, &server, "/empty");
+    assert_eq!(client.stat(&empty).unwrap().size, Some(0));
+    assert_eq!(ObjectReader::open(&client, &empty).unwrap().size(), 0);
+    let end = |offset, size| Evidence::EndOfObject {
+        offset,
+        requested: 10,
+        received: 0,
+        size,
+    };
+    let c = read_one(&client, &empty, 0, 10);
+    assert_prefix(&c, 0, 0);
+    assert_eq!(
+        c.error().unwrap().evidence(),
+        Some(&end(0, Some(0))),
+        "{c:?}"
+    );
+    // Past byte 0 the same answer says only that nothing exists there.
+    let c = read_one(&client, &empty, 5, 10);
+    assert_prefix(&c, 5, 0);
+    assert_eq!(c.error().unwrap().evidence(), Some(&end(5, None)), "{c:?}");
+    let log = server.requests();
+    assert_eq!(
+        range_headers(&log),
+        ["bytes=0-0", "bytes=0-0", "bytes=0-9", "bytes=5-14"],
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(statuses(&log), [416, 416, 416, 416]);
 }
 
 /// The server's own 416 as a fault: a short text body, no `Content-Range`, no size.

@@ -72,7 +72,7 @@ pub(crate) struct Conformance {
     #[arg(long)]
     filter: Option<String>,
     /// Skip cases whose name contains this (repeatable; a server's documented deviation, such
-    /// as Azurite's answer to a range of an empty blob: `--skip basic/empty_object`).
+    /// as a store without empty objects: `--skip basic/empty_object`).
     #[arg(long, value_name = "CASE")]
     skip: Vec<String>,
     /// Skip the fault matrix (and the random cases).
@@ -215,9 +215,6 @@ fn reports(args: Conformance) -> Result<Vec<Report>, String> {
     if wants("azure") {
         reports.push(run_one(&AzureMockTarget::start(), &options));
         if args.real {
-            // Azurite answers a range on an empty blob with `206 bytes 0--1/0`, which Karu
-            // refuses as a protocol error (tests/azurite.rs in karu-provider-azure proves it).
-            let options = options.clone().skip("basic/empty_object");
             for sas in [false, true] {
                 let target =
                     AzuriteTarget::start(sas).map_err(|e| format!("cannot start Azurite: {e}"))?;
@@ -682,8 +679,6 @@ mod tests {
         let azurite = Azurite::start().unwrap_or_else(|e| panic!("cannot start Azurite: {e}"));
         let endpoint = azurite.endpoint();
         let container = "endpoint-conformance";
-        // Azurite answers a range of an empty blob with `206 bytes 0--1/0` (see
-        // karu-provider-azure's tests/azurite.rs): that case is its own.
         let common = [
             "--provider",
             "azure",
@@ -691,8 +686,6 @@ mod tests {
             endpoint.as_str(),
             "--bucket",
             container,
-            "--skip",
-            "basic/empty_object",
         ];
 
         // Shared Key: the container is created, the fixtures uploaded with the testkit's own

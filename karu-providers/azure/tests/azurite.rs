@@ -2,24 +2,25 @@
 //! conformance suite with Shared Key and with an account SAS, and read_ends without suffix
 //! ranges. These fail, never skip, when Azurite is missing.
 //!
-//! One case of the suite is Azurite's own: it answers a range on an empty blob with
-//! `206` and `Content-Range: bytes 0--1/0` (Azure answers `416`), so neither stat nor a read of it
-//! can succeed. Karu refuses that answer as
-//! a protocol error, never trusts it; [`azurites_answer_for_an_empty_blob_is_a_protocol_error`]
-//! proves it, and the suite skips `basic/empty_object` here.
+//! Azurite answers a range at or past the end of a blob with `206` and
+//! `Content-Range: bytes SIZE-(SIZE-1)/SIZE` (`bytes 0--1/0` for an empty blob; Azure answers
+//! `416`); Karu reads it as the end of an object of that size
+//! ([`azurites_answers_at_the_end_of_a_blob_are_the_end_of_the_object`]), so the whole suite
+//! runs here.
 
 use std::time::{Duration, SystemTime};
 
-use karu::{Client, Read, Status};
+use karu::{Client, Evidence, Read, Status};
 use karu_testkit::AzureMock;
 use karu_testkit::azure::Sas;
 use karu_testkit::azurite::{self, Azurite};
 use karu_testkit::conformance::{self, AzuriteTarget, Options, Target};
 use karu_testkit::pattern;
 
-/// The suite on Azurite, without the case Azurite answers out of protocol.
+/// The whole suite on Azurite (its `206` with `bytes 0--1/0` for a range of an empty blob is
+/// read as the end of an empty object).
 fn options() -> Options {
-    Options::default().skip("basic/empty_object")
+    Options::default()
 }
 
 fn start(sas: bool) -> AzuriteTarget {
@@ -164,18 +165,40 @@ fn ranged_reads_and_read_ends_on_azurite() {
 }
 
 #[test]
-fn azurites_answer_for_an_empty_blob_is_a_protocol_error() {
+fn azurites_answers_at_the_end_of_a_blob_are_the_end_of_the_object() {
+    // Azurite answers a range at or past the end of a blob with `206` and
+    // `bytes SIZE-(SIZE-1)/SIZE` (`bytes 0--1/0` for an empty one), where Azure answers 416.
+    // They were protocol errors; they state the end and the size, and are read as such.
     let target = start(false);
     target.put("empty.bin", &[]).unwrap();
+    target.put("seven.bin", &pattern(0, 7)).unwrap();
     let client = target.builder().build().unwrap();
-    let object = client.locate(&target.address("empty.bin")).unwrap();
-    let error = client.stat(&object).unwrap_err();
-    assert_eq!(
-        (error.status(), error.http_status()),
-        (Status::Protocol, Some(206)),
-        "{error}"
-    );
-    let done = client.submit([Read::new(&object, 0, 1)]).wait();
-    assert_eq!(done[0].status(), Status::Protocol, "{:?}", done[0]);
-    assert_eq!(done[0].bytes_received(), 0);
+    let empty = client.locate(&target.address("empty.bin")).unwrap();
+    let seven = client.locate(&target.address("seven.bin")).unwrap();
+    assert_eq!(client.stat(&empty).unwrap().size, Some(0));
+    let ends = client.read_ends(&empty, 10, 10).unwrap();
+    assert_eq!((ends.size, ends.head.len(), ends.tail.len()), (0, 0, 0));
+    let done = client
+        .submit([
+            Read::new(&empty, 0, 1),
+            Read::new(&seven, 7, 10),
+            Read::new(&seven, 26, 10),
+            Read::new(&seven, 5, 10),
+        ])
+        .wait();
+    let expected = [(0, 1, 0, 0), (7, 10, 0, 7), (26, 10, 0, 7), (5, 10, 2, 7)];
+    for (c, (offset, requested, received, size)) in done.iter().zip(expected) {
+        assert_eq!(c.status(), Status::RangeNotSatisfiable, "{c:?}");
+        assert_eq!(c.bytes(), &pattern(offset, received as usize)[..], "{c:?}");
+        assert_eq!(
+            c.error().unwrap().evidence(),
+            Some(&Evidence::EndOfObject {
+                offset,
+                requested,
+                received,
+                size: Some(size),
+            }),
+            "{c:?}"
+        );
+    }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use karu::{Client, ClientBuilder};
 
-use super::{KnownLimit, MockControl, Target};
+use super::{MockControl, Target};
 use crate::azure::{AzureMock, sharedkey};
 use crate::azurite::Azurite;
 use crate::fake_gcs::FakeGcs;
@@ -744,19 +744,6 @@ impl Target for GcsTarget {
 
     fn address(&self, name: &str) -> String {
         format!("gs://{}/{}/{name}", self.bucket, self.prefix)
-    }
-
-    fn known_limits(&self) -> Vec<KnownLimit> {
-        match self.store {
-            GcsStore::Fake(_) => vec![KnownLimit {
-                case: "basic/empty_object",
-                why: "fake-gcs-server answers a range of an empty object with 416 and no \
-                      `Content-Range: bytes */0`, so no size is stated and Karu refuses to \
-                      guess one",
-                failure: "did not state the size",
-            }],
-            GcsStore::Remote { .. } => Vec::new(),
-        }
     }
 
     fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {

@@ -213,6 +213,35 @@ pub fn parse_content_range(value: &str) -> Option<ContentRange> {
     Some(ContentRange::Bytes { first, last, total })
 }
 
+/// The object's size, if `value` is `bytes SIZE-(SIZE-1)/SIZE` (whitespace as in
+/// [`parse_content_range`]): no bytes, at the end of an object of `SIZE` bytes. RFC 9110 has no
+/// such form (the unsatisfied `bytes */SIZE` says it), but Azurite states it, with a `206` and
+/// no body, for a range at or past the end of a blob (`bytes 0--1/0` for an empty one, which
+/// fake-gcs-server also states for a suffix of an empty object).
+pub(crate) fn end_of_object_range(value: &str) -> Option<u64> {
+    const UNIT: &[u8] = b"bytes ";
+    let b = value.as_bytes();
+    let at = skip_ows(b, 0);
+    if !b[at..].starts_with(UNIT) {
+        return None;
+    }
+    let at = skip_ows(b, at + UNIT.len());
+    let (size, at) = number(b, at)?;
+    let at = (b.get(at) == Some(&b'-')).then_some(at + 1)?;
+    let at = match b.get(at) {
+        // `0--1`: the byte before byte 0.
+        Some(b'-') if size == 0 => (number(b, at + 1)? == (1, at + 2)).then_some(at + 2)?,
+        _ => {
+            let (last, at) = number(b, at)?;
+            (last.checked_add(1) == Some(size)).then_some(at)?
+        }
+    };
+    let at = skip_ows(b, at);
+    let at = skip_ows(b, (b.get(at) == Some(&b'/')).then_some(at + 1)?);
+    let (total, at) = number(b, at)?;
+    (total == size && skip_ows(b, at) == b.len()).then_some(size)
+}
+
 /// Where the optional whitespace (RFC 9110, 5.6.3: spaces and tabs) that starts at `at` in
 /// `b` ends.
 fn skip_ows(b: &[u8], at: usize) -> usize {
@@ -252,6 +281,36 @@ pub(crate) fn digits(s: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_end_of_object_range_of_azurite_and_fake_gcs_server() {
+        for (value, size) in [
+            ("bytes 0--1/0", 0),
+            (" bytes  0--1 / 0 ", 0),
+            ("bytes 0--1/\t0", 0),
+            ("bytes 7-6/7", 7),
+            ("bytes 1300000-1299999/1300000", 1_300_000),
+        ] {
+            assert_eq!(end_of_object_range(value), Some(size), "{value:?}");
+            assert_eq!(parse_content_range(value), None, "{value:?}");
+        }
+        for value in [
+            "bytes 0--1/1",
+            "bytes 0--1/*",
+            "bytes 0-0/0",
+            "bytes */0",
+            "bytes 0--2/0",
+            "bytes 0--1/0x",
+            "bytes 0 --1/0",
+            "bytes 7-6/8",
+            "bytes 7-5/7",
+            "bytes 8-6/7",
+            "bytes 7--1/7",
+            "",
+        ] {
+            assert_eq!(end_of_object_range(value), None, "{value:?}");
+        }
+    }
 
     #[test]
     fn range_header_is_inclusive() {
