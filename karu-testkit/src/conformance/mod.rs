@@ -17,10 +17,11 @@
 //! The basic cases run everywhere: single, merged, overlapping, windowed and end-of-object
 //! reads, stat, read_ends, if-match, missing and empty objects. The fault matrix runs where the
 //! target is a mock ([`Target::mock`]): every fault of the mock server's plan against a single
-//! read, a merged transfer with overlapping parts, and a 1,000-read batch. So do the random
-//! cases (`random/...`): random batches with random settings against random faults while an
-//! object is replaced by another version, each read checked for exact bytes of one version, no
-//! false end of object, and nothing delivered by a failure ([`Options::seeds`] says which).
+//! read, a merged transfer with overlapping parts, and a 1,000-read batch. The random cases
+//! (`random/...`) run on every target: random batches with random settings, on a mock against
+//! random faults while an object is replaced by another version, each read checked for exact
+//! bytes of one version, no false end of object, and nothing delivered by a failure
+//! ([`Options::seeds`] says which).
 //!
 //! Stores the suite cannot upload to (the Hugging Face Hub, Source Cooperative) get the
 //! read-only suite instead ([`run_read_only`]): objects the user names, each read through Karu
@@ -113,8 +114,8 @@ pub trait MockControl: Send + Sync {
     }
 }
 
-/// Which random cases run on a mock target: those of the seeds `first..first + count` (a
-/// case is a function of its seed; a failure names it).
+/// Which random cases run: those of the seeds `first..first + count` (a case is a function of
+/// its seed; a failure names it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seeds {
     /// The first seed.
@@ -142,10 +143,10 @@ pub struct Options {
     /// Skip the fault matrix even on a mock target.
     pub skip_faults: bool,
     /// Skip cases whose name contains one of these (a real server's documented deviation, such
-    /// as Azurite's answer to a range on an empty blob).
+    /// as a store without empty objects).
     pub skip: Vec<String>,
-    /// The random cases run on a mock target (with the fault matrix; not with
-    /// [`skip_faults`](Options::skip_faults)).
+    /// The random cases: on a mock target with its faults and a replaced object, on any other
+    /// without them (not with [`skip_faults`](Options::skip_faults)).
     pub seeds: Seeds,
 }
 
@@ -306,14 +307,17 @@ pub fn run(target: &dyn Target, options: &Options) -> Report {
                 }
             }
         }
-        let Seeds { first, count } = options.seeds;
-        let last = first.saturating_add(count.saturating_sub(1));
-        let name = format!("random/seeds_{first}_to_{last}");
-        if mock.serves_bytes() && count > 0 && wanted(&name) {
-            report
-                .cases
-                .push(ctx.run_case(name, |ctx| random::run(ctx, options.seeds)));
-        }
+    }
+    // The random cases: on a mock with its faults, on any other target without (on a mock that
+    // does not serve the bytes, a redirect, not at all).
+    let Seeds { first, count } = options.seeds;
+    let last = first.saturating_add(count.saturating_sub(1));
+    let name = format!("random/seeds_{first}_to_{last}");
+    let serves = target.mock().is_none_or(|m| m.serves_bytes());
+    if serves && !options.skip_faults && count > 0 && wanted(&name) {
+        report
+            .cases
+            .push(ctx.run_case(name, |ctx| random::run(ctx, options.seeds)));
     }
     report
 }

@@ -3,7 +3,9 @@
 //! their object, into Karu's buffers, their own or the caller's, against the target's mock
 //! server misbehaving on random requests with the faults of its plan, while one of the objects
 //! may be replaced by another version (other bytes, another size) part-way through; after
-//! them, `stat`, `read_ends` and [`ObjectReader`]s on random objects. Whatever happens:
+//! them, `stat`, `read_ends` and [`ObjectReader`]s on random objects. A target without a mock
+//! (a real server) gets each case without its faults, replacement and required versions, and
+//! stores the objects once. Whatever happens:
 //!
 //! - each read gets exactly one completion;
 //! - a read that leaves its bounded window fails with `InvalidRange` and delivers nothing;
@@ -286,9 +288,33 @@ struct Case {
     batches: usize,
     /// Readers of objects after the probes.
     readers: Vec<ReaderProbe>,
+    /// On a target without a mock: no faults, [`CHANGING`] never replaced (stored as its
+    /// first version), no read requiring a version (the target's tags are its own).
+    plain: bool,
 }
 
 impl Case {
+    /// The case for a target without a mock (see [`Case::plain`]).
+    fn plain(mut self) -> Case {
+        self.faults.clear();
+        self.ridden_out = true;
+        self.change_after = None;
+        for ask in &mut self.reads {
+            ask.if_match = None;
+        }
+        self.plain = true;
+        self
+    }
+
+    /// The versions a read of object `object` may see in this case.
+    fn versions(&self, object: usize) -> Vec<Version> {
+        let mut all = versions(object);
+        if self.plain {
+            all.truncate(1);
+        }
+        all
+    }
+
     /// The reads of each batch: `start..end` of [`Case::reads`].
     fn batch_ranges(&self) -> Vec<std::ops::Range<usize>> {
         let n = self.reads.len();
@@ -438,6 +464,7 @@ impl Case {
             probes,
             batches,
             readers,
+            plain: false,
         }
     }
 }
@@ -494,15 +521,31 @@ fn random_fault(rng: &mut Rng) -> (Fault, bool) {
     }
 }
 
-/// Store every object afresh (the `ETag`s of [`OBJECTS`] and the case's for [`CHANGING`]'s
-/// versions), serve [`CHANGING`] through a [`Replace`] around the target's gate (`inner`),
-/// clear the faults and the log.
-fn reset(
-    ctx: &Ctx<'_>,
-    mock: &dyn MockControl,
-    inner: Option<&Arc<dyn Gate>>,
-    case: &Case,
-) -> Result<(), String> {
+/// The target's mock and its own gate, if it has one.
+type Mock<'a> = Option<(&'a dyn MockControl, Option<&'a Arc<dyn Gate>>)>;
+
+/// Store object `name`: `size` bytes of the object of salt `salt`.
+fn put(ctx: &Ctx<'_>, name: &str, salt: usize, size: u64) -> Result<(), String> {
+    ctx.target
+        .put(name, &object_body(salt, size))
+        .map_err(|e| format!("cannot store {name}: {e}"))
+}
+
+/// On a mock: store every object afresh (the `ETag`s of [`OBJECTS`] and the case's for
+/// [`CHANGING`]'s versions), serve [`CHANGING`] through a [`Replace`] around the target's gate,
+/// clear the faults and the log. Without one: store [`OBJECTS`] and [`CHANGING`] (its first
+/// version), unless they are `stored` already.
+fn reset(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case, stored: bool) -> Result<(), String> {
+    let Some((mock, inner)) = mock else {
+        if !stored {
+            for (k, &(name, size, _)) in OBJECTS.iter().enumerate() {
+                put(ctx, name, k, size)?;
+            }
+            let (_, size, salt) = VERSIONS[0];
+            put(ctx, CHANGING, salt, size)?;
+        }
+        return Ok(());
+    };
     let server = mock.server();
     server.clear_faults();
     let objects = OBJECTS
@@ -518,9 +561,7 @@ fn reset(
     let (_, size, salt) = VERSIONS[0];
     let changing = (CHANGING, size, salt, case.changing_etags[0]);
     for (name, size, salt, etag) in objects.chain(versions).chain([changing]) {
-        ctx.target
-            .put(name, &object_body(salt, size))
-            .map_err(|e| format!("cannot store {name}: {e}"))?;
+        put(ctx, name, salt, size)?;
         mock.set_etag(name, etag);
     }
     server.set_gate(Some(Arc::new(Replace {
@@ -613,18 +654,15 @@ fn judge(
     }
 }
 
-/// Run `case` on the target (`inner`: its own gate); `Ok` with the requests the batch made,
-/// or `Err` with everything wrong.
-fn run_case(
-    ctx: &Ctx<'_>,
-    mock: &dyn MockControl,
-    inner: Option<&Arc<dyn Gate>>,
-    case: &Case,
-) -> Result<usize, String> {
-    reset(ctx, mock, inner, case)?;
-    let server = mock.server();
-    for planted in &case.faults {
-        server.add_fault(planted.rule(mock));
+/// Run `case` on the target (`stored`: a target without a mock has the objects already);
+/// `Ok` with the requests the batches made (0 without a mock), or `Err` with everything wrong.
+fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case, stored: bool) -> Result<usize, String> {
+    reset(ctx, mock, case, stored)?;
+    let take_log = || mock.map_or_else(Vec::new, |(m, _)| m.server().take_requests());
+    if let Some((m, _)) = mock {
+        for planted in &case.faults {
+            m.server().add_fault(planted.rule(m));
+        }
     }
     let mut settings = SETTINGS.to_vec();
     settings.extend_from_slice(&case.settings);
@@ -703,7 +741,7 @@ fn run_case(
             collect(b, drain(batch)?);
         }
     }
-    let log = server.take_requests();
+    let log = take_log();
     // The versions of the changing object each read of it can be of (all, for a read that
     // delivered nothing), with the read's batch and index.
     let mut seen_versions: Vec<(usize, usize, Vec<Version>)> = Vec::new();
@@ -729,7 +767,8 @@ fn run_case(
         // the server enforces the condition (no fault makes it ignore `If-Match`).
         let enforced =
             strong(case.changing_etags[0]) || !case.faults.iter().any(|f| f.ignores_if_match(name));
-        let candidates: Vec<Version> = versions(ask.object)
+        let candidates: Vec<Version> = case
+            .versions(ask.object)
             .into_iter()
             .enumerate()
             .filter(|&(i, _)| !enforced || ask.if_match.is_none_or(|v| v == i))
@@ -786,7 +825,7 @@ fn run_case(
     };
     let merging = setting("planner.max_gap") != Some("0");
     let split = setting("http.part_size") == Some("64KiB");
-    if case.faults.is_empty() && merging {
+    if let (Some((mock, _)), true) = (mock, case.faults.is_empty() && merging) {
         // The changing object, unless it was replaced (then requests may repeat) or a read
         // requires a version (reads of different conditions never merge).
         let conditions = case.reads.iter().any(|a| a.if_match.is_some());
@@ -808,7 +847,7 @@ fn run_case(
         let name = name_of(probe.object);
         let told_end = case.faults.iter().any(|f| f.may_end_early(name));
         let exact = case.ridden_out && !(name == CHANGING && case.change_after.is_some());
-        let candidates = versions(probe.object);
+        let candidates = case.versions(probe.object);
         match client.stat(object) {
             Ok(info) => {
                 let size_fits = |v: &Version| match info.size {
@@ -864,7 +903,7 @@ fn run_case(
     for probe in &case.readers {
         read_through_a_reader(&client, &objects[probe.object], probe, case, &mut wrong);
     }
-    let probes = server.take_requests();
+    let probes = take_log();
     if wrong.is_empty() {
         return Ok(log.len());
     }
@@ -916,28 +955,29 @@ fn requested_too_often(log: &[RequestRecord], path: &str, most: usize) -> Option
     None
 }
 
-/// Run the cases of `seeds` against the target's mock; `Ok` with a summary, or `Err` with the
+/// Run the cases of `seeds` against the target (a target without a mock gets each case
+/// without faults, replacement or required versions); `Ok` with a summary, or `Err` with the
 /// first case that failed: its seed, the case, everything wrong, and the requests.
 pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
-    let mock = ctx
-        .target
-        .mock()
-        .ok_or("the random cases need a mock target")?;
+    let target_mock = ctx.target.mock();
     // The target's own gate again when the cases end, however they end.
-    let restore = RestoreGate {
-        server: mock.server(),
-        gate: mock.server().gate(),
-    };
-    let inner = restore.gate.as_ref();
+    let restore = target_mock.map(|m| RestoreGate {
+        server: m.server(),
+        gate: m.server().gate(),
+    });
+    let mock: Mock<'_> = target_mock.map(|m| (m, restore.as_ref().and_then(|r| r.gate.as_ref())));
     let mut kinds = [0u64; 2];
     let mut reads = 0;
     let mut requests = 0;
     let mut outcome = Ok(());
-    for seed in seeds.first..seeds.first.saturating_add(seeds.count) {
-        let case = Case::new(seed);
+    for (n, seed) in (seeds.first..seeds.first.saturating_add(seeds.count)).enumerate() {
+        let case = match mock {
+            Some(_) => Case::new(seed),
+            None => Case::new(seed).plain(),
+        };
         kinds[usize::from(case.ridden_out)] += 1;
         reads += case.reads.len();
-        match run_case(ctx, mock, inner, &case) {
+        match run_case(ctx, mock, &case, n > 0) {
             Ok(n) => requests += n,
             Err(wrong) => {
                 outcome = Err(format!(
@@ -947,12 +987,17 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
             }
         }
     }
-    drop(restore);
     outcome?;
     // The generator makes both kinds of case (a range of seeds that did not would test less).
-    if seeds.count >= 10 && kinds.contains(&0) {
+    if mock.is_some() && seeds.count >= 10 && kinds.contains(&0) {
         return Err(format!(
             "the seeds made cases with faults a client may refuse, and with faults it rides out: {kinds:?}"
+        ));
+    }
+    if mock.is_none() {
+        return Ok(format!(
+            "{} cases from seed {} without faults, {reads} reads",
+            seeds.count, seeds.first
         ));
     }
     Ok(format!(
@@ -986,7 +1031,7 @@ fn read_through_a_reader(
     let name = name_of(probe.object);
     let told_end = case.faults.iter().any(|f| f.may_end_early(name));
     let exact = case.ridden_out && !(name == CHANGING && case.change_after.is_some());
-    let candidates = versions(probe.object);
+    let candidates = case.versions(probe.object);
     let reader = match ObjectReader::open(client, object) {
         Ok(reader) => reader,
         Err(e) => {
