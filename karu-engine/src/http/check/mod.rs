@@ -32,7 +32,7 @@ mod property;
 pub use body::actual_object_size;
 pub use condition::{if_match_satisfied, is_single_strong, strong_etag};
 pub(crate) use range::header_number;
-pub use range::{ContentRange, RangeSpec, parse_content_range};
+pub use range::{ContentRange, RangeSpec, end_of_object_range, parse_content_range};
 pub use status::{StatusClass, classify_status};
 pub use verdict::{
     Delivered, Expectation, Mismatch, Receipt, Rejection, ResponseHead, Verdict, check_head,

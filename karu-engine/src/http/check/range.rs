@@ -218,7 +218,7 @@ pub fn parse_content_range(value: &str) -> Option<ContentRange> {
 /// such form (the unsatisfied `bytes */SIZE` says it), but Azurite states it, with a `206` and
 /// no body, for a range at or past the end of a blob (`bytes 0--1/0` for an empty one, which
 /// fake-gcs-server also states for a suffix of an empty object).
-pub(crate) fn end_of_object_range(value: &str) -> Option<u64> {
+pub fn end_of_object_range(value: &str) -> Option<u64> {
     const UNIT: &[u8] = b"bytes ";
     let b = value.as_bytes();
     let at = skip_ows(b, 0);
