@@ -10,7 +10,7 @@ fn http_provider_conforms_on_nginx() {
         "nginx is not installed: run `cargo xtask test`, which installs it"
     );
     let target = NginxTarget::start().expect("nginx starts");
-    let report = conformance::run(&target, &Options::default());
+    let report = conformance::run(&target, &Options::default().seeds_from_env());
     println!("{report}");
     report.assert_passed();
 }

@@ -45,7 +45,7 @@ fn target(weed: &SeaweedFs) -> S3Target {
 fn s3_provider_conforms_on_seaweedfs() {
     let weed = start();
     let target = target(&weed);
-    let report = conformance::run(&target, &Options::default());
+    let report = conformance::run(&target, &Options::default().seeds_from_env());
     println!("{report}");
     report.assert_passed();
 }

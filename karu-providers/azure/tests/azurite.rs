@@ -20,7 +20,7 @@ use karu_testkit::pattern;
 /// The whole suite on Azurite (its `206` with `bytes 0--1/0` for a range of an empty blob is
 /// read as the end of an empty object).
 fn options() -> Options {
-    Options::default()
+    Options::default().seeds_from_env()
 }
 
 fn start(sas: bool) -> AzuriteTarget {

@@ -16,7 +16,7 @@ fn gcs_conforms_on_fake_gcs_server() {
         fake_gcs::install_hint()
     );
     let target = GcsTarget::fake_gcs_server().unwrap();
-    let report = conformance::run(&target, &Options::default());
+    let report = conformance::run(&target, &Options::default().seeds_from_env());
     println!("{report}");
     report.assert_passed();
 }
