@@ -8,8 +8,9 @@
 //! module a real SeaweedFS S3 gateway (SigV4 enforced) for checks against an independently
 //! written S3 server, and the [`fake_gcs`] module a real fake-gcs-server for the GCS provider.
 //!
-//! The [`conformance`] module is the provider-agnostic suite: the same cases and the fault
-//! matrix against any provider's mock server, or against a real endpoint.
+//! The [`conformance`] module is the provider-agnostic suite: the same cases, the fault matrix
+//! and random cases (drawn from seeds with [`Rng`]) against any provider's mock server, or
+//! against a real endpoint.
 //!
 //! For cloud providers: the [`s3`] module's [`S3Mock`] checks every SigV4 signature
 //! independently and answers like S3 (wrong region, expired token, skewed clock), on the same

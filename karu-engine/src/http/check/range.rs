@@ -179,13 +179,8 @@ impl fmt::Display for ContentRange {
 /// One pass over the bytes: this runs on every response, and trimming and splitting the
 /// pieces first read each byte three or four times (~785 instructions a response).
 pub fn parse_content_range(value: &str) -> Option<ContentRange> {
-    const UNIT: &[u8] = b"bytes ";
     let b = value.as_bytes();
-    let at = skip_ows(b, 0);
-    if !b[at..].starts_with(UNIT) {
-        return None;
-    }
-    let at = skip_ows(b, at + UNIT.len());
+    let at = after_unit(b)?;
     let (range, at) = match b.get(at) {
         Some(b'*') => (None, at + 1),
         _ => {
@@ -219,13 +214,8 @@ pub fn parse_content_range(value: &str) -> Option<ContentRange> {
 /// no body, for a range at or past the end of a blob (`bytes 0--1/0` for an empty one, which
 /// fake-gcs-server also states for a suffix of an empty object).
 pub fn end_of_object_range(value: &str) -> Option<u64> {
-    const UNIT: &[u8] = b"bytes ";
     let b = value.as_bytes();
-    let at = skip_ows(b, 0);
-    if !b[at..].starts_with(UNIT) {
-        return None;
-    }
-    let at = skip_ows(b, at + UNIT.len());
+    let at = after_unit(b)?;
     let (size, at) = number(b, at)?;
     let at = (b.get(at) == Some(&b'-')).then_some(at + 1)?;
     let at = match b.get(at) {
@@ -240,6 +230,16 @@ pub fn end_of_object_range(value: &str) -> Option<u64> {
     let at = skip_ows(b, (b.get(at) == Some(&b'/')).then_some(at + 1)?);
     let (total, at) = number(b, at)?;
     (total == size && skip_ows(b, at) == b.len()).then_some(size)
+}
+
+/// Where a `Content-Range` value `b` goes on after its unit: `bytes` and a space, with optional
+/// whitespace around them.
+fn after_unit(b: &[u8]) -> Option<usize> {
+    const UNIT: &[u8] = b"bytes ";
+    let at = skip_ows(b, 0);
+    b[at..]
+        .starts_with(UNIT)
+        .then(|| skip_ows(b, at + UNIT.len()))
 }
 
 /// Where the optional whitespace (RFC 9110, 5.6.3: spaces and tabs) that starts at `at` in

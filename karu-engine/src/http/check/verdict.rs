@@ -15,8 +15,10 @@
 //!   from byte 0 its bytes are the object's first bytes either way, and only a body shorter
 //!   than the range states the size.
 //! - Only a stated size ends an object early: `Content-Range: bytes a-b/SIZE`, the
-//!   `Content-Length` of a whole-object `200`, or a `416`. A body that merely stops (an
-//!   interrupted transfer, or one delimited by closing the connection) is a truncation.
+//!   `Content-Length` of a whole-object `200`, a `416` (for a range from byte 0, even without
+//!   a size: nothing at byte 0 is an empty object), or Azurite's bodiless `206` with
+//!   `bytes SIZE-(SIZE-1)/SIZE`. A body that merely stops (an interrupted transfer, or one
+//!   delimited by closing the connection) is a truncation.
 //! - A `416` whose stated size reaches past the first requested byte contradicts itself.
 
 use thiserror::Error as ThisError;
