@@ -969,7 +969,6 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
     let mut kinds = [0u64; 2];
     let mut reads = 0;
     let mut requests = 0;
-    let mut outcome = Ok(());
     for (n, seed) in (seeds.first..seeds.first.saturating_add(seeds.count)).enumerate() {
         let case = match mock {
             Some(_) => Case::new(seed),
@@ -977,17 +976,12 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
         };
         kinds[usize::from(case.ridden_out)] += 1;
         reads += case.reads.len();
-        match run_case(ctx, mock, &case, n > 0) {
-            Ok(n) => requests += n,
-            Err(wrong) => {
-                outcome = Err(format!(
-                    "case {seed} failed (Options::seeds({seed}, 1) runs it alone):\n{case:#?}\n{wrong}"
-                ));
-                break;
-            }
-        }
+        requests += run_case(ctx, mock, &case, n > 0).map_err(|wrong| {
+            format!(
+                "case {seed} failed (Options::seeds({seed}, 1) runs it alone):\n{case:#?}\n{wrong}"
+            )
+        })?;
     }
-    outcome?;
     // The generator makes both kinds of case (a range of seeds that did not would test less).
     if mock.is_some() && seeds.count >= 10 && kinds.contains(&0) {
         return Err(format!(
