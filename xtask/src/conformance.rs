@@ -5,16 +5,17 @@ use clap::Args;
 use karu_testkit::azurite::Azurite;
 use karu_testkit::conformance::{
     self, AzureAuth, AzureEndpointTarget, AzureMockTarget, AzuriteTarget, GcsMockTarget, GcsTarget,
-    HfEndpointTarget, HfHubTarget, HfMockTarget, HttpMockTarget, NginxTarget, Objects, Options,
-    ReadOnlyTarget, Report, S3MockTarget, S3Target, Seeds, SourceEndpointTarget, SourceMockTarget,
-    Target,
+    HfEndpointTarget, HfHubTarget, HfMockTarget, HttpMockTarget, LocalTarget, NginxTarget, Objects,
+    Options, ReadOnlyTarget, Report, S3MockTarget, S3Target, Seeds, SourceEndpointTarget,
+    SourceMockTarget, Target,
 };
 use karu_testkit::nginx::Nginx;
 use karu_testkit::seaweedfs::SeaweedFs;
 
 #[derive(Debug, Args)]
 pub(crate) struct Conformance {
-    /// Which provider: `http`, `s3`, `gcs`, `azure`, `hf`, `source`, or `all` (default). With
+    /// Which provider: `http`, `s3`, `gcs`, `azure`, `hf`, `source`, `local` (files in a
+    /// temporary directory), or `all` (default). With
     /// `--endpoint`, one of `s3`, `gcs`, `azure`, `hf`, `source`.
     #[arg(long, default_value = "all")]
     provider: String,
@@ -248,9 +249,14 @@ fn reports(args: Conformance) -> Result<Vec<Report>, String> {
             reports.push(run_one(&GcsTarget::fake_gcs_server()?, &options));
         }
     }
+    if wants("local") {
+        let target =
+            LocalTarget::start().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
+        reports.push(run_one(&target, &options));
+    }
     if reports.is_empty() {
         return Err(format!(
-            "unknown provider {:?} (http, s3, gcs, azure, hf, source, all)",
+            "unknown provider {:?} (http, s3, gcs, azure, hf, source, local, all)",
             args.provider
         ));
     }

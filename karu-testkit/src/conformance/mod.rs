@@ -46,7 +46,7 @@ pub use readonly::{
 };
 pub use targets::{
     AzureAuth, AzureEndpointTarget, AzureMockTarget, AzuriteTarget, GcsMockTarget, GcsTarget,
-    HfHubTarget, HfMockTarget, HttpMockTarget, NginxTarget, S3MockTarget, S3Target,
+    HfHubTarget, HfMockTarget, HttpMockTarget, LocalTarget, NginxTarget, S3MockTarget, S3Target,
     SourceMockTarget,
 };
 

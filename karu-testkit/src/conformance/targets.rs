@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use karu::{Client, ClientBuilder};
 
-use super::{MockControl, Target};
+use super::{KnownLimit, MockControl, Target};
 use crate::azure::{AzureMock, sharedkey};
 use crate::azurite::Azurite;
 use crate::fake_gcs::FakeGcs;
@@ -192,6 +192,68 @@ impl Target for NginxTarget {
             std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         }
         std::fs::write(&path, bytes).map_err(|e| e.to_string())
+    }
+}
+
+/// The local provider on files in a temporary directory. Two cases expect what a file does
+/// not do, its known limits: `merged` (the specification: local reads are never coalesced) and
+/// `if_match` (a file has no versions, so `stat` gives no ETag to require).
+pub struct LocalTarget {
+    root: tempfile::TempDir,
+}
+
+impl LocalTarget {
+    /// A new, empty temporary directory.
+    pub fn start() -> std::io::Result<Self> {
+        Ok(LocalTarget {
+            root: tempfile::tempdir()?,
+        })
+    }
+}
+
+impl fmt::Debug for LocalTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalTarget")
+            .field("root", &self.root.path())
+            .finish()
+    }
+}
+
+impl Target for LocalTarget {
+    fn name(&self) -> String {
+        "local".into()
+    }
+
+    fn builder(&self) -> ClientBuilder {
+        isolated_builder()
+    }
+
+    fn address(&self, name: &str) -> String {
+        self.root.path().join(name).to_string_lossy().into_owned()
+    }
+
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        let path: PathBuf = self.root.path().join(name);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        }
+        std::fs::write(&path, bytes).map_err(|e| e.to_string())
+    }
+
+    fn known_limits(&self) -> Vec<KnownLimit> {
+        vec![
+            KnownLimit {
+                case: "basic/merged",
+                why: "local reads are never coalesced (the specification): each goes straight \
+                      to its destination",
+                failure: "expected the three neighbours to merge into one transfer, planned 3",
+            },
+            KnownLimit {
+                case: "basic/if_match",
+                why: "a local file has no versions, so no ETag to require",
+                failure: "the target sends no strong ETag",
+            },
+        ]
     }
 }
 
