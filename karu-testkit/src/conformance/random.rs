@@ -4,8 +4,9 @@
 //! server misbehaving on random requests with the faults of its plan, while one of the objects
 //! may be replaced by another version (other bytes, another size) part-way through; after
 //! them, `stat`, `read_ends` and [`ObjectReader`]s on random objects. A target without a mock
-//! (a real server) gets each case without its faults, replacement and required versions, and
-//! stores the objects once. Whatever happens:
+//! (a real server) gets each case without its faults and replacement, its reads that require a
+//! version requiring the server's own tag (or one it never had), and stores the objects once.
+//! Whatever happens:
 //!
 //! - each read gets exactly one completion;
 //! - a read that leaves its bounded window fails with `InvalidRange` and delivers nothing;
@@ -169,7 +170,8 @@ struct Ask {
     /// The offset in the object (absolute, whatever the window).
     offset: u64,
     length: u64,
-    /// The version of [`CHANGING`] the read requires (`If-Match` with its strong tag).
+    /// The version of [`CHANGING`] the read requires (`If-Match` with the case's tag for it,
+    /// [`Case::required`]).
     if_match: Option<usize>,
     /// The read goes through a window of the object: its start (at or before `offset`) and its
     /// length (`None`: to the end), which the read may leave by a byte.
@@ -179,13 +181,21 @@ struct Ask {
     recycled: Option<usize>,
 }
 
-/// The strong tags a read of [`CHANGING`] may require, by version.
+/// The strong tags a read of [`CHANGING`] may require on a mock, by version.
 const REQUIRED: [&str; 2] = ["\"c1\"", "\"c2\""];
+
+/// A tag no version of any object has.
+const NO_SUCH_VERSION: &str = "\"karu-no-such-version\"";
 
 impl Ask {
     /// The read, into Karu's buffer (or its own) or into `buffer`, through its window if it has
     /// one.
-    fn read<'b>(&self, object: &Locator, buffer: Option<&'b mut [u8]>) -> Read<'b> {
+    fn read<'b>(
+        &self,
+        object: &Locator,
+        buffer: Option<&'b mut [u8]>,
+        required: &[String; 2],
+    ) -> Read<'b> {
         let (locator, offset) = match self.window {
             Some((start, len)) => (
                 object
@@ -203,7 +213,7 @@ impl Ask {
             (None, None) => Read::new(&locator, offset, self.length),
         };
         match self.if_match {
-            Some(v) => read.if_match(REQUIRED[v]),
+            Some(v) => read.if_match(required[v].clone()),
             None => read,
         }
     }
@@ -289,18 +299,23 @@ struct Case {
     /// Readers of objects after the probes.
     readers: Vec<ReaderProbe>,
     /// On a target without a mock: no faults, [`CHANGING`] never replaced (stored as its
-    /// first version), no read requiring a version (the target's tags are its own).
+    /// first version), reads that require a version require its own tag or one it never had.
     plain: bool,
+    /// The tags reads of [`CHANGING`] require, by version.
+    required: [String; 2],
 }
 
 impl Case {
-    /// The case for a target without a mock (see [`Case::plain`]).
-    fn plain(mut self) -> Case {
+    /// The case for a target without a mock (see [`Case::plain`]); `tag`: the strong tag the
+    /// target gives [`CHANGING`], if any (without one, no read requires a version).
+    fn plain(mut self, tag: Option<&str>) -> Case {
         self.faults.clear();
         self.ridden_out = true;
         self.change_after = None;
-        for ask in &mut self.reads {
-            ask.if_match = None;
+        self.changing_etags = [None, None];
+        match tag {
+            Some(tag) => self.required = [tag.to_string(), NO_SUCH_VERSION.to_string()],
+            None => self.reads.iter_mut().for_each(|ask| ask.if_match = None),
         }
         self.plain = true;
         self
@@ -465,6 +480,7 @@ impl Case {
             batches,
             readers,
             plain: false,
+            required: REQUIRED.map(String::from),
         }
     }
 }
@@ -531,19 +547,29 @@ fn put(ctx: &Ctx<'_>, name: &str, salt: usize, size: u64) -> Result<(), String> 
         .map_err(|e| format!("cannot store {name}: {e}"))
 }
 
+/// On a target without a mock: store [`OBJECTS`] and [`CHANGING`] (its first version) once,
+/// before the cases; `Ok` with the strong tag the target gives [`CHANGING`], if any.
+fn store_once(ctx: &Ctx<'_>) -> Result<Option<String>, String> {
+    for (k, &(name, size, _)) in OBJECTS.iter().enumerate() {
+        put(ctx, name, k, size)?;
+    }
+    let (_, size, salt) = VERSIONS[0];
+    put(ctx, CHANGING, salt, size)?;
+    let client = ctx.client(&SETTINGS)?;
+    let changing = client
+        .locate(&ctx.target.address(CHANGING))
+        .map_err(|e| format!("cannot locate {CHANGING}: {e}"))?;
+    let info = client
+        .stat(&changing)
+        .map_err(|e| format!("cannot stat {CHANGING}: {e}"))?;
+    Ok(info.etag)
+}
+
 /// On a mock: store every object afresh (the `ETag`s of [`OBJECTS`] and the case's for
 /// [`CHANGING`]'s versions), serve [`CHANGING`] through a [`Replace`] around the target's gate,
-/// clear the faults and the log. Without one: store [`OBJECTS`] and [`CHANGING`] (its first
-/// version), unless they are `stored` already.
-fn reset(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case, stored: bool) -> Result<(), String> {
+/// clear the faults and the log. Without one, nothing: the objects are stored once.
+fn reset(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<(), String> {
     let Some((mock, inner)) = mock else {
-        if !stored {
-            for (k, &(name, size, _)) in OBJECTS.iter().enumerate() {
-                put(ctx, name, k, size)?;
-            }
-            let (_, size, salt) = VERSIONS[0];
-            put(ctx, CHANGING, salt, size)?;
-        }
         return Ok(());
     };
     let server = mock.server();
@@ -654,10 +680,10 @@ fn judge(
     }
 }
 
-/// Run `case` on the target (`stored`: a target without a mock has the objects already);
-/// `Ok` with the requests the batches made (0 without a mock), or `Err` with everything wrong.
-fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case, stored: bool) -> Result<usize, String> {
-    reset(ctx, mock, case, stored)?;
+/// Run `case` on the target; `Ok` with the requests the batches made (0 without a mock), or
+/// `Err` with everything wrong.
+fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String> {
+    reset(ctx, mock, case)?;
     let take_log = || mock.map_or_else(Vec::new, |(m, _)| m.server().take_requests());
     if let Some((m, _)) = mock {
         for planted in &case.faults {
@@ -712,7 +738,9 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case, stored: bool) -> Result<
                         case.reads[range.clone()]
                             .iter()
                             .zip(mine.iter_mut())
-                            .map(|(a, buffer)| a.read(&objects[a.object], Some(buffer))),
+                            .map(|(a, buffer)| {
+                                a.read(&objects[a.object], Some(buffer), &case.required)
+                            }),
                         &options,
                     ),
                 );
@@ -732,7 +760,7 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case, stored: bool) -> Result<
                 client.submit_with(
                     case.reads[range.clone()]
                         .iter()
-                        .map(|a| a.read(&objects[a.object], None)),
+                        .map(|a| a.read(&objects[a.object], None, &case.required)),
                     &options,
                 )
             })
@@ -756,13 +784,24 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case, stored: bool) -> Result<
             }
             continue;
         }
+        // On a real server, a read requiring a version the object never had fails.
+        if case.plain && ask.if_match == Some(1) {
+            if c.status() != Status::PreconditionFailed || c.bytes_received() != 0 {
+                let _ = writeln!(
+                    wrong,
+                    "read {index} {ask:?} requires {NO_SUCH_VERSION}: {c:?}"
+                );
+            }
+            continue;
+        }
         let name = name_of(ask.object);
         let told_end = case.faults.iter().any(|f| f.may_end_early(name));
         // A replaced object may fail reads (its parts, or its version, changed under them), and
-        // a read that requires a version fails where another is served (or no strong tag).
+        // a read that requires a version fails where another is served (or no strong tag); on
+        // a real server, one that requires the object's own tag reads as any other.
         let exact = case.ridden_out
             && !(name == CHANGING && case.change_after.is_some())
-            && ask.if_match.is_none();
+            && (ask.if_match.is_none() || case.plain);
         // A read that requires a version gets that one, where Karu can tell (strong tags) or
         // the server enforces the condition (no fault makes it ignore `If-Match`).
         let enforced =
@@ -969,14 +1008,18 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
     let mut kinds = [0u64; 2];
     let mut reads = 0;
     let mut requests = 0;
-    for (n, seed) in (seeds.first..seeds.first.saturating_add(seeds.count)).enumerate() {
+    let tag = match mock {
+        Some(_) => None,
+        None => store_once(ctx)?,
+    };
+    for seed in seeds.first..seeds.first.saturating_add(seeds.count) {
         let case = match mock {
             Some(_) => Case::new(seed),
-            None => Case::new(seed).plain(),
+            None => Case::new(seed).plain(tag.as_deref()),
         };
         kinds[usize::from(case.ridden_out)] += 1;
         reads += case.reads.len();
-        requests += run_case(ctx, mock, &case, n > 0).map_err(|wrong| {
+        requests += run_case(ctx, mock, &case).map_err(|wrong| {
             format!(
                 "case {seed} failed (Options::seeds({seed}, 1) runs it alone):\n{case:#?}\n{wrong}"
             )
