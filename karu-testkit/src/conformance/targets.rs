@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use karu::{Client, ClientBuilder};
 
@@ -24,6 +24,15 @@ pub(crate) fn isolated_builder() -> ClientBuilder {
         .user_config_file(None)
         .project_config_file(None)
         .environment(Vec::<(String, String)>::new())
+}
+
+/// Write the file `name` under `root`, making the directories it names.
+fn write_under(root: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
+    let path: PathBuf = root.join(name);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    }
+    std::fs::write(&path, bytes).map_err(|e| e.to_string())
 }
 
 /// A loopback port nothing listens on.
@@ -187,11 +196,7 @@ impl Target for NginxTarget {
     }
 
     fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
-        let path: PathBuf = self.root.path().join(name);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-        }
-        std::fs::write(&path, bytes).map_err(|e| e.to_string())
+        write_under(self.root.path(), name, bytes)
     }
 }
 
@@ -233,11 +238,7 @@ impl Target for LocalTarget {
     }
 
     fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
-        let path: PathBuf = self.root.path().join(name);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-        }
-        std::fs::write(&path, bytes).map_err(|e| e.to_string())
+        write_under(self.root.path(), name, bytes)
     }
 
     fn known_limits(&self) -> Vec<KnownLimit> {
