@@ -218,8 +218,8 @@ impl Ask {
         }
     }
 
-    /// Whether the read leaves its bounded window (and must fail with `InvalidRange`, nothing
-    /// requested).
+    /// Whether the read leaves its bounded window (and must fail with `InvalidRange`, delivering
+    /// nothing).
     fn leaves_window(&self) -> bool {
         matches!(self.window, Some((start, Some(len))) if self.offset + self.length > start + len)
     }
@@ -1138,7 +1138,14 @@ fn read_through_a_reader(
             }
         }
         Err(e) if e.status() == Status::RangeNotSatisfiable => {
-            if !probe.ranges.iter().any(|&(o, l)| past_end(o, l)) {
+            // The error is a range's own: one that reaches past the end.
+            let ended = match e.evidence() {
+                Some(&Evidence::EndOfObject {
+                    offset, requested, ..
+                }) => probe.ranges.contains(&(offset, requested)) && past_end(offset, requested),
+                _ => false,
+            };
+            if !ended {
                 let _ = writeln!(
                     wrong,
                     "a reader of {name} (size {size}) read_many {:?}: a false end: {e}",
@@ -1167,17 +1174,36 @@ fn read_through_a_reader(
             }
         }
         Err(e) if e.status() == Status::RangeNotSatisfiable => {
-            let received = match e.evidence() {
-                Some(&Evidence::EndOfObject { received, .. }) => received,
-                _ => 0,
+            let Some(&Evidence::EndOfObject {
+                offset: at,
+                requested,
+                received,
+                size: stated,
+            }) = e.evidence()
+            else {
+                let _ = writeln!(
+                    wrong,
+                    "a reader of {name} read_at({offset}, {length}): an end without its evidence: {e}"
+                );
+                return;
             };
             let prefix = &buffer[..(received as usize).min(buffer.len())];
+            // The prefix of one version, which ends inside the read (unless a bare 416 told an
+            // earlier end); a size stated that agrees with it, and is that version's where the
+            // server tells the truth (a fault may state another a client cannot refute).
+            let agrees = stated.is_none_or(|s| match received {
+                0 => s <= offset,
+                _ => s == offset + received,
+            });
             let fits = eligible.iter().any(|v| {
                 holds(v, offset, prefix)
-                    && (told_end || offset + received == v.size.max(offset))
-                    && offset + length > v.size
-            }) || (told_end && eligible.iter().any(|v| holds(v, offset, prefix)));
-            if !fits {
+                    && (told_end
+                        || offset + received == v.size.max(offset)
+                            && offset + length > v.size
+                            && agrees
+                            && (!exact || stated.is_none_or(|s| s == v.size)))
+            });
+            if (at, requested) != (offset, length) || !fits {
                 let _ = writeln!(
                     wrong,
                     "a reader of {name} (size {size}) read_at({offset}, {length}): an end after {received} bytes fits none of {eligible:?}: {e}"
