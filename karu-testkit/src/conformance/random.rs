@@ -306,7 +306,7 @@ struct Case {
 }
 
 impl Case {
-    /// The case for a target without a mock (see [`Case::plain`]); `tag`: the strong tag the
+    /// The case for a target without a mock (see the field `plain`); `tag`: the strong tag the
     /// target gives [`CHANGING`], if any (without one, no read requires a version).
     fn plain(mut self, tag: Option<&str>) -> Case {
         self.faults.clear();
@@ -319,6 +319,16 @@ impl Case {
         }
         self.plain = true;
         self
+    }
+
+    /// The strong tag version `v` of object `object` is served with on a mock (`None` where it
+    /// has none, or a weak one; unknown on a real server).
+    fn strong_tag(&self, object: usize, v: usize) -> Option<&'static str> {
+        let tag = match OBJECTS.get(object) {
+            Some(&(_, _, tag)) => tag,
+            None => self.changing_etags[v],
+        };
+        tag.filter(|t| strong(Some(t)))
     }
 
     /// The versions a read of object `object` may see in this case.
@@ -889,11 +899,18 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
         let candidates = case.versions(probe.object);
         match client.stat(object) {
             Ok(info) => {
-                let size_fits = |v: &Version| match info.size {
-                    Some(size) => size == v.size || (told_end && size < v.size),
-                    None => !exact,
+                // A version's size, and on a truthful mock its strong tag.
+                let size_fits = |(i, v): (usize, &Version)| {
+                    let size = match info.size {
+                        Some(size) => size == v.size || (told_end && size < v.size),
+                        None => !exact,
+                    };
+                    let tag = case.plain
+                        || !exact
+                        || info.etag.as_deref() == case.strong_tag(probe.object, i);
+                    size && tag
                 };
-                if !candidates.iter().any(size_fits) {
+                if !candidates.iter().enumerate().any(size_fits) {
                     let _ = writeln!(wrong, "stat of {name}: {info:?}, of none of {candidates:?}");
                 }
             }
