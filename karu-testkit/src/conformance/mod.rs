@@ -33,6 +33,7 @@ mod random;
 mod readonly;
 mod targets;
 
+use std::cell::Cell;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -285,7 +286,10 @@ pub fn run(target: &dyn Target, options: &Options) -> Report {
         target: target.name(),
         cases: Vec::new(),
     };
-    let ctx = Ctx { target };
+    let ctx = Ctx {
+        target,
+        requests: Cell::new(0),
+    };
     let wanted = |name: &str| options.wants(name);
     for (name, case) in cases::CASES {
         let name = format!("basic/{name}");
@@ -325,6 +329,8 @@ pub fn run(target: &dyn Target, options: &Options) -> Report {
 /// What a case sees.
 pub(crate) struct Ctx<'a> {
     pub(crate) target: &'a dyn Target,
+    /// Requests of the mock's log a case took itself (the random cases take a log per case).
+    requests: Cell<usize>,
 }
 
 impl Ctx<'_> {
@@ -337,6 +343,7 @@ impl Ctx<'_> {
             mock.server().clear_faults();
             mock.server().take_requests();
         }
+        self.requests.set(0);
         let started = Instant::now();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(self)))
             .unwrap_or_else(|panic| {
@@ -348,10 +355,11 @@ impl Ctx<'_> {
                 Err(format!("panicked: {text}"))
             });
         let elapsed = started.elapsed();
-        let requests = self
-            .target
-            .mock()
-            .map_or(0, |m| m.server().take_requests().len());
+        let requests = self.requests.get()
+            + self
+                .target
+                .mock()
+                .map_or(0, |m| m.server().take_requests().len());
         if let Some(mock) = self.target.mock() {
             mock.server().clear_faults();
         }
@@ -379,6 +387,11 @@ impl Ctx<'_> {
             elapsed,
             known_limit,
         }
+    }
+
+    /// Count `n` requests the case took from the mock's log itself towards its own.
+    pub(crate) fn took_requests(&self, n: usize) {
+        self.requests.set(self.requests.get() + n);
     }
 
     /// A client reaching the target with the suite's settings on top.

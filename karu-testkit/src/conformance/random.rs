@@ -3,12 +3,16 @@
 //! their object, into Karu's buffers, their own or the caller's, against the target's mock
 //! server misbehaving on random requests with the faults of its plan, while one of the objects
 //! may be replaced by another version (other bytes, another size) part-way through; after
-//! them, `stat`, `read_ends` and [`ObjectReader`]s on random objects. A target without a mock
-//! (a real server) gets each case without its faults and replacement, its reads that require a
-//! version requiring the server's own tag (or one it never had), and stores the objects once.
+//! them, `stat`, `read_ends` and [`ObjectReader`]s on random objects. Some cases go through
+//! the asynchronous API (the batches polled together as `Stream`s, the futures of the probes
+//! and readers), and some drop a batch part-way. A target without a mock (a real server, local
+//! files) gets each case without its faults and replacement, its reads that require a version
+//! requiring the server's own tag (or one it never had), and stores the objects once.
 //! Whatever happens:
 //!
-//! - each read gets exactly one completion;
+//! - each read gets exactly one completion (of a batch dropped part-way, those taken before);
+//! - a read of a local file that requires a version fails with `InvalidArgument` and delivers
+//!   nothing;
 //! - a read that leaves its bounded window fails with `InvalidRange` and delivers nothing;
 //! - a read that succeeds holds exactly its bytes, of its own object, all of one version;
 //! - a read that reports the end of its object holds exactly the bytes before the real end of
@@ -37,12 +41,18 @@
 //! [`Options::seeds`](super::Options::seeds) runs it alone.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures::Stream;
+use futures::channel::oneshot;
 use karu::{
-    Batch, BatchOptions, Client, Completion, Evidence, Locator, Next, ObjectReader, Read, Status,
+    Batch, BatchOptions, Client, Completion, Evidence, Locator, Next, ObjectReader, Read,
+    ScopedBatch, Status, Target,
 };
 
 use super::{Ctx, MockControl, Seeds};
@@ -303,21 +313,34 @@ struct Case {
     plain: bool,
     /// The tags reads of [`CHANGING`] require, by version.
     required: [String; 2],
+    /// The objects are remote (they have versions; a local file has none, and its reads that
+    /// require one fail with `InvalidArgument`).
+    remote: bool,
+    /// The batches are drained as `Stream`s, polled together on one thread, and the probes and
+    /// readers are their futures (`stat_async`, `read_ends_async`, `ObjectReader::open_async`,
+    /// `read_many_async`, `read_at_async`), all driven by `futures::executor::block_on`.
+    asynchronous: bool,
+    /// A batch dropped part-way (cancelling its remaining reads): its index, and how many of
+    /// its completions are taken before.
+    abandon: Option<(usize, usize)>,
 }
 
 impl Case {
     /// The case for a target without a mock (see the field `plain`); `tag`: the strong tag the
-    /// target gives [`CHANGING`], if any (without one, no read requires a version).
-    fn plain(mut self, tag: Option<&str>) -> Case {
+    /// target gives [`CHANGING`], if any (without one, no read of a remote object requires a
+    /// version); `remote`: whether its objects are remote.
+    fn plain(mut self, tag: Option<&str>, remote: bool) -> Case {
         self.faults.clear();
         self.ridden_out = true;
         self.change_after = None;
         self.changing_etags = [None, None];
         match tag {
             Some(tag) => self.required = [tag.to_string(), NO_SUCH_VERSION.to_string()],
-            None => self.reads.iter_mut().for_each(|ask| ask.if_match = None),
+            None if remote => self.reads.iter_mut().for_each(|ask| ask.if_match = None),
+            None => {}
         }
         self.plain = true;
+        self.remote = remote;
         self
     }
 
@@ -477,7 +500,7 @@ impl Case {
                 ReaderProbe { object, ranges, at }
             })
             .collect();
-        Case {
+        let mut case = Case {
             settings,
             reads,
             faults,
@@ -491,7 +514,19 @@ impl Case {
             readers,
             plain: false,
             required: REQUIRED.map(String::from),
+            remote: true,
+            asynchronous: false,
+            abandon: None,
+        };
+        // Drawn last, as the windows are.
+        case.asynchronous = rng.chance(40);
+        if rng.chance(15) {
+            let ranges = case.batch_ranges();
+            let b = rng.range(0, ranges.len() as u64) as usize;
+            let taken = rng.range(0, ranges[b].len().max(1) as u64) as usize;
+            case.abandon = Some((b, taken));
         }
+        case
     }
 }
 
@@ -558,8 +593,9 @@ fn put(ctx: &Ctx<'_>, name: &str, salt: usize, size: u64) -> Result<(), String> 
 }
 
 /// On a target without a mock: store [`OBJECTS`] and [`CHANGING`] (its first version) once,
-/// before the cases; `Ok` with the strong tag the target gives [`CHANGING`], if any.
-fn store_once(ctx: &Ctx<'_>) -> Result<Option<String>, String> {
+/// before the cases; `Ok` with the strong tag the target gives [`CHANGING`], if any, and
+/// whether the objects are remote.
+fn store_once(ctx: &Ctx<'_>) -> Result<(Option<String>, bool), String> {
     for (k, &(name, size, _)) in OBJECTS.iter().enumerate() {
         put(ctx, name, k, size)?;
     }
@@ -572,7 +608,7 @@ fn store_once(ctx: &Ctx<'_>) -> Result<Option<String>, String> {
     let info = client
         .stat(&changing)
         .map_err(|e| format!("cannot stat {CHANGING}: {e}"))?;
-    Ok(info.etag)
+    Ok((info.etag, matches!(changing.target(), Target::Remote)))
 }
 
 /// On a mock: store every object afresh (the `ETag`s of [`OBJECTS`] and the case's for
@@ -731,13 +767,22 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
     let mut collect = |b: usize, completions: Vec<Completion>| {
         let start = ranges[b].start;
         let indices: Vec<usize> = completions.iter().map(Completion::index).collect();
-        if indices != (0..ranges[b].len()).collect::<Vec<_>>() {
+        // Every read's, in order; of a batch dropped part-way, as many as were taken.
+        let right = match case.abandon {
+            Some((a, taken)) if a == b => {
+                indices.len() == taken
+                    && indices.windows(2).all(|w| w[0] < w[1])
+                    && indices.iter().all(|&i| i < ranges[b].len())
+            }
+            _ => indices == (0..ranges[b].len()).collect::<Vec<_>>(),
+        };
+        if !right {
             let _ = writeln!(wrong, "batch {b}: completions for the reads {indices:?}");
         }
         done.extend(completions.into_iter().map(|c| (b, start + c.index(), c)));
     };
-    if case.borrowed {
-        let drained = client.scope(|scope| {
+    let drained = if case.borrowed {
+        client.scope(|scope| {
             let mut rest = buffers.as_mut_slice();
             let mut batches = Vec::new();
             for range in &ranges {
@@ -755,16 +800,10 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
                     ),
                 );
             }
-            batches
-                .iter()
-                .map(|b| drain(b))
-                .collect::<Result<Vec<_>, String>>()
-        })?;
-        for (b, completions) in drained.into_iter().enumerate() {
-            collect(b, completions);
-        }
+            drain(batches, case)
+        })?
     } else {
-        let batches: Vec<_> = ranges
+        let batches = ranges
             .iter()
             .map(|range| {
                 client.submit_with(
@@ -775,9 +814,10 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
                 )
             })
             .collect();
-        for (b, batch) in batches.iter().enumerate() {
-            collect(b, drain(batch)?);
-        }
+        drain(batches, case)?
+    };
+    for (b, completions) in drained.into_iter().enumerate() {
+        collect(b, completions);
     }
     let log = take_log();
     // The versions of the changing object each read of it can be of (all, for a read that
@@ -788,6 +828,19 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
         let Some(ask) = case.reads.get(index) else {
             continue;
         };
+        // A local file has no versions: a read requiring one is rejected on its own (if it also
+        // leaves its window, for either reason).
+        if !case.remote && ask.if_match.is_some() {
+            let refused = c.status() == Status::InvalidArgument
+                || ask.leaves_window() && c.status() == Status::InvalidRange;
+            if !refused || c.bytes_received() != 0 {
+                let _ = writeln!(
+                    wrong,
+                    "read {index} {ask:?} of a file requires a version: {c:?}"
+                );
+            }
+            continue;
+        }
         if ask.leaves_window() {
             if c.status() != Status::InvalidRange || c.bytes_received() != 0 {
                 let _ = writeln!(wrong, "read {index} {ask:?} leaves its window: {c:?}");
@@ -897,7 +950,11 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
         let told_end = case.faults.iter().any(|f| f.may_end_early(name));
         let exact = case.ridden_out && !(name == CHANGING && case.change_after.is_some());
         let candidates = case.versions(probe.object);
-        match client.stat(object) {
+        let stat = match case.asynchronous {
+            true => within("stat_async", client.stat_async(object))?,
+            false => client.stat(object),
+        };
+        match stat {
             Ok(info) => {
                 // A version's size, and on a truthful mock its strong tag.
                 let size_fits = |(i, v): (usize, &Version)| {
@@ -922,7 +979,14 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
             }
             Err(_) => {}
         }
-        match client.read_ends(object, probe.head, probe.tail) {
+        let ends = match case.asynchronous {
+            true => within(
+                "read_ends_async",
+                client.read_ends_async(object, probe.head, probe.tail),
+            )?,
+            false => client.read_ends(object, probe.head, probe.tail),
+        };
+        match ends {
             Ok(ends) => {
                 // The size, the head and the tail of one version (or, where a bare 416 may have
                 // told of an earlier end, of that version as if it ended there).
@@ -957,9 +1021,10 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
         }
     }
     for probe in &case.readers {
-        read_through_a_reader(&client, &objects[probe.object], probe, case, &mut wrong);
+        read_through_a_reader(&client, &objects[probe.object], probe, case, &mut wrong)?;
     }
     let probes = take_log();
+    ctx.took_requests(log.len() + probes.len());
     if wrong.is_empty() {
         return Ok(log.len());
     }
@@ -974,19 +1039,126 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
     Err(wrong)
 }
 
-/// Every completion of `batch`, in submission order; `Err` if one takes longer than
+/// A batch a case drains: an owned one or a scoped one.
+trait Drainable: Stream<Item = Completion> + Unpin {
+    fn batch(&self) -> &Batch;
+}
+
+impl Drainable for Batch {
+    fn batch(&self) -> &Batch {
+        self
+    }
+}
+
+impl Drainable for ScopedBatch<'_> {
+    fn batch(&self) -> &Batch {
+        self
+    }
+}
+
+/// The completions of every batch, each batch's in submission order; the batch
+/// [`Case::abandon`] names is dropped once that many of its completions are taken. In an
+/// asynchronous case the batches are polled together as `Stream`s on this thread (which never
+/// blocks in them), else drained one after another. `Err` if no completion comes within
 /// [`PATIENCE`].
-fn drain(batch: &Batch) -> Result<Vec<Completion>, String> {
-    let mut all = Vec::new();
-    loop {
-        match batch.next_timeout(PATIENCE) {
-            Next::Completion(c) => all.push(c),
-            Next::Drained => break,
-            Next::TimedOut => return Err(format!("no completion within {PATIENCE:?}: {batch:?}")),
+fn drain<B: Drainable>(batches: Vec<B>, case: &Case) -> Result<Vec<Vec<Completion>>, String> {
+    let mut all: Vec<Vec<Completion>> = batches.iter().map(|_| Vec::new()).collect();
+    let mut batches: Vec<Option<B>> = batches.into_iter().map(Some).collect();
+    let hang = |batches: &[Option<B>]| {
+        let left: Vec<&Batch> = batches.iter().flatten().map(Drainable::batch).collect();
+        format!("no completion within {PATIENCE:?}: {left:?}")
+    };
+    if case.asynchronous {
+        let mut deadline = Deadline::after(PATIENCE);
+        let ended = futures::executor::block_on(futures::future::poll_fn(|cx| {
+            loop {
+                let mut progressed = false;
+                for (b, slot) in batches.iter_mut().enumerate() {
+                    if case.abandon == Some((b, all[b].len())) {
+                        *slot = None;
+                    }
+                    let Some(batch) = slot else { continue };
+                    match Pin::new(batch).poll_next(cx) {
+                        Poll::Ready(Some(c)) => {
+                            all[b].push(c);
+                            progressed = true;
+                        }
+                        Poll::Ready(None) => *slot = None,
+                        Poll::Pending => {}
+                    }
+                }
+                if batches.iter().all(Option::is_none) {
+                    return Poll::Ready(true);
+                }
+                if !progressed {
+                    return Pin::new(&mut deadline).poll(cx).map(|()| false);
+                }
+            }
+        }));
+        if !ended {
+            return Err(hang(&batches));
+        }
+    } else {
+        for (b, slot) in batches.iter_mut().enumerate() {
+            let keep = match case.abandon {
+                Some((a, taken)) if a == b => taken,
+                _ => usize::MAX,
+            };
+            while let Some(batch) = slot.as_ref().filter(|_| all[b].len() < keep) {
+                match batch.batch().next_timeout(PATIENCE) {
+                    Next::Completion(c) => all[b].push(c),
+                    Next::Drained => break,
+                    Next::TimedOut => return Err(hang(std::slice::from_ref(slot))),
+                }
+            }
+            *slot = None;
         }
     }
-    all.sort_by_key(Completion::index);
+    for completions in &mut all {
+        completions.sort_by_key(Completion::index);
+    }
     Ok(all)
+}
+
+/// A future that is ready once its time has passed, woken by a thread of its own that leaves
+/// as soon as the deadline is dropped.
+struct Deadline {
+    fired: oneshot::Receiver<()>,
+    _cancel: mpsc::Sender<()>,
+}
+
+impl Deadline {
+    fn after(patience: Duration) -> Deadline {
+        let (fire, fired) = oneshot::channel();
+        let (cancel, cancelled) = mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if cancelled.recv_timeout(patience) == Err(mpsc::RecvTimeoutError::Timeout) {
+                let _ = fire.send(());
+            }
+        });
+        Deadline {
+            fired,
+            _cancel: cancel,
+        }
+    }
+}
+
+impl Future for Deadline {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.fired).poll(cx).map(drop)
+    }
+}
+
+/// `future`'s output, driven by `futures::executor::block_on`; `Err` naming `what` if it takes
+/// longer than [`PATIENCE`].
+fn within<F: Future>(what: &str, future: F) -> Result<F::Output, String> {
+    let future = std::pin::pin!(future);
+    match futures::executor::block_on(futures::future::select(future, Deadline::after(PATIENCE))) {
+        futures::future::Either::Left((output, _)) => Ok(output),
+        futures::future::Either::Right(_) => Err(format!("{what}: no answer within {PATIENCE:?}")),
+    }
 }
 
 /// Bytes of `path` that more than `most` requests of `log` asked for, if any (or a request
@@ -1023,18 +1195,21 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
     });
     let mock: Mock<'_> = target_mock.map(|m| (m, restore.as_ref().and_then(|r| r.gate.as_ref())));
     let mut kinds = [0u64; 2];
+    let (mut asynchronous, mut abandoned) = (0, 0);
     let mut reads = 0;
     let mut requests = 0;
-    let tag = match mock {
-        Some(_) => None,
+    let (tag, remote) = match mock {
+        Some(_) => (None, true),
         None => store_once(ctx)?,
     };
     for seed in seeds.first..seeds.first.saturating_add(seeds.count) {
         let case = match mock {
             Some(_) => Case::new(seed),
-            None => Case::new(seed).plain(tag.as_deref()),
+            None => Case::new(seed).plain(tag.as_deref(), remote),
         };
         kinds[usize::from(case.ridden_out)] += 1;
+        asynchronous += u64::from(case.asynchronous);
+        abandoned += u64::from(case.abandon.is_some());
         reads += case.reads.len();
         requests += run_case(ctx, mock, &case).map_err(|wrong| {
             format!(
@@ -1048,14 +1223,15 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
             "the seeds made cases with faults a client may refuse, and with faults it rides out: {kinds:?}"
         ));
     }
+    let ways = format!("{asynchronous} asynchronous, {abandoned} dropping a batch part-way");
     if mock.is_none() {
         return Ok(format!(
-            "{} cases from seed {} without faults, {reads} reads",
+            "{} cases from seed {} without faults ({ways}), {reads} reads",
             seeds.count, seeds.first
         ));
     }
     Ok(format!(
-        "{} cases from seed {} ({} with faults a client rides out), {reads} reads, {requests} requests",
+        "{} cases from seed {} ({} with faults a client rides out; {ways}), {reads} reads, {requests} requests",
         seeds.count, seeds.first, kinds[1]
     ))
 }
@@ -1072,21 +1248,26 @@ impl Drop for RestoreGate<'_> {
     }
 }
 
-/// Open an [`ObjectReader`] on `object` and read `probe`'s ranges through it; anything wrong
-/// goes to `wrong`. A reader stands for one version: opened with a strong ETag, every read
-/// through it holds bytes of the version its size describes, or fails.
+/// Open an [`ObjectReader`] on `object` and read `probe`'s ranges through it (through its
+/// futures in an asynchronous case); anything wrong goes to `wrong`, and `Err` is a hang. A
+/// reader stands for one version: opened with a strong ETag, every read through it holds bytes
+/// of the version its size describes, or fails.
 fn read_through_a_reader(
     client: &Client,
     object: &Locator,
     probe: &ReaderProbe,
     case: &Case,
     wrong: &mut String,
-) {
+) -> Result<(), String> {
     let name = name_of(probe.object);
     let told_end = case.faults.iter().any(|f| f.may_end_early(name));
     let exact = case.ridden_out && !(name == CHANGING && case.change_after.is_some());
     let candidates = case.versions(probe.object);
-    let reader = match ObjectReader::open(client, object) {
+    let opened = match case.asynchronous {
+        true => within("open_async", ObjectReader::open_async(client, object))?,
+        false => ObjectReader::open(client, object),
+    };
+    let reader = match opened {
         Ok(reader) => reader,
         Err(e) => {
             if exact {
@@ -1095,7 +1276,7 @@ fn read_through_a_reader(
                     "a reader of {name} failed to open although every fault is ridden out: {e}"
                 );
             }
-            return;
+            return Ok(());
         }
     };
     let size = reader.size();
@@ -1107,7 +1288,7 @@ fn read_through_a_reader(
             wrong,
             "a reader of {name} has size {size}, of none of {candidates:?}"
         );
-        return;
+        return Ok(());
     }
     // Pinned to a tag that tells the versions apart, the reader reads the version of its size;
     // else each read follows the object as it is when it runs.
@@ -1128,7 +1309,11 @@ fn read_through_a_reader(
     };
     let past_end =
         |offset: u64, length: u64| told_end || eligible.iter().any(|v| offset + length > v.size);
-    match reader.read_many(&probe.ranges) {
+    let many = match case.asynchronous {
+        true => within("read_many_async", reader.read_many_async(&probe.ranges))?,
+        false => reader.read_many(&probe.ranges),
+    };
+    match many {
         Ok(all) => {
             let fits = eligible.iter().any(|v| {
                 all.len() == probe.ranges.len()
@@ -1181,7 +1366,11 @@ fn read_through_a_reader(
     }
     let (offset, length) = probe.at;
     let mut buffer = vec![UNWRITTEN; length as usize];
-    match reader.read_at(offset, &mut buffer) {
+    let read = match case.asynchronous {
+        true => within("read_at_async", reader.read_at_async(offset, &mut buffer))?,
+        false => reader.read_at(offset, &mut buffer),
+    };
+    match read {
         Ok(()) => {
             if !eligible.iter().any(|v| holds(v, offset, &buffer)) {
                 let _ = writeln!(
@@ -1202,7 +1391,7 @@ fn read_through_a_reader(
                     wrong,
                     "a reader of {name} read_at({offset}, {length}): an end without its evidence: {e}"
                 );
-                return;
+                return Ok(());
             };
             let prefix = &buffer[..(received as usize).min(buffer.len())];
             // The prefix of one version, which ends inside the read (unless a bare 416 told an
@@ -1235,4 +1424,5 @@ fn read_through_a_reader(
         }
         Err(_) => {}
     }
+    Ok(())
 }
