@@ -286,9 +286,10 @@ impl Conn {
 }
 
 /// What a request does when no connection is at hand.
-enum Step {
-    /// Open a connection in this slot.
-    Open(OwnedSemaphorePermit),
+enum Step<'a> {
+    /// Open a connection in this slot; with the duty to open the host's first connection,
+    /// which others wait for, if it is that one.
+    Open(OwnedSemaphorePermit, Option<Opening<'a>>),
     /// Wait for the first connection being opened (see `Host::opening_first`).
     Wait(oneshot::Receiver<Conn>),
     /// Wait for a connection to come back or a slot to free, whichever is first.
@@ -297,7 +298,7 @@ enum Step {
 
 impl Pool {
     /// A connection to `key`'s host at hand, or what to do for one.
-    fn take(&self, key: &HostKey) -> Result<Conn, Step> {
+    fn take<'a>(&'a self, key: &'a HostKey) -> Result<Conn, Step<'a>> {
         let mut hosts = self.hosts.lock();
         let host = self.host(&mut hosts, key);
         if let Some(shared) = host.shared.as_ref() {
@@ -321,7 +322,14 @@ impl Pool {
             Err(Step::Wait(rx))
         } else if let Ok(slot) = Arc::clone(&host.slots).try_acquire_owned() {
             host.opening_first = first;
-            Err(Step::Open(slot))
+            // From now on others wait for this request's connection: whatever ends its way
+            // there (giving up, failing) first lets them go.
+            let opening = first.then(|| Opening {
+                pool: self,
+                key,
+                done: false,
+            });
+            Err(Step::Open(slot, opening))
         } else {
             let (tx, rx) = oneshot::channel();
             host.waiting.push_back(tx);
@@ -331,11 +339,11 @@ impl Pool {
 
     /// A connection for a request to `key` that found none at hand and was told to `step`,
     /// and whether it carried requests before.
-    async fn checkout(
-        &self,
-        key: &HostKey,
+    async fn checkout<'a>(
+        &'a self,
+        key: &'a HostKey,
         uri: &Uri,
-        mut step: Step,
+        mut step: Step<'a>,
     ) -> Result<(Conn, bool), RequestFailed> {
         // The client's TLS configuration is built at its first TLS connection (it reads the
         // platform's roots): before the connect timeout starts, which is the server's.
@@ -346,7 +354,9 @@ impl Pool {
         loop {
             let deadline = tokio::time::Instant::now() + self.connector.timeout();
             match step {
-                Step::Open(slot) => return self.open(key, uri, slot, deadline).await,
+                Step::Open(slot, opening) => {
+                    return self.open(key, uri, slot, opening, deadline).await;
+                }
                 Step::Wait(rx) => match timeout_at(deadline, rx).await {
                     Ok(Ok(conn)) => return Ok((conn, true)),
                     // The connection being opened failed: try again.
@@ -364,7 +374,7 @@ impl Pool {
                         return Ok((conn, true));
                     },
                     slot = timeout_at(deadline, slots.acquire_owned()) => match slot {
-                        Ok(Ok(slot)) => return self.open(key, uri, slot, deadline).await,
+                        Ok(Ok(slot)) => return self.open(key, uri, slot, None, deadline).await,
                         // The semaphore is never closed.
                         Ok(Err(_)) | Err(_) => {
                             let full = NoConnectionSlot {
@@ -418,23 +428,20 @@ impl Pool {
         hosts.iter_mut().find(|host| host.key == *key)
     }
 
-    /// Open a connection in `slot`; hand an HTTP/2 one to the requests waiting for it.
+    /// Open a connection in `slot` (the host's first, which others wait for, with `opening`);
+    /// hand an HTTP/2 one to the requests waiting for it.
     async fn open(
         &self,
         key: &HostKey,
         uri: &Uri,
         slot: OwnedSemaphorePermit,
+        opening: Option<Opening<'_>>,
         deadline: tokio::time::Instant,
     ) -> Result<(Conn, bool), RequestFailed> {
-        // If the request gives up while the connection opens, the requests waiting for it
-        // must not wait for nothing.
-        let mut opening = Opening {
-            pool: self,
-            key,
-            done: false,
-        };
         let opened = self.handshake(uri, slot, deadline).await;
-        opening.done = true;
+        if let Some(mut opening) = opening {
+            opening.done = true;
+        }
         let mut hosts = self.hosts.lock();
         let Some(host) = Pool::find(&mut hosts, key) else {
             return opened.map(|conn| (conn, false));
@@ -570,8 +577,10 @@ impl Host {
     }
 }
 
-/// Marks a first connection (see `Host::opening_first`) as no longer being opened if its
-/// request gives up first, and lets those waiting for it try for themselves.
+/// The duty to open a host's first connection (see `Host::opening_first`), from the moment a
+/// request is told to until the connection is open or failed: dropped before (the request gave
+/// up, or failed before it connected), it marks the connection as no longer being opened and
+/// lets those waiting for it try for themselves.
 struct Opening<'a> {
     pool: &'a Pool,
     key: &'a HostKey,
@@ -723,6 +732,47 @@ impl std::error::Error for RequestFailed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::transport::DnsCache;
+    use karu_config::HttpSettings;
+
+    /// A pool of an HTTP/2-only client: one connection per host, opened by one request while
+    /// the others wait for it.
+    fn http2_pool() -> HttpClient {
+        let settings = HttpSettings::default();
+        HttpClient::new(
+            Arc::new(TlsConfig::new(&settings).unwrap()),
+            Resolver::new(Arc::new(DnsCache::new(Duration::from_secs(60)))),
+            Duration::from_secs(30),
+            HttpVersion::Http2,
+            2,
+        )
+    }
+
+    #[test]
+    fn a_request_that_gives_up_before_it_opens_the_first_connection_lets_the_waiting_go() {
+        let client = http2_pool();
+        let pool = &client.pool;
+        let key = HostKey::of(&"https://127.0.0.1:9/a".parse().unwrap()).unwrap();
+        // The first request is told to open the host's connection; the next waits for it.
+        let opener = pool.take(&key).err().unwrap();
+        assert!(matches!(opener, Step::Open(_, Some(_))));
+        let Err(Step::Wait(mut waiting)) = pool.take(&key) else {
+            panic!("a second request waits for the first connection");
+        };
+        assert!(matches!(
+            waiting.try_recv(),
+            Err(oneshot::error::TryRecvError::Empty)
+        ));
+        // The opener gives up before it connects (cancelled while the TLS roots load): the
+        // waiting request is let go, and the next one opens the connection itself instead of
+        // waiting for one nobody opens.
+        drop(opener);
+        assert!(matches!(
+            waiting.try_recv(),
+            Err(oneshot::error::TryRecvError::Closed)
+        ));
+        assert!(matches!(pool.take(&key), Err(Step::Open(_, Some(_)))));
+    }
 
     #[test]
     fn the_host_header_names_the_port_only_when_it_is_not_the_schemes_default() {
