@@ -731,6 +731,14 @@ fn judge(
 fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String> {
     reset(ctx, mock, case)?;
     let take_log = || mock.map_or_else(Vec::new, |(m, _)| m.server().take_requests());
+    // A hang ends the case at once, with the requests so far (`earlier`: those already taken).
+    let hung = |mut why: String, earlier: &[RequestRecord]| {
+        why.push_str("\nrequests so far:\n");
+        for r in earlier.iter().chain(&take_log()) {
+            let _ = writeln!(why, "{r}");
+        }
+        why
+    };
     if let Some((m, _)) = mock {
         for planted in &case.faults {
             m.server().add_fault(planted.rule(m));
@@ -781,41 +789,41 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
         }
         done.extend(completions.into_iter().map(|c| (b, start + c.index(), c)));
     };
-    let drained = if case.borrowed {
-        client.scope(|scope| {
-            let mut rest = buffers.as_mut_slice();
-            let mut batches = Vec::new();
-            for range in &ranges {
-                let (mine, others) = rest.split_at_mut(range.len());
-                rest = others;
-                batches.push(
-                    scope.submit(
+    let drained =
+        if case.borrowed {
+            client
+                .scope(|scope| {
+                    let mut rest = buffers.as_mut_slice();
+                    let mut batches = Vec::new();
+                    for range in &ranges {
+                        let (mine, others) = rest.split_at_mut(range.len());
+                        rest = others;
+                        batches.push(scope.submit(
+                            case.reads[range.clone()].iter().zip(mine.iter_mut()).map(
+                                |(a, buffer)| {
+                                    a.read(&objects[a.object], Some(buffer), &case.required)
+                                },
+                            ),
+                            &options,
+                        ));
+                    }
+                    drain(batches, case)
+                })
+                .map_err(|e| hung(e, &[]))?
+        } else {
+            let batches = ranges
+                .iter()
+                .map(|range| {
+                    client.submit_with(
                         case.reads[range.clone()]
                             .iter()
-                            .zip(mine.iter_mut())
-                            .map(|(a, buffer)| {
-                                a.read(&objects[a.object], Some(buffer), &case.required)
-                            }),
+                            .map(|a| a.read(&objects[a.object], None, &case.required)),
                         &options,
-                    ),
-                );
-            }
-            drain(batches, case)
-        })?
-    } else {
-        let batches = ranges
-            .iter()
-            .map(|range| {
-                client.submit_with(
-                    case.reads[range.clone()]
-                        .iter()
-                        .map(|a| a.read(&objects[a.object], None, &case.required)),
-                    &options,
-                )
-            })
-            .collect();
-        drain(batches, case)?
-    };
+                    )
+                })
+                .collect();
+            drain(batches, case).map_err(|e| hung(e, &[]))?
+        };
     for (b, completions) in drained.into_iter().enumerate() {
         collect(b, completions);
     }
@@ -951,7 +959,7 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
         let exact = case.ridden_out && !(name == CHANGING && case.change_after.is_some());
         let candidates = case.versions(probe.object);
         let stat = match case.asynchronous {
-            true => within("stat_async", client.stat_async(object))?,
+            true => within("stat_async", client.stat_async(object)).map_err(|e| hung(e, &log))?,
             false => client.stat(object),
         };
         match stat {
@@ -983,7 +991,8 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
             true => within(
                 "read_ends_async",
                 client.read_ends_async(object, probe.head, probe.tail),
-            )?,
+            )
+            .map_err(|e| hung(e, &log))?,
             false => client.read_ends(object, probe.head, probe.tail),
         };
         match ends {
@@ -1021,7 +1030,8 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
         }
     }
     for probe in &case.readers {
-        read_through_a_reader(&client, &objects[probe.object], probe, case, &mut wrong)?;
+        read_through_a_reader(&client, &objects[probe.object], probe, case, &mut wrong)
+            .map_err(|e| hung(e, &log))?;
     }
     let probes = take_log();
     ctx.took_requests(log.len() + probes.len());
