@@ -526,6 +526,11 @@ impl Case {
             let taken = rng.range(0, ranges[b].len().max(1) as u64) as usize;
             case.abandon = Some((b, taken));
         }
+        // Under `auto` a TLS host's requests wait for its first connection to learn its protocol
+        // (on other targets it is their own HTTP/1.1).
+        if rng.chance(30) {
+            case.settings.push(("http.version", "auto"));
+        }
         case
     }
 }
