@@ -5,7 +5,7 @@
 //! may be replaced by another version (other bytes, another size) part-way through; after
 //! them, `stat`, `read_ends` and [`ObjectReader`]s on random objects. Some cases go through
 //! the asynchronous API (the batches polled together as `Stream`s, the futures of the probes
-//! and readers), and some drop a batch part-way. A target without a mock (a real server, local
+//! and readers, some of them started and dropped first), and some drop a batch part-way. A target without a mock (a real server, local
 //! files) gets each case without its faults and replacement, its reads that require a version
 //! requiring the server's own tag (or one it never had), and stores the objects once.
 //! Whatever happens:
@@ -323,6 +323,10 @@ struct Case {
     /// A batch dropped part-way (cancelling its remaining reads): its index, and how many of
     /// its completions are taken before.
     abandon: Option<(usize, usize)>,
+    /// In an asynchronous case, each probe and reader first starts the same work as a future
+    /// and drops it (polled once: its requests may be on their way), which must leave nothing
+    /// behind that the work after it could trip on.
+    dropped_futures: bool,
 }
 
 impl Case {
@@ -517,6 +521,7 @@ impl Case {
             remote: true,
             asynchronous: false,
             abandon: None,
+            dropped_futures: false,
         };
         // Drawn last, as the windows are.
         case.asynchronous = rng.chance(40);
@@ -531,6 +536,7 @@ impl Case {
         if rng.chance(30) {
             case.settings.push(("http.version", "auto"));
         }
+        case.dropped_futures = case.asynchronous && rng.chance(50);
         case
     }
 }
@@ -963,6 +969,9 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
         let told_end = case.faults.iter().any(|f| f.may_end_early(name));
         let exact = case.ridden_out && !(name == CHANGING && case.change_after.is_some());
         let candidates = case.versions(probe.object);
+        if case.dropped_futures {
+            start_and_drop(client.read_ends_async(object, probe.head, probe.tail));
+        }
         let stat = match case.asynchronous {
             true => within("stat_async", client.stat_async(object)).map_err(|e| hung(e, &log))?,
             false => client.stat(object),
@@ -1166,6 +1175,14 @@ impl Future for Deadline {
     }
 }
 
+/// Poll `future` once (starting its work) and drop it, cancelling the work.
+fn start_and_drop<F: Future>(future: F) {
+    let mut future = std::pin::pin!(future);
+    let _ = future
+        .as_mut()
+        .poll(&mut Context::from_waker(futures::task::noop_waker_ref()));
+}
+
 /// `future`'s output, driven by `futures::executor::block_on`; `Err` naming `what` if it takes
 /// longer than [`PATIENCE`].
 fn within<F: Future>(what: &str, future: F) -> Result<F::Output, String> {
@@ -1210,7 +1227,7 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
     });
     let mock: Mock<'_> = target_mock.map(|m| (m, restore.as_ref().and_then(|r| r.gate.as_ref())));
     let mut kinds = [0u64; 2];
-    let (mut asynchronous, mut abandoned) = (0, 0);
+    let (mut asynchronous, mut abandoned, mut dropped) = (0, 0, 0);
     let mut reads = 0;
     let mut requests = 0;
     let (tag, remote) = match mock {
@@ -1225,6 +1242,7 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
         kinds[usize::from(case.ridden_out)] += 1;
         asynchronous += u64::from(case.asynchronous);
         abandoned += u64::from(case.abandon.is_some());
+        dropped += u64::from(case.dropped_futures);
         reads += case.reads.len();
         requests += run_case(ctx, mock, &case).map_err(|wrong| {
             format!(
@@ -1238,7 +1256,9 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
             "the seeds made cases with faults a client may refuse, and with faults it rides out: {kinds:?}"
         ));
     }
-    let ways = format!("{asynchronous} asynchronous, {abandoned} dropping a batch part-way");
+    let ways = format!(
+        "{asynchronous} asynchronous ({dropped} dropping futures), {abandoned} dropping a batch part-way"
+    );
     if mock.is_none() {
         return Ok(format!(
             "{} cases from seed {} without faults ({ways}), {reads} reads",
@@ -1294,6 +1314,9 @@ fn read_through_a_reader(
             return Ok(());
         }
     };
+    if case.dropped_futures {
+        start_and_drop(reader.read_many_async(&probe.ranges));
+    }
     let size = reader.size();
     if !candidates
         .iter()
