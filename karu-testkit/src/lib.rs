@@ -4,7 +4,8 @@
 //! test reads, optionally adds [`FaultRule`]s, runs the client against
 //! [`MockServer::url`], and asserts on the evidence in [`MockServer::requests`]: which ranges
 //! were requested, how often, on which connection, with what status. The [`nginx`] module runs
-//! a real nginx over a directory for checks against a real server, and the [`seaweedfs`]
+//! a real nginx over a directory (plain HTTP, or HTTPS with HTTP/2) for checks against a real
+//! server, and the [`seaweedfs`]
 //! module a real SeaweedFS S3 gateway (SigV4 enforced) for checks against an independently
 //! written S3 server, and the [`fake_gcs`] module a real fake-gcs-server for the GCS provider.
 //!

@@ -2,8 +2,9 @@
 //!
 //! [`Nginx::start`] writes a minimal configuration into its own temporary directory (listen on
 //! `127.0.0.1` and a free port, no daemon, pid, logs and temp files inside that directory,
-//! static files with ETags), starts nginx and waits until the port accepts connections.
-//! Dropping the [`Nginx`] kills it. Tests that need it should check [`Nginx::available`] first
+//! static files with ETags), starts nginx and waits until the port accepts connections;
+//! [`Nginx::start_https`] serves HTTPS with HTTP/2 (and HTTP/1.1, by ALPN) under a certificate
+//! of a CA it generates. Dropping the [`Nginx`] kills it. Tests that need it should check [`Nginx::available`] first
 //! and skip with a printed note when nginx is not installed.
 
 use std::fmt;
@@ -27,6 +28,7 @@ pub struct Nginx {
     child: Child,
     dir: tempfile::TempDir,
     addr: SocketAddr,
+    https: bool,
 }
 
 impl fmt::Debug for Nginx {
@@ -74,6 +76,20 @@ impl Nginx {
     /// start nginx, or see it accept connections within 10 seconds (the error then quotes
     /// nginx's error log).
     pub fn start(root: &Path) -> io::Result<Nginx> {
+        Self::start_with(root, false)
+    }
+
+    /// Starts nginx serving the files under `root` over HTTPS, HTTP/2 or HTTP/1.1 as the
+    /// client's ALPN asks, with a certificate for `127.0.0.1` of a CA it generates
+    /// ([`Nginx::ca_file`]).
+    ///
+    /// # Errors
+    /// As [`Nginx::start`].
+    pub fn start_https(root: &Path) -> io::Result<Nginx> {
+        Self::start_with(root, true)
+    }
+
+    fn start_with(root: &Path, https: bool) -> io::Result<Nginx> {
         let binary = Self::binary()
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "nginx is not installed"))?;
         let root = root.canonicalize()?;
@@ -90,7 +106,14 @@ impl Nginx {
                 .port();
             let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
             let config = dir.path().join("nginx.conf");
-            std::fs::write(&config, config_text(dir.path(), &root, port, &build))?;
+            if https {
+                let pki = crate::http::tls::pki()?;
+                std::fs::write(dir.path().join("ca.pem"), &pki.ca_pem)?;
+                std::fs::write(dir.path().join("cert.pem"), pki.cert.pem())?;
+                std::fs::write(dir.path().join("key.pem"), pki.key.serialize_pem())?;
+            }
+            let text = config_text(dir.path(), &root, port, &build, https);
+            std::fs::write(&config, text)?;
             let child = Command::new(&binary)
                 .arg("-p")
                 .arg(dir.path())
@@ -102,7 +125,12 @@ impl Nginx {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()?;
-            let mut nginx = Nginx { child, dir, addr };
+            let mut nginx = Nginx {
+                child,
+                dir,
+                addr,
+                https,
+            };
             match nginx.wait_ready() {
                 Ok(()) => return Ok(nginx),
                 Err(error) => {
@@ -149,9 +177,16 @@ impl Nginx {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` from [`Nginx::start_https`]).
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The PEM file of the CA that signed the certificate of an nginx from
+    /// [`Nginx::start_https`] (`None` for plain HTTP).
+    pub fn ca_file(&self) -> Option<PathBuf> {
+        self.https.then(|| self.dir.path().join("ca.pem"))
     }
 
     /// The URL of a path under the root: `base_url() + path` (`path` starts with `/`).
@@ -187,7 +222,7 @@ fn quoted(path: &Path) -> String {
     format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
-fn config_text(dir: &Path, root: &Path, port: u16, build: &str) -> String {
+fn config_text(dir: &Path, root: &Path, port: u16, build: &str, https: bool) -> String {
     let mut temp_paths = String::new();
     for (directive, module) in TEMP_PATHS {
         if module.is_empty() || !build.contains(&format!("--without-{module}")) {
@@ -195,6 +230,18 @@ fn config_text(dir: &Path, root: &Path, port: u16, build: &str) -> String {
             temp_paths.push_str(&format!("    {directive} {};\n", quoted(&dir.join(name))));
         }
     }
+    // nginx 1.22 (Debian 12) names HTTP/2 on the `listen` line; `http2 on;` came in 1.25.
+    let listen = if https {
+        format!(
+            "listen 127.0.0.1:{port} ssl http2;
+        ssl_certificate {};
+        ssl_certificate_key {};",
+            quoted(&dir.join("cert.pem")),
+            quoted(&dir.join("key.pem"))
+        )
+    } else {
+        format!("listen 127.0.0.1:{port};")
+    };
     format!(
         "daemon off;
 master_process off;
@@ -211,7 +258,7 @@ http {{
     etag on;
     keepalive_requests 10000;
     server {{
-        listen 127.0.0.1:{port};
+        {listen}
         server_name localhost;
         root {root};
         location / {{

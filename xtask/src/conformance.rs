@@ -65,8 +65,9 @@ pub(crate) struct Conformance {
     /// a unique prefix, deleted afterwards on Azure).
     #[arg(long, default_value = "karu-conformance")]
     bucket: String,
-    /// Also run against real servers started here: nginx for `http`, SeaweedFS for `s3`,
-    /// Azurite for `azure` (with Shared Key and with a SAS), fake-gcs-server for `gcs`.
+    /// Also run against real servers started here: nginx for `http` (HTTP/1.1, and HTTPS with
+    /// HTTP/2), SeaweedFS for `s3`, Azurite for `azure` (with Shared Key and with a SAS),
+    /// fake-gcs-server for `gcs`.
     #[arg(long)]
     real: bool,
     /// Run only cases whose name contains this.
@@ -194,6 +195,9 @@ fn reports(args: Conformance) -> Result<Vec<Report>, String> {
                 );
             }
             let target = NginxTarget::start().map_err(|e| format!("cannot start nginx: {e}"))?;
+            reports.push(run_one(&target, &options));
+            let target = NginxTarget::start_https_http2()
+                .map_err(|e| format!("cannot start nginx with TLS: {e}"))?;
             reports.push(run_one(&target, &options));
         }
     }

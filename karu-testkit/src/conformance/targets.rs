@@ -168,6 +168,14 @@ impl NginxTarget {
         Ok(NginxTarget { nginx, root })
     }
 
+    /// Start nginx on 127.0.0.1 over a new temporary directory, serving HTTPS; the clients
+    /// trust its CA and speak only HTTP/2 (`http.version = "http2"`).
+    pub fn start_https_http2() -> std::io::Result<Self> {
+        let root = tempfile::tempdir()?;
+        let nginx = Nginx::start_https(root.path())?;
+        Ok(NginxTarget { nginx, root })
+    }
+
     /// The running nginx (its access log is the evidence of which ranges were requested).
     pub fn nginx(&self) -> &Nginx {
         &self.nginx
@@ -184,11 +192,19 @@ impl fmt::Debug for NginxTarget {
 
 impl Target for NginxTarget {
     fn name(&self) -> String {
-        "nginx".into()
+        match self.nginx.ca_file() {
+            Some(_) => "nginx-https-http2".into(),
+            None => "nginx".into(),
+        }
     }
 
     fn builder(&self) -> ClientBuilder {
-        isolated_builder()
+        match self.nginx.ca_file() {
+            Some(ca) => isolated_builder()
+                .set("http.ca_file", ca.to_string_lossy().into_owned())
+                .set("http.version", "http2"),
+            None => isolated_builder(),
+        }
     }
 
     fn address(&self, name: &str) -> String {

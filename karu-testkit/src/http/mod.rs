@@ -60,7 +60,7 @@ mod range;
 mod server;
 mod state;
 mod timer;
-mod tls;
+pub(crate) mod tls;
 
 use std::fmt;
 use std::io;

@@ -20,9 +20,15 @@ fn other(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
     io::Error::other(e)
 }
 
-/// Generates a CA and a server certificate for `127.0.0.1` and `localhost`, and the rustls
-/// server config (aws-lc-rs provider; ALPN `h2` too when `http2`).
-pub(crate) fn generate(http2: bool) -> io::Result<Tls> {
+/// A generated CA and a server certificate for `127.0.0.1` and `localhost` it signed.
+pub(crate) struct Pki {
+    pub(crate) ca_pem: String,
+    pub(crate) cert: rcgen::Certificate,
+    pub(crate) key: KeyPair,
+}
+
+/// Generates a CA and a server certificate it signed, for `127.0.0.1` and `localhost`.
+pub(crate) fn pki() -> io::Result<Pki> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(other)?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca_params
@@ -43,16 +49,26 @@ pub(crate) fn generate(http2: bool) -> io::Result<Tls> {
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     leaf.use_authority_key_identifier_extension = true;
-    let leaf_key = KeyPair::generate().map_err(other)?;
-    let leaf_cert = leaf.signed_by(&leaf_key, &ca).map_err(other)?;
+    let key = KeyPair::generate().map_err(other)?;
+    let cert = leaf.signed_by(&key, &ca).map_err(other)?;
+    Ok(Pki {
+        ca_pem: ca.pem(),
+        cert,
+        key,
+    })
+}
 
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der()));
+/// Generates a [`Pki`] and the rustls server config for it (aws-lc-rs provider; ALPN `h2`
+/// too when `http2`).
+pub(crate) fn generate(http2: bool) -> io::Result<Tls> {
+    let Pki { ca_pem, cert, key } = pki()?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(other)?
         .with_no_client_auth()
-        .with_single_cert(vec![leaf_cert.der().clone()], key)
+        .with_single_cert(vec![cert.der().clone()], key)
         .map_err(other)?;
     config.alpn_protocols = if http2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
@@ -61,6 +77,6 @@ pub(crate) fn generate(http2: bool) -> io::Result<Tls> {
     };
     Ok(Tls {
         acceptor: TlsAcceptor::from(Arc::new(config)),
-        ca_pem: ca.pem(),
+        ca_pem,
     })
 }
