@@ -35,7 +35,10 @@
 //!   tell (strong tags) or the server enforces the condition;
 //! - on a well-behaved server, no byte of an object is requested twice (unless merging is off,
 //!   reads require different versions, or the object has no strong ETag and a read of it is
-//!   fetched in parts).
+//!   fetched in parts; not counted on the client cases share).
+//!
+//! Some cases share one client for the whole run, as a program keeps one: nothing an earlier
+//! case left in it may make a later read wrong or hang.
 //!
 //! Each case comes from a seed ([`Rng`]); a failure names its seed, and
 //! [`Options::seeds`](super::Options::seeds) runs it alone.
@@ -70,6 +73,15 @@ const PATIENCE: Duration = Duration::from_secs(20);
 const SETTINGS: [(&str, &str); 2] = [
     ("retry.initial_backoff", "10ms"),
     ("retry.max_backoff", "50ms"),
+];
+
+/// The settings of the client that cases with [`Case::shared`] use, one for the whole run.
+const SHARED: [(&str, &str); 5] = [
+    ("planner.max_gap", "64KiB"),
+    ("planner.trade", "guards"),
+    ("http.part_size", "64KiB"),
+    ("concurrency", "3"),
+    ("io_threads", "2"),
 ];
 
 /// The objects every case reads: a name, a size, and the `ETag` it is served with (`None`: no
@@ -327,6 +339,12 @@ struct Case {
     /// and drops it (polled once: its requests may be on their way), which must leave nothing
     /// behind that the work after it could trip on.
     dropped_futures: bool,
+    /// The case reads through one client that lives for the whole run (with the settings
+    /// [`SHARED`]), as a program keeps one: whatever earlier cases left in it (connections cut
+    /// by faults, cancelled work, kept locations, objects that have changed since) must not
+    /// make a read wrong or hang. Work an earlier case cancelled may still reach the server
+    /// during this one, so its requests are not counted.
+    shared: bool,
 }
 
 impl Case {
@@ -522,6 +540,7 @@ impl Case {
             asynchronous: false,
             abandon: None,
             dropped_futures: false,
+            shared: false,
         };
         // Drawn last, as the windows are.
         case.asynchronous = rng.chance(40);
@@ -537,6 +556,10 @@ impl Case {
             case.settings.push(("http.version", "auto"));
         }
         case.dropped_futures = case.asynchronous && rng.chance(50);
+        if rng.chance(30) {
+            case.shared = true;
+            case.settings = SHARED.to_vec();
+        }
         case
     }
 }
@@ -739,7 +762,12 @@ fn judge(
 
 /// Run `case` on the target; `Ok` with the requests the batches made (0 without a mock), or
 /// `Err` with everything wrong.
-fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String> {
+fn run_case(
+    ctx: &Ctx<'_>,
+    mock: Mock<'_>,
+    case: &Case,
+    shared: &mut Option<Client>,
+) -> Result<usize, String> {
     reset(ctx, mock, case)?;
     let take_log = || mock.map_or_else(Vec::new, |(m, _)| m.server().take_requests());
     // A hang ends the case at once, with the requests so far (`earlier`: those already taken).
@@ -757,7 +785,11 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
     }
     let mut settings = SETTINGS.to_vec();
     settings.extend_from_slice(&case.settings);
-    let client = ctx.client(&settings)?;
+    let client = match shared {
+        Some(client) if case.shared => client.clone(),
+        _ if case.shared => shared.insert(ctx.client(&settings)?).clone(),
+        _ => ctx.client(&settings)?,
+    };
     let objects = (0..=CHANGING_INDEX)
         .map(|k| {
             let address = ctx.target.address(name_of(k));
@@ -946,7 +978,8 @@ fn run_case(ctx: &Ctx<'_>, mock: Mock<'_>, case: &Case) -> Result<usize, String>
     };
     let merging = setting("planner.max_gap") != Some("0");
     let split = setting("http.part_size") == Some("64KiB");
-    if let (Some((mock, _)), true) = (mock, case.faults.is_empty() && merging) {
+    let counted = case.faults.is_empty() && merging && !case.shared;
+    if let (Some((mock, _)), true) = (mock, counted) {
         // The changing object, unless it was replaced (then requests may repeat) or a read
         // requires a version (reads of different conditions never merge).
         let conditions = case.reads.iter().any(|a| a.if_match.is_some());
@@ -1227,7 +1260,9 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
     });
     let mock: Mock<'_> = target_mock.map(|m| (m, restore.as_ref().and_then(|r| r.gate.as_ref())));
     let mut kinds = [0u64; 2];
-    let (mut asynchronous, mut abandoned, mut dropped) = (0, 0, 0);
+    let (mut asynchronous, mut abandoned, mut dropped, mut sharing) = (0, 0, 0, 0);
+    // The client of the cases that share one (see `Case::shared`).
+    let mut shared = None;
     let mut reads = 0;
     let mut requests = 0;
     let (tag, remote) = match mock {
@@ -1243,8 +1278,9 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
         asynchronous += u64::from(case.asynchronous);
         abandoned += u64::from(case.abandon.is_some());
         dropped += u64::from(case.dropped_futures);
+        sharing += u64::from(case.shared);
         reads += case.reads.len();
-        requests += run_case(ctx, mock, &case).map_err(|wrong| {
+        requests += run_case(ctx, mock, &case, &mut shared).map_err(|wrong| {
             format!(
                 "case {seed} failed (Options::seeds({seed}, 1) runs it alone):\n{case:#?}\n{wrong}"
             )
@@ -1257,7 +1293,7 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
         ));
     }
     let ways = format!(
-        "{asynchronous} asynchronous ({dropped} dropping futures), {abandoned} dropping a batch part-way"
+        "{asynchronous} asynchronous ({dropped} dropping futures), {abandoned} dropping a batch part-way, {sharing} on one client"
     );
     if mock.is_none() {
         return Ok(format!(
