@@ -16,7 +16,7 @@ fn http_provider_rides_out_random_faults_over_https_and_http2() {
     let target = HttpMockTarget::start_https_http2().expect("the HTTPS mock server starts");
     let options = Options::default()
         .filter("random/")
-        .seeds(1_000_001, 50)
+        .seeds(1_000_001, 200)
         .seeds_from_env();
     let report = conformance::run(&target, &options);
     println!("{report}");
