@@ -5,11 +5,13 @@
 //! may be replaced by another version (other bytes, another size) part-way through; after
 //! them, `stat`, `read_ends` and [`ObjectReader`]s on random objects. Some cases go through
 //! the asynchronous API (the batches polled together as `Stream`s, the futures of the probes
-//! and readers, some of them started and dropped first), and some drop a batch part-way. A target without a mock (a real server, local
-//! files) gets each case without its faults and replacement, its reads that require a version
-//! requiring the server's own tag (or one it never had), and stores the objects once.
-//! Whatever happens:
+//! and readers, some of them started and dropped first), and some drop a batch part-way. A
+//! target without a mock (a real server, local files) gets each case without its faults and
+//! replacement, its reads that require a version requiring the server's own tag (or one it
+//! never had), and stores the objects once. Whatever happens:
 //!
+//! - nothing hangs: a batch that gives no completion, or a future no answer, for
+//!   [`PATIENCE`] fails the case;
 //! - each read gets exactly one completion (of a batch dropped part-way, those taken before);
 //! - a read of a local file that requires a version fails with `InvalidArgument` and delivers
 //!   nothing;
