@@ -552,10 +552,12 @@ impl Case {
             let taken = rng.range(0, ranges[b].len().max(1) as u64) as usize;
             case.abandon = Some((b, taken));
         }
-        // Under `auto` a TLS host's requests wait for its first connection to learn its protocol
-        // (on other targets it is their own HTTP/1.1).
+        // Under `auto` a TLS host's requests wait for its first connection to learn its protocol;
+        // under `http1` an HTTP/2 server is read over HTTP/1.1, a connection per request in
+        // flight (on a target without TLS both are its own HTTP/1.1).
         if rng.chance(30) {
-            case.settings.push(("http.version", "auto"));
+            case.settings
+                .push(("http.version", *rng.pick(&["auto", "auto", "http1"])));
         }
         case.dropped_futures = case.asynchronous && rng.chance(50);
         if rng.chance(30) {
