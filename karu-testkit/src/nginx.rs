@@ -4,8 +4,8 @@
 //! `127.0.0.1` and a free port, no daemon, pid, logs and temp files inside that directory,
 //! static files with ETags), starts nginx and waits until the port accepts connections;
 //! [`Nginx::start_https`] serves HTTPS with HTTP/2 (and HTTP/1.1, by ALPN) under a certificate
-//! of a CA it generates. Dropping the [`Nginx`] kills it. Tests that need it should check [`Nginx::available`] first
-//! and skip with a printed note when nginx is not installed.
+//! of a CA it generates. Dropping the [`Nginx`] kills it. Tests that need it should check
+//! [`Nginx::available`] first and skip with a printed note when nginx is not installed.
 
 use std::fmt;
 use std::io;
@@ -35,6 +35,7 @@ impl fmt::Debug for Nginx {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Nginx")
             .field("addr", &self.addr)
+            .field("https", &self.https)
             .field("pid", &self.child.id())
             .field("dir", &self.dir.path())
             .finish()

@@ -439,8 +439,9 @@ impl Pool {
         deadline: tokio::time::Instant,
     ) -> Result<(Conn, bool), RequestFailed> {
         let opened = self.handshake(uri, slot, deadline).await;
-        if let Some(mut opening) = opening {
-            opening.done = true;
+        // Opened or failed: the waiting are handed the connection, or let go, below.
+        if let Some(opening) = opening {
+            opening.finish();
         }
         let mut hosts = self.hosts.lock();
         let Some(host) = Pool::find(&mut hosts, key) else {
@@ -585,6 +586,13 @@ struct Opening<'a> {
     pool: &'a Pool,
     key: &'a HostKey,
     done: bool,
+}
+
+impl Opening<'_> {
+    /// The connection is open or failed to open: the opener deals with the waiting itself.
+    fn finish(mut self) {
+        self.done = true;
+    }
 }
 
 impl Drop for Opening<'_> {
