@@ -48,19 +48,19 @@
 use std::fmt::Write as _;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::Stream;
-use futures::channel::oneshot;
 use karu::{
     Batch, BatchOptions, Client, Completion, Evidence, Locator, Next, ObjectReader, Read,
     ScopedBatch, Status, Target,
 };
 
 use super::{Ctx, MockControl, Seeds};
+use crate::http::timer::{Delay, Timer};
 use crate::http::{
     Fault, FaultRule, Gate, GateResponse, MockServer, RequestHead, RequestRecord, pattern_byte,
 };
@@ -771,6 +771,7 @@ fn run_case(
     mock: Mock<'_>,
     case: &Case,
     shared: &mut Option<Client>,
+    timer: &Timer,
 ) -> Result<usize, String> {
     reset(ctx, mock, case)?;
     let take_log = || mock.map_or_else(Vec::new, |(m, _)| m.server().take_requests());
@@ -854,7 +855,7 @@ fn run_case(
                             &options,
                         ));
                     }
-                    drain(batches, case)
+                    drain(batches, case, timer)
                 })
                 .map_err(|e| hung(e, &[]))?
         } else {
@@ -869,7 +870,7 @@ fn run_case(
                     )
                 })
                 .collect();
-            drain(batches, case).map_err(|e| hung(e, &[]))?
+            drain(batches, case, timer).map_err(|e| hung(e, &[]))?
         };
     for (b, completions) in drained.into_iter().enumerate() {
         collect(b, completions);
@@ -1010,7 +1011,9 @@ fn run_case(
             start_and_drop(client.read_ends_async(object, probe.head, probe.tail));
         }
         let stat = match case.asynchronous {
-            true => within("stat_async", client.stat_async(object)).map_err(|e| hung(e, &log))?,
+            true => {
+                within(timer, "stat_async", client.stat_async(object)).map_err(|e| hung(e, &log))?
+            }
             false => client.stat(object),
         };
         match stat {
@@ -1040,6 +1043,7 @@ fn run_case(
         }
         let ends = match case.asynchronous {
             true => within(
+                timer,
                 "read_ends_async",
                 client.read_ends_async(object, probe.head, probe.tail),
             )
@@ -1081,8 +1085,15 @@ fn run_case(
         }
     }
     for probe in &case.readers {
-        read_through_a_reader(&client, &objects[probe.object], probe, case, &mut wrong)
-            .map_err(|e| hung(e, &log))?;
+        read_through_a_reader(
+            &client,
+            &objects[probe.object],
+            probe,
+            case,
+            &mut wrong,
+            timer,
+        )
+        .map_err(|e| hung(e, &log))?;
     }
     let probes = take_log();
     ctx.took_requests(log.len() + probes.len());
@@ -1122,7 +1133,11 @@ impl Drainable for ScopedBatch<'_> {
 /// asynchronous case the batches are polled together as `Stream`s on this thread (which never
 /// blocks in them), else drained one after another. `Err` if no completion comes within
 /// [`PATIENCE`].
-fn drain<B: Drainable>(batches: Vec<B>, case: &Case) -> Result<Vec<Vec<Completion>>, String> {
+fn drain<B: Drainable>(
+    batches: Vec<B>,
+    case: &Case,
+    timer: &Timer,
+) -> Result<Vec<Vec<Completion>>, String> {
     let mut all: Vec<Vec<Completion>> = batches.iter().map(|_| Vec::new()).collect();
     let mut batches: Vec<Option<B>> = batches.into_iter().map(Some).collect();
     let hang = |batches: &[Option<B>]| {
@@ -1130,7 +1145,7 @@ fn drain<B: Drainable>(batches: Vec<B>, case: &Case) -> Result<Vec<Vec<Completio
         format!("no completion within {PATIENCE:?}: {left:?}")
     };
     if case.asynchronous {
-        let mut deadline = Deadline::after(PATIENCE);
+        let mut deadline = patience(timer);
         let ended = futures::executor::block_on(futures::future::poll_fn(|cx| {
             loop {
                 let mut progressed = false;
@@ -1181,35 +1196,9 @@ fn drain<B: Drainable>(batches: Vec<B>, case: &Case) -> Result<Vec<Vec<Completio
     Ok(all)
 }
 
-/// A future that is ready once its time has passed, woken by a thread of its own that leaves
-/// as soon as the deadline is dropped.
-struct Deadline {
-    fired: oneshot::Receiver<()>,
-    _cancel: mpsc::Sender<()>,
-}
-
-impl Deadline {
-    fn after(patience: Duration) -> Deadline {
-        let (fire, fired) = oneshot::channel();
-        let (cancel, cancelled) = mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            if cancelled.recv_timeout(patience) == Err(mpsc::RecvTimeoutError::Timeout) {
-                let _ = fire.send(());
-            }
-        });
-        Deadline {
-            fired,
-            _cancel: cancel,
-        }
-    }
-}
-
-impl Future for Deadline {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        Pin::new(&mut self.fired).poll(cx).map(drop)
-    }
+/// A wait of [`PATIENCE`] from now, on the run's timer.
+fn patience(timer: &Timer) -> Delay {
+    timer.sleep_until(Instant::now() + PATIENCE)
 }
 
 /// Poll `future` once (starting its work) and drop it, cancelling the work.
@@ -1222,9 +1211,9 @@ fn start_and_drop<F: Future>(future: F) {
 
 /// `future`'s output, driven by `futures::executor::block_on`; `Err` naming `what` if it takes
 /// longer than [`PATIENCE`].
-fn within<F: Future>(what: &str, future: F) -> Result<F::Output, String> {
+fn within<F: Future>(timer: &Timer, what: &str, future: F) -> Result<F::Output, String> {
     let future = std::pin::pin!(future);
-    match futures::executor::block_on(futures::future::select(future, Deadline::after(PATIENCE))) {
+    match futures::executor::block_on(futures::future::select(future, patience(timer))) {
         futures::future::Either::Left((output, _)) => Ok(output),
         futures::future::Either::Right(_) => Err(format!("{what}: no answer within {PATIENCE:?}")),
     }
@@ -1267,6 +1256,9 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
     let (mut asynchronous, mut abandoned, mut dropped, mut sharing) = (0, 0, 0, 0);
     // The client of the cases that share one (see `Case::shared`).
     let mut shared = None;
+    // What the asynchronous cases' waits for a hang end on (stopped when the run ends).
+    let (timer, _timer_thread) = Timer::start("karu-random-patience".into())
+        .map_err(|e| format!("cannot start a timer thread: {e}"))?;
     let mut reads = 0;
     let mut requests = 0;
     let (tag, remote) = match mock {
@@ -1284,7 +1276,7 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
         dropped += u64::from(case.dropped_futures);
         sharing += u64::from(case.shared);
         reads += case.reads.len();
-        requests += run_case(ctx, mock, &case, &mut shared).map_err(|wrong| {
+        requests += run_case(ctx, mock, &case, &mut shared, &timer).map_err(|wrong| {
             format!(
                 "case {seed} failed (Options::seeds({seed}, 1) runs it alone):\n{case:#?}\n{wrong}"
             )
@@ -1333,13 +1325,18 @@ fn read_through_a_reader(
     probe: &ReaderProbe,
     case: &Case,
     wrong: &mut String,
+    timer: &Timer,
 ) -> Result<(), String> {
     let name = name_of(probe.object);
     let told_end = case.faults.iter().any(|f| f.may_end_early(name));
     let exact = case.ridden_out && !(name == CHANGING && case.change_after.is_some());
     let candidates = case.versions(probe.object);
     let opened = match case.asynchronous {
-        true => within("open_async", ObjectReader::open_async(client, object))?,
+        true => within(
+            timer,
+            "open_async",
+            ObjectReader::open_async(client, object),
+        )?,
         false => ObjectReader::open(client, object),
     };
     let reader = match opened {
@@ -1388,7 +1385,11 @@ fn read_through_a_reader(
     let past_end =
         |offset: u64, length: u64| told_end || eligible.iter().any(|v| offset + length > v.size);
     let many = match case.asynchronous {
-        true => within("read_many_async", reader.read_many_async(&probe.ranges))?,
+        true => within(
+            timer,
+            "read_many_async",
+            reader.read_many_async(&probe.ranges),
+        )?,
         false => reader.read_many(&probe.ranges),
     };
     match many {
@@ -1445,7 +1446,11 @@ fn read_through_a_reader(
     let (offset, length) = probe.at;
     let mut buffer = vec![UNWRITTEN; length as usize];
     let read = match case.asynchronous {
-        true => within("read_at_async", reader.read_at_async(offset, &mut buffer))?,
+        true => within(
+            timer,
+            "read_at_async",
+            reader.read_at_async(offset, &mut buffer),
+        )?,
         false => reader.read_at(offset, &mut buffer),
     };
     match read {

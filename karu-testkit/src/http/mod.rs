@@ -59,7 +59,7 @@ mod pattern;
 mod range;
 mod server;
 mod state;
-mod timer;
+pub(crate) mod timer;
 pub(crate) mod tls;
 
 use std::fmt;
