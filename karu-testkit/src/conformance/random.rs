@@ -40,7 +40,8 @@
 //!   fetched in parts; not counted on the client cases share).
 //!
 //! Some cases share one client for the whole run, as a program keeps one: nothing an earlier
-//! case left in it may make a later read wrong or hang.
+//! case left in it may make a later read wrong or hang. Some submit and drain each batch on a
+//! thread of its own, all submitting at once, as a program's threads share its client.
 //!
 //! Each case comes from a seed ([`Rng`]); a failure names its seed, and
 //! [`Options::seeds`](super::Options::seeds) runs it alone.
@@ -48,8 +49,8 @@
 use std::fmt::Write as _;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -318,7 +319,8 @@ struct Case {
     /// Probes of objects after the batch.
     probes: Vec<Probe>,
     /// The reads go in this many batches (1 to 3), of consecutive reads, all submitted before
-    /// any is drained: they run at once on the client's connections.
+    /// any is drained (or each on its own thread, see `threaded`): they run at once on the
+    /// client's connections.
     batches: usize,
     /// Readers of objects after the probes.
     readers: Vec<ReaderProbe>,
@@ -347,6 +349,9 @@ struct Case {
     /// make a read wrong or hang. Work an earlier case cancelled may still reach the server
     /// during this one, so its requests are not counted.
     shared: bool,
+    /// Each batch is submitted and drained on a thread of its own, all submitting at once, as
+    /// a program's threads share its client (cases of two or three batches).
+    threaded: bool,
 }
 
 impl Case {
@@ -543,6 +548,7 @@ impl Case {
             abandon: None,
             dropped_futures: false,
             shared: false,
+            threaded: false,
         };
         // Drawn last, as the windows are.
         case.asynchronous = rng.chance(40);
@@ -564,6 +570,7 @@ impl Case {
             case.shared = true;
             case.settings = SHARED.to_vec();
         }
+        case.threaded = case.batches > 1 && rng.chance(50);
         case
     }
 }
@@ -837,41 +844,46 @@ fn run_case(
         }
         done.extend(completions.into_iter().map(|c| (b, start + c.index(), c)));
     };
-    let drained =
-        if case.borrowed {
-            client
-                .scope(|scope| {
-                    let mut rest = buffers.as_mut_slice();
-                    let mut batches = Vec::new();
-                    for range in &ranges {
-                        let (mine, others) = rest.split_at_mut(range.len());
-                        rest = others;
-                        batches.push(scope.submit(
-                            case.reads[range.clone()].iter().zip(mine.iter_mut()).map(
-                                |(a, buffer)| {
-                                    a.read(&objects[a.object], Some(buffer), &case.required)
-                                },
-                            ),
+    let drained = if case.borrowed {
+        client
+            .scope(|scope| {
+                // Each batch's own buffers.
+                let mut rest = buffers.as_mut_slice();
+                let mut theirs = Vec::new();
+                for range in &ranges {
+                    let (mine, others) = rest.split_at_mut(range.len());
+                    rest = others;
+                    theirs.push(mine);
+                }
+                // (The closure's type comes from `theirs`: its buffers are borrowed for the
+                // scope's whole life.)
+                submit_and_drain(
+                    theirs,
+                    |b, mine| {
+                        let reads = case.reads[ranges[b].clone()].iter().zip(mine);
+                        scope.submit(
+                            reads.map(|(a, buffer)| {
+                                a.read(&objects[a.object], Some(buffer), &case.required)
+                            }),
                             &options,
-                        ));
-                    }
-                    drain(batches, case, timer)
-                })
-                .map_err(|e| hung(e, &[]))?
-        } else {
-            let batches = ranges
-                .iter()
-                .map(|range| {
-                    client.submit_with(
-                        case.reads[range.clone()]
-                            .iter()
-                            .map(|a| a.read(&objects[a.object], None, &case.required)),
-                        &options,
-                    )
-                })
-                .collect();
-            drain(batches, case, timer).map_err(|e| hung(e, &[]))?
+                        )
+                    },
+                    case,
+                    timer,
+                )
+            })
+            .map_err(|e| hung(e, &[]))?
+    } else {
+        let submit = |b: usize, ()| {
+            client.submit_with(
+                case.reads[ranges[b].clone()]
+                    .iter()
+                    .map(|a| a.read(&objects[a.object], None, &case.required)),
+                &options,
+            )
         };
+        submit_and_drain(vec![(); ranges.len()], submit, case, timer).map_err(|e| hung(e, &[]))?
+    };
     for (b, completions) in drained.into_iter().enumerate() {
         collect(b, completions);
     }
@@ -1128,13 +1140,57 @@ impl Drainable for ScopedBatch<'_> {
     }
 }
 
-/// The completions of every batch, each batch's in submission order; the batch
-/// [`Case::abandon`] names is dropped once that many of its completions are taken. In an
-/// asynchronous case the batches are polled together as `Stream`s on this thread (which never
-/// blocks in them), else drained one after another. `Err` if no completion comes within
-/// [`PATIENCE`].
+/// Submit a batch per input (`submit` of its index and input) and drain them: every batch
+/// from this thread, submitted before any is drained ([`drain`]), or in a threaded case each
+/// on a thread of its own, all submitting at once. The completions of every batch, or the first
+/// hang (by batch).
+fn submit_and_drain<I: Send, B: Drainable + Send>(
+    inputs: Vec<I>,
+    submit: impl Fn(usize, I) -> B + Sync,
+    case: &Case,
+    timer: &Timer,
+) -> Result<Vec<Vec<Completion>>, String> {
+    if !case.threaded {
+        let batches = inputs
+            .into_iter()
+            .enumerate()
+            .map(|(b, input)| submit(b, input));
+        return drain(batches.collect(), 0, case, timer);
+    }
+    let start = Barrier::new(inputs.len());
+    let (start, submit) = (&start, &submit);
+    let ended: Vec<_> = std::thread::scope(|s| {
+        let threads: Vec<_> = inputs
+            .into_iter()
+            .enumerate()
+            .map(|(b, input)| {
+                s.spawn(move || {
+                    start.wait();
+                    drain(vec![submit(b, input)], b, case, timer)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join()).collect()
+    });
+    let mut all = Vec::new();
+    for (b, one) in ended.into_iter().enumerate() {
+        match one {
+            Ok(Ok(mut completions)) => all.append(&mut completions),
+            Ok(Err(hang)) => return Err(format!("batch {b}: {hang}")),
+            Err(_) => return Err(format!("batch {b}: its thread panicked")),
+        }
+    }
+    Ok(all)
+}
+
+/// The completions of every batch, each batch's in submission order (`first`: the index of
+/// the first among the case's batches); the batch [`Case::abandon`] names is dropped once that
+/// many of its completions are taken. In an asynchronous case the batches are polled together
+/// as `Stream`s on this thread (which never blocks in them), else drained one after another.
+/// `Err` if no completion comes within [`PATIENCE`].
 fn drain<B: Drainable>(
     batches: Vec<B>,
+    first: usize,
     case: &Case,
     timer: &Timer,
 ) -> Result<Vec<Vec<Completion>>, String> {
@@ -1150,7 +1206,7 @@ fn drain<B: Drainable>(
             loop {
                 let mut progressed = false;
                 for (b, slot) in batches.iter_mut().enumerate() {
-                    if case.abandon == Some((b, all[b].len())) {
+                    if case.abandon == Some((first + b, all[b].len())) {
                         *slot = None;
                     }
                     let Some(batch) = slot else { continue };
@@ -1177,7 +1233,7 @@ fn drain<B: Drainable>(
     } else {
         for (b, slot) in batches.iter_mut().enumerate() {
             let keep = match case.abandon {
-                Some((a, taken)) if a == b => taken,
+                Some((a, taken)) if a == first + b => taken,
                 _ => usize::MAX,
             };
             while let Some(batch) = slot.as_ref().filter(|_| all[b].len() < keep) {
@@ -1253,7 +1309,7 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
     });
     let mock: Mock<'_> = target_mock.map(|m| (m, restore.as_ref().and_then(|r| r.gate.as_ref())));
     let mut kinds = [0u64; 2];
-    let (mut asynchronous, mut abandoned, mut dropped, mut sharing) = (0, 0, 0, 0);
+    let (mut asynchronous, mut abandoned, mut dropped, mut sharing, mut threaded) = (0, 0, 0, 0, 0);
     // The client of the cases that share one (see `Case::shared`).
     let mut shared = None;
     // What the asynchronous cases' waits for a hang end on (stopped when the run ends).
@@ -1275,6 +1331,7 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
         abandoned += u64::from(case.abandon.is_some());
         dropped += u64::from(case.dropped_futures);
         sharing += u64::from(case.shared);
+        threaded += u64::from(case.threaded);
         reads += case.reads.len();
         requests += run_case(ctx, mock, &case, &mut shared, &timer).map_err(|wrong| {
             format!(
@@ -1289,7 +1346,7 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
         ));
     }
     let ways = format!(
-        "{asynchronous} asynchronous ({dropped} dropping futures), {abandoned} dropping a batch part-way, {sharing} on one client"
+        "{asynchronous} asynchronous ({dropped} dropping futures), {abandoned} dropping a batch part-way, {sharing} on one client, {threaded} with a thread per batch"
     );
     if mock.is_none() {
         return Ok(format!(
