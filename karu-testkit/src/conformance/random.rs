@@ -41,7 +41,9 @@
 //!
 //! Some cases share one client for the whole run, as a program keeps one: nothing an earlier
 //! case left in it may make a later read wrong or hang. Some submit and drain each batch on a
-//! thread of its own, all submitting at once, as a program's threads share its client.
+//! thread of its own, all submitting at once, as a program's threads share its client; some
+//! drop the client as soon as their batches are submitted (the batches keep its engine
+//! running); some have two threads take each batch's completions at once.
 //!
 //! Each case comes from a seed ([`Rng`]); a failure names its seed, and
 //! [`Options::seeds`](super::Options::seeds) runs it alone.
@@ -352,6 +354,14 @@ struct Case {
     /// Each batch is submitted and drained on a thread of its own, all submitting at once, as
     /// a program's threads share its client (cases of two or three batches).
     threaded: bool,
+    /// The client is dropped as soon as the batches (of Karu's buffers) are submitted: they
+    /// keep its engine running, and must end as if it were not dropped. A new client probes
+    /// and reads after them.
+    client_dropped: bool,
+    /// Two threads take each batch's completions at once (`next_timeout`), as a program's
+    /// threads may share a batch: each completion goes to one of them, and both learn when the
+    /// batch is drained (not after a wait). Not the batch dropped part-way, nor asynchronously.
+    two_takers: bool,
 }
 
 impl Case {
@@ -549,6 +559,8 @@ impl Case {
             dropped_futures: false,
             shared: false,
             threaded: false,
+            client_dropped: false,
+            two_takers: false,
         };
         // Drawn last, as the windows are.
         case.asynchronous = rng.chance(40);
@@ -571,6 +583,8 @@ impl Case {
             case.settings = SHARED.to_vec();
         }
         case.threaded = case.batches > 1 && rng.chance(50);
+        case.client_dropped = !case.shared && !case.borrowed && !case.threaded && rng.chance(25);
+        case.two_takers = !case.asynchronous && rng.chance(25);
         case
     }
 }
@@ -797,19 +811,22 @@ fn run_case(
     }
     let mut settings = SETTINGS.to_vec();
     settings.extend_from_slice(&case.settings);
-    let client = match shared {
+    let mut client = match shared {
         Some(client) if case.shared => client.clone(),
         _ if case.shared => shared.insert(ctx.client(&settings)?).clone(),
         _ => ctx.client(&settings)?,
     };
-    let objects = (0..=CHANGING_INDEX)
-        .map(|k| {
-            let address = ctx.target.address(name_of(k));
-            client
-                .locate(&address)
-                .map_err(|e| format!("cannot locate {address}: {e}"))
-        })
-        .collect::<Result<Vec<Locator>, String>>()?;
+    let locate = |client: &Client| {
+        (0..=CHANGING_INDEX)
+            .map(|k| {
+                let address = ctx.target.address(name_of(k));
+                client
+                    .locate(&address)
+                    .map_err(|e| format!("cannot locate {address}: {e}"))
+            })
+            .collect::<Result<Vec<Locator>, String>>()
+    };
+    let mut objects = locate(&client)?;
     let options = if case.one_version {
         BatchOptions::new().one_version()
     } else {
@@ -873,6 +890,24 @@ fn run_case(
                 )
             })
             .map_err(|e| hung(e, &[]))?
+    } else if case.client_dropped {
+        let batches = ranges
+            .iter()
+            .map(|range| {
+                client.submit_with(
+                    case.reads[range.clone()]
+                        .iter()
+                        .map(|a| a.read(&objects[a.object], None, &case.required)),
+                    &options,
+                )
+            })
+            .collect();
+        // The batches keep the engine running; the probes and readers use a new client.
+        drop(client);
+        let drained = drain(batches, 0, case, timer).map_err(|e| hung(e, &[]));
+        client = ctx.client(&settings)?;
+        objects = locate(&client)?;
+        drained?
     } else {
         let submit = |b: usize, ()| {
             client.submit_with(
@@ -1236,6 +1271,21 @@ fn drain<B: Drainable>(
                 Some((a, taken)) if a == first + b => taken,
                 _ => usize::MAX,
             };
+            if let Some(batch) = slot
+                .as_ref()
+                .filter(|_| case.two_takers && keep == usize::MAX)
+            {
+                // Two threads take from the batch at once: each completion goes to one.
+                let batch = batch.batch();
+                let (mine, theirs) = std::thread::scope(|s| {
+                    let other = s.spawn(|| take_all(batch));
+                    (take_all(batch), other.join())
+                });
+                match (mine, theirs) {
+                    (Some(mine), Ok(Some(theirs))) => all[b].extend(mine.into_iter().chain(theirs)),
+                    _ => return Err(hang(std::slice::from_ref(slot))),
+                }
+            }
             while let Some(batch) = slot.as_ref().filter(|_| all[b].len() < keep) {
                 match batch.batch().next_timeout(PATIENCE) {
                     Next::Completion(c) => all[b].push(c),
@@ -1250,6 +1300,20 @@ fn drain<B: Drainable>(
         completions.sort_by_key(Completion::index);
     }
     Ok(all)
+}
+
+/// Take `batch`'s completions until it is drained (others may take some too); `None` if a
+/// wait for the next one, or to learn that there is none, lasts [`PATIENCE`].
+fn take_all(batch: &Batch) -> Option<Vec<Completion>> {
+    let mut taken = Vec::new();
+    loop {
+        let asked = Instant::now();
+        match batch.next_timeout(PATIENCE) {
+            Next::Completion(c) => taken.push(c),
+            Next::Drained if asked.elapsed() < PATIENCE => return Some(taken),
+            Next::Drained | Next::TimedOut => return None,
+        }
+    }
 }
 
 /// A wait of [`PATIENCE`] from now, on the run's timer.
@@ -1309,7 +1373,8 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
     });
     let mock: Mock<'_> = target_mock.map(|m| (m, restore.as_ref().and_then(|r| r.gate.as_ref())));
     let mut kinds = [0u64; 2];
-    let (mut asynchronous, mut abandoned, mut dropped, mut sharing, mut threaded) = (0, 0, 0, 0, 0);
+    let (mut asynchronous, mut abandoned, mut dropped, mut sharing) = (0, 0, 0, 0);
+    let (mut threaded, mut clients_dropped, mut two_takers) = (0, 0, 0);
     // The client of the cases that share one (see `Case::shared`).
     let mut shared = None;
     // What the asynchronous cases' waits for a hang end on (stopped when the run ends).
@@ -1332,6 +1397,8 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
         dropped += u64::from(case.dropped_futures);
         sharing += u64::from(case.shared);
         threaded += u64::from(case.threaded);
+        clients_dropped += u64::from(case.client_dropped);
+        two_takers += u64::from(case.two_takers);
         reads += case.reads.len();
         requests += run_case(ctx, mock, &case, &mut shared, &timer).map_err(|wrong| {
             format!(
@@ -1346,7 +1413,7 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
         ));
     }
     let ways = format!(
-        "{asynchronous} asynchronous ({dropped} dropping futures), {abandoned} dropping a batch part-way, {sharing} on one client, {threaded} with a thread per batch"
+        "{asynchronous} asynchronous ({dropped} dropping futures), {abandoned} dropping a batch part-way, {sharing} on one client, {threaded} with a thread per batch, {clients_dropped} dropping the client, {two_takers} with two takers per batch"
     );
     if mock.is_none() {
         return Ok(format!(
