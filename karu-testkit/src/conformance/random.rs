@@ -890,24 +890,6 @@ fn run_case(
                 )
             })
             .map_err(|e| hung(e, &[]))?
-    } else if case.client_dropped {
-        let batches = ranges
-            .iter()
-            .map(|range| {
-                client.submit_with(
-                    case.reads[range.clone()]
-                        .iter()
-                        .map(|a| a.read(&objects[a.object], None, &case.required)),
-                    &options,
-                )
-            })
-            .collect();
-        // The batches keep the engine running; the probes and readers use a new client.
-        drop(client);
-        let drained = drain(batches, 0, case, timer).map_err(|e| hung(e, &[]));
-        client = ctx.client(&settings)?;
-        objects = locate(&client)?;
-        drained?
     } else {
         let submit = |b: usize, ()| {
             client.submit_with(
@@ -917,7 +899,18 @@ fn run_case(
                 &options,
             )
         };
-        submit_and_drain(vec![(); ranges.len()], submit, case, timer).map_err(|e| hung(e, &[]))?
+        if case.client_dropped {
+            let batches = (0..ranges.len()).map(|b| submit(b, ())).collect();
+            // The batches keep the engine running; the probes and readers use a new client.
+            drop(client);
+            let drained = drain(batches, 0, case, timer).map_err(|e| hung(e, &[]));
+            client = ctx.client(&settings)?;
+            objects = locate(&client)?;
+            drained?
+        } else {
+            let inputs = vec![(); ranges.len()];
+            submit_and_drain(inputs, submit, case, timer).map_err(|e| hung(e, &[]))?
+        }
     };
     for (b, completions) in drained.into_iter().enumerate() {
         collect(b, completions);
@@ -1283,7 +1276,7 @@ fn drain<B: Drainable>(
                 });
                 match (mine, theirs) {
                     (Some(mine), Ok(Some(theirs))) => all[b].extend(mine.into_iter().chain(theirs)),
-                    _ => return Err(hang(std::slice::from_ref(slot))),
+                    _ => return Err(format!("two takers: {}", hang(std::slice::from_ref(slot)))),
                 }
             }
             while let Some(batch) = slot.as_ref().filter(|_| all[b].len() < keep) {
