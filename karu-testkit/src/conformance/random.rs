@@ -352,7 +352,8 @@ struct Case {
     /// during this one, so its requests are not counted.
     shared: bool,
     /// Each batch is submitted and drained on a thread of its own, all submitting at once, as
-    /// a program's threads share its client (cases of two or three batches).
+    /// a program's threads share its client (cases of two or three batches); in a blocking
+    /// case, each reader's `read_many` and `read_at` run on two threads at once.
     threaded: bool,
     /// The client is dropped as soon as the batches (of Karu's buffers) are submitted: they
     /// keep its engine running, and must end as if it were not dropped. A new client probes
@@ -1501,13 +1502,32 @@ fn read_through_a_reader(
     };
     let past_end =
         |offset: u64, length: u64| told_end || eligible.iter().any(|v| offset + length > v.size);
-    let many = match case.asynchronous {
-        true => within(
-            timer,
-            "read_many_async",
-            reader.read_many_async(&probe.ranges),
-        )?,
-        false => reader.read_many(&probe.ranges),
+    let (offset, length) = probe.at;
+    let mut buffer = vec![UNWRITTEN; length as usize];
+    let (many, read) = match (case.asynchronous, case.threaded) {
+        (true, _) => (
+            within(
+                timer,
+                "read_many_async",
+                reader.read_many_async(&probe.ranges),
+            )?,
+            within(
+                timer,
+                "read_at_async",
+                reader.read_at_async(offset, &mut buffer),
+            )?,
+        ),
+        // Two threads read through the reader at once.
+        (false, true) => std::thread::scope(|s| {
+            let at = s.spawn(|| reader.read_at(offset, &mut buffer));
+            let many = reader.read_many(&probe.ranges);
+            let read = at.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (many, read)
+        }),
+        (false, false) => (
+            reader.read_many(&probe.ranges),
+            reader.read_at(offset, &mut buffer),
+        ),
     };
     match many {
         Ok(all) => {
@@ -1560,16 +1580,6 @@ fn read_through_a_reader(
         }
         Err(_) => {}
     }
-    let (offset, length) = probe.at;
-    let mut buffer = vec![UNWRITTEN; length as usize];
-    let read = match case.asynchronous {
-        true => within(
-            timer,
-            "read_at_async",
-            reader.read_at_async(offset, &mut buffer),
-        )?,
-        false => reader.read_at(offset, &mut buffer),
-    };
     match read {
         Ok(()) => {
             if !eligible.iter().any(|v| holds(v, offset, &buffer)) {
