@@ -41,7 +41,8 @@
 //!
 //! Some cases share one client for the whole run, as a program keeps one: nothing an earlier
 //! case left in it may make a later read wrong or hang. Some submit and drain each batch on a
-//! thread of its own, all submitting at once, as a program's threads share its client; some
+//! thread of its own, all submitting at once, as a program's threads share its client (and
+//! read through each reader from two threads at once); some
 //! drop the client as soon as their batches are submitted (the batches keep its engine
 //! running); some have two threads take each batch's completions at once.
 //!
