@@ -1266,27 +1266,30 @@ fn drain<B: Drainable>(
                 Some((a, taken)) if a == first + b => taken,
                 _ => usize::MAX,
             };
-            if let Some(batch) = slot
-                .as_ref()
-                .filter(|_| case.two_takers && keep == usize::MAX)
-            {
+            let Some(batch) = slot.as_ref().map(Drainable::batch) else {
+                continue;
+            };
+            let two = case.two_takers && keep == usize::MAX;
+            let taken = if two {
                 // Two threads take from the batch at once: each completion goes to one.
-                let batch = batch.batch();
-                let (mine, theirs) = std::thread::scope(|s| {
-                    let other = s.spawn(|| take_all(batch));
-                    (take_all(batch), other.join())
-                });
-                match (mine, theirs) {
-                    (Some(mine), Ok(Some(theirs))) => all[b].extend(mine.into_iter().chain(theirs)),
-                    _ => return Err(format!("two takers: {}", hang(std::slice::from_ref(slot)))),
+                std::thread::scope(|s| {
+                    let other = s.spawn(|| take(batch, usize::MAX));
+                    match (take(batch, usize::MAX), other.join()) {
+                        (Some(mine), Ok(Some(theirs))) => {
+                            Some(mine.into_iter().chain(theirs).collect())
+                        }
+                        _ => None,
+                    }
+                })
+            } else {
+                take(batch, keep)
+            };
+            match taken {
+                Some(taken) => all[b] = taken,
+                None if two => {
+                    return Err(format!("two takers: {}", hang(std::slice::from_ref(slot))));
                 }
-            }
-            while let Some(batch) = slot.as_ref().filter(|_| all[b].len() < keep) {
-                match batch.batch().next_timeout(PATIENCE) {
-                    Next::Completion(c) => all[b].push(c),
-                    Next::Drained => break,
-                    Next::TimedOut => return Err(hang(std::slice::from_ref(slot))),
-                }
+                None => return Err(hang(std::slice::from_ref(slot))),
             }
             *slot = None;
         }
@@ -1297,18 +1300,20 @@ fn drain<B: Drainable>(
     Ok(all)
 }
 
-/// Take `batch`'s completions until it is drained (others may take some too); `None` if a
-/// wait for the next one, or to learn that there is none, lasts [`PATIENCE`].
-fn take_all(batch: &Batch) -> Option<Vec<Completion>> {
+/// Take `batch`'s completions (`next_timeout`) until `most` are taken or it is drained (other
+/// threads may take some too); `None` if a wait for the next one, or to learn that there is
+/// none, lasts [`PATIENCE`].
+fn take(batch: &Batch, most: usize) -> Option<Vec<Completion>> {
     let mut taken = Vec::new();
-    loop {
+    while taken.len() < most {
         let asked = Instant::now();
         match batch.next_timeout(PATIENCE) {
             Next::Completion(c) => taken.push(c),
-            Next::Drained if asked.elapsed() < PATIENCE => return Some(taken),
+            Next::Drained if asked.elapsed() < PATIENCE => break,
             Next::Drained | Next::TimedOut => return None,
         }
     }
+    Some(taken)
 }
 
 /// A wait of [`PATIENCE`] from now, on the run's timer.
