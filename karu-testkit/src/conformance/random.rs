@@ -42,9 +42,9 @@
 //! Some cases share one client for the whole run, as a program keeps one: nothing an earlier
 //! case left in it may make a later read wrong or hang. Some submit and drain each batch on a
 //! thread of its own, all submitting at once, as a program's threads share its client (and
-//! read through each reader from two threads at once); some
-//! drop the client as soon as their batches are submitted (the batches keep its engine
-//! running); some have two threads take each batch's completions at once.
+//! read through each reader from two threads at once); some drop the client as soon as their
+//! batches are submitted (the batches keep its engine running); some have two threads take
+//! each batch's completions at once.
 //!
 //! Each case comes from a seed ([`Rng`]); a failure names its seed, and
 //! [`Options::seeds`](super::Options::seeds) runs it alone.
@@ -1373,8 +1373,7 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
     });
     let mock: Mock<'_> = target_mock.map(|m| (m, restore.as_ref().and_then(|r| r.gate.as_ref())));
     let mut kinds = [0u64; 2];
-    let (mut asynchronous, mut abandoned, mut dropped, mut sharing) = (0, 0, 0, 0);
-    let (mut threaded, mut clients_dropped, mut two_takers) = (0, 0, 0);
+    let mut ways = Ways::default();
     // The client of the cases that share one (see `Case::shared`).
     let mut shared = None;
     // What the asynchronous cases' waits for a hang end on (stopped when the run ends).
@@ -1392,13 +1391,7 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
             None => Case::new(seed).plain(tag.as_deref(), remote),
         };
         kinds[usize::from(case.ridden_out)] += 1;
-        asynchronous += u64::from(case.asynchronous);
-        abandoned += u64::from(case.abandon.is_some());
-        dropped += u64::from(case.dropped_futures);
-        sharing += u64::from(case.shared);
-        threaded += u64::from(case.threaded);
-        clients_dropped += u64::from(case.client_dropped);
-        two_takers += u64::from(case.two_takers);
+        ways.count(&case);
         reads += case.reads.len();
         requests += run_case(ctx, mock, &case, &mut shared, &timer).map_err(|wrong| {
             format!(
@@ -1412,9 +1405,6 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
             "the seeds made cases with faults a client may refuse, and with faults it rides out: {kinds:?}"
         ));
     }
-    let ways = format!(
-        "{asynchronous} asynchronous ({dropped} dropping futures), {abandoned} dropping a batch part-way, {sharing} on one client, {threaded} with a thread per batch, {clients_dropped} dropping the client, {two_takers} with two takers per batch"
-    );
     if mock.is_none() {
         return Ok(format!(
             "{} cases from seed {} without faults ({ways}), {reads} reads",
@@ -1425,6 +1415,48 @@ pub(crate) fn run(ctx: &Ctx<'_>, seeds: Seeds) -> Result<String, String> {
         "{} cases from seed {} ({} with faults a client rides out; {ways}), {reads} reads, {requests} requests",
         seeds.count, seeds.first, kinds[1]
     ))
+}
+
+/// How many cases of a run went each of the ways a case may go, beside its reads and faults.
+#[derive(Default)]
+struct Ways {
+    asynchronous: u64,
+    dropped_futures: u64,
+    abandoned: u64,
+    shared: u64,
+    threaded: u64,
+    client_dropped: u64,
+    two_takers: u64,
+}
+
+impl Ways {
+    fn count(&mut self, case: &Case) {
+        self.asynchronous += u64::from(case.asynchronous);
+        self.dropped_futures += u64::from(case.dropped_futures);
+        self.abandoned += u64::from(case.abandon.is_some());
+        self.shared += u64::from(case.shared);
+        self.threaded += u64::from(case.threaded);
+        self.client_dropped += u64::from(case.client_dropped);
+        self.two_takers += u64::from(case.two_takers);
+    }
+}
+
+impl std::fmt::Display for Ways {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} asynchronous ({} dropping futures), {} dropping a batch part-way, {} on one \
+             client, {} with a thread per batch, {} dropping the client, {} with two takers per \
+             batch",
+            self.asynchronous,
+            self.dropped_futures,
+            self.abandoned,
+            self.shared,
+            self.threaded,
+            self.client_dropped,
+            self.two_takers
+        )
+    }
 }
 
 /// Installs `gate` on `server` when dropped.
