@@ -5,7 +5,9 @@
 
 mod support;
 
-use karu_testkit::MockServer;
+use std::time::Duration;
+
+use karu_testkit::{Fault, FaultRule, MockServer, Rng};
 use support::{Lang, assert_success, compile, compile_forking, pattern, pattern_file};
 
 const MIB: u64 = 1 << 20;
@@ -391,4 +393,108 @@ fn the_read_ranges_example_reads_exact_bytes() {
             assert!(line.starts_with(expected.as_str()), "{line} vs {expected}");
         }
     }
+}
+
+/// Random batches through the C ABI (tests/c/random.c, under AddressSanitizer), in rounds:
+/// before each round the mock gets a few faults a client rides out, chosen by the round's
+/// seed, so every read must still end as it would without them. `CHAOS_SEED` (the first
+/// seed) and `CHAOS_CASES` (how many cases) choose other seeds, as for the conformance
+/// suite's random cases.
+#[test]
+fn random_batches_from_c() {
+    let number = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let first = number("CHAOS_SEED").unwrap_or(1);
+    let cases = number("CHAOS_CASES").unwrap_or(200);
+    const PER_ROUND: u64 = 20;
+
+    let dir = tempfile::tempdir().unwrap();
+    let sizes = [MIB, 3000, 0];
+    let server = MockServer::start();
+    let mut objects: Vec<(String, String)> = Vec::new();
+    for (name, size) in ["big", "small", "empty"].iter().zip(sizes) {
+        server.insert(&format!("/{name}"), pattern(0, size));
+        objects.push((server.url(&format!("/{name}")), size.to_string()));
+    }
+    objects.push((server.url("/missing"), "-".into()));
+    for (name, size) in ["big", "small", "empty"].iter().zip(sizes) {
+        let path = pattern_file(dir.path(), name, size);
+        objects.push((path.to_str().unwrap().to_owned(), size.to_string()));
+    }
+    objects.push((
+        dir.path().join("missing").to_str().unwrap().to_owned(),
+        "-".into(),
+    ));
+    let program = compile(Lang::C, &["tests/c/random.c"]);
+
+    let mut ways = std::collections::BTreeMap::<String, u64>::new();
+    let mut seed = first;
+    while seed < first + cases {
+        let count = PER_ROUND.min(first + cases - seed);
+        server.clear_faults();
+        let planted = plant_faults(&server, seed);
+        let mut args = vec![seed.to_string(), count.to_string()];
+        for (address, size) in &objects {
+            args.extend([address.clone(), size.clone()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = program.run(&args);
+        assert!(
+            output.status.success(),
+            "seeds {seed}..{} failed ({}), faults {planted:?}:\n--- stdout\n{}\n--- stderr\n{}",
+            seed + count,
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            let way = line.split(", ").nth(1).unwrap_or(line).to_owned();
+            *ways.entry(way).or_insert(0) += 1;
+        }
+        seed += count;
+    }
+    assert_eq!(ways.values().sum::<u64>(), cases, "{ways:?}");
+    eprintln!(
+        "random C ABI cases: seeds {first}..{}, drained {ways:?}",
+        first + cases
+    );
+    // Every request was a range of one of the remote objects (reads, probes, both ends).
+    let requests = server.requests();
+    assert!(
+        requests.iter().all(|r| {
+            ["/big", "/small", "/empty", "/missing"].contains(&r.path.as_str()) && r.range.is_some()
+        }),
+        "{requests:?}"
+    );
+}
+
+/// Up to three faults, each on up to two requests, that a client rides out with its retries.
+fn plant_faults(server: &MockServer, seed: u64) -> Vec<FaultRule> {
+    let mut rng = Rng::new(seed);
+    let mut planted = Vec::new();
+    for _ in 0..rng.range(0, 4) {
+        let fault = match rng.range(0, 7) {
+            0 => Fault::Latency(Duration::from_millis(rng.range(1, 6))),
+            1 => Fault::Status {
+                code: *rng.pick(&[500, 502, 503, 504, 429]),
+                retry_after: rng.chance(30).then(|| "0".to_string()),
+            },
+            2 => Fault::CutBodyAfter(rng.range(0, 70_000)),
+            3 => Fault::ResetAfter(rng.range(0, 70_000)),
+            4 => Fault::OkWithContentRange,
+            5 => Fault::CloseDelimited,
+            _ => Fault::OversizedErrorBody {
+                code: 503,
+                size: rng.range(1, 300_000) as usize,
+            },
+        };
+        let mut rule = FaultRule::new(fault)
+            .skip(rng.range(0, 30))
+            .times(rng.range(1, 3));
+        if rng.chance(50) {
+            rule = rule.path(*rng.pick(&["/big", "/small", "/empty"]));
+        }
+        server.add_fault(rule.clone());
+        planted.push(rule);
+    }
+    planted
 }
