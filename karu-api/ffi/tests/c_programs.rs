@@ -395,10 +395,11 @@ fn the_read_ranges_example_reads_exact_bytes() {
     }
 }
 
-/// Random batches through the C ABI (tests/c/random.c, under AddressSanitizer), in rounds:
-/// before each round the mock gets a few faults a client rides out, chosen by the round's
-/// seed, so every read must still end as it would without them. `CHAOS_SEED` (the first
-/// seed) and `CHAOS_CASES` (how many cases) choose other seeds, as for the conformance
+/// Random batches through the C ABI (tests/c/random.c, under AddressSanitizer) of objects on
+/// an HTTP mock, on an S3 mock (signed with a credential callback in C) and in local files,
+/// in rounds: before each round the mocks get a few faults a client rides out, chosen by the
+/// round's seed, so every read must still end as it would without them. `CHAOS_SEED` (the
+/// first seed) and `CHAOS_CASES` (how many cases) choose other seeds, as for the conformance
 /// suite's random cases.
 #[test]
 fn random_batches_from_c() {
@@ -406,33 +407,46 @@ fn random_batches_from_c() {
     let first = number("CHAOS_SEED").unwrap_or(1);
     let cases = number("CHAOS_CASES").unwrap_or(200);
     const PER_ROUND: u64 = 20;
+    const NAMES: [&str; 3] = ["big", "small", "empty"];
+    const SIZES: [u64; 3] = [MIB, 3000, 0];
 
     let dir = tempfile::tempdir().unwrap();
-    let sizes = [MIB, 3000, 0];
     let server = MockServer::start();
+    let s3 = karu_testkit::S3Mock::start();
+    s3.create_bucket("karu-random");
+    s3.add_credentials(karu_testkit::MockCredentials::new(
+        "AKIDRANDOM",
+        "random-secret",
+    ));
+    // Each object's address and size (`-`: missing, `!`: its credentials are refused).
     let mut objects: Vec<(String, String)> = Vec::new();
-    for (name, size) in ["big", "small", "empty"].iter().zip(sizes) {
+    for (name, size) in NAMES.iter().zip(SIZES) {
         server.insert(&format!("/{name}"), pattern(0, size));
         objects.push((server.url(&format!("/{name}")), size.to_string()));
-    }
-    objects.push((server.url("/missing"), "-".into()));
-    for (name, size) in ["big", "small", "empty"].iter().zip(sizes) {
+        s3.insert("karu-random", name, pattern(0, size));
+        objects.push((format!("s3://karu-random/{name}"), size.to_string()));
         let path = pattern_file(dir.path(), name, size);
         objects.push((path.to_str().unwrap().to_owned(), size.to_string()));
     }
-    objects.push((
-        dir.path().join("missing").to_str().unwrap().to_owned(),
-        "-".into(),
-    ));
+    objects.push((server.url("/missing"), "-".into()));
+    objects.push(("s3://karu-random/missing".into(), "-".into()));
+    objects.push(("s3://refused/object".into(), "!".into()));
+    let missing = dir.path().join("missing");
+    objects.push((missing.to_str().unwrap().to_owned(), "-".into()));
     let program = compile(Lang::C, &["tests/c/random.c"]);
 
     let mut ways = std::collections::BTreeMap::<String, u64>::new();
     let mut seed = first;
     while seed < first + cases {
         let count = PER_ROUND.min(first + cases - seed);
-        server.clear_faults();
-        let planted = plant_faults(&server, seed);
-        let mut args = vec![seed.to_string(), count.to_string()];
+        let mut planted = Vec::new();
+        let mocks = [(&server, ""), (s3.server(), "/karu-random")];
+        for (k, (mock, prefix)) in mocks.into_iter().enumerate() {
+            mock.clear_faults();
+            let paths = NAMES.map(|name| format!("{prefix}/{name}"));
+            planted.extend(plant_faults(mock, seed * 2 + k as u64, &paths));
+        }
+        let mut args = vec![seed.to_string(), count.to_string(), s3.endpoint()];
         for (address, size) in &objects {
             args.extend([address.clone(), size.clone()]);
         }
@@ -457,7 +471,9 @@ fn random_batches_from_c() {
         "random C ABI cases: seeds {first}..{}, drained {ways:?}",
         first + cases
     );
-    // Every request was a range of one of the remote objects (reads, probes, both ends).
+    // Every request was a range of one of the remote objects (reads, probes, both ends); on
+    // S3 each was signed with the callback's key pair (the mock checked every signature),
+    // and none went to the bucket whose credentials were refused.
     let requests = server.requests();
     assert!(
         requests.iter().all(|r| {
@@ -465,10 +481,26 @@ fn random_batches_from_c() {
         }),
         "{requests:?}"
     );
+    assert!(
+        s3.signature_failures().is_empty(),
+        "{:?}",
+        s3.signature_failures()
+    );
+    let requests = s3.server().requests();
+    assert!(!requests.is_empty());
+    for r in &requests {
+        let authorization = r.header("authorization").unwrap_or_default();
+        assert!(
+            r.path.starts_with("/karu-random/") && r.range.is_some(),
+            "{r:?}"
+        );
+        assert!(authorization.contains("Credential=AKIDRANDOM/"), "{r:?}");
+    }
 }
 
-/// Up to three faults, each on up to two requests, that a client rides out with its retries.
-fn plant_faults(server: &MockServer, seed: u64) -> Vec<FaultRule> {
+/// Up to three faults, each on up to two requests (of any path or of one of `paths`), that a
+/// client rides out with its retries.
+fn plant_faults(server: &MockServer, seed: u64, paths: &[String]) -> Vec<FaultRule> {
     let mut rng = Rng::new(seed);
     let mut planted = Vec::new();
     for _ in 0..rng.range(0, 4) {
@@ -491,7 +523,7 @@ fn plant_faults(server: &MockServer, seed: u64) -> Vec<FaultRule> {
             .skip(rng.range(0, 30))
             .times(rng.range(1, 3));
         if rng.chance(50) {
-            rule = rule.path(*rng.pick(&["/big", "/small", "/empty"]));
+            rule = rule.path(rng.pick(paths).as_str());
         }
         server.add_fault(rule.clone());
         planted.push(rule);

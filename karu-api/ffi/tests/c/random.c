@@ -13,9 +13,16 @@
    bodies cut or reset, 200 with a Content-Range, close-delimited bodies, latency): every
    read must still end exactly as without them.
 
-   argv: SEED CASES, then for each object its address and its size (`-` for a missing
-   object), remote objects first: BIG_URL SIZE SMALL_URL SIZE EMPTY_URL SIZE MISSING_URL -
-   BIG_FILE SIZE SMALL_FILE SIZE EMPTY_FILE SIZE MISSING_FILE -
+   With an S3 endpoint, objects may also be S3 objects, signed with the key pair a credential
+   callback in C returns (called from Karu's credential workers, several at once): valid for
+   the whole bucket and cached there by half of the clients (then one call serves a client),
+   for each request by the others. The callback refuses the bucket `refused`: its reads fail
+   with KARU_ERR_CREDENTIALS.
+
+   argv: SEED CASES S3_ENDPOINT (`-` for none), then for each object its address and its
+   size: a number, `-` for a missing object, `!` for one whose credentials are refused
+   (objects are remote when the address is a URL). The S3 key pair is AKIDRANDOM /
+   random-secret.
    stdout: one line per case, "case N: R reads, M drained"; the seed of a failure is on
    stderr. */
 #define _POSIX_C_SOURCE 200809L /* pthread barriers */
@@ -45,18 +52,21 @@ static int chance(unsigned percent) { return next_u64() % 100 < percent; }
 
 /* --- The objects: remote and local, of a few sizes, one missing of each. --- */
 
-#define OBJECTS 8
+#define MOST_OBJECTS 16
 #define MISSING UINT64_MAX
 
 struct object {
     const char *address;
-    uint64_t size; /* MISSING when it does not exist */
+    uint64_t size;      /* MISSING when it cannot be read */
+    karu_status absent; /* then, how its reads fail */
     int remote;
     char etag[256]; /* the strong ETag a stat finds ("" for local files and missing objects) */
     karu_locator *locator;
 };
 
-static struct object objects[OBJECTS];
+static struct object objects[MOST_OBJECTS];
+static int object_count;
+static const char *s3_endpoint;
 
 /* --- One read: what was asked and what it must give. --- */
 
@@ -93,7 +103,7 @@ static const char WRONG_TAG[] = "\"karu-no-such-version\"";
 
 /* Choose a read of a random object and what it must give. */
 static void choose(struct ask *a) {
-    a->object = (int)between(0, OBJECTS - 1);
+    a->object = (int)between(0, (uint64_t)object_count - 1);
     const struct object *o = &objects[a->object];
     int exists = o->size != MISSING;
     uint64_t size = exists ? o->size : 4096; /* a missing object is read as if it had 4 KiB */
@@ -162,7 +172,7 @@ static void choose(struct ask *a) {
     }
     if (!exists) {
         a->expect = EXPECT_STATUS;
-        a->status = KARU_ERR_NOT_FOUND;
+        a->status = o->absent;
         a->received = 0;
         return;
     }
@@ -342,7 +352,7 @@ static void drain_on_threads(int threads, int cancelled_ok) {
 /* --- Probes between batches. --- */
 
 static void probe(karu_client *client) {
-    int k = (int)between(0, OBJECTS - 1);
+    int k = (int)between(0, (uint64_t)object_count - 1);
     const struct object *o = &objects[k];
     switch (between(0, 2)) {
         case 0: { /* stat */
@@ -351,7 +361,7 @@ static void probe(karu_client *client) {
             size_t etag_len = 0;
             karu_status got = karu_client_stat(client, o->locator, &size, etag, sizeof etag, &etag_len);
             if (o->size == MISSING) {
-                if (got != KARU_ERR_NOT_FOUND) FAIL("stat of %s: %s", o->address, karu_status_name(got));
+                if (got != o->absent) FAIL("stat of %s: %s", o->address, karu_status_name(got));
                 return;
             }
             if (got != KARU_OK || size != o->size || strcmp(etag, o->etag) != 0)
@@ -363,7 +373,7 @@ static void probe(karu_client *client) {
             karu_ends *ends = NULL;
             karu_status got = karu_client_read_ends(client, o->locator, head_len, tail_len, &ends);
             if (o->size == MISSING) {
-                if (got != KARU_ERR_NOT_FOUND) FAIL("read_ends of %s: %s", o->address, karu_status_name(got));
+                if (got != o->absent) FAIL("read_ends of %s: %s", o->address, karu_status_name(got));
                 CHECK(ends == NULL);
                 return;
             }
@@ -391,7 +401,7 @@ static void probe(karu_client *client) {
             karu_reader *reader = NULL;
             karu_status got = karu_reader_open(client, o->locator, &reader);
             if (o->size == MISSING) {
-                if (got != KARU_ERR_NOT_FOUND) FAIL("reader of %s: %s", o->address, karu_status_name(got));
+                if (got != o->absent) FAIL("reader of %s: %s", o->address, karu_status_name(got));
                 return;
             }
             if (got != KARU_OK) FAIL("reader of %s: %s", o->address, karu_status_name(got));
@@ -416,6 +426,36 @@ static void probe(karu_client *client) {
     }
 }
 
+/* --- The credential callback of S3 reads. --- */
+
+struct credentials {
+    int cached;             /* valid for the whole bucket (Karu caches it there), or per request */
+    atomic_int calls;       /* calls for the bucket whose credentials are given */
+    atomic_int refusals;    /* calls for the bucket `refused` */
+};
+
+static uint32_t provide(void *ctx, const char *canonical_path, karu_credential_out *out) {
+    struct credentials *c = ctx;
+    if (strncmp(canonical_path, "s3://refused/", 13) == 0) {
+        atomic_fetch_add(&c->refusals, 1);
+        return KARU_ERR_PERMISSION_DENIED;
+    }
+    atomic_fetch_add(&c->calls, 1);
+    CHECK_OK(karu_credential_set_aws(out, "AKIDRANDOM", "random-secret", NULL));
+    CHECK_OK(karu_credential_set_expiry(out, 4102444800u)); /* 2100-01-01 */
+    if (c->cached) {
+        const char *bucket_end = strchr(canonical_path + 5, '/');
+        CHECK(bucket_end != NULL);
+        char prefix[256];
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(bucket_end - canonical_path), canonical_path);
+        CHECK_OK(karu_credential_set_prefix(out, prefix));
+    }
+    return KARU_OK;
+}
+
+/* The callback of the client in use (freed with it). */
+static struct credentials *credentials;
+
 /* --- A client with random settings. --- */
 
 static karu_client *random_client(void) {
@@ -436,6 +476,14 @@ static karu_client *random_client(void) {
     CHECK_OK(karu_client_builder_set(builder, "http.part_size", parts[between(0, 2)]));
     CHECK_OK(karu_client_builder_set(builder, "concurrency", concurrency[between(0, 3)]));
     CHECK_OK(karu_client_builder_set(builder, "io_threads", threads[between(0, 2)]));
+    if (s3_endpoint != NULL) {
+        char toml[512];
+        snprintf(toml, sizeof toml, "[s3]\nendpoint = \"%s\"\nregion = \"us-east-1\"\n", s3_endpoint);
+        CHECK_OK(karu_client_builder_config_toml(builder, toml));
+        credentials = calloc(1, sizeof *credentials);
+        credentials->cached = chance(50);
+        CHECK_OK(karu_client_builder_credential_callback(builder, "aws", provide, credentials));
+    }
     karu_status built = karu_client_builder_build(builder, &client);
     if (built != KARU_OK) {
         char message[512];
@@ -446,12 +494,23 @@ static karu_client *random_client(void) {
     return client;
 }
 
+/* Free the client (and its callback's state): a callback whose answer Karu caches for the
+   bucket is called once at most, however many reads ran at once. */
+static void free_client(karu_client *client) {
+    CHECK_OK(karu_client_free(client));
+    if (credentials == NULL) return;
+    if (credentials->cached && atomic_load(&credentials->calls) > 1)
+        FAIL("the cached credential was asked for %d times", atomic_load(&credentials->calls));
+    free(credentials);
+    credentials = NULL;
+}
+
 static void locate_all(karu_client *client) {
-    for (int k = 0; k < OBJECTS; k++) objects[k].locator = test_locate(client, objects[k].address);
+    for (int k = 0; k < object_count; k++) objects[k].locator = test_locate(client, objects[k].address);
 }
 
 static void free_locators(void) {
-    for (int k = 0; k < OBJECTS; k++) {
+    for (int k = 0; k < object_count; k++) {
         CHECK_OK(karu_locator_free(objects[k].locator));
         objects[k].locator = NULL;
     }
@@ -622,15 +681,19 @@ static void run_case(karu_client *client) {
 }
 
 int main(int argc, char **argv) {
-    CHECK(argc == 3 + 2 * OBJECTS);
+    CHECK(argc >= 4 && argc % 2 == 0 && (argc - 4) / 2 <= MOST_OBJECTS);
     setvbuf(stdout, NULL, _IOLBF, 0); /* a program killed for a hang still shows its cases */
     uint64_t seed = strtoull(argv[1], NULL, 10);
     uint64_t cases = strtoull(argv[2], NULL, 10);
-    for (int k = 0; k < OBJECTS; k++) {
-        objects[k].address = argv[3 + 2 * k];
-        const char *size = argv[4 + 2 * k];
-        objects[k].size = strcmp(size, "-") == 0 ? MISSING : strtoull(size, NULL, 10);
-        objects[k].remote = k < OBJECTS / 2;
+    s3_endpoint = strcmp(argv[3], "-") == 0 ? NULL : argv[3];
+    object_count = (argc - 4) / 2;
+    for (int k = 0; k < object_count; k++) {
+        struct object *o = &objects[k];
+        o->address = argv[4 + 2 * k];
+        const char *size = argv[5 + 2 * k];
+        o->size = strcmp(size, "-") == 0 || strcmp(size, "!") == 0 ? MISSING : strtoull(size, NULL, 10);
+        o->absent = strcmp(size, "!") == 0 ? KARU_ERR_CREDENTIALS : KARU_ERR_NOT_FOUND;
+        o->remote = strstr(o->address, "://") != NULL;
     }
     /* Each object's strong ETag, as a stat finds it. */
     case_seed = seed;
@@ -638,7 +701,7 @@ int main(int argc, char **argv) {
     rng_state = seed;
     karu_client *client = random_client();
     locate_all(client);
-    for (int k = 0; k < OBJECTS; k++) {
+    for (int k = 0; k < object_count; k++) {
         if (objects[k].size == MISSING) continue;
         uint64_t size;
         CHECK_OK(karu_client_stat(client, objects[k].locator, &size, objects[k].etag,
@@ -652,7 +715,7 @@ int main(int argc, char **argv) {
         case_name = "probes";
         if (chance(30)) { /* a new client for this case, with its own settings */
             free_locators();
-            CHECK_OK(karu_client_free(client));
+            free_client(client);
             client = random_client();
             locate_all(client);
         }
@@ -661,6 +724,6 @@ int main(int argc, char **argv) {
         for (int i = (int)between(0, 2); i > 0; i--) probe(client);
     }
     free_locators();
-    CHECK_OK(karu_client_free(client));
+    free_client(client);
     return 0;
 }
