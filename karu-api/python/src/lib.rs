@@ -107,6 +107,7 @@ impl Client {
     ) -> PyResult<u64> {
         let locator = self.locate(py, address)?;
         let spec = Spec {
+            index: 0,
             locator,
             offset,
             length: length as u64,
@@ -137,23 +138,10 @@ impl Client {
     fn read_many<'py>(
         &self,
         py: Python<'py>,
-        reads: Vec<(String, u64, u64, Option<String>)>,
+        reads: Vec<ManyRead>,
         strict: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        // An address that does not resolve fails its read alone (or the call, if strict).
-        let mut failures: Vec<Option<karu::Error>> = Vec::with_capacity(reads.len());
-        let mut reads_to_submit = Vec::with_capacity(reads.len());
-        for (index, (address, offset, length, if_match)) in reads.iter().enumerate() {
-            match self.inner.locate(address) {
-                Ok(locator) => {
-                    let read = Read::new(&locator, *offset, *length).tag(index as u64);
-                    reads_to_submit.push(with_if_match(read, if_match.clone()));
-                    failures.push(None);
-                }
-                Err(e) if strict => return Err(error(py, &e, None)),
-                Err(e) => failures.push(Some(e)),
-            }
-        }
+        let (reads_to_submit, mut failures) = self.locate_many(py, &reads, strict)?;
         let batch = self.inner.submit(reads_to_submit);
         let completions = wait_all(py, &batch)?;
         let mut out: Vec<Option<Py<PyAny>>> = (0..reads.len()).map(|_| None).collect();
@@ -210,28 +198,36 @@ impl Client {
     }
 
     /// Submit `(address, offset, length, tag, buffer, if_match)` reads; a batch yielding
-    /// completions as they arrive. `buffer` is `None` (Karu allocates the bytes) or the
-    /// address of a caller's writable buffer of `length` bytes, exported by the Python half
-    /// through the objects in `pins`, which the batch keeps until no Karu thread references
-    /// any buffer (the bytes are written there in place). An address that does not resolve, or
-    /// buffers that overlap, make this raise (nothing is submitted).
+    /// completions as they arrive, and `(position, exception)` of each read whose address
+    /// does not resolve (which fails alone: it is not submitted). `buffer` is `None` (Karu
+    /// allocates the bytes) or the address of a caller's writable buffer of `length` bytes,
+    /// exported by the Python half through the objects in `pins`, which the batch keeps until
+    /// no Karu thread references any buffer (the bytes are written there in place). Buffers
+    /// that overlap make this raise (nothing is submitted).
     fn submit(
         &self,
         py: Python<'_>,
         reads: Vec<SubmittedRead>,
         pins: Vec<Py<PyAny>>,
-    ) -> PyResult<Batch> {
+    ) -> PyResult<(Batch, Vec<Unresolved>)> {
         let mut specs = Vec::with_capacity(reads.len());
         let mut tags = Vec::with_capacity(reads.len());
-        for (address, offset, length, tag, buffer, if_match) in reads {
-            specs.push(Spec {
-                locator: self.locate(py, &address)?,
-                offset,
-                length,
-                buffer,
-                if_match,
-            });
+        let mut failures = Vec::new();
+        for (index, (address, offset, length, tag, buffer, if_match)) in
+            reads.into_iter().enumerate()
+        {
             tags.push(tag);
+            match self.inner.locate(&address) {
+                Ok(locator) => specs.push(Spec {
+                    index,
+                    locator,
+                    offset,
+                    length,
+                    buffer,
+                    if_match,
+                }),
+                Err(e) => failures.push((index, error(py, &e, None).into_value(py).into_any())),
+            }
         }
         check_destinations(&specs)?;
         // SAFETY: each buffer is a caller's writable buffer of its read's length, kept
@@ -241,11 +237,12 @@ impl Client {
         // transfer) before the pins, and is never leaked in this process.
         let batch = unsafe { submit_specs(&self.inner, specs, pins) };
         let transfers = batch.batch.stats().transfers;
-        Ok(Batch {
+        let batch = Batch {
             inner: Mutex::new(Some(batch)),
             tags,
             transfers,
-        })
+        };
+        Ok((batch, failures))
     }
 
     /// [`Client::read`] on asyncio: `done(ok, value)` is called from a Karu thread (with the
@@ -280,16 +277,11 @@ impl Client {
     fn read_many_async(
         &self,
         py: Python<'_>,
-        reads: Vec<(String, u64, u64, Option<String>)>,
+        reads: Vec<ManyRead>,
         strict: bool,
         done: Py<PyAny>,
     ) -> PyResult<runtime::Task> {
-        let mut batch_reads = Vec::with_capacity(reads.len());
-        for (index, (address, offset, length, if_match)) in reads.iter().enumerate() {
-            let locator = self.locate(py, address)?;
-            let read = Read::new(&locator, *offset, *length).tag(index as u64);
-            batch_reads.push(with_if_match(read, if_match.clone()));
-        }
+        let (batch_reads, mut failures) = self.locate_many(py, &reads, strict)?;
         let count = reads.len();
         let client = self.inner.clone();
         runtime::spawn(py, done, async move {
@@ -303,7 +295,13 @@ impl Client {
             }
             Box::new(move |py: Python<'_>| {
                 let mut items = Vec::with_capacity(count);
-                for completion in completions {
+                for (slot, completion) in completions.into_iter().enumerate() {
+                    if completion.is_none()
+                        && let Some(e) = failures.get_mut(slot).and_then(Option::take)
+                    {
+                        items.push(error(py, &e, None).into_value(py).into_any());
+                        continue;
+                    }
                     match completion.map(completion_outcome) {
                         Some(Outcome::Ok(bytes)) => {
                             items.push(PyBytes::new(py, &bytes).into_any().unbind())
@@ -341,6 +339,7 @@ impl Client {
         if_match: Option<String>,
     ) -> PyResult<runtime::Task> {
         let spec = Spec {
+            index: 0,
             locator: self.locate(py, address)?,
             offset,
             length: length as u64,
@@ -430,6 +429,31 @@ impl Client {
     fn locate(&self, py: Python<'_>, address: &str) -> PyResult<Locator> {
         self.inner.locate(address).map_err(|e| error(py, &e, None))
     }
+
+    /// The reads of `read_many` (each tagged with its position), and by position the error
+    /// of each whose address does not resolve: that read fails alone, or the call, if
+    /// `strict`.
+    fn locate_many(
+        &self,
+        py: Python<'_>,
+        reads: &[ManyRead],
+        strict: bool,
+    ) -> PyResult<(Vec<Read<'static>>, Vec<Option<karu::Error>>)> {
+        let mut failures = Vec::with_capacity(reads.len());
+        let mut located = Vec::with_capacity(reads.len());
+        for (index, (address, offset, length, if_match)) in reads.iter().enumerate() {
+            match self.inner.locate(address) {
+                Ok(locator) => {
+                    let read = Read::new(&locator, *offset, *length).tag(index as u64);
+                    located.push(with_if_match(read, if_match.clone()));
+                    failures.push(None);
+                }
+                Err(e) if strict => return Err(error(py, &e, None)),
+                Err(e) => failures.push(Some(e)),
+            }
+        }
+        Ok((located, failures))
+    }
 }
 
 fn no_completion() -> karu::Error {
@@ -469,6 +493,12 @@ fn wait_all(py: Python<'_>, batch: &karu::Batch) -> PyResult<Vec<Completion>> {
     }
 }
 
+/// `(position, exception)` of a submitted read whose address does not resolve.
+type Unresolved = (usize, Py<PyAny>);
+
+/// `(address, offset, length, if_match)`: a read of `read_many`.
+type ManyRead = (String, u64, u64, Option<String>);
+
 /// `(address, offset, length, tag, buffer address or None, if_match)`, as the Python half
 /// submits a read.
 type SubmittedRead = (String, u64, u64, u64, Option<usize>, Option<String>);
@@ -476,6 +506,8 @@ type SubmittedRead = (String, u64, u64, u64, Option<usize>, Option<String>);
 /// One read as the Python half describes it: `buffer` is the address of a caller's buffer
 /// of `length` bytes, or `None` for a buffer Karu allocates.
 struct Spec {
+    /// The read's position among the reads the Python half submitted: Karu's tag for it.
+    index: usize,
     locator: Locator,
     offset: u64,
     length: u64,
@@ -531,8 +563,7 @@ pub(crate) struct Pinned {
 unsafe fn submit_specs(client: &karu::Client, specs: Vec<Spec>, pins: Vec<Py<PyAny>>) -> Pinned {
     let reads: Vec<Read<'static>> = specs
         .into_iter()
-        .enumerate()
-        .map(|(index, spec)| {
+        .map(|spec| {
             let read = match spec.buffer {
                 None => Read::new(&spec.locator, spec.offset, spec.length),
                 Some(_) if spec.length == 0 => Read::borrowed(&spec.locator, spec.offset, &mut []),
@@ -546,7 +577,7 @@ unsafe fn submit_specs(client: &karu::Client, specs: Vec<Spec>, pins: Vec<Py<PyA
                     Read::borrowed(&spec.locator, spec.offset, destination)
                 }
             };
-            with_if_match(read.tag(index as u64), spec.if_match)
+            with_if_match(read.tag(spec.index as u64), spec.if_match)
         })
         .collect();
     // SAFETY: the caller's contract is `submit_unchecked`'s for raw-pointer destinations:

@@ -88,3 +88,30 @@ def test_cancelling_a_task_cancels_its_read(mock, client):
 
     run(main())
     assert [r[2] for r in mock.requests()] == [(0, 9)]
+
+
+def test_a_read_that_cannot_be_one_fails_alone_on_asyncio_too(mock, client):
+    """As in the blocking calls: a negative offset, or an address that does not resolve,
+    fails its own read in a batch, and raises InvalidRange from a single read."""
+    url = mock.insert("/a.bin", DATA)
+
+    async def main():
+        many = await client.read_batch_async([(url, 0, 4), ("nope://x/y", 0, 4), (url, -1, 4)])
+        ranges = await client.read_ranges_async(url, [-7, 10], [1, 2])
+        with pytest.raises(karu.InvalidRange, match="length -2 is negative"):
+            await client.read_async(url, 0, -2)
+        with pytest.raises(karu.InvalidRange, match="tail -1 is negative"):
+            await client.read_ends_async(url, 0, -1)
+        batch = client.submit([(url, 5, 3, 1), (url, -5, 3, 2)])
+        completions = [c async for c in batch]
+        return many, ranges, completions
+
+    many, ranges, completions = run(main())
+    assert many[0] == DATA[:4]
+    assert isinstance(many[1], karu.Unsupported)
+    assert isinstance(many[2], karu.InvalidRange) and "offset -1 is negative" in str(many[2])
+    assert isinstance(ranges[0], karu.InvalidRange) and ranges[1] == DATA[10:12]
+    assert [c.tag for c in completions] == [2, 1]
+    assert completions[0].status is karu.Status.INVALID_RANGE
+    assert bytes(completions[1].data) == DATA[5:8]
+    assert sorted(r[2] for r in mock.requests()) == [(0, 3), (5, 7), (10, 11)]

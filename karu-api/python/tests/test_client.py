@@ -114,6 +114,79 @@ def test_failed_read_in_read_ranges_comes_back_per_read_unless_strict(mock, clie
         client.read_ranges(url, [0, 10], [10, 0], strict=True)
 
 
+def test_a_read_no_range_can_describe_fails_alone_with_invalid_range(mock, client):
+    """Offsets and lengths are byte counts: a negative one, or one past 2**64 - 1, fails its
+    own read with InvalidRange naming it (not an OverflowError for the whole call), and
+    only the other reads reach the server."""
+    url = mock.insert("/data/a.bin", DATA)
+    got = client.read_ranges(url, [0, -1, 10, 2**64, 100], [4, 4, -3, 1, 2**64])
+    assert got[0] == DATA[:4]
+    for bad, text in zip(
+        got[1:],
+        [
+            "offset -1 is negative",
+            "length -3 is negative",
+            "offset 18446744073709551616 is past the largest Karu can address",
+            "length 18446744073709551616 is past the largest Karu can address",
+        ],
+    ):
+        assert isinstance(bad, karu.InvalidRange) and isinstance(bad, ValueError), bad
+        assert bad.status is karu.Status.INVALID_RANGE
+        assert text in str(bad), bad
+    assert mock.requests() == [("GET", "/data/a.bin", (0, 3), 206)]
+
+    # Across objects, beside an address that does not resolve: each fails alone.
+    got = client.read_batch([(url, 8, 2), ("nope://x/y", 0, 4), (url, -8, 2)])
+    assert got[0] == DATA[8:10]
+    assert isinstance(got[1], karu.Unsupported)
+    assert isinstance(got[2], karu.InvalidRange) and "offset -8 is negative" in str(got[2])
+
+    # Strict raises it before anything is submitted; single reads raise it.
+    mock.clear()
+    with pytest.raises(karu.InvalidRange, match="offset -1 is negative"):
+        client.read_ranges(url, [0, -1], [4, 4], strict=True)
+    with pytest.raises(karu.InvalidRange, match="length -1 is negative"):
+        client.read(url, 0, -1)
+    with pytest.raises(karu.InvalidRange, match="offset -4 is negative"):
+        client.read_into(url, -4, bytearray(4))
+    with pytest.raises(karu.InvalidRange, match="head -5 is negative"):
+        client.read_ends(url, -5, 4)
+    assert mock.requests() == []
+
+
+def test_submit_fails_a_read_that_cannot_be_one_alone(mock, client):
+    """In a batch, a read with a negative offset or length, or an address that does not
+    resolve, completes first with its own error; the other reads run as if it were not
+    there."""
+    url = mock.insert("/data/a.bin", DATA)
+    bad_buffer, good_buffer = bytearray(4), bytearray(6)
+    batch = client.submit(
+        [
+            (url, 0, 4, 1),
+            (url, -2, 4, 2),
+            ("nope://x/y", 0, 4, 3),
+            (url, 2**64, bad_buffer, 4),
+            (url, 100, good_buffer, 5),
+            (url, 0, -1, 6),
+        ]
+    )
+    got = list(batch)
+    assert [c.tag for c in got[:4]] == [2, 4, 6, 3]
+    by_tag = {c.tag: c for c in got}
+    assert sorted(by_tag) == [1, 2, 3, 4, 5, 6] and len(got) == 6
+    assert by_tag[1].ok() and bytes(by_tag[1].data) == DATA[:4]
+    assert by_tag[5].ok() and by_tag[5].data.obj is good_buffer
+    assert bytes(good_buffer) == DATA[100:106]
+    for tag, text in [(2, "offset -2"), (4, "offset 18446744073709551616"), (6, "length -1")]:
+        c = by_tag[tag]
+        assert c.status is karu.Status.INVALID_RANGE and isinstance(c.error, karu.InvalidRange)
+        assert text in str(c.error) and len(c.data) == 0
+    assert by_tag[4].data.obj is bad_buffer and bad_buffer == bytearray(4)
+    assert by_tag[3].status is karu.Status.UNSUPPORTED and len(by_tag[3].data) == 0
+    # The two valid reads, merged into one request; nothing for the others.
+    assert [r[2] for r in mock.requests()] == [(0, 105)]
+
+
 def test_read_batch_across_objects_and_a_missing_one(mock, client):
     a = mock.insert("/a.bin", DATA[:1000])
     b = mock.insert("/b.bin", DATA[1000:3000])

@@ -12,6 +12,7 @@ PyTorch DataLoader workers) works in the children.
 from __future__ import annotations
 
 import asyncio
+import collections
 import ctypes
 import json
 import os
@@ -105,6 +106,47 @@ def _bytes_view(buffer) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
+_LARGEST = 2**64 - 1
+
+
+def _byte_counts(**counts) -> Optional[InvalidRange]:
+    """An :class:`InvalidRange` naming the first of ``counts`` (an offset, a length) that no
+    read can have: a negative int, or one past the largest Karu addresses; ``None`` when each
+    fits (what is not an int is left to the native call, which raises ``TypeError``)."""
+    for name, value in counts.items():
+        if isinstance(value, int) and not 0 <= value <= _LARGEST:
+            why = "negative" if value < 0 else "past the largest Karu can address (2**64 - 1)"
+            return InvalidRange(f"invalid_range: {name} {value} is {why}")
+    return None
+
+
+def _check_byte_counts(**counts) -> None:
+    error = _byte_counts(**counts)
+    if error is not None:
+        raise error
+
+
+def _split_reads(items, strict: bool):
+    """The ``(address, offset, length, if_match)`` reads a batch can take, and by position the
+    :class:`InvalidRange` of each of the others (raised at once instead if ``strict``)."""
+    good, bad = [], {}
+    for position, item in enumerate(items):
+        error = _byte_counts(offset=item[1], length=item[2])
+        if error is None:
+            good.append(item)
+        elif strict:
+            raise error
+        else:
+            bad[position] = error
+    return good, bad
+
+
+def _merge_results(results, bad, count: int) -> list:
+    """``results`` of the reads a batch took, with the failures of the others at their places."""
+    taken = iter(results)
+    return [bad[position] if position in bad else next(taken) for position in range(count)]
+
+
 class _Export:
     """A caller's buffer exported for Karu to write into: ``address`` and ``size`` of its
     memory, and ``pin``, the object that keeps it exported (it can be neither resized nor
@@ -132,9 +174,12 @@ class Batch:
     arrives; ``cancel()`` (or dropping the batch) cancels what has not completed (and waits
     until Karu no longer writes into any buffer of the caller's)."""
 
-    def __init__(self, native, buffers=None):
+    def __init__(self, native, buffers=None, early=()):
         self._native = native
         self._buffers = buffers
+        # Completions of reads that failed before Karu took them (a range no read can have,
+        # an address that does not resolve): handed out first.
+        self._early = collections.deque(early)
 
     @property
     def transfers(self) -> int:
@@ -144,6 +189,10 @@ class Batch:
     def next(self, timeout: Optional[float] = None) -> Optional[Completion]:
         """The next completion (``None`` when all have completed); ``TimeoutError`` when
         ``timeout`` seconds pass first."""
+        try:
+            return self._early.popleft()
+        except IndexError:
+            pass
         raw = self._native.next(timeout)
         return None if raw is None else _completion(raw, self._buffers)
 
@@ -162,6 +211,8 @@ class Batch:
         self._native.cancel()
 
     async def __aiter__(self):
+        while self._early:
+            yield self._early.popleft()
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
 
@@ -260,6 +311,7 @@ class Client:
         (:class:`RangeNotSatisfiable` carries the bytes that exist). ``if_match``: the ETag
         the object must still have (:meth:`stat` gives it); otherwise
         :class:`PreconditionFailed`."""
+        _check_byte_counts(offset=offset, length=length)
         return self._native.read(os.fspath(address), offset, length, if_match)
 
     def read_into(
@@ -270,6 +322,7 @@ class Client:
         On :class:`RangeNotSatisfiable`, ``valid_prefix`` is a memoryview of the start of
         ``buffer`` holding the bytes that exist. ``if_match`` as for :meth:`read`."""
         path = os.fspath(address)
+        _check_byte_counts(offset=offset)
         export = _Export(buffer, "read_into")
         size = export.size
         try:
@@ -296,16 +349,22 @@ class Client:
         if len(starts) != len(lengths):
             raise ValueError("starts and lengths differ in length")
         path = os.fspath(address)
-        return self._native.read_many(
-            [(path, s, n, if_match) for s, n in zip(starts, lengths)], strict
-        )
+        return self._read_many([(path, s, n, if_match) for s, n in zip(starts, lengths)], strict)
 
     def read_batch(
         self, reads: Iterable[Sequence], strict: bool = False
     ) -> List[Union[bytes, KaruError]]:
         """One batch of ``(address, offset, length)`` or ``(address, offset, length,
         if_match)`` reads across objects; as :meth:`read_ranges`."""
-        return self._native.read_many(_batch_items(reads), strict)
+        return self._read_many(_batch_items(reads), strict)
+
+    def _read_many(self, items, strict: bool) -> List[Union[bytes, KaruError]]:
+        """One batch of ``items``; a read whose offset or length no read can have fails alone
+        with :class:`InvalidRange` (or raises, if ``strict``), as one whose address does not
+        resolve does."""
+        good, bad = _split_reads(items, strict)
+        results = self._native.read_many(good, strict) if good else []
+        return _merge_results(results, bad, len(items))
 
     def stat(self, address: Address) -> Tuple[Optional[int], Optional[str]]:
         """``(size, etag)``: the size is ``None`` for a device or FIFO, the ETag ``None``
@@ -315,6 +374,7 @@ class Client:
     def read_ends(self, address: Address, head: int, tail: int):
         """``(head_bytes, tail_bytes, size, etag)``: the first ``head`` and last ``tail``
         bytes (each clamped to the size)."""
+        _check_byte_counts(head=head, tail=tail)
         return self._native.read_ends(os.fspath(address), head, tail)
 
     def submit(self, reads: Iterable[Sequence], *, if_match: Optional[str] = None) -> Batch:
@@ -325,12 +385,22 @@ class Client:
         A read given a writable, C-contiguous buffer instead of a length reads its size into
         it, in place: its completion's ``data`` is a view of that buffer. The buffer stays
         exported (it cannot be resized) until the batch is done with, and must not be read
-        before its completion arrives; buffers of one batch must not overlap. ``if_match``:
-        the ETag every read's object must still have (:class:`PreconditionFailed`
-        otherwise)."""
+        before its completion arrives; buffers of one batch must not overlap (``ValueError``,
+        nothing submitted). ``if_match``: the ETag every read's object must still have
+        (:class:`PreconditionFailed` otherwise).
+
+        A read that cannot be one fails alone, its completion first in the batch: an offset or
+        length that is negative or past 2**64 - 1 (:class:`InvalidRange`), an address that
+        does not resolve (as :meth:`read` would raise)."""
         items = []
         buffers = []
         pins = []
+        early = []
+
+        def failed(tag, target, error):
+            data = memoryview(b"") if target is None else _bytes_view(target)[:0]
+            return Completion(tag, error.status, data, error)
+
         for index, read in enumerate(reads):
             if len(read) == 3:
                 address, offset, target = read
@@ -338,15 +408,25 @@ class Client:
             else:
                 address, offset, target, tag = read
             if isinstance(target, int):
+                error = _byte_counts(offset=offset, length=target)
+                buffer = None
+            else:
+                error = _byte_counts(offset=offset)
+                buffer = target
+            if error is not None:
+                early.append(failed(tag, buffer, error))
+            elif buffer is None:
                 items.append((os.fspath(address), offset, target, tag, None, if_match))
                 buffers.append(None)
             else:
-                export = _Export(target, "submit")
+                export = _Export(buffer, "submit")
                 items.append((os.fspath(address), offset, export.size, tag, export.address, if_match))
-                buffers.append(target)
+                buffers.append(buffer)
                 pins.append(export.pin)
-        native = self._native.submit(items, pins)
-        return Batch(native, buffers if pins else None)
+        native, unresolved = self._native.submit(items, pins)
+        for position, error in unresolved:
+            early.append(failed(items[position][3], buffers[position], error))
+        return Batch(native, buffers if pins else None, early)
 
     def transport_stats(self) -> Tuple[int, int, int]:
         """``(requests, body_bytes, retries)`` of the remote path since the client started."""
@@ -358,6 +438,7 @@ class Client:
         self, address: Address, offset: int, length: int, *, if_match: Optional[str] = None
     ) -> bytes:
         path = os.fspath(address)
+        _check_byte_counts(offset=offset, length=length)
         return await _awaiting(
             lambda done: self._native.read_async(path, offset, length, done, if_match)
         )
@@ -370,6 +451,7 @@ class Client:
         flight; if the awaiting task is cancelled, the read is cancelled and the buffer is
         released only once Karu no longer writes into it."""
         path = os.fspath(address)
+        _check_byte_counts(offset=offset)
         export = _Export(buffer, "read_into_async")
         address_, size, pin = export.address, export.size, export.pin
         del export
@@ -397,11 +479,18 @@ class Client:
             raise ValueError("starts and lengths differ in length")
         path = os.fspath(address)
         reads = [(path, s, n, if_match) for s, n in zip(starts, lengths)]
-        return await _awaiting(lambda done: self._native.read_many_async(reads, strict, done))
+        return await self._read_many_async(reads, strict)
 
     async def read_batch_async(self, reads, strict: bool = False):
-        items = _batch_items(reads)
-        return await _awaiting(lambda done: self._native.read_many_async(items, strict, done))
+        return await self._read_many_async(_batch_items(reads), strict)
+
+    async def _read_many_async(self, items, strict: bool) -> List[Union[bytes, KaruError]]:
+        """As :meth:`_read_many`, on asyncio."""
+        good, bad = _split_reads(items, strict)
+        results = []
+        if good:
+            results = await _awaiting(lambda done: self._native.read_many_async(good, strict, done))
+        return _merge_results(results, bad, len(items))
 
     async def stat_async(self, address: Address):
         path = os.fspath(address)
@@ -409,4 +498,5 @@ class Client:
 
     async def read_ends_async(self, address: Address, head: int, tail: int):
         path = os.fspath(address)
+        _check_byte_counts(head=head, tail=tail)
         return await _awaiting(lambda done: self._native.read_ends_async(path, head, tail, done))
