@@ -141,6 +141,12 @@ def test_a_read_no_range_can_describe_fails_alone_with_invalid_range(mock, clien
     assert isinstance(got[1], karu.Unsupported)
     assert isinstance(got[2], karu.InvalidRange) and "offset -8 is negative" in str(got[2])
 
+    # A read that is not a tuple of three or four items is refused, named.
+    with pytest.raises(ValueError, match=r"read 1: expected \(address, offset, length\)"):
+        client.read_batch([(url, 0, 1), (url, 0)])
+    with pytest.raises(ValueError, match="read 0: .* got 5 items"):
+        client.submit([(url, 0, 1, "tag", "more")])
+
     # Strict raises it before anything is submitted; single reads raise it.
     mock.clear()
     with pytest.raises(karu.InvalidRange, match="offset -1 is negative"):
@@ -157,32 +163,32 @@ def test_a_read_no_range_can_describe_fails_alone_with_invalid_range(mock, clien
 def test_submit_fails_a_read_that_cannot_be_one_alone(mock, client):
     """In a batch, a read with a negative offset or length, or an address that does not
     resolve, completes first with its own error; the other reads run as if it were not
-    there."""
+    there. Tags are any objects."""
     url = mock.insert("/data/a.bin", DATA)
     bad_buffer, good_buffer = bytearray(4), bytearray(6)
     batch = client.submit(
         [
-            (url, 0, 4, 1),
-            (url, -2, 4, 2),
-            ("nope://x/y", 0, 4, 3),
-            (url, 2**64, bad_buffer, 4),
-            (url, 100, good_buffer, 5),
-            (url, 0, -1, 6),
+            (url, 0, 4, "a"),
+            (url, -2, 4, "b"),
+            ("nope://x/y", 0, 4, "c"),
+            (url, 2**64, bad_buffer, "d"),
+            (url, 100, good_buffer, ("e", 5)),
+            (url, 0, -1, "f"),
         ]
     )
     got = list(batch)
-    assert [c.tag for c in got[:4]] == [2, 4, 6, 3]
+    assert [c.tag for c in got[:4]] == ["b", "d", "f", "c"]
     by_tag = {c.tag: c for c in got}
-    assert sorted(by_tag) == [1, 2, 3, 4, 5, 6] and len(got) == 6
-    assert by_tag[1].ok() and bytes(by_tag[1].data) == DATA[:4]
-    assert by_tag[5].ok() and by_tag[5].data.obj is good_buffer
+    assert set(by_tag) == {"a", "b", "c", "d", ("e", 5), "f"} and len(got) == 6
+    assert by_tag["a"].ok() and bytes(by_tag["a"].data) == DATA[:4]
+    assert by_tag[("e", 5)].ok() and by_tag[("e", 5)].data.obj is good_buffer
     assert bytes(good_buffer) == DATA[100:106]
-    for tag, text in [(2, "offset -2"), (4, "offset 18446744073709551616"), (6, "length -1")]:
+    for tag, text in [("b", "offset -2"), ("d", "offset 18446744073709551616"), ("f", "length -1")]:
         c = by_tag[tag]
         assert c.status is karu.Status.INVALID_RANGE and isinstance(c.error, karu.InvalidRange)
         assert text in str(c.error) and len(c.data) == 0
-    assert by_tag[4].data.obj is bad_buffer and bad_buffer == bytearray(4)
-    assert by_tag[3].status is karu.Status.UNSUPPORTED and len(by_tag[3].data) == 0
+    assert by_tag["d"].data.obj is bad_buffer and bad_buffer == bytearray(4)
+    assert by_tag["c"].status is karu.Status.UNSUPPORTED and len(by_tag["c"].data) == 0
     # The two valid reads, merged into one request; nothing for the others.
     assert [r[2] for r in mock.requests()] == [(0, 105)]
 

@@ -74,14 +74,14 @@ def _flatten(prefix: str, value: Any, out: List[Tuple[str, str]]) -> None:
 
 
 class Completion(NamedTuple):
-    """One read's completion: its tag, status, data (the bytes; for ``RANGE_NOT_SATISFIABLE``
+    """One read's completion: its tag (the object the read was submitted with), status, data (the bytes; for ``RANGE_NOT_SATISFIABLE``
     the valid prefix; empty for other failures) and its exception (``None`` on success).
 
     For a read submitted with a buffer of the caller's, ``data`` is a ``memoryview`` of that
     buffer itself (``data.obj`` is it), of the bytes delivered: Karu wrote them there in
     place."""
 
-    tag: int
+    tag: Any
     status: Status
     data: memoryview
     error: Optional[KaruError]
@@ -90,8 +90,11 @@ class Completion(NamedTuple):
         return self.error is None
 
 
-def _completion(raw, buffers=None) -> Completion:
-    tag, status, data, error, index, received = raw
+def _completion(raw, tags, buffers=None) -> Completion:
+    """The completion of the native tuple ``raw`` of a batch whose reads had ``tags`` and
+    ``buffers`` (by position)."""
+    _, status, data, error, index, received = raw
+    tag = tags[index]
     buffer = buffers[index] if buffers else None
     if buffer is not None:
         data = _bytes_view(buffer)[:received]
@@ -174,8 +177,9 @@ class Batch:
     arrives; ``cancel()`` (or dropping the batch) cancels what has not completed (and waits
     until Karu no longer writes into any buffer of the caller's)."""
 
-    def __init__(self, native, buffers=None, early=()):
+    def __init__(self, native, tags, buffers=None, early=()):
         self._native = native
+        self._tags = tags
         self._buffers = buffers
         # Completions of reads that failed before Karu took them (a range no read can have,
         # an address that does not resolve): handed out first.
@@ -194,7 +198,7 @@ class Batch:
         except IndexError:
             pass
         raw = self._native.next(timeout)
-        return None if raw is None else _completion(raw, self._buffers)
+        return None if raw is None else _completion(raw, self._tags, self._buffers)
 
     def __iter__(self) -> Iterator[Completion]:
         while True:
@@ -225,7 +229,7 @@ class Batch:
                 raw = await queue.get()
                 if raw is None:
                     return
-                yield _completion(raw, self._buffers)
+                yield _completion(raw, self._tags, self._buffers)
         finally:
             task.cancel()
 
@@ -260,9 +264,19 @@ async def _awaiting(start):
 Address = Union[str, "os.PathLike[str]"]
 
 
+def _shape(index: int, read, fourth: str) -> None:
+    """Refuse a read that is not a tuple of three or four items, naming it."""
+    if len(read) not in (3, 4):
+        raise ValueError(
+            f"read {index}: expected (address, offset, length) or (address, offset, length, "
+            f"{fourth}), got {len(read)} items"
+        )
+
+
 def _batch_items(reads) -> List[Tuple[str, int, int, Optional[str]]]:
     items = []
-    for read in reads:
+    for index, read in enumerate(reads):
+        _shape(index, read, "if_match")
         if len(read) == 3:
             address, offset, length = read
             if_match = None
@@ -379,8 +393,8 @@ class Client:
 
     def submit(self, reads: Iterable[Sequence], *, if_match: Optional[str] = None) -> Batch:
         """Submit ``(address, offset, length_or_buffer)`` or ``(address, offset,
-        length_or_buffer, tag)`` reads (the tag defaults to the read's index); returns a
-        :class:`Batch`.
+        length_or_buffer, tag)`` reads (the tag, any object, comes back in the read's
+        completion; it defaults to the read's index); returns a :class:`Batch`.
 
         A read given a writable, C-contiguous buffer instead of a length reads its size into
         it, in place: its completion's ``data`` is a view of that buffer. The buffer stays
@@ -393,6 +407,7 @@ class Client:
         length that is negative or past 2**64 - 1 (:class:`InvalidRange`), an address that
         does not resolve (as :meth:`read` would raise)."""
         items = []
+        tags = []
         buffers = []
         pins = []
         early = []
@@ -402,6 +417,7 @@ class Client:
             return Completion(tag, error.status, data, error)
 
         for index, read in enumerate(reads):
+            _shape(index, read, "tag")
             if len(read) == 3:
                 address, offset, target = read
                 tag = index
@@ -415,18 +431,22 @@ class Client:
                 buffer = target
             if error is not None:
                 early.append(failed(tag, buffer, error))
-            elif buffer is None:
-                items.append((os.fspath(address), offset, target, tag, None, if_match))
-                buffers.append(None)
             else:
-                export = _Export(buffer, "submit")
-                items.append((os.fspath(address), offset, export.size, tag, export.address, if_match))
+                # Karu's tag of the read is its position here; the batch maps it back.
+                position = len(items)
+                if buffer is None:
+                    items.append((os.fspath(address), offset, target, position, None, if_match))
+                else:
+                    export = _Export(buffer, "submit")
+                    size, where = export.size, export.address
+                    items.append((os.fspath(address), offset, size, position, where, if_match))
+                    pins.append(export.pin)
+                tags.append(tag)
                 buffers.append(buffer)
-                pins.append(export.pin)
         native, unresolved = self._native.submit(items, pins)
         for position, error in unresolved:
-            early.append(failed(items[position][3], buffers[position], error))
-        return Batch(native, buffers if pins else None, early)
+            early.append(failed(tags[position], buffers[position], error))
+        return Batch(native, tags, buffers if pins else None, early)
 
     def transport_stats(self) -> Tuple[int, int, int]:
         """``(requests, body_bytes, retries)`` of the remote path since the client started."""
