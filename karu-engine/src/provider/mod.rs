@@ -29,6 +29,8 @@
 //! - [`PerProcess`]: a value of the process that made it, made again in a forked child (what a
 //!   backend keeps that a fork must not share: learned state behind a lock, clients holding
 //!   connections);
+//! - [`encode_path`]: an object name as it goes into a request URL's path, encoded as every
+//!   provider's requests encode it;
 //! - [`redact`]: what of an address, URL, text or error chain may be shown;
 //! - [`error_body`]: the code and message of XML and JSON error answers, and summaries.
 //!
@@ -38,6 +40,7 @@
 pub mod bridge;
 pub mod error_body;
 mod html;
+mod path;
 pub mod redact;
 mod scopes;
 
@@ -61,6 +64,7 @@ pub use karu_config::{
     ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Origin, Scoped, Section,
     SectionConfig, Snapshot,
 };
+pub use path::{PATH_KEEPS, encode_path};
 pub use scopes::PerScope;
 
 /// The `http` crate of [`PreparedRequest`]'s URL and headers, so a provider names the same

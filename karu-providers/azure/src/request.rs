@@ -5,8 +5,10 @@
 //! account, the cloud, a SAS in the URL) from the canonical path alone.
 
 use karu_engine::provider::error_body::xml_element;
-use karu_engine::provider::{CanonicalPath, Correction, Error, Resolved, Status, redact};
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use karu_engine::provider::{
+    CanonicalPath, Correction, Error, Resolved, Status, encode_path, redact,
+};
+use percent_encoding::percent_decode_str;
 
 /// The host suffix of the public Azure cloud.
 pub(crate) const PUBLIC_CLOUD: &str = "core.windows.net";
@@ -64,20 +66,6 @@ pub(crate) struct Address {
     pub(crate) query: Option<String>,
 }
 
-/// Bytes kept as they are in a request path: unreserved characters and `/`. Everything else
-/// is encoded, once.
-const PATH: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~')
-    .remove(b'/');
-
-/// A blob name as it appears in a URL path: percent-encoded exactly once.
-pub(crate) fn encode_key(key: &str) -> String {
-    utf8_percent_encode(key, PATH).to_string()
-}
-
 impl Address {
     /// The canonical identity: `az://container/key` (the key as written) when the account comes
     /// from the configuration; else the blob URL `https://account.blob.cloud/container/key`
@@ -88,7 +76,7 @@ impl Address {
                 let mut text = format!(
                     "https://{account}.blob.{cloud}/{}/{}",
                     self.container,
-                    encode_key(&self.key)
+                    encode_path(&self.key)
                 );
                 if let Some(query) = &self.query {
                     text.push('?');
@@ -312,7 +300,7 @@ pub(crate) fn blob_url(service: &str, address: &Address, sas: Option<&str>) -> S
     let mut url = format!(
         "{service}/{}/{}",
         address.container,
-        encode_key(&address.key)
+        encode_path(&address.key)
     );
     let query = address
         .query
@@ -577,7 +565,7 @@ mod tests {
         #[test]
         fn spellings_share_one_canonical_path(key in key_strategy()) {
             prop_assume!(check_key(&key).is_ok());
-            let encoded = encode_key(&key);
+            let encoded = encode_path(&key);
             let expected = with_account("acct", "data", &key);
             for spelling in [
                 format!("https://acct.blob.core.windows.net/data/{encoded}"),

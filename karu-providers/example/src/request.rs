@@ -2,7 +2,7 @@
 
 use karu_engine::provider::http::header::{AUTHORIZATION, HeaderValue};
 use karu_engine::provider::{
-    CanonicalPath, Error, PrepareContext, PreparedRequest, Resolved, Status, redact,
+    CanonicalPath, Error, PrepareContext, PreparedRequest, Resolved, Status, encode_path, redact,
 };
 
 use crate::credential::Token;
@@ -18,10 +18,8 @@ pub(crate) fn resolve(address: &str) -> Result<Resolved, Error> {
         _ => return Err(invalid("not a toy:// address")),
     };
     let (host, key) = rest.split_once('/').unwrap_or((rest, ""));
-    if [host, key]
-        .iter()
-        .any(|s| s.is_empty() || s.contains(['@', '?', '#']))
-    {
+    // A key may hold any character but those that would end a URL's path.
+    if host.is_empty() || key.is_empty() || host.contains('@') || rest.contains(['?', '#']) {
         return Err(invalid("expected toy://host:port/key"));
     }
     let host = host.to_ascii_lowercase();
@@ -29,11 +27,13 @@ pub(crate) fn resolve(address: &str) -> Result<Resolved, Error> {
     Ok(Resolved::remote(canonical, Some(host), key.to_string()))
 }
 
-/// A `GET` of `http://host:port/key` for the context's range, with the bearer token.
+/// A `GET` of `http://host:port/key` (the key percent-encoded as every provider's paths are)
+/// for the context's range, with the bearer token.
 pub(crate) fn prepare(ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
     let locator = ctx.locator;
     let host = locator.container().unwrap_or_default();
-    let mut request = PreparedRequest::get(&format!("http://{host}/{}", locator.key()), ctx)?;
+    let url = format!("http://{host}/{}", encode_path(locator.key()));
+    let mut request = PreparedRequest::get(&url, ctx)?;
     let Some(Token(token)) = ctx.credential.and_then(|c| c.get::<Token>()) else {
         return Err(Error::new(Status::Credentials, "no toy token was obtained"));
     };

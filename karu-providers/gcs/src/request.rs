@@ -5,8 +5,10 @@
 use hmac::{Hmac, KeyInit, Mac};
 use karu_engine::provider::http::HeaderMap;
 use karu_engine::provider::http::header::{CONTENT_ENCODING, CONTENT_RANGE, HeaderValue, WARNING};
-use karu_engine::provider::{CanonicalPath, Correction, Error, Resolved, Status, redact};
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use karu_engine::provider::{
+    CanonicalPath, Correction, Error, Resolved, Status, encode_path, redact,
+};
+use percent_encoding::percent_decode_str;
 use sha2::{Digest, Sha256};
 
 /// Google's public endpoint of the XML API.
@@ -161,20 +163,6 @@ fn check_key(key: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Bytes an object name keeps unencoded in a URL path: unreserved characters and `/`
-/// (so `a//b` stays two slashes, a separate empty segment GCS keeps in the name).
-const KEY: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~')
-    .remove(b'/');
-
-/// The object name as a URL path, each byte outside the unreserved set percent-encoded once.
-pub(crate) fn encode_key(key: &str) -> String {
-    utf8_percent_encode(key, KEY).to_string()
-}
-
 /// Normalise an endpoint override: an `http(s)` URL with a host, or a bare `host:port` as
 /// `STORAGE_EMULATOR_HOST` is often set (taken as `http://`, as Google's clients do). A
 /// trailing `/` is dropped; a path is kept as a prefix.
@@ -207,7 +195,7 @@ pub(crate) fn object_url(endpoint: &str, bucket: &str, key: &str) -> String {
     format!(
         "{}/{bucket}/{}",
         endpoint.trim_end_matches('/'),
-        encode_key(key)
+        encode_path(key)
     )
 }
 
@@ -668,7 +656,7 @@ mod tests {
             prop_assert_eq!(&gs, &addr("bkt", &key));
             let url = object_url(DEFAULT_ENDPOINT, "bkt", &key);
             prop_assert_eq!(parse(&url).unwrap(), gs.clone());
-            let hosted = format!("https://bkt.storage.googleapis.com/{}", encode_key(&key));
+            let hosted = format!("https://bkt.storage.googleapis.com/{}", encode_path(&key));
             prop_assert_eq!(parse(&hosted).unwrap(), gs.clone());
             let path = url.strip_prefix(DEFAULT_ENDPOINT).unwrap();
             prop_assert!(path.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~/%".contains(&b)));

@@ -4,8 +4,10 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use karu_engine::provider::http::{HeaderMap, Uri};
-use karu_engine::provider::{CanonicalPath, Error, Resolved, Status, redact};
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use karu_engine::provider::{
+    CanonicalPath, Error, PATH_KEEPS, Resolved, Status, encode_path, redact,
+};
+use percent_encoding::{AsciiSet, percent_decode_str, utf8_percent_encode};
 
 /// The Hub everyone means when no endpoint is configured.
 pub(crate) const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
@@ -16,18 +18,10 @@ pub(crate) const DEFAULT_REVISION: &str = "main";
 /// Longest organisation or repository name the Hub accepts.
 const MAX_NAME_LEN: usize = 96;
 
-/// What a file path keeps unencoded in a resolve URL (Python's `quote(path)`: the unreserved
-/// characters and `/`).
-const PATH_ENCODE: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~')
-    .remove(b'/');
-
 /// What a revision keeps unencoded in a resolve URL (`quote(revision, safe="")`: `/` encoded,
-/// so `refs/pr/1` is one path segment, `refs%2Fpr%2F1`).
-const REVISION_ENCODE: &AsciiSet = &PATH_ENCODE.add(b'/');
+/// so `refs/pr/1` is one path segment, `refs%2Fpr%2F1`). A file path keeps `/` as well
+/// ([`encode_path`], Python's `quote(path)`).
+const REVISION_ENCODE: &AsciiSet = &PATH_KEEPS.add(b'/');
 
 /// What a revision encodes in a canonical `hf://` path: `%` and `/` only, so it stays one
 /// segment and decodes back to itself.
@@ -126,7 +120,7 @@ impl Address {
             endpoint.trim_end_matches('/'),
             self.repository(),
             utf8_percent_encode(&self.revision, REVISION_ENCODE),
-            utf8_percent_encode(&self.path, PATH_ENCODE)
+            encode_path(&self.path)
         )
     }
 }

@@ -13,8 +13,10 @@ use aws_smithy_runtime_api::client::identity::Identity;
 use http::HeaderMap;
 use http::header::{HeaderName, HeaderValue};
 use karu_engine::provider::error_body::xml_element;
-use karu_engine::provider::{CanonicalPath, Correction, Error, Resolved, Status, redact};
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use karu_engine::provider::{
+    CanonicalPath, Correction, Error, Resolved, Status, encode_path, redact,
+};
+use percent_encoding::percent_decode_str;
 
 use crate::config::Addressing;
 
@@ -164,14 +166,6 @@ fn check_bucket(bucket: &str) -> Result<(), &'static str> {
     }
 }
 
-/// Bytes S3 keys keep unencoded in a URL path: unreserved characters and `/`.
-const KEY: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~')
-    .remove(b'/');
-
 /// The URL of an object.
 pub(crate) fn object_url(
     bucket: &str,
@@ -180,7 +174,7 @@ pub(crate) fn object_url(
     endpoint: Option<&str>,
     addressing: Option<Addressing>,
 ) -> Result<String, S3Error> {
-    let key = utf8_percent_encode(key, KEY).to_string();
+    let key = encode_path(key);
     match endpoint {
         Some(endpoint) => {
             let url =

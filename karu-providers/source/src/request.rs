@@ -1,18 +1,10 @@
 //! Addresses and request URLs: plain functions, tested exhaustively.
 
-use karu_engine::provider::{CanonicalPath, Error, Resolved, Status, redact};
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use karu_engine::provider::{CanonicalPath, Error, Resolved, Status, encode_path, redact};
+use percent_encoding::percent_decode_str;
 
 /// Source Cooperative's data proxy.
 pub(crate) const DEFAULT_ENDPOINT: &str = "https://data.source.coop";
-
-/// What a key keeps unencoded in a request path (S3's URI encoding: unreserved and `/`).
-const KEY_ENCODE: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~')
-    .remove(b'/');
 
 /// Longest account or product name.
 const MAX_NAME_LEN: usize = 128;
@@ -62,7 +54,7 @@ impl Address {
             endpoint.trim_end_matches('/'),
             self.account,
             self.product,
-            utf8_percent_encode(&self.path, KEY_ENCODE)
+            encode_path(&self.path)
         )
     }
 }
