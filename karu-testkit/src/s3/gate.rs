@@ -606,9 +606,13 @@ fn verify_signature(
     amz_date: &str,
     payload_hash: &str,
 ) -> Result<(), Box<Rejection>> {
+    // S3 signs the key it decodes from the path, encoded again in SigV4's one form: a path a
+    // client encoded another way (a raw `+`, which S3 may even take for a space; lower-case
+    // hex; an unreserved byte encoded) does not match what the client signed.
+    let path = sigv4::uri_encode(&sigv4::decode(&req.path), true);
     let (canonical, missing) = sigv4::canonical_request(&CanonicalInput {
         method: &req.method,
-        path: &req.path,
+        path: &path,
         query: req.query.as_deref(),
         headers: &req.headers,
         signed_headers: &auth.signed_headers,
