@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use karu::{CallbackCredential, CanonicalPath, Client, ClientBuilder, Status};
 use karu_testkit::conformance::{self, MockControl, Options, Target};
-use karu_testkit::{Gate, GateResponse, MockServer, RequestHead, pattern};
+use karu_testkit::{Gate, GateResponse, MockServer, RequestHead, pattern, url_path};
 
 const TOKEN: &str = "t0ken-for-the-toy";
 
@@ -79,7 +79,7 @@ impl Target for ToyTarget {
     }
 
     fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
-        self.server.insert(&format!("/{name}"), bytes.to_vec());
+        self.server.insert(&url_path(name), bytes.to_vec());
         Ok(())
     }
 
@@ -94,15 +94,15 @@ impl MockControl for ToyTarget {
     }
 
     fn path_of(&self, name: &str) -> String {
-        format!("/{name}")
+        url_path(name)
     }
 
     fn put_virtual(&self, name: &str, size: u64) {
-        self.server.insert_virtual(&format!("/{name}"), size);
+        self.server.insert_virtual(&url_path(name), size);
     }
 
     fn set_etag(&self, name: &str, etag: Option<&str>) {
-        self.server.set_etag(&format!("/{name}"), etag);
+        self.server.set_etag(&url_path(name), etag);
     }
 
     fn refusing(&self, name: &str) -> (ClientBuilder, String) {

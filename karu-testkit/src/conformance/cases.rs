@@ -8,8 +8,9 @@ use crate::http::pattern;
 type Case = fn(&Ctx<'_>) -> Result<String, String>;
 
 /// Every basic case, by name.
-pub(crate) const CASES: [(&str, Case); 10] = [
+pub(crate) const CASES: [(&str, Case); 11] = [
     ("single", single),
+    ("names", names),
     ("merged", merged),
     ("overlapping", overlapping),
     ("windowed", windowed),
@@ -79,6 +80,62 @@ fn single(ctx: &Ctx<'_>) -> Result<String, String> {
         );
     }
     Ok("5000 exact bytes, one request".into())
+}
+
+/// Object names that a provider's addresses, request paths and signatures must carry
+/// exactly: spaces, reserved and non-ASCII characters, a literal percent sign, a directory
+/// with a space. Each object has its own size, so reading one for another shows.
+const NAMES: [&str; 6] = [
+    "conformance/names/a b/c d.bin",
+    "conformance/names/plus+equals=amp&.bin",
+    "conformance/names/percent%41.bin",
+    "conformance/names/ünï çødé.bin",
+    "conformance/names/tilde~semi;colon:at@comma,.bin",
+    "conformance/names/paren(bang)!star*dollar$quote'.bin",
+];
+
+fn names(ctx: &Ctx<'_>) -> Result<String, String> {
+    let client = client(ctx)?;
+    let mut objects = Vec::new();
+    for (k, name) in NAMES.iter().enumerate() {
+        let size = 1000 + 100 * k as u64;
+        let address = object(ctx, name, size)?;
+        let object = client
+            .locate(&address)
+            .map_err(|e| format!("{name}: {e}"))?;
+        let info = client
+            .stat(&object)
+            .map_err(|e| format!("stat of {name}: {e}"))?;
+        ensure!(
+            info.size == Some(size),
+            "{name}: size {:?}, not {size}",
+            info.size
+        );
+        objects.push((object, size));
+    }
+    // A read inside each object, and one past its end: exactly what exists of it.
+    let reads = objects.iter().enumerate().flat_map(|(k, (object, size))| {
+        let k = 2 * k as u64;
+        [
+            Read::new(object, 10, 500).tag(k),
+            Read::new(object, size - 50, 100).tag(k + 1),
+        ]
+    });
+    for c in client.submit(reads).wait() {
+        let (name, size) = (NAMES[c.tag() as usize / 2], objects[c.tag() as usize / 2].1);
+        if c.tag() % 2 == 0 {
+            exact(&c, 10, 500).map_err(|e| format!("{name}: {e}"))?;
+        } else {
+            ensure!(
+                c.status() == Status::RangeNotSatisfiable
+                    && c.bytes() == pattern(size - 50, 50).as_slice(),
+                "{name}: a read past its end got {} with {} bytes",
+                c.status(),
+                c.bytes_received()
+            );
+        }
+    }
+    Ok(format!("{} objects with unusual names, exact", NAMES.len()))
 }
 
 fn merged(ctx: &Ctx<'_>) -> Result<String, String> {

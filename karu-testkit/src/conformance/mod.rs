@@ -60,7 +60,8 @@ pub trait Target: Send + Sync {
     /// no configuration or environment of the machine; the suite adds its own options.
     fn builder(&self) -> ClientBuilder;
 
-    /// The address of the object `name` (e.g. `s3://bucket/name`).
+    /// The address of the object `name` (e.g. `s3://bucket/name`; in an HTTP URL, the name
+    /// percent-encoded). Names may hold spaces, reserved and non-ASCII characters.
     fn address(&self, name: &str) -> String;
 
     /// Store an object under `name` (a real endpoint uploads it).

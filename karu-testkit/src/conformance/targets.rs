@@ -13,7 +13,7 @@ use crate::azurite::Azurite;
 use crate::fake_gcs::FakeGcs;
 use crate::gcs::GcsMock;
 use crate::hf::{HfMock, RepoAccess};
-use crate::http::MockServer;
+use crate::http::{MockServer, url_path};
 use crate::nginx::Nginx;
 use crate::s3::{S3Mock, object_path};
 use crate::source::SourceMock;
@@ -111,11 +111,11 @@ impl Target for HttpMockTarget {
     }
 
     fn address(&self, name: &str) -> String {
-        self.server.url(&format!("/{name}"))
+        self.server.url(&url_path(name))
     }
 
     fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
-        self.server.insert(&format!("/{name}"), bytes.to_vec());
+        self.server.insert(&url_path(name), bytes.to_vec());
         Ok(())
     }
 
@@ -130,15 +130,15 @@ impl MockControl for HttpMockTarget {
     }
 
     fn path_of(&self, name: &str) -> String {
-        format!("/{name}")
+        url_path(name)
     }
 
     fn put_virtual(&self, name: &str, size: u64) {
-        self.server.insert_virtual(&format!("/{name}"), size);
+        self.server.insert_virtual(&url_path(name), size);
     }
 
     fn set_etag(&self, name: &str, etag: Option<&str>) {
-        self.server.set_etag(&format!("/{name}"), etag);
+        self.server.set_etag(&url_path(name), etag);
     }
 
     fn refusing(&self, name: &str) -> (ClientBuilder, String) {
@@ -149,7 +149,7 @@ impl MockControl for HttpMockTarget {
         };
         (
             self.builder_with_transport(),
-            format!("{scheme}://127.0.0.1:{}/{name}", self.dead_port),
+            format!("{scheme}://127.0.0.1:{}{}", self.dead_port, url_path(name)),
         )
     }
 }
@@ -208,7 +208,7 @@ impl Target for NginxTarget {
     }
 
     fn address(&self, name: &str) -> String {
-        self.nginx.url(&format!("/{name}"))
+        self.nginx.url(&url_path(name))
     }
 
     fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {

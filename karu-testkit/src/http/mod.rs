@@ -77,6 +77,22 @@ pub use pattern::{fill_pattern, pattern, pattern_byte};
 use server::{Protocol, Running};
 use state::{Data, Shared};
 
+/// What an object name keeps in a URL path: ASCII letters, digits, `-._~` and `/`; every
+/// other byte is percent-encoded (as Karu's providers encode it).
+const URL_PATH: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'/');
+
+/// The request path of object `name` on a plain HTTP server: `/` and the name,
+/// percent-encoded (`a b+c` is `/a%20b%2Bc`). The mock matches the raw request path, so an
+/// object served for a name a provider encodes goes there.
+pub fn url_path(name: &str) -> String {
+    format!("/{}", percent_encoding::utf8_percent_encode(name, URL_PATH))
+}
+
 /// One request as the server saw it, and what it answered (see [`MockServer::requests`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestRecord {
