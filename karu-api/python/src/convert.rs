@@ -27,21 +27,16 @@ pub(crate) fn completion_outcome(completion: Completion) -> Outcome {
     }
 }
 
-/// `(tag, status name, data, exception or None, index, bytes received)`: `tag` is the
-/// caller's (`tags[index]`); data is a `memoryview` of the bytes (of the valid prefix for
+/// `(status name, data, exception or None, index, bytes received)`: `index` is the read's
+/// position among those submitted (Karu's tag of it; the Python half maps it to the caller's
+/// tag and buffer); data is a `memoryview` of the bytes (of the valid prefix for
 /// `range_not_satisfiable`, empty for other failures; empty for a read into a caller's
 /// buffer, whose bytes are there).
 pub(crate) fn completion_tuple<'py>(
     py: Python<'py>,
     completion: Completion,
-    tags: &[u64],
 ) -> PyResult<Bound<'py, PyTuple>> {
     let index = completion.tag();
-    let tag = usize::try_from(index)
-        .ok()
-        .and_then(|i| tags.get(i))
-        .copied()
-        .unwrap_or(index);
     let status = completion.status().name();
     let received = completion.bytes_received();
     let (data, exception) = match completion_outcome(completion) {
@@ -52,7 +47,7 @@ pub(crate) fn completion_tuple<'py>(
         }
     };
     let view = PyMemoryView::from(&PyBytes::new(py, &data))?;
-    (tag, status, view, exception, index, received).into_pyobject(py)
+    (status, view, exception, index, received).into_pyobject(py)
 }
 
 /// `e` with the end-of-object evidence of a read of `length` bytes at `offset` that received

@@ -197,7 +197,7 @@ impl Client {
         ends_tuple(py, ends)
     }
 
-    /// Submit `(address, offset, length, tag, buffer, if_match)` reads; a batch yielding
+    /// Submit `(address, offset, length, buffer, if_match)` reads; a batch yielding
     /// completions as they arrive, and `(position, exception)` of each read whose address
     /// does not resolve (which fails alone: it is not submitted). `buffer` is `None` (Karu
     /// allocates the bytes) or the address of a caller's writable buffer of `length` bytes,
@@ -211,12 +211,8 @@ impl Client {
         pins: Vec<Py<PyAny>>,
     ) -> PyResult<(Batch, Vec<Unresolved>)> {
         let mut specs = Vec::with_capacity(reads.len());
-        let mut tags = Vec::with_capacity(reads.len());
         let mut failures = Vec::new();
-        for (index, (address, offset, length, tag, buffer, if_match)) in
-            reads.into_iter().enumerate()
-        {
-            tags.push(tag);
+        for (index, (address, offset, length, buffer, if_match)) in reads.into_iter().enumerate() {
             match self.inner.locate(&address) {
                 Ok(locator) => specs.push(Spec {
                     index,
@@ -239,7 +235,6 @@ impl Client {
         let transfers = batch.batch.stats().transfers;
         let batch = Batch {
             inner: Mutex::new(Some(batch)),
-            tags,
             transfers,
         };
         Ok((batch, failures))
@@ -499,9 +494,9 @@ type Unresolved = (usize, Py<PyAny>);
 /// `(address, offset, length, if_match)`: a read of `read_many`.
 type ManyRead = (String, u64, u64, Option<String>);
 
-/// `(address, offset, length, tag, buffer address or None, if_match)`, as the Python half
-/// submits a read.
-type SubmittedRead = (String, u64, u64, u64, Option<usize>, Option<String>);
+/// `(address, offset, length, buffer address or None, if_match)`, as the Python half submits
+/// a read.
+type SubmittedRead = (String, u64, u64, Option<usize>, Option<String>);
 
 /// One read as the Python half describes it: `buffer` is the address of a caller's buffer
 /// of `length` bytes, or `None` for a buffer Karu allocates.
@@ -587,14 +582,13 @@ unsafe fn submit_specs(client: &karu::Client, specs: Vec<Spec>, pins: Vec<Py<PyA
     Pinned { batch, _pins: pins }
 }
 
-/// Submitted reads: iterating yields `(tag, status name, data, exception or None, index,
-/// bytes received)` as each read completes (`data` is empty for a read into a caller's
-/// buffer); dropping (or `cancel()`) cancels what has not completed.
+/// Submitted reads: iterating yields `(status name, data, exception or None, index, bytes
+/// received)` as each read completes (`index`: its position among the reads submitted;
+/// `data` is empty for a read into a caller's buffer); dropping (or `cancel()`) cancels what
+/// has not completed.
 #[pyclass(module = "karu._native", name = "Batch", frozen)]
 struct Batch {
     inner: Mutex<Option<Pinned>>,
-    /// The caller's tag of each read, by index (Karu's tag is the index).
-    tags: Vec<u64>,
     transfers: usize,
 }
 
@@ -646,7 +640,7 @@ impl Batch {
             };
             match next {
                 Next::Completion(completion) => {
-                    return convert::completion_tuple(py, completion, &self.tags).map(Some);
+                    return convert::completion_tuple(py, completion).map(Some);
                 }
                 Next::Drained => return Ok(None),
                 Next::TimedOut => {
@@ -671,7 +665,7 @@ impl Batch {
             .map_err(|_| PyValueError::new_err("a batch's lock was poisoned"))?
             .take()
             .ok_or_else(|| PyValueError::new_err("this batch was already consumed"))?;
-        runtime::stream(each, batch, self.tags.clone())
+        runtime::stream(each, batch)
     }
 
     /// Cancel the reads that have not completed and release the batch, waiting (without the

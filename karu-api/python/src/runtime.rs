@@ -82,7 +82,7 @@ pub(crate) fn spawn(
 
 /// Feed each completion of `batch` to `each` as a tuple, then `None`. The batch (and its
 /// pinned caller buffers) is dropped when the stream ends or the task is cancelled.
-pub(crate) fn stream(each: Py<PyAny>, batch: crate::Pinned, tags: Vec<u64>) -> PyResult<Task> {
+pub(crate) fn stream(each: Py<PyAny>, batch: crate::Pinned) -> PyResult<Task> {
     let task = handle()?.spawn(async move {
         let mut batch = batch;
         loop {
@@ -90,7 +90,7 @@ pub(crate) fn stream(each: Py<PyAny>, batch: crate::Pinned, tags: Vec<u64>) -> P
             let last = next.is_none();
             let stop = Python::attach(|py| {
                 let call = match next {
-                    Some(completion) => crate::convert::completion_tuple(py, completion, &tags)
+                    Some(completion) => crate::convert::completion_tuple(py, completion)
                         .and_then(|t| each.call1(py, (t,))),
                     None => each.call1(py, (py.None(),)),
                 };

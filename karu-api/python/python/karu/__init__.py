@@ -93,7 +93,7 @@ class Completion(NamedTuple):
 def _completion(raw, tags, buffers=None) -> Completion:
     """The completion of the native tuple ``raw`` of a batch whose reads had ``tags`` and
     ``buffers`` (by position)."""
-    _, status, data, error, index, received = raw
+    status, data, error, index, received = raw
     tag = tags[index]
     buffer = buffers[index] if buffers else None
     if buffer is not None:
@@ -432,14 +432,13 @@ class Client:
             if error is not None:
                 early.append(failed(tag, buffer, error))
             else:
-                # Karu's tag of the read is its position here; the batch maps it back.
-                position = len(items)
+                # The native batch names each read by its position here; the batch maps it
+                # back to the tag and the buffer.
                 if buffer is None:
-                    items.append((os.fspath(address), offset, target, position, None, if_match))
+                    items.append((os.fspath(address), offset, target, None, if_match))
                 else:
                     export = _Export(buffer, "submit")
-                    size, where = export.size, export.address
-                    items.append((os.fspath(address), offset, size, position, where, if_match))
+                    items.append((os.fspath(address), offset, export.size, export.address, if_match))
                     pins.append(export.pin)
                 tags.append(tag)
                 buffers.append(buffer)
