@@ -8,7 +8,9 @@ mod support;
 use std::time::Duration;
 
 use karu_testkit::{Fault, FaultRule, MockServer, Rng};
-use support::{Lang, assert_success, compile, compile_forking, pattern, pattern_file};
+use support::{
+    Lang, assert_success, assert_success_in, compile, compile_forking, pattern, pattern_file,
+};
 
 const MIB: u64 = 1 << 20;
 
@@ -452,14 +454,8 @@ fn random_batches_from_c() {
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let output = program.run(&args);
-        assert!(
-            output.status.success(),
-            "seeds {seed}..{} failed ({}), faults {planted:?}:\n--- stdout\n{}\n--- stderr\n{}",
-            seed + count,
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let what = format!("seeds {seed}..{} with faults {planted:?}", seed + count);
+        assert_success_in(&output, &what);
         for line in String::from_utf8_lossy(&output.stdout).lines() {
             let way = line.split(", ").nth(1).unwrap_or(line).to_owned();
             *ways.entry(way).or_insert(0) += 1;

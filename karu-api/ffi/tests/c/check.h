@@ -46,15 +46,18 @@ static inline int is_pattern(const uint8_t *data, uint64_t offset, size_t len) {
     return 1;
 }
 
-/* A client that reads no config file (the driver also clears the environment), with the
-   options of `toml` (NULL for none). */
-static inline karu_client *test_client(const char *toml) {
+/* A builder that reads no config file (the driver also clears the environment). */
+static inline karu_client_builder *test_builder(void) {
     karu_client_builder *builder = NULL;
-    karu_client *client = NULL;
     CHECK_OK(karu_client_builder_new(&builder));
     CHECK_OK(karu_client_builder_user_config_file(builder, NULL));
     CHECK_OK(karu_client_builder_project_config_file(builder, NULL));
-    if (toml) CHECK_OK(karu_client_builder_config_toml(builder, toml));
+    return builder;
+}
+
+/* The client of `builder` (freed), or exit with the builder's message. */
+static inline karu_client *test_build(karu_client_builder *builder) {
+    karu_client *client = NULL;
     karu_status built = karu_client_builder_build(builder, &client);
     if (built != KARU_OK) {
         char message[512];
@@ -64,6 +67,13 @@ static inline karu_client *test_client(const char *toml) {
     }
     CHECK_OK(karu_client_builder_free(builder));
     return client;
+}
+
+/* A client that reads no config file, with the options of `toml` (NULL for none). */
+static inline karu_client *test_client(const char *toml) {
+    karu_client_builder *builder = test_builder();
+    if (toml) CHECK_OK(karu_client_builder_config_toml(builder, toml));
+    return test_build(builder);
 }
 
 static inline karu_locator *test_locate(const karu_client *client, const char *address) {

@@ -78,14 +78,7 @@ static void child(karu_client *client, karu_batch *inherited, const char *local_
 int main(int argc, char **argv) {
     CHECK(argc == 4);
     const char *local_path = argv[1], *object_url = argv[2], *held_url = argv[3];
-    karu_client_builder *builder = NULL;
-    karu_client *client = NULL;
-    CHECK_OK(karu_client_builder_new(&builder));
-    CHECK_OK(karu_client_builder_user_config_file(builder, NULL));
-    CHECK_OK(karu_client_builder_project_config_file(builder, NULL));
-    CHECK_OK(karu_client_builder_set(builder, "io_threads", "1"));
-    CHECK_OK(karu_client_builder_build(builder, &client));
-    CHECK_OK(karu_client_builder_free(builder));
+    karu_client *client = test_client("io_threads = 1");
     karu_locator *local = test_locate(client, local_path);
     karu_locator *remote = test_locate(client, object_url);
     karu_locator *held = test_locate(client, held_url);

@@ -464,11 +464,7 @@ static karu_client *random_client(void) {
     static const char *parts[] = {"0", "64KiB", "8MiB"};
     static const char *concurrency[] = {"1", "3", "16", "64"};
     static const char *threads[] = {"1", "2", "4"};
-    karu_client_builder *builder = NULL;
-    karu_client *client = NULL;
-    CHECK_OK(karu_client_builder_new(&builder));
-    CHECK_OK(karu_client_builder_user_config_file(builder, NULL));
-    CHECK_OK(karu_client_builder_project_config_file(builder, NULL));
+    karu_client_builder *builder = test_builder();
     CHECK_OK(karu_client_builder_set(builder, "retry.initial_backoff", "10ms"));
     CHECK_OK(karu_client_builder_set(builder, "retry.max_backoff", "50ms"));
     CHECK_OK(karu_client_builder_set(builder, "planner.max_gap", gaps[between(0, 3)]));
@@ -484,14 +480,7 @@ static karu_client *random_client(void) {
         credentials->cached = chance(50);
         CHECK_OK(karu_client_builder_credential_callback(builder, "aws", provide, credentials));
     }
-    karu_status built = karu_client_builder_build(builder, &client);
-    if (built != KARU_OK) {
-        char message[512];
-        karu_client_builder_last_error(builder, message, sizeof message, NULL);
-        FAIL("cannot build a client: %s: %s", karu_status_name(built), message);
-    }
-    CHECK_OK(karu_client_builder_free(builder));
-    return client;
+    return test_build(builder);
 }
 
 /* Free the client (and its callback's state): a callback whose answer Karu caches for the

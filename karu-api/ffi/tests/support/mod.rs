@@ -269,9 +269,14 @@ pub(crate) fn wait(mut child: Child) -> Output {
 /// Assert the program exited 0 (AddressSanitizer and LeakSanitizer exit non-zero on a
 /// finding), showing its output otherwise.
 pub(crate) fn assert_success(output: &Output) {
+    assert_success_in(output, "the program");
+}
+
+/// [`assert_success`], saying what ran (`what`: seeds, faults) when it failed.
+pub(crate) fn assert_success_in(output: &Output, what: &str) {
     assert!(
         output.status.success(),
-        "the program failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
+        "{what} failed ({}):\n--- stdout\n{}\n--- stderr\n{}",
         output.status,
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
