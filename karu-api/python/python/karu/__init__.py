@@ -74,8 +74,9 @@ def _flatten(prefix: str, value: Any, out: List[Tuple[str, str]]) -> None:
 
 
 class Completion(NamedTuple):
-    """One read's completion: its tag (the object the read was submitted with), status, data (the bytes; for ``RANGE_NOT_SATISFIABLE``
-    the valid prefix; empty for other failures) and its exception (``None`` on success).
+    """One read's completion: its tag (the object the read was submitted with), status, data
+    (the bytes; for ``RANGE_NOT_SATISFIABLE`` the valid prefix; empty for other failures) and
+    its exception (``None`` on success).
 
     For a read submitted with a buffer of the caller's, ``data`` is a ``memoryview`` of that
     buffer itself (``data.obj`` is it), of the bytes delivered: Karu wrote them there in
@@ -124,6 +125,7 @@ def _byte_counts(**counts) -> Optional[InvalidRange]:
 
 
 def _check_byte_counts(**counts) -> None:
+    """Raise :func:`_byte_counts`' exception, if any."""
     error = _byte_counts(**counts)
     if error is not None:
         raise error
@@ -438,7 +440,8 @@ class Client:
                     items.append((os.fspath(address), offset, target, None, if_match))
                 else:
                     export = _Export(buffer, "submit")
-                    items.append((os.fspath(address), offset, export.size, export.address, if_match))
+                    where = export.address
+                    items.append((os.fspath(address), offset, export.size, where, if_match))
                     pins.append(export.pin)
                 tags.append(tag)
                 buffers.append(buffer)
