@@ -91,11 +91,13 @@ const SHARED: [(&str, &str); 5] = [
 ];
 
 /// The objects every case reads: a name, a size, and the `ETag` it is served with (`None`: no
-/// `ETag` at all; a weak one may not be resumed).
+/// `ETag` at all; a weak one may not be resumed). One name, and [`CHANGING`]'s, hold a space,
+/// `+`, `%` and a non-ASCII letter, which every request for them must carry exactly (as
+/// `basic/names` checks once, here under faults, retries, resumes and versions).
 const OBJECTS: [(&str, u64, Option<&str>); 6] = [
     ("random/empty", 0, Some("\"e0\"")),
     ("random/tiny", 7, Some("\"t1\"")),
-    ("random/small", 100_000, Some("\"s1\"")),
+    ("random/sm all+ü%", 100_000, Some("\"s1\"")),
     ("random/untagged", 700_001, None),
     ("random/large", 1_300_000, Some("\"l1\"")),
     ("random/weak", 333_333, Some("W/\"w1\"")),
@@ -104,7 +106,7 @@ const OBJECTS: [(&str, u64, Option<&str>); 6] = [
 /// An object replaced by another version during the batch (after a random number of its
 /// requests, or never): two versions of different bytes and sizes, stored under their own names
 /// and served under this one by a [`Gate`] wrapped around the target's.
-const CHANGING: &str = "random/changing";
+const CHANGING: &str = "random/chang ing+é";
 
 /// The changing object's versions: where each is stored, its size, and its salt (the `k` of
 /// [`object_byte`]).
