@@ -147,7 +147,9 @@ def check(a: Ask, c: karu.Completion, cancelled_ok=False):
     else:
         assert isinstance(c.error, error) and c.error.status is status, c.error
     if a.buffer is not None:
-        assert c.data.obj is not None
+        # A view of the caller's own memory (a slice's: the `bytearray` it slices).
+        owner = a.buffer.obj if isinstance(a.buffer, memoryview) else a.buffer
+        assert c.data.obj is owner
         view = memoryview(a.buffer)
         flat = view if view.format == "B" else view.cast("B")
         # The bytes delivered are at the buffer's start; the rest is as it was (zero), unless

@@ -516,7 +516,8 @@ static void run_case(karu_client *client) {
     ask_count = n;
     karu_read *reads = calloc(n, sizeof *reads);
     karu_locator **windows = calloc(n, sizeof *windows);
-    size_t rejected = 0; /* reads refused before any I/O */
+    size_t rejected = 0;  /* reads refused before any I/O */
+    uint64_t requested = 0; /* the bytes the others ask for */
     for (size_t i = 0; i < n; i++) {
         struct ask *a = &asks[i];
         if (i > 0 && chance(10)) { /* the same read twice */
@@ -541,6 +542,8 @@ static void run_case(karu_client *client) {
         if (a->expect == EXPECT_STATUS &&
             (a->status == KARU_ERR_INVALID_RANGE || a->status == KARU_ERR_INVALID))
             rejected++;
+        else
+            requested += a->length;
     }
     /* A malformed array is refused whole, before anything runs: two destinations that
        overlap, or a read without a locator. */
@@ -582,9 +585,10 @@ static void run_case(karu_client *client) {
     free(reads); /* copied at submit */
     karu_stats stats;
     CHECK_OK(karu_batch_stats(batch, &stats));
-    if (stats.reads != n || stats.rejected != rejected)
-        FAIL("stats: %" PRIu64 " reads, %" PRIu64 " rejected; expected %zu and %zu", stats.reads,
-             stats.rejected, n, rejected);
+    if (stats.reads != n || stats.rejected != rejected || stats.requested_bytes != requested)
+        FAIL("stats: %" PRIu64 " reads, %" PRIu64 " rejected, %" PRIu64
+             " bytes requested; expected %zu, %zu and %" PRIu64,
+             stats.reads, stats.rejected, stats.requested_bytes, n, rejected, requested);
     /* The window locators may go at once: Karu keeps what it needs. */
     int windows_now = chance(50);
     if (windows_now)
