@@ -5,6 +5,7 @@ mod support;
 use std::time::Duration;
 
 use karu::{Next, Read, Status};
+use karu_testkit::{Fault, FaultRule};
 use support::{
     LeaseGuard, expect_completion, held_file, isolated, locate, pattern, pattern_file,
     wait_until_active,
@@ -211,4 +212,123 @@ fn layers_override_in_order() {
         .build()
         .unwrap();
     assert_eq!(client.snapshot().global().file_workers, 4);
+}
+
+/// The duration settings that bound a read, its connections and its body.
+const LIMITS: [&str; 4] = [
+    "retry.deadline",
+    "http.connect_timeout",
+    "http.low_speed_time",
+    "http.dns_ttl",
+];
+
+/// A duration setting takes any number of seconds up to `u64::MAX`, more than any clock
+/// holds: Karu counts such a wait as 100 years ("no practical limit"). A read under such
+/// limits, through a retried status and a body cut short, delivers its exact bytes; its
+/// client's loops stay up for the next read.
+#[test]
+fn durations_as_long_as_a_u64_holds_are_no_practical_limit() {
+    let server = karu_testkit::MockServer::start();
+    server.insert("/o", pattern(0, 100_000));
+    let mut builder = isolated()
+        .set("retry.initial_backoff", "1ms")
+        .set("retry.max_backoff", "1ms");
+    for key in LIMITS {
+        builder = builder.set(key, u64::MAX);
+    }
+    let client = builder.build().unwrap();
+    let settings = client.snapshot().global();
+    for value in [
+        settings.retry.deadline,
+        settings.http.connect_timeout,
+        settings.http.low_speed_time,
+        settings.http.dns_ttl,
+    ] {
+        assert_eq!(value.0, Duration::from_secs(u64::MAX));
+    }
+    let object = client.locate(&server.url("/o")).unwrap();
+    for round in 0..2 {
+        server.add_fault(
+            FaultRule::new(Fault::Status {
+                code: 503,
+                retry_after: None,
+            })
+            .times(1),
+        );
+        server.add_fault(FaultRule::new(Fault::CutBodyAfter(30_000)).skip(1).times(1));
+        let done = client.submit([Read::new(&object, 1_000, 90_000)]).wait();
+        assert_eq!(
+            done[0].status(),
+            Status::Ok,
+            "round {round}: {:?}",
+            done[0].error()
+        );
+        assert_eq!(
+            done[0].bytes(),
+            &pattern(1_000, 90_000)[..],
+            "round {round}"
+        );
+        let ranges: Vec<_> = server
+            .take_requests()
+            .iter()
+            .map(|r| (r.byte_range, r.status))
+            .collect();
+        assert_eq!(
+            ranges,
+            [
+                (Some((1_000, 90_999)), 503),
+                (Some((1_000, 90_999)), 206),
+                (Some((31_000, 90_999)), 206),
+            ],
+            "round {round}: retried, then resumed after the cut"
+        );
+    }
+}
+
+/// A wait between attempts longer than the clock holds cannot end before the read's deadline:
+/// the read fails at once as out of time, after its one request, and the next read works.
+#[test]
+fn a_backoff_longer_than_the_clock_holds_ends_the_read_at_its_deadline() {
+    let server = karu_testkit::MockServer::start();
+    server.insert("/o", pattern(0, 1_000));
+    for deadline in [Some(u64::MAX), None] {
+        let mut builder = isolated()
+            .set("retry.initial_backoff", u64::MAX)
+            .set("retry.max_backoff", u64::MAX);
+        if let Some(deadline) = deadline {
+            builder = builder.set("retry.deadline", deadline);
+        }
+        let client = builder.build().unwrap();
+        let object = client.locate(&server.url("/o")).unwrap();
+        server.add_fault(
+            FaultRule::new(Fault::Status {
+                code: 503,
+                retry_after: None,
+            })
+            .times(1),
+        );
+        let done = client
+            .submit([Read::new(&object, 10, 100), Read::new(&object, 900, 100)])
+            .wait();
+        for c in &done {
+            assert_eq!(c.status(), Status::Http);
+            let message = c.error().unwrap().to_string();
+            assert!(
+                message.contains("injected status 503")
+                    && message.contains("the read's deadline left no time for attempt 2"),
+                "{message}"
+            );
+        }
+        let log: Vec<_> = server
+            .take_requests()
+            .iter()
+            .map(|r| (r.byte_range, r.status))
+            .collect();
+        assert_eq!(log, [(Some((10, 999)), 503)], "one request, no retry");
+
+        let done = client.submit([Read::new(&object, 10, 100)]).wait();
+        assert_eq!(done[0].status(), Status::Ok, "{:?}", done[0].error());
+        assert_eq!(done[0].bytes(), &pattern(10, 100)[..]);
+        assert_eq!(server.take_requests().len(), 1);
+    }
 }

@@ -51,6 +51,10 @@ pub struct ByteSize(pub u64);
 /// - a string holding a plain number, also in seconds: `"30"`, `"0.25"`;
 /// - a humantime string: `"30s"`, `"250ms"`, `"2m"`, `"1h 30m"`.
 ///
+/// Any number of seconds a `u64` holds is accepted; Karu counts a span past 100 years (more
+/// than a clock can add to "now") as 100 years, so `18446744073709551615` means "no practical
+/// limit".
+///
 /// `Display` and `Serialize` write the humantime form (`"250ms"`, `"1m 30s"`), which deserializes
 /// to the same value. [`FromStr`](std::str::FromStr) accepts the string forms.
 ///

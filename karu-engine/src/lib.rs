@@ -43,6 +43,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod after;
 mod backend;
 mod batch;
 mod credential;

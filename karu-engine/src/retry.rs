@@ -10,6 +10,7 @@
 //! out: waits and tries again, goes back to request preparation or to a credential worker, or
 //! fails with the last error.
 
+use crate::after::instant_after;
 use std::time::{Duration, Instant, SystemTime};
 
 use karu_config::RetrySettings;
@@ -143,7 +144,7 @@ impl RetryState {
     pub(crate) fn new(policy: RetryPolicy, now: Instant) -> Self {
         RetryState {
             policy,
-            deadline: now + policy.deadline,
+            deadline: instant_after(now, policy.deadline),
             attempts: 0,
             connect_failures: 0,
             failures: 0,

@@ -23,6 +23,7 @@
 //! connect, boxes the response future, and spawns a task to return the connection, at about
 //! a fifth of an io thread's instructions per request (callgrind, `karu-bench cpu`).
 
+use crate::after::instant_after;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
@@ -352,7 +353,8 @@ impl Pool {
             .await
             .map_err(|e| RequestFailed::connecting(e, None))?;
         loop {
-            let deadline = tokio::time::Instant::now() + self.connector.timeout();
+            let deadline = instant_after(Instant::now(), self.connector.timeout());
+            let deadline = tokio::time::Instant::from_std(deadline);
             match step {
                 Step::Open(slot, opening) => {
                     return self.open(key, uri, slot, opening, deadline).await;

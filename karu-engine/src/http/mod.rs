@@ -24,6 +24,7 @@ pub(crate) mod request;
 pub(crate) mod speed;
 pub(crate) mod transport;
 
+use crate::after::instant_after;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -349,12 +350,9 @@ impl Shared {
     }
 }
 
-/// The deadline of a read that started at `started` (far in the future if it overflows).
+/// The deadline of a read that started at `started`.
 fn deadline_of(started: Instant, settings: &Settings) -> Instant {
-    let budget = settings.retry.deadline.0;
-    started
-        .checked_add(budget)
-        .unwrap_or_else(|| started + Duration::from_secs(100 * 365 * 24 * 3600))
+    instant_after(started, settings.retry.deadline.0)
 }
 
 /// Each event loop's share of the client's concurrency limit: shares that add up to the limit

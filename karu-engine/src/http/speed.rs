@@ -21,6 +21,7 @@
 //! the abort is never earlier than the exact rule's, and is exact while arrivals are at least
 //! a slot apart.
 
+use crate::after::instant_after;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -110,9 +111,9 @@ impl LowSpeed {
         }
         Some(match self.arrivals.front() {
             // Enough arrived: the window falls short when the first of them leaves it.
-            Some(first) if self.sum >= self.min_bytes => first.at + self.window,
+            Some(first) if self.sum >= self.min_bytes => instant_after(first.at, self.window),
             // Not enough has arrived since the start: the first full window falls short.
-            _ => self.started + self.window,
+            _ => instant_after(self.started, self.window),
         })
     }
 

@@ -31,6 +31,7 @@
 //!   connections);
 //! - [`encode_path`]: an object name as it goes into a request URL's path, encoded as every
 //!   provider's requests encode it;
+//! - [`system_time_after`]: an expiry a server announces, however far away, without overflow;
 //! - [`redact`]: what of an address, URL, text or error chain may be shown;
 //! - [`error_body`]: the code and message of XML and JSON error answers, and summaries.
 //!
@@ -48,6 +49,7 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
+pub use crate::after::{FOREVER, system_time_after};
 pub use crate::backend::{Backend, Registration, Registry, RegistryBuilder, scheme_of};
 pub use crate::credential::{
     CallbackCredential, Credential, CredentialCallback, CredentialProvider, CredentialScope,

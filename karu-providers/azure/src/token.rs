@@ -16,6 +16,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use karu_engine::provider::system_time_after;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 
 /// The public cloud's Entra ID authority.
@@ -248,8 +249,8 @@ pub(crate) fn parse(body: &[u8], now: SystemTime) -> Result<(String, SystemTime)
         v.as_u64().or_else(|| v.as_str()?.trim().parse().ok())
     };
     let expires = match (number("expires_on"), number("expires_in")) {
-        (Some(on), _) => UNIX_EPOCH + Duration::from_secs(on),
-        (None, Some(secs)) => now + Duration::from_secs(secs),
+        (Some(on), _) => system_time_after(UNIX_EPOCH, Duration::from_secs(on)),
+        (None, Some(secs)) => system_time_after(now, Duration::from_secs(secs)),
         (None, None) => return Err("the answer has neither expires_on nor expires_in"),
     };
     Ok((token.to_string(), expires))
@@ -346,6 +347,34 @@ mod tests {
             b"<html>",
         ] {
             assert!(parse(bad, now).is_err());
+        }
+    }
+
+    /// An expiry past what the clock holds is 100 years away, not a panic on the worker.
+    #[test]
+    fn an_expiry_past_the_clock_is_a_hundred_years_away() {
+        let now = SystemTime::now();
+        let max = u64::MAX;
+        let forever = karu_engine::provider::FOREVER;
+        for (body, expires) in [
+            (
+                format!(r#"{{"access_token":"t","expires_in":{max}}}"#),
+                now + forever,
+            ),
+            (
+                format!(r#"{{"access_token":"t","expires_in":"{max}"}}"#),
+                now + forever,
+            ),
+            (
+                format!(r#"{{"access_token":"t","expires_on":{max}}}"#),
+                UNIX_EPOCH + forever,
+            ),
+        ] {
+            assert_eq!(
+                parse(body.as_bytes(), now),
+                Ok(("t".into(), expires)),
+                "{body}"
+            );
         }
     }
 }

@@ -28,7 +28,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use karu_engine::provider::http::{Method, Request, header};
-use karu_engine::provider::redact;
+use karu_engine::provider::{redact, system_time_after};
 use rustls_pki_types::PrivatePkcs8KeyDer;
 use rustls_pki_types::pem::PemObject;
 use serde::Deserialize;
@@ -211,7 +211,7 @@ pub(crate) fn parse_answer(body: &[u8], received: SystemTime) -> Option<AccessTo
         token: answer.access_token,
         expires: answer
             .expires_in
-            .map(|secs| received + Duration::from_secs(secs)),
+            .map(|secs| system_time_after(received, Duration::from_secs(secs))),
     })
 }
 
@@ -308,6 +308,18 @@ mod tests {
         assert!(!format!("{a:?}").contains("ya29"));
         assert!(parse_answer(br#"{"access_token":""}"#, t).is_none());
         assert!(parse_answer(b"<html>", t).is_none());
+    }
+
+    /// A lifetime past what the clock holds is 100 years, not a panic on the worker.
+    #[test]
+    fn a_lifetime_past_the_clock_is_a_hundred_years() {
+        let t = SystemTime::now();
+        let a = parse_answer(
+            br#"{"access_token":"ya29.x","expires_in":18446744073709551615}"#,
+            t,
+        )
+        .unwrap();
+        assert_eq!(a.expires, Some(t + karu_engine::provider::FOREVER));
     }
 
     #[test]
