@@ -811,7 +811,8 @@ karu_status karu_credential_set_aws(struct karu_credential_out *out,
 /**
  * When the credential expires, in seconds since the Unix epoch. Karu reuses it until then
  * (refreshing it by calling the callback again in the final tenth of its lifetime); without
- * an expiry it does not expire.
+ * an expiry, or with one past what the system clock can hold (`UINT64_MAX` for "never"), it
+ * does not expire.
  *
  * # Safety
  *

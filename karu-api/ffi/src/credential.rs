@@ -99,7 +99,8 @@ pub unsafe extern "C" fn karu_credential_set_aws(
 
 /// When the credential expires, in seconds since the Unix epoch. Karu reuses it until then
 /// (refreshing it by calling the callback again in the final tenth of its lifetime); without
-/// an expiry it does not expire.
+/// an expiry, or with one past what the system clock can hold (`UINT64_MAX` for "never"), it
+/// does not expire.
 ///
 /// # Safety
 ///
@@ -112,10 +113,7 @@ pub unsafe extern "C" fn karu_credential_set_expiry(
     entry(|| {
         // SAFETY: the caller's contract.
         let out = unsafe { object_mut(out) }?;
-        let expires = SystemTime::UNIX_EPOCH
-            .checked_add(Duration::from_secs(unix_seconds))
-            .ok_or(karu_status::KARU_ERR_INVALID)?;
-        out.expires = Some(expires);
+        out.expires = SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(unix_seconds));
         Ok(())
     })
 }

@@ -610,7 +610,8 @@ impl Drop for Batch {
 #[pymethods]
 impl Batch {
     /// The next completion, or `None` when every read has completed. `timeout` in seconds
-    /// (`None`: wait until one arrives); raises `TimeoutError` when it passes first.
+    /// (`None`, infinity or one too long for the clock: wait until one arrives); raises
+    /// `TimeoutError` when it passes first.
     #[pyo3(signature = (timeout=None))]
     fn next<'py>(
         &self,
@@ -618,12 +619,12 @@ impl Batch {
         timeout: Option<f64>,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let limit = match timeout {
-            Some(t) if !(t >= 0.0 && t.is_finite()) => {
-                return Err(PyValueError::new_err(
-                    "timeout must be a finite number >= 0",
-                ));
+            Some(t) if t.is_nan() || t < 0.0 => {
+                return Err(PyValueError::new_err(format!(
+                    "timeout must be a number >= 0 or None, found {t}"
+                )));
             }
-            Some(t) => Some(Duration::from_secs_f64(t)),
+            Some(t) => Duration::try_from_secs_f64(t).ok(),
             None => None,
         };
         let mut waited = Duration::ZERO;

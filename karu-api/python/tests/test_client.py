@@ -236,6 +236,23 @@ def test_submit_yields_every_completion_with_its_tag(mock, client):
     assert batch.next() is None
 
 
+def test_a_timeout_longer_than_the_clock_holds_waits_as_long_as_it_takes(mock, client):
+    """``next(timeout)`` takes any number >= 0: infinity and ones too long for a duration
+    wait until a completion arrives; NaN and negative ones are refused, the batch intact."""
+    url = mock.insert("/data/a.bin", DATA)
+    batch = client.submit([(url, i * 100, 10, i) for i in range(4)])
+    for bad in (-1.0, float("nan"), float("-inf")):
+        with pytest.raises(ValueError, match="timeout must be a number >= 0 or None"):
+            batch.next(timeout=bad)
+    done = [batch.next(timeout=t) for t in (1e30, float("inf"), 2.0**64, 1e300)]
+    assert sorted(c.tag for c in done) == [0, 1, 2, 3]
+    for c in done:
+        assert c.status is karu.Status.OK
+        assert bytes(c.data) == DATA[c.tag * 100 : c.tag * 100 + 10]
+    assert batch.next(timeout=float("inf")) is None
+    assert len(mock.requests()) >= 1
+
+
 def test_many_threads_share_one_client(mock, client):
     url = mock.insert("/data/a.bin", DATA)
     threads = 8

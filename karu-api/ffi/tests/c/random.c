@@ -14,9 +14,10 @@
    read must still end exactly as without them.
 
    With an S3 endpoint, objects may also be S3 objects, signed with the key pair a credential
-   callback in C returns (called from Karu's credential workers, several at once): valid for
-   the whole bucket and cached there by half of the clients (then one call serves a client),
-   for each request by the others. The callback refuses the bucket `refused`: its reads fail
+   callback in C returns (called from Karu's credential workers, several at once), expiring in
+   2100 or never (an expiry of UINT64_MAX, past what the clock holds): valid for the whole
+   bucket and cached there by half of the clients (then one call serves a client), for each
+   request by the others. The callback refuses the bucket `refused`: its reads fail
    with KARU_ERR_CREDENTIALS.
 
    argv: SEED CASES S3_ENDPOINT (`-` for none), then for each object its address and its
@@ -430,6 +431,7 @@ static void probe(karu_client *client) {
 
 struct credentials {
     int cached;             /* valid for the whole bucket (Karu caches it there), or per request */
+    uint64_t expiry;        /* 2100-01-01, or UINT64_MAX: past what the clock holds, "never" */
     atomic_int calls;       /* calls for the bucket whose credentials are given */
     atomic_int refusals;    /* calls for the bucket `refused` */
 };
@@ -442,7 +444,7 @@ static uint32_t provide(void *ctx, const char *canonical_path, karu_credential_o
     }
     atomic_fetch_add(&c->calls, 1);
     CHECK_OK(karu_credential_set_aws(out, "AKIDRANDOM", "random-secret", NULL));
-    CHECK_OK(karu_credential_set_expiry(out, 4102444800u)); /* 2100-01-01 */
+    CHECK_OK(karu_credential_set_expiry(out, c->expiry));
     if (c->cached) {
         const char *bucket_end = strchr(canonical_path + 5, '/');
         CHECK(bucket_end != NULL);
@@ -478,6 +480,7 @@ static karu_client *random_client(void) {
         CHECK_OK(karu_client_builder_config_toml(builder, toml));
         credentials = calloc(1, sizeof *credentials);
         credentials->cached = chance(50);
+        credentials->expiry = chance(50) ? 4102444800u : UINT64_MAX;
         CHECK_OK(karu_client_builder_credential_callback(builder, "aws", provide, credentials));
     }
     return test_build(builder);
