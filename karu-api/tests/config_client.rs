@@ -332,3 +332,124 @@ fn a_backoff_longer_than_the_clock_holds_ends_the_read_at_its_deadline() {
         assert_eq!(server.take_requests().len(), 1);
     }
 }
+
+/// Every numeric setting at each end of its range, under each kind of fault a client rides out
+/// (and a missing object): the reads of an HTTP object and a local file end exactly as with
+/// the defaults. Guards every piece of arithmetic on a setting against overflow and division
+/// by its smallest value.
+#[test]
+fn every_setting_at_the_ends_of_its_range_reads_exact_bytes() {
+    let max = u64::MAX;
+    let max32 = u64::from(u32::MAX);
+    let settings: &[(&str, u64)] = &[
+        ("io_threads", 1),
+        ("io_threads", 256),
+        ("file_workers", 1),
+        ("file_workers", 1024),
+        ("credential_workers", 1),
+        ("concurrency", 1),
+        ("concurrency", 65_536),
+        ("planner.max_gap", 0),
+        ("planner.max_gap", max),
+        ("planner.max_span", 1),
+        ("planner.max_span", max),
+        ("planner.max_parts", 1),
+        ("planner.max_parts", max32),
+        ("planner.max_amplification", 1),
+        ("planner.max_amplification", max32),
+        ("http.fallback_limit", 0),
+        ("http.fallback_limit", max),
+        ("http.drain_limit", 0),
+        ("http.drain_limit", max),
+        ("http.error_body_limit", 0),
+        ("http.error_body_limit", max),
+        ("http.part_size", 0),
+        ("http.part_size", 64 << 10),
+        ("http.part_size", max),
+        ("http.low_speed_limit", 0),
+        ("http.low_speed_limit", max),
+        ("http.low_speed_time", 0),
+        ("http.low_speed_time", max),
+        ("http.dns_ttl", 0),
+        ("http.dns_ttl", max),
+        ("http.connect_timeout", max),
+        ("retry.attempts", max32),
+        ("retry.connect_attempts", 1),
+        ("retry.connect_attempts", max32),
+        ("retry.deadline", max),
+        ("retry.initial_backoff", 0),
+        ("retry.max_backoff", 0),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.bin");
+    std::fs::write(&path, pattern(0, 100_000)).unwrap();
+    // Each fault, and whether it makes the object missing.
+    let status = |code| Fault::Status {
+        code,
+        retry_after: None,
+    };
+    let faults = [
+        (None, false),
+        (Some(FaultRule::new(Fault::IgnoreRange).times(1)), false),
+        (Some(FaultRule::new(status(500)).times(1)), false),
+        (
+            Some(FaultRule::new(Fault::CutBodyAfter(5_000)).times(1)),
+            false,
+        ),
+        (Some(FaultRule::new(status(404))), true),
+    ];
+    for &(key, value) in settings {
+        let client = isolated()
+            .set("retry.initial_backoff", "1ms")
+            .set("retry.max_backoff", "1ms")
+            .set(key, value)
+            .build()
+            .unwrap_or_else(|e| panic!("{key} = {value}: {e}"));
+        let file = client.locate(path.to_str().unwrap()).unwrap();
+        for (fault, missing) in &faults {
+            let server = karu_testkit::MockServer::start();
+            server.insert("/o", pattern(0, 100_000));
+            if let Some(rule) = fault {
+                server.add_fault(rule.clone());
+            }
+            let object = client.locate(&server.url("/o")).unwrap();
+            let reads = [
+                (&object, 0, 8),
+                (&object, 50_000, 40_000),
+                (&object, 99_990, 100),
+                (&file, 0, 8),
+                (&file, 99_990, 100),
+            ];
+            let done = client
+                .submit(
+                    reads
+                        .iter()
+                        .map(|&(o, offset, len)| Read::new(o, offset, len)),
+                )
+                .wait();
+            for (i, (c, &(o, offset, len))) in done.iter().zip(&reads).enumerate() {
+                let remote = std::ptr::eq(o, &object);
+                let (status, bytes) = if remote && *missing {
+                    (Status::NotFound, vec![])
+                } else if offset + len > 100_000 {
+                    (
+                        Status::RangeNotSatisfiable,
+                        pattern(offset, 100_000 - offset),
+                    )
+                } else {
+                    (Status::Ok, pattern(offset, len))
+                };
+                let what = format!("{key} = {value}, fault {fault:?}, read {i}");
+                assert_eq!(c.status(), status, "{what}: {:?}", c.error());
+                assert_eq!(c.bytes(), &bytes[..], "{what}");
+            }
+            // Only the reads' span was asked for (the last read runs past the object's end).
+            let log = server.requests();
+            assert!(!log.is_empty(), "{key} = {value}, fault {fault:?}");
+            for r in &log {
+                let (first, last) = r.byte_range.unwrap();
+                assert!(first <= last && last < 100_090, "{key} = {value}: {r}");
+            }
+        }
+    }
+}
