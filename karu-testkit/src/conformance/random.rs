@@ -1,5 +1,6 @@
 //! Random cases: random reads over several objects, in one to three batches running at once,
-//! planned with random settings (merging, parts, concurrency, loops), some through windows of
+//! planned with random settings (merging, parts, concurrency, loops; in a quarter of them
+//! deadlines and timeouts of `u64::MAX` seconds), some through windows of
 //! their object, into Karu's buffers, their own or the caller's, against the target's mock
 //! server misbehaving on random requests with the faults of its plan, while one of the objects
 //! may be replaced by another version (other bytes, another size) part-way through; after
@@ -418,7 +419,7 @@ impl Case {
 impl Case {
     fn new(seed: u64) -> Case {
         let mut rng = Rng::new(seed);
-        let settings = vec![
+        let mut settings = vec![
             (
                 "planner.max_gap",
                 *rng.pick(&["0", "1KiB", "64KiB", "1MiB"]),
@@ -428,6 +429,16 @@ impl Case {
             ("concurrency", *rng.pick(&["1", "3", "16"])),
             ("io_threads", *rng.pick(&["1", "2"])),
         ];
+        if rng.chance(25) {
+            // Limits as long as a u64 holds, which Karu counts as 100 years: no deadline,
+            // timeout or low-speed window may overflow the clock.
+            let limits = [
+                "retry.deadline",
+                "http.connect_timeout",
+                "http.low_speed_time",
+            ];
+            settings.extend(limits.map(|key| (key, "18446744073709551615")));
+        }
         let count = rng.range(1, 25);
         let mut reads: Vec<Ask> = Vec::new();
         for _ in 0..count {
