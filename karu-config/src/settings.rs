@@ -212,7 +212,7 @@ impl Default for PlannerSettings {
 ///
 /// Either way the four guards are hard bounds: no merge ever breaks one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", expecting = "\"guards\" or \"priced\"")]
 #[non_exhaustive]
 pub enum Trade {
     /// Join whenever the four guards allow it.
@@ -241,7 +241,10 @@ pub enum Trade {
 
 /// Which HTTP version the transport speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(
+    rename_all = "lowercase",
+    expecting = "one of \"http1\", \"auto\", \"http2\""
+)]
 #[non_exhaustive]
 pub enum HttpVersion {
     /// HTTP/1.1 only (the default).

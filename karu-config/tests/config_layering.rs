@@ -738,6 +738,33 @@ fn a_bad_value_in_a_file_names_the_file_key_and_expected_type() {
     );
 }
 
+/// A key that takes one of a few words names them, whatever the wrong value is (never the
+/// name of a Rust type).
+#[test]
+fn a_key_of_a_few_words_names_them_whatever_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("http", "version", "one of \"http1\", \"auto\", \"http2\""),
+        ("planner", "trade", "\"guards\" or \"priced\""),
+    ];
+    for (table, key, words) in cases {
+        for (value, found) in [
+            ("\"fast\"", "string \"fast\""),
+            ("2", "integer 2"),
+            ("true", "boolean true"),
+            ("[1]", "an array"),
+        ] {
+            let file = write(&dir, "karu.toml", &format!("[{table}]\n{key} = {value}\n"));
+            let error = build_error(&isolated().project_file(Some(file)));
+            let expected = format!("key \"{table}.{key}\": expected {words}, found {found}");
+            assert!(error.to_string().ends_with(&expected), "{error}");
+        }
+        let error = build_error(&isolated().set(&format!("{table}.{key}"), 1.5));
+        let expected = format!("key \"{table}.{key}\": expected {words}, found float 1.5");
+        assert!(error.to_string().ends_with(&expected), "{error}");
+    }
+}
+
 #[test]
 fn a_bad_environment_variable_names_the_variable() {
     let error = build_error(&isolated().environment([("KARU_IO_THREADS", "many")]));

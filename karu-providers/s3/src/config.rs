@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 /// How bucket and key map to a URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", expecting = "\"virtual\" or \"path\"")]
 #[non_exhaustive]
 pub enum Addressing {
     /// `https://bucket.host/key` (AWS default; buckets with dots fall back to path style).
@@ -343,6 +343,22 @@ mod tests {
             error.to_string().ends_with("did you mean \"region\"?"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn addressing_names_its_two_words_whatever_is_found() {
+        for (value, found) in [("\"both\"", "string \"both\""), ("1", "integer 1")] {
+            let error = ConfigBuilder::new()
+                .user_file(None)
+                .project_file(None)
+                .environment(std::iter::empty::<(String, String)>())
+                .toml("test", format!("[s3]\naddressing = {value}\n"))
+                .section(crate::config_section())
+                .build()
+                .unwrap_err();
+            let expected = format!("expected \"virtual\" or \"path\", found {found}");
+            assert!(error.to_string().ends_with(&expected), "{error}");
+        }
     }
 
     #[test]
