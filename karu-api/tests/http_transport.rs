@@ -1254,3 +1254,46 @@ fn a_location_kept_at_the_first_redirect_serves_the_later_reads_of_its_object() 
         ["bytes=0-99", "bytes=1000-1099", "bytes=2000-2099"]
     );
 }
+
+/// A CA file that is missing, holds no certificate or holds one that is not a certificate
+/// fails the client's build, naming the setting and the file, before any request.
+#[test]
+fn a_ca_file_that_cannot_serve_fails_the_build_naming_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage =
+        "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n";
+    for (name, text, problem) in [
+        (
+            "missing.pem",
+            None,
+            "cannot read the CA file {} (http.ca_file): ",
+        ),
+        (
+            "empty.pem",
+            Some(""),
+            "the CA file {} (http.ca_file) holds no certificate",
+        ),
+        (
+            "text.pem",
+            Some("not a certificate\n"),
+            "the CA file {} (http.ca_file) holds no certificate",
+        ),
+        (
+            "garbage.pem",
+            Some(garbage),
+            "the CA file {} (http.ca_file) holds an unusable certificate: ",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        if let Some(text) = text {
+            std::fs::write(&path, text).unwrap();
+        }
+        let err = quick()
+            .set("http.ca_file", path.to_str().unwrap())
+            .build()
+            .unwrap_err();
+        assert_eq!(err.status(), Status::InvalidArgument, "{err}");
+        let expected = problem.replace("{}", &path.display().to_string());
+        assert!(err.message().starts_with(&expected), "{name}: {err}");
+    }
+}

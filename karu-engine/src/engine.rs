@@ -296,15 +296,9 @@ impl Engine {
     pub fn with_options(snapshot: Snapshot, options: EngineOptions) -> Result<Self, Error> {
         let global = snapshot.global();
         let limits = Limits::from(&global.planner);
-        if let Some(path) = &global.http.ca_file
-            && let Err(e) = std::fs::metadata(path)
-        {
-            return Err(Error::new(
-                Status::InvalidArgument,
-                format!("cannot read CA file {}: {e}", path.display()),
-            )
-            .with_source(e));
-        }
+        // The caller's CA file is checked now (the platform's roots only at the first TLS
+        // connection): a client that cannot trust it never starts.
+        crate::http::transport::ca_file(&global.http)?;
         let running = Inner::new(&snapshot, &options.callbacks);
         Ok(Engine {
             slot: Arc::new(Slot {

@@ -10,10 +10,11 @@
 //! out: waits and tries again, goes back to request preparation or to a credential worker, or
 //! fails with the last error.
 
-use crate::after::instant_after;
 use std::time::{Duration, Instant, SystemTime};
 
 use karu_config::RetrySettings;
+
+use crate::after::instant_after;
 
 /// The retry budget of one logical read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,7 +23,6 @@
 //! connect, boxes the response future, and spawns a task to return the connection, at about
 //! a fifth of an io thread's instructions per request (callgrind, `karu-bench cpu`).
 
-use crate::after::instant_after;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
@@ -44,6 +43,7 @@ use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::time::timeout_at;
 
+use crate::after::instant_after;
 use crate::http::transport::{
     BoxError, ConnectTimedOut, Connector, Http2Refusal, NoConnectionSlot, Resolver, TlsConfig,
 };

@@ -24,7 +24,6 @@ pub(crate) mod request;
 pub(crate) mod speed;
 pub(crate) mod transport;
 
-use crate::after::instant_after;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -38,6 +37,7 @@ use parking_lot::{Mutex, RwLock};
 use smallvec::SmallVec;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
+use crate::after::instant_after;
 use crate::credential::{Authority, Callbacks, Credential, CredentialCache};
 use crate::http::check::RangeSpec;
 use crate::http::client::HttpClient;

@@ -21,9 +21,10 @@
 //! the abort is never earlier than the exact rule's, and is exact while arrivals are at least
 //! a slot apart.
 
-use crate::after::instant_after;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+
+use crate::after::instant_after;
 
 /// Slots per window.
 pub(crate) const SLOTS: u32 = 64;

@@ -36,7 +36,7 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// roots reads the system bundle and every certificate file beside it (about 150 files here)
 /// and parses them, some 18 million instructions, which the first read of a client that only
 /// speaks plain `http://` paid for nothing. The CA file (`http.ca_file`), the caller's own, is
-/// still read at the start, so a missing or unusable one fails the start as before.
+/// still read when the client is built, so a missing or unusable one fails the build.
 pub(crate) struct TlsConfig {
     /// The certificates of `http.ca_file`, if set.
     extra: Vec<CertificateDer<'static>>,
@@ -118,7 +118,7 @@ impl fmt::Debug for TlsConfig {
 
 /// The certificates of `http.ca_file`, if set: a file that cannot be read, holds none, or
 /// holds one rustls cannot use is an error.
-fn ca_file(settings: &HttpSettings) -> Result<Vec<CertificateDer<'static>>, Error> {
+pub(crate) fn ca_file(settings: &HttpSettings) -> Result<Vec<CertificateDer<'static>>, Error> {
     let Some(path) = &settings.ca_file else {
         return Ok(Vec::new());
     };
@@ -127,13 +127,20 @@ fn ca_file(settings: &HttpSettings) -> Result<Vec<CertificateDer<'static>>, Erro
         .map_err(|e| {
             Error::new(
                 Status::InvalidArgument,
-                format!("cannot read CA file {}: {e}", path.display()),
+                format!(
+                    "cannot read the CA file {} (http.ca_file): {e}",
+                    path.display()
+                ),
             )
+            .with_source(e)
         })?;
     if certs.is_empty() {
         return Err(Error::new(
             Status::InvalidArgument,
-            format!("CA file {} holds no certificate", path.display()),
+            format!(
+                "the CA file {} (http.ca_file) holds no certificate",
+                path.display()
+            ),
         ));
     }
     let mut check = rustls::RootCertStore::empty();
@@ -142,7 +149,7 @@ fn ca_file(settings: &HttpSettings) -> Result<Vec<CertificateDer<'static>>, Erro
             Error::new(
                 Status::InvalidArgument,
                 format!(
-                    "CA file {} holds an unusable certificate: {e}",
+                    "the CA file {} (http.ca_file) holds an unusable certificate: {e}",
                     path.display()
                 ),
             )
