@@ -285,6 +285,22 @@ def test_settings_are_checked(tmp_path):
     assert client.read_ranges(path, [0, 10], [5, 5]) == [bytes(range(5)), bytes(range(10, 15))]
 
 
+def test_a_setting_no_key_can_hold_is_refused_naming_the_key(tmp_path, mock):
+    """A path is a setting's text; infinity, NaN and objects that are no setting's type fail
+    naming the key, before any client is made."""
+    with pytest.raises(karu.InvalidArgument, match="http.ca_file"):
+        karu.Client(isolated=True, http={"ca_file": tmp_path / "missing.pem"})
+    for value in (float("inf"), float("nan"), [1.0, float("-inf")]):
+        with pytest.raises(ValueError, match='"retry.deadline" takes finite numbers only'):
+            karu.Client(isolated=True, retry={"deadline": value})
+    for value, kind in ((b"64KiB", "bytes"), ({1, 2}, "set"), (object(), "object")):
+        with pytest.raises(TypeError, match=f'"planner.max_gap" takes .* found {kind}$'):
+            karu.Client(isolated=True, planner={"max_gap": value})
+    client = karu.Client(isolated=True, paths={mock.url("/"): {"retry": {"attempts": 2}}})
+    url = mock.insert("/a.bin", DATA)
+    assert client.read(url, 0, 10) == DATA[:10]
+
+
 def test_max_gap_setting_reaches_the_planner(mock):
     client = karu.Client(isolated=True, planner={"max_gap": "0B"})
     url = mock.insert("/data/a.bin", DATA)

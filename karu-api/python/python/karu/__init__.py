@@ -70,7 +70,23 @@ def _flatten(prefix: str, value: Any, out: List[Tuple[str, str]]) -> None:
         for key, inner in value.items():
             _flatten(f"{prefix}.{key}" if prefix else str(key), inner, out)
     else:
-        out.append((prefix, json.dumps(value)))
+        out.append((prefix, _setting(prefix, value)))
+
+
+def _setting(key: str, value: Any) -> str:
+    """A setting's value as JSON for the native client; a path (``pathlib.Path``) is its text.
+    What no setting can hold fails naming the key."""
+    if isinstance(value, os.PathLike):
+        value = os.fsdecode(value)
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        raise ValueError(f'the setting "{key}" takes finite numbers only, found {value!r}') from None
+    except TypeError:
+        raise TypeError(
+            f'the setting "{key}" takes a string, number, boolean, path, list or dict, '
+            f"found {type(value).__name__}"
+        ) from None
 
 
 class Completion(NamedTuple):
