@@ -82,6 +82,9 @@ const SETTINGS: [(&str, &str); 2] = [
     ("retry.max_backoff", "50ms"),
 ];
 
+/// The longest limit a setting takes (`u64::MAX` seconds), which Karu counts as 100 years.
+const ENDLESS: &str = "18446744073709551615";
+
 /// The settings of the client that cases with [`Case::shared`] use, one for the whole run.
 const SHARED: [(&str, &str); 5] = [
     ("planner.max_gap", "64KiB"),
@@ -437,7 +440,7 @@ impl Case {
                 "http.connect_timeout",
                 "http.low_speed_time",
             ];
-            settings.extend(limits.map(|key| (key, "18446744073709551615")));
+            settings.extend(limits.map(|key| (key, ENDLESS)));
         }
         let count = rng.range(1, 25);
         let mut reads: Vec<Ask> = Vec::new();
@@ -1440,6 +1443,7 @@ struct Ways {
     threaded: u64,
     client_dropped: u64,
     two_takers: u64,
+    endless: u64,
 }
 
 impl Ways {
@@ -1451,6 +1455,7 @@ impl Ways {
         self.threaded += u64::from(case.threaded);
         self.client_dropped += u64::from(case.client_dropped);
         self.two_takers += u64::from(case.two_takers);
+        self.endless += u64::from(case.settings.contains(&("retry.deadline", ENDLESS)));
     }
 }
 
@@ -1460,14 +1465,15 @@ impl std::fmt::Display for Ways {
             f,
             "{} asynchronous ({} dropping futures), {} dropping a batch part-way, {} on one \
              client, {} with a thread per batch, {} dropping the client, {} with two takers per \
-             batch",
+             batch, {} with limits of u64::MAX seconds",
             self.asynchronous,
             self.dropped_futures,
             self.abandoned,
             self.shared,
             self.threaded,
             self.client_dropped,
-            self.two_takers
+            self.two_takers,
+            self.endless
         )
     }
 }
