@@ -453,3 +453,49 @@ fn every_setting_at_the_ends_of_its_range_reads_exact_bytes() {
         }
     }
 }
+
+/// Every provider's endpoint settings follow one rule: an http(s) URL with a host that a path
+/// can follow, so user information, a query or a fragment is refused when the client is
+/// built, naming the key and why, and quoting the value with its secrets redacted. A path
+/// (a proxy's prefix) and a trailing `/` are fine.
+#[test]
+fn endpoints_a_path_cannot_follow_are_refused_naming_the_key_without_their_secrets() {
+    let keys = [
+        "s3.endpoint",
+        "gcs.endpoint",
+        "azure.endpoint",
+        "azure.authority_host",
+        "azure.msi_endpoint",
+        "hf.endpoint",
+        "source.endpoint",
+    ];
+    let refused = [
+        ("https://user:hunter2@store.example", "has user information"),
+        ("https://:hunter2@store.example/", "has user information"),
+        (
+            "https://store.example/?sig=hunter2",
+            "has a query or fragment",
+        ),
+        ("https://store.example/p#hunter2", "has a query or fragment"),
+        ("store.example/hunter2", "is not a URL"),
+        ("ftp://store.example/hunter2", "is not an http or https URL"),
+    ];
+    for key in keys {
+        for (value, why) in refused {
+            if key == "gcs.endpoint" && !value.contains("://") {
+                continue; // a bare host[:port], as STORAGE_EMULATOR_HOST is often set
+            }
+            let message = build_error(&isolated().set(key, value));
+            assert_mentions(&message, &[&format!("key \"{key}\""), why]);
+            if value.contains('@') || value.contains(['?', '#']) {
+                assert!(!message.contains("hunter2"), "{message}");
+            }
+        }
+        for fine in ["http://127.0.0.1:9/", "https://proxy.example/prefix/"] {
+            isolated()
+                .set(key, fine)
+                .build()
+                .unwrap_or_else(|e| panic!("{key} = {fine}: {e}"));
+        }
+    }
+}

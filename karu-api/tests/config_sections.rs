@@ -51,8 +51,8 @@ fn a_misspelled_s3_key_fails_the_build_with_file_line_and_key() {
         message,
         format!(
             "invalid configuration: {}:2: key \"paths.'s3://bucket/logs'.s3.endpoint\": \
-             expected an http or https URL such as http://127.0.0.1:9000, found string \
-             \"not a url\"",
+             expected an http or https URL such as http://127.0.0.1:9000; this one is not a URL, \
+             found string \"not a url\"",
             file.display()
         )
     );

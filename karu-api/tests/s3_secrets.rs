@@ -296,3 +296,41 @@ fn query_strings_of_plain_http_reads_are_redacted_from_the_trace() {
         assert_free_of("a Debug form", &what, &secrets);
     }
 }
+
+/// An endpoint from the environment (`AWS_ENDPOINT_URL`, which no configuration check sees)
+/// that holds user information or a query fails each read with the reason, before any
+/// request, and its secret reaches neither the error nor the trace.
+#[test]
+fn an_environment_endpoint_with_credentials_or_a_query_fails_its_reads_without_them() {
+    let log = capture();
+    let s3 = S3Mock::start();
+    s3.insert_virtual(BUCKET, "a.bin", MIB);
+    let authority = s3.endpoint().trim_start_matches("http://").to_string();
+    for (endpoint, why) in [
+        (
+            format!("http://user:endpointpasswordneverlogged@{authority}"),
+            "the S3 endpoint has user information",
+        ),
+        (
+            format!("http://{authority}/?sig=endpointqueryneverlogged"),
+            "the S3 endpoint has a query or fragment",
+        ),
+    ] {
+        let env = AwsEnv::new()
+            .set("AWS_ENDPOINT_URL", endpoint)
+            .set("AWS_ACCESS_KEY_ID", "AKIDENDPOINT")
+            .set("AWS_SECRET_ACCESS_KEY", "endpoint/secret/000000");
+        let client = build(s3_support::builder(&env).set("s3.region", "us-east-1"));
+        let c = read_one(&client, &locate(&client, BUCKET, "a.bin"), 0, 10);
+        assert_failed(&c, Status::InvalidArgument);
+        let message = c.error().unwrap().to_string();
+        assert!(message.contains(why), "{message}");
+        let secrets = [
+            ("endpoint password", "endpointpasswordneverlogged"),
+            ("endpoint query", "endpointqueryneverlogged"),
+        ];
+        assert_free_of("the error", &format!("{message} {c:?}"), &secrets);
+        assert_free_of("the trace", &captured(&log), &secrets);
+    }
+    assert_eq!(s3.server().request_count(), 0, "nothing was sent");
+}

@@ -71,11 +71,13 @@ pub trait SectionConfig: DeserializeOwned + Send + Sync + 'static {
 /// A key of a section whose value [`SectionConfig::check`] refuses, and what it expects.
 ///
 /// The configuration layer adds where the value came from (file and line, environment variable
-/// or option), the full key and the value found (unless the key is secret).
+/// or option), the full key and the value found (unless the key is secret; a value that may
+/// hold a secret is quoted as the check [shows it](InvalidKey::shown_as)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidKey {
     key: String,
     expected: String,
+    shown: Option<String>,
 }
 
 impl InvalidKey {
@@ -85,7 +87,21 @@ impl InvalidKey {
         Self {
             key: key.into(),
             expected: expected.into(),
+            shown: None,
         }
+    }
+
+    /// The text the message quotes as the value found, instead of the value set: a URL with
+    /// its user information and query redacted.
+    #[must_use]
+    pub fn shown_as(mut self, text: impl Into<String>) -> Self {
+        self.shown = Some(text.into());
+        self
+    }
+
+    /// The text quoted as the value found, if the check gave one.
+    pub fn shown(&self) -> Option<&str> {
+        self.shown.as_deref()
     }
 
     /// The key within the section.

@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use figment::error::Actual;
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider, Source};
 use parking_lot::Mutex;
@@ -848,6 +849,9 @@ fn invalid_key_error(
     let found = match figment.find_value(&dotted) {
         Ok(_) if section.is_secret(&inner) => {
             ", found a value that is not shown (the key holds a secret)".to_owned()
+        }
+        Ok(_) if let Some(shown) = invalid.shown() => {
+            format!(", found {}", actual_text(&Actual::Str(shown.to_owned())))
         }
         Ok(value) => format!(", found {}", actual_text(&value.to_actual())),
         Err(_) => String::new(),

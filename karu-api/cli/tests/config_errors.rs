@@ -133,7 +133,8 @@ fn unknown_tables_and_provider_keys_name_file_line_and_key() {
         &out,
         &format!(
             "karu: invalid configuration: {path}:5: key \"paths.'s3://bucket/logs'.s3.endpoint\": \
-             expected an http or https URL such as http://127.0.0.1:9000, found string \"not a url\""
+             expected an http or https URL such as http://127.0.0.1:9000; this one is not a URL, \
+             found string \"not a url\""
         ),
     );
 

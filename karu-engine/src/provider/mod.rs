@@ -31,6 +31,8 @@
 //!   connections);
 //! - [`encode_path`]: an object name as it goes into a request URL's path, encoded as every
 //!   provider's requests encode it;
+//! - [`check_endpoint`]: what a configured endpoint may be, the same for every provider, and
+//!   how a refused one is quoted (redacted);
 //! - [`system_time_after`]: an expiry a server announces, however far away, without overflow;
 //! - [`redact`]: what of an address, URL, text or error chain may be shown;
 //! - [`error_body`]: the code and message of XML and JSON error answers, and summaries.
@@ -39,6 +41,7 @@
 //! `karu-providers/example` is a complete one in under 150 lines.
 
 pub mod bridge;
+mod endpoint;
 pub mod error_body;
 mod html;
 mod path;
@@ -62,6 +65,7 @@ pub use crate::http::request::{
 pub use crate::locator::{CanonicalPath, Locator, Resolved, Target, Window};
 pub use crate::process::{PerProcess, ProcessStamp};
 pub use crate::status::{Error, Status};
+pub use endpoint::{check_endpoint, endpoint_problem, shown_endpoint};
 pub use karu_config::{
     ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Origin, Scoped, Section,
     SectionConfig, Snapshot,

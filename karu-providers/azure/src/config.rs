@@ -3,10 +3,10 @@
 
 use std::fmt;
 
-use karu_engine::provider::{InvalidKey, SectionConfig, Snapshot};
+use karu_engine::provider::{InvalidKey, SectionConfig, Snapshot, check_endpoint};
 use serde::Deserialize;
 
-use crate::request::check_endpoint;
+use crate::request::require_endpoint;
 use crate::shared_key::decode_key;
 use crate::token::{self, TokenSource};
 
@@ -129,27 +129,32 @@ impl SectionConfig for AzureConfig {
     /// What serde cannot see: an endpoint that is not an http(s) URL, a key that is not
     /// base64, a connection string that does not parse.
     fn check(&self) -> Result<(), InvalidKey> {
-        if let Some(endpoint) = &self.endpoint
-            && check_endpoint(endpoint).is_err()
-        {
-            return Err(InvalidKey::new(
+        if let Some(endpoint) = &self.endpoint {
+            check_endpoint(
                 "endpoint",
-                "an http or https URL such as http://127.0.0.1:10000/devstoreaccount1",
-            ));
+                endpoint,
+                "http://127.0.0.1:10000/devstoreaccount1",
+            )?;
         }
         if let Some(key) = &self.account_key
             && decode_key(key).is_none()
         {
             return Err(InvalidKey::new("account_key", "a base64 account key"));
         }
-        for (key, url) in [
-            ("authority_host", &self.authority_host),
-            ("msi_endpoint", &self.msi_endpoint),
+        for (key, url, example) in [
+            (
+                "authority_host",
+                &self.authority_host,
+                "https://login.microsoftonline.com",
+            ),
+            (
+                "msi_endpoint",
+                &self.msi_endpoint,
+                "http://169.254.169.254/metadata/identity/oauth2/token",
+            ),
         ] {
-            if let Some(url) = url
-                && check_endpoint(url).is_err()
-            {
-                return Err(InvalidKey::new(key, "an http or https URL"));
+            if let Some(url) = url {
+                check_endpoint(key, url, example)?;
             }
         }
         if let Some(text) = &self.connection_string
@@ -225,7 +230,8 @@ impl ConnectionString {
                 }
                 "sharedaccesssignature" => c.sas = Some(value),
                 "blobendpoint" => {
-                    check_endpoint(&value).map_err(|_| "a BlobEndpoint that is an http(s) URL")?;
+                    require_endpoint(&value)
+                        .map_err(|_| "a BlobEndpoint that is an http(s) URL a path can follow")?;
                     c.endpoint = Some(value);
                 }
                 "endpointsuffix" => c.suffix = Some(value),

@@ -5,7 +5,7 @@ use std::fmt;
 use karu_engine::provider::{InvalidKey, SectionConfig, Snapshot};
 use serde::Deserialize;
 
-use crate::request::{self, DEFAULT_ENDPOINT, HmacKey};
+use crate::request::{self, DEFAULT_ENDPOINT, GcsError, HmacKey};
 
 /// Options of the GCS provider, globally (`[gcs]`) or for a prefix
 /// (`[paths."gs://bucket/prefix".gcs]`). A key set here beats the environment variable.
@@ -80,12 +80,11 @@ impl SectionConfig for GcsConfig {
     /// What serde cannot see: an endpoint that is not an http(s) URL, half an HMAC key.
     fn check(&self) -> Result<(), InvalidKey> {
         if let Some(endpoint) = &self.endpoint
-            && request::endpoint(endpoint).is_err()
+            && let Err(GcsError::InvalidEndpoint { endpoint, why }) = request::endpoint(endpoint)
         {
-            return Err(InvalidKey::new(
-                "endpoint",
-                "an http or https URL such as http://127.0.0.1:4443",
-            ));
+            let expected =
+                format!("an http or https URL such as http://127.0.0.1:4443; this one {why}");
+            return Err(InvalidKey::new("endpoint", expected).shown_as(endpoint));
         }
         InvalidKey::unless_together(
             (

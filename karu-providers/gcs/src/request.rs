@@ -6,7 +6,8 @@ use hmac::{Hmac, KeyInit, Mac};
 use karu_engine::provider::http::HeaderMap;
 use karu_engine::provider::http::header::{CONTENT_ENCODING, CONTENT_RANGE, HeaderValue, WARNING};
 use karu_engine::provider::{
-    CanonicalPath, Correction, Error, Resolved, Status, encode_path, redact,
+    CanonicalPath, Correction, Error, Resolved, Status, encode_path, endpoint_problem, redact,
+    shown_endpoint,
 };
 use percent_encoding::percent_decode_str;
 use sha2::{Digest, Sha256};
@@ -22,7 +23,7 @@ const MAX_KEY_BYTES: usize = 1024;
 pub(crate) enum GcsError {
     #[error("invalid GCS address {address}: {why}")]
     InvalidAddress { address: String, why: &'static str },
-    #[error("invalid GCS endpoint {endpoint}: {why}")]
+    #[error("the GCS endpoint {endpoint} {why}")]
     InvalidEndpoint { endpoint: String, why: &'static str },
     #[error("cannot sign the GCS request: {0}")]
     Signing(&'static str),
@@ -168,7 +169,7 @@ fn check_key(key: &str) -> Result<(), &'static str> {
 /// trailing `/` is dropped; a path is kept as a prefix.
 pub(crate) fn endpoint(value: &str) -> Result<String, GcsError> {
     let invalid = |why| GcsError::InvalidEndpoint {
-        endpoint: redact::address(value),
+        endpoint: shown_endpoint(value),
         why,
     };
     let value = value.trim();
@@ -177,16 +178,10 @@ pub(crate) fn endpoint(value: &str) -> Result<String, GcsError> {
     } else {
         format!("http://{value}")
     };
-    let url = url::Url::parse(&with_scheme).map_err(|_| invalid("not a URL"))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(invalid("the endpoint must be an http(s) URL with a host"));
+    match endpoint_problem(&with_scheme) {
+        Some(why) => Err(invalid(why)),
+        None => Ok(with_scheme.trim_end_matches('/').to_string()),
     }
-    if url.query().is_some() || !url.username().is_empty() || url.password().is_some() {
-        return Err(invalid(
-            "the endpoint must not hold a query or user information",
-        ));
-    }
-    Ok(with_scheme.trim_end_matches('/').to_string())
 }
 
 /// The XML API URL of an object: `ENDPOINT/bucket/encoded-key` (path style, which works for
@@ -478,7 +473,14 @@ mod tests {
             endpoint("https://gcs.example/prefix/").unwrap(),
             "https://gcs.example/prefix"
         );
-        for bad in ["ftp://x", "http://", "http://u:p@h", "http://h/?q=1", "::"] {
+        for bad in [
+            "ftp://x",
+            "http://",
+            "http://u:p@h",
+            "http://h/?q=1",
+            "http://h/#f",
+            "::",
+        ] {
             assert!(endpoint(bad).is_err(), "{bad}");
         }
     }

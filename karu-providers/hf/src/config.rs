@@ -2,7 +2,9 @@
 
 use std::fmt;
 
-use karu_engine::provider::{InvalidKey, SectionConfig, Snapshot};
+use karu_engine::provider::{
+    InvalidKey, SectionConfig, Snapshot, check_endpoint, endpoint_problem,
+};
 use serde::Deserialize;
 
 use crate::request::DEFAULT_ENDPOINT;
@@ -38,30 +40,17 @@ pub struct HfConfig {
 pub(crate) const CREDENTIAL_KEYS: [&str; 3] = ["token", "hf_token", "anonymous"];
 
 impl SectionConfig for HfConfig {
-    /// An endpoint that is not an http(s) URL with a host.
+    /// An endpoint that is not an http(s) URL a path can follow.
     fn check(&self) -> Result<(), InvalidKey> {
         match &self.endpoint {
-            Some(endpoint) if !is_endpoint(endpoint) => Err(InvalidKey::new(
-                "endpoint",
-                "an http or https URL such as https://huggingface.co",
-            )),
-            _ => Ok(()),
+            Some(endpoint) => check_endpoint("endpoint", endpoint, "https://huggingface.co"),
+            None => Ok(()),
         }
     }
 
     fn secret_keys() -> &'static [&'static str] {
         &["token", "hf_token"]
     }
-}
-
-fn is_endpoint(endpoint: &str) -> bool {
-    url::Url::parse(endpoint).is_ok_and(|url| {
-        matches!(url.scheme(), "http" | "https")
-            && url.host_str().is_some()
-            && url.query().is_none()
-            && url.username().is_empty()
-            && url.password().is_none()
-    })
 }
 
 impl fmt::Debug for HfConfig {
@@ -77,16 +66,16 @@ impl fmt::Debug for HfConfig {
 
 impl HfConfig {
     /// The endpoint: `endpoint`, else `HF_ENDPOINT` (as the Hub's clients read it), else the
-    /// Hub. An `HF_ENDPOINT` that is not an http(s) URL is an error naming it.
+    /// Hub. An `HF_ENDPOINT` that is not an http(s) URL a path can follow is an error naming it.
     pub(crate) fn endpoint(&self, snapshot: &Snapshot) -> Result<String, String> {
         if let Some(endpoint) = &self.endpoint {
             return Ok(endpoint.trim_end_matches('/').to_string());
         }
         match snapshot.env("HF_ENDPOINT").filter(|v| !v.is_empty()) {
-            Some(endpoint) if is_endpoint(endpoint) => {
-                Ok(endpoint.trim_end_matches('/').to_string())
-            }
-            Some(_) => Err("HF_ENDPOINT is not an http or https URL".to_string()),
+            Some(endpoint) => match endpoint_problem(endpoint) {
+                None => Ok(endpoint.trim_end_matches('/').to_string()),
+                Some(problem) => Err(format!("HF_ENDPOINT {problem}")),
+            },
             None => Ok(DEFAULT_ENDPOINT.to_string()),
         }
     }

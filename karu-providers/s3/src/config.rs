@@ -2,7 +2,9 @@
 
 use std::fmt;
 
-use karu_engine::provider::{InvalidKey, SectionConfig, Snapshot};
+use karu_engine::provider::{
+    InvalidKey, SectionConfig, Snapshot, check_endpoint, endpoint_problem,
+};
 use serde::Deserialize;
 
 /// How bucket and key map to a URL.
@@ -97,16 +99,7 @@ impl SectionConfig for S3Config {
     /// What serde cannot see: an endpoint that is not an http(s) URL, half a key pair.
     fn check(&self) -> Result<(), InvalidKey> {
         if let Some(endpoint) = &self.endpoint {
-            let parsed = url::Url::parse(endpoint);
-            let fine = parsed.is_ok_and(|url| {
-                matches!(url.scheme(), "http" | "https") && url.host_str().is_some()
-            });
-            if !fine {
-                return Err(InvalidKey::new(
-                    "endpoint",
-                    "an http or https URL such as http://127.0.0.1:9000",
-                ));
-            }
+            check_endpoint("endpoint", endpoint, "http://127.0.0.1:9000")?;
         }
         InvalidKey::unless_together(
             (
@@ -204,17 +197,25 @@ impl Effective {
                 );
             }
         };
+        let endpoint = config
+            .endpoint
+            .clone()
+            .or_else(|| env("AWS_ENDPOINT_URL_S3").map(str::to_string))
+            .or_else(|| env("AWS_ENDPOINT_URL").map(str::to_string));
+        // The section's check saw `endpoint`; the environment's are checked here, before any
+        // credential lookup reads them (aws-config traces the variables it reads).
+        if let Some(why) = endpoint.as_deref().and_then(endpoint_problem) {
+            return Err(format!(
+                "the S3 endpoint {why} (s3.endpoint, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL)"
+            ));
+        }
         Ok(Effective {
             region: config
                 .region
                 .clone()
                 .or_else(|| env("AWS_REGION").map(str::to_string))
                 .or_else(|| env("AWS_DEFAULT_REGION").map(str::to_string)),
-            endpoint: config
-                .endpoint
-                .clone()
-                .or_else(|| env("AWS_ENDPOINT_URL_S3").map(str::to_string))
-                .or_else(|| env("AWS_ENDPOINT_URL").map(str::to_string)),
+            endpoint,
             addressing,
             anonymous: config
                 .anonymous
@@ -321,7 +322,14 @@ mod tests {
         };
         assert_eq!(with("http://127.0.0.1:9000").check(), Ok(()));
         assert_eq!(with("https://s3.example").check(), Ok(()));
-        for bad in ["not a url", "ftp://x", "127.0.0.1:9000", "http://"] {
+        for bad in [
+            "not a url",
+            "ftp://x",
+            "127.0.0.1:9000",
+            "http://",
+            "http://k:s@127.0.0.1:9000",
+            "http://127.0.0.1:9000/?x=1",
+        ] {
             assert_eq!(with(bad).check().unwrap_err().key(), "endpoint", "{bad}");
         }
     }

@@ -14,7 +14,7 @@ use http::HeaderMap;
 use http::header::{HeaderName, HeaderValue};
 use karu_engine::provider::error_body::xml_element;
 use karu_engine::provider::{
-    CanonicalPath, Correction, Error, Resolved, Status, encode_path, redact,
+    CanonicalPath, Correction, Error, Resolved, Status, encode_path, endpoint_problem, redact,
 };
 use percent_encoding::percent_decode_str;
 
@@ -24,7 +24,7 @@ use crate::config::Addressing;
 #[derive(Debug)]
 pub(crate) enum S3Error {
     InvalidAddress { address: String, why: &'static str },
-    InvalidEndpoint(String),
+    InvalidEndpoint(&'static str),
     Signing(String),
 }
 
@@ -35,10 +35,9 @@ impl From<S3Error> for Error {
                 Status::InvalidArgument,
                 format!("invalid S3 address {address}: {why}"),
             ),
-            S3Error::InvalidEndpoint(why) => Error::new(
-                Status::InvalidArgument,
-                format!("invalid S3 endpoint: {why}"),
-            ),
+            S3Error::InvalidEndpoint(why) => {
+                Error::new(Status::InvalidArgument, format!("the S3 endpoint {why}"))
+            }
             S3Error::Signing(why) => Error::new(
                 Status::Credentials,
                 format!("cannot sign the request: {why}"),
@@ -177,13 +176,12 @@ pub(crate) fn object_url(
     let key = encode_path(key);
     match endpoint {
         Some(endpoint) => {
-            let url =
-                url::Url::parse(endpoint).map_err(|e| S3Error::InvalidEndpoint(format!("{e}")))?;
-            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-                return Err(S3Error::InvalidEndpoint(
-                    "the endpoint must be an http(s) URL with a host".into(),
-                ));
+            // Checked here too: AWS_ENDPOINT_URL reaches no section's check.
+            if let Some(why) = endpoint_problem(endpoint) {
+                return Err(S3Error::InvalidEndpoint(why));
             }
+            let url =
+                url::Url::parse(endpoint).map_err(|_| S3Error::InvalidEndpoint("is not a URL"))?;
             let base = endpoint.trim_end_matches('/');
             match addressing.unwrap_or(Addressing::Path) {
                 Addressing::Path => Ok(format!("{base}/{bucket}/{key}")),

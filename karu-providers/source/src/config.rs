@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use karu_engine::provider::{InvalidKey, SectionConfig};
+use karu_engine::provider::{InvalidKey, SectionConfig, check_endpoint};
 use serde::Deserialize;
 
 use crate::request::DEFAULT_ENDPOINT;
@@ -65,18 +65,7 @@ pub(crate) const CREDENTIAL_KEYS: [&str; 9] = [
 impl SectionConfig for SourceConfig {
     fn check(&self) -> Result<(), InvalidKey> {
         if let Some(endpoint) = &self.endpoint {
-            let fine = url::Url::parse(endpoint).is_ok_and(|u| {
-                matches!(u.scheme(), "http" | "https")
-                    && u.host_str().is_some()
-                    && u.query().is_none()
-                    && u.username().is_empty()
-            });
-            if !fine {
-                return Err(InvalidKey::new(
-                    "endpoint",
-                    "an http or https URL such as https://data.source.coop",
-                ));
-            }
+            check_endpoint("endpoint", endpoint, "https://data.source.coop")?;
         }
         InvalidKey::unless_together(
             (
