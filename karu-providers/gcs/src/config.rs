@@ -2,10 +2,10 @@
 
 use std::fmt;
 
-use karu_engine::provider::{InvalidKey, SectionConfig, Snapshot};
+use karu_engine::provider::{InvalidKey, SectionConfig, Snapshot, check_endpoint};
 use serde::Deserialize;
 
-use crate::request::{self, DEFAULT_ENDPOINT, GcsError, HmacKey};
+use crate::request::{self, DEFAULT_ENDPOINT, HmacKey};
 
 /// Options of the GCS provider, globally (`[gcs]`) or for a prefix
 /// (`[paths."gs://bucket/prefix".gcs]`). A key set here beats the environment variable.
@@ -79,12 +79,9 @@ pub(crate) const CREDENTIAL_KEYS: [&str; 15] = [
 impl SectionConfig for GcsConfig {
     /// What serde cannot see: an endpoint that is not an http(s) URL, half an HMAC key.
     fn check(&self) -> Result<(), InvalidKey> {
-        if let Some(endpoint) = &self.endpoint
-            && let Err(GcsError::InvalidEndpoint { endpoint, why }) = request::endpoint(endpoint)
-        {
-            let expected =
-                format!("an http or https URL such as http://127.0.0.1:4443; this one {why}");
-            return Err(InvalidKey::new("endpoint", expected).shown_as(endpoint));
+        if let Some(endpoint) = &self.endpoint {
+            let endpoint = request::with_scheme(endpoint);
+            check_endpoint("endpoint", &endpoint, "http://127.0.0.1:4443")?;
         }
         InvalidKey::unless_together(
             (

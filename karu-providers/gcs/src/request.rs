@@ -172,15 +172,20 @@ pub(crate) fn endpoint(value: &str) -> Result<String, GcsError> {
         endpoint: shown_endpoint(value),
         why,
     };
-    let value = value.trim();
-    let with_scheme = if value.contains("://") {
-        value.to_string()
-    } else {
-        format!("http://{value}")
-    };
+    let with_scheme = with_scheme(value);
     match endpoint_problem(&with_scheme) {
         Some(why) => Err(invalid(why)),
         None => Ok(with_scheme.trim_end_matches('/').to_string()),
+    }
+}
+
+/// An endpoint override with its scheme: a bare `host:port` is taken as `http://`.
+pub(crate) fn with_scheme(value: &str) -> String {
+    let value = value.trim();
+    if value.contains("://") {
+        value.to_string()
+    } else {
+        format!("http://{value}")
     }
 }
 

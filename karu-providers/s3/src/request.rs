@@ -176,7 +176,7 @@ pub(crate) fn object_url(
     let key = encode_path(key);
     match endpoint {
         Some(endpoint) => {
-            // Checked here too: AWS_ENDPOINT_URL reaches no section's check.
+            // `Effective::resolve` checked it already; this keeps the function whole.
             if let Some(why) = endpoint_problem(endpoint) {
                 return Err(S3Error::InvalidEndpoint(why));
             }
