@@ -689,6 +689,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Client>()?;
     m.add_class::<Batch>()?;
     m.add_class::<runtime::Task>()?;
+    m.add_function(wrap_pyfunction!(runtime::close, m)?)?;
     m.add(
         "STATUSES",
         Status::ALL.iter().map(|s| s.name()).collect::<Vec<_>>(),

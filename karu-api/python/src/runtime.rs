@@ -3,11 +3,16 @@
 //! callback with the GIL. The runtime belongs to the process that started it: after a fork
 //! the child starts its own (the parent's thread does not exist there) and leaves the
 //! parent's allocated, as Karu's engine does.
+//!
+//! The runtime's thread is not Python's: once the interpreter finalizes, taking the GIL there
+//! aborts or crashes the process. So it enters Python only through [`with_python`], which an
+//! `atexit` hook ([`close`]) shuts before finalization begins, after the calls already inside
+//! have returned; later outcomes are dropped unseen (nobody is left to await them).
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
 use std::sync::mpsc;
+use std::sync::{Condvar, Mutex};
 
 use futures_core::Stream;
 use karu::{Completion, ProcessStamp};
@@ -43,6 +48,77 @@ fn handle() -> PyResult<tokio::runtime::Handle> {
     Ok(handle)
 }
 
+/// Whether the runtime's thread may still enter Python, and how many of its calls are inside.
+struct Gate {
+    /// The process these counts belong to: a forked child starts with none inside.
+    stamp: Option<ProcessStamp>,
+    closed: bool,
+    inside: usize,
+}
+
+impl Gate {
+    /// The gate of the current process.
+    fn current(&mut self) -> &mut Gate {
+        if !self.stamp.as_ref().is_some_and(ProcessStamp::is_current) {
+            *self = Gate {
+                stamp: Some(ProcessStamp::current()),
+                closed: false,
+                inside: 0,
+            };
+        }
+        self
+    }
+}
+
+static GATE: Mutex<Gate> = Mutex::new(Gate {
+    stamp: None,
+    closed: false,
+    inside: 0,
+});
+static LEFT: Condvar = Condvar::new();
+
+fn gate() -> std::sync::MutexGuard<'static, Gate> {
+    GATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Run `f` with the GIL from the runtime's thread, unless the interpreter is exiting: then
+/// `None`, and `f` never runs.
+fn with_python<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+    {
+        let mut gate = gate();
+        let gate = gate.current();
+        if gate.closed {
+            return None;
+        }
+        gate.inside += 1;
+    }
+    /// Counts the call out, even if `f` panics.
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            gate().current().inside -= 1;
+            LEFT.notify_all();
+        }
+    }
+    let _leave = Leave;
+    Some(Python::attach(f))
+}
+
+/// The `atexit` hook: no call of the runtime's thread enters Python from now on, and the
+/// ones inside have returned (waited for without the GIL, which they need to finish).
+#[pyfunction]
+pub(crate) fn close(py: Python<'_>) {
+    py.detach(|| {
+        let mut guard = gate();
+        guard.current().closed = true;
+        while guard.current().inside > 0 {
+            guard = LEFT
+                .wait(guard)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    });
+}
+
 /// An async operation in flight; `cancel()` drops its future (cancelling its reads).
 #[pyclass(module = "karu._native", name = "Task", frozen)]
 pub(crate) struct Task {
@@ -65,7 +141,7 @@ pub(crate) fn spawn(
     let handle = handle()?;
     let task = handle.spawn(async move {
         let settle = work.await;
-        Python::attach(|py| {
+        with_python(|py| {
             let call = match settle(py) {
                 Ok(value) => done.call1(py, (true, value)),
                 Err(e) => done.call1(py, (false, e.into_value(py))),
@@ -88,14 +164,15 @@ pub(crate) fn stream(each: Py<PyAny>, batch: crate::Pinned) -> PyResult<Task> {
         loop {
             let next = next_completion(&mut batch.batch).await;
             let last = next.is_none();
-            let stop = Python::attach(|py| {
+            let stop = with_python(|py| {
                 let call = match next {
                     Some(completion) => crate::convert::completion_tuple(py, completion)
                         .and_then(|t| each.call1(py, (t,))),
                     None => each.call1(py, (py.None(),)),
                 };
                 call.map_err(|e| e.write_unraisable(py, None)).is_err()
-            });
+            })
+            .unwrap_or(true);
             if last || stop {
                 break;
             }

@@ -12,6 +12,7 @@ PyTorch DataLoader workers) works in the children.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import ctypes
 import json
@@ -63,6 +64,10 @@ __all__ = [
     "Io",
     "Internal",
 ]
+
+# Karu's async runtime calls back into Python from its own thread: it stops before the
+# interpreter finalizes (taking the GIL then would abort the process).
+atexit.register(_native.close)
 
 
 def _flatten(prefix: str, value: Any, out: List[Tuple[str, str]]) -> None:
