@@ -1297,3 +1297,57 @@ fn a_ca_file_that_cannot_serve_fails_the_build_naming_the_setting() {
         assert!(err.message().starts_with(&expected), "{name}: {err}");
     }
 }
+
+/// An address too long for a request line fails its own read, and every message quotes a
+/// long address clipped to its start and end: a megabyte-long address gives a message of a
+/// few hundred bytes, not a megabyte. The read beside it is unaffected.
+#[test]
+fn a_read_of_an_address_too_long_for_a_request_fails_alone_with_a_short_message() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", MIB);
+    let client = client();
+    let fine = locate(&client, &server, "/o");
+    for length in [100_000, 1_000_000] {
+        let name = format!("/{}{}", "a".repeat(length), "-the-end");
+        let long = client.locate(&server.url(&name)).unwrap();
+        let done = read_all_of(&client, &[(&long, 0, 10), (&fine, 5, 10)]);
+        assert_failed(&done[0], Status::InvalidArgument);
+        let message = done[0].error().unwrap().to_string();
+        assert!(
+            message.len() < 1_000,
+            "{} bytes: {message:.300}",
+            message.len()
+        );
+        assert!(
+            message.contains("cannot build a request URL for http://127.0.0.1:")
+                && message.contains("-the-end")
+                && message.contains(&format!("…({} bytes)…", server.url(&name).len() - 448)),
+            "{message}"
+        );
+        assert_ok(&done[1], 5, 10);
+        // An address no provider accepts is quoted clipped too.
+        let bad = format!("s3://No_Bucket/{}", "k".repeat(length));
+        let message = client.locate(&bad).unwrap_err().to_string();
+        assert!(
+            message.len() < 1_000,
+            "{} bytes: {message:.300}",
+            message.len()
+        );
+        assert!(message.contains("s3://No_Bucket/kkk"), "{message}");
+    }
+    assert_eq!(
+        server.request_count(),
+        2,
+        "{}",
+        describe(&server.requests())
+    );
+}
+
+fn read_all_of(client: &Client, reads: &[(&karu::Locator, u64, u64)]) -> Vec<karu::Completion> {
+    let batch = client.submit(
+        reads
+            .iter()
+            .map(|&(o, offset, length)| Read::new(o, offset, length)),
+    );
+    drain(&batch)
+}

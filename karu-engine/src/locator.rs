@@ -12,7 +12,8 @@ use crate::status::{Error, Status};
 /// scope. Different accepted spellings of one object resolve to the same canonical path.
 ///
 /// Its [`Display`](fmt::Display) redacts a query string (`?…` becomes `?<redacted>`), since a
-/// query may hold a signature; [`CanonicalPath::as_str`] gives the full identity.
+/// query may hold a signature, and clips an identity too long to quote whole
+/// ([`redact::clipped`]); [`CanonicalPath::as_str`] gives the full identity.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CanonicalPath(Arc<str>);
 
@@ -37,7 +38,7 @@ impl CanonicalPath {
 
 impl fmt::Display for CanonicalPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.redacted())?;
+        f.write_str(&redact::clipped(self.redacted()))?;
         if self.0.contains('?') {
             write!(f, "?{}", redact::REDACTED)?;
         }

@@ -71,10 +71,46 @@ pub fn address(address: &str) -> String {
         }
         None => without_query.to_string(),
     };
+    if out.len() > QUOTED_MAX {
+        out = clipped(&out).into_owned();
+    }
     if without_query.len() < address.len() {
         let _ = write!(out, "?{REDACTED}");
     }
     out
+}
+
+/// The longest address (or identity) a message quotes whole, in bytes.
+pub const QUOTED_MAX: usize = 512;
+
+/// `text` as a message quotes it: whole up to [`QUOTED_MAX`] bytes, else its first 384 and
+/// last 64 bytes (at character boundaries) around how many it leaves out, so that a read of
+/// a megabyte-long address fails with a message of a few hundred bytes, not a megabyte.
+///
+/// ```
+/// use karu_engine::provider::redact;
+/// assert_eq!(redact::clipped("/data/a.bin"), "/data/a.bin");
+/// let long = format!("/{}", "a".repeat(1000));
+/// assert_eq!(redact::clipped(&long).len(), 384 + 64 + "…(553 bytes)…".len());
+/// ```
+pub fn clipped(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= QUOTED_MAX {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut head = 384;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - 64;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    let left_out = tail - head;
+    std::borrow::Cow::Owned(format!(
+        "{}…({left_out} bytes)…{}",
+        &text[..head],
+        &text[tail..]
+    ))
 }
 
 /// A request URL as it may appear in a `Debug` output or a log: [`address`] of its text.
@@ -236,6 +272,35 @@ pub(crate) fn collapse(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_texts_are_clipped_at_character_boundaries() {
+        let short = "é".repeat(QUOTED_MAX / 2);
+        assert_eq!(clipped(&short), short.as_str());
+        for pad in 0..4 {
+            let long = format!("{}{}", "x".repeat(pad), "é".repeat(QUOTED_MAX));
+            let shown = clipped(&long);
+            let (head, rest) = shown.split_once('…').unwrap();
+            let (count, tail) = rest.split_once('…').unwrap();
+            assert!(
+                head.len() <= 384 && head.len() >= 383,
+                "{pad}: {}",
+                head.len()
+            );
+            assert!(
+                tail.len() <= 64 && tail.len() >= 63,
+                "{pad}: {}",
+                tail.len()
+            );
+            let left_out = long.len() - head.len() - tail.len();
+            assert_eq!(count, format!("({left_out} bytes)"));
+            assert!(long.starts_with(head) && long.ends_with(tail));
+        }
+        let written = format!("https://u:p@h/{}?sig=x", "a".repeat(1000));
+        let shown = address(&written);
+        assert!(shown.starts_with("https://<redacted>@h/aaa") && shown.ends_with("aaa?<redacted>"));
+        assert!(shown.len() < QUOTED_MAX, "{shown}");
+    }
 
     #[test]
     fn addresses_lose_user_information_and_queries() {
