@@ -164,7 +164,7 @@ pub(crate) fn file_layer(
     let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let source_name = path.display().to_string();
     let fail = |problem| ConfigError::new(problem).with_source(source_name.clone());
-    let text = match fs::read_to_string(&path) {
+    let text = match read_text(&path) {
         Ok(text) => text,
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
             return match required {
@@ -177,6 +177,47 @@ pub(crate) fn file_layer(
         Err(error) => return Err(fail(Problem::Unreadable(error))),
     };
     toml_layer(&text, Origin::File(path), source_name, context).map(Some)
+}
+
+/// The most bytes a configuration file may hold: far more than any has, far less than a
+/// mistaken path (a disk image, a log) could make Karu read into memory.
+pub(crate) const MAX_FILE_BYTES: u64 = 4 << 20;
+
+/// The text of a configuration file: a regular file of at most [`MAX_FILE_BYTES`], in UTF-8.
+/// The open does not wait on what the path names (non-blocking), so a FIFO without a writer
+/// is refused at once instead of hanging every client's build, and `/dev/zero` is refused
+/// instead of read until memory runs out.
+fn read_text(path: &Path) -> io::Result<String> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read as _;
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a directory, FIFO, socket or device is never configuration)",
+        ));
+    }
+    let too_large = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "larger than {} MiB, which no configuration file is",
+                MAX_FILE_BYTES >> 20
+            ),
+        )
+    };
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(too_large());
+    }
+    let mut text = String::new();
+    // A file that grows while it is read stops at the bound too.
+    file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_large());
+    }
+    Ok(text)
 }
 
 /// A layer of TOML given as text (see [`ConfigBuilder::toml`](crate::ConfigBuilder::toml)),

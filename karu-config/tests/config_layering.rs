@@ -1387,6 +1387,49 @@ fn an_optional_file_out_of_reach_is_skipped_but_an_unreadable_one_is_an_error() 
     assert_eq!(error.kind(), ConfigErrorKind::Unreadable);
 }
 
+/// A configuration file is a regular file of at most 4 MiB: a FIFO without a writer is refused
+/// at once (it hung the build), `/dev/zero` too (it was read until memory ran out), and so is
+/// a file past the bound; each error names the file. A file of just under the bound is read.
+#[test]
+fn only_a_regular_file_of_sensible_size_is_read_as_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("config.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let big = write(&dir, "big.toml", &format!("# {}\n", "x".repeat(4 << 20)));
+    let cases = [
+        (fifo.clone(), "not a regular file"),
+        (PathBuf::from("/dev/zero"), "not a regular file"),
+        (dir.path().to_path_buf(), "not a regular file"),
+        (
+            big.clone(),
+            "larger than 4 MiB, which no configuration file is",
+        ),
+    ];
+    for (path, problem) in &cases {
+        for builder in [
+            isolated().file(path),
+            isolated().user_file(Some(path.clone())),
+            isolated().environment([("KARU_CONFIG", path.display().to_string())]),
+        ] {
+            let error = build_error(&builder);
+            assert_eq!(error.kind(), ConfigErrorKind::Unreadable, "{error}");
+            let expected = format!("{}: cannot read file: {problem}", path.display());
+            assert!(error.to_string().contains(&expected), "{error}");
+        }
+    }
+    let just_under = write(
+        &dir,
+        "under.toml",
+        &format!("# {}\nfile_workers = 3\n", "x".repeat((4 << 20) - 100)),
+    );
+    let snapshot = isolated().file(&just_under).build().unwrap();
+    assert_eq!(snapshot.global().file_workers, 3);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Wording and explanations
 // ---------------------------------------------------------------------------------------------
