@@ -1256,12 +1256,28 @@ fn a_location_kept_at_the_first_redirect_serves_the_later_reads_of_its_object() 
 }
 
 /// A CA file that is missing, holds no certificate or holds one that is not a certificate
-/// fails the client's build, naming the setting and the file, before any request.
+/// fails the client's build, naming the setting and the file, before any request; so does a
+/// path that is no regular file (a FIFO hung the build, `/dev/zero` filled memory).
 #[test]
 fn a_ca_file_that_cannot_serve_fails_the_build_naming_the_setting() {
     let dir = tempfile::tempdir().unwrap();
     let garbage =
         "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n";
+    let fifo = dir.path().join("fifo.pem");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success());
+    for special in [fifo.as_path(), std::path::Path::new("/dev/zero")] {
+        // Neither hangs the build nor is read until memory runs out.
+        let err = quick()
+            .set("http.ca_file", special.to_str().unwrap())
+            .build()
+            .unwrap_err();
+        let expected = format!(
+            "cannot read the CA file {} (http.ca_file): not a regular file",
+            special.display()
+        );
+        assert!(err.message().starts_with(&expected), "{err}");
+    }
     for (name, text, problem) in [
         (
             "missing.pem",

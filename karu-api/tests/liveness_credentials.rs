@@ -301,3 +301,43 @@ fn a_panicking_callback_fails_its_read_with_credentials_and_the_family_recovers(
     assert_eq!(calls.get(), 2, "called again after the panic, then cached");
     assert_eq!(*seen.lock().unwrap(), [9, 9]);
 }
+
+/// A credential file a user names that is no regular file (a FIFO without a writer, a device)
+/// fails the reads that need it at once with `Credentials`, naming the file and why, before
+/// any request: it used to hold a credential worker forever (the FIFO) or fill memory
+/// (`/dev/zero`).
+#[test]
+fn credential_files_that_are_no_regular_files_fail_their_reads_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("credentials.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success());
+    let server = MockServer::start();
+    for file in [fifo.to_str().unwrap(), "/dev/zero"] {
+        let cases = [
+            (
+                quick()
+                    .set("gcs.endpoint", server.base_url())
+                    .set("gcs.credentials_file", file),
+                "gs://bucket/object".to_string(),
+                format!("the credentials file {file} cannot be read: not a regular file"),
+            ),
+            (
+                quick()
+                    .set("hf.endpoint", server.base_url())
+                    .environment([("HF_TOKEN_PATH", file)]),
+                "hf://datasets/owner/repo/file.bin".to_string(),
+                format!("cannot read the Hugging Face token file {file}: not a regular file"),
+            ),
+        ];
+        for (builder, address, expected) in cases {
+            let client = build(builder);
+            let object = client.locate(&address).unwrap();
+            let c = read_one(&client, &object, 0, 10);
+            assert_failed(&c, Status::Credentials);
+            let message = c.error().unwrap().to_string();
+            assert!(message.contains(&expected), "{message}");
+        }
+    }
+    assert_eq!(server.request_count(), 0);
+}

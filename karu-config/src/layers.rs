@@ -11,6 +11,7 @@ use std::sync::{Arc, LazyLock};
 use figment::value::{Dict, Value};
 
 use crate::error::{ConfigError, Problem, actual_text, closest, unknown_key};
+use crate::file::read_regular_file;
 use crate::lines::KeyLines;
 use crate::prefix::Prefixes;
 use crate::section::Section;
@@ -183,41 +184,16 @@ pub(crate) fn file_layer(
 /// mistaken path (a disk image, a log) could make Karu read into memory.
 pub(crate) const MAX_FILE_BYTES: u64 = 4 << 20;
 
-/// The text of a configuration file: a regular file of at most [`MAX_FILE_BYTES`], in UTF-8.
-/// The open does not wait on what the path names (non-blocking), so a FIFO without a writer
-/// is refused at once instead of hanging every client's build, and `/dev/zero` is refused
-/// instead of read until memory runs out.
+/// The text of a configuration file: a regular file of at most [`MAX_FILE_BYTES`]
+/// ([`read_regular_file`]: a FIFO without a writer is refused at once instead of hanging every
+/// client's build, `/dev/zero` instead of being read until memory runs out), in UTF-8.
 fn read_text(path: &Path) -> io::Result<String> {
-    use rustix::fs::{Mode, OFlags};
-    use std::io::Read as _;
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file (a directory, FIFO, socket or device is never configuration)",
-        ));
-    }
-    let too_large = || {
+    String::from_utf8(read_regular_file(path, MAX_FILE_BYTES)?).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidData,
-            format!(
-                "larger than {} MiB, which no configuration file is",
-                MAX_FILE_BYTES >> 20
-            ),
+            "stream did not contain valid UTF-8",
         )
-    };
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(too_large());
-    }
-    let mut text = String::new();
-    // A file that grows while it is read stops at the bound too.
-    file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_FILE_BYTES {
-        return Err(too_large());
-    }
-    Ok(text)
+    })
 }
 
 /// A layer of TOML given as text (see [`ConfigBuilder::toml`](crate::ConfigBuilder::toml)),

@@ -138,6 +138,7 @@
 mod builder;
 mod error;
 mod explain;
+mod file;
 mod integer;
 mod layers;
 mod lines;
@@ -151,6 +152,7 @@ mod wording;
 pub use builder::{ConfigBuilder, default_user_file};
 pub use error::{ConfigError, ConfigErrorKind};
 pub use explain::{Explained, Explanation};
+pub use file::read_regular_file;
 pub use section::{InvalidKey, Section, SectionConfig};
 pub use settings::{HttpSettings, HttpVersion, PlannerSettings, RetrySettings, Settings, Trade};
 pub use snapshot::{Origin, Scoped, Snapshot};

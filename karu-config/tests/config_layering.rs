@@ -1406,7 +1406,7 @@ fn only_a_regular_file_of_sensible_size_is_read_as_configuration() {
         (dir.path().to_path_buf(), "not a regular file"),
         (
             big.clone(),
-            "larger than 4 MiB, which no configuration file is",
+            "larger than 4 MiB, more than such a file holds",
         ),
     ];
     for (path, problem) in &cases {

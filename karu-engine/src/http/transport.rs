@@ -18,6 +18,7 @@ use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::rt::TokioIo;
+use karu_config::read_regular_file;
 use karu_config::{HttpSettings, HttpVersion};
 use parking_lot::Mutex;
 use rustls::pki_types::CertificateDer;
@@ -116,24 +117,29 @@ impl fmt::Debug for TlsConfig {
     }
 }
 
-/// The certificates of `http.ca_file`, if set: a file that cannot be read, holds none, or
-/// holds one rustls cannot use is an error.
+/// The largest CA file Karu reads: a bundle of every public root is under 1 MiB.
+const CA_FILE_MAX: u64 = 16 << 20;
+
+/// The certificates of `http.ca_file`, if set: a file that cannot be read (or is no regular
+/// file of at most [`CA_FILE_MAX`]: [`read_regular_file`]), holds none, or holds one rustls
+/// cannot use is an error.
 pub(crate) fn ca_file(settings: &HttpSettings) -> Result<Vec<CertificateDer<'static>>, Error> {
     let Some(path) = &settings.ca_file else {
         return Ok(Vec::new());
     };
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| {
-            Error::new(
-                Status::InvalidArgument,
-                format!(
-                    "cannot read the CA file {} (http.ca_file): {e}",
-                    path.display()
-                ),
-            )
-            .with_source(e)
-        })?;
+    let unreadable = |e: &dyn std::fmt::Display| {
+        Error::new(
+            Status::InvalidArgument,
+            format!(
+                "cannot read the CA file {} (http.ca_file): {e}",
+                path.display()
+            ),
+        )
+    };
+    let pem = read_regular_file(path, CA_FILE_MAX).map_err(|e| unreadable(&e).with_source(e))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| unreadable(&e).with_source(e))?;
     if certs.is_empty() {
         return Err(Error::new(
             Status::InvalidArgument,

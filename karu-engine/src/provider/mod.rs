@@ -34,6 +34,8 @@
 //! - [`check_endpoint`]: what a configured endpoint may be, the same for every provider, and
 //!   how a refused one is quoted (redacted);
 //! - [`system_time_after`]: an expiry a server announces, however far away, without overflow;
+//! - [`read_regular_file`]: a key, token or certificate file a user names, read so that no
+//!   path (a FIFO, `/dev/zero`) can hang a credential worker or fill memory;
 //! - [`redact`]: what of an address, URL, text or error chain may be shown;
 //! - [`error_body`]: the code and message of XML and JSON error answers, and summaries.
 //!
@@ -68,7 +70,7 @@ pub use crate::status::{Error, Status};
 pub use endpoint::{check_endpoint, endpoint_problem, shown_endpoint};
 pub use karu_config::{
     ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Origin, Scoped, Section,
-    SectionConfig, Snapshot,
+    SectionConfig, Snapshot, read_regular_file,
 };
 pub use path::{PATH_KEEPS, encode_path};
 pub use scopes::PerScope;
@@ -76,6 +78,20 @@ pub use scopes::PerScope;
 /// The `http` crate of [`PreparedRequest`]'s URL and headers, so a provider names the same
 /// version the engine sends.
 pub use ::http;
+
+/// The largest key, token or certificate file a provider reads (with [`read_regular_file`]):
+/// 1 MiB, far more than any holds.
+pub const CREDENTIAL_FILE_MAX: u64 = 1 << 20;
+
+/// [`read_regular_file`] of a credential file as UTF-8 text (see [`CREDENTIAL_FILE_MAX`]).
+pub fn read_credential_file(path: &std::path::Path) -> std::io::Result<String> {
+    String::from_utf8(read_regular_file(path, CREDENTIAL_FILE_MAX)?).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the file is not UTF-8 text",
+        )
+    })
+}
 
 /// A provider's configuration section `name` (`[name]`, `KARU_NAME__KEY`, and the path rules'
 /// `[paths."prefix".name]`) for the object `locator` names, deserialized into the provider's

@@ -3,6 +3,7 @@
 //! bearer credential carrying its expiry.
 
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -13,7 +14,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use karu_engine::provider::http::{Method, Request};
 use karu_engine::provider::{
-    Credential, CredentialProvider, Error, FetchContext, Status, bridge, error_body, redact,
+    CREDENTIAL_FILE_MAX, Credential, CredentialProvider, Error, FetchContext, Status, bridge,
+    error_body, read_credential_file, read_regular_file, redact,
 };
 
 use crate::assertion;
@@ -69,7 +71,7 @@ impl CredentialProvider for TokenProvider {
         let failed = |e: ExchangeError| Error::new(Status::Credentials, e.to_string());
         let assertion = match &self.source {
             TokenSource::Workload { token_file, .. } => Some(
-                std::fs::read_to_string(token_file)
+                read_credential_file(Path::new(token_file))
                     .map_err(|e| failed(ExchangeError::TokenFile(format!("{token_file}: {e}"))))?,
             ),
             TokenSource::Certificate {
@@ -77,7 +79,7 @@ impl CredentialProvider for TokenProvider {
                 cert_path,
                 ..
             } => {
-                let pem = std::fs::read(cert_path)
+                let pem = read_regular_file(Path::new(cert_path), CREDENTIAL_FILE_MAX)
                     .map_err(|e| failed(ExchangeError::Certificate(format!("{cert_path}: {e}"))))?;
                 let now = SystemTime::now();
                 let jti = format!(

@@ -9,9 +9,12 @@
 //! it and authenticates once more.
 
 use std::fmt;
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use karu_engine::provider::{Credential, CredentialProvider, Error, FetchContext, Status, bridge};
+use karu_engine::provider::{
+    Credential, CredentialProvider, Error, FetchContext, Status, bridge, read_credential_file,
+};
 
 use crate::config::Configured;
 use crate::request::HmacKey;
@@ -174,10 +177,10 @@ impl CredentialProvider for Lookup {
             } => {
                 // A configured file must work: no fallback past it.
                 if let Some(path) = file {
-                    let text = std::fs::read_to_string(path).map_err(|e| {
+                    let text = read_credential_file(Path::new(path)).map_err(|e| {
                         credentials_error(TokenError::File {
                             path: path.clone(),
-                            why: e.kind().to_string(),
+                            why: e.to_string(),
                         })
                     })?;
                     let exchange = file_exchange(path, &text).map_err(credentials_error)?;
@@ -185,7 +188,7 @@ impl CredentialProvider for Lookup {
                         .map(token_credential);
                 }
                 if let Some(path) = well_known
-                    && let Ok(text) = std::fs::read_to_string(path)
+                    && let Ok(text) = read_credential_file(Path::new(path))
                 {
                     let exchange = file_exchange(path, &text).map_err(credentials_error)?;
                     return bridge::block_on(ctx, exchange.what, exchange.run())

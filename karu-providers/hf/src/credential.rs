@@ -17,7 +17,9 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use karu_engine::provider::{Credential, CredentialProvider, Error, FetchContext, Status};
+use karu_engine::provider::{
+    Credential, CredentialProvider, Error, FetchContext, Status, read_credential_file,
+};
 
 /// The secret the engine carries for Hub requests: a token, or none (anonymous). Its `Debug`
 /// hides the token.
@@ -125,9 +127,8 @@ pub(crate) fn lookup(
         Err(e) => Err(Error::new(
             Status::Credentials,
             format!(
-                "cannot read the Hugging Face token file {}: {}",
-                path.display(),
-                e.kind()
+                "cannot read the Hugging Face token file {}: {e}",
+                path.display()
             ),
         )),
     }
@@ -163,9 +164,7 @@ impl CredentialProvider for Tokens {
                 .find(|(k, _)| k == name)
                 .map(|(_, v)| v.clone())
         };
-        let (token, _where) = lookup(self.configured.as_deref(), &env, &|path| {
-            std::fs::read_to_string(path)
-        })?;
+        let (token, _where) = lookup(self.configured.as_deref(), &env, &read_credential_file)?;
         Ok(Credential::new(HfToken(token)))
     }
 }
