@@ -58,3 +58,9 @@ pub fn read_regular_file(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     }
     Ok(bytes)
 }
+
+/// [`read_regular_file`] of a text file: its bytes must be UTF-8.
+pub fn read_regular_text(path: &Path, limit: u64) -> io::Result<String> {
+    String::from_utf8(read_regular_file(path, limit)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+}

@@ -11,7 +11,7 @@ use std::sync::{Arc, LazyLock};
 use figment::value::{Dict, Value};
 
 use crate::error::{ConfigError, Problem, actual_text, closest, unknown_key};
-use crate::file::read_regular_file;
+use crate::file::read_regular_text;
 use crate::lines::KeyLines;
 use crate::prefix::Prefixes;
 use crate::section::Section;
@@ -165,7 +165,9 @@ pub(crate) fn file_layer(
     let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let source_name = path.display().to_string();
     let fail = |problem| ConfigError::new(problem).with_source(source_name.clone());
-    let text = match read_text(&path) {
+    // A FIFO without a writer is refused at once instead of hanging every client's build,
+    // `/dev/zero` instead of being read until memory runs out.
+    let text = match read_regular_text(&path, MAX_FILE_BYTES) {
         Ok(text) => text,
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
             return match required {
@@ -183,18 +185,6 @@ pub(crate) fn file_layer(
 /// The most bytes a configuration file may hold: far more than any has, far less than a
 /// mistaken path (a disk image, a log) could make Karu read into memory.
 pub(crate) const MAX_FILE_BYTES: u64 = 4 << 20;
-
-/// The text of a configuration file: a regular file of at most [`MAX_FILE_BYTES`]
-/// ([`read_regular_file`]: a FIFO without a writer is refused at once instead of hanging every
-/// client's build, `/dev/zero` instead of being read until memory runs out), in UTF-8.
-fn read_text(path: &Path) -> io::Result<String> {
-    String::from_utf8(read_regular_file(path, MAX_FILE_BYTES)?).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            "stream did not contain valid UTF-8",
-        )
-    })
-}
 
 /// A layer of TOML given as text (see [`ConfigBuilder::toml`](crate::ConfigBuilder::toml)),
 /// named `name` in error messages.

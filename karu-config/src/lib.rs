@@ -152,7 +152,7 @@ mod wording;
 pub use builder::{ConfigBuilder, default_user_file};
 pub use error::{ConfigError, ConfigErrorKind};
 pub use explain::{Explained, Explanation};
-pub use file::read_regular_file;
+pub use file::{read_regular_file, read_regular_text};
 pub use section::{InvalidKey, Section, SectionConfig};
 pub use settings::{HttpSettings, HttpVersion, PlannerSettings, RetrySettings, Settings, Trade};
 pub use snapshot::{Origin, Scoped, Snapshot};

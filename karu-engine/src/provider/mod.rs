@@ -70,7 +70,7 @@ pub use crate::status::{Error, Status};
 pub use endpoint::{check_endpoint, endpoint_problem, shown_endpoint};
 pub use karu_config::{
     ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Origin, Scoped, Section,
-    SectionConfig, Snapshot, read_regular_file,
+    SectionConfig, Snapshot, read_regular_file, read_regular_text,
 };
 pub use path::{PATH_KEEPS, encode_path};
 pub use scopes::PerScope;
@@ -83,14 +83,9 @@ pub use ::http;
 /// 1 MiB, far more than any holds.
 pub const CREDENTIAL_FILE_MAX: u64 = 1 << 20;
 
-/// [`read_regular_file`] of a credential file as UTF-8 text (see [`CREDENTIAL_FILE_MAX`]).
+/// [`read_regular_text`] of a credential file (see [`CREDENTIAL_FILE_MAX`]).
 pub fn read_credential_file(path: &std::path::Path) -> std::io::Result<String> {
-    String::from_utf8(read_regular_file(path, CREDENTIAL_FILE_MAX)?).map_err(|_| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "the file is not UTF-8 text",
-        )
-    })
+    read_regular_text(path, CREDENTIAL_FILE_MAX)
 }
 
 /// A provider's configuration section `name` (`[name]`, `KARU_NAME__KEY`, and the path rules'
