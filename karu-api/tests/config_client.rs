@@ -214,6 +214,12 @@ fn layers_override_in_order() {
     assert_eq!(client.snapshot().global().file_workers, 4);
 }
 
+/// The range and status of each request the server logged since the last call.
+fn ranges_and_statuses(server: &karu_testkit::MockServer) -> Vec<(Option<(u64, u64)>, u16)> {
+    let log = server.take_requests();
+    log.iter().map(|r| (r.byte_range, r.status)).collect()
+}
+
 /// The duration settings that bound a read, its connections and its body.
 const LIMITS: [&str; 4] = [
     "retry.deadline",
@@ -268,13 +274,8 @@ fn durations_as_long_as_a_u64_holds_are_no_practical_limit() {
             &pattern(1_000, 90_000)[..],
             "round {round}"
         );
-        let ranges: Vec<_> = server
-            .take_requests()
-            .iter()
-            .map(|r| (r.byte_range, r.status))
-            .collect();
         assert_eq!(
-            ranges,
+            ranges_and_statuses(&server),
             [
                 (Some((1_000, 90_999)), 503),
                 (Some((1_000, 90_999)), 206),
@@ -319,12 +320,11 @@ fn a_backoff_longer_than_the_clock_holds_ends_the_read_at_its_deadline() {
                 "{message}"
             );
         }
-        let log: Vec<_> = server
-            .take_requests()
-            .iter()
-            .map(|r| (r.byte_range, r.status))
-            .collect();
-        assert_eq!(log, [(Some((10, 999)), 503)], "one request, no retry");
+        assert_eq!(
+            ranges_and_statuses(&server),
+            [(Some((10, 999)), 503)],
+            "one request, no retry"
+        );
 
         let done = client.submit([Read::new(&object, 10, 100)]).wait();
         assert_eq!(done[0].status(), Status::Ok, "{:?}", done[0].error());

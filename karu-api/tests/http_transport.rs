@@ -1264,8 +1264,7 @@ fn a_ca_file_that_cannot_serve_fails_the_build_naming_the_setting() {
     let garbage =
         "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n";
     let fifo = dir.path().join("fifo.pem");
-    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-    assert!(made.unwrap().success());
+    karu_testkit::make_fifo(&fifo);
     for special in [fifo.as_path(), std::path::Path::new("/dev/zero")] {
         // Neither hangs the build nor is read until memory runs out.
         let err = quick()
@@ -1326,7 +1325,7 @@ fn a_read_of_an_address_too_long_for_a_request_fails_alone_with_a_short_message(
     for length in [100_000, 1_000_000] {
         let name = format!("/{}{}", "a".repeat(length), "-the-end");
         let long = client.locate(&server.url(&name)).unwrap();
-        let done = read_all_of(&client, &[(&long, 0, 10), (&fine, 5, 10)]);
+        let done = drain(&client.submit([Read::new(&long, 0, 10), Read::new(&fine, 5, 10)]));
         assert_failed(&done[0], Status::InvalidArgument);
         let message = done[0].error().unwrap().to_string();
         assert!(
@@ -1357,13 +1356,4 @@ fn a_read_of_an_address_too_long_for_a_request_fails_alone_with_a_short_message(
         "{}",
         describe(&server.requests())
     );
-}
-
-fn read_all_of(client: &Client, reads: &[(&karu::Locator, u64, u64)]) -> Vec<karu::Completion> {
-    let batch = client.submit(
-        reads
-            .iter()
-            .map(|&(o, offset, length)| Read::new(o, offset, length)),
-    );
-    drain(&batch)
 }

@@ -310,8 +310,7 @@ fn a_panicking_callback_fails_its_read_with_credentials_and_the_family_recovers(
 fn credential_files_that_are_no_regular_files_fail_their_reads_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("credentials.fifo");
-    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-    assert!(made.unwrap().success());
+    karu_testkit::make_fifo(&fifo);
     let server = MockServer::start();
     for file in [fifo.to_str().unwrap(), "/dev/zero"] {
         let cases = [

@@ -873,11 +873,7 @@ impl FifoWatchdog {
 fn a_fifo_is_refused_at_once_and_states_no_size() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("pipe");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    karu_testkit::make_fifo(&fifo);
     let data = pattern_file(dir.path(), "data.bin", 100);
     let client = isolated().file_workers(1).build().unwrap();
     let object = locate(&client, &fifo);

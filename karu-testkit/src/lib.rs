@@ -49,3 +49,17 @@ pub use http::{
 };
 pub use rng::Rng;
 pub use s3::{S3Mock, S3MockBuilder, SignatureFailure, SignatureFailureKind};
+
+/// Makes a FIFO (a named pipe) at `path` with `mkfifo`, for tests of paths that must never be
+/// read as files: with no writer, a blocking open of it waits forever.
+///
+/// # Panics
+///
+/// If `mkfifo` cannot be run or fails.
+pub fn make_fifo(path: &std::path::Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(status.success(), "mkfifo {} failed", path.display());
+}
