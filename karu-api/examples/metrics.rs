@@ -1,7 +1,7 @@
 //! Prints Karu's per-read timings and the `metrics` it publishes.
 //!
 //! ```text
-//! cargo run -p karu-api --features metrics --example metrics -- [ADDRESS]
+//! cargo run -p karu --features metrics --example metrics -- [ADDRESS]
 //! ```
 //!
 //! ADDRESS is any address Karu reads (a path, an `https://` URL, `s3://...`); without one, the

@@ -1,7 +1,7 @@
 //! Karu's engine: the model, the pure planner, batches and their completion queue, file
 //! workers, and the transport for remote objects.
 //!
-//! Most programs use the `karu` crate (`karu-api`), which wires this engine to the providers
+//! Most programs use the `karu` crate (`karu-api/`), which wires this engine to the providers
 //! and the layered configuration. This crate is also what a provider crate builds on: the
 //! [`provider`] module (the provider SDK) is everything a provider needs, and the engine owns
 //! everything that is the same for every provider.

@@ -17,7 +17,7 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
     let mut combinations = vec![None];
     combinations.extend(providers.iter().map(|p| Some(p.as_str())));
     for feature in &combinations {
-        let mut args = vec!["check", "--quiet", "-p", "karu-api", "--lib"];
+        let mut args = vec!["check", "--quiet", "-p", "karu", "--lib"];
         args.push("--no-default-features");
         if let Some(feature) = feature {
             args.extend(["--features", feature]);
@@ -45,7 +45,7 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
     crate::sdk::check(root)
 }
 
-/// The provider features: the `default` features of `karu-api`.
+/// The provider features: the `default` features of `karu` (karu-api/).
 fn providers(root: &Path) -> Result<Vec<String>, String> {
     let manifest = root.join("karu-api/Cargo.toml");
     let text = std::fs::read_to_string(&manifest)
@@ -69,7 +69,7 @@ fn aws_sdk_crates(root: &Path, feature: &str) -> Result<Vec<String>, String> {
     let args = [
         "tree",
         "-p",
-        "karu-api",
+        "karu",
         "--no-default-features",
         "--features",
         feature,

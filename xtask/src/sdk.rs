@@ -5,10 +5,9 @@
 use std::path::{Path, PathBuf};
 
 /// Karu's crates a provider crate may not depend on (its tests may use `karu` and the testkit).
-const NOT_FOR_PROVIDERS: [&str; 6] = [
+const NOT_FOR_PROVIDERS: [&str; 5] = [
     "karu-config",
     "karu",
-    "karu-api",
     "karu-cli",
     "karu-providers",
     "karu-testkit",

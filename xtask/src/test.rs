@@ -59,7 +59,7 @@ fn run_stages(
         stages.time("build and run the tests (nextest)", || step(root, &args))?;
         if extra.is_empty() {
             // nextest does not run documentation tests. karu-ffi has none (its API is
-            // documented in karu.h), and its library shares the name `karu` with karu-api's, so
+            // documented in karu.h), and its library shares the name `karu` with the `karu` package's, so
             // rustdoc would see two crates named `karu` (`--doc` ignores `doctest = false`).
             let mut args = vec!["test", "--workspace", "--doc", "--exclude", "karu-ffi"];
             args.extend(NOT_TESTED);
