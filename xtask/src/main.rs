@@ -8,6 +8,7 @@ mod demo;
 mod features;
 mod fuzz;
 mod header;
+mod layers;
 mod python;
 mod python_bench;
 mod sdk;
@@ -45,6 +46,11 @@ enum Task {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Print karu-engine's module graph and check its layers (no import cycle; `sdk` at the
+    /// bottom, the pure cores above it, the runtime on top), that provider crates use only
+    /// the SDK (`karu_engine::sdk`), that the faces of `karu-api/` reach the engine only
+    /// through `karu`, and that nothing outside the engine names a hidden module of it.
+    Layers,
     /// Build the Python wheel (karu-api/python) with maturin (from PyPI, in a virtual
     /// environment under target/python/venv) and install it there; `--test` also runs the
     /// pytest suite against the testkit's mock server.
@@ -87,6 +93,7 @@ fn main() -> ExitCode {
         Task::Demo => demo::run(),
         Task::Test { no_lint, args } => test::run(!no_lint, &args),
         Task::Features => features::check(&workspace_root()),
+        Task::Layers => layers::run(&workspace_root()),
         Task::Python { test, args } => {
             if test {
                 python::test(&args)

@@ -58,7 +58,7 @@ fn provider_crates(root: &Path) -> Result<Vec<PathBuf>, String> {
 }
 
 /// Every `.rs` file under `dir`.
-fn rust_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub(crate) fn rust_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(dir) = pending.pop() {
