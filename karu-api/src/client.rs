@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures_core::Stream;
 
 use karu_config::{ConfigBuilder, Snapshot, Wording};
-use karu_engine::provider::RegistryBuilder;
+use karu_engine::sdk::RegistryBuilder;
 use karu_engine::{
     Batch, BatchOptions, Completion, CredentialCallback, CredentialStats, Ends, Engine,
     EngineOptions, Error, Evidence, Locator, ObjectInfo, Read, Registry, Scope, ScopedBatch,
@@ -128,7 +128,7 @@ impl ClientBuilder {
     /// to the providers enabled by `karu`'s cargo features: `.provider(my_provider::register)`.
     /// The function declares the provider's backend, the schemes and address prefixes it
     /// serves, its credential family and its configuration section (see
-    /// `karu_engine::provider`, the provider SDK); [`build`](Self::build) checks that section
+    /// `karu_engine::sdk`, the provider SDK); [`build`](Self::build) checks that section
     /// as it checks Karu's own. It runs for every client `build` makes, so each client has
     /// backends of its own; a pattern also registered by an earlier provider is served by this
     /// one.

@@ -109,7 +109,7 @@
 //! Karu's own providers (local files, plain HTTP, S3) are chosen by cargo features, all on by
 //! default. A third-party provider crate is added in one line with
 //! [`ClientBuilder::provider`]`(its_crate::register)`; provider crates are written against the
-//! provider SDK, `karu_engine::provider`, never against this crate.
+//! provider SDK, `karu_engine::sdk`, never against this crate.
 
 mod client;
 #[cfg(feature = "metrics")]

@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 
 use karu::Status;
-use karu_engine::provider::{
+use karu_engine::sdk::{
     Backend, CanonicalPath, Error, InvalidKey, RegistryBuilder, Resolved, Section, SectionConfig,
 };
 use serde::Deserialize;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use http_support::{build, isolated, with_backend};
 use karu::Status;
-use karu_engine::provider::{
+use karu_engine::sdk::{
     Backend, CanonicalPath, Capabilities, Error, PrepareContext, PreparedRequest, Resolved,
 };
 use karu_testkit::{Fault, FaultRule, MockServer, pattern};

@@ -15,7 +15,7 @@ use http_support::{
     range_headers, read_all, read_all_ok, read_one, refused_port, wait_for_requests, with_backend,
 };
 use karu::{Client, Read, Status};
-use karu_engine::provider::{
+use karu_engine::sdk::{
     Backend, CanonicalPath, Correction, Error, ErrorResponse, Locator, PrepareContext,
     PreparedRequest, Resolved, Snapshot,
 };

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use hooks::{FAMILY, HookBackend, Hooks, SCHEME, hooks_url, within};
 use http_support::{PATIENCE, assert_ok, build, drain, isolated, quick, with_backend};
 use karu::{BatchOptions, Client, Locator, Read, Status};
-use karu_engine::provider;
+use karu_engine::sdk;
 use karu_testkit::{Fault, FaultRule, MockServer, pattern};
 
 const SIZE: u64 = 10_000;
@@ -201,20 +201,20 @@ fn probes_of_a_panicking_backend_fail_internal() {
 #[derive(Debug)]
 struct PanickingSource;
 
-impl provider::Backend for PanickingSource {
+impl sdk::Backend for PanickingSource {
     fn name(&self) -> &str {
         "panicking-source"
     }
 
-    fn resolve(&self, address: &str) -> Result<provider::Resolved, provider::Error> {
+    fn resolve(&self, address: &str) -> Result<sdk::Resolved, sdk::Error> {
         HookBackend(Hooks::default()).resolve(address)
     }
 
     fn credential_source(
         &self,
         _locator: &Locator,
-        _snapshot: &provider::Snapshot,
-    ) -> Result<Option<provider::CredentialSource>, provider::Error> {
+        _snapshot: &sdk::Snapshot,
+    ) -> Result<Option<sdk::CredentialSource>, sdk::Error> {
         panic!("the test backend's credential_source panics")
     }
 }

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use http_support::{build, isolated};
 use karu::{CanonicalPath, Read, Status};
-use karu_engine::provider::http::HeaderValue;
-use karu_engine::provider::{
+use karu_engine::sdk::http::HeaderValue;
+use karu_engine::sdk::{
     Backend, CanonicalPath as Canonical, Error, PrepareContext, PreparedRequest, RegistryBuilder,
     Resolved, Section, SectionConfig,
 };

@@ -16,16 +16,16 @@ use karu_config::{Snapshot, Trade};
 use parking_lot::Mutex;
 
 use crate::batch::{Batch, BatchShared, BatchStats};
-use crate::credential::{Callbacks, CredentialCache, CredentialCallback, CredentialStats};
+use crate::credentials::{Callbacks, CredentialCache, CredentialCallback, CredentialStats};
 use crate::file::{self, FilePool};
 use crate::http::ends::RemoteEnds;
 use crate::http::{Remote, TransportStats};
-use crate::locator::{Locator, Target, Window};
+use crate::sdk::locator::{Locator, Target, Window};
 use crate::plan::{self, Limits, Plan, PlanRead, PlannedPart, PlannedTransfer};
-use crate::process::PerProcess;
-use crate::read::{Completion, Destination, Read, Sink};
+use crate::sdk::process::PerProcess;
+use crate::batch::read::{Completion, Destination, Read, Sink};
 use crate::reply::{self, Reply};
-use crate::status::{Error, Status};
+use crate::sdk::status::{Error, Status};
 use crate::transfer::{Part, Parts, Transfer};
 
 /// Per-batch overrides of the planner's merge guards (unset = the client's configuration).

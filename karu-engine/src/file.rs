@@ -16,9 +16,9 @@ use self::reads::Dest;
 #[cfg(test)]
 use self::reads::{UNSIZED_FIRST, read_at_most, read_owned};
 use crate::batch::Active;
-use crate::read::Completion;
+use crate::batch::read::Completion;
 use crate::reply::{self, Reply};
-use crate::status::{Error, Evidence, Status};
+use crate::sdk::status::{Error, Evidence, Status};
 use crate::transfer::Transfer;
 use crate::workers::Workers;
 

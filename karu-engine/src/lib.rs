@@ -3,7 +3,7 @@
 //!
 //! Most programs use the `karu` crate (`karu-api/`), which wires this engine to the providers
 //! and the layered configuration. This crate is also what a provider crate builds on: the
-//! [`provider`] module (the provider SDK) is everything a provider needs, and the engine owns
+//! [`sdk`] module (the provider SDK) is everything a provider needs, and the engine owns
 //! everything that is the same for every provider.
 //!
 //! The life of a read:
@@ -43,39 +43,31 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod after;
-mod backend;
 mod batch;
-mod credential;
+pub mod check;
+mod credentials;
 mod engine;
 mod file;
-#[doc(hidden)]
-pub mod http;
-mod locator;
+mod http;
 mod pages;
 #[doc(hidden)]
 pub mod plan;
-mod process;
-pub mod provider;
-mod read;
 mod reply;
 mod retry;
-mod status;
+pub mod sdk;
 #[doc(hidden)]
 pub mod testing;
-mod timing;
 mod transfer;
-mod versions;
 mod workers;
 
-pub use backend::{Registry, scheme_of};
+pub use batch::read::{Completion, Read, UNBOUNDED};
+pub use batch::timing::{Timing, names as metric_names};
 pub use batch::{Batch, BatchStats, Next};
-pub use credential::{CallbackCredential, Credential, CredentialCallback, CredentialStats};
+pub use check::{ContentRange, Mismatch, RangeSpec, Rejection};
+pub use credentials::{CallbackCredential, Credential, CredentialCallback, CredentialStats};
 pub use engine::{BatchOptions, Ends, Engine, EngineOptions, ObjectInfo, Scope, ScopedBatch};
 pub use http::TransportStats;
-pub use http::check::{ContentRange, Mismatch, RangeSpec, Rejection};
-pub use locator::{CanonicalPath, Locator, Target, Window};
-pub use process::{PerProcess, ProcessStamp};
-pub use read::{Completion, Read, UNBOUNDED};
-pub use status::{Error, Evidence, Status};
-pub use timing::{Timing, names as metric_names};
+pub use sdk::locator::{CanonicalPath, Locator, Target, Window};
+pub use sdk::process::{PerProcess, ProcessStamp};
+pub use sdk::status::{Error, Evidence, Status};
+pub use sdk::{Registry, scheme_of};

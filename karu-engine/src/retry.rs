@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use karu_config::RetrySettings;
 
-use crate::after::instant_after;
+use crate::sdk::time::instant_after;
 
 /// The retry budget of one logical read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::backend::{Backend, Registry};
-use crate::locator::Resolved;
-use crate::status::{Error, Status};
+use crate::sdk::backend::{Backend, Registry};
+use crate::sdk::locator::Resolved;
+use crate::sdk::status::{Error, Status};
 
 /// Resolves plain paths (made absolute against the current directory) to local files.
 #[derive(Debug, Clone, Copy, Default)]

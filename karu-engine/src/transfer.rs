@@ -6,11 +6,11 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::batch::BatchShared;
-use crate::credential::{Authority, Credential};
-use crate::locator::Locator;
-use crate::read::{Completion, Sink};
-use crate::status::{Error, Status};
-use crate::timing::Timing;
+use crate::credentials::{Authority, Credential};
+use crate::sdk::locator::Locator;
+use crate::batch::read::{Completion, Sink};
+use crate::sdk::status::{Error, Status};
+use crate::batch::timing::Timing;
 
 /// One local read or one HTTP request, serving one or more original reads ([`Part`]s).
 pub(crate) struct Transfer {
@@ -182,7 +182,7 @@ impl fmt::Debug for Part {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::read::Sink;
+    use crate::batch::read::Sink;
     use proptest::prelude::*;
 
     fn part(index: usize, offset_in_span: u64, length: u64) -> Part {

@@ -16,10 +16,10 @@
 //! the guide to writing one.
 //!
 //! ```
-//! let mut registry = karu_engine::provider::RegistryBuilder::new();
+//! let mut registry = karu_engine::sdk::RegistryBuilder::new();
 //! karu_providers::register_all(&mut registry);
 //! assert!(registry.build()?.resolve("/tmp/x.bin").is_ok());
-//! # Ok::<(), karu_engine::provider::Error>(())
+//! # Ok::<(), karu_engine::sdk::Error>(())
 //! ```
 
 #[cfg(feature = "azure")]
@@ -38,7 +38,7 @@ pub use karu_provider_s3 as s3;
 pub use karu_provider_source as source;
 
 /// Register every provider enabled by this crate's features.
-pub fn register_all(registry: &mut karu_engine::provider::RegistryBuilder) {
+pub fn register_all(registry: &mut karu_engine::sdk::RegistryBuilder) {
     #[cfg(feature = "local")]
     karu_provider_local::register(registry);
     #[cfg(feature = "http")]

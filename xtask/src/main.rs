@@ -67,7 +67,7 @@ enum Task {
     Header,
     /// Check that `karu` builds with no provider feature and with each one alone, that only
     /// the `s3` feature brings AWS SDK crates, and that provider crates use only the provider
-    /// SDK (`karu_engine::provider`).
+    /// SDK (`karu_engine::sdk`).
     Features,
     /// Run the provider-agnostic conformance suite: against each provider's mock server (the
     /// fault matrix included), real servers started here (`--real`), or a real endpoint.

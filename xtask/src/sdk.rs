@@ -1,6 +1,6 @@
 //! Provider crates are built on the provider SDK only: no dependency on `karu-config`, the
 //! `karu` facade or the other crates of Karu's own, and no path into `karu-engine` but
-//! `karu_engine::provider`.
+//! `karu_engine::sdk`.
 
 use std::path::{Path, PathBuf};
 
@@ -38,7 +38,7 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "provider crates must use only karu_engine::provider:\n  {}",
+            "provider crates must use only karu_engine::sdk:\n  {}",
             problems.join("\n  ")
         ))
     }
@@ -99,7 +99,7 @@ fn manifest_problems(text: &str) -> Result<Vec<String>, String> {
     Ok(problems)
 }
 
-/// Lines (1-based) that reach past the SDK: `karu_engine::` not followed by `provider`
+/// Lines (1-based) that reach past the SDK: `karu_engine::` not followed by `sdk`
 /// (code and docs), `karu_config` anywhere, and the facade (`karu::`, `karu_api`) in code
 /// (docs may show an application using the provider).
 fn source_problems(text: &str) -> Vec<(usize, String)> {
@@ -109,7 +109,7 @@ fn source_problems(text: &str) -> Vec<(usize, String)> {
         let mut rest = line;
         while let Some(at) = rest.find("karu_engine::") {
             let after = &rest[at + "karu_engine::".len()..];
-            if !after.starts_with("provider") {
+            if !after.starts_with("sdk") {
                 let path: String = after
                     .chars()
                     .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
@@ -145,8 +145,8 @@ mod tests {
 
     #[test]
     fn only_the_sdk_is_reachable_from_source() {
-        let ok = "use karu_engine::provider::{Backend, Error};\n\
-                  //! [`Backend`](karu_engine::provider::Backend)\n\
+        let ok = "use karu_engine::sdk::{Backend, Error};\n\
+                  //! [`Backend`](karu_engine::sdk::Backend)\n\
                   //! let client = karu::Client::builder();\n\
                   fn f() -> my_karu::X { todo!() }\n";
         assert_eq!(source_problems(ok), []);

@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use http::HeaderMap;
-use karu_engine::provider::{
+use karu_engine::sdk::{
     Backend, CanonicalPath, Correction, Credential, CredentialProvider, CredentialScope,
     CredentialSource, Error, ErrorResponse, FetchContext, Locator, PrepareContext, PreparedRequest,
     Resolved, Snapshot,

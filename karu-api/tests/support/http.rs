@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use karu::{Client, ClientBuilder, Locator};
-use karu_engine::provider::Backend;
+use karu_engine::sdk::Backend;
 use karu_testkit::{MockServer, RequestRecord};
 
 /// One kibibyte.

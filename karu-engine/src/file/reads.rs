@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io;
 use std::mem::MaybeUninit;
 
-use crate::read::Open;
+use crate::batch::read::Open;
 
 /// One read of a file: `length` bytes at `offset`, into `dst`.
 pub(crate) struct Dest<'s> {

@@ -43,7 +43,7 @@ use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::time::timeout_at;
 
-use crate::after::instant_after;
+use crate::sdk::time::instant_after;
 use crate::http::transport::{
     BoxError, ConnectTimedOut, Connector, Http2Refusal, NoConnectionSlot, Resolver, TlsConfig,
 };

@@ -6,13 +6,13 @@ use std::time::Instant;
 
 use karu_config::Settings;
 
-use crate::credential::{Authority, Credential};
+use crate::credentials::{Authority, Credential};
 use crate::http::LoopCtx;
-use crate::http::check::RangeSpec;
+use crate::check::RangeSpec;
 use crate::http::fetch::{Fetch, Fetched};
 use crate::http::landing::{Dest, Landing, Scatter};
-use crate::locator::Locator;
-use crate::status::{Error, Evidence, Status};
+use crate::sdk::locator::Locator;
+use crate::sdk::status::{Error, Evidence, Status};
 
 /// Both ends of a remote object, as absolute answers.
 #[derive(Debug)]

@@ -1,5 +1,5 @@
 //! One attempt: send a prepared request, check the answer, and receive exactly the proven
-//! bytes into the destination. The driver around the pure [`check`](super::check) module.
+//! bytes into the destination. The driver around the pure [`check`](crate::check) module.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
@@ -17,23 +17,23 @@ use karu_config::{HttpSettings, Snapshot};
 use parking_lot::Mutex;
 use tokio::time::sleep_until;
 
-use crate::backend::Backend;
+use crate::sdk::backend::Backend;
 use crate::batch::BatchShared;
-use crate::http::check::{
+use crate::check::{
     self, Delivered, Expectation, Receipt, Rejection, ResponseHead, Verdict, classify_status,
 };
 use crate::http::client::{Carrier, HttpClient};
 use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
 use crate::http::locations::{Flight, LocationKey, Locations, Waiting};
-use crate::http::request::{Correction, ErrorResponse, HttpOptions, PreparedRequest};
+use crate::sdk::request::{Correction, ErrorResponse, HttpOptions, PreparedRequest};
 use crate::http::speed::LowSpeed;
 use crate::http::{Held, RemoteStats};
-use crate::locator::{CanonicalPath, Locator};
-use crate::provider::error_body;
+use crate::sdk::locator::{CanonicalPath, Locator};
+use crate::sdk::error_body;
 use crate::retry::{FailureClass, RetryAfter};
-use crate::status::{Error, Evidence, Status};
-use crate::versions::VersionPins;
+use crate::sdk::status::{Error, Evidence, Status};
+use crate::batch::versions::VersionPins;
 
 /// Most redirects followed in one attempt.
 const MAX_REDIRECTS: usize = 10;

@@ -9,17 +9,17 @@ use karu_config::Settings;
 use tracing::Instrument;
 
 use crate::batch::BatchShared;
-use crate::credential::{Authority, Credential};
-use crate::http::check::{Expectation, RangeSpec, is_single_strong};
+use crate::credentials::{Authority, Credential};
+use crate::check::{Expectation, RangeSpec, is_single_strong};
 use crate::http::endpoint::{Outcome, Timed};
 use crate::http::exchange::{self, Exchange, Failure, Limits, Reuse, Success};
 use crate::http::landing::Landing;
-use crate::http::request::{Correction, PrepareContext};
+use crate::sdk::request::{Correction, PrepareContext};
 use crate::http::{Held, LoopCtx};
-use crate::locator::Locator;
+use crate::sdk::locator::Locator;
 use crate::retry::{Decision, FailReason, FailureClass, RetryPolicy, RetryState};
-use crate::status::{Error, Status};
-use crate::versions::VersionPins;
+use crate::sdk::status::{Error, Status};
+use crate::batch::versions::VersionPins;
 
 /// Whether `headers` ask for exactly `range`: one `Range` header, equal to its value. What is
 /// sent (and signed) is the header, so that is what must match.
@@ -449,7 +449,7 @@ fn final_error(error: Error, reason: FailReason, attempts: u32) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::check::Delivered;
+    use crate::check::Delivered;
 
     fn answer(available: u64, ends_early: bool, total: Option<u64>) -> Success {
         Success {

@@ -9,8 +9,8 @@
 
 use smallvec::{SmallVec, smallvec};
 
-use crate::read::Open;
-use crate::status::{Error, Status};
+use crate::batch::read::Open;
+use crate::sdk::status::{Error, Status};
 
 /// Receives the bytes of a transfer's span as they arrive, in order.
 ///

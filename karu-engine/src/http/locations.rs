@@ -1,7 +1,7 @@
 //! Reusable redirect locations: where an object's request was last redirected, kept while its
 //! signature is valid so later reads of the same object skip the redirecting hop.
 //!
-//! A backend opts in per redirect ([`Backend::reusable_location`](crate::provider::Backend)
+//! A backend opts in per redirect ([`Backend::reusable_location`](crate::sdk::Backend)
 //! says how long a followed redirect's final location stays valid): the Hugging Face resolve
 //! endpoint, for one, redirects every read of a file to a signed URL on a CDN that stays valid
 //! for a while. [`Locations`] is the pure core: a bounded map from an object (canonical path,

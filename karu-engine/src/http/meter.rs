@@ -4,8 +4,8 @@
 use std::time::Instant;
 
 use crate::http::landing::Landing;
-use crate::status::Error;
-use crate::timing::TransferMeter;
+use crate::sdk::status::Error;
+use crate::batch::timing::TransferMeter;
 
 /// A landing that meters what passes through it to `inner`.
 pub(crate) struct Metered<'l> {

@@ -7,9 +7,7 @@
 //! transfer waits in its loop's queue (as a plain description: no task, no buffer) until a
 //! permit frees up, so a batch of any size holds at most the limit in flight.
 
-pub mod check;
 pub(crate) mod client;
-pub(crate) mod credential_workers;
 mod crew;
 pub(crate) mod endpoint;
 pub(crate) mod ends;
@@ -20,7 +18,6 @@ pub(crate) mod landing;
 pub(crate) mod locations;
 pub(crate) mod meter;
 pub(crate) mod pieces;
-pub(crate) mod request;
 pub(crate) mod speed;
 pub(crate) mod transport;
 
@@ -37,12 +34,12 @@ use parking_lot::{Mutex, RwLock};
 use smallvec::SmallVec;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
-use crate::after::instant_after;
-use crate::credential::{Authority, Callbacks, Credential, CredentialCache};
-use crate::http::check::RangeSpec;
+use crate::sdk::time::instant_after;
+use crate::credentials::{Authority, Callbacks, Credential, CredentialCache};
+use crate::check::RangeSpec;
 use crate::http::client::HttpClient;
-use crate::http::credential_workers::CredentialWorkers;
-use crate::http::credential_workers::Pending;
+use crate::credentials::workers::CredentialWorkers;
+use crate::credentials::workers::Pending;
 use crate::http::crew::{Crew, Handed};
 use crate::http::endpoint::Endpoints;
 use crate::http::ends::RemoteEnds;
@@ -51,10 +48,10 @@ use crate::http::landing::{Dest, Landing, Scatter};
 use crate::http::locations::Locations;
 use crate::http::meter::Metered;
 use crate::http::transport::{DnsCache, Resolver, TlsConfig};
-use crate::locator::Locator;
-use crate::read::Completion;
+use crate::sdk::locator::Locator;
+use crate::batch::read::Completion;
 use crate::reply::{self, Reply};
-use crate::status::{Error, Evidence, Status};
+use crate::sdk::status::{Error, Evidence, Status};
 use crate::transfer::Transfer;
 
 /// Counters of the remote path, for benchmarks and demos.
@@ -849,11 +846,11 @@ fn past_the_end(size: Option<u64>, offset: u64, length: u64, have: u64) -> Error
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::{Backend, Registry};
+    use crate::sdk::backend::{Backend, Registry};
     use crate::batch::{Batch, BatchShared, BatchStats};
-    use crate::http::request::{PrepareContext, PreparedRequest};
-    use crate::locator::{CanonicalPath, Resolved};
-    use crate::read::Sink;
+    use crate::sdk::request::{PrepareContext, PreparedRequest};
+    use crate::sdk::locator::{CanonicalPath, Resolved};
+    use crate::batch::read::Sink;
     use crate::transfer::Part;
 
     /// A remote object at a port nothing listens on (the test backends never send).

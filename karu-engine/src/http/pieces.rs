@@ -29,12 +29,12 @@ use parking_lot::Mutex;
 use crate::batch::BatchShared;
 use std::sync::Arc;
 
-use crate::http::check::{RangeSpec, is_single_strong};
+use crate::check::{RangeSpec, is_single_strong};
 use crate::http::fetch::{Fetch, Fetched, agrees_with_size};
 use crate::http::landing::Landing;
 use crate::http::{Held, LoopCtx, Permits};
-use crate::status::{Error, Status};
-use crate::versions::VersionPins;
+use crate::sdk::status::{Error, Status};
+use crate::batch::versions::VersionPins;
 
 /// The most parts one transfer is cut into (8 GiB in parts of 8 MiB).
 const MAX_PIECES: u64 = 1024;

@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use crate::after::instant_after;
+use crate::sdk::time::instant_after;
 
 /// Slots per window.
 pub(crate) const SLOTS: u32 = 64;

@@ -23,9 +23,9 @@ pub mod price;
 
 use smallvec::{SmallVec, smallvec};
 
-use crate::locator::Window;
-use crate::read::UNBOUNDED;
-use crate::status::{Error, Status};
+use crate::sdk::locator::Window;
+use crate::batch::read::UNBOUNDED;
+use crate::sdk::status::{Error, Status};
 
 /// The four merge guards. A batch may override each; `max_gap == 0` disables merging.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -2,9 +2,9 @@
 
 use std::time::SystemTime;
 
-use karu_engine::provider::http::header::{AUTHORIZATION, HeaderName, HeaderValue};
-use karu_engine::provider::http::{HeaderMap, Uri};
-use karu_engine::provider::{
+use karu_engine::sdk::http::header::{AUTHORIZATION, HeaderName, HeaderValue};
+use karu_engine::sdk::http::{HeaderMap, Uri};
+use karu_engine::sdk::{
     Backend, Capabilities, Correction, CredentialSource, Error, ErrorResponse, Locator, PerScope,
     PrepareContext, PreparedRequest, Resolved, Snapshot, Status, credential_scope,
 };
@@ -27,7 +27,7 @@ impl AzureBackend {
     }
 
     fn effective(&self, locator: &Locator, snapshot: &Snapshot) -> Result<Effective, Error> {
-        let config = karu_engine::provider::section::<AzureConfig>(snapshot, locator, SECTION)?;
+        let config = karu_engine::sdk::section::<AzureConfig>(snapshot, locator, SECTION)?;
         Effective::resolve(&config.value, snapshot).map_err(|why| {
             Error::new(
                 Status::InvalidArgument,

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use karu_engine::provider::{InvalidKey, SectionConfig, Snapshot, check_endpoint};
+use karu_engine::sdk::{InvalidKey, SectionConfig, Snapshot, check_endpoint};
 use serde::Deserialize;
 
 use crate::request::require_endpoint;
@@ -459,7 +459,7 @@ fn token_source(
 
 #[cfg(test)]
 mod tests {
-    use karu_engine::provider::ConfigBuilder;
+    use karu_engine::sdk::ConfigBuilder;
 
     use super::*;
 
@@ -674,7 +674,7 @@ mod tests {
             let error = build(key, bad).unwrap_err();
             assert_eq!(
                 error.kind(),
-                karu_engine::provider::ConfigErrorKind::InvalidValue,
+                karu_engine::sdk::ConfigErrorKind::InvalidValue,
                 "{key}"
             );
             if key != "azure.endpoint" {

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::time::SystemTime;
 
-use karu_engine::provider::{Credential, CredentialProvider, Error, FetchContext, Status};
+use karu_engine::sdk::{Credential, CredentialProvider, Error, FetchContext, Status};
 
 use crate::config::Auth;
 use crate::identity::TokenProvider;
@@ -35,7 +35,7 @@ impl fmt::Debug for AzureSecret {
 }
 
 /// A Shared Key [`Credential`] for an application's
-/// [`CredentialCallback`](karu_engine::provider::CredentialCallback) of the family
+/// [`CredentialCallback`](karu_engine::sdk::CredentialCallback) of the family
 /// [`FAMILY`](crate::FAMILY): `account` and its base64 key. `InvalidArgument` if the key is
 /// not base64. Its `Debug` shows the account only.
 ///
@@ -45,7 +45,7 @@ impl fmt::Debug for AzureSecret {
 ///     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
 /// )?;
 /// assert!(!format!("{credential:?}").contains("Eby8"));
-/// # Ok::<(), karu_engine::provider::Error>(())
+/// # Ok::<(), karu_engine::sdk::Error>(())
 /// ```
 pub fn shared_key_credential(account: impl Into<String>, key: &str) -> Result<Credential, Error> {
     let key = decode_key(key)

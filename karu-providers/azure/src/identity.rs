@@ -12,8 +12,8 @@ use http_body_util::{BodyExt, Full};
 use hyper_rustls::ConfigBuilderExt;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use karu_engine::provider::http::{Method, Request};
-use karu_engine::provider::{
+use karu_engine::sdk::http::{Method, Request};
+use karu_engine::sdk::{
     CREDENTIAL_FILE_MAX, Credential, CredentialProvider, Error, FetchContext, Status, bridge,
     error_body, read_credential_file, read_regular_file, redact,
 };

@@ -4,7 +4,7 @@
 //! | --- | --- |
 //! | `lib.rs` | this overview, [`SCHEMES`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`VERSION`], [`register`] |
 //! | `config.rs` | [`AzureConfig`], the `[azure]` section, connection strings, the `AZURE_STORAGE_*` names |
-//! | `backend.rs` | [`AzureBackend`], the [`Backend`](karu_engine::provider::Backend) implementation |
+//! | `backend.rs` | [`AzureBackend`], the [`Backend`](karu_engine::sdk::Backend) implementation |
 //! | `request.rs` | address parsing, request URLs, the error answers that ask for a correction |
 //! | `shared_key.rs` | Shared Key signing, from the documented string-to-sign rules |
 //! | `credential.rs` | the secret, its lookup per scope, constructors for callbacks |
@@ -12,7 +12,7 @@
 //! | `token.rs` | the documented Entra ID and managed-identity token requests, and their answers |
 //! | `identity.rs` | sends them (rustls, through the SDK's credential bridge) |
 //!
-//! It is built on the provider SDK, [`karu_engine::provider`], only; its mock is the testkit's
+//! It is built on the provider SDK, [`karu_engine::sdk`], only; its mock is the testkit's
 //! `AzureMock` (Shared Key verified independently on every request).
 //!
 //! # Addresses
@@ -54,7 +54,7 @@
 //! authenticates once more.
 //!
 //! ```
-//! let mut registry = karu_engine::provider::RegistryBuilder::new();
+//! let mut registry = karu_engine::sdk::RegistryBuilder::new();
 //! karu_provider_azure::register(&mut registry);
 //! let registry = registry.build()?;
 //! let a = registry.resolve("abfss://data@acct.dfs.core.windows.net/dir/a%20b.bin")?;
@@ -64,7 +64,7 @@
 //! assert_eq!(a.key(), "dir/a b.bin");
 //! let c = registry.resolve("az://data/dir/a b.bin")?;
 //! assert_eq!(c.canonical().as_str(), "az://data/dir/a b.bin");
-//! # Ok::<(), karu_engine::provider::Error>(())
+//! # Ok::<(), karu_engine::sdk::Error>(())
 //! ```
 
 mod assertion;
@@ -78,7 +78,7 @@ mod token;
 
 use std::sync::Arc;
 
-use karu_engine::provider::{RegistryBuilder, Section};
+use karu_engine::sdk::{RegistryBuilder, Section};
 
 pub use backend::AzureBackend;
 pub use config::AzureConfig;

@@ -4,8 +4,8 @@
 //! back into the same address, so [`prepare`](crate::AzureBackend) re-reads what it needs (the
 //! account, the cloud, a SAS in the URL) from the canonical path alone.
 
-use karu_engine::provider::error_body::xml_element;
-use karu_engine::provider::{
+use karu_engine::sdk::error_body::xml_element;
+use karu_engine::sdk::{
     CanonicalPath, Correction, Error, Resolved, Status, encode_path, endpoint_problem, redact,
 };
 use percent_encoding::percent_decode_str;
@@ -300,7 +300,7 @@ pub(crate) fn blob_url(service: &str, address: &Address, sas: Option<&str>) -> S
 /// once more.
 pub(crate) fn correction(
     status: u16,
-    headers: &karu_engine::provider::http::HeaderMap,
+    headers: &karu_engine::sdk::http::HeaderMap,
     body: &[u8],
 ) -> Option<Correction> {
     if !matches!(status, 401 | 403) {
@@ -320,7 +320,7 @@ pub(crate) fn correction(
 
 #[cfg(test)]
 mod tests {
-    use karu_engine::provider::http::{HeaderMap, HeaderValue};
+    use karu_engine::sdk::http::{HeaderMap, HeaderValue};
     use proptest::prelude::*;
 
     use super::*;

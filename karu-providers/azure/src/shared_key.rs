@@ -18,8 +18,8 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, KeyInit, Mac};
-use karu_engine::provider::http::header::{AUTHORIZATION, HeaderValue};
-use karu_engine::provider::http::{HeaderMap, Uri};
+use karu_engine::sdk::http::header::{AUTHORIZATION, HeaderValue};
+use karu_engine::sdk::http::{HeaderMap, Uri};
 use percent_encoding::percent_decode_str;
 use sha2::Sha256;
 

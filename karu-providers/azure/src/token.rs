@@ -16,7 +16,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use karu_engine::provider::system_time_after;
+use karu_engine::sdk::system_time_after;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 
 /// The public cloud's Entra ID authority.
@@ -355,7 +355,7 @@ mod tests {
     fn an_expiry_past_the_clock_is_a_hundred_years_away() {
         let now = SystemTime::now();
         let max = u64::MAX;
-        let forever = karu_engine::provider::FOREVER;
+        let forever = karu_engine::sdk::FOREVER;
         for (body, expires) in [
             (
                 format!(r#"{{"access_token":"t","expires_in":{max}}}"#),

@@ -1,6 +1,6 @@
 //! The toy backend.
 
-use karu_engine::provider::{
+use karu_engine::sdk::{
     Backend, CredentialSource, Error, Locator, PerScope, PrepareContext, PreparedRequest, Resolved,
     Snapshot, credential_scope, section,
 };

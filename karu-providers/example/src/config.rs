@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use karu_engine::provider::SectionConfig;
+use karu_engine::sdk::SectionConfig;
 use serde::Deserialize;
 
 /// Options of the toy provider, globally (`[toy]`) or for a prefix

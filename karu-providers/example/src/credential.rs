@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use karu_engine::provider::{Credential, CredentialProvider, Error, FetchContext, Status};
+use karu_engine::sdk::{Credential, CredentialProvider, Error, FetchContext, Status};
 
 /// The secret a toy credential carries. Its `Debug` hides it.
 #[derive(Clone)]
@@ -21,7 +21,7 @@ pub fn credential(token: impl Into<String>) -> Credential {
 }
 
 /// Looks up the token of one credential scope. A real provider would read a file or call a
-/// token endpoint here (on a credential worker; an async SDK through `provider::bridge`).
+/// token endpoint here (on a credential worker; an async SDK through `sdk::bridge`).
 #[derive(Debug)]
 pub(crate) struct Tokens {
     pub(crate) token: Option<Token>,

@@ -1,7 +1,7 @@
 //! A toy provider, the example of `karu-providers/README.md`: `toy://host:port/key` read over
 //! plain HTTP from `http://host:port/key`, authenticated with a bearer token from its own
 //! `[toy]` configuration section, or from an application's credential callback for the `toy`
-//! family. It uses only the provider SDK, [`karu_engine::provider`].
+//! family. It uses only the provider SDK, [`karu_engine::sdk`].
 //!
 //! ```
 //! let client = karu::Client::builder()
@@ -22,7 +22,7 @@ mod request;
 
 use std::sync::Arc;
 
-use karu_engine::provider::{RegistryBuilder, Section};
+use karu_engine::sdk::{RegistryBuilder, Section};
 
 pub use backend::ToyBackend;
 pub use config::ToyConfig;

@@ -1,7 +1,7 @@
 //! Address parsing and request building.
 
-use karu_engine::provider::http::header::{AUTHORIZATION, HeaderValue};
-use karu_engine::provider::{
+use karu_engine::sdk::http::header::{AUTHORIZATION, HeaderValue};
+use karu_engine::sdk::{
     CanonicalPath, Error, PrepareContext, PreparedRequest, Resolved, Status, encode_path, redact,
 };
 

@@ -2,9 +2,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use karu_engine::provider::http::HeaderMap;
-use karu_engine::provider::http::header::HeaderValue;
-use karu_engine::provider::{
+use karu_engine::sdk::http::HeaderMap;
+use karu_engine::sdk::http::header::HeaderValue;
+use karu_engine::sdk::{
     Backend, Correction, CredentialSource, Error, ErrorResponse, Locator, PerScope, PrepareContext,
     PreparedRequest, Resolved, Snapshot, Status, credential_scope,
 };
@@ -31,7 +31,7 @@ impl GcsBackend {
     }
 
     fn effective(&self, locator: &Locator, snapshot: &Snapshot) -> Result<Effective, Error> {
-        let config = karu_engine::provider::section::<GcsConfig>(snapshot, locator, SECTION)?;
+        let config = karu_engine::sdk::section::<GcsConfig>(snapshot, locator, SECTION)?;
         Effective::resolve(&config.value, snapshot).map_err(|why| {
             Error::new(
                 Status::InvalidArgument,

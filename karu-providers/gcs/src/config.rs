@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use karu_engine::provider::{InvalidKey, SectionConfig, Snapshot, check_endpoint};
+use karu_engine::sdk::{InvalidKey, SectionConfig, Snapshot, check_endpoint};
 use serde::Deserialize;
 
 use crate::request::{self, DEFAULT_ENDPOINT, HmacKey};
@@ -247,7 +247,7 @@ impl Effective {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use karu_engine::provider::ConfigBuilder;
+    use karu_engine::sdk::ConfigBuilder;
 
     fn snapshot(env: &[(&str, &str)], sets: &[(&str, &str)]) -> Snapshot {
         let mut b = ConfigBuilder::new()

@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use karu_engine::provider::{
+use karu_engine::sdk::{
     Credential, CredentialProvider, Error, FetchContext, Status, bridge, read_credential_file,
 };
 
@@ -39,7 +39,7 @@ impl fmt::Debug for GcsSecret {
 }
 
 /// A [`Credential`] holding an OAuth 2 access token the application already has, for a
-/// [`CredentialCallback`](karu_engine::provider::CredentialCallback) registered for the
+/// [`CredentialCallback`](karu_engine::sdk::CredentialCallback) registered for the
 /// [`FAMILY`](crate::FAMILY) `"gcp"`; `expires` is when Karu stops reusing it (it refreshes in
 /// the final tenth of the lifetime). Its `Debug` hides the token.
 ///

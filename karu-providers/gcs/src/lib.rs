@@ -7,7 +7,7 @@
 //! | --- | --- |
 //! | `lib.rs` | this overview, [`SCHEME`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`config_section`], [`register`] |
 //! | `config.rs` | [`GcsConfig`], the `[gcs]` section and the environment names it honours |
-//! | `backend.rs` | [`GcsBackend`], the [`Backend`](karu_engine::provider::Backend) implementation |
+//! | `backend.rs` | [`GcsBackend`], the [`Backend`](karu_engine::sdk::Backend) implementation |
 //! | `request.rs` | address parsing, URL building, HMAC signing, transformed answers, error answers |
 //! | `credential.rs` | the credential order, and constructors for applications' callbacks |
 //! | `token.rs` | the OAuth 2 exchanges: service-account JWT, authorized user, metadata server |
@@ -39,7 +39,7 @@
 //! configured. A `401` invalidates the token and authenticates once more.
 //!
 //! ```
-//! let mut registry = karu_engine::provider::RegistryBuilder::new();
+//! let mut registry = karu_engine::sdk::RegistryBuilder::new();
 //! karu_provider_gcs::register(&mut registry);
 //! let registry = registry.build()?;
 //! let a = registry.resolve("gs://bucket/path/to/a b.bin")?;
@@ -49,7 +49,7 @@
 //! assert_eq!(b.canonical(), c.canonical());
 //! assert_eq!(a.container(), Some("bucket"));
 //! assert_eq!(a.key(), "path/to/a b.bin");
-//! # Ok::<(), karu_engine::provider::Error>(())
+//! # Ok::<(), karu_engine::sdk::Error>(())
 //! ```
 
 mod backend;
@@ -60,7 +60,7 @@ mod token;
 
 use std::sync::Arc;
 
-use karu_engine::provider::{RegistryBuilder, Section};
+use karu_engine::sdk::{RegistryBuilder, Section};
 
 pub use backend::GcsBackend;
 pub use config::GcsConfig;

@@ -3,9 +3,9 @@
 //! output.
 
 use hmac::{Hmac, KeyInit, Mac};
-use karu_engine::provider::http::HeaderMap;
-use karu_engine::provider::http::header::{CONTENT_ENCODING, CONTENT_RANGE, HeaderValue, WARNING};
-use karu_engine::provider::{
+use karu_engine::sdk::http::HeaderMap;
+use karu_engine::sdk::http::header::{CONTENT_ENCODING, CONTENT_RANGE, HeaderValue, WARNING};
+use karu_engine::sdk::{
     CanonicalPath, Correction, Error, Resolved, Status, encode_path, endpoint_problem, redact,
     shown_endpoint,
 };

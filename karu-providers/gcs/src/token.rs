@@ -27,8 +27,8 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use karu_engine::provider::http::{Method, Request, header};
-use karu_engine::provider::{redact, system_time_after};
+use karu_engine::sdk::http::{Method, Request, header};
+use karu_engine::sdk::{redact, system_time_after};
 use rustls_pki_types::PrivatePkcs8KeyDer;
 use rustls_pki_types::pem::PemObject;
 use serde::Deserialize;
@@ -319,7 +319,7 @@ mod tests {
             t,
         )
         .unwrap();
-        assert_eq!(a.expires, Some(t + karu_engine::provider::FOREVER));
+        assert_eq!(a.expires, Some(t + karu_engine::sdk::FOREVER));
     }
 
     #[test]

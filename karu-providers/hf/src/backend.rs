@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use karu_engine::provider::http::header::AUTHORIZATION;
-use karu_engine::provider::http::{HeaderMap, HeaderValue, Uri};
-use karu_engine::provider::{
+use karu_engine::sdk::http::header::AUTHORIZATION;
+use karu_engine::sdk::http::{HeaderMap, HeaderValue, Uri};
+use karu_engine::sdk::{
     Backend, CredentialSource, Error, ErrorResponse, Locator, PerScope, PrepareContext,
     PreparedRequest, Resolved, Scoped, Snapshot, Status, credential_scope, section,
 };

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use karu_engine::provider::{
+use karu_engine::sdk::{
     InvalidKey, SectionConfig, Snapshot, check_endpoint, endpoint_problem,
 };
 use serde::Deserialize;
@@ -92,7 +92,7 @@ impl HfConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use karu_engine::provider::ConfigBuilder;
+    use karu_engine::sdk::ConfigBuilder;
 
     fn snapshot(env: &[(&str, &str)]) -> Snapshot {
         ConfigBuilder::new()

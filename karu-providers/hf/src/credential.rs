@@ -17,7 +17,7 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use karu_engine::provider::{
+use karu_engine::sdk::{
     Credential, CredentialProvider, Error, FetchContext, Status, read_credential_file,
 };
 
@@ -36,7 +36,7 @@ impl fmt::Debug for HfToken {
 }
 
 /// A [`Credential`] holding a Hub access token, for an application's
-/// [`CredentialCallback`](karu_engine::provider::CredentialCallback) registered for the
+/// [`CredentialCallback`](karu_engine::sdk::CredentialCallback) registered for the
 /// [`FAMILY`](crate::FAMILY) `"hf"`. Its `Debug` hides the token.
 ///
 /// ```

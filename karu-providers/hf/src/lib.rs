@@ -6,7 +6,7 @@
 //! | --- | --- |
 //! | `lib.rs` | this overview, [`SCHEME`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`register`] |
 //! | `config.rs` | [`HfConfig`], the `[hf]` section and the `HF_ENDPOINT` it honours |
-//! | `backend.rs` | [`HfBackend`], the [`Backend`](karu_engine::provider::Backend) implementation |
+//! | `backend.rs` | [`HfBackend`], the [`Backend`](karu_engine::sdk::Backend) implementation |
 //! | `request.rs` | addresses, resolve URLs, signed locations' lifetimes, error hints |
 //! | `credential.rs` | the token lookup in the Hub's documented order |
 //!
@@ -42,7 +42,7 @@
 //! a token is needed.
 //!
 //! ```
-//! let mut registry = karu_engine::provider::RegistryBuilder::new();
+//! let mut registry = karu_engine::sdk::RegistryBuilder::new();
 //! karu_provider_hf::register(&mut registry);
 //! let registry = registry.build()?;
 //! let a = registry.resolve("hf://datasets/org/data/train/0.parquet")?;
@@ -51,7 +51,7 @@
 //! assert_eq!(a.canonical().as_str(), "hf://datasets/org/data@main/train/0.parquet");
 //! let pr = registry.resolve("hf://org/model@refs/pr/1/model.safetensors")?;
 //! assert_eq!(pr.canonical().as_str(), "hf://org/model@refs%2Fpr%2F1/model.safetensors");
-//! # Ok::<(), karu_engine::provider::Error>(())
+//! # Ok::<(), karu_engine::sdk::Error>(())
 //! ```
 
 mod backend;
@@ -61,7 +61,7 @@ mod request;
 
 use std::sync::Arc;
 
-use karu_engine::provider::{RegistryBuilder, Section};
+use karu_engine::sdk::{RegistryBuilder, Section};
 
 pub use backend::HfBackend;
 pub use config::HfConfig;

@@ -1,6 +1,6 @@
 //! The plain HTTP backend.
 
-use karu_engine::provider::{Backend, Error, PrepareContext, PreparedRequest, Resolved};
+use karu_engine::sdk::{Backend, Error, PrepareContext, PreparedRequest, Resolved};
 
 use crate::config::HttpProviderConfig;
 use crate::request;

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use karu_engine::provider::http::{HeaderName, HeaderValue};
-use karu_engine::provider::{InvalidKey, SectionConfig};
+use karu_engine::sdk::http::{HeaderName, HeaderValue};
+use karu_engine::sdk::{InvalidKey, SectionConfig};
 use serde::Deserialize;
 
 /// Options of the plain HTTP provider, globally (`[http_provider]`) or for a URL prefix

@@ -3,9 +3,9 @@
 //! Plain HTTP needs no credential worker: the token comes from the immutable configuration
 //! snapshot, so these transfers join the HTTP queue directly.
 
-use karu_engine::provider::http::HeaderMap;
-use karu_engine::provider::http::header::{AUTHORIZATION, HeaderName, HeaderValue};
-use karu_engine::provider::{Error, Status};
+use karu_engine::sdk::http::HeaderMap;
+use karu_engine::sdk::http::header::{AUTHORIZATION, HeaderName, HeaderValue};
+use karu_engine::sdk::{Error, Status};
 
 use crate::config::HttpProviderConfig;
 

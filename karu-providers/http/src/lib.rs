@@ -7,7 +7,7 @@
 //! | --- | --- |
 //! | `lib.rs` | this overview, [`SCHEMES`], [`SECTION`], [`config_section`], [`register`] |
 //! | `config.rs` | [`HttpProviderConfig`], the `[http_provider]` section |
-//! | `backend.rs` | [`HttpBackend`], the [`Backend`](karu_engine::provider::Backend) implementation |
+//! | `backend.rs` | [`HttpBackend`], the [`Backend`](karu_engine::sdk::Backend) implementation |
 //! | `request.rs` | URL normalisation and request building |
 //! | `credential.rs` | the static bearer token and headers from path rules |
 //!
@@ -15,17 +15,17 @@
 //! (followed only where safe: `Authorization` and configured headers never go to another
 //! origin).
 //!
-//! It is built on the provider SDK, [`karu_engine::provider`], only; its mock is the testkit's
+//! It is built on the provider SDK, [`karu_engine::sdk`], only; its mock is the testkit's
 //! `MockServer`, and `karu-testkit`'s conformance suite runs on it (and on a real nginx).
 //!
 //! ```
-//! let mut registry = karu_engine::provider::RegistryBuilder::new();
+//! let mut registry = karu_engine::sdk::RegistryBuilder::new();
 //! karu_provider_http::register(&mut registry);
 //! let registry = registry.build()?;
 //! let a = registry.resolve("HTTPS://Example.COM:443/data/./x/../a.bin#frag")?;
 //! assert_eq!(a.canonical().as_str(), "https://example.com/data/a.bin");
 //! assert_eq!(a.container(), Some("example.com"));
-//! # Ok::<(), karu_engine::provider::Error>(())
+//! # Ok::<(), karu_engine::sdk::Error>(())
 //! ```
 
 mod backend;
@@ -35,7 +35,7 @@ mod request;
 
 use std::sync::Arc;
 
-use karu_engine::provider::{RegistryBuilder, Section};
+use karu_engine::sdk::{RegistryBuilder, Section};
 
 pub use backend::HttpBackend;
 pub use config::HttpProviderConfig;

@@ -1,6 +1,6 @@
 //! URL normalisation (resolution) and request building (preparation).
 
-use karu_engine::provider::{
+use karu_engine::sdk::{
     CanonicalPath, Error, PrepareContext, PreparedRequest, Resolved, Status, redact,
 };
 use url::Url;

@@ -4,7 +4,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use karu_engine::provider::{Backend, CanonicalPath, Error, Resolved, Status, redact};
+use karu_engine::sdk::{Backend, CanonicalPath, Error, Resolved, Status, redact};
 use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, percent_encode};
 
 /// The local-file backend. Resolves against the current directory captured at construction,
@@ -295,7 +295,7 @@ mod tests {
         assert_ne!(ff.canonical, fe.canonical);
         assert_eq!(
             ff.target,
-            karu_engine::provider::Target::File(PathBuf::from(OsStr::from_bytes(b"/d/a\xFF b%?")))
+            karu_engine::sdk::Target::File(PathBuf::from(OsStr::from_bytes(b"/d/a\xFF b%?")))
         );
         let again = backend.resolve(ff.canonical.as_str()).unwrap();
         assert_eq!(again, ff);
@@ -311,14 +311,14 @@ mod tests {
         let r = LocalBackend::with_base("/w").resolve("x").unwrap();
         assert_eq!(
             r.target,
-            karu_engine::provider::Target::File(PathBuf::from("/w/x"))
+            karu_engine::sdk::Target::File(PathBuf::from("/w/x"))
         );
         assert_eq!(r.key, "/w/x");
         assert_eq!(r.container, None);
         let r = LocalBackend::with_base("/w").resolve("l/../x").unwrap();
         assert_eq!(
             r.target,
-            karu_engine::provider::Target::File(PathBuf::from("/w/l/../x"))
+            karu_engine::sdk::Target::File(PathBuf::from("/w/l/../x"))
         );
     }
 

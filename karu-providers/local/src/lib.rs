@@ -12,7 +12,7 @@
 //! no `config`, `request` or `credential` room.
 //!
 //! ```
-//! let mut registry = karu_engine::provider::RegistryBuilder::new();
+//! let mut registry = karu_engine::sdk::RegistryBuilder::new();
 //! karu_provider_local::register(&mut registry);
 //! let registry = registry.build()?;
 //! let a = registry.resolve("/data/.//tensors.bin")?;
@@ -22,14 +22,14 @@
 //! // `x` may be a symbolic link: `..` is the filesystem's to resolve, at open.
 //! let c = registry.resolve("/data/x/../tensors.bin")?;
 //! assert_eq!(c.canonical().as_str(), "/data/x/../tensors.bin");
-//! # Ok::<(), karu_engine::provider::Error>(())
+//! # Ok::<(), karu_engine::sdk::Error>(())
 //! ```
 
 mod backend;
 
 use std::sync::Arc;
 
-use karu_engine::provider::RegistryBuilder;
+use karu_engine::sdk::RegistryBuilder;
 
 pub use backend::LocalBackend;
 

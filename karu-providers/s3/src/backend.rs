@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::SystemTime;
 
 use http::HeaderValue;
-use karu_engine::provider::{
+use karu_engine::sdk::{
     Backend, Correction, CredentialSource, Error, ErrorResponse, Locator, PerProcess, PerScope,
     PrepareContext, PreparedRequest, Resolved, Snapshot, Status, credential_scope,
 };
@@ -82,7 +82,7 @@ impl S3Backend {
     }
 
     fn effective(&self, locator: &Locator, snapshot: &Snapshot) -> Result<Effective, Error> {
-        let config = karu_engine::provider::section::<S3Config>(snapshot, locator, SECTION)?;
+        let config = karu_engine::sdk::section::<S3Config>(snapshot, locator, SECTION)?;
         Effective::resolve(&config.value, snapshot).map_err(|why| {
             Error::new(
                 Status::InvalidArgument,

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use karu_engine::provider::{
+use karu_engine::sdk::{
     InvalidKey, SectionConfig, Snapshot, check_endpoint, endpoint_problem,
 };
 use serde::Deserialize;
@@ -238,7 +238,7 @@ impl Effective {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use karu_engine::provider::ConfigBuilder;
+    use karu_engine::sdk::ConfigBuilder;
 
     fn snapshot(env: &[(&str, &str)], sets: &[(&str, &str)]) -> Snapshot {
         let mut b = ConfigBuilder::new()
@@ -345,7 +345,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             error.kind(),
-            karu_engine::provider::ConfigErrorKind::UnknownKey
+            karu_engine::sdk::ConfigErrorKind::UnknownKey
         );
         assert!(
             error.to_string().ends_with("did you mean \"region\"?"),

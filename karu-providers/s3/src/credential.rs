@@ -8,7 +8,7 @@
 //!
 //! Lookups run on Karu's credential workers (they may block); aws-config's asynchronous
 //! providers run through the SDK's [`bridge`], bounded by the read's deadline. One
-//! [`Discovery`] serves each credential scope ([`PerScope`](karu_engine::provider::PerScope)
+//! [`Discovery`] serves each credential scope ([`PerScope`](karu_engine::sdk::PerScope)
 //! in the backend), so aws-config's default chain is built once per scope.
 
 use std::collections::HashMap;
@@ -22,7 +22,7 @@ use aws_credential_types::Credentials;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_types::os_shim_internal::Env;
 use aws_types::region::Region;
-use karu_engine::provider::{Credential, CredentialProvider, Error, FetchContext, Status, bridge};
+use karu_engine::sdk::{Credential, CredentialProvider, Error, FetchContext, Status, bridge};
 use parking_lot::Mutex;
 
 use crate::config::Effective;
@@ -45,7 +45,7 @@ impl fmt::Debug for S3Secret {
 }
 
 /// A [`Credential`] for S3 requests from key material the application already holds, for a
-/// [`CredentialCallback`](karu_engine::provider::CredentialCallback) registered for the
+/// [`CredentialCallback`](karu_engine::sdk::CredentialCallback) registered for the
 /// [`FAMILY`](crate::FAMILY) `"aws"` (a vendor SDK, a secret manager). Requests are signed
 /// with it exactly as with discovered credentials; `session_token` is sent as
 /// `x-amz-security-token`, and `expires` is when Karu stops reusing it (it refreshes in the
@@ -53,7 +53,7 @@ impl fmt::Debug for S3Secret {
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
-/// use karu_engine::provider::CallbackCredential;
+/// use karu_engine::sdk::CallbackCredential;
 ///
 /// let expires = SystemTime::now() + Duration::from_secs(3600);
 /// let credential = karu_provider_s3::credential(

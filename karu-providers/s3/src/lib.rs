@@ -7,11 +7,11 @@
 //! | --- | --- |
 //! | `lib.rs` | this overview, [`SCHEME`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`config_section`], [`register`], [`sign`] (for providers that speak S3's protocol) |
 //! | `config.rs` | [`S3Config`], the `[s3]` section and the `AWS_*` names it honours |
-//! | `backend.rs` | [`S3Backend`], the [`Backend`](karu_engine::provider::Backend) implementation |
+//! | `backend.rs` | [`S3Backend`], the [`Backend`](karu_engine::sdk::Backend) implementation |
 //! | `request.rs` | address parsing, URL building, SigV4 signing, error answers |
 //! | `credential.rs` | credential discovery (aws-config through the SDK's bridge) |
 //!
-//! It is built on the provider SDK, [`karu_engine::provider`], only; its mock is the testkit's
+//! It is built on the provider SDK, [`karu_engine::sdk`], only; its mock is the testkit's
 //! `S3Mock` (SigV4 checked on every request), and `karu-testkit`'s conformance suite runs on it.
 //!
 //! Requests are signed late, for every attempt, with the `aws-sigv4` crate: method, path,
@@ -30,7 +30,7 @@
 //! metadata. `anonymous = true` sends unsigned requests.
 //!
 //! ```
-//! let mut registry = karu_engine::provider::RegistryBuilder::new();
+//! let mut registry = karu_engine::sdk::RegistryBuilder::new();
 //! karu_provider_s3::register(&mut registry);
 //! let registry = registry.build()?;
 //! let a = registry.resolve("s3://bucket/path/to/object.bin")?;
@@ -40,7 +40,7 @@
 //! assert_eq!(b.canonical(), c.canonical());
 //! assert_eq!(a.container(), Some("bucket"));
 //! assert_eq!(a.key(), "path/to/object.bin");
-//! # Ok::<(), karu_engine::provider::Error>(())
+//! # Ok::<(), karu_engine::sdk::Error>(())
 //! ```
 
 mod backend;
@@ -51,7 +51,7 @@ mod request;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use karu_engine::provider::{Credential, Error, PreparedRequest, RegistryBuilder, Section, Status};
+use karu_engine::sdk::{Credential, Error, PreparedRequest, RegistryBuilder, Section, Status};
 
 pub use backend::S3Backend;
 pub use config::{Addressing, S3Config};

@@ -12,8 +12,8 @@ use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use http::HeaderMap;
 use http::header::{HeaderName, HeaderValue};
-use karu_engine::provider::error_body::xml_element;
-use karu_engine::provider::{
+use karu_engine::sdk::error_body::xml_element;
+use karu_engine::sdk::{
     CanonicalPath, Correction, Error, Resolved, Status, encode_path, endpoint_problem, redact,
 };
 use percent_encoding::percent_decode_str;

@@ -2,7 +2,7 @@
 
 use std::time::SystemTime;
 
-use karu_engine::provider::{
+use karu_engine::sdk::{
     Backend, CredentialSource, Error, Locator, PerScope, PrepareContext, PreparedRequest, Resolved,
     Snapshot, Status, credential_scope, section,
 };

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use karu_engine::provider::{InvalidKey, SectionConfig, check_endpoint};
+use karu_engine::sdk::{InvalidKey, SectionConfig, check_endpoint};
 use serde::Deserialize;
 
 use crate::request::DEFAULT_ENDPOINT;

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::SystemTime;
 
-use karu_engine::provider::{Credential, CredentialProvider, Error, FetchContext};
+use karu_engine::sdk::{Credential, CredentialProvider, Error, FetchContext};
 use karu_provider_s3::ProfileLookup;
 
 /// The credential of an anonymous read: nothing to sign with.
@@ -14,7 +14,7 @@ use karu_provider_s3::ProfileLookup;
 pub(crate) struct Anonymous;
 
 /// A [`Credential`] for signed Source reads from an API key (or temporary keys) the
-/// application holds, for a [`CredentialCallback`](karu_engine::provider::CredentialCallback)
+/// application holds, for a [`CredentialCallback`](karu_engine::sdk::CredentialCallback)
 /// registered for the [`FAMILY`](crate::FAMILY) `"source"`. It is an S3 key pair, signed with
 /// the S3 provider's SigV4. Its `Debug` shows neither the secret nor the token.
 ///

@@ -7,7 +7,7 @@
 //! | --- | --- |
 //! | `lib.rs` | this overview, [`SCHEME`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`register`] |
 //! | `config.rs` | [`SourceConfig`], the `[source]` section |
-//! | `backend.rs` | [`SourceBackend`], the [`Backend`](karu_engine::provider::Backend) implementation |
+//! | `backend.rs` | [`SourceBackend`], the [`Backend`](karu_engine::sdk::Backend) implementation |
 //! | `request.rs` | addresses and request URLs |
 //! | `credential.rs` | anonymous reads, Source's own profile, [`credential()`] for callbacks |
 //!
@@ -23,14 +23,14 @@
 //! [`sign`](karu_provider_s3::sign), not a copy of it.
 //!
 //! ```
-//! let mut registry = karu_engine::provider::RegistryBuilder::new();
+//! let mut registry = karu_engine::sdk::RegistryBuilder::new();
 //! karu_provider_source::register(&mut registry);
 //! let registry = registry.build()?;
 //! let a = registry.resolve("source://cholmes/admin-boundaries/countries.parquet")?;
 //! let b = registry.resolve("https://data.source.coop/cholmes/admin-boundaries/countries.parquet")?;
 //! assert_eq!(a.canonical(), b.canonical());
 //! assert_eq!(a.container(), Some("cholmes/admin-boundaries"));
-//! # Ok::<(), karu_engine::provider::Error>(())
+//! # Ok::<(), karu_engine::sdk::Error>(())
 //! ```
 
 mod backend;
@@ -40,7 +40,7 @@ mod request;
 
 use std::sync::Arc;
 
-use karu_engine::provider::{RegistryBuilder, Section};
+use karu_engine::sdk::{RegistryBuilder, Section};
 
 pub use backend::SourceBackend;
 pub use config::SourceConfig;

@@ -1,6 +1,6 @@
 //! Addresses and request URLs: plain functions, tested exhaustively.
 
-use karu_engine::provider::{CanonicalPath, Error, Resolved, Status, encode_path, redact};
+use karu_engine::sdk::{CanonicalPath, Error, Resolved, Status, encode_path, redact};
 use percent_encoding::percent_decode_str;
 
 /// Source Cooperative's data proxy.

@@ -6,7 +6,7 @@
 //! §14.4. As sixteen bytes, they are an offset and a length: a closed range exists exactly
 //! when the read is valid, and its header names exactly those bytes.
 use karu_engine::RangeSpec;
-use karu_engine::http::check::{ContentRange, parse_content_range};
+use karu_engine::check::{ContentRange, parse_content_range};
 
 /// Check one input (any bytes); panics on a broken invariant.
 pub fn run(data: &[u8]) {

@@ -18,7 +18,7 @@
 //! - a transformed or unasked-for encoded body, or a failed strong `If-Match`, is never kept.
 use arbitrary::{Result, Unstructured};
 use karu_engine::RangeSpec;
-use karu_engine::http::check::{
+use karu_engine::check::{
     ContentRange, Expectation, ResponseHead, Verdict, actual_object_size, check_head,
     check_unsatisfiable, end_of_object_range, parse_content_range,
 };

@@ -17,7 +17,7 @@ pub const PATH_KEEPS: &AsciiSet = &NON_ALPHANUMERIC
 /// `name` (a key, a blob or file path) as it goes into a URL path: see [`PATH_KEEPS`].
 ///
 /// ```
-/// use karu_engine::provider::encode_path;
+/// use karu_engine::sdk::encode_path;
 /// assert_eq!(encode_path("dir/a b+c%d/ü.bin"), "dir/a%20b%2Bc%25d/%C3%BC.bin");
 /// ```
 pub fn encode_path(name: &str) -> String {

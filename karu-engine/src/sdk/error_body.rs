@@ -6,7 +6,7 @@
 //! helpers search text rather than parse documents; they never fail, they find nothing.
 //!
 //! ```
-//! use karu_engine::provider::error_body;
+//! use karu_engine::sdk::error_body;
 //!
 //! let s3 = "<Error><Code>ExpiredToken</Code><Message>The token expired</Message></Error>";
 //! assert_eq!(error_body::xml_element(s3, "Code"), Some("ExpiredToken"));

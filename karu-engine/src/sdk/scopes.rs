@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::credential::{CredentialProvider, CredentialScope, CredentialSource};
-use crate::process::PerProcess;
+use crate::credentials::{CredentialProvider, CredentialScope, CredentialSource};
+use crate::sdk::process::PerProcess;
 
 /// The credential providers of one backend, one per [`CredentialScope`]: made on the first
 /// lookup of a scope and reused for every later one, so whatever a provider builds (an SDK's
@@ -20,7 +20,7 @@ use crate::process::PerProcess;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use karu_engine::provider::{
+/// use karu_engine::sdk::{
 ///     Credential, CredentialProvider, CredentialScope, Error, FetchContext, PerScope,
 /// };
 ///
@@ -105,8 +105,8 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
-    use crate::credential::{Credential, FetchContext};
-    use crate::status::Error;
+    use crate::credentials::{Credential, FetchContext};
+    use crate::sdk::status::Error;
 
     #[derive(Debug)]
     struct Made(usize);

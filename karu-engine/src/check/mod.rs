@@ -17,8 +17,8 @@
 //! [`range`](RangeSpec) (ranges and `Content-Range`), the verdict (the rules above),
 //! [conditions](if_match_satisfied) (ETags and `If-Match`), [status classes](classify_status)
 //! and the [size an error body states](actual_object_size). Summaries of error bodies and
-//! redaction are the provider SDK's ([`error_body`](crate::provider::error_body),
-//! [`redact`](crate::provider::redact)).
+//! redaction are the provider SDK's ([`error_body`](crate::sdk::error_body),
+//! [`redact`](crate::sdk::redact)).
 
 mod body;
 mod condition;

@@ -7,7 +7,7 @@
 //! (a `Debug` shows header names only).
 //!
 //! ```
-//! use karu_engine::provider::redact;
+//! use karu_engine::sdk::redact;
 //!
 //! assert_eq!(redact::address("https://u:p@h/a?sig=x"), "https://<redacted>@h/a?<redacted>");
 //! assert_eq!(
@@ -36,7 +36,7 @@ const SIGNING_ELEMENTS: [&str; 7] = [
 /// `?`.
 ///
 /// ```
-/// use karu_engine::provider::redact;
+/// use karu_engine::sdk::redact;
 /// assert_eq!(redact::without_query("https://h/a?sig=x"), "https://h/a");
 /// assert_eq!(redact::without_query("s3://b/k"), "s3://b/k");
 /// ```
@@ -52,7 +52,7 @@ pub fn without_query(address: &str) -> &str {
 /// anything: a path, a URL, or neither.
 ///
 /// ```
-/// use karu_engine::provider::redact;
+/// use karu_engine::sdk::redact;
 /// assert_eq!(redact::address("https://u:p@h/a?sig=x"), "https://<redacted>@h/a?<redacted>");
 /// assert_eq!(redact::address("/data/a.bin"), "/data/a.bin");
 /// ```
@@ -88,7 +88,7 @@ pub const QUOTED_MAX: usize = 512;
 /// a megabyte-long address fails with a message of a few hundred bytes, not a megabyte.
 ///
 /// ```
-/// use karu_engine::provider::redact;
+/// use karu_engine::sdk::redact;
 /// assert_eq!(redact::clipped("/data/a.bin"), "/data/a.bin");
 /// let long = format!("/{}", "a".repeat(1000));
 /// assert_eq!(redact::clipped(&long).len(), 384 + 64 + "…(553 bytes)…".len());
@@ -116,7 +116,7 @@ pub fn clipped(text: &str) -> std::borrow::Cow<'_, str> {
 /// A request URL as it may appear in a `Debug` output or a log: [`address`] of its text.
 ///
 /// ```
-/// use karu_engine::provider::redact;
+/// use karu_engine::sdk::redact;
 /// let url: http::Uri = "https://user:pw@h:8443/a/b?X-Amz-Signature=s".parse().unwrap();
 /// assert_eq!(redact::uri(&url), "https://<redacted>@h:8443/a/b?<redacted>");
 /// ```
@@ -129,7 +129,7 @@ pub fn uri(uri: &http::Uri) -> String {
 /// replaced by `<redacted>`.
 ///
 /// ```
-/// use karu_engine::provider::redact;
+/// use karu_engine::sdk::redact;
 /// assert_eq!(
 ///     redact::text("see https://u:pw@h/p?token=t and \"x?y\""),
 ///     "see https://<redacted>@h/p?<redacted> and \"x?<redacted>\""
@@ -189,7 +189,7 @@ fn ends_a_url(c: char) -> bool {
 /// `<SignatureProvided>`, `<CanonicalRequest>`, …), for a body shown as text.
 ///
 /// ```
-/// use karu_engine::provider::redact;
+/// use karu_engine::sdk::redact;
 /// assert_eq!(
 ///     redact::signing_elements("<Error><StringToSign>AWS4 x</StringToSign>oops</Error>"),
 ///     "<Error>oops</Error>"
@@ -216,7 +216,7 @@ pub fn signing_elements(text: &str) -> String {
 /// azure_identity), whose chain says why a lookup failed.
 ///
 /// ```
-/// use karu_engine::provider::redact;
+/// use karu_engine::sdk::redact;
 ///
 /// #[derive(Debug)]
 /// struct Outer(std::io::Error);

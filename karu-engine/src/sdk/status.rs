@@ -4,7 +4,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::http::check::{Rejection, classify_status};
+use crate::check::{Rejection, classify_status};
 
 /// The outcome class of one original read, with stable numbers for the C ABI.
 ///

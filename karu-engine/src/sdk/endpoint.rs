@@ -11,7 +11,7 @@ use super::redact;
 /// their own settings, where they are redacted, not in a URL that is logged).
 ///
 /// ```
-/// use karu_engine::provider::endpoint_problem;
+/// use karu_engine::sdk::endpoint_problem;
 /// assert_eq!(endpoint_problem("http://127.0.0.1:9000/"), None);
 /// assert_eq!(endpoint_problem("https://proxy.example/s3"), None);
 /// assert!(endpoint_problem("http://key:secret@127.0.0.1:9000").is_some());

@@ -1,8 +1,8 @@
 //! The few facts Karu reads from error bodies: an S3-style `416` states the object's size.
-//! (Summaries of error bodies for messages are [`error_body`](crate::provider::error_body)'s.)
+//! (Summaries of error bodies for messages are [`error_body`](crate::sdk::error_body)'s.)
 
 use super::range::digits;
-use crate::provider::error_body::xml_element;
+use crate::sdk::error_body::xml_element;
 
 /// The object size an S3-style `416` error body states (`<ActualObjectSize>N</ActualObjectSize>`),
 /// for answers without `Content-Range: bytes */N`.

@@ -10,8 +10,8 @@
 //! fails them with [`Status::Credentials`]. A read that must re-authenticate mid-transfer goes
 //! the same way.
 //!
-//! [`Status::TimedOut`]: crate::status::Status::TimedOut
-//! [`Status::Credentials`]: crate::status::Status::Credentials
+//! [`Status::TimedOut`]: crate::sdk::status::Status::TimedOut
+//! [`Status::Credentials`]: crate::sdk::status::Status::Credentials
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,12 +19,12 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::batch::BatchShared;
-use crate::credential::{
+use crate::credentials::{
     Authority, Credential, CredentialCache, Flight, FlightOwner, Step, as_credentials_error,
     waited_too_long,
 };
 use crate::http::exchange::{Failure, until_cancelled};
-use crate::status::Error;
+use crate::sdk::status::Error;
 use crate::workers::Workers;
 
 /// A lookup to run: the flight's owner, how to look up, and the deadline of the read that
@@ -205,7 +205,7 @@ mod tests {
     use parking_lot::Mutex;
 
     use super::*;
-    use crate::credential::{CredentialProvider, CredentialScope, CredentialSource, FetchContext};
+    use crate::credentials::{CredentialProvider, CredentialScope, CredentialSource, FetchContext};
 
     /// A provider that records the deadline each lookup is told.
     #[derive(Debug, Default)]

@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use karu_engine::provider::{FetchContext, Status, bridge};
+//! use karu_engine::sdk::{FetchContext, Status, bridge};
 //!
 //! // What a provider's `fetch` does with the context the engine hands it.
 //! let ctx = FetchContext::new(Some(Instant::now() + Duration::from_secs(5)));
@@ -30,9 +30,9 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::redact;
-use crate::credential::FetchContext;
-use crate::process::PerProcess;
-use crate::status::{Error, Status};
+use crate::credentials::FetchContext;
+use crate::sdk::process::PerProcess;
+use crate::sdk::status::{Error, Status};
 
 /// The longest one lookup may take, whatever the read's deadline (metadata services, STS and
 /// token endpoints answer in far less).

@@ -17,7 +17,7 @@
 use proptest::prelude::*;
 
 use super::{Delivered, Expectation, Receipt, Rejection, ResponseHead, Verdict, check_head};
-use crate::http::check::RangeSpec;
+use crate::check::RangeSpec;
 
 /// The label of a body byte whose position the response does not state.
 const NOWHERE: u64 = u64::MAX;

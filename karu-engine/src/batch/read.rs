@@ -5,9 +5,9 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 use crate::batch::Active;
-use crate::locator::Locator;
-use crate::status::{Error, Status};
-use crate::timing::Timing;
+use crate::sdk::locator::Locator;
+use crate::sdk::status::{Error, Status};
+use crate::batch::timing::Timing;
 
 /// The length that means "to the end of the object". Karu rejects it: every read needs a finite,
 /// nonzero length ([`Status::InvalidRange`]).

@@ -42,31 +42,37 @@
 //! `karu-providers/README.md` is the guide to writing a provider crate; the toy provider in
 //! `karu-providers/example` is a complete one in under 150 lines.
 
+pub(crate) mod backend;
 pub mod bridge;
 mod endpoint;
 pub mod error_body;
 mod html;
+pub(crate) mod locator;
 mod path;
+pub(crate) mod process;
 pub mod redact;
+pub(crate) mod request;
 mod scopes;
+pub(crate) mod status;
+pub(crate) mod time;
 
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
-pub use crate::after::{FOREVER, system_time_after};
-pub use crate::backend::{Backend, Registration, Registry, RegistryBuilder, scheme_of};
-pub use crate::credential::{
+pub use time::{FOREVER, system_time_after};
+pub use backend::{Backend, Registration, Registry, RegistryBuilder, scheme_of};
+pub use crate::credentials::{
     CallbackCredential, Credential, CredentialCallback, CredentialProvider, CredentialScope,
     CredentialSource, FetchContext,
 };
-pub use crate::http::check::RangeSpec;
-pub use crate::http::request::{
+pub use crate::check::RangeSpec;
+pub use request::{
     Capabilities, Correction, ErrorResponse, HttpOptions, PrepareContext, PreparedRequest,
 };
-pub use crate::locator::{CanonicalPath, Locator, Resolved, Target, Window};
-pub use crate::process::{PerProcess, ProcessStamp};
-pub use crate::status::{Error, Status};
+pub use locator::{CanonicalPath, Locator, Resolved, Target, Window};
+pub use process::{PerProcess, ProcessStamp};
+pub use status::{Error, Status};
 pub use endpoint::{check_endpoint, endpoint_problem, shown_endpoint};
 pub use karu_config::{
     ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Origin, Scoped, Section,
@@ -115,7 +121,7 @@ where
 /// [`credential_source`](Backend::credential_source) starts here.
 ///
 /// ```
-/// use karu_engine::provider::{ConfigBuilder, Section, SectionConfig, credential_scope};
+/// use karu_engine::sdk::{ConfigBuilder, Section, SectionConfig, credential_scope};
 ///
 /// #[derive(serde::Deserialize)]
 /// struct Toy {

@@ -1,6 +1,10 @@
 //! Batches: the completion queue of one submission, drained blocking (`next_timeout`, `wait`)
 //! or as a `Stream`.
 
+pub(crate) mod read;
+pub(crate) mod timing;
+pub(crate) mod versions;
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;
@@ -12,11 +16,11 @@ use std::time::{Duration, Instant};
 use futures_core::{FusedStream, Stream};
 use parking_lot::{Condvar, Mutex};
 
-use crate::process::ProcessStamp;
-use crate::read::Completion;
-use crate::status::{Error, Status};
-use crate::timing::{Timing, TransferMeter};
-use crate::versions::VersionPins;
+use crate::sdk::process::ProcessStamp;
+use crate::batch::read::Completion;
+use crate::sdk::status::{Error, Status};
+use crate::batch::timing::{Timing, TransferMeter};
+use crate::batch::versions::VersionPins;
 
 /// What [`Batch::next_timeout`] and [`Batch::try_next`] return.
 #[derive(Debug)]
@@ -414,7 +418,7 @@ impl BatchShared {
     pub(crate) fn carried_by(&self, completions: &mut [Completion], meter: &TransferMeter) {
         self.add_received(meter.bytes);
         #[cfg(feature = "metrics")]
-        crate::timing::publish_transfer(meter);
+        crate::batch::timing::publish_transfer(meter);
         for c in completions {
             c.timing.carried_by(meter, self.queued);
         }
@@ -437,7 +441,7 @@ impl BatchShared {
             for mut c in completions {
                 c.timing.stamp_done(self.queued, now);
                 #[cfg(feature = "metrics")]
-                crate::timing::publish(&c);
+                crate::batch::timing::publish(&c);
                 debug_assert!(state.pending > 0, "a read completed twice");
                 state.pending = state.pending.saturating_sub(1);
                 state.queue.push_back(c);
@@ -463,7 +467,7 @@ impl BatchShared {
     /// transfer must not touch its destinations.
     ///
     /// Destinations are only reachable through a borrow of the guard
-    /// ([`Sink::open`](crate::read::Sink::open)), so no slice outlives the transfer's activity.
+    /// ([`Sink::open`](crate::batch::read::Sink::open)), so no slice outlives the transfer's activity.
     pub(crate) fn begin(&self) -> Option<Active<'_>> {
         let mut state = self.state.lock();
         if state.cancelled {

@@ -4,9 +4,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::backend::Backend;
-use crate::provider::redact;
-use crate::status::{Error, Status};
+use crate::sdk::backend::Backend;
+use crate::sdk::redact;
+use crate::sdk::status::{Error, Status};
 
 /// The normalised identity of an object, used for planner grouping, path rules and credential
 /// scope. Different accepted spellings of one object resolve to the same canonical path.

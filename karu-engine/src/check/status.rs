@@ -1,7 +1,7 @@
 //! Error statuses: which [`Status`] an HTTP status that is not a range answer becomes, and
 //! whether another attempt may succeed.
 
-use crate::status::Status;
+use crate::sdk::status::Status;
 
 /// How the engine treats an error status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,12 +8,12 @@ use std::time::{Duration, SystemTime};
 use http::{HeaderMap, Uri};
 use karu_config::{Section, Snapshot};
 
-use crate::credential::CredentialSource;
-use crate::http::request::{
+use crate::credentials::CredentialSource;
+use crate::sdk::request::{
     Capabilities, Correction, ErrorResponse, PrepareContext, PreparedRequest,
 };
-use crate::locator::{Locator, Resolved};
-use crate::status::{Error, Status};
+use crate::sdk::locator::{Locator, Resolved};
+use crate::sdk::status::{Error, Status};
 
 /// A provider: turns addresses into [`Locator`]s and, for remote objects, resolved objects and
 /// ranges into requests the engine sends. A backend never does input or output for a read.
@@ -47,7 +47,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// How requests for `locator` are authenticated: `None` for anonymous access (the
     /// transfer joins the HTTP queue directly), or the scope and provider of its credential
     /// (the transfer first visits a credential worker). Must not do input or output: the
-    /// lookup itself is the provider's [`fetch`](crate::credential::CredentialProvider::fetch).
+    /// lookup itself is the provider's [`fetch`](crate::credentials::CredentialProvider::fetch).
     fn credential_source(
         &self,
         locator: &Locator,
@@ -85,7 +85,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// bytes or sizes), stops reusing one a margin before it expires (a tenth of its lifetime,
     /// one to sixty seconds), and sends the request back to the prepared URL once when a reused
     /// location answers `403`, `404` or `410`. Requests to a reused location on another origin
-    /// carry neither `Authorization` nor [`HttpOptions::sensitive_headers`](crate::provider::HttpOptions).
+    /// carry neither `Authorization` nor [`HttpOptions::sensitive_headers`](crate::sdk::HttpOptions).
     fn reusable_location(
         &self,
         locator: &Locator,
@@ -131,8 +131,8 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use karu_engine::provider::{RegistryBuilder, Section, SectionConfig};
-/// # use karu_engine::provider::{Backend, CanonicalPath, Error, Resolved};
+/// use karu_engine::sdk::{RegistryBuilder, Section, SectionConfig};
+/// # use karu_engine::sdk::{Backend, CanonicalPath, Error, Resolved};
 /// # #[derive(Debug)]
 /// # struct ToyBackend;
 /// # impl Backend for ToyBackend {
@@ -288,7 +288,7 @@ impl Registration<'_> {
     }
 
     /// The credential family of this provider (`"aws"`): the family of the
-    /// [`CredentialScope`](crate::provider::CredentialScope)s its backend returns, and the
+    /// [`CredentialScope`](crate::sdk::CredentialScope)s its backend returns, and the
     /// name an application's credential callback is registered under.
     pub fn credential_family(&mut self, family: &str) -> &mut Self {
         if is_name(family) {
@@ -301,8 +301,8 @@ impl Registration<'_> {
 
     /// The configuration section this provider reads (`[s3]` and `[paths."…".s3]` for
     /// `Section::of::<S3Config>("s3")`), through
-    /// [`PrepareContext::section`](crate::provider::PrepareContext::section) or
-    /// [`section`](crate::provider::section). A client checks it when it is built (every
+    /// [`PrepareContext::section`](crate::sdk::PrepareContext::section) or
+    /// [`section`](crate::sdk::section). A client checks it when it is built (every
     /// layer, every path rule: unknown keys, wrong types, what its
     /// [`SectionConfig::check`](karu_config::SectionConfig::check) refuses), and never quotes
     /// its secret keys. A later declaration of the same name replaces an earlier one.
@@ -348,7 +348,7 @@ fn is_name(name: &str) -> bool {
 ///
 /// ```
 /// # use std::sync::Arc;
-/// use karu_engine::provider::RegistryBuilder;
+/// use karu_engine::sdk::RegistryBuilder;
 /// let mut builder = RegistryBuilder::new();
 /// builder
 ///     .provider(Arc::new(karu_engine::testing::FileBackend))
@@ -461,7 +461,7 @@ impl Registry {
             format!(
                 "the address \"{}\" starts with whitespace before its scheme: remove it (a local \
                  path that starts with whitespace is written ./ in front)",
-                crate::provider::redact::address(trimmed)
+                crate::sdk::redact::address(trimmed)
             ),
         ))
     }

@@ -10,11 +10,11 @@ use http::{HeaderMap, Uri};
 use karu_config::{Scoped, Snapshot};
 use serde::de::DeserializeOwned;
 
-use crate::credential::Credential;
-use crate::http::check::RangeSpec;
-use crate::locator::Locator;
-use crate::provider::redact;
-use crate::status::{Error, Status};
+use crate::credentials::Credential;
+use crate::check::RangeSpec;
+use crate::sdk::locator::Locator;
+use crate::sdk::redact;
+use crate::sdk::status::{Error, Status};
 
 /// What the engine tells a backend when it asks for a request: built late, per attempt.
 #[derive(Debug)]
@@ -39,12 +39,12 @@ pub struct PrepareContext<'a> {
 
 impl PrepareContext<'_> {
     /// The backend's configuration section `name` for this object, with the path rules that
-    /// match it applied (see [`section`](crate::provider::section)).
+    /// match it applied (see [`section`](crate::sdk::section)).
     pub fn section<T>(&self, name: &str) -> Result<Arc<Scoped<T>>, Error>
     where
         T: DeserializeOwned + Send + Sync + 'static,
     {
-        crate::provider::section(self.snapshot, self.locator, name)
+        crate::sdk::section(self.snapshot, self.locator, name)
     }
 }
 
@@ -236,7 +236,7 @@ impl Capabilities {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::locator::{CanonicalPath, Resolved};
+    use crate::sdk::locator::{CanonicalPath, Resolved};
     use crate::testing::FileBackend;
 
     /// An object the tests prepare requests for (its backend is never asked).

@@ -29,6 +29,8 @@
 //! Time is a parameter of the pure parts ([`freshness`]) and of the cache (a [`Clock`]), so
 //! the tests run on a simulated clock.
 
+pub(crate) mod workers;
+
 use std::any::Any;
 use std::collections::HashMap;
 use std::fmt;
@@ -39,8 +41,8 @@ use std::time::{Duration, Instant, SystemTime};
 use karu_config::{Origin, Snapshot};
 use parking_lot::{Condvar, Mutex};
 
-use crate::locator::{CanonicalPath, Locator};
-use crate::status::{Error, Status};
+use crate::sdk::locator::{CanonicalPath, Locator};
+use crate::sdk::status::{Error, Status};
 
 /// A credential obtained for one scope: a provider-specific secret value (its type is the
 /// provider's business) and an optional expiry. Cheap to clone. Its `Debug` never shows the
@@ -129,7 +131,7 @@ impl CredentialScope {
 /// A lookup should end by the context's [`deadline`](FetchContext::deadline): a read whose
 /// deadline passes fails with [`Status::TimedOut`] whether or not its lookup goes on, and a
 /// lookup that never returns holds a credential worker for good. An asynchronous SDK runs
-/// through [`bridge::block_on`](crate::provider::bridge::block_on), which bounds it so.
+/// through [`bridge::block_on`](crate::sdk::bridge::block_on), which bounds it so.
 pub trait CredentialProvider: Send + Sync + fmt::Debug {
     /// Obtain a fresh credential.
     fn fetch(&self, ctx: &FetchContext) -> Result<Credential, Error>;

@@ -25,7 +25,7 @@ use thiserror::Error as ThisError;
 
 use super::condition::{if_match_satisfied, strong_etag};
 use super::range::{ContentRange, RangeSpec, end_of_object_range, parse_content_range};
-use crate::status::{Error, Status};
+use crate::sdk::status::{Error, Status};
 
 /// What the engine expects of a response.
 #[derive(Debug, Clone, Copy)]
@@ -297,7 +297,7 @@ impl From<Rejection> for Error {
     fn from(rejection: Rejection) -> Self {
         let transient = rejection.retryable();
         Error::new(rejection.status(), rejection.to_string())
-            .with_evidence(crate::status::Evidence::Response(rejection))
+            .with_evidence(crate::sdk::status::Evidence::Response(rejection))
             .with_transient(transient)
     }
 }
