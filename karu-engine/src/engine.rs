@@ -16,7 +16,8 @@ use karu_config::{Snapshot, Trade};
 use parking_lot::Mutex;
 
 use crate::batch::{Batch, BatchShared, BatchStats};
-use crate::credentials::{Callbacks, CredentialCache, CredentialCallback, CredentialStats};
+use crate::credentials::{Callbacks, CredentialCache, CredentialStats};
+use crate::sdk::credential::CredentialCallback;
 use crate::file::{self, FilePool};
 use crate::http::ends::RemoteEnds;
 use crate::http::{Remote, TransportStats};
@@ -942,7 +943,7 @@ impl Grouped {
 ///
 /// ```compile_fail,E0506
 /// # use karu_engine::{BatchOptions, Read};
-/// # let registry = karu_engine::testing::registry();
+/// # let registry = karu_engine::sdk::testing::registry();
 /// # let object = registry.resolve("/etc/hostname").unwrap();
 /// # let engine = karu_engine::Engine::new(karu_config::Snapshot::defaults()).unwrap();
 /// let mut buf = [0u8; 4];
@@ -957,7 +958,7 @@ impl Grouped {
 ///
 /// ```
 /// # use karu_engine::{BatchOptions, Read};
-/// # let registry = karu_engine::testing::registry();
+/// # let registry = karu_engine::sdk::testing::registry();
 /// # let dir = tempfile::tempdir().unwrap();
 /// # let path = dir.path().join("f");
 /// # std::fs::write(&path, b"abcd").unwrap();
@@ -1110,7 +1111,7 @@ mod tests {
         let path = dir.path().join("f");
         let data: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(&path, &data).unwrap();
-        let registry = crate::testing::registry();
+        let registry = crate::sdk::testing::registry();
         let object = registry.resolve(path.to_str().unwrap()).unwrap();
         let engine = Engine::new(Snapshot::defaults()).unwrap();
         let kept = |engine: &Engine| {

@@ -18,7 +18,7 @@ use self::reads::{UNSIZED_FIRST, read_at_most, read_owned};
 use crate::batch::Active;
 use crate::batch::read::Completion;
 use crate::reply::{self, Reply};
-use crate::sdk::status::{Error, Evidence, Status};
+use crate::sdk::{Error, Evidence, Status};
 use crate::transfer::Transfer;
 use crate::workers::Workers;
 

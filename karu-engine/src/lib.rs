@@ -27,7 +27,7 @@
 //!
 //! let mut registry = Registry::builder();
 //! registry
-//!     .provider(Arc::new(karu_engine::testing::FileBackend))
+//!     .provider(Arc::new(karu_engine::sdk::testing::FileBackend))
 //!     .scheme("file");
 //! let object = registry.build()?.resolve(path.to_str().unwrap())?;
 //!
@@ -48,6 +48,7 @@ pub mod check;
 mod credentials;
 mod engine;
 mod file;
+mod freshness;
 mod http;
 mod pages;
 #[doc(hidden)]
@@ -55,19 +56,17 @@ pub mod plan;
 mod reply;
 mod retry;
 pub mod sdk;
-#[doc(hidden)]
-pub mod testing;
 mod transfer;
 mod workers;
 
-pub use batch::read::{Completion, Read, UNBOUNDED};
+pub use batch::read::{Completion, Read};
 pub use batch::timing::{Timing, names as metric_names};
 pub use batch::{Batch, BatchStats, Next};
-pub use check::{ContentRange, Mismatch, RangeSpec, Rejection};
-pub use credentials::{CallbackCredential, Credential, CredentialCallback, CredentialStats};
+pub use credentials::CredentialStats;
 pub use engine::{BatchOptions, Ends, Engine, EngineOptions, ObjectInfo, Scope, ScopedBatch};
 pub use http::TransportStats;
-pub use sdk::locator::{CanonicalPath, Locator, Target, Window};
-pub use sdk::process::{PerProcess, ProcessStamp};
-pub use sdk::status::{Error, Evidence, Status};
-pub use sdk::{Registry, scheme_of};
+pub use sdk::{
+    CallbackCredential, CanonicalPath, Clock, ContentRange, Credential, CredentialCallback, Error,
+    Evidence, Locator, Mismatch, PerProcess, ProcessStamp, RangeSpec, Registry, Rejection, Status,
+    SystemClock, Target, UNBOUNDED, Window, scheme_of,
+};

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::batch::BatchShared;
-use crate::credentials::{Authority, Credential};
+use crate::credentials::Authority;
+use crate::sdk::credential::Credential;
 use crate::sdk::locator::Locator;
 use crate::batch::read::{Completion, Sink};
 use crate::sdk::status::{Error, Status};
@@ -206,7 +207,7 @@ mod tests {
 
     #[test]
     fn a_split_transfer_keeps_every_part_at_its_object_offset() {
-        let locator = crate::testing::registry().resolve("/karu/split").unwrap();
+        let locator = crate::sdk::testing::registry().resolve("/karu/split").unwrap();
         let batch = BatchShared::new((0..4).collect(), false);
         let transfer = Transfer {
             locator,
@@ -301,7 +302,7 @@ mod tests {
                 .map(|p| (p.index, start + p.offset_in_span, p.length))
                 .collect();
             let mut first = Transfer {
-                locator: crate::testing::registry().resolve("/karu/prop").unwrap(),
+                locator: crate::sdk::testing::registry().resolve("/karu/prop").unwrap(),
                 start,
                 length,
                 if_match: None,

@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 /// allowed inside a layer either.
 pub(crate) const LAYERS: [(&str, &[&str]); 3] = [
     // The model and the provider SDK: what providers, faces and third parties import.
-    ("sdk", &["sdk", "testing"]),
+    ("sdk", &["sdk"]),
     // Pure cores: no sockets, threads or clock reads; time is a parameter.
-    ("core", &["plan", "check", "retry"]),
+    ("core", &["check", "freshness", "plan", "retry"]),
     // The runtime: batches, workers, the HTTP transport, the credential cache, the engine.
     (
         "runtime",
@@ -28,8 +28,9 @@ pub(crate) const LAYERS: [(&str, &[&str]); 3] = [
             "engine",
             "file",
             "http",
-            "metrics",
-            "read",
+            "pages",
+            "reply",
+            "transfer",
             "workers",
         ],
     ),

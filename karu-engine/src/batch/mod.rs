@@ -628,6 +628,19 @@ impl BatchShared {
     }
 }
 
+/// Resolves when `batch` is cancelled; never, without a batch.
+pub(crate) async fn until_cancelled(batch: Option<&BatchShared>) {
+    match batch {
+        Some(batch) => batch.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The error of a read whose batch was released while it ran (or waited).
+pub(crate) fn released() -> Error {
+    Error::new(Status::Cancelled, "the batch was released during the read")
+}
+
 /// `completions` in the order of their index in the submission. A whole batch's (each index
 /// below their count once) are put in place by swaps, with no second buffer of completions
 /// (a table of their places instead, 8 bytes each): a large batch's completions take

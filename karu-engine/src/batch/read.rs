@@ -9,10 +9,6 @@ use crate::sdk::locator::Locator;
 use crate::sdk::status::{Error, Status};
 use crate::batch::timing::Timing;
 
-/// The length that means "to the end of the object". Karu rejects it: every read needs a finite,
-/// nonzero length ([`Status::InvalidRange`]).
-pub const UNBOUNDED: u64 = u64::MAX;
-
 /// One original read: where the bytes live, which range is wanted, where they go, and the tag
 /// the completion will carry.
 ///

@@ -23,7 +23,6 @@
 mod body;
 mod condition;
 mod range;
-mod status;
 mod verdict;
 
 #[cfg(test)]
@@ -32,9 +31,7 @@ mod property;
 pub use body::actual_object_size;
 pub use condition::{if_match_satisfied, is_single_strong, strong_etag};
 pub(crate) use range::header_number;
-pub use range::{ContentRange, RangeSpec, end_of_object_range, parse_content_range};
-pub use status::{StatusClass, classify_status};
+pub use range::{end_of_object_range, parse_content_range};
 pub use verdict::{
-    Delivered, Expectation, Mismatch, Receipt, Rejection, ResponseHead, Verdict, check_head,
-    check_unsatisfiable,
+    Delivered, Expectation, Receipt, ResponseHead, Verdict, check_head, check_unsatisfiable,
 };

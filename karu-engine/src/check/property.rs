@@ -16,8 +16,8 @@
 
 use proptest::prelude::*;
 
-use super::{Delivered, Expectation, Receipt, Rejection, ResponseHead, Verdict, check_head};
-use crate::check::RangeSpec;
+use super::{Delivered, Expectation, Receipt, ResponseHead, Verdict, check_head};
+use crate::sdk::{RangeSpec, Rejection};
 
 /// The label of a body byte whose position the response does not state.
 const NOWHERE: u64 = u64::MAX;

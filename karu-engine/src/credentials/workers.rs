@@ -18,12 +18,11 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::batch::BatchShared;
+use crate::batch::{BatchShared, released, until_cancelled};
 use crate::credentials::{
-    Authority, Credential, CredentialCache, Flight, FlightOwner, Step, as_credentials_error,
-    waited_too_long,
+    Authority, CredentialCache, Flight, FlightOwner, Step, as_credentials_error, waited_too_long,
 };
-use crate::http::exchange::{Failure, until_cancelled};
+use crate::sdk::credential::Credential;
 use crate::sdk::status::Error;
 use crate::workers::Workers;
 
@@ -136,7 +135,7 @@ impl CredentialWorkers {
             };
             let landed = tokio::select! {
                 biased;
-                () = until_cancelled(cancel) => return Err(Failure::cancelled().error),
+                () = until_cancelled(cancel) => return Err(released()),
                 result = flight.landed() => result,
                 () = tokio::time::sleep_until(deadline.into()) => {
                     return Err(waited_too_long(authority.family()));
@@ -205,7 +204,9 @@ mod tests {
     use parking_lot::Mutex;
 
     use super::*;
-    use crate::credentials::{CredentialProvider, CredentialScope, CredentialSource, FetchContext};
+    use crate::sdk::credential::{
+        CredentialProvider, CredentialScope, CredentialSource, FetchContext,
+    };
 
     /// A provider that records the deadline each lookup is told.
     #[derive(Debug, Default)]

@@ -18,10 +18,8 @@ use parking_lot::Mutex;
 use tokio::time::sleep_until;
 
 use crate::sdk::backend::Backend;
-use crate::batch::BatchShared;
-use crate::check::{
-    self, Delivered, Expectation, Receipt, Rejection, ResponseHead, Verdict, classify_status,
-};
+use crate::batch::{BatchShared, released, until_cancelled};
+use crate::check::{self, Delivered, Expectation, Receipt, ResponseHead, Verdict};
 use crate::http::client::{Carrier, HttpClient};
 use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
@@ -32,7 +30,7 @@ use crate::http::{Held, RemoteStats};
 use crate::sdk::locator::{CanonicalPath, Locator};
 use crate::sdk::error_body;
 use crate::retry::{FailureClass, RetryAfter};
-use crate::sdk::status::{Error, Evidence, Status};
+use crate::sdk::{Error, Evidence, Rejection, Status, classify_status};
 use crate::batch::versions::VersionPins;
 
 /// Most redirects followed in one attempt.
@@ -122,10 +120,7 @@ impl Failure {
     }
 
     pub(crate) fn cancelled() -> Self {
-        Failure::new(
-            Error::new(Status::Cancelled, "the batch was released during the read"),
-            FailureClass::Permanent,
-        )
+        Failure::new(released(), FailureClass::Permanent)
     }
 }
 
@@ -928,14 +923,6 @@ impl Answer {
 fn rejected(rejection: Rejection, status: u16) -> Failure {
     let error = Error::from(rejection).with_http_status(status);
     Failure::new(error, FailureClass::Permanent)
-}
-
-/// Resolves when the batch is cancelled; never, without a batch.
-pub(crate) async fn until_cancelled(batch: Option<&BatchShared>) {
-    match batch {
-        Some(batch) => batch.cancelled().await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Every entry of `headers`, in order (a name with several values once for each), to build

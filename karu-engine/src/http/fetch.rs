@@ -8,11 +8,13 @@ use std::time::Instant;
 use karu_config::Settings;
 use tracing::Instrument;
 
-use crate::batch::BatchShared;
-use crate::credentials::{Authority, Credential};
-use crate::check::{Expectation, RangeSpec, is_single_strong};
+use crate::batch::{BatchShared, until_cancelled};
+use crate::credentials::Authority;
+use crate::sdk::credential::Credential;
+use crate::check::{Expectation, is_single_strong};
+use crate::sdk::RangeSpec;
 use crate::http::endpoint::{Outcome, Timed};
-use crate::http::exchange::{self, Exchange, Failure, Limits, Reuse, Success};
+use crate::http::exchange::{Exchange, Failure, Limits, Reuse, Success};
 use crate::http::landing::Landing;
 use crate::sdk::request::{Correction, PrepareContext};
 use crate::http::{Held, LoopCtx};
@@ -194,7 +196,7 @@ impl Fetch<'_> {
                 Some(admission) => admission,
                 None => tokio::select! {
                     biased;
-                    () = exchange::until_cancelled(self.cancel) => return Err(Failure::cancelled().error),
+                    () = until_cancelled(self.cancel) => return Err(Failure::cancelled().error),
                     admission = endpoint.admit() => admission,
                     () = tokio::time::sleep_until(retry.deadline().into()) => {
                         return Err(Error::new(
@@ -294,7 +296,7 @@ impl Fetch<'_> {
                     let until = (Instant::now() + pause).min(retry.deadline());
                     let woke = tokio::select! {
                         biased;
-                        () = exchange::until_cancelled(self.cancel) => false,
+                        () = until_cancelled(self.cancel) => false,
                         () = tokio::time::sleep_until(until.into()) => true,
                     };
                     if !woke {

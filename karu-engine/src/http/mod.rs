@@ -35,8 +35,9 @@ use smallvec::SmallVec;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::sdk::time::instant_after;
-use crate::credentials::{Authority, Callbacks, Credential, CredentialCache};
-use crate::check::RangeSpec;
+use crate::credentials::{Authority, Callbacks, CredentialCache};
+use crate::sdk::credential::Credential;
+use crate::sdk::RangeSpec;
 use crate::http::client::HttpClient;
 use crate::credentials::workers::CredentialWorkers;
 use crate::credentials::workers::Pending;
@@ -51,7 +52,7 @@ use crate::http::transport::{DnsCache, Resolver, TlsConfig};
 use crate::sdk::locator::Locator;
 use crate::batch::read::Completion;
 use crate::reply::{self, Reply};
-use crate::sdk::status::{Error, Evidence, Status};
+use crate::sdk::{Error, Evidence, Status};
 use crate::transfer::Transfer;
 
 /// Counters of the remote path, for benchmarks and demos.

@@ -29,7 +29,8 @@ use parking_lot::Mutex;
 use crate::batch::BatchShared;
 use std::sync::Arc;
 
-use crate::check::{RangeSpec, is_single_strong};
+use crate::check::is_single_strong;
+use crate::sdk::RangeSpec;
 use crate::http::fetch::{Fetch, Fetched, agrees_with_size};
 use crate::http::landing::Landing;
 use crate::http::{Held, LoopCtx, Permits};

@@ -24,7 +24,7 @@ pub mod price;
 use smallvec::{SmallVec, smallvec};
 
 use crate::sdk::locator::Window;
-use crate::batch::read::UNBOUNDED;
+use crate::sdk::UNBOUNDED;
 use crate::sdk::status::{Error, Status};
 
 /// The four merge guards. A batch may override each; `max_gap == 0` disables merging.

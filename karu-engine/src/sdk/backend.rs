@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use http::{HeaderMap, Uri};
 use karu_config::{Section, Snapshot};
 
-use crate::credentials::CredentialSource;
+use crate::sdk::credential::CredentialSource;
 use crate::sdk::request::{
     Capabilities, Correction, ErrorResponse, PrepareContext, PreparedRequest,
 };
@@ -47,7 +47,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// How requests for `locator` are authenticated: `None` for anonymous access (the
     /// transfer joins the HTTP queue directly), or the scope and provider of its credential
     /// (the transfer first visits a credential worker). Must not do input or output: the
-    /// lookup itself is the provider's [`fetch`](crate::credentials::CredentialProvider::fetch).
+    /// lookup itself is the provider's [`fetch`](crate::sdk::credential::CredentialProvider::fetch).
     fn credential_source(
         &self,
         locator: &Locator,
@@ -351,7 +351,7 @@ fn is_name(name: &str) -> bool {
 /// use karu_engine::sdk::RegistryBuilder;
 /// let mut builder = RegistryBuilder::new();
 /// builder
-///     .provider(Arc::new(karu_engine::testing::FileBackend))
+///     .provider(Arc::new(karu_engine::sdk::testing::FileBackend))
 ///     .scheme("file");
 /// let registry = builder.build()?;
 /// let locator = registry.resolve("/tmp/example.bin")?;
@@ -550,7 +550,7 @@ fn prefix_matches(address: &str, pattern: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::FileBackend;
+    use crate::sdk::testing::FileBackend;
 
     #[derive(Debug)]
     struct Named(&'static str);

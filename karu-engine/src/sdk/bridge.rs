@@ -30,7 +30,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::redact;
-use crate::credentials::FetchContext;
+use crate::sdk::credential::FetchContext;
 use crate::sdk::process::PerProcess;
 use crate::sdk::status::{Error, Status};
 

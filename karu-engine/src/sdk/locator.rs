@@ -201,7 +201,7 @@ impl Locator {
     /// ```
     /// # use karu_engine::{Locator, Registry, Window};
     /// # let mut registry = Registry::builder();
-    /// # registry.provider(std::sync::Arc::new(karu_engine::testing::FileBackend)).scheme("file");
+    /// # registry.provider(std::sync::Arc::new(karu_engine::sdk::testing::FileBackend)).scheme("file");
     /// # let registry = registry.build()?;
     /// let file = registry.resolve("/data/tensors.bin")?;
     /// let tensor = file.with_window(4096, Some(1 << 20))?;

@@ -44,35 +44,40 @@
 
 pub(crate) mod backend;
 pub mod bridge;
+pub(crate) mod credential;
 mod endpoint;
 pub mod error_body;
+pub(crate) mod evidence;
 mod html;
 pub(crate) mod locator;
 mod path;
 pub(crate) mod process;
+pub(crate) mod range;
 pub mod redact;
 pub(crate) mod request;
 mod scopes;
 pub(crate) mod status;
+pub mod testing;
 pub(crate) mod time;
 
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
-pub use time::{FOREVER, system_time_after};
+pub use time::{Clock, FOREVER, SystemClock, system_time_after};
 pub use backend::{Backend, Registration, Registry, RegistryBuilder, scheme_of};
-pub use crate::credentials::{
+pub use credential::{
     CallbackCredential, Credential, CredentialCallback, CredentialProvider, CredentialScope,
     CredentialSource, FetchContext,
 };
-pub use crate::check::RangeSpec;
+pub use evidence::{Evidence, Mismatch, Rejection};
+pub use range::{ContentRange, RangeSpec, UNBOUNDED};
 pub use request::{
     Capabilities, Correction, ErrorResponse, HttpOptions, PrepareContext, PreparedRequest,
 };
 pub use locator::{CanonicalPath, Locator, Resolved, Target, Window};
 pub use process::{PerProcess, ProcessStamp};
-pub use status::{Error, Status};
+pub use status::{Error, Status, StatusClass, classify_status};
 pub use endpoint::{check_endpoint, endpoint_problem, shown_endpoint};
 pub use karu_config::{
     ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Origin, Scoped, Section,
@@ -135,7 +140,7 @@ where
 ///     .section(Section::of::<Toy>("toy"))
 ///     .path_set("/data/private", "toy.token", "t")
 ///     .build()?;
-/// let registry = karu_engine::testing::registry();
+/// let registry = karu_engine::sdk::testing::registry();
 /// let scope = |path: &str| {
 ///     let locator = registry.resolve(path).unwrap();
 ///     credential_scope("toy", &snapshot, &locator, "toy", &["token"]).unwrap()

@@ -10,8 +10,8 @@ use http::{HeaderMap, Uri};
 use karu_config::{Scoped, Snapshot};
 use serde::de::DeserializeOwned;
 
-use crate::credentials::Credential;
-use crate::check::RangeSpec;
+use crate::sdk::credential::Credential;
+use crate::sdk::range::RangeSpec;
 use crate::sdk::locator::Locator;
 use crate::sdk::redact;
 use crate::sdk::status::{Error, Status};
@@ -237,7 +237,7 @@ impl Capabilities {
 mod tests {
     use super::*;
     use crate::sdk::locator::{CanonicalPath, Resolved};
-    use crate::testing::FileBackend;
+    use crate::sdk::testing::FileBackend;
 
     /// An object the tests prepare requests for (its backend is never asked).
     fn object() -> Locator {

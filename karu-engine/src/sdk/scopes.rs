@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::credentials::{CredentialProvider, CredentialScope, CredentialSource};
+use crate::sdk::credential::{CredentialProvider, CredentialScope, CredentialSource};
 use crate::sdk::process::PerProcess;
 
 /// The credential providers of one backend, one per [`CredentialScope`]: made on the first
@@ -105,7 +105,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
-    use crate::credentials::{Credential, FetchContext};
+    use crate::sdk::credential::{Credential, FetchContext};
     use crate::sdk::status::Error;
 
     #[derive(Debug)]

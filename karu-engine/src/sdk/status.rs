@@ -4,7 +4,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::check::{Rejection, classify_status};
+use crate::sdk::evidence::Evidence;
 
 /// The outcome class of one original read, with stable numbers for the C ABI.
 ///
@@ -119,6 +119,34 @@ impl fmt::Display for Status {
     }
 }
 
+/// How the engine treats an error status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusClass {
+    /// The status the read fails with if nothing changes.
+    pub status: Status,
+    /// Whether another attempt may succeed.
+    pub retryable: bool,
+}
+
+/// Classify an HTTP status that is not a successful range answer.
+pub fn classify_status(code: u16) -> StatusClass {
+    let (status, retryable) = match code {
+        // The object (or its container) does not exist: permanent.
+        404 | 410 => (Status::NotFound, false),
+        // Denied: permanent for this credential (credential corrections are separate).
+        401 | 403 => (Status::PermissionDenied, false),
+        // The caller's version condition failed: permanent.
+        412 => (Status::PreconditionFailed, false),
+        416 => (Status::RangeNotSatisfiable, false),
+        // Request Timeout, Too Early, Too Many Requests: the server asks us to come back.
+        408 | 425 | 429 => (Status::Http, true),
+        // Server errors are temporary by nature (RFC 9110 §15.6).
+        500..=599 => (Status::Http, true),
+        _ => (Status::Http, false),
+    };
+    StatusClass { status, retryable }
+}
+
 /// A failed read or operation: a [`Status`] other than `Ok`, a redacted human-readable
 /// message, and what a program can act on, as data:
 ///
@@ -159,43 +187,6 @@ struct ErrorInner {
     source: Option<Arc<dyn StdError + Send + Sync + 'static>>,
     /// Set where the failure's cause was classified; else derived from the data above.
     transient: Option<bool>,
-}
-
-/// What a failed read proves, as data: why a response was refused, or where the object ended.
-///
-/// ```
-/// use karu_engine::{Evidence, Mismatch, Rejection, Status};
-/// # fn check(err: &karu_engine::Error) {
-/// match err.evidence() {
-///     Some(Evidence::Response(Rejection::UnexpectedRange { expected, actual, mismatch })) => {
-///         eprintln!("asked for {expected}, the server sent {actual} ({mismatch:?})");
-///     }
-///     Some(Evidence::EndOfObject { received, .. }) => {
-///         assert_eq!(err.status(), Status::RangeNotSatisfiable);
-///         eprintln!("only {received} bytes exist");
-///     }
-///     _ => {}
-/// }
-/// # }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Evidence {
-    /// The response did not prove it held the requested bytes (or came from another version
-    /// than the read required): the response check's finding, with the values it compared.
-    Response(Rejection),
-    /// The object ends before the read's last byte ([`Status::RangeNotSatisfiable`]): the
-    /// first `received` bytes exist and were delivered, the rest does not exist.
-    EndOfObject {
-        /// The read's first byte in the object (absolute: a window's start included).
-        offset: u64,
-        /// The bytes the read asked for.
-        requested: u64,
-        /// The bytes that exist from `offset` on (a valid prefix of the destination).
-        received: u64,
-        /// The object's size, when it is known (of the whole object, not of a window).
-        size: Option<u64>,
-    },
 }
 
 impl Error {
@@ -363,6 +354,7 @@ impl StdError for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sdk::evidence::Rejection;
 
     #[test]
     fn codes_are_dense_and_stable() {
@@ -459,5 +451,20 @@ mod tests {
         assert_eq!(err.http_status(), Some(500));
         assert_eq!(err.status(), Status::Http);
         assert!(format!("{err:?}").contains("500"));
+    }
+
+    #[test]
+    fn status_classes() {
+        let c = |code| classify_status(code);
+        assert_eq!(c(404).status, Status::NotFound);
+        assert_eq!(c(403).status, Status::PermissionDenied);
+        assert_eq!(c(401).status, Status::PermissionDenied);
+        assert_eq!(c(412).status, Status::PreconditionFailed);
+        for code in [408, 425, 429, 500, 502, 503, 504, 599] {
+            assert!(c(code).retryable, "{code}");
+        }
+        for code in [400, 401, 403, 404, 405, 409, 410, 412, 416, 418, 451, 301] {
+            assert!(!c(code).retryable, "{code}");
+        }
     }
 }

@@ -1,4 +1,6 @@
-//! The point in time a wait after another, for waits of any length.
+//! Time: the wall clock the engine reads credential expiries by ([`Clock`], injectable so
+//! tests run on a simulated one), and the point in time a wait after another, for waits of any
+//! length.
 //!
 //! Configured durations (`retry.deadline`, `http.connect_timeout`, `http.low_speed_time`)
 //! may be as long as `u64::MAX` seconds, and so may the lifetimes token servers announce
@@ -6,7 +8,24 @@
 //! can hold, so every deadline and expiry is made here instead: a wait longer than
 //! [`FOREVER`] counts as [`FOREVER`], which no read, connection or credential outlives.
 
+use std::fmt;
 use std::time::{Duration, Instant, SystemTime};
+
+/// A source of wall-clock time; the system clock in production, a simulated one in tests.
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// The time now.
+    fn now(&self) -> SystemTime;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
 
 /// The longest wait Karu tells apart from "never": 100 years.
 pub const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);

@@ -5,8 +5,8 @@
 //! must parse back to it, and the parse must agree with an independent reading of RFC 9110
 //! §14.4. As sixteen bytes, they are an offset and a length: a closed range exists exactly
 //! when the read is valid, and its header names exactly those bytes.
-use karu_engine::RangeSpec;
-use karu_engine::check::{ContentRange, parse_content_range};
+use karu_engine::check::parse_content_range;
+use karu_engine::sdk::{ContentRange, RangeSpec};
 
 /// Check one input (any bytes); panics on a broken invariant.
 pub fn run(data: &[u8]) {

@@ -17,11 +17,11 @@
 //!   or in an S3-style error body;
 //! - a transformed or unasked-for encoded body, or a failed strong `If-Match`, is never kept.
 use arbitrary::{Result, Unstructured};
-use karu_engine::RangeSpec;
 use karu_engine::check::{
-    ContentRange, Expectation, ResponseHead, Verdict, actual_object_size, check_head,
-    check_unsatisfiable, end_of_object_range, parse_content_range,
+    Expectation, ResponseHead, Verdict, actual_object_size, check_head, check_unsatisfiable,
+    end_of_object_range, parse_content_range,
 };
+use karu_engine::sdk::{ContentRange, RangeSpec};
 
 /// Check one input (any bytes); panics on a broken invariant.
 pub fn run(data: &[u8]) {

@@ -1,7 +1,18 @@
-//! A minimal local-file backend for the engine's own tests and doc examples.
+//! A minimal local-file backend for tests and examples: the engine's own, and those of a
+//! provider crate that needs a second backend beside its own (a registry that also serves
+//! plain paths).
 //!
 //! Real programs use `karu-provider-local`, which also accepts `file://` URIs and normalises
 //! paths; this one only makes a plain path absolute.
+//!
+//! ```
+//! use karu_engine::sdk::testing;
+//!
+//! let object = testing::registry().resolve("/data/tensors.bin")?;
+//! assert_eq!(object.backend().name(), "local");
+//! assert_eq!(object.file_path(), Some(std::path::Path::new("/data/tensors.bin")));
+//! # Ok::<(), karu_engine::Error>(())
+//! ```
 
 use std::path::PathBuf;
 use std::sync::Arc;
