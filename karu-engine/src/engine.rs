@@ -15,18 +15,15 @@ use futures_core::{FusedStream, Stream};
 use karu_config::{Snapshot, Trade};
 use parking_lot::Mutex;
 
+use crate::batch::read::{Completion, Destination, Read, Sink};
 use crate::batch::{Batch, BatchShared, BatchStats};
 use crate::credentials::{Callbacks, CredentialCache, CredentialStats};
-use crate::sdk::credential::CredentialCallback;
 use crate::file::{self, FilePool};
 use crate::http::ends::RemoteEnds;
 use crate::http::{Remote, TransportStats};
-use crate::sdk::locator::{Locator, Target, Window};
 use crate::plan::{self, Limits, Plan, PlanRead, PlannedPart, PlannedTransfer};
-use crate::sdk::process::PerProcess;
-use crate::batch::read::{Completion, Destination, Read, Sink};
 use crate::reply::{self, Reply};
-use crate::sdk::status::{Error, Status};
+use crate::sdk::{CredentialCallback, Error, Locator, PerProcess, Status, Target, Window};
 use crate::transfer::{Part, Parts, Transfer};
 
 /// Per-batch overrides of the planner's merge guards (unset = the client's configuration).

@@ -14,7 +14,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use tokio::sync::oneshot;
 
-use crate::sdk::status::Error;
+use crate::sdk::Error;
 
 /// A pair: the [`Sender`] goes with the work, the [`Reply`] to whoever waits for it.
 pub(crate) fn channel<T>() -> (Sender<T>, Reply<T>) {
@@ -135,7 +135,7 @@ pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sdk::status::Status;
+    use crate::sdk::Status;
 
     #[test]
     fn a_reply_is_woken_by_the_sending_thread() {

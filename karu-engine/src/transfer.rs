@@ -6,12 +6,10 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::batch::BatchShared;
-use crate::credentials::Authority;
-use crate::sdk::credential::Credential;
-use crate::sdk::locator::Locator;
 use crate::batch::read::{Completion, Sink};
-use crate::sdk::status::{Error, Status};
 use crate::batch::timing::Timing;
+use crate::credentials::Authority;
+use crate::sdk::{Credential, Error, Locator, Status};
 
 /// One local read or one HTTP request, serving one or more original reads ([`Part`]s).
 pub(crate) struct Transfer {
@@ -207,7 +205,9 @@ mod tests {
 
     #[test]
     fn a_split_transfer_keeps_every_part_at_its_object_offset() {
-        let locator = crate::sdk::testing::registry().resolve("/karu/split").unwrap();
+        let locator = crate::sdk::testing::registry()
+            .resolve("/karu/split")
+            .unwrap();
         let batch = BatchShared::new((0..4).collect(), false);
         let transfer = Transfer {
             locator,

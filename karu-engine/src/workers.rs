@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::Receiver;
 
-use crate::sdk::status::{Error, Status};
+use crate::sdk::{Error, Status};
 
 /// Up to `count` threads named `{name}-{i}`, each running `work` on one shared queue, started
 /// by the first [`start`](Workers::start).

@@ -16,11 +16,10 @@ use std::time::{Duration, Instant};
 use futures_core::{FusedStream, Stream};
 use parking_lot::{Condvar, Mutex};
 
-use crate::sdk::process::ProcessStamp;
 use crate::batch::read::Completion;
-use crate::sdk::status::{Error, Status};
 use crate::batch::timing::{Timing, TransferMeter};
 use crate::batch::versions::VersionPins;
+use crate::sdk::{Error, ProcessStamp, Status};
 
 /// What [`Batch::next_timeout`] and [`Batch::try_next`] return.
 #[derive(Debug)]

@@ -5,9 +5,8 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 use crate::batch::Active;
-use crate::sdk::locator::Locator;
-use crate::sdk::status::{Error, Status};
 use crate::batch::timing::Timing;
+use crate::sdk::{Error, Locator, Status};
 
 /// One original read: where the bytes live, which range is wanted, where they go, and the tag
 /// the completion will carry.

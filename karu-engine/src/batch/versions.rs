@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use parking_lot::Mutex;
 
-use crate::sdk::locator::CanonicalPath;
+use crate::sdk::CanonicalPath;
 
 /// The pinned tag of each object of one batch, by canonical path.
 #[derive(Debug, Default)]

@@ -1,7 +1,7 @@
 //! Parsing what an answer states about ranges, strictly: `Content-Range` (RFC 9110 §14.4),
 //! Azurite's end-of-object form, and the decimal numbers of headers.
 
-use crate::sdk::range::ContentRange;
+use crate::sdk::ContentRange;
 
 /// Parse `Content-Range` (RFC 9110 §14.4), strictly: unit `bytes`, decimal digits only,
 /// `first <= last`, `last < total` when the total is known, and a length that fits a `u64`

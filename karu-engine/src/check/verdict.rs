@@ -23,8 +23,7 @@
 
 use super::condition::{if_match_satisfied, strong_etag};
 use super::range::{end_of_object_range, parse_content_range};
-use crate::sdk::evidence::{Mismatch, Rejection};
-use crate::sdk::range::{ContentRange, RangeSpec};
+use crate::sdk::{ContentRange, Mismatch, RangeSpec, Rejection};
 
 /// What the engine expects of a response.
 #[derive(Debug, Clone, Copy)]

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use karu_config::Snapshot;
 
 use super::cache::{Call, CredentialCache, Step};
-use crate::sdk::credential::{Credential, CredentialCallback, CredentialSource};
-use crate::sdk::locator::{CanonicalPath, Locator};
-use crate::sdk::status::{Error, Status};
+use crate::sdk::{
+    CanonicalPath, Credential, CredentialCallback, CredentialSource, Error, Locator, Status,
+};
 
 /// The credential callbacks an application registered, by family.
 #[derive(Default, Clone)]
@@ -163,4 +163,3 @@ impl fmt::Debug for Authority {
         }
     }
 }
-

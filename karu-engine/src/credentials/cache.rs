@@ -15,14 +15,11 @@ use super::flight::Flight;
 use super::flight::waited_too_long;
 use crate::freshness::{Freshness, freshness};
 #[cfg(test)]
-use crate::sdk::credential::CredentialSource;
-use crate::sdk::credential::{
-    CallbackCredential, Credential, CredentialCallback, CredentialProvider, CredentialScope,
-    FetchContext,
+use crate::sdk::CredentialSource;
+use crate::sdk::{
+    CallbackCredential, CanonicalPath, Clock, Credential, CredentialCallback, CredentialProvider,
+    CredentialScope, Error, FetchContext, Status, SystemClock,
 };
-use crate::sdk::locator::CanonicalPath;
-use crate::sdk::status::{Error, Status};
-use crate::sdk::time::{Clock, SystemClock};
 
 /// Counters of the cache, for tests and the demo.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -293,7 +290,6 @@ impl fmt::Debug for FlightOwner {
     }
 }
 
-
 impl CredentialCache {
     /// A cache on the system clock.
     pub(crate) fn new() -> Self {
@@ -492,7 +488,6 @@ impl CredentialCache {
     }
 }
 
-
 impl Default for CredentialCache {
     fn default() -> Self {
         Self::new()
@@ -520,4 +515,3 @@ pub(crate) fn prefix_contains(prefix: &str, path: &str) -> bool {
         || path.as_bytes()[prefix.len()] == b'/'
         || (prefix.ends_with("://") && path.len() > prefix.len())
 }
-

@@ -8,8 +8,7 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::sdk::credential::Credential;
-use crate::sdk::status::{Error, Status};
+use crate::sdk::{Credential, Error, Status};
 
 /// One lookup in progress, shared by the request that started it and every request that
 /// joined it. It lands exactly once.
@@ -73,7 +72,6 @@ impl Flight {
     }
 }
 
-
 /// The error of a request that stopped waiting for a lookup at its deadline.
 pub(crate) fn waited_too_long(family: &str) -> Error {
     Error::new(
@@ -84,4 +82,3 @@ pub(crate) fn waited_too_long(family: &str) -> Error {
         ),
     )
 }
-

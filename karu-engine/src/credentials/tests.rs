@@ -10,13 +10,10 @@ use parking_lot::{Condvar, Mutex};
 
 use super::cache::prefix_contains;
 use super::*;
-use crate::sdk::credential::{
-    CallbackCredential, Credential, CredentialProvider, CredentialScope, CredentialSource,
-    FetchContext,
+use crate::sdk::{
+    CallbackCredential, CanonicalPath, Clock, Credential, CredentialProvider, CredentialScope,
+    CredentialSource, Error, FetchContext, Status,
 };
-use crate::sdk::locator::CanonicalPath;
-use crate::sdk::status::{Error, Status};
-use crate::sdk::time::Clock;
 
 #[derive(Debug)]
 struct SimClock(Mutex<SystemTime>);
@@ -140,7 +137,6 @@ fn source(provider: Arc<dyn CredentialProvider>, origins: Vec<Origin>) -> Creden
 fn value(c: &Credential) -> u64 {
     *c.get::<u64>().unwrap()
 }
-
 
 #[test]
 fn cached_until_the_refresh_window_then_refreshed_once() {

@@ -22,8 +22,7 @@ use crate::batch::{BatchShared, released, until_cancelled};
 use crate::credentials::{
     Authority, CredentialCache, Flight, FlightOwner, Step, as_credentials_error, waited_too_long,
 };
-use crate::sdk::credential::Credential;
-use crate::sdk::status::Error;
+use crate::sdk::{Credential, Error};
 use crate::workers::Workers;
 
 /// A lookup to run: the flight's owner, how to look up, and the deadline of the read that
@@ -204,9 +203,7 @@ mod tests {
     use parking_lot::Mutex;
 
     use super::*;
-    use crate::sdk::credential::{
-        CredentialProvider, CredentialScope, CredentialSource, FetchContext,
-    };
+    use crate::sdk::{CredentialProvider, CredentialScope, CredentialSource, FetchContext};
 
     /// A provider that records the deadline each lookup is told.
     #[derive(Debug, Default)]

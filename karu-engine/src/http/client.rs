@@ -43,10 +43,10 @@ use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::time::timeout_at;
 
-use crate::sdk::time::instant_after;
 use crate::http::transport::{
     BoxError, ConnectTimedOut, Connector, Http2Refusal, NoConnectionSlot, Resolver, TlsConfig,
 };
+use crate::sdk::time::instant_after;
 
 /// Karu's requests have no body.
 type Body = Empty<Bytes>;

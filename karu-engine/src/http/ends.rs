@@ -7,13 +7,10 @@ use std::time::Instant;
 use karu_config::Settings;
 
 use crate::credentials::Authority;
-use crate::sdk::credential::Credential;
 use crate::http::LoopCtx;
-use crate::sdk::RangeSpec;
 use crate::http::fetch::{Fetch, Fetched};
 use crate::http::landing::{Dest, Landing, Scatter};
-use crate::sdk::locator::Locator;
-use crate::sdk::{Error, Evidence, Status};
+use crate::sdk::{Credential, Error, Evidence, Locator, RangeSpec, Status};
 
 /// Both ends of a remote object, as absolute answers.
 #[derive(Debug)]

@@ -17,21 +17,20 @@ use karu_config::{HttpSettings, Snapshot};
 use parking_lot::Mutex;
 use tokio::time::sleep_until;
 
-use crate::sdk::backend::Backend;
+use crate::batch::versions::VersionPins;
 use crate::batch::{BatchShared, released, until_cancelled};
 use crate::check::{self, Delivered, Expectation, Receipt, ResponseHead, Verdict};
 use crate::http::client::{Carrier, HttpClient};
 use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
 use crate::http::locations::{Flight, LocationKey, Locations, Waiting};
-use crate::sdk::request::{Correction, ErrorResponse, HttpOptions, PreparedRequest};
 use crate::http::speed::LowSpeed;
 use crate::http::{Held, RemoteStats};
-use crate::sdk::locator::{CanonicalPath, Locator};
-use crate::sdk::error_body;
 use crate::retry::{FailureClass, RetryAfter};
-use crate::sdk::{Error, Evidence, Rejection, Status, classify_status};
-use crate::batch::versions::VersionPins;
+use crate::sdk::{
+    Backend, CanonicalPath, Correction, Error, ErrorResponse, Evidence, HttpOptions, Locator,
+    PreparedRequest, Rejection, Status, classify_status, error_body,
+};
 
 /// Most redirects followed in one attempt.
 const MAX_REDIRECTS: usize = 10;

@@ -11,7 +11,7 @@ use std::io;
 
 use crate::http::transport::{ConnectTimedOut, DnsFailure, NoConnectionSlot};
 use crate::retry::FailureClass;
-use crate::sdk::status::Status;
+use crate::sdk::Status;
 
 /// What was wrong with the server's certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

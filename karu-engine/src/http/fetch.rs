@@ -8,20 +8,16 @@ use std::time::Instant;
 use karu_config::Settings;
 use tracing::Instrument;
 
+use crate::batch::versions::VersionPins;
 use crate::batch::{BatchShared, until_cancelled};
-use crate::credentials::Authority;
-use crate::sdk::credential::Credential;
 use crate::check::{Expectation, is_single_strong};
-use crate::sdk::RangeSpec;
+use crate::credentials::Authority;
 use crate::http::endpoint::{Outcome, Timed};
 use crate::http::exchange::{Exchange, Failure, Limits, Reuse, Success};
 use crate::http::landing::Landing;
-use crate::sdk::request::{Correction, PrepareContext};
 use crate::http::{Held, LoopCtx};
-use crate::sdk::locator::Locator;
 use crate::retry::{Decision, FailReason, FailureClass, RetryPolicy, RetryState};
-use crate::sdk::status::{Error, Status};
-use crate::batch::versions::VersionPins;
+use crate::sdk::{Correction, Credential, Error, Locator, PrepareContext, RangeSpec, Status};
 
 /// Whether `headers` ask for exactly `range`: one `Range` header, equal to its value. What is
 /// sent (and signed) is the header, so that is what must match.

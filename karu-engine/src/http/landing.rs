@@ -10,7 +10,7 @@
 use smallvec::{SmallVec, smallvec};
 
 use crate::batch::read::Open;
-use crate::sdk::status::{Error, Status};
+use crate::sdk::{Error, Status};
 
 /// Receives the bytes of a transfer's span as they arrive, in order.
 ///

@@ -3,9 +3,9 @@
 
 use std::time::Instant;
 
-use crate::http::landing::Landing;
-use crate::sdk::status::Error;
 use crate::batch::timing::TransferMeter;
+use crate::http::landing::Landing;
+use crate::sdk::Error;
 
 /// A landing that meters what passes through it to `inner`.
 pub(crate) struct Metered<'l> {

@@ -34,13 +34,11 @@ use parking_lot::{Mutex, RwLock};
 use smallvec::SmallVec;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
-use crate::sdk::time::instant_after;
-use crate::credentials::{Authority, Callbacks, CredentialCache};
-use crate::sdk::credential::Credential;
-use crate::sdk::RangeSpec;
-use crate::http::client::HttpClient;
+use crate::batch::read::Completion;
 use crate::credentials::workers::CredentialWorkers;
 use crate::credentials::workers::Pending;
+use crate::credentials::{Authority, Callbacks, CredentialCache};
+use crate::http::client::HttpClient;
 use crate::http::crew::{Crew, Handed};
 use crate::http::endpoint::Endpoints;
 use crate::http::ends::RemoteEnds;
@@ -49,10 +47,9 @@ use crate::http::landing::{Dest, Landing, Scatter};
 use crate::http::locations::Locations;
 use crate::http::meter::Metered;
 use crate::http::transport::{DnsCache, Resolver, TlsConfig};
-use crate::sdk::locator::Locator;
-use crate::batch::read::Completion;
 use crate::reply::{self, Reply};
-use crate::sdk::{Error, Evidence, Status};
+use crate::sdk::time::instant_after;
+use crate::sdk::{Credential, Error, Evidence, Locator, RangeSpec, Status};
 use crate::transfer::Transfer;
 
 /// Counters of the remote path, for benchmarks and demos.
@@ -847,11 +844,9 @@ fn past_the_end(size: Option<u64>, offset: u64, length: u64, have: u64) -> Error
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sdk::backend::{Backend, Registry};
-    use crate::batch::{Batch, BatchShared, BatchStats};
-    use crate::sdk::request::{PrepareContext, PreparedRequest};
-    use crate::sdk::locator::{CanonicalPath, Resolved};
     use crate::batch::read::Sink;
+    use crate::batch::{Batch, BatchShared, BatchStats};
+    use crate::sdk::{Backend, CanonicalPath, PrepareContext, PreparedRequest, Registry, Resolved};
     use crate::transfer::Part;
 
     /// A remote object at a port nothing listens on (the test backends never send).

@@ -29,13 +29,12 @@ use parking_lot::Mutex;
 use crate::batch::BatchShared;
 use std::sync::Arc;
 
+use crate::batch::versions::VersionPins;
 use crate::check::is_single_strong;
-use crate::sdk::RangeSpec;
 use crate::http::fetch::{Fetch, Fetched, agrees_with_size};
 use crate::http::landing::Landing;
 use crate::http::{Held, LoopCtx, Permits};
-use crate::sdk::status::{Error, Status};
-use crate::batch::versions::VersionPins;
+use crate::sdk::{Error, RangeSpec, Status};
 
 /// The most parts one transfer is cut into (8 GiB in parts of 8 MiB).
 const MAX_PIECES: u64 = 1024;

@@ -26,7 +26,7 @@ use rustls::pki_types::pem::PemObject;
 use tokio::sync::OwnedSemaphorePermit;
 use tower_service::Service as _;
 
-use crate::sdk::status::{Error, Status};
+use crate::sdk::{Error, Status};
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -23,9 +23,7 @@ pub mod price;
 
 use smallvec::{SmallVec, smallvec};
 
-use crate::sdk::locator::Window;
-use crate::sdk::UNBOUNDED;
-use crate::sdk::status::{Error, Status};
+use crate::sdk::{Error, Status, UNBOUNDED, Window};
 
 /// The four merge guards. A batch may override each; `max_gap == 0` disables merging.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

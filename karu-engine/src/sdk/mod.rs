@@ -1,6 +1,19 @@
-//! The provider SDK: everything a provider crate needs, and the helpers every cloud provider
-//! shares. A provider crate depends on `karu-engine` and imports from this module only (not
-//! from the rest of the engine, not from `karu-config`, never from the `karu` facade).
+//! The bottom layer of the engine: Karu's model and the provider SDK. Everything a provider
+//! crate needs, and the helpers every cloud provider shares. A provider crate depends on
+//! `karu-engine` and imports from this module only (not from the rest of the engine, not from
+//! `karu-config`, never from the `karu` facade); so do the faces, fuzz targets and benchmarks
+//! where they name the model.
+//!
+//! Nothing here imports the rest of the engine: the pure cores above it (the planner
+//! [`plan`](crate::plan), the response checks [`check`](crate::check), the retry policy, the
+//! credential refresh timing) import only this module, and the runtime (batches, file workers,
+//! the HTTP event loops, the credential cache, the engine) sits on top. `cargo xtask layers`
+//! prints the graph and fails on a cycle or an import that points up.
+//!
+//! The model: addresses ([`Locator`], [`CanonicalPath`], [`Window`], [`Resolved`]), byte
+//! ranges ([`RangeSpec`], [`ContentRange`], [`UNBOUNDED`]), outcomes ([`Status`], [`Error`],
+//! [`Evidence`], [`Rejection`]), credentials ([`Credential`], [`CredentialScope`],
+//! [`CredentialProvider`]), time ([`Clock`]) and process identity ([`ProcessStamp`]).
 //!
 //! A provider is a [`Backend`]: it [resolves](Backend::resolve) addresses into
 //! [`Resolved`] objects (no network, no credentials) and, for remote objects,
@@ -39,11 +52,15 @@
 //! - [`redact`]: what of an address, URL, text or error chain may be shown;
 //! - [`error_body`]: the code and message of XML and JSON error answers, and summaries.
 //!
+//! - [`testing`]: a minimal local-file backend for tests and examples.
+//!
 //! `karu-providers/README.md` is the guide to writing a provider crate; the toy provider in
-//! `karu-providers/example` is a complete one in under 150 lines.
+//! `karu-providers/example` is a complete one in under 150 lines. The behaviour every provider
+//! gets from the engine is Karu's contract, `karu-engine/README.md`.
 
-pub(crate) mod backend;
+mod backend;
 pub mod bridge;
+mod config;
 pub(crate) mod credential;
 mod endpoint;
 pub mod error_body;
@@ -54,111 +71,44 @@ mod path;
 pub(crate) mod process;
 pub(crate) mod range;
 pub mod redact;
+mod registry;
 pub(crate) mod request;
 mod scopes;
 pub(crate) mod status;
 pub mod testing;
 pub(crate) mod time;
 
-use std::sync::Arc;
-
-use serde::de::DeserializeOwned;
-
-pub use time::{Clock, FOREVER, SystemClock, system_time_after};
-pub use backend::{Backend, Registration, Registry, RegistryBuilder, scheme_of};
+// The model.
 pub use credential::{
     CallbackCredential, Credential, CredentialCallback, CredentialProvider, CredentialScope,
     CredentialSource, FetchContext,
 };
 pub use evidence::{Evidence, Mismatch, Rejection};
+pub use locator::{CanonicalPath, Locator, Resolved, Target, Window};
+pub use process::{PerProcess, ProcessStamp};
 pub use range::{ContentRange, RangeSpec, UNBOUNDED};
+pub use status::{Error, Status, StatusClass, classify_status};
+pub use time::{Clock, FOREVER, SystemClock, system_time_after};
+
+// What a provider implements and declares.
+pub use backend::Backend;
+pub use registry::{Registration, Registry, RegistryBuilder, scheme_of};
 pub use request::{
     Capabilities, Correction, ErrorResponse, HttpOptions, PrepareContext, PreparedRequest,
 };
-pub use locator::{CanonicalPath, Locator, Resolved, Target, Window};
-pub use process::{PerProcess, ProcessStamp};
-pub use status::{Error, Status, StatusClass, classify_status};
-pub use endpoint::{check_endpoint, endpoint_problem, shown_endpoint};
+
+// Configuration.
+pub use config::{CREDENTIAL_FILE_MAX, credential_scope, read_credential_file, section};
 pub use karu_config::{
     ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Origin, Scoped, Section,
     SectionConfig, Snapshot, read_regular_file, read_regular_text,
 };
+
+// The shared helpers.
+pub use endpoint::{check_endpoint, endpoint_problem, shown_endpoint};
 pub use path::{PATH_KEEPS, encode_path};
 pub use scopes::PerScope;
 
 /// The `http` crate of [`PreparedRequest`]'s URL and headers, so a provider names the same
 /// version the engine sends.
 pub use ::http;
-
-/// The largest key, token or certificate file a provider reads (with [`read_regular_file`]):
-/// 1 MiB, far more than any holds.
-pub const CREDENTIAL_FILE_MAX: u64 = 1 << 20;
-
-/// [`read_regular_text`] of a credential file (see [`CREDENTIAL_FILE_MAX`]).
-pub fn read_credential_file(path: &std::path::Path) -> std::io::Result<String> {
-    read_regular_text(path, CREDENTIAL_FILE_MAX)
-}
-
-/// A provider's configuration section `name` (`[name]`, `KARU_NAME__KEY`, and the path rules'
-/// `[paths."prefix".name]`) for the object `locator` names, deserialized into the provider's
-/// serde type `T` (which should be `#[serde(default)]`), with the origins of its values.
-/// Cached: every object under the same path rules shares one value.
-///
-/// A value that does not deserialize is an [`Status::InvalidArgument`] error naming the layer
-/// and the key.
-pub fn section<T>(
-    snapshot: &Snapshot,
-    locator: &Locator,
-    name: &str,
-) -> Result<Arc<Scoped<T>>, Error>
-where
-    T: DeserializeOwned + Send + Sync + 'static,
-{
-    snapshot
-        .section_shared::<T>(locator.canonical().as_str(), name)
-        .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))
-}
-
-/// The credential scope of the object `locator` names for a provider of `family` whose section
-/// `section` chooses the credential with `keys` (every alias included): two objects share a
-/// credential only when the same layers and path rules set those keys for both (the
-/// specification's native scope). A backend's
-/// [`credential_source`](Backend::credential_source) starts here.
-///
-/// ```
-/// use karu_engine::sdk::{ConfigBuilder, Section, SectionConfig, credential_scope};
-///
-/// #[derive(serde::Deserialize)]
-/// struct Toy {
-///     token: Option<String>,
-/// }
-/// impl SectionConfig for Toy {}
-///
-/// let snapshot = ConfigBuilder::new()
-///     .user_file(None)
-///     .project_file(None)
-///     .section(Section::of::<Toy>("toy"))
-///     .path_set("/data/private", "toy.token", "t")
-///     .build()?;
-/// let registry = karu_engine::sdk::testing::registry();
-/// let scope = |path: &str| {
-///     let locator = registry.resolve(path).unwrap();
-///     credential_scope("toy", &snapshot, &locator, "toy", &["token"]).unwrap()
-/// };
-/// assert_eq!(scope("/data/a"), scope("/other/b"));
-/// assert_ne!(scope("/data/a"), scope("/data/private/b"));
-/// assert_eq!(scope("/data/a").family(), "toy");
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn credential_scope(
-    family: &str,
-    snapshot: &Snapshot,
-    locator: &Locator,
-    section: &str,
-    keys: &[&str],
-) -> Result<CredentialScope, Error> {
-    let origins = snapshot
-        .key_origins(locator.canonical().as_str(), section, keys)
-        .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
-    Ok(CredentialScope::new(family, origins.to_vec()))
-}

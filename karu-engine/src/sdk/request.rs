@@ -11,8 +11,8 @@ use karu_config::{Scoped, Snapshot};
 use serde::de::DeserializeOwned;
 
 use crate::sdk::credential::Credential;
-use crate::sdk::range::RangeSpec;
 use crate::sdk::locator::Locator;
+use crate::sdk::range::RangeSpec;
 use crate::sdk::redact;
 use crate::sdk::status::{Error, Status};
 

@@ -17,9 +17,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::sdk::backend::{Backend, Registry};
 use crate::sdk::locator::Resolved;
 use crate::sdk::status::{Error, Status};
+use crate::sdk::{Backend, Registry};
 
 /// Resolves plain paths (made absolute against the current directory) to local files.
 #[derive(Debug, Clone, Copy, Default)]

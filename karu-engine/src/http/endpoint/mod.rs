@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 
 use crate::http::landing::Landing;
 use crate::plan::price::Measured;
-use crate::sdk::status::Error;
+use crate::sdk::Error;
 
 pub(crate) use meter::Meter;
 pub(crate) use window::Window;
