@@ -1,0 +1,300 @@
+//! The event loops: each runs a current-thread tokio runtime with its own queue of pending
+//! jobs (transfers, transfers waiting for a credential, probes), starts them under its share
+//! of the client's concurrency limit, and hands them to its crew.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use karu_config::Settings;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::credentials::Authority;
+use crate::credentials::workers::Pending;
+use crate::http::client::HttpClient;
+use crate::http::crew::{Crew, Handed};
+use crate::http::permits::{Held, Permits, TASK_PERMITS};
+use crate::http::remote::Shared;
+use crate::http::run::{reprice, run_transfer};
+use crate::http::transport::Resolver;
+use crate::sdk::time::instant_after;
+use crate::sdk::{Credential, Error, Locator};
+use crate::transfer::Transfer;
+
+pub(super) type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+pub(super) enum Job {
+    Transfer(Box<Transfer>),
+    /// A transfer waiting for its credential: waits without a concurrency permit, then joins
+    /// the queue as a `Transfer`.
+    Credential(Box<Waiting>),
+    Task(Box<dyn FnOnce(Arc<LoopCtx>) -> BoxFuture + Send>),
+}
+
+/// A transfer whose credential is being looked up (or whose lookup it joined).
+pub(super) struct Waiting {
+    pub(super) transfer: Transfer,
+    pub(super) authority: Authority,
+    pub(super) pending: Pending,
+    /// When the lookup began for this transfer: the read's deadline counts from here.
+    pub(super) began: Instant,
+    pub(super) deadline: Instant,
+}
+
+impl Waiting {
+    /// Wait for the credential (until the read's deadline, or the batch's cancellation),
+    /// then queue the transfer, or fail it.
+    async fn run(self, ctx: &LoopCtx) {
+        let Waiting {
+            mut transfer,
+            authority,
+            pending,
+            began,
+            deadline,
+        } = self;
+        let workers = &ctx.shared.workers;
+        let batch = Arc::clone(&transfer.batch);
+        match workers
+            .finish(&authority, pending, deadline, Some(&batch))
+            .await
+        {
+            Ok(credential) => {
+                transfer.auth = Some(Box::new((authority, credential)));
+                transfer.credential_wait = began.elapsed();
+                ctx.queues.push_transfer(transfer);
+            }
+            Err(error) => transfer.fail(&error),
+        }
+    }
+}
+
+/// One queued or running job of a loop, counted in its `load` until dropped (also when the
+/// job's task unwinds).
+pub(super) struct Load {
+    pub(super) queues: Arc<Queues>,
+    pub(super) index: usize,
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.queues.load[self.index].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Poll `future`, turning a panic inside it into `Err` (the future is not polled again).
+/// Third-party backend hooks run inside transfers; a panic in one must end that transfer
+/// with a status, never the loop, and never leave a batch waiting.
+///
+/// A wrapper future, not an `async fn`: an `async fn` that pins its argument keeps two copies
+/// of it (the argument and the pinned local), which doubled every transfer's task (~14 KiB
+/// instead of ~7 KiB), and every spawn copies the whole task.
+pub(super) fn catch_panic<F: Future>(future: F) -> impl Future<Output = Result<F::Output, ()>> {
+    use futures_util::FutureExt as _;
+    std::panic::AssertUnwindSafe(future)
+        .catch_unwind()
+        .map(|result| result.map_err(drop))
+}
+
+/// The loops' pending queues. A job goes to the loop with the least work (queued plus
+/// running), and each loop runs at most its share of the client's limit at once, so the loops
+/// stay balanced and each pool needs about `concurrency / io_threads` connections.
+pub(super) struct Queues {
+    pub(super) senders: RwLock<Vec<mpsc::UnboundedSender<Job>>>,
+    /// Jobs queued or running, per loop.
+    pub(super) load: Vec<AtomicUsize>,
+}
+
+impl Queues {
+    pub(super) fn push(&self, job: Job) -> Result<(), Job> {
+        let senders = self.senders.read();
+        if senders.is_empty() {
+            return Err(job);
+        }
+        let i = (0..senders.len())
+            .min_by_key(|&i| self.load[i].load(Ordering::Relaxed))
+            .unwrap_or(0);
+        self.load[i].fetch_add(1, Ordering::Relaxed);
+        senders[i].send(job).map_err(|e| {
+            self.load[i].fetch_sub(1, Ordering::Relaxed);
+            e.0
+        })
+    }
+
+    pub(super) fn push_transfer(&self, transfer: Transfer) {
+        if let Err(Job::Transfer(t)) = self.push(Job::Transfer(Box::new(transfer))) {
+            t.fail(&Error::internal("the event loops have stopped"));
+        }
+    }
+}
+
+/// One loop's own state, shared by the tasks it runs.
+pub(crate) struct LoopCtx {
+    pub(super) shared: Arc<Shared>,
+    /// This loop's index in `queues.load`.
+    pub(super) index: usize,
+    pub(super) queues: Arc<Queues>,
+    /// This loop's share of the client's concurrency limit.
+    pub(super) share: Arc<Semaphore>,
+    /// The share's size: also the most connections its pools open to one host.
+    pub(super) share_size: usize,
+    /// One client (connection pool) per connect timeout in use; usually one (a list: no
+    /// hashing on every request).
+    pub(super) clients: Mutex<Vec<(Duration, HttpClient)>>,
+}
+
+impl LoopCtx {
+    /// Permits nobody waits for, if there are: room for one more request on this loop (its
+    /// share bounds the connections of its pool) within the client's limit.
+    pub(crate) fn idle_permits(&self) -> Option<Permits> {
+        let local = Arc::clone(&self.share).try_acquire_owned().ok()?;
+        let global = Arc::clone(&self.shared.limit).try_acquire_owned().ok()?;
+        Some((local, global))
+    }
+
+    pub(super) fn client(&self, settings: &Settings) -> HttpClient {
+        let timeout = settings.http.connect_timeout.0;
+        let mut clients = self.clients.lock();
+        if let Some((_, client)) = clients.iter().find(|(t, _)| *t == timeout) {
+            return client.clone();
+        }
+        let client = HttpClient::new(
+            Arc::clone(&self.shared.tls),
+            Resolver::new(Arc::clone(&self.shared.dns)),
+            timeout,
+            self.shared.snapshot.global().http.version,
+            self.share_size,
+        );
+        clients.push((timeout, client.clone()));
+        client
+    }
+
+    /// The authority and a credential for a read outside a batch (probes) that started at
+    /// `started`: looked up on a credential worker, never on this loop, within the read's
+    /// deadline.
+    pub(super) async fn authenticate(
+        &self,
+        locator: &Locator,
+        settings: &Settings,
+        started: Instant,
+    ) -> Result<Option<(Authority, Credential)>, Error> {
+        let shared = &self.shared;
+        match Authority::for_locator(locator, &shared.snapshot, &shared.callbacks)? {
+            None => Ok(None),
+            Some(authority) => {
+                let deadline = deadline_of(started, settings);
+                let credential = shared
+                    .workers
+                    .obtain(&authority, None, deadline, None)
+                    .await?;
+                Ok(Some((authority, credential)))
+            }
+        }
+    }
+
+    pub(crate) fn settings_for(&self, locator: &Locator) -> Arc<Settings> {
+        self.shared.settings_for(locator)
+    }
+}
+
+impl Shared {
+    pub(super) fn settings_for(&self, locator: &Locator) -> Arc<Settings> {
+        self.snapshot
+            .for_path(locator.canonical().as_str())
+            .unwrap_or_else(|_| Arc::new(self.snapshot.global().clone()))
+    }
+}
+
+/// The deadline of a read that started at `started`.
+pub(super) fn deadline_of(started: Instant, settings: &Settings) -> Instant {
+    instant_after(started, settings.retry.deadline.0)
+}
+
+pub(super) async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>) {
+    // Every task the loop spawns (its crew's members, and transfers waiting for a credential)
+    // holds a clone of `running`; once the queue is closed, the loop finishes when the last of
+    // them is dropped. (A `JoinSet` did this with an allocation, a lock and a list entry per
+    // task.)
+    let (running, mut finished) = mpsc::channel::<()>(1);
+    let crew = Arc::new(Crew::new(ctx.share_size));
+    while let Some(job) = receiver.recv().await {
+        // Counted since `Queues::push`; uncounted when this guard drops, on every path.
+        let load = Load {
+            queues: Arc::clone(&ctx.queues),
+            index: ctx.index,
+        };
+        let job = match job {
+            Job::Transfer(t) if t.batch.is_cancelled() => {
+                t.cancel();
+                continue;
+            }
+            Job::Credential(w) if w.transfer.batch.is_cancelled() => {
+                w.transfer.cancel();
+                continue;
+            }
+            Job::Credential(w) => {
+                // Waiting for a credential holds no permit, nor a member of the crew.
+                let ctx = Arc::clone(&ctx);
+                let running = running.clone();
+                tokio::spawn(async move {
+                    let _running = running;
+                    let _load = load;
+                    w.run(&ctx).await;
+                });
+                continue;
+            }
+            job => job,
+        };
+        // This loop's share first, then the client-wide limit.
+        let permits = match Arc::clone(&ctx.share).acquire_owned().await {
+            Ok(local) => match Arc::clone(&ctx.shared.limit).acquire_owned().await {
+                Ok(global) => Some((local, global)),
+                Err(_) => None,
+            },
+            Err(_) => None,
+        };
+        let Some(permits) = permits else {
+            if let Job::Transfer(t) = job {
+                t.fail(&Error::internal("the concurrency limit was closed"));
+            }
+            continue;
+        };
+        let job = match job {
+            Job::Transfer(t) if t.parts.len() > 1 && ctx.shared.reprice => {
+                Job::Transfer(reprice(&ctx, t))
+            }
+            job => job,
+        };
+        // The job's permits, which a waiting follower hands back (see `Held`).
+        let held = Arc::new(Held::new(&ctx, permits));
+        if crew.hand((job, held, load)) == Handed::NeedsMember {
+            let member = Arc::clone(&crew).serve(running.clone(), {
+                let ctx = Arc::clone(&ctx);
+                move |(job, held, load)| run_job(job, held, load, Arc::clone(&ctx))
+            });
+            // Boxed: a member's future holds a job's (~7.5 KiB), and tokio moves an unboxed
+            // future by value several times as it spawns it.
+            tokio::spawn(Box::pin(member));
+        }
+    }
+    crew.close();
+    drop(running);
+    let _ = finished.recv().await;
+}
+
+/// Run one job under its permits (the task-local [`task_permits`] its fetches hand back while
+/// they wait); the permits and the job's place in the loop's load are given back when it ends.
+async fn run_job(job: Job, held: Arc<Held>, load: Load, ctx: Arc<LoopCtx>) {
+    let _load = load;
+    TASK_PERMITS
+        .scope(held, async move {
+            match job {
+                Job::Transfer(t) => run_transfer(*t, ctx).await,
+                Job::Task(f) => f(ctx).await,
+                Job::Credential(w) => w.run(&ctx).await,
+            }
+        })
+        .await;
+}
