@@ -1,0 +1,229 @@
+//! What an engine learns about an object besides reads: its size and strong ETag
+//! ([`Engine::stat`]) and both of its ends in one round trip ([`Engine::read_ends`]).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use futures_core::Stream;
+
+use crate::batch::Batch;
+use crate::batch::read::{Completion, Read};
+use crate::file::{self};
+use crate::http::ends::RemoteEnds;
+use crate::reply::{self, Reply};
+use crate::sdk::{Error, Locator, Status, Target, Window};
+
+use super::{BatchOptions, Engine};
+
+/// What [`Engine::stat`] learns about an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ObjectInfo {
+    /// Visible size in bytes (a window's length for a windowed locator), or `None` when the
+    /// object states none: a local device or FIFO, whose metadata says nothing of what can
+    /// be read. Remote objects and regular files always have one.
+    pub size: Option<u64>,
+    /// The object's strong ETag, when the server sent one (never for local files).
+    pub etag: Option<String>,
+}
+
+/// Both ends of an object, from [`Engine::read_ends`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Ends {
+    /// Visible size in bytes.
+    pub size: u64,
+    /// The strong ETag both answers agreed on, if any.
+    pub etag: Option<String>,
+    /// The first `min(head_len, size)` bytes.
+    pub head: Vec<u8>,
+    /// The last `min(tail_len, size)` bytes.
+    pub tail: Vec<u8>,
+}
+
+impl Engine {
+    /// The visible size of an object, and its strong ETag when it has one. Sizes are never
+    /// cached. Blocks the calling thread; see [`Engine::stat_async`].
+    pub fn stat(&self, locator: &Locator) -> Result<ObjectInfo, Error> {
+        match locator.target() {
+            // A local file's metadata is read right here: a blocking caller needs no hop.
+            Target::File(path)
+                if !matches!(locator.window(), Some(Window { len: Some(_), .. })) =>
+            {
+                Ok(ObjectInfo {
+                    size: file::size(path)?.map(|size| visible_size(locator.window(), size)),
+                    etag: None,
+                })
+            }
+            _ => reply::block_on(self.stat_reply(locator)),
+        }
+    }
+
+    /// [`Engine::stat`] as a future that completes from Karu's own threads (a file worker
+    /// reads a local file's metadata; an event loop sends the remote probe): any executor can
+    /// poll it, and it never blocks the thread that does. It starts when first polled;
+    /// dropping it cancels the probe.
+    pub fn stat_async(
+        &self,
+        locator: &Locator,
+    ) -> impl Future<Output = Result<ObjectInfo, Error>> + Send + 'static + use<> {
+        let engine = self.clone();
+        let locator = locator.clone();
+        async move { engine.stat_reply(&locator).await }
+    }
+
+    /// Start the stat of `locator` on Karu's threads (now, not when first polled).
+    fn stat_reply(
+        &self,
+        locator: &Locator,
+    ) -> impl Future<Output = Result<ObjectInfo, Error>> + Send + 'static + use<> {
+        /// Where the size comes from.
+        enum Probe {
+            /// A bounded window states it.
+            Window(u64),
+            /// A file worker reads the metadata (no size for a device or FIFO).
+            Local(Reply<Option<u64>>),
+            /// An event loop sends the one-byte probe.
+            Remote(Reply<(u64, Option<String>)>),
+        }
+        let window = locator.window();
+        let probe = match (window, locator.target()) {
+            (Some(Window { len: Some(len), .. }), _) => Probe::Window(len),
+            (_, Target::File(path)) => {
+                let path = path.clone();
+                Probe::Local(self.running().files.run(move || file::size(&path)))
+            }
+            (_, Target::Remote) => Probe::Remote(match self.running().remote() {
+                Ok(remote) => remote.stat(locator),
+                Err(e) => Reply::ready(Err(e)),
+            }),
+        };
+        async move {
+            let (size, etag) = match probe {
+                Probe::Window(len) => (Some(len), None),
+                Probe::Local(reply) => (reply.await?.map(|size| visible_size(window, size)), None),
+                Probe::Remote(reply) => {
+                    let (size, etag) = reply.await?;
+                    (Some(visible_size(window, size)), etag)
+                }
+            };
+            Ok(ObjectInfo { size, etag })
+        }
+    }
+
+    /// The first `head_len` and last `tail_len` bytes of an object (each clamped to its size),
+    /// with its size and ETag. Blocks the calling thread; see [`Engine::read_ends_async`].
+    pub fn read_ends(
+        &self,
+        locator: &Locator,
+        head_len: u64,
+        tail_len: u64,
+    ) -> Result<Ends, Error> {
+        if let Target::Remote = locator.target() {
+            let remote = self.running().remote()?;
+            return remote
+                .read_ends(locator, head_len, tail_len)
+                .wait()
+                .map(Ends::from);
+        }
+        let info = self.stat(locator)?;
+        let size = known_size(locator, &info)?;
+        let batch = self.ends_batch(locator, size, head_len, tail_len);
+        ends_of(size, info.etag, batch.wait())
+    }
+
+    /// [`Engine::read_ends`] as a future that completes from Karu's own threads; any executor
+    /// can poll it, and it never blocks the thread that does. It starts when first polled;
+    /// dropping it cancels its requests (or its batch).
+    pub fn read_ends_async(
+        &self,
+        locator: &Locator,
+        head_len: u64,
+        tail_len: u64,
+    ) -> impl Future<Output = Result<Ends, Error>> + Send + 'static + use<> {
+        let engine = self.clone();
+        let locator = locator.clone();
+        async move {
+            if let Target::Remote = locator.target() {
+                let remote = engine.running().remote()?;
+                return remote
+                    .read_ends(&locator, head_len, tail_len)
+                    .await
+                    .map(Ends::from);
+            }
+            let info = engine.stat_reply(&locator).await?;
+            let size = known_size(&locator, &info)?;
+            let mut batch = engine.ends_batch(&locator, size, head_len, tail_len);
+            let mut completions = Vec::with_capacity(2);
+            while let Some(c) = std::future::poll_fn(|cx| Pin::new(&mut batch).poll_next(cx)).await
+            {
+                completions.push(c);
+            }
+            ends_of(size, info.etag, completions)
+        }
+    }
+
+    /// The batch reading both ends of a local object of known size: the head tagged 0, the
+    /// tail tagged 1, never merged.
+    fn ends_batch(&self, locator: &Locator, size: u64, head: u64, tail: u64) -> Batch {
+        let head = head.min(size);
+        let tail = tail.min(size);
+        let mut reads = Vec::new();
+        if head > 0 {
+            reads.push(Read::new(locator, 0, head).tag(0));
+        }
+        if tail > 0 {
+            reads.push(Read::new(locator, size - tail, tail).tag(1));
+        }
+        self.submit(reads, &BatchOptions::new().max_gap(0))
+    }
+}
+
+fn visible_size(window: Option<Window>, object_size: u64) -> u64 {
+    match window {
+        None => object_size,
+        Some(Window { len: Some(len), .. }) => len,
+        Some(Window { start, len: None }) => object_size.saturating_sub(start),
+    }
+}
+
+/// Both ends of a local object from the completions of its [`Engine::ends_batch`].
+/// The size `read_ends` needs: a device or FIFO has none, so it has no last bytes.
+fn known_size(locator: &Locator, info: &ObjectInfo) -> Result<u64, Error> {
+    info.size.ok_or_else(|| {
+        Error::new(
+            Status::Unsupported,
+            format!("{locator} has no size (it is not a regular file), so it has no last bytes"),
+        )
+    })
+}
+
+fn ends_of(size: u64, etag: Option<String>, completions: Vec<Completion>) -> Result<Ends, Error> {
+    let mut ends = Ends {
+        size,
+        etag,
+        head: Vec::new(),
+        tail: Vec::new(),
+    };
+    for completion in completions {
+        let tag = completion.tag();
+        let bytes = completion.into_result()?;
+        if tag == 0 {
+            ends.head = bytes;
+        } else {
+            ends.tail = bytes;
+        }
+    }
+    Ok(ends)
+}
+
+impl From<RemoteEnds> for Ends {
+    fn from(ends: RemoteEnds) -> Self {
+        Ends {
+            size: ends.size,
+            etag: ends.etag,
+            head: ends.head,
+            tail: ends.tail,
+        }
+    }
+}
