@@ -51,7 +51,6 @@ mod file;
 mod freshness;
 mod http;
 mod pages;
-#[doc(hidden)]
 pub mod plan;
 mod reply;
 mod retry;
