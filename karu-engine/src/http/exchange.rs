@@ -2,7 +2,7 @@
 //! bytes into the destination. The driver around the pure [`check`](crate::check) module.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{
@@ -13,8 +13,7 @@ use http::{HeaderMap, HeaderValue, Method, Request, Response, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Body as _;
 use hyper::body::Incoming;
-use karu_config::{HttpSettings, Snapshot};
-use parking_lot::Mutex;
+use karu_config::HttpSettings;
 use tokio::time::sleep_until;
 
 use crate::batch::versions::VersionPins;
@@ -23,13 +22,14 @@ use crate::check::{self, Delivered, Expectation, Receipt, ResponseHead, Verdict}
 use crate::http::client::{Carrier, HttpClient};
 use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
-use crate::http::locations::{Flight, LocationKey, Locations, Waiting};
+
+use crate::http::redirects::{Replaced, Reuse, location_failed};
 use crate::http::speed::LowSpeed;
 use crate::http::{Held, RemoteStats};
 use crate::retry::{FailureClass, RetryAfter};
 use crate::sdk::{
-    Backend, CanonicalPath, Correction, Error, ErrorResponse, Evidence, HttpOptions, Locator,
-    PreparedRequest, Rejection, Status, classify_status, error_body,
+    Backend, CanonicalPath, Correction, Error, ErrorResponse, Evidence, PreparedRequest, Rejection,
+    Status, classify_status, error_body,
 };
 
 /// Most redirects followed in one attempt.
@@ -87,7 +87,7 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
-    fn new(error: Error, class: FailureClass) -> Self {
+    pub(super) fn new(error: Error, class: FailureClass) -> Self {
         Failure {
             error,
             class,
@@ -138,48 +138,6 @@ pub(crate) struct Exchange<'a> {
     /// The permits the request runs on, handed back while it waits for another request's
     /// location (see [`Held`]).
     pub(crate) held: Option<&'a Held>,
-}
-
-/// Where an exchange keeps and finds reusable redirect locations (see
-/// [`locations`](super::locations)).
-#[derive(Clone, Copy)]
-pub(crate) struct Reuse<'a> {
-    pub(crate) locations: &'a Mutex<Locations>,
-    /// Woken whenever a flight of a first request ends (see [`Locations::poll_flight`]).
-    pub(crate) flights: &'a tokio::sync::Notify,
-    pub(crate) locator: &'a Locator,
-    pub(crate) snapshot: &'a Snapshot,
-}
-
-/// The flight a request leads (see [`Locations::poll_flight`]): when the exchange ends,
-/// with or without a location kept, its followers are woken.
-struct Leading<'a> {
-    reuse: Reuse<'a>,
-    key: LocationKey,
-    id: u64,
-}
-
-impl Drop for Leading<'_> {
-    fn drop(&mut self) {
-        self.reuse
-            .locations
-            .lock()
-            .handle_landed(&self.key, self.id);
-        self.reuse.flights.notify_waiters();
-    }
-}
-
-/// An exchange sent to a reused location: what it replaced, to go back to once if the
-/// location no longer serves.
-struct Replaced {
-    url: Uri,
-    headers: HeaderMap,
-}
-
-/// Whether a reused location's answer says it no longer serves (expired, revoked, or the
-/// object moved): the request goes back to the prepared URL.
-fn location_failed(status: u16) -> bool {
-    matches!(status, 403 | 404 | 410)
 }
 
 impl Exchange<'_> {
@@ -310,160 +268,6 @@ impl Exchange<'_> {
             ),
             FailureClass::Permanent,
         ))
-    }
-
-    /// Without a kept location for `key`, join its first request's flight: lead it (the guard
-    /// returned ends it when dropped) or wait for the leader's location, until the leader's
-    /// deadline or this exchange's, whichever comes first. Without a location after waiting,
-    /// the request goes to the prepared URL itself.
-    async fn join_flight<'r>(
-        &self,
-        reuse: Reuse<'r>,
-        key: &LocationKey,
-    ) -> Result<(Option<Uri>, Option<Leading<'r>>), Failure> {
-        let flight = reuse
-            .locations
-            .lock()
-            .poll_flight(key, Instant::now(), self.deadline);
-        let (id, until) = match flight {
-            Flight::Lead(id) => {
-                let leading = Leading {
-                    reuse,
-                    key: key.clone(),
-                    id,
-                };
-                return Ok((None, Some(leading)));
-            }
-            Flight::Wait { id, until } => (id, until.min(self.deadline)),
-        };
-        tracing::debug!("waiting for a concurrent request's redirect location");
-        let location = self.wait_for_flight(reuse, key, id, until).await?;
-        Ok((location, None))
-    }
-
-    /// Before a request is admitted: if no location is kept for its object and a first
-    /// request of it is in flight, wait for that flight's end holding no room (its permits
-    /// handed back, see [`Held`]), then queue for permits again. Returns how long it queued
-    /// for them (the caller's deadline does not count it).
-    pub(crate) async fn await_flight(
-        &self,
-        request: &PreparedRequest,
-    ) -> Result<Duration, Failure> {
-        if !request.options.resolve_once {
-            return Ok(Duration::ZERO);
-        }
-        let (Some(reuse), Some(key)) = (
-            self.reuse,
-            self.location_key(&request.url, &request.headers, &request.options),
-        ) else {
-            return Ok(Duration::ZERO);
-        };
-        let now = Instant::now();
-        let flight = {
-            let mut locations = reuse.locations.lock();
-            if locations.poll_location(&key, now).is_some() {
-                return Ok(Duration::ZERO);
-            }
-            locations.peek_flight(&key, now)
-        };
-        let Some((id, until)) = flight else {
-            return Ok(Duration::ZERO);
-        };
-        tracing::debug!("waiting, without a permit, for a concurrent request's redirect location");
-        let released = self.held.is_some_and(Held::release);
-        Box::pin(self.wait_for_flight(reuse, &key, id, until.min(self.deadline))).await?;
-        let Some(held) = self.held.filter(|_| released) else {
-            return Ok(Duration::ZERO);
-        };
-        let queued = Instant::now();
-        let reacquired = tokio::select! {
-            biased;
-            () = until_cancelled(self.cancel) => return Err(Failure::cancelled()),
-            ok = held.reacquire() => ok,
-        };
-        if !reacquired {
-            return Err(Failure::new(
-                Error::internal("the concurrency limit was closed"),
-                FailureClass::Permanent,
-            ));
-        }
-        Ok(queued.elapsed())
-    }
-
-    /// The key of `request`'s reusable location, if a location may be kept for it or a first
-    /// request of it may be in flight. Most requests are never redirected: building no key
-    /// for them saves its allocations on every request.
-    fn location_key_if_kept(&self, request: &PreparedRequest) -> Option<LocationKey> {
-        let reuse = self.reuse?;
-        if !request.options.resolve_once && reuse.locations.lock().is_empty() {
-            return None;
-        }
-        self.location_key(&request.url, &request.headers, &request.options)
-    }
-
-    /// The key of the reusable location of a request prepared with `url` and `headers`, if it
-    /// may have one.
-    fn location_key(
-        &self,
-        url: &Uri,
-        headers: &HeaderMap,
-        options: &HttpOptions,
-    ) -> Option<LocationKey> {
-        let reuse = self.reuse.filter(|_| options.follow_redirects)?;
-        let locations = reuse.locations.lock();
-        let digest = locations.credential_digest(headers, &options.sensitive_headers);
-        Some(LocationKey::new(
-            reuse.locator.canonical().as_str(),
-            url,
-            digest,
-        ))
-    }
-
-    /// Wait as a follower of flight `id` of `key` until it ends or `until`: the location the
-    /// leader kept, or `None` (ask the prepared URL).
-    async fn wait_for_flight(
-        &self,
-        reuse: Reuse<'_>,
-        key: &LocationKey,
-        id: u64,
-        until: Instant,
-    ) -> Result<Option<Uri>, Failure> {
-        loop {
-            let ended = reuse.flights.notified();
-            tokio::pin!(ended);
-            ended.as_mut().enable();
-            let now = Instant::now();
-            let waiting = reuse.locations.lock().poll_waiting(key, id, now);
-            match waiting {
-                Waiting::Location(location) => return Ok(Some(location)),
-                Waiting::Go => return Ok(None),
-                Waiting::Wait if now >= until => return Ok(None),
-                Waiting::Wait => {}
-            }
-            tokio::select! {
-                biased;
-                () = until_cancelled(self.cancel) => return Err(Failure::cancelled()),
-                () = &mut ended => {}
-                () = sleep_until(until.into()) => {}
-            }
-        }
-    }
-
-    /// Keep the final location of a redirected request for later requests of the same object,
-    /// for as long as the backend says it stays valid.
-    fn keep_location(&self, reuse: Reuse<'_>, key: LocationKey, location: &Uri) {
-        let lifetime = self.backend.reusable_location(
-            reuse.locator,
-            reuse.snapshot,
-            location,
-            SystemTime::now(),
-        );
-        if let Some(lifetime) = lifetime {
-            reuse
-                .locations
-                .lock()
-                .handle_location(key, location.clone(), lifetime, Instant::now());
-        }
     }
 
     /// The low-speed state of an exchange starting at `now`.

@@ -30,6 +30,7 @@ mod loops;
 pub(crate) mod meter;
 mod permits;
 pub(crate) mod pieces;
+pub(crate) mod redirects;
 mod remote;
 mod run;
 pub(crate) mod speed;

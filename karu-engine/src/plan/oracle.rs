@@ -215,4 +215,3 @@ fn is_valid(read: &PlanRead) -> bool {
             })
         })
 }
-
