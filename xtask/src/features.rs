@@ -1,6 +1,6 @@
 //! The provider features of `karu`: the build with none of them and with each one alone still
-//! compiles, a build without `s3` (or `source`, which signs with it) carries no AWS SDK crate, and every provider crate is built
-//! on the provider SDK only.
+//! compiles, and a build without `s3` (or `source`, which signs with it) carries no AWS SDK
+//! crate. (That provider crates are built on the provider SDK only is `cargo xtask layers`'.)
 
 use std::path::Path;
 use std::process::Command;
@@ -42,7 +42,7 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
         "xtask test: karu builds with no provider and with each of {} alone",
         providers.join(", ")
     );
-    crate::sdk::check(root)
+    Ok(())
 }
 
 /// The provider features: the `default` features of `karu` (karu-api/).

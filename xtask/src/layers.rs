@@ -51,22 +51,26 @@ pub(crate) struct Graph {
     edges: BTreeMap<String, BTreeMap<String, Site>>,
 }
 
-/// `cargo xtask layers`: print karu-engine's module graph and check it, then the provider and
-/// face checks.
-pub(crate) fn run(root: &Path) -> Result<(), String> {
-    let graph = Graph::read(&root.join("karu-engine").join("src"))?;
+/// `cargo xtask layers`: print karu-engine's module graph and check it, then what other crates
+/// name of the engine ([`crate::sdk::check`]). With `engine_src`, the graph of another
+/// checkout's `karu-engine/src` (an older commit's, to compare), printed and checked alone.
+pub(crate) fn run(root: &Path, engine_src: Option<&Path>) -> Result<(), String> {
+    let src = engine_src.map_or_else(|| root.join("karu-engine").join("src"), Path::to_path_buf);
+    let graph = Graph::read(&src)?;
     print!("{}", graph.render());
     let engine = graph.problems();
-    let outside = crate::sdk::check(root);
     if engine.is_empty() {
         println!(
             "xtask layers: karu-engine's {} top-level modules form no cycle and point one way",
             graph.modules.len()
         );
     }
+    let outside = match engine_src {
+        None => crate::sdk::check(root),
+        Some(_) => Ok(()),
+    };
     match (engine.is_empty(), outside) {
-        (true, Ok(())) => Ok(()),
-        (true, Err(e)) => Err(e),
+        (true, outside) => outside,
         (false, outside) => {
             let mut message = format!("karu-engine's layers:\n  {}", engine.join("\n  "));
             if let Err(e) = outside {

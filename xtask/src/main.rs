@@ -49,8 +49,13 @@ enum Task {
     /// Print karu-engine's module graph and check its layers (no import cycle; `sdk` at the
     /// bottom, the pure cores above it, the runtime on top), that provider crates use only
     /// the SDK (`karu_engine::sdk`), that the faces of `karu-api/` reach the engine only
-    /// through `karu`, and that nothing outside the engine names a hidden module of it.
-    Layers,
+    /// through `karu`, and that nothing outside the engine names a hidden item of it.
+    Layers {
+        /// Print and check the graph of this `karu-engine/src` instead (another checkout's,
+        /// e.g. `git archive main karu-engine/src | tar -x -C /tmp/main`), alone.
+        #[arg(long, value_name = "DIR")]
+        engine_src: Option<PathBuf>,
+    },
     /// Build the Python wheel (karu-api/python) with maturin (from PyPI, in a virtual
     /// environment under target/python/venv) and install it there; `--test` also runs the
     /// pytest suite against the testkit's mock server.
@@ -65,9 +70,8 @@ enum Task {
     /// Generate the C ABI's header, karu-api/ffi/include/karu.h, from the FFI crate with the
     /// pinned cbindgen (`test` fails when the committed one is stale).
     Header,
-    /// Check that `karu` builds with no provider feature and with each one alone, that only
-    /// the `s3` feature brings AWS SDK crates, and that provider crates use only the provider
-    /// SDK (`karu_engine::sdk`).
+    /// Check that `karu` builds with no provider feature and with each one alone, and that
+    /// only the `s3` and `source` features bring AWS SDK crates.
     Features,
     /// Run the provider-agnostic conformance suite: against each provider's mock server (the
     /// fault matrix included), real servers started here (`--real`), or a real endpoint.
@@ -93,7 +97,7 @@ fn main() -> ExitCode {
         Task::Demo => demo::run(),
         Task::Test { no_lint, args } => test::run(!no_lint, &args),
         Task::Features => features::check(&workspace_root()),
-        Task::Layers => layers::run(&workspace_root()),
+        Task::Layers { engine_src } => layers::run(&workspace_root(), engine_src.as_deref()),
         Task::Python { test, args } => {
             if test {
                 python::test(&args)

@@ -1,6 +1,12 @@
-//! Provider crates are built on the provider SDK only: no dependency on `karu-config`, the
-//! `karu` facade or the other crates of Karu's own, and no path into `karu-engine` but
-//! `karu_engine::sdk`.
+//! What other crates may name of karu-engine:
+//!
+//! - provider crates are built on the provider SDK only: no dependency on `karu-config`, the
+//!   `karu` facade or the other crates of Karu's own, and no path into `karu-engine` but
+//!   `karu_engine::sdk`;
+//! - the faces nested under `karu-api/` (the CLI, the C ABI, Python, object_store) use
+//!   `karu`'s public API: no dependency on `karu-engine` or a provider crate, and no path into
+//!   the engine but `karu_engine::sdk`;
+//! - no crate names an item the engine hides from its documentation (`#[doc(hidden)]`).
 
 use std::path::{Path, PathBuf};
 
@@ -13,12 +19,27 @@ const NOT_FOR_PROVIDERS: [&str; 5] = [
     "karu-testkit",
 ];
 
-/// Check every provider crate under `karu-providers/`; the error lists every violation.
+/// Karu's crates a face may not depend on: the engine and the providers are reached through
+/// `karu` (and a face's tests use `karu` and the testkit).
+const NOT_FOR_FACES: [&str; 2] = ["karu-engine", "karu-providers"];
+
+/// Where crates other than the engine keep their sources (the checker's own are left out:
+/// its tests spell forbidden paths on purpose).
+const OUTSIDE_THE_ENGINE: [&str; 6] = [
+    "karu-api",
+    "karu-config",
+    "karu-providers",
+    "karu-testkit",
+    "xtask/bench",
+    "xtask/fuzz-targets",
+];
+
+/// Check every provider crate under `karu-providers/`, every face under `karu-api/`, and every
+/// crate's use of hidden items; the error lists every violation.
 pub(crate) fn check(root: &Path) -> Result<(), String> {
     let mut problems = Vec::new();
-    let mut crates = 0;
-    for dir in provider_crates(root)? {
-        crates += 1;
+    let providers = provider_crates(root)?;
+    for dir in &providers {
         let manifest = dir.join("Cargo.toml");
         let text = std::fs::read_to_string(&manifest)
             .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
@@ -33,15 +54,140 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
             }
         }
     }
+    let faces = face_crates(root)?;
+    for dir in &faces {
+        let manifest = dir.join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest)
+            .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
+        for problem in face_manifest_problems(&text)? {
+            problems.push(format!("{}: {problem}", manifest.display()));
+        }
+        for file in rust_files(&dir.join("src"))? {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            for (line, problem) in engine_paths(&text) {
+                problems.push(format!("{}:{line}: {problem}", file.display()));
+            }
+        }
+    }
+    let hidden = hidden_items(&root.join("karu-engine").join("src"))?;
+    for dir in OUTSIDE_THE_ENGINE {
+        for file in rust_files(&root.join(dir))? {
+            if file.components().any(|c| c.as_os_str() == "target") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            for (line, problem) in hidden_uses(&text, &hidden) {
+                problems.push(format!("{}:{line}: {problem}", file.display()));
+            }
+        }
+    }
     if problems.is_empty() {
-        println!("xtask test: the {crates} provider crates use only the provider SDK");
+        println!(
+            "xtask layers: the {} provider crates use only the provider SDK, the {} faces only \
+             `karu`, and no crate names a hidden item of the engine",
+            providers.len(),
+            faces.len()
+        );
         Ok(())
     } else {
         Err(format!(
-            "provider crates must use only karu_engine::sdk:\n  {}",
+            "other crates reach past karu-engine's SDK:\n  {}",
             problems.join("\n  ")
         ))
     }
+}
+
+/// The directories of the faces: each directory of `karu-api/` with a `Cargo.toml` (the `karu`
+/// package itself, at `karu-api/`, is what they use).
+fn face_crates(root: &Path) -> Result<Vec<PathBuf>, String> {
+    let base = root.join("karu-api");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&base)
+        .map_err(|e| format!("cannot list {}: {e}", base.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.join("Cargo.toml").is_file())
+        .collect();
+    dirs.sort();
+    Ok(dirs)
+}
+
+/// Dependencies a face's manifest may not have: the engine and the provider crates, in
+/// `[dependencies]` and `[build-dependencies]`.
+fn face_manifest_problems(text: &str) -> Result<Vec<String>, String> {
+    let manifest: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+    let mut problems = Vec::new();
+    for table in ["dependencies", "build-dependencies"] {
+        let Some(deps) = manifest.get(table).and_then(|t| t.as_table()) else {
+            continue;
+        };
+        for name in deps.keys() {
+            if NOT_FOR_FACES.contains(&name.as_str()) || name.starts_with("karu-provider-") {
+                problems.push(format!("[{table}] has {name} (a face uses `karu`)"));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+/// The names of the items karu-engine hides from its documentation: each `#[doc(hidden)]`
+/// followed by a public module, function, type, trait, constant or re-export.
+fn hidden_items(src: &Path) -> Result<Vec<String>, String> {
+    let mut names = Vec::new();
+    for file in rust_files(src)? {
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let mut hidden = false;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with("#[doc(hidden)]") {
+                hidden = true;
+                continue;
+            }
+            if hidden && !line.starts_with("#[") && !line.starts_with("//") {
+                hidden = false;
+                let words: Vec<&str> = line
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                if words.first() == Some(&"pub")
+                    && let Some(at) = words.iter().position(|w| {
+                        matches!(
+                            *w,
+                            "mod" | "fn" | "struct" | "enum" | "trait" | "const" | "static" | "type"
+                        )
+                    })
+                    && let Some(name) = words.get(at + 1)
+                {
+                    names.push((*name).to_string());
+                }
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// Lines (1-based) of `text` whose `karu_engine::` paths name one of the `hidden` items.
+fn hidden_uses(text: &str, hidden: &[String]) -> Vec<(usize, String)> {
+    let mut problems = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find("karu_engine::") {
+            let path: String = rest[at..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            if let Some(name) = path.split("::").find(|s| hidden.iter().any(|h| h == s)) {
+                problems.push((
+                    i + 1,
+                    format!("{path} names `{name}`, which karu-engine hides (#[doc(hidden)])"),
+                ));
+            }
+            rest = &rest[at + "karu_engine::".len()..];
+        }
+    }
+    problems
 }
 
 /// The directories of the provider crates: each directory of `karu-providers/` with a
@@ -99,31 +245,39 @@ fn manifest_problems(text: &str) -> Result<Vec<String>, String> {
     Ok(problems)
 }
 
-/// Lines (1-based) that reach past the SDK: `karu_engine::` not followed by `sdk`
-/// (code and docs), `karu_config` anywhere, and the facade (`karu::`, `karu_api`) in code
-/// (docs may show an application using the provider).
+/// Lines (1-based) that reach past the SDK: [`engine_paths`], `karu_config` anywhere, and the
+/// facade (`karu::`, `karu_api`) in code (docs may show an application using the provider).
 fn source_problems(text: &str) -> Vec<(usize, String)> {
-    let mut problems = Vec::new();
+    let mut problems = engine_paths(text);
     for (i, line) in text.lines().enumerate() {
         let doc = line.trim_start().starts_with("//");
-        let mut rest = line;
-        while let Some(at) = rest.find("karu_engine::") {
-            let after = &rest[at + "karu_engine::".len()..];
-            if !after.starts_with("sdk") {
-                let path: String = after
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-                    .collect();
-                problems.push((i + 1, format!("karu_engine::{path} is not in the SDK")));
-            }
-            rest = after;
-        }
         if line.contains("karu_config") {
             problems.push((i + 1, "karu_config is not for providers".to_string()));
         }
         let facade = line.contains("karu_api") || has_path(line, "karu::");
         if facade && !doc {
             problems.push((i + 1, "a provider never depends on the facade".to_string()));
+        }
+    }
+    problems.sort_by_key(|(line, _)| *line);
+    problems
+}
+
+/// Lines (1-based) with a `karu_engine::` path not followed by `sdk` (code and docs).
+fn engine_paths(text: &str) -> Vec<(usize, String)> {
+    let mut problems = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find("karu_engine::") {
+            let after = &rest[at + "karu_engine::".len()..];
+            let path: String = after
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            if path != "sdk" && !path.starts_with("sdk::") {
+                problems.push((i + 1, format!("karu_engine::{path} is not in the SDK")));
+            }
+            rest = after;
         }
     }
     problems
@@ -179,5 +333,37 @@ mod tests {
                 "[dev-dependencies] has karu-config"
             ]
         );
+    }
+
+    #[test]
+    fn faces_depend_on_karu_and_name_the_engine_only_through_the_sdk() {
+        let ok = "[dependencies]\nkaru.workspace = true\n[dev-dependencies]\nkaru-testkit.workspace = true\n";
+        assert_eq!(face_manifest_problems(ok).unwrap(), Vec::<String>::new());
+        let bad = "[dependencies]\nkaru-engine.workspace = true\nkaru-provider-s3 = \"1\"\n";
+        assert_eq!(face_manifest_problems(bad).unwrap().len(), 2);
+        let lines: Vec<usize> = engine_paths(
+            "use karu_engine::sdk::Status;\nuse karu_engine::Engine;\nkaru_engine::sdkx::y\n",
+        )
+        .iter()
+        .map(|(l, _)| *l)
+        .collect();
+        assert_eq!(lines, [2, 3]);
+    }
+
+    #[test]
+    fn hidden_items_are_found_and_their_uses_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("lib.rs"),
+            "#[doc(hidden)]\npub mod http;\npub mod plan;\n#[doc(hidden)]\n#[inline]\npub fn secret() {}\n",
+        )
+        .unwrap();
+        let hidden = hidden_items(dir.path()).unwrap();
+        assert_eq!(hidden, ["http", "secret"]);
+        let uses = hidden_uses(
+            "use karu_engine::plan::check;\nuse karu_engine::http::check::x;\nkaru_engine::secret();\n",
+            &hidden,
+        );
+        assert_eq!(uses.iter().map(|(l, _)| *l).collect::<Vec<_>>(), [2, 3]);
     }
 }

@@ -1,4 +1,4 @@
-//! `cargo xtask test`: the C header check, prerequisites, every test (each fuzz target's corpus
+//! `cargo xtask test`: the C header check, karu-engine's layers, prerequisites, every test (each fuzz target's corpus
 //! replay among them: `karu-fuzz-targets`; the C and C++ programs of the C ABI too: `karu-ffi`'s
 //! tests compile and run them), the Python wheel and its pytest suite, the provider-feature
 //! builds, format and lint checks.
@@ -42,6 +42,9 @@ fn run_stages(
     // The committed C header must be what the FFI crate's sources make (checked first: a
     // stale header fails at once, before the long run).
     stages.time("C header check", || crate::header::check(root))?;
+    // karu-engine's layers (no import cycle, nothing pointing up) and what other crates name
+    // of it: read from the sources, so it fails at once too.
+    stages.time("layers (cargo xtask layers)", || crate::layers::run(root, None))?;
     stages.time("install test servers", install_servers)?;
     let nextest = Command::new(cargo())
         .args(["nextest", "--version"])
