@@ -11,7 +11,7 @@ use futures_core::Stream;
 use karu_config::{ConfigBuilder, Snapshot, Wording};
 use karu_engine::sdk::RegistryBuilder;
 use karu_engine::{
-    Batch, BatchOptions, Completion, CredentialCallback, CredentialStats, Ends, Engine,
+    Batch, BatchOptions, Clock, Completion, CredentialCallback, CredentialStats, Ends, Engine,
     EngineOptions, Error, Evidence, Locator, ObjectInfo, Read, Registry, Scope, ScopedBatch,
     Status,
 };
@@ -166,6 +166,14 @@ impl ClientBuilder {
         callback: impl CredentialCallback + 'static,
     ) -> Self {
         self.options.credential_callback(family, Arc::new(callback));
+        self
+    }
+
+    /// Judge credential expiries (the refresh window, a callback value's lifetime) by `clock`
+    /// instead of the system clock. For tests: a simulated clock moved into a credential's
+    /// refresh window replaces a sleep until it comes.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.options.clock(clock);
         self
     }
 

@@ -130,5 +130,7 @@ pub use karu_engine::{
     Evidence, Locator, Mismatch, Next, ObjectInfo, RangeSpec, Read, Registry, Rejection, Scope,
     ScopedBatch, Status, Target, Timing, TransportStats, UNBOUNDED, Window,
 };
-pub use karu_engine::{CallbackCredential, Credential, CredentialCallback, CredentialStats};
+pub use karu_engine::{
+    CallbackCredential, Clock, Credential, CredentialCallback, CredentialStats, SystemClock,
+};
 pub use reader::ObjectReader;

@@ -6,11 +6,11 @@
 #[path = "support/s3.rs"]
 mod s3_support;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use karu::{CallbackCredential, CanonicalPath, Credential, Read, Status};
+use karu::{CallbackCredential, CanonicalPath, Clock, Credential, Read, Status};
 use karu_testkit::{CredentialFakes, MockCredentials, S3Mock};
 use s3_support::{
     AwsEnv, BUCKET, assert_failed, assert_no_rejections, assert_ok, build, describe, discovering,
@@ -139,10 +139,20 @@ fn a_path_rule_with_credential_options_is_its_own_scope_and_one_with_a_region_is
     assert_eq!((stats.lookups, stats.hits), (2, 4), "{stats:?}");
 }
 
-/// Sleep until `t` (no-op if it has passed).
-fn sleep_until(t: SystemTime) {
-    if let Ok(d) = t.duration_since(SystemTime::now()) {
-        std::thread::sleep(d);
+/// A wall clock the test moves by hand: the client judges credential expiries by it, so the
+/// refresh window is reached by setting the clock, not by sleeping toward it.
+#[derive(Debug)]
+struct SimClock(Mutex<SystemTime>);
+
+impl SimClock {
+    fn set(&self, t: SystemTime) {
+        *self.0.lock().unwrap() = t;
+    }
+}
+
+impl Clock for SimClock {
+    fn now(&self) -> SystemTime {
+        *self.0.lock().unwrap()
     }
 }
 
@@ -156,28 +166,31 @@ fn a_credential_is_reused_until_the_final_second_of_its_life_then_refreshed_once
         .with_session_token("refreshed-token");
     s3.add_credentials(first.clone());
     s3.add_credentials(second.clone());
-    // The endpoint states expirations in whole seconds: a lifetime of 2-3 s, so the refresh
-    // margin is its 1 s floor.
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    // The endpoint states expirations in whole seconds: a lifetime of 2-3 s from the client's
+    // clock, so the refresh margin is its 1 s floor.
+    let start = SystemTime::now();
+    let now = start.duration_since(UNIX_EPOCH).unwrap();
     let expires = UNIX_EPOCH + Duration::from_secs(now.as_secs() + 3);
     fakes.issue(first.clone(), expires);
     let env = container_env(&fakes, &fakes.container_token());
-    let client = build(discovering(&s3, &env));
+    let clock = Arc::new(SimClock(Mutex::new(start)));
+    let client = build(discovering(&s3, &env).clock(clock.clone()));
     let object = locate(&client, BUCKET, "o0.bin");
 
     assert_ok(&read_one(&client, &object, 0, 10), 0, 10);
     assert_ok(&read_one(&client, &object, 10, 10), 10, 10);
     // Before the window (1.6 s before the expiry, 0.6 s before the window opens): reused.
-    sleep_until(expires - Duration::from_millis(1600));
+    clock.set(expires - Duration::from_millis(1600));
     assert_ok(&read_one(&client, &object, 20, 10), 20, 10);
     assert_eq!(fakes.calls().container, 1, "reused before the window");
+    // The last instant before the window: still reused.
+    clock.set(expires - Duration::from_millis(1001));
+    assert_ok(&read_one(&client, &object, 25, 5), 25, 5);
+    assert_eq!(fakes.calls().container, 1, "reused until the window opens");
 
     // Inside the final second: the next read refreshes.
-    fakes.issue(
-        second.clone(),
-        SystemTime::now() + Duration::from_secs(3600),
-    );
-    sleep_until(expires - Duration::from_millis(600));
+    fakes.issue(second.clone(), expires + Duration::from_secs(3600));
+    clock.set(expires - Duration::from_millis(600));
     assert_ok(&read_one(&client, &object, 30, 10), 30, 10);
     assert_eq!(fakes.calls().container, 2, "refreshed in the window");
     assert_ok(&read_one(&client, &object, 40, 10), 40, 10);
@@ -190,6 +203,7 @@ fn a_credential_is_reused_until_the_final_second_of_its_life_then_refreshed_once
             first.access_key_id.as_str(),
             &first.access_key_id,
             &first.access_key_id,
+            &first.access_key_id,
             &second.access_key_id,
             &second.access_key_id,
         ],
@@ -198,7 +212,7 @@ fn a_credential_is_reused_until_the_final_second_of_its_life_then_refreshed_once
     );
     assert_no_rejections(&s3);
     let stats = client.credential_stats();
-    assert_eq!((stats.lookups, stats.hits), (2, 3), "{stats:?}");
+    assert_eq!((stats.lookups, stats.hits), (2, 4), "{stats:?}");
 }
 
 #[test]

@@ -86,8 +86,8 @@ impl Graph {
     /// Read the graph of the crate whose sources are under `src` (`src/lib.rs` the root).
     pub(crate) fn read(src: &Path) -> Result<Graph, String> {
         let lib = src.join("lib.rs");
-        let root_text =
-            std::fs::read_to_string(&lib).map_err(|e| format!("cannot read {}: {e}", lib.display()))?;
+        let root_text = std::fs::read_to_string(&lib)
+            .map_err(|e| format!("cannot read {}: {e}", lib.display()))?;
         let root_tokens = tokens(&root_text);
         let mut graph = Graph::default();
         // The top-level modules: `mod x;` at the root.
@@ -109,7 +109,9 @@ impl Graph {
             };
             let text = std::fs::read_to_string(&file)
                 .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-            let shown = file.strip_prefix(src.parent().unwrap_or(src)).unwrap_or(&file);
+            let shown = file
+                .strip_prefix(src.parent().unwrap_or(src))
+                .unwrap_or(&file);
             for (target, line) in imports(&module, &tokens(&text)) {
                 let target = match reexports.get(&target) {
                     Some(module) if !graph.modules.contains(&target) => module.clone(),
@@ -318,7 +320,8 @@ fn tokens(source: &str) -> Vec<Token> {
     let mut out = Vec::new();
     let mut line = 1;
     let mut i = 0;
-    let count_lines = |from: usize, to: usize| chars[from..to].iter().filter(|c| **c == '\n').count();
+    let count_lines =
+        |from: usize, to: usize| chars[from..to].iter().filter(|c| **c == '\n').count();
     while i < chars.len() {
         let c = chars[i];
         let next = chars.get(i + 1).copied();
@@ -357,16 +360,14 @@ fn tokens(source: &str) -> Vec<Token> {
             }
             i += 1;
             line += count_lines(start, i.min(chars.len()));
-        } else if (c == 'r' || ((c == 'b' || c == 'c') && next == Some('r')))
-            && {
-                let at = if c == 'r' { i + 1 } else { i + 2 };
-                let hashes = chars[at.min(chars.len())..]
-                    .iter()
-                    .take_while(|c| **c == '#')
-                    .count();
-                chars.get(at + hashes) == Some(&'"')
-            }
-        {
+        } else if (c == 'r' || ((c == 'b' || c == 'c') && next == Some('r'))) && {
+            let at = if c == 'r' { i + 1 } else { i + 2 };
+            let hashes = chars[at.min(chars.len())..]
+                .iter()
+                .take_while(|c| **c == '#')
+                .count();
+            chars.get(at + hashes) == Some(&'"')
+        } {
             // A raw string: r"…", r#"…"#, br"…".
             let start = i;
             let at = if c == 'r' { i + 1 } else { i + 2 };
@@ -496,7 +497,9 @@ fn imports(module: &[String], tokens: &[Token]) -> Vec<(String, usize)> {
             }
             "crate" | "super"
                 if tokens.get(i + 1).is_some_and(|n| n.text == "::")
-                    && !tokens.get(i.wrapping_sub(1)).is_some_and(|p| p.text == "::" || p.text == "$") =>
+                    && !tokens
+                        .get(i.wrapping_sub(1))
+                        .is_some_and(|p| p.text == "::" || p.text == "$") =>
             {
                 // The module the path starts from.
                 let mut here: Vec<String> = module.to_vec();

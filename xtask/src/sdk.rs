@@ -153,7 +153,14 @@ fn hidden_items(src: &Path) -> Result<Vec<String>, String> {
                     && let Some(at) = words.iter().position(|w| {
                         matches!(
                             *w,
-                            "mod" | "fn" | "struct" | "enum" | "trait" | "const" | "static" | "type"
+                            "mod"
+                                | "fn"
+                                | "struct"
+                                | "enum"
+                                | "trait"
+                                | "const"
+                                | "static"
+                                | "type"
                         )
                     })
                     && let Some(name) = words.get(at + 1)

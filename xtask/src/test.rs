@@ -44,7 +44,9 @@ fn run_stages(
     stages.time("C header check", || crate::header::check(root))?;
     // karu-engine's layers (no import cycle, nothing pointing up) and what other crates name
     // of it: read from the sources, so it fails at once too.
-    stages.time("layers (cargo xtask layers)", || crate::layers::run(root, None))?;
+    stages.time("layers (cargo xtask layers)", || {
+        crate::layers::run(root, None)
+    })?;
     stages.time("install test servers", install_servers)?;
     let nextest = Command::new(cargo())
         .args(["nextest", "--version"])

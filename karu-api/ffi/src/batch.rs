@@ -539,7 +539,7 @@ mod tests {
     fn freeing_a_batch_waits_for_its_active_transfers() {
         use std::os::fd::AsRawFd;
         use std::sync::mpsc;
-        use std::time::{Duration, Instant};
+        use std::time::Duration;
 
         // A file whose open for reading waits while this test holds a write lease on it: the
         // file worker's transfer is then active, with the caller's buffer, until the lease
@@ -589,12 +589,11 @@ mod tests {
         let submitted =
             unsafe { karu_batch_submit(&client, &read, 1, std::ptr::null(), &mut batch) };
         assert_eq!(submitted, karu_status::KARU_OK);
-        let give_up = Instant::now() + Duration::from_secs(20);
         // SAFETY: the batch is live until freed below.
-        while !format!("{:?}", unsafe { &*batch }).contains("active_transfers: 1,") {
-            assert!(Instant::now() < give_up, "no worker began the read");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        let began = unsafe { &*batch }
+            .batch
+            .wait_for_active(1, Duration::from_secs(20));
+        assert!(began, "no worker began the read");
 
         let (freed, has_freed) = mpsc::channel();
         let (batch, dst) = (batch as usize, destination.as_ptr() as usize);

@@ -79,20 +79,14 @@ pub(crate) fn expect_completion(batch: &Batch) -> Completion {
     }
 }
 
-/// Wait until a worker has begun a transfer of `batch` (it then references the batch's
-/// destinations, and releasing the batch must wait for it).
-///
-/// `Batch` has no accessor for its active transfers, so this reads its `Debug` output.
+/// Wait until a worker has begun `transfers` transfers of `batch` (it then references the
+/// batch's destinations, and releasing the batch must wait for it): woken as they begin
+/// ([`Batch::wait_for_active`]), failing after [`PATIENCE`].
 pub(crate) fn wait_until_active(batch: &Batch, transfers: usize) {
-    let wanted = format!("active_transfers: {transfers},");
-    let give_up = std::time::Instant::now() + PATIENCE;
-    while !format!("{batch:?}").contains(&wanted) {
-        assert!(
-            std::time::Instant::now() < give_up,
-            "no worker began within {PATIENCE:?}: {batch:?}"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    assert!(
+        batch.wait_for_active(transfers, PATIENCE),
+        "no worker began within {PATIENCE:?}: {batch:?}"
+    );
 }
 
 /// A pattern file of `len` bytes whose reads wait in `open` until the test lets them go:

@@ -140,6 +140,24 @@ impl Batch {
         }
     }
 
+    /// Transfers of this batch running now: those whose destinations a worker may be
+    /// writing. A snapshot, for progress displays and tests (0 in a forked child, where no
+    /// transfer of a batch submitted before the fork runs).
+    pub fn active_transfers(&self) -> usize {
+        match self.shared.foreign() {
+            Some(_) => 0,
+            None => self.shared.state.lock().active,
+        }
+    }
+
+    /// Block until at least `n` transfers of this batch are running (workers have begun
+    /// them and may be writing their destinations), or until `timeout` passes; whether they
+    /// are. Woken by the workers as transfers begin, without polling: a test waits here for a
+    /// transfer to hold its destinations before it releases, drops or cancels the batch.
+    pub fn wait_for_active(&self, n: usize, timeout: Duration) -> bool {
+        self.shared.wait_for_active(n, timeout)
+    }
+
     /// Figures of the plan, and the bytes received so far.
     pub fn stats(&self) -> BatchStats {
         let shared = &self.shared;
@@ -234,6 +252,8 @@ pub(crate) struct BatchShared {
     ready: Condvar,
     /// Signalled when the last active transfer ends.
     idle: Condvar,
+    /// Signalled when a transfer begins and a thread waits in `wait_for_active`.
+    began: Condvar,
     /// Mirror of `State::cancelled` for cheap checks in transfer loops.
     cancelled: AtomicBool,
     /// Wakes remote transfers waiting on the network when the batch is cancelled.
@@ -344,6 +364,8 @@ struct State {
     active: usize,
     /// Threads blocked in `next` (woken per completion); `wait` is woken only when drained.
     next_waiters: usize,
+    /// Threads blocked in `wait_for_active` (woken as transfers begin).
+    active_waiters: usize,
     cancelled: bool,
     wakers: Vec<Waker>,
 }
@@ -371,11 +393,13 @@ impl BatchShared {
                 pending: tags.len(),
                 active: 0,
                 next_waiters: 0,
+                active_waiters: 0,
                 cancelled: false,
                 wakers: Vec::new(),
             }),
             ready: Condvar::new(),
             idle: Condvar::new(),
+            began: Condvar::new(),
             cancelled: AtomicBool::new(false),
             cancel_notify: tokio::sync::Notify::new(),
             versions: one_version.then(VersionPins::default),
@@ -473,7 +497,34 @@ impl BatchShared {
             return None;
         }
         state.active += 1;
+        if state.active_waiters > 0 {
+            self.began.notify_all();
+        }
         Some(Active { batch: self })
+    }
+
+    /// See [`Batch::wait_for_active`].
+    fn wait_for_active(&self, n: usize, timeout: Duration) -> bool {
+        if self.foreign().is_some() {
+            return n == 0;
+        }
+        let deadline = Instant::now().checked_add(timeout);
+        let mut state = self.state.lock();
+        while state.active < n {
+            state.active_waiters += 1;
+            let timed_out = match deadline {
+                Some(deadline) => self.began.wait_until(&mut state, deadline).timed_out(),
+                None => {
+                    self.began.wait(&mut state);
+                    false
+                }
+            };
+            state.active_waiters -= 1;
+            if timed_out {
+                return state.active >= n;
+            }
+        }
+        true
     }
 
     /// The worker no longer references the transfer's destinations (called by [`Active`]'s
@@ -483,12 +534,6 @@ impl BatchShared {
         if state.end_one() {
             self.idle.notify_all();
         }
-    }
-
-    /// Transfers active now (for tests).
-    #[cfg(test)]
-    pub(crate) fn state_active(&self) -> usize {
-        self.state.lock().active
     }
 
     pub(crate) fn is_cancelled(&self) -> bool {
@@ -841,6 +886,11 @@ mod tests {
         assert!(b.next_blocking().is_none());
         assert!(b.is_terminated());
         assert_eq!(b.pending(), 0);
+        assert_eq!(b.active_transfers(), 0, "none runs in this process");
+        assert!(
+            !b.wait_for_active(1, Duration::from_secs(3600)),
+            "returns at once"
+        );
         b.cancel(); // returns: the lock is not taken
         shared.release(); // returns: no transfer of the batch runs in this process
     }
@@ -933,8 +983,9 @@ mod tests {
             {
                 let active = shared.begin().expect("not cancelled");
                 begun.send(()).unwrap();
-                // Give a release that does not wait every chance to return first.
-                std::thread::sleep(Duration::from_millis(50));
+                // Until the release has begun (it cancels the batch first): a release that
+                // did not wait would return now, before the transfer ends.
+                futures::executor::block_on(shared.cancelled());
                 worker_ended.store(true, Ordering::SeqCst);
                 active.complete([completion(0)]);
             }
@@ -960,6 +1011,28 @@ mod tests {
             "a released batch accepts no new transfers"
         );
         assert_eq!(shared.state.lock().active, 0);
+    }
+
+    #[test]
+    fn waiting_for_active_transfers_is_woken_as_one_begins() {
+        let b = batch(1);
+        assert_eq!(b.active_transfers(), 0);
+        assert!(!b.wait_for_active(1, Duration::ZERO), "none has begun");
+        assert!(b.wait_for_active(0, Duration::ZERO));
+        let shared = Arc::clone(&b.shared);
+        let (go, may_go) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn(move || {
+            let active = shared.begin().expect("not cancelled");
+            may_go.recv().unwrap();
+            active.complete([completion(0)]);
+        });
+        // Woken by the worker's `begin`, however long it takes to start.
+        assert!(b.wait_for_active(1, Duration::from_secs(3600)));
+        assert_eq!(b.active_transfers(), 1);
+        go.send(()).unwrap();
+        worker.join().unwrap();
+        assert_eq!(b.active_transfers(), 0);
+        assert_eq!(b.wait().len(), 1);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::credentials::{Callbacks, CredentialCache, CredentialStats};
 use crate::file::FilePool;
 use crate::http::{Remote, TransportStats};
 use crate::plan::{self, Limits, PlanRead};
-use crate::sdk::{Error, PerProcess};
+use crate::sdk::{Clock, Error, PerProcess, SystemClock};
 
 /// The engine: file workers (and, for remote objects, event loops), planning and routing.
 /// Cheap to clone; every clone shares the same workers. Usually reached through
@@ -52,6 +52,8 @@ struct Slot {
     /// How gaps are judged inside the guards (`planner.trade`).
     trade: Trade,
     callbacks: Callbacks,
+    /// The wall clock of the credential cache.
+    clock: Arc<dyn Clock>,
     /// The workers of the running process (see [`PerProcess`]).
     running: PerProcess<Arc<Inner>>,
 }
@@ -91,13 +93,13 @@ impl Working {
 impl Inner {
     /// The workers of this process, none started yet: the file workers start with the first
     /// local read, the event loops with the first remote one.
-    fn new(snapshot: &Snapshot, callbacks: &Callbacks) -> Arc<Inner> {
+    fn new(snapshot: &Snapshot, callbacks: &Callbacks, clock: &Arc<dyn Clock>) -> Arc<Inner> {
         Arc::new(Inner {
             snapshot: snapshot.clone(),
             files: FilePool::new(snapshot.global().file_workers),
             remote: OnceLock::new(),
             callbacks: callbacks.clone(),
-            credentials: CredentialCache::new(),
+            credentials: CredentialCache::with_clock(Arc::clone(clock)),
             working: Mutex::default(),
         })
     }
@@ -150,13 +152,15 @@ impl Engine {
         // The caller's CA file is checked now (the platform's roots only at the first TLS
         // connection): a client that cannot trust it never starts.
         crate::http::transport::ca_file(&global.http)?;
-        let running = Inner::new(&snapshot, &options.callbacks);
+        let clock = options.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let running = Inner::new(&snapshot, &options.callbacks, &clock);
         Ok(Engine {
             slot: Arc::new(Slot {
                 trade: snapshot.global().planner.trade,
                 snapshot,
                 limits,
                 callbacks: options.callbacks,
+                clock,
                 running: PerProcess::new(running),
             }),
         })
@@ -168,7 +172,7 @@ impl Engine {
     fn running(&self) -> &Arc<Inner> {
         let slot = &*self.slot;
         slot.running
-            .get_or_init(|| Inner::new(&slot.snapshot, &slot.callbacks))
+            .get_or_init(|| Inner::new(&slot.snapshot, &slot.callbacks, &slot.clock))
     }
 
     /// The configuration snapshot captured when the engine was built.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::credentials::Callbacks;
 use crate::plan::Limits;
-use crate::sdk::CredentialCallback;
+use crate::sdk::{Clock, CredentialCallback};
 
 /// Per-batch overrides of the planner's merge guards (unset = the client's configuration).
 ///
@@ -105,6 +105,8 @@ impl BatchOptions {
 pub struct EngineOptions {
     /// Application credential callbacks, by provider family.
     pub(super) callbacks: Callbacks,
+    /// The wall clock credential expiries are judged by (the system's when unset).
+    pub(super) clock: Option<Arc<dyn Clock>>,
 }
 
 impl EngineOptions {
@@ -121,6 +123,14 @@ impl EngineOptions {
         callback: Arc<dyn CredentialCallback>,
     ) -> &mut Self {
         self.callbacks.insert(family, callback);
+        self
+    }
+
+    /// Judge credential expiries (the refresh window, a callback value's lifetime) by `clock`
+    /// instead of the system clock: a test moves a simulated clock to a moment inside a
+    /// credential's refresh window instead of sleeping until it comes.
+    pub fn clock(&mut self, clock: Arc<dyn Clock>) -> &mut Self {
+        self.clock = Some(clock);
         self
     }
 

@@ -595,7 +595,7 @@ mod tests {
             assert!(Instant::now() < give_up, "load stayed raised");
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert_eq!(batch.shared.state_active(), 0, "no transfer stayed active");
+        assert_eq!(batch.active_transfers(), 0, "no transfer stayed active");
         drop(std::mem::ManuallyDrop::into_inner(batch));
     }
 }

@@ -2,9 +2,7 @@
 
 use std::fmt;
 
-use karu_engine::sdk::{
-    InvalidKey, SectionConfig, Snapshot, check_endpoint, endpoint_problem,
-};
+use karu_engine::sdk::{InvalidKey, SectionConfig, Snapshot, check_endpoint, endpoint_problem};
 use serde::Deserialize;
 
 use crate::request::DEFAULT_ENDPOINT;

@@ -4,9 +4,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use karu_engine::sdk::http::{HeaderMap, Uri};
-use karu_engine::sdk::{
-    CanonicalPath, Error, PATH_KEEPS, Resolved, Status, encode_path, redact,
-};
+use karu_engine::sdk::{CanonicalPath, Error, PATH_KEEPS, Resolved, Status, encode_path, redact};
 use percent_encoding::{AsciiSet, percent_decode_str, utf8_percent_encode};
 
 /// The Hub everyone means when no endpoint is configured.

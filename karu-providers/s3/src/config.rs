@@ -2,9 +2,7 @@
 
 use std::fmt;
 
-use karu_engine::sdk::{
-    InvalidKey, SectionConfig, Snapshot, check_endpoint, endpoint_problem,
-};
+use karu_engine::sdk::{InvalidKey, SectionConfig, Snapshot, check_endpoint, endpoint_problem};
 use serde::Deserialize;
 
 /// How bucket and key map to a URL.
@@ -343,10 +341,7 @@ mod tests {
             .section(crate::config_section())
             .build()
             .unwrap_err();
-        assert_eq!(
-            error.kind(),
-            karu_engine::sdk::ConfigErrorKind::UnknownKey
-        );
+        assert_eq!(error.kind(), karu_engine::sdk::ConfigErrorKind::UnknownKey);
         assert!(
             error.to_string().ends_with("did you mean \"region\"?"),
             "{error}"
