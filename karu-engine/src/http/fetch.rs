@@ -498,7 +498,7 @@ mod tests {
         // (it used to end the read there: a false end of object).
         let e = resumed_total(resumed, 100, Some(5000), &answer(0, true, None)).unwrap_err();
         assert_eq!(e.status(), Status::Protocol);
-        assert!(e.message().contains("ended at byte 1000"), "{e}");
+        assert!(!e.is_transient(), "the server contradicts itself: {e}");
         // So does another size, and an end before or after the stated one.
         for other in [
             answer(100, false, Some(4999)),

@@ -509,14 +509,12 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.status(), Status::InvalidArgument);
         assert!(!err.message().contains("secret"), "{err}");
-        assert!(err.message().contains("whitespace"), "{err}");
         // A path of no registered scheme, or one without "://", is still a local path.
         assert_eq!(r.resolve(" ./x").unwrap().backend().name(), "local");
         assert_eq!(r.resolve(" gs://b/k").unwrap().backend().name(), "local");
         assert_eq!(r.resolve(" http:x").unwrap().backend().name(), "local");
         let err = r.backend_for("gs://b/k").unwrap_err();
         assert_eq!(err.status(), Status::Unsupported);
-        assert!(err.message().contains("\"gs\""), "{err}");
     }
 
     #[test]

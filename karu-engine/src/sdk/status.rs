@@ -450,7 +450,7 @@ mod tests {
         let err = Error::new(Status::Http, "server answered 500").with_http_status(500);
         assert_eq!(err.http_status(), Some(500));
         assert_eq!(err.status(), Status::Http);
-        assert!(format!("{err:?}").contains("500"));
+        assert!(err.is_transient(), "a 500 asks to come back");
     }
 
     #[test]
