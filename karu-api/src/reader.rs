@@ -32,8 +32,8 @@ use crate::client::{Client, exact, next_completion};
 ///   exactly this: a reader never returns bytes of another version than the one its size
 ///   describes. Objects without a strong ETag (local files, some servers) cannot be pinned:
 ///   their reads follow the object as it is when each one runs.
-/// - The size is remembered by the reader, not by Karu: the client caches no sizes, as the
-///   specification requires, and a new reader asks again. Opening a reader is the caller's
+/// - The size is remembered by the reader, not by Karu: the client caches no sizes, as Karu's
+///   contract requires (`karu-engine/README.md`, "Versions"), and a new reader asks again. Opening a reader is the caller's
 ///   explicit choice to use one answer for the reader's lifetime; when the caller already
 ///   knows the size (and version) from elsewhere — [`Client::read_ends`], or the dataset's own
 ///   header — [`with_size`](ObjectReader::with_size) and

@@ -1088,10 +1088,10 @@ fn durations_accept_numbers_and_humantime() {
     assert_eq!(global.http.connect_timeout, secs(120));
 }
 
-/// Every default of the specification, each against its literal number: what a client gets
+/// Every default of Karu's contract (`karu-engine/README.md`), each against its literal number: what a client gets
 /// when nothing is configured (through the whole layering, defaults serialized and read back).
 #[test]
-fn every_default_of_the_specification_is_its_number() {
+fn every_default_of_the_contract_is_its_number() {
     for global in [
         isolated().build().unwrap().global().clone(),
         Snapshot::defaults().global().clone(),

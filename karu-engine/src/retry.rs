@@ -286,7 +286,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_policy_is_the_specifications() {
+    fn the_default_policy_is_the_contracts() {
         assert_eq!(
             RetryPolicy::default(),
             RetryPolicy {

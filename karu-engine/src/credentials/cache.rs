@@ -53,7 +53,8 @@ pub struct CredentialStats {
 /// (each until its own deadline) until it returns, after which the scope works again. A
 /// provider is never called a second time in parallel with itself, so a hung lookup holds
 /// one credential worker, not all of them; a provider that can hang should bound its own
-/// input and output (the specification asks the same of callbacks).
+/// input and output (the contract asks the same of callbacks: `karu-engine/README.md`,
+/// "Credentials and scopes").
 #[derive(Clone)]
 pub(crate) struct CredentialCache {
     inner: Arc<Inner>,

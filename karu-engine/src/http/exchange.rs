@@ -794,7 +794,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_limits_are_the_specifications() {
+    fn the_default_limits_are_the_contracts() {
         let limits = Limits::from(&HttpSettings::default());
         assert_eq!(limits.fallback_limit, 8_388_608);
         assert_eq!(limits.drain_limit, 262_144);

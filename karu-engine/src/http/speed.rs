@@ -138,7 +138,8 @@ mod tests {
 
     const S: Duration = Duration::from_secs(1);
 
-    /// The specification's rule: 1,024 B/s for 60 s.
+    /// The contract's rule (`karu-engine/README.md`, "Retries and the deadline"): 1,024 B/s
+    /// for 60 s.
     fn default_rule(t0: Instant) -> LowSpeed {
         LowSpeed::new(1024, 60 * S, t0)
     }

@@ -1,7 +1,7 @@
 //! The planner: validates reads, converts window offsets, groups, sorts and merges neighbours.
 //!
 //! This module contains no input or output, no threads and no clock: [`plan`] is a function of
-//! its arguments. It implements the specification's "Before any input or output begins":
+//! its arguments. It implements Karu's contract, `karu-engine/README.md`, "The planner":
 //!
 //! 1. Every read is validated on its own: a zero length, an unbounded length
 //!    ([`UNBOUNDED`](crate::UNBOUNDED)), `offset + length` overflowing `u64`, and a read leaving
@@ -401,7 +401,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_guards_are_the_specifications() {
+    fn the_default_guards_are_the_contracts() {
         assert_eq!(
             Limits::default(),
             Limits {

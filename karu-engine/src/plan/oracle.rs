@@ -204,7 +204,7 @@ pub fn check_priced(
     Ok(())
 }
 
-/// Whether a read passes validation (the specification's rules, written independently of
+/// Whether a read passes validation (the contract's rules, written independently of
 /// [`absolute_offset`]).
 fn is_valid(read: &PlanRead) -> bool {
     read.length != 0

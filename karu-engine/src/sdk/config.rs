@@ -42,7 +42,7 @@ where
 /// The credential scope of the object `locator` names for a provider of `family` whose section
 /// `section` chooses the credential with `keys` (every alias included): two objects share a
 /// credential only when the same layers and path rules set those keys for both (the
-/// specification's native scope). A backend's
+/// native scope of Karu's contract, `karu-engine/README.md`, "Credentials and scopes"). A backend's
 /// [`credential_source`](Backend::credential_source) starts here.
 ///
 /// ```

@@ -123,7 +123,7 @@ impl fmt::Debug for GcsConfig {
     }
 }
 
-/// Where a credential comes from, in the specification's order.
+/// Where a credential comes from, in the contract's order (`karu-engine/README.md`).
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) enum Configured {
     /// Unauthenticated requests.

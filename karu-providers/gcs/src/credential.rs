@@ -1,4 +1,4 @@
-//! GCS credentials, in the specification's order: a static token or HMAC keys (configured),
+//! GCS credentials, in the contract's order (`karu-engine/README.md`, "Where each provider looks"): a static token or HMAC keys (configured),
 //! then Application Default Credentials (a configured file or `GOOGLE_APPLICATION_CREDENTIALS`,
 //! a service account or an authorized user; else the gcloud well-known file), then the compute
 //! metadata server.

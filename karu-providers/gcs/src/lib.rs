@@ -29,7 +29,7 @@
 //! **Versions.** `stat` returns the object's ETag; `if_match` is sent as `If-Match`, which
 //! the XML API honours, and Karu still checks the answer's tag.
 //!
-//! **Credentials**, in the specification's order: a static token (`gcs.token` or
+//! **Credentials**, in the contract's order (`karu-engine/README.md`): a static token (`gcs.token` or
 //! `GOOGLE_OAUTH_ACCESS_TOKEN`), HMAC keys (`gcs.hmac_access_id`, `gcs.hmac_secret`: requests
 //! signed `GOOG4-HMAC-SHA256`), then Application Default Credentials (`gcs.credentials_file`
 //! or `GOOGLE_APPLICATION_CREDENTIALS`: a service account's key or an authorized user's

@@ -217,7 +217,7 @@ impl Target for NginxTarget {
 }
 
 /// The local provider on files in a temporary directory. Two cases expect what a file does
-/// not do, its known limits: `merged` (the specification: local reads are never coalesced) and
+/// not do, its known limits: `merged` (Karu's contract, "The planner": local reads are never coalesced) and
 /// `if_match` (a file has no versions, so `stat` gives no ETag to require).
 pub struct LocalTarget {
     root: tempfile::TempDir,
@@ -261,7 +261,7 @@ impl Target for LocalTarget {
         vec![
             KnownLimit {
                 case: "basic/merged",
-                why: "local reads are never coalesced (the specification): each goes straight \
+                why: "local reads are never coalesced (karu-engine/README.md, The planner): each goes straight \
                       to its destination",
                 failure: "expected the three neighbours to merge into one transfer, planned 3",
             },

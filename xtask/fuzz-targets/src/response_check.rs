@@ -4,7 +4,7 @@
 //! identity condition), one response head (status, `Content-Range`, `Content-Length`,
 //! `Content-Encoding`, `ETag`) whose numbers are drawn near the request's so that the
 //! interesting cases (one byte off, a total at the range's end) come up often, and a body of
-//! some length that ends cleanly or by an error. Invariants, from the specification:
+//! some length that ends cleanly or by an error. Invariants, from Karu's contract (`karu-engine/README.md`, "Response rules"):
 //!
 //! - a kept byte is at its stated position: body byte `skip + i` is delivered as object byte
 //!   `first + i`, and the response states that position (its `Content-Range` first byte,
