@@ -804,7 +804,9 @@ fn judge(
 }
 
 /// Run `case` on the target; `Ok` with the requests the batches made (0 without a mock), or
-/// `Err` with everything wrong.
+/// `Err` with everything wrong. The phases: the target reset and the faults planted, the
+/// batches run ([`run_batches`]), each read judged ([`judge_reads`]), the requests counted
+/// ([`judge_requests`]), then the probes ([`judge_probes`]) and readers, after the batches.
 fn run_case(
     ctx: &Ctx<'_>,
     mock: Mock<'_>,
@@ -829,22 +831,79 @@ fn run_case(
     }
     let mut settings = SETTINGS.to_vec();
     settings.extend_from_slice(&case.settings);
-    let mut client = match shared {
+    let client = match shared {
         Some(client) if case.shared => client.clone(),
         _ if case.shared => shared.insert(ctx.client(&settings)?).clone(),
         _ => ctx.client(&settings)?,
     };
-    let locate = |client: &Client| {
-        (0..=CHANGING_INDEX)
-            .map(|k| {
-                let address = ctx.target.address(name_of(k));
-                client
-                    .locate(&address)
-                    .map_err(|e| format!("cannot locate {address}: {e}"))
-            })
-            .collect::<Result<Vec<Locator>, String>>()
-    };
-    let mut objects = locate(&client)?;
+    let objects = locate_all(ctx, &client)?;
+    let mut wrong = String::new();
+    let (delivered, client, objects) =
+        run_batches(ctx, case, (client, objects, &settings), timer, &mut wrong)
+            .map_err(|e| hung(e, &[]))?;
+    let log = take_log();
+    judge_reads(case, &delivered, &mut wrong);
+    if let Some((mock, _)) = mock {
+        judge_requests(case, mock, &log, &mut wrong);
+    }
+    judge_probes(case, &client, &objects, timer, &mut wrong).map_err(|e| hung(e, &log))?;
+    for probe in &case.readers {
+        read_through_a_reader(
+            &client,
+            &objects[probe.object],
+            probe,
+            case,
+            &mut wrong,
+            timer,
+        )
+        .map_err(|e| hung(e, &log))?;
+    }
+    let probes = take_log();
+    ctx.took_requests(log.len() + probes.len());
+    if wrong.is_empty() {
+        return Ok(log.len());
+    }
+    let _ = writeln!(wrong, "requests:");
+    for r in &log {
+        let _ = writeln!(wrong, "{r}");
+    }
+    let _ = writeln!(wrong, "probes' requests:");
+    for r in &probes {
+        let _ = writeln!(wrong, "{r}");
+    }
+    Err(wrong)
+}
+
+/// A locator for each object of a case (the changing one last), through `client`.
+fn locate_all(ctx: &Ctx<'_>, client: &Client) -> Result<Vec<Locator>, String> {
+    (0..=CHANGING_INDEX)
+        .map(|k| {
+            let address = ctx.target.address(name_of(k));
+            client
+                .locate(&address)
+                .map_err(|e| format!("cannot locate {address}: {e}"))
+        })
+        .collect()
+}
+
+/// What a case's batches delivered: each completion with its batch and its index in the case,
+/// and the caller's buffers (of a case that lends them).
+struct Delivered {
+    done: Vec<(usize, usize, Completion)>,
+    buffers: Vec<Vec<u8>>,
+}
+
+/// Submit every batch of `case` before the first is drained, and drain them as the case says
+/// (scoped, on threads of their own, or after dropping the client), with the client and the
+/// locators the probes use next (a new client's, when the case dropped its own). A batch's
+/// completions that are not exactly its reads' are noted in `wrong`; `Err` is a hang.
+fn run_batches(
+    ctx: &Ctx<'_>,
+    case: &Case,
+    (client, objects, settings): (Client, Vec<Locator>, &[(&str, &str)]),
+    timer: &Timer,
+    wrong: &mut String,
+) -> Result<(Delivered, Client, Vec<Locator>), String> {
     let options = if case.one_version {
         BatchOptions::new().one_version()
     } else {
@@ -860,7 +919,6 @@ fn run_case(
     // Every batch is submitted before the first is drained; each completion's index is its
     // batch's, so the case's is `start + index`.
     let ranges = case.batch_ranges();
-    let mut wrong = String::new();
     let mut done: Vec<(usize, usize, Completion)> = Vec::new();
     let mut collect = |b: usize, completions: Vec<Completion>| {
         let start = ranges[b].start;
@@ -879,35 +937,34 @@ fn run_case(
         }
         done.extend(completions.into_iter().map(|c| (b, start + c.index(), c)));
     };
-    let drained = if case.borrowed {
-        client
-            .scope(|scope| {
-                // Each batch's own buffers.
-                let mut rest = buffers.as_mut_slice();
-                let mut theirs = Vec::new();
-                for range in &ranges {
-                    let (mine, others) = rest.split_at_mut(range.len());
-                    rest = others;
-                    theirs.push(mine);
-                }
-                // (The closure's type comes from `theirs`: its buffers are borrowed for the
-                // scope's whole life.)
-                submit_and_drain(
-                    theirs,
-                    |b, mine| {
-                        let reads = case.reads[ranges[b].clone()].iter().zip(mine);
-                        scope.submit(
-                            reads.map(|(a, buffer)| {
-                                a.read(&objects[a.object], Some(buffer), &case.required)
-                            }),
-                            &options,
-                        )
-                    },
-                    case,
-                    timer,
-                )
-            })
-            .map_err(|e| hung(e, &[]))?
+    let (drained, client, objects) = if case.borrowed {
+        let drained = client.scope(|scope| {
+            // Each batch's own buffers.
+            let mut rest = buffers.as_mut_slice();
+            let mut theirs = Vec::new();
+            for range in &ranges {
+                let (mine, others) = rest.split_at_mut(range.len());
+                rest = others;
+                theirs.push(mine);
+            }
+            // (The closure's type comes from `theirs`: its buffers are borrowed for the
+            // scope's whole life.)
+            submit_and_drain(
+                theirs,
+                |b, mine| {
+                    let reads = case.reads[ranges[b].clone()].iter().zip(mine);
+                    scope.submit(
+                        reads.map(|(a, buffer)| {
+                            a.read(&objects[a.object], Some(buffer), &case.required)
+                        }),
+                        &options,
+                    )
+                },
+                case,
+                timer,
+            )
+        })?;
+        (drained, client, objects)
     } else {
         let submit = |b: usize, ()| {
             client.submit_with(
@@ -921,23 +978,30 @@ fn run_case(
             let batches = (0..ranges.len()).map(|b| submit(b, ())).collect();
             // The batches keep the engine running; the probes and readers use a new client.
             drop(client);
-            let drained = drain(batches, 0, case, timer).map_err(|e| hung(e, &[]));
-            client = ctx.client(&settings)?;
-            objects = locate(&client)?;
-            drained?
+            let drained = drain(batches, 0, case, timer);
+            let client = ctx.client(settings)?;
+            let objects = locate_all(ctx, &client)?;
+            (drained?, client, objects)
         } else {
             let inputs = vec![(); ranges.len()];
-            submit_and_drain(inputs, submit, case, timer).map_err(|e| hung(e, &[]))?
+            let drained = submit_and_drain(inputs, submit, case, timer)?;
+            (drained, client, objects)
         }
     };
     for (b, completions) in drained.into_iter().enumerate() {
         collect(b, completions);
     }
-    let log = take_log();
+    Ok((Delivered { done, buffers }, client, objects))
+}
+
+/// Judge every read a case's batches delivered (see the module's rules), noting what is wrong
+/// in `wrong`.
+fn judge_reads(case: &Case, delivered: &Delivered, wrong: &mut String) {
+    let Delivered { done, buffers } = delivered;
     // The versions of the changing object each read of it can be of (all, for a read that
     // delivered nothing), with the read's batch and index.
     let mut seen_versions: Vec<(usize, usize, Vec<Version>)> = Vec::new();
-    for (batch, index, c) in &done {
+    for (batch, index, c) in done {
         let (batch, index) = (*batch, *index);
         let Some(ask) = case.reads.get(index) else {
             continue;
@@ -1028,6 +1092,11 @@ fn run_case(
             }
         }
     }
+}
+
+/// On a well-behaved server, whether a case asked for any byte of an object more often than
+/// it may (noted in `wrong`).
+fn judge_requests(case: &Case, mock: &dyn MockControl, log: &[RequestRecord], wrong: &mut String) {
     // On a well-behaved server no byte is asked for twice, except where merging is off (a
     // gap of zero disables it, overlaps included) and, for an object without a strong ETag,
     // the first part of a read in parts (then fetched in one request: parts could not be
@@ -1042,7 +1111,7 @@ fn run_case(
     let merging = setting("planner.max_gap") != Some("0");
     let split = setting("http.part_size") == Some("64KiB");
     let counted = case.faults.is_empty() && merging && !case.shared;
-    if let (Some((mock, _)), true) = (mock, counted) {
+    if counted {
         // The changing object, unless it was replaced (then requests may repeat) or a read
         // requires a version (reads of different conditions never merge).
         let conditions = case.reads.iter().any(|a| a.if_match.is_some());
@@ -1053,11 +1122,22 @@ fn run_case(
         ));
         for (name, _, etag) in OBJECTS.into_iter().chain(changing) {
             let most = case.batches * if split && !strong(etag) { 2 } else { 1 };
-            if let Some(why) = requested_too_often(&log, &mock.path_of(name), most) {
+            if let Some(why) = requested_too_often(log, &mock.path_of(name), most) {
                 let _ = writeln!(wrong, "{name}: {why}");
             }
         }
     }
+}
+
+/// The probes of a case, after its batches: `stat` and `read_ends` of random objects, each of
+/// one version (noted in `wrong`); `Err` is a hang.
+fn judge_probes(
+    case: &Case,
+    client: &Client,
+    objects: &[Locator],
+    timer: &Timer,
+    wrong: &mut String,
+) -> Result<(), String> {
     // The probes, after the batches (their requests are not the batches').
     for probe in &case.probes {
         let object = &objects[probe.object];
@@ -1069,9 +1149,7 @@ fn run_case(
             start_and_drop(client.read_ends_async(object, probe.head, probe.tail));
         }
         let stat = match case.asynchronous {
-            true => {
-                within(timer, "stat_async", client.stat_async(object)).map_err(|e| hung(e, &log))?
-            }
+            true => within(timer, "stat_async", client.stat_async(object))?,
             false => client.stat(object),
         };
         match stat {
@@ -1104,8 +1182,7 @@ fn run_case(
                 timer,
                 "read_ends_async",
                 client.read_ends_async(object, probe.head, probe.tail),
-            )
-            .map_err(|e| hung(e, &log))?,
+            )?,
             false => client.read_ends(object, probe.head, probe.tail),
         };
         match ends {
@@ -1142,31 +1219,7 @@ fn run_case(
             Err(_) => {}
         }
     }
-    for probe in &case.readers {
-        read_through_a_reader(
-            &client,
-            &objects[probe.object],
-            probe,
-            case,
-            &mut wrong,
-            timer,
-        )
-        .map_err(|e| hung(e, &log))?;
-    }
-    let probes = take_log();
-    ctx.took_requests(log.len() + probes.len());
-    if wrong.is_empty() {
-        return Ok(log.len());
-    }
-    let _ = writeln!(wrong, "requests:");
-    for r in &log {
-        let _ = writeln!(wrong, "{r}");
-    }
-    let _ = writeln!(wrong, "probes' requests:");
-    for r in &probes {
-        let _ = writeln!(wrong, "{r}");
-    }
-    Err(wrong)
+    Ok(())
 }
 
 /// A batch a case drains: an owned one or a scoped one.
