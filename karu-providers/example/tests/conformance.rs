@@ -3,23 +3,17 @@
 //! configured bearer token; and what registration, the configuration section and the
 //! credential family add.
 
-use std::fmt;
-use std::net::TcpListener;
 use std::sync::Arc;
 
 use karu::{CallbackCredential, CanonicalPath, Client, ClientBuilder, Status};
-use karu_testkit::conformance::{self, MockControl, Options, Target};
-use karu_testkit::{Gate, GateResponse, MockServer, RequestHead, pattern, url_path};
+use karu_testkit::conformance::{self, MockTarget, Options, Target};
+use karu_testkit::{Gate, GateResponse, MockServer, RequestHead, pattern};
 
 const TOKEN: &str = "t0ken-for-the-toy";
 
 /// A builder that reads no machine configuration or environment, with the toy provider.
 fn isolated() -> ClientBuilder {
-    Client::builder()
-        .user_config_file(None)
-        .project_config_file(None)
-        .environment(Vec::<(String, String)>::new())
-        .provider(karu_provider_example::register)
+    conformance::isolated_builder().provider(karu_provider_example::register)
 }
 
 /// Answers 401 unless the request carries `Authorization: Bearer TOKEN`.
@@ -39,81 +33,19 @@ impl Gate for NeedsToken {
     }
 }
 
-/// The toy provider on the HTTP mock.
-struct ToyTarget {
-    server: MockServer,
-    dead_port: u16,
-}
-
-impl ToyTarget {
-    fn start() -> Self {
-        let server = MockServer::start();
-        server.set_gate(Some(Arc::new(NeedsToken)));
-        let dead_port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .unwrap_or(9);
-        ToyTarget { server, dead_port }
-    }
-}
-
-impl fmt::Debug for ToyTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ToyTarget")
-            .field("server", &self.server.addr())
-            .finish()
-    }
-}
-
-impl Target for ToyTarget {
-    fn name(&self) -> String {
-        "toy-on-http-mock".into()
-    }
-
-    fn builder(&self) -> ClientBuilder {
-        isolated().set("toy.token", TOKEN)
-    }
-
-    fn address(&self, name: &str) -> String {
-        format!("toy://{}/{name}", self.server.addr())
-    }
-
-    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
-        self.server.insert(&url_path(name), bytes.to_vec());
-        Ok(())
-    }
-
-    fn mock(&self) -> Option<&dyn MockControl> {
-        Some(self)
-    }
-}
-
-impl MockControl for ToyTarget {
-    fn server(&self) -> &MockServer {
-        &self.server
-    }
-
-    fn path_of(&self, name: &str) -> String {
-        url_path(name)
-    }
-
-    fn put_virtual(&self, name: &str, size: u64) {
-        self.server.insert_virtual(&url_path(name), size);
-    }
-
-    fn set_etag(&self, name: &str, etag: Option<&str>) {
-        self.server.set_etag(&url_path(name), etag);
-    }
-
-    fn refusing(&self, name: &str) -> (ClientBuilder, String) {
-        let address = format!("toy://127.0.0.1:{}/{name}", self.dead_port);
-        (self.builder(), address)
-    }
+/// The toy provider on the HTTP mock: the testkit's generic mock target, configured with the
+/// toy's scheme, registration and token, and a server that refuses requests without it.
+fn toy_target() -> MockTarget {
+    let server = MockServer::start();
+    server.set_gate(Some(Arc::new(NeedsToken)));
+    MockTarget::new("toy-on-http-mock", server)
+        .with_builder(|| isolated().set("toy.token", TOKEN))
+        .with_address(|authority, name| format!("toy://{authority}/{name}"))
 }
 
 #[test]
 fn the_toy_provider_conforms_on_the_http_mock() {
-    let target = ToyTarget::start();
+    let target = toy_target();
     let report = conformance::run(&target, &Options::default().seeds_from_env());
     println!("{report}");
     report.assert_passed();
@@ -124,12 +56,12 @@ fn the_toy_provider_conforms_on_the_http_mock() {
 
 #[test]
 fn reads_carry_the_configured_token_and_nothing_is_sent_without_one() {
-    let target = ToyTarget::start();
+    let target = toy_target();
     target.put("a.bin", &pattern(0, 1000)).unwrap();
     let client = target.builder().build().unwrap();
     let object = client.locate(&target.address("a.bin")).unwrap();
     assert_eq!(client.read(&object, 10, 20).unwrap(), pattern(10, 20));
-    let log = target.server.take_requests();
+    let log = target.server().take_requests();
     assert_eq!(log.len(), 1);
     assert_eq!(log[0].byte_range, Some((10, 29)));
     assert_eq!(
@@ -142,15 +74,15 @@ fn reads_carry_the_configured_token_and_nothing_is_sent_without_one() {
     let object = client.locate(&target.address("a.bin")).unwrap();
     let error = client.read(&object, 0, 10).unwrap_err();
     assert_eq!(error.status(), Status::Credentials, "{error}");
-    assert_eq!(target.server.request_count(), 0);
+    assert_eq!(target.server().request_count(), 0);
 }
 
 #[test]
 fn a_path_rule_gives_a_prefix_its_own_token_and_scope() {
-    let target = ToyTarget::start();
+    let target = toy_target();
     target.put("open/a.bin", &pattern(0, 100)).unwrap();
     target.put("locked/a.bin", &pattern(0, 100)).unwrap();
-    let prefix = format!("toy://{}/locked", target.server.addr());
+    let prefix = format!("toy://{}/locked", target.server().addr());
     let client = target
         .builder()
         .path_set(&prefix, "toy.token", "another-token")
@@ -161,7 +93,7 @@ fn a_path_rule_gives_a_prefix_its_own_token_and_scope() {
     assert!(client.read(&open, 0, 10).is_ok());
     let error = client.read(&locked, 0, 10).unwrap_err();
     assert_eq!(error.http_status(), Some(401), "{error}");
-    let log = target.server.take_requests();
+    let log = target.server().take_requests();
     let tokens: Vec<_> = log.iter().map(|r| r.header("authorization")).collect();
     assert_eq!(
         tokens,
@@ -176,10 +108,10 @@ fn a_path_rule_gives_a_prefix_its_own_token_and_scope() {
 
 #[test]
 fn an_application_callback_for_the_toy_family_replaces_the_configured_token() {
-    let target = ToyTarget::start();
+    let target = toy_target();
     target.put("a.bin", &pattern(0, 100)).unwrap();
     target.put("b.bin", &pattern(0, 100)).unwrap();
-    let prefix = format!("toy://{}", target.server.addr());
+    let prefix = format!("toy://{}", target.server().addr());
     let client = isolated()
         .set("toy.token", "a-stale-token")
         .credential_callback(karu_provider_example::FAMILY, move |_: &CanonicalPath| {
@@ -192,7 +124,7 @@ fn an_application_callback_for_the_toy_family_replaces_the_configured_token() {
         let object = client.locate(&target.address(name)).unwrap();
         assert_eq!(client.read(&object, 0, 10).unwrap(), pattern(0, 10));
     }
-    let log = target.server.take_requests();
+    let log = target.server().take_requests();
     assert!(
         log.iter()
             .all(|r| r.header("authorization") == Some(format!("Bearer {TOKEN}").as_str())),

@@ -47,8 +47,8 @@ pub use readonly::{
 };
 pub use targets::{
     AzureAuth, AzureEndpointTarget, AzureMockTarget, AzuriteTarget, GcsMockTarget, GcsTarget,
-    HfHubTarget, HfMockTarget, HttpMockTarget, LocalTarget, NginxTarget, S3MockTarget, S3Target,
-    SourceMockTarget,
+    HfHubTarget, HfMockTarget, HttpMockTarget, LocalTarget, MockTarget, NginxTarget, S3MockTarget,
+    S3Target, SourceMockTarget, isolated_builder,
 };
 
 /// A store under test: how to reach it and how to put objects in it.
