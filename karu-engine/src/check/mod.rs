@@ -8,15 +8,18 @@
 //!    counts everything, then calls [`Receipt::finish`] with what arrived.
 //! 3. [`Receipt::finish`] says how many bytes from the first requested byte are proven (all
 //!    of them, or a prefix that ends exactly at the object's stated end), or why the response
-//!    fails ([`Rejection`]).
+//!    fails ([`Rejection`](crate::sdk::Rejection)).
 //! 4. For [`Verdict::Unsatisfiable`] without a size, the driver may read the error body: the
 //!    size an S3-style body states ([`actual_object_size`]) goes through
 //!    [`check_unsatisfiable`] like a `Content-Range: bytes */SIZE` does.
 //!
 //! Never a wrong byte with an OK status: every rule refuses rather than guesses. The rooms:
-//! [`range`](RangeSpec) (ranges and `Content-Range`), the verdict (the rules above),
-//! [conditions](if_match_satisfied) (ETags and `If-Match`), [status classes](classify_status)
-//! and the [size an error body states](actual_object_size). Summaries of error bodies and
+//! [parsing](parse_content_range) what an answer states about ranges (the ranges themselves
+//! are the SDK's [`RangeSpec`](crate::sdk::RangeSpec) and
+//! [`ContentRange`](crate::sdk::ContentRange)), the verdict (the rules above),
+//! [conditions](if_match_satisfied) (ETags and `If-Match`) and the
+//! [size an error body states](actual_object_size). Which status an error answer becomes is
+//! the SDK's [`classify_status`](crate::sdk::classify_status). Summaries of error bodies and
 //! redaction are the provider SDK's ([`error_body`](crate::sdk::error_body),
 //! [`redact`](crate::sdk::redact)).
 

@@ -72,7 +72,7 @@ pub enum Verdict {
         etag: Option<String>,
     },
     /// A status the engine classifies as an error (see
-    /// [`classify_status`](super::classify_status)).
+    /// [`classify_status`](crate::sdk::classify_status)).
     ErrorStatus(u16),
     /// The response cannot be used.
     Reject(Rejection),

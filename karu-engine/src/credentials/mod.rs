@@ -1,9 +1,9 @@
 //! Credentials: reused only where they are valid, looked up once per scope, refreshed before
 //! they expire, and never on an HTTP event loop.
 //!
-//! A backend that needs proof of identity returns a [`CredentialSource`] for an object: a
-//! [`CredentialScope`] (its provider family plus the configuration origins that supplied its
-//! credential options) and a [`CredentialProvider`] that can look one up. The engine keeps a
+//! A backend that needs proof of identity returns a [`CredentialSource`](crate::sdk::CredentialSource) for an object: a
+//! [`CredentialScope`](crate::sdk::CredentialScope) (its provider family plus the configuration origins that supplied its
+//! credential options) and a [`CredentialProvider`](crate::sdk::CredentialProvider) that can look one up. The engine keeps a
 //! [`CredentialCache`] keyed by scope:
 //!
 //! - **single flight**: concurrent requests for the same cold scope share one lookup;
@@ -12,13 +12,13 @@
 //!   while the others wait for the same result;
 //! - **no negative caching**: a failed lookup is returned to every waiter, never stored;
 //! - **every flight lands**: a provider that panics (or an owner that unwinds before it could
-//!   ask) lands its flight as a [`Status::Credentials`] failure, so no request waits on it
+//!   ask) lands its flight as a [`Status::Credentials`](crate::sdk::Status::Credentials) failure, so no request waits on it
 //!   forever;
 //! - **bounded waits**: a request waits for a lookup at most until its read's deadline
-//!   ([`Status::TimedOut`]); a lookup is never abandoned or started twice in parallel, and
+//!   ([`Status::TimedOut`](crate::sdk::Status::TimedOut)); a lookup is never abandoned or started twice in parallel, and
 //!   once it returns its result serves the scope again.
 //!
-//! An application [`CredentialCallback`] may replace native discovery for a family: it gets
+//! An application [`CredentialCallback`](crate::sdk::CredentialCallback) may replace native discovery for a family: it gets
 //! the canonical path and may return an expiry and a canonical prefix where its value is
 //! valid. Karu caches the value under that prefix only if the requested path is inside it;
 //! without a prefix the callback is asked for every request. Cold requests of a family first

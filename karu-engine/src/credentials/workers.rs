@@ -118,8 +118,8 @@ impl CredentialWorkers {
     }
 
     /// The credential for `authority`, from where [`begin`](CredentialWorkers::begin) left the
-    /// request: waits for its flight until `deadline` ([`Status::TimedOut`]) or until `cancel`
-    /// is cancelled. Errors are [`Status::Credentials`] (or the timeout, or the cancellation).
+    /// request: waits for its flight until `deadline` ([`Status::TimedOut`](crate::sdk::Status::TimedOut)) or until `cancel`
+    /// is cancelled. Errors are [`Status::Credentials`](crate::sdk::Status::Credentials) (or the timeout, or the cancellation).
     pub(crate) async fn finish(
         &self,
         authority: &Authority,

@@ -59,10 +59,10 @@ impl BatchOptions {
     /// Read one version of each remote object in this batch: the first strong ETag an answer
     /// states for an object pins it. Later requests for the object carry that tag as
     /// `If-Match`, answers already in flight are compared with it, and a read that sees
-    /// another version fails with [`Status::PreconditionFailed`] (the others go on).
+    /// another version fails with [`Status::PreconditionFailed`](crate::sdk::Status::PreconditionFailed) (the others go on).
     ///
     /// Without it, a batch may mix versions of an object that changes while it runs; each
-    /// response is still checked on its own. As with [`Read::if_match`], an answer without a
+    /// response is still checked on its own. As with [`Read::if_match`](crate::Read::if_match), an answer without a
     /// strong ETag cannot be compared: enforcement is then the server's. Local files have no
     /// versions.
     ///

@@ -1,5 +1,5 @@
 //! One attempt: send a prepared request, check the answer, and receive exactly the proven
-//! bytes into the destination. The driver around the pure [`check`](crate::check) module.
+//! bytes into the destination. The driver around the pure [`crate::check`] module.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

@@ -284,7 +284,7 @@ pub(super) async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Ar
     let _ = finished.recv().await;
 }
 
-/// Run one job under its permits (the task-local [`task_permits`] its fetches hand back while
+/// Run one job under its permits (the task-local [`task_permits`](super::task_permits) its fetches hand back while
 /// they wait); the permits and the job's place in the loop's load are given back when it ends.
 async fn run_job(job: Job, held: Arc<Held>, load: Load, ctx: Arc<LoopCtx>) {
     let _load = load;

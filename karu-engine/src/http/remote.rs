@@ -46,7 +46,7 @@ pub(super) struct Shared {
     /// Measurements and adaptive windows, per endpoint.
     pub(super) endpoints: Endpoints,
     /// Whether a merged transfer's gaps are priced again as it starts (`planner.trade =
-    /// "priced"`); see [`reprice`].
+    /// "priced"`); see [`reprice`](super::run::reprice).
     pub(super) reprice: bool,
 }
 
@@ -206,7 +206,7 @@ impl Remote {
     }
 
     /// The priced planner's price of a gap in `locator`'s object now, if the client has
-    /// measured its endpoint enough (see [`endpoint::Meter`] and [`Endpoints::price`]).
+    /// measured its endpoint enough (see [`Meter`](super::endpoint::Meter) and [`Endpoints::price`]).
     pub(crate) fn price(&self, locator: &Locator) -> Option<u64> {
         self.shared
             .endpoints

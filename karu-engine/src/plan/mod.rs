@@ -4,7 +4,7 @@
 //! its arguments. It implements Karu's contract, `karu-engine/README.md`, "The planner":
 //!
 //! 1. Every read is validated on its own: a zero length, an unbounded length
-//!    ([`UNBOUNDED`](crate::UNBOUNDED)), `offset + length` overflowing `u64`, and a read leaving
+//!    ([`crate::UNBOUNDED`]), `offset + length` overflowing `u64`, and a read leaving
 //!    its bounded window are rejected with [`Status::InvalidRange`], as that read's own result.
 //! 2. Window offsets become absolute object offsets.
 //! 3. Valid reads are stably sorted by group (the caller ranks groups by backend, canonical

@@ -205,7 +205,7 @@ pub fn check_priced(
 }
 
 /// Whether a read passes validation (the contract's rules, written independently of
-/// [`absolute_offset`]).
+/// [`absolute_offset`](super::absolute_offset)).
 fn is_valid(read: &PlanRead) -> bool {
     read.length != 0
         && read.length != UNBOUNDED

@@ -17,7 +17,7 @@ use crate::sdk::status::{Error, Status};
 /// A provider: turns addresses into [`Locator`]s and, for remote objects, resolved objects and
 /// ranges into requests the engine sends. A backend never does input or output for a read.
 ///
-/// Implement it in a provider crate and declare it with [`RegistryBuilder::provider`]. A local
+/// Implement it in a provider crate and declare it with [`RegistryBuilder::provider`](crate::sdk::RegistryBuilder::provider). A local
 /// backend only implements [`Backend::resolve`] (returning [`Resolved::file`]); a remote one
 /// also implements [`Backend::prepare`], and the hooks it needs.
 pub trait Backend: Send + Sync + fmt::Debug + 'static {

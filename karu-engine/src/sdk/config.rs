@@ -10,7 +10,7 @@ use crate::sdk::credential::CredentialScope;
 use crate::sdk::locator::Locator;
 use crate::sdk::status::{Error, Status};
 
-/// The largest key, token or certificate file a provider reads (with [`read_regular_file`]):
+/// The largest key, token or certificate file a provider reads (with [`read_regular_file`](crate::sdk::read_regular_file)):
 /// 1 MiB, far more than any holds.
 pub const CREDENTIAL_FILE_MAX: u64 = 1 << 20;
 
@@ -43,7 +43,7 @@ where
 /// `section` chooses the credential with `keys` (every alias included): two objects share a
 /// credential only when the same layers and path rules set those keys for both (the
 /// native scope of Karu's contract, `karu-engine/README.md`, "Credentials and scopes"). A backend's
-/// [`credential_source`](Backend::credential_source) starts here.
+/// [`credential_source`](crate::sdk::Backend::credential_source) starts here.
 ///
 /// ```
 /// use karu_engine::sdk::{ConfigBuilder, Section, SectionConfig, credential_scope};

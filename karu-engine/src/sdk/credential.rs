@@ -99,7 +99,7 @@ impl CredentialScope {
 /// a `credential_process`, call a metadata service).
 ///
 /// A lookup should end by the context's [`deadline`](FetchContext::deadline): a read whose
-/// deadline passes fails with [`Status::TimedOut`] whether or not its lookup goes on, and a
+/// deadline passes fails with [`Status::TimedOut`](crate::sdk::Status::TimedOut) whether or not its lookup goes on, and a
 /// lookup that never returns holds a credential worker for good. An asynchronous SDK runs
 /// through [`bridge::block_on`](crate::sdk::bridge::block_on), which bounds it so.
 pub trait CredentialProvider: Send + Sync + fmt::Debug {

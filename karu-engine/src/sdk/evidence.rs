@@ -225,7 +225,7 @@ impl Rejection {
 }
 
 impl From<Rejection> for Error {
-    /// The error carries the rejection as its [`Evidence`](crate::Evidence), and is transient
+    /// The error carries the rejection as its [`Evidence`], and is transient
     /// exactly when the rejection is [retryable](Rejection::retryable).
     fn from(rejection: Rejection) -> Self {
         let transient = rejection.retryable();
