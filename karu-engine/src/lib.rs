@@ -4,7 +4,18 @@
 //! Most programs use the `karu` crate (`karu-api/`), which wires this engine to the providers
 //! and the layered configuration. This crate is also what a provider crate builds on: the
 //! [`sdk`] module (the provider SDK) is everything a provider needs, and the engine owns
-//! everything that is the same for every provider.
+//! everything that is the same for every provider. What Karu promises about every read is its
+//! contract, `karu-engine/README.md`.
+//!
+//! The modules are layers that point one way (`cargo xtask layers` prints and checks them):
+//!
+//! - [`sdk`], at the bottom: the model (locators, ranges, statuses and evidence, credentials,
+//!   time, process identity) and the provider SDK. It imports nothing of the engine.
+//! - The pure cores, which import only [`sdk`]: the planner [`plan`], the response checks
+//!   [`check`], the retry policy and the credential refresh timing. No sockets, threads or
+//!   clock reads: time is a parameter.
+//! - The runtime on top: batches and their reads, the credential cache and its workers,
+//!   transfers, file workers, the HTTP event loops, and the [`Engine`].
 //!
 //! The life of a read:
 //!
@@ -43,18 +54,23 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod batch;
+// The bottom layer: the model and the provider SDK.
+pub mod sdk;
+
+// The pure cores.
 pub mod check;
+mod freshness;
+pub mod plan;
+mod retry;
+
+// The runtime.
+mod batch;
 mod credentials;
 mod engine;
 mod file;
-mod freshness;
 mod http;
 mod pages;
-pub mod plan;
 mod reply;
-mod retry;
-pub mod sdk;
 mod transfer;
 mod workers;
 

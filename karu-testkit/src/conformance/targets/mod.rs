@@ -74,9 +74,13 @@ type MakeAddress = dyn Fn(&str, &str) -> String + Send + Sync;
 /// use karu_testkit::conformance::{self, MockTarget, Options, isolated_builder};
 /// use karu_testkit::MockServer;
 ///
-/// # fn register(_: &mut karu_engine::sdk::RegistryBuilder) {}
+/// # mod toy { pub fn register<R>(_: R) {} }
 /// let target = MockTarget::new("toy-on-http-mock", MockServer::start())
-///     .with_builder(|| isolated_builder().provider(register).set("toy.token", "t0ken"))
+///     .with_builder(|| {
+///         isolated_builder()
+///             .provider(|registry| toy::register(registry))
+///             .set("toy.token", "t0ken")
+///     })
 ///     .with_address(|authority, name| format!("toy://{authority}/{name}"));
 /// conformance::run(&target, &Options::default()).assert_passed();
 /// ```
