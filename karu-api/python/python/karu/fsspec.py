@@ -155,6 +155,10 @@ class _KaruMethods:
             )
         if client is not None and (config is not None or settings):
             raise TypeError("give either client= or config=/settings=, not both")
+        if client is None and config is None and not settings and self._registered:
+            # A filesystem fsspec made for a registered protocol: register's client options.
+            defaults = _DEFAULTS.get(self._scheme, {})
+            client = defaults.get("client") or Client(**defaults.get("options", {}))
         self.client = client if client is not None else Client(config, **(settings or {}))
 
     @classmethod
@@ -582,26 +586,42 @@ def _registered_class(base, protocol: str):
     return _REGISTERED[key]
 
 
-def register(protocols: Sequence[str] = PROTOCOLS, clobber: bool = False, **client_options):
+# protocol -> what ``register`` was given: ``client`` or ``options`` for ``karu.Client``.
+_DEFAULTS: Dict[str, Dict] = {}
+
+
+def register(
+    protocols: Sequence[str] = PROTOCOLS,
+    clobber: bool = False,
+    *,
+    client: Optional[Client] = None,
+    **client_options,
+):
     """Make Karu fsspec's implementation of ``protocols`` in this process, so that code
     opening such URLs through fsspec (``pd.read_parquet("s3://...")``,
     ``xarray.open_zarr("gs://...")``, ``fsspec.open("https://...")``) reads through Karu.
 
     The filesystem registered is :class:`AsyncKaruFileSystem` (zarr and xarray ask for async
-    filesystems; its blocking methods call Karu's blocking API directly). ``client_options``
-    (``client=``, or ``config=``/``settings=``) become the defaults of every filesystem made
-    for these protocols. ``clobber=False`` refuses (``ValueError``) to replace an
-    implementation that fsspec has already *imported* for one of them (s3fs, gcsfs, ...);
-    ``clobber=True`` replaces it. Returns the protocols registered.
+    filesystems; its blocking methods call Karu's blocking API directly). A filesystem fsspec
+    makes for these protocols reads with ``client``, or with a new ``karu.Client(
+    **client_options)`` (``config=``, ``isolated=``, ``paths=``, settings by name), unless it
+    is given ``client=``/``config=``/``settings=`` itself. ``clobber=False`` refuses
+    (``ValueError``) to replace an implementation fsspec has already imported for one of them
+    (s3fs, gcsfs, ...); ``clobber=True`` replaces it. Returns the protocols registered.
     """
     if isinstance(protocols, str):
         protocols = [protocols]
+    if client is not None and client_options:
+        raise TypeError("give register either client= or options for a new karu.Client, not both")
     done = []
     for protocol in protocols:
         cls = _registered_class(AsyncKaruFileSystem, protocol)
-        if client_options:
-            cls = type(cls.__name__, (cls,), {"__module__": __name__, "_defaults": client_options})
         fsspec.register_implementation(protocol, cls, clobber=clobber)
+        _DEFAULTS[protocol] = {"client": client, "options": dict(client_options)}
+        if clobber:
+            # fsspec caches instances per class and arguments: a new registration's options
+            # apply to filesystems made from now on.
+            cls.clear_instance_cache()
         done.append(protocol)
     return done
 
