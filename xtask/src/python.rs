@@ -103,8 +103,11 @@ pub(crate) fn build(profile: Profile) -> Result<PathBuf, String> {
         Profile::Release => " --release",
     });
     let path = std::env::join_paths(
-        std::iter::once(venv.join("bin"))
-            .chain(std::env::var_os("PATH").iter().flat_map(std::env::split_paths)),
+        std::iter::once(venv.join("bin")).chain(
+            std::env::var_os("PATH")
+                .iter()
+                .flat_map(std::env::split_paths),
+        ),
     )
     .map_err(|e| format!("PATH: {e}"))?;
     run(Command::new(python(&venv))

@@ -188,7 +188,9 @@ impl Client {
         max_gap: Option<u64>,
     ) -> PyResult<Bound<'py, PyList>> {
         let (reads_to_submit, mut failures) = self.locate_many(py, &reads, strict)?;
-        let batch = self.inner.submit_with(reads_to_submit, &batch_options(max_gap));
+        let batch = self
+            .inner
+            .submit_with(reads_to_submit, &batch_options(max_gap));
         let completions = wait_all(py, &batch)?;
         let mut out: Vec<Option<Py<PyAny>>> = (0..reads.len()).map(|_| None).collect();
         for completion in completions {
