@@ -100,7 +100,7 @@ pub(crate) fn build(profile: Profile) -> Result<PathBuf, String> {
     let mut args = String::from("--features workspace-build");
     args.push_str(match profile {
         Profile::Debug => " --profile dev",
-        Profile::Release => " --release",
+        Profile::Release => " --profile release",
     });
     let path = std::env::join_paths(
         std::iter::once(venv.join("bin")).chain(

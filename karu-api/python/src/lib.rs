@@ -421,6 +421,69 @@ impl Client {
         })
     }
 
+    /// Submit `(address, offset, length, buffer, if_match)` reads into caller buffers (as
+    /// [`Client::submit`] takes them, with their `pins`) and call `done(True, results)` once,
+    /// when every read has completed: `results` holds `(index, bytes received, exception or
+    /// None)` per read (a read whose address does not resolve: its exception, nothing
+    /// received). One callback for the whole batch, however many reads it has.
+    fn read_many_into_async(
+        &self,
+        py: Python<'_>,
+        reads: Vec<SubmittedRead>,
+        pins: Vec<Py<PyAny>>,
+        done: Py<PyAny>,
+    ) -> PyResult<runtime::Task> {
+        let mut specs = Vec::with_capacity(reads.len());
+        let mut failures = Vec::new();
+        let mut extents = Vec::with_capacity(reads.len());
+        for (index, (address, offset, length, buffer, if_match)) in reads.into_iter().enumerate() {
+            extents.push((offset, length));
+            match self.inner.locate(&address) {
+                Ok(locator) => specs.push(Spec {
+                    index,
+                    locator,
+                    offset,
+                    length,
+                    buffer,
+                    if_match,
+                }),
+                Err(e) => failures.push((index, e)),
+            }
+        }
+        check_destinations(&specs)?;
+        // SAFETY: as in `submit`: each buffer is a caller's writable buffer of its read's
+        // length, kept exported by `pins` for as long as the `Pinned` lives, handed to this
+        // batch alone, and no two overlap (`check_destinations`). The future owns the
+        // `Pinned` and drops it (cancelling and waiting for every transfer) before the pins,
+        // when it completes or is dropped (task cancelled); it is never leaked.
+        let mut batch = unsafe { submit_specs(&self.inner, specs, pins) };
+        runtime::spawn(py, done, async move {
+            let mut outcomes = Vec::new();
+            while let Some(completion) = runtime::next_completion(&mut batch.batch).await {
+                let index = completion.tag() as usize;
+                let received = completion.bytes_received();
+                outcomes.push((index, received, completion.error().cloned()));
+            }
+            drop(batch);
+            Box::new(move |py: Python<'_>| {
+                let mut items = Vec::with_capacity(outcomes.len() + failures.len());
+                for (index, e) in failures {
+                    let exception = error(py, &e, None).into_value(py).into_any();
+                    items.push((index, 0u64, Some(exception)).into_pyobject(py)?);
+                }
+                for (index, received, e) in outcomes {
+                    let exception = e.map(|e| {
+                        let (offset, length) = extents.get(index).copied().unwrap_or((0, 0));
+                        let e = convert::with_end_evidence(e, offset, length, received);
+                        error(py, &e, None).into_value(py).into_any()
+                    });
+                    items.push((index, received, exception).into_pyobject(py)?);
+                }
+                Ok(PyList::new(py, items)?.into_any().unbind())
+            }) as runtime::Settle
+        })
+    }
+
     /// [`Client::stat`] on asyncio; `done` as for `read_async`.
     fn stat_async(
         &self,

@@ -637,6 +637,38 @@ class Client:
             )
         return _merge_results(results, bad, len(items))
 
+    async def read_batch_into_async(
+        self, reads: Iterable[Sequence], *, if_match: Optional[str] = None
+    ) -> List[Tuple[int, Optional[KaruError]]]:
+        """One batch of ``(address, offset, buffer)`` reads on asyncio, each filling its
+        writable, C-contiguous buffer in place (no copy); when all have completed, per read
+        ``(bytes received, exception or None)``, in the order given (a range past the end: its
+        :class:`RangeNotSatisfiable`, the bytes that exist at the buffer's start). The whole
+        batch settles in one step on the event loop, however many reads it has. Buffers must
+        not overlap; they stay exported until the batch is done (or cancelled)."""
+        items, pins, early = [], [], {}
+        for position, read in enumerate(reads):
+            address, offset, buffer = read
+            error = _byte_counts(offset=offset)
+            export = _Export(buffer, "read_batch_into_async")
+            if error is not None:
+                early[position] = (0, error)
+                continue
+            items.append((os.fspath(address), offset, export.size, export.address, if_match))
+            pins.append(export.pin)
+        positions = [p for p in range(len(items) + len(early)) if p not in early]
+        results = []
+        if items:
+            results = await _awaiting(
+                lambda done: self._native.read_many_into_async(items, pins, done)
+            )
+        out: List = [None] * len(positions + list(early))
+        for position, value in early.items():
+            out[position] = value
+        for index, received, error in results:
+            out[positions[index]] = (received, error)
+        return out
+
     async def stat_async(self, address: Address):
         path = os.fspath(address)
         return await _awaiting(lambda done: self._native.stat_async(path, done))

@@ -236,25 +236,24 @@ class KaruStore(Store):
                 reads.append((self._address(key), byte_range.start, landing.array, slot))
             else:
                 others.append((slot, key, byte_range))
-        failure = None
 
         async def batch():
-            nonlocal failure
             if not reads:
-                return
-            async for done in self.client.submit(reads):
-                landing = landings[done.tag]
-                if done.error is None:
-                    out[done.tag] = landing.buffer(len(landing.array))
-                elif isinstance(done.error, RangeNotSatisfiable):
-                    out[done.tag] = landing.buffer(len(done.data))
-                elif not isinstance(done.error, NotFound) and failure is None:
-                    failure = done.error
+                return []
+            return await self.client.read_batch_into_async(
+                [(address, start, array) for address, start, array, _ in reads]
+            )
 
         async def other(slot, key, byte_range):
             out[slot] = await self.get(key, prototype, byte_range)
 
-        await asyncio.gather(batch(), *(other(*o) for o in others))
+        results, *_ = await asyncio.gather(batch(), *(other(*o) for o in others))
+        failure = None
+        for (*_, slot), (received, error) in zip(reads, results):
+            if error is None or isinstance(error, RangeNotSatisfiable):
+                out[slot] = landings[slot].buffer(received)
+            elif not isinstance(error, NotFound) and failure is None:
+                failure = error
         if failure is not None:
             raise failure
         return out
