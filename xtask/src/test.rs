@@ -72,7 +72,8 @@ fn run_stages(
         stages.time("build and run the tests (cargo test)", || step(root, &args))?;
     }
     if extra.is_empty() {
-        // The Python binding: its wheel (built by maturin on this target directory; with the
+        // The Python binding: its wheel (built as `pip install ./karu-api/python` builds it, with
+        // maturin as the build backend, on this target directory; with the
         // `workspace-build` feature it resolves the features of this run's test build, so it
         // reuses that build and compiles only pyo3 and itself) and its pytest suite.
         stages.time("Python wheel and pytest", || crate::python::test(&[]))?;
