@@ -417,6 +417,38 @@ fn value_of_a_failed_create_throws_or_says_why_it_aborts_cpp23() {
     value_of_a_failed_create("c++23");
 }
 
+/// The README's C and C++ examples, each wrapped in a `main` of its own, compile (with
+/// `-Wall -Wextra -Werror`) and link against this build's library. They read from S3 and from
+/// an HTTPS host, so they are not run (no test touches another address).
+#[test]
+fn the_readme_s_c_and_cpp_examples_compile() {
+    let readme = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let readme = std::fs::read_to_string(readme).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (fence, lang, file) in [
+        ("```c\n", Lang::C, "readme.c"),
+        ("```cpp\n", Lang::Cpp("c++17"), "readme.cpp"),
+    ] {
+        let blocks: Vec<&str> = readme
+            .split(fence)
+            .skip(1)
+            .filter_map(|rest| rest.split_once("```").map(|(block, _)| block))
+            .collect();
+        assert_eq!(blocks.len(), 1, "{fence}: one example in the README");
+        let (includes, body): (Vec<&str>, Vec<&str>) = blocks[0]
+            .lines()
+            .partition(|line| line.starts_with("#include"));
+        let source = format!(
+            "{}\nint main(void) {{\n{}\n    return 0;\n}}\n",
+            includes.join("\n"),
+            body.join("\n")
+        );
+        let path = dir.path().join(file);
+        std::fs::write(&path, source).unwrap();
+        compile(lang, &[path.to_str().unwrap()]);
+    }
+}
+
 #[test]
 fn the_read_ranges_example_reads_exact_bytes() {
     let dir = tempfile::tempdir().unwrap();
