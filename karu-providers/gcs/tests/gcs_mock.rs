@@ -14,8 +14,11 @@ const BUCKET: &str = "bkt";
 const KEY: &str = "dir/a b+c%d/ü//x.bin";
 const SIZE: u64 = 1 << 20;
 
+/// The request path of an object (bucket, name) on one API.
+type PathOf = fn(&str, &str) -> String;
+
 /// The two APIs (`gcs.api`) and the request path of an object on each.
-const APIS: [(&str, fn(&str, &str) -> String); 2] = [("xml", object_path), ("json", media_path)];
+const APIS: [(&str, PathOf); 2] = [("xml", object_path), ("json", media_path)];
 
 fn mock() -> GcsMock {
     let gcs = GcsMock::start();
@@ -40,7 +43,7 @@ fn read_twice(gcs: &GcsMock, client: &Client) -> Vec<String> {
 }
 
 /// [`read_twice`], every request to the object's path by `path_of` (the API's).
-fn read_twice_at(gcs: &GcsMock, client: &Client, path_of: fn(&str, &str) -> String) -> Vec<String> {
+fn read_twice_at(gcs: &GcsMock, client: &Client, path_of: PathOf) -> Vec<String> {
     let object = client.locate(&format!("gs://{BUCKET}/{KEY}")).unwrap();
     assert_eq!(client.read(&object, 0, 100).unwrap(), pattern(0, 100));
     assert_eq!(

@@ -442,3 +442,60 @@ impl Gate for GcsGate {
         headers
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(path: &str, query: Option<&str>) -> RequestHead {
+        RequestHead {
+            method: "GET".into(),
+            path: path.into(),
+            query: query.map(str::to_owned),
+            headers: Vec::new(),
+            body: Bytes::new(),
+        }
+    }
+
+    #[test]
+    fn both_apis_name_the_same_stored_object() {
+        let name = "dir/a b+c%d/ü//x.bin";
+        let stored = super::super::object_path("bkt", name);
+        let xml = target(&head(&stored, None)).unwrap();
+        assert_eq!((xml.api, xml.bucket.as_str()), (Api::Xml, "bkt"));
+        assert_eq!(xml.path, stored);
+        let media = super::super::media_path("bkt", name);
+        for path in [
+            media.clone(),
+            media.replace("/download/storage/", "/storage/"),
+        ] {
+            let json = target(&head(&path, Some("alt=media"))).unwrap();
+            assert_eq!((json.api, json.bucket.as_str()), (Api::Json, "bkt"));
+            assert_eq!(json.path, stored, "{path}");
+        }
+        // Another encoding of the same name finds the same object.
+        let other = "/download/storage/v1/b/bkt/o/dir%2Fa%20b%2bc%25d%2F%c3%bc%2F%2Fx.bin";
+        assert_eq!(
+            target(&head(other, Some("alt=media"))).unwrap().path,
+            stored
+        );
+    }
+
+    #[test]
+    fn a_json_path_is_one_media_download_of_one_segment() {
+        let refused = |path: &str, query: Option<&str>| {
+            let (api, refusal) = target(&head(path, query)).unwrap_err();
+            assert_eq!((api, refusal.status), (Api::Json, 400), "{path}");
+            let body = refusal.answer(api).body;
+            let error: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(error["error"]["code"], 400);
+            assert_eq!(error["error"]["errors"][0]["reason"], "invalid");
+        };
+        // A raw `/` in the name, no `alt=media`, no object.
+        refused("/download/storage/v1/b/bkt/o/dir/x.bin", Some("alt=media"));
+        refused("/download/storage/v1/b/bkt/o/x.bin", None);
+        refused("/download/storage/v1/b/bkt/o/x.bin", Some("alt=json"));
+        refused("/download/storage/v1/b/bkt/o/", Some("alt=media"));
+        refused("/storage/v1/b/bkt", Some("alt=media"));
+    }
+}
