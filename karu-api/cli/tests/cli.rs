@@ -234,6 +234,57 @@ fn window_offsets_are_relative_to_the_window() {
 }
 
 #[test]
+fn a_window_stat_probes_the_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "data.bin", 24);
+    let missing = dir.path().join("missing.bin");
+    let missing = missing.to_str().unwrap();
+
+    // The window clipped to what exists.
+    let out = karu(dir.path(), ["--window", "2:100", "stat", &file]);
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "size\t22\netag\t-\n"
+    );
+    // A missing object fails, windowed or not.
+    let out = karu(dir.path(), ["--window", "0:4", "stat", missing]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert!(out.stderr.starts_with("karu: not_found: "), "{out:?}");
+
+    // A remote object: one probe, its ETag kept.
+    let server = karu_testkit::MockServer::start();
+    server.insert_virtual("/24.bin", 24);
+    server.set_etag("/24.bin", Some("\"v1\""));
+    let url = server.url("/24.bin");
+    let out = karu(dir.path(), ["--json", "--window", "2:100", "stat", &url]);
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+    assert_eq!(
+        out.json_lines(),
+        vec![json!({"size": 22, "etag": "\"v1\""})]
+    );
+    let out = karu(
+        dir.path(),
+        ["--window", "0:4", "stat", &server.url("/does-not-exist")],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.starts_with("karu: not_found: "), "{out:?}");
+    let probes: Vec<_> = server
+        .requests()
+        .iter()
+        .map(|r| (r.path.clone(), r.byte_range, r.status))
+        .collect();
+    assert_eq!(
+        probes,
+        [
+            ("/24.bin".to_owned(), Some((0, 0)), 206),
+            ("/does-not-exist".to_owned(), Some((0, 0)), 404),
+        ]
+    );
+}
+
+#[test]
 fn planner_and_config_flags_are_accepted() {
     let dir = tempfile::tempdir().unwrap();
     let file = pattern_file(dir.path(), "data.bin", LEN);
