@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 use serde_json::json;
-use support::{isolate, karu, pattern, pattern_file, run, running_as_root, sha256, which};
+use support::{base64, isolate, karu, pattern, pattern_file, run, running_as_root, sha256, which};
 
 const LEN: u64 = 4096;
 
@@ -69,6 +69,7 @@ fn json_lines_carry_each_read_and_the_batch_figures() {
             ("attempts", json!(0)),
             ("transfer", json!(null)),
             ("transfer_bytes", json!(0)),
+            ("pieces", json!(1)),
         ] {
             assert_eq!(timing[key], value, "{key} of {timing}");
         }
@@ -77,6 +78,7 @@ fn json_lines_carry_each_read_and_the_batch_figures() {
             json!({
                 "tag": tag,
                 "address": file,
+                "range": format!("{offset}:{len}"),
                 "offset": offset,
                 "length": len,
                 "status": "ok",
@@ -369,8 +371,57 @@ fn ends_reports_both_ends() {
             "head_sha256": sha256(&pattern(0, 4)),
             "tail_bytes": 4,
             "tail_sha256": sha256(&pattern(LEN - 4, 4)),
+            "encoding": "base64",
+            "head": base64(&pattern(0, 4)),
+            "tail": base64(&pattern(LEN - 4, 4)),
         })]
     );
+
+    // The bytes themselves: raw on stdout, in hex, or in files.
+    let out = karu(dir.path(), ["ends", &file, "16", "8", "--head-only"]);
+    assert_eq!((out.code, out.stdout), (0, pattern(0, 16)));
+    let out = karu(dir.path(), ["ends", &file, "16", "8", "--tail-only"]);
+    assert_eq!((out.code, out.stdout), (0, pattern(LEN - 8, 8)));
+    let out = karu(
+        dir.path(),
+        ["--json", "ends", &file, "2", "3", "--encoding", "hex"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let line = &out.json_lines()[0];
+    assert_eq!(
+        (&line["encoding"], &line["head"], &line["tail"]),
+        (
+            &json!("hex"),
+            &json!(hex::encode(pattern(0, 2))),
+            &json!(hex::encode(pattern(LEN - 3, 3)))
+        )
+    );
+    let ends_dir = dir.path().join("ends");
+    let out = karu(
+        dir.path(),
+        [
+            "ends",
+            &file,
+            "5",
+            "6",
+            "--output",
+            ends_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        std::fs::read(ends_dir.join("head.bin")).unwrap(),
+        pattern(0, 5)
+    );
+    assert_eq!(
+        std::fs::read(ends_dir.join("tail.bin")).unwrap(),
+        pattern(LEN - 6, 6)
+    );
+    let out = karu(
+        dir.path(),
+        ["ends", &file, "1", "1", "--head-only", "--json"],
+    );
+    assert_eq!(out.code, 2, "raw bytes or JSON: {out:?}");
 
     // Each end is clamped to the size.
     let out = karu(dir.path(), ["ends", &file, "10000", "1"]);
