@@ -23,6 +23,7 @@ mod log;
 mod numbers;
 mod outcome;
 mod output;
+mod place;
 mod plan;
 mod read;
 mod report;

@@ -93,9 +93,12 @@ pub(crate) enum Range {
 }
 
 impl Range {
-    /// Whether the object's size must be known to place the range.
-    pub(crate) fn needs_size(self) -> bool {
-        !matches!(self, Range::Span { .. })
+    /// The offset it was written with, if it was.
+    pub(crate) fn offset(self) -> Option<u64> {
+        match self {
+            Range::Span { offset, .. } | Range::ToEnd { offset } => Some(offset),
+            Range::Suffix { .. } => None,
+        }
     }
 
     /// The offset and length of the range in an object of `size` bytes; `None` for a range
@@ -267,7 +270,10 @@ mod tests {
             length: 4,
         };
         assert_eq!(span.place(0), Some((3, 4)));
-        assert!(!span.needs_size() && to_end.needs_size() && suffix.needs_size());
+        assert_eq!(
+            [span.offset(), to_end.offset(), suffix.offset()],
+            [Some(3), Some(7), None]
+        );
         assert_eq!(
             [span.to_string(), to_end.to_string(), suffix.to_string()],
             ["3:4", "7:end", "-500"]

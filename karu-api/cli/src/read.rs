@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use futures_core::Stream;
 use karu::{
-    Batch, BatchOptions, BatchStats, Client, Completion, Error, Locator, ObjectInfo, Read, Status,
-    Timing,
+    Batch, BatchOptions, BatchStats, Client, Completion, CredentialStats, Locator, Read, Status,
+    Timing, TransportStats,
 };
 
 use serde_json::json;
@@ -27,6 +27,7 @@ use crate::files::{Ending, OutputFile};
 use crate::numbers::Range;
 use crate::outcome::{FAILED, OK, Stop};
 use crate::output::Stdout;
+use crate::place::{Outcome, Placed, place};
 use crate::plan::{Fetch, Pacer, Unit};
 use crate::report::{Failures, Reporter};
 use crate::requests::{Request, Requests};
@@ -87,7 +88,13 @@ pub(crate) fn run(
     };
     let max_span = args.max_span.unwrap_or(global.planner.max_span.0);
     let bound = max_span.max(2 * piece);
-    let placed = place(client, &requests, &locators, args, piece);
+    let placed = place(
+        client,
+        &requests,
+        &locators,
+        args.if_match.as_deref(),
+        piece,
+    );
     let files = if to_files {
         Some(output_files(args, template, &requests, &placed)?)
     } else {
@@ -134,41 +141,7 @@ pub(crate) fn run(
         run.reporter.line(&line);
     }
     if json {
-        let stats = run.stats;
-        let credentials = client.credential_stats();
-        let line = json!({
-            "batch": {
-                "reads": requests.reads.len(),
-                "rejected": stats.rejected,
-                "failed": run.failures.count,
-                "transfers": stats.transfers,
-                "requested_bytes": stats.requested_bytes,
-                "planned_bytes": stats.planned_bytes,
-                "delivered_bytes": run.delivered,
-                "fetched_bytes": stats.fetched_bytes,
-                "wall_ms": milliseconds(wall),
-                "transport": {
-                    "requests": after.requests - before.requests,
-                    "body_bytes": after.body_bytes - before.body_bytes,
-                    "retries": after.retries - before.retries,
-                },
-                "timings": run.timings.summary(),
-                "counters": {
-                    "transport": {
-                        "requests": after.requests,
-                        "body_bytes": after.body_bytes,
-                        "retries": after.retries,
-                    },
-                    "credentials": {
-                        "lookups": credentials.lookups,
-                        "callback_calls": credentials.callback_calls,
-                        "hits": credentials.hits,
-                        "failures": credentials.failures,
-                        "waits": credentials.waits,
-                    },
-                },
-            }
-        });
+        let line = run.summary(wall, &before, &after, &client.credential_stats());
         out.line(&line.to_string())?;
     }
     out.flush()?;
@@ -196,173 +169,6 @@ fn batch_options(args: &ReadArgs) -> BatchOptions {
         options = options.max_amplification(v);
     }
     options
-}
-
-/// How a read ended, or ends without a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Outcome {
-    status: Status,
-    message: Option<String>,
-}
-
-impl Outcome {
-    fn ok() -> Outcome {
-        Outcome {
-            status: Status::Ok,
-            message: None,
-        }
-    }
-
-    fn failed(status: Status, message: impl Into<String>) -> Outcome {
-        Outcome {
-            status,
-            message: Some(message.into()),
-        }
-    }
-}
-
-/// A read placed in its object: where it starts, how long it is, how it is fetched.
-#[derive(Debug, Clone)]
-struct Placed {
-    offset: Option<u64>,
-    length: u64,
-    fetch: Fetch,
-    /// The ETag its requests carry: the caller's `--if-match`, or the stat's for a read that
-    /// the stat placed or that goes in pieces.
-    if_match: Option<String>,
-    /// The outcome of a read that needs no request.
-    settled: Option<Outcome>,
-}
-
-/// Places every read: stats the objects whose size a read needs (each object once, all at
-/// once), then decides how each read is fetched.
-fn place(
-    client: &Client,
-    requests: &Requests,
-    locators: &[Locator],
-    args: &ReadArgs,
-    piece: u64,
-) -> Vec<Placed> {
-    let long = |request: &Request| match request.range {
-        Range::Span { length, .. } => length > piece,
-        _ => true,
-    };
-    let mut wanted: Vec<usize> = requests
-        .reads
-        .iter()
-        .filter(|r| long(r))
-        .map(|r| r.address)
-        .collect();
-    wanted.sort_unstable();
-    wanted.dedup();
-    let probes: Vec<wait::Boxed<Result<ObjectInfo, Error>>> = wanted
-        .iter()
-        .map(|&at| Box::pin(client.stat_async(&locators[at])) as wait::Boxed<_>)
-        .collect();
-    let infos: HashMap<usize, Result<ObjectInfo, Error>> =
-        wanted.into_iter().zip(wait::all(probes)).collect();
-
-    requests
-        .reads
-        .iter()
-        .map(|request| {
-            let locator = &locators[request.address];
-            let local = locator.file_path().is_some();
-            let info = infos.get(&request.address);
-            let placed_by_size = |offset: u64, length: u64, info: &ObjectInfo| {
-                let pin = args.if_match.clone().or_else(|| info.etag.clone());
-                let pinned = local || pin.is_some();
-                if length > piece && pinned {
-                    Placed {
-                        offset: Some(offset),
-                        length,
-                        fetch: Fetch::Split {
-                            offset,
-                            length,
-                            size: info.size,
-                        },
-                        if_match: pin,
-                        settled: None,
-                    }
-                } else {
-                    Placed {
-                        offset: Some(offset),
-                        length,
-                        fetch: Fetch::Whole { length },
-                        if_match: if request.range.needs_size() {
-                            pin
-                        } else {
-                            args.if_match.clone()
-                        },
-                        settled: None,
-                    }
-                }
-            };
-            let settled = |offset: Option<u64>, outcome: Outcome| Placed {
-                offset,
-                length: 0,
-                fetch: Fetch::Settled,
-                if_match: None,
-                settled: Some(outcome),
-            };
-            match (request.range, info) {
-                (Range::Span { offset, length }, Some(Ok(info))) => {
-                    placed_by_size(offset, length, info)
-                }
-                // Without a stat (or when it failed) a span is read as it is: its own answer
-                // says what the stat would have.
-                (Range::Span { offset, length }, _) => Placed {
-                    offset: Some(offset),
-                    length,
-                    fetch: Fetch::Whole { length },
-                    if_match: args.if_match.clone(),
-                    settled: None,
-                },
-                (range, Some(Ok(info))) => {
-                    let written = match range {
-                        Range::ToEnd { offset } => Some(offset),
-                        _ => None,
-                    };
-                    let Some(size) = info.size else {
-                        return settled(
-                            written,
-                            Outcome::failed(
-                                Status::Unsupported,
-                                format!(
-                                    "{locator} states no size (it is not a regular file), so \
-                                     {range} cannot be placed: give OFFSET:LENGTH"
-                                ),
-                            ),
-                        );
-                    };
-                    match range.place(size) {
-                        Some((offset, 0)) => settled(Some(offset), Outcome::ok()),
-                        Some((offset, length)) => placed_by_size(offset, length, info),
-                        None => settled(
-                            written,
-                            Outcome::failed(
-                                Status::RangeNotSatisfiable,
-                                format!("{range} starts past the end of {locator} ({size} bytes)"),
-                            ),
-                        ),
-                    }
-                }
-                (range, failure) => {
-                    let outcome = match failure {
-                        Some(Err(error)) => {
-                            Outcome::failed(error.status(), error.message().to_owned())
-                        }
-                        _ => Outcome::failed(Status::Internal, "the object was not probed"),
-                    };
-                    let written = match range {
-                        Range::ToEnd { offset } => Some(offset),
-                        _ => None,
-                    };
-                    settled(written, outcome)
-                }
-            }
-        })
-        .collect()
 }
 
 /// One read of the command, as its pieces arrive.
@@ -477,6 +283,50 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// The JSON line that ends `--json` output: the figures of the command's batches.
+    fn summary(
+        &mut self,
+        wall: Duration,
+        before: &TransportStats,
+        after: &TransportStats,
+        credentials: &CredentialStats,
+    ) -> serde_json::Value {
+        let stats = self.stats;
+        json!({
+            "batch": {
+                "reads": self.requests.reads.len(),
+                "rejected": stats.rejected,
+                "failed": self.failures.count,
+                "transfers": stats.transfers,
+                "requested_bytes": stats.requested_bytes,
+                "planned_bytes": stats.planned_bytes,
+                "delivered_bytes": self.delivered,
+                "fetched_bytes": stats.fetched_bytes,
+                "wall_ms": milliseconds(wall),
+                "transport": {
+                    "requests": after.requests - before.requests,
+                    "body_bytes": after.body_bytes - before.body_bytes,
+                    "retries": after.retries - before.retries,
+                },
+                "timings": self.timings.summary(),
+                "counters": {
+                    "transport": {
+                        "requests": after.requests,
+                        "body_bytes": after.body_bytes,
+                        "retries": after.retries,
+                    },
+                    "credentials": {
+                        "lookups": credentials.lookups,
+                        "callback_calls": credentials.callback_calls,
+                        "hits": credentials.hits,
+                        "failures": credentials.failures,
+                        "waits": credentials.waits,
+                    },
+                },
+            }
+        })
+    }
+
     /// Submits and drains until every read has ended.
     fn drive(&mut self, out: &mut Stdout, failed: &mut bool) -> Result<(), Stop> {
         let waker = wait::waker();
@@ -696,7 +546,8 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// `read` ended with `outcome`: its error line, its file, its JSON line, the counters.
+    /// `read` ended with `outcome`: its pieces still in flight are cancelled, then its error
+    /// line, its file, its JSON line, the counters.
     fn end(
         &mut self,
         read: usize,
@@ -704,8 +555,6 @@ impl Run<'_> {
         out: &mut Stdout,
         failed: &mut bool,
     ) -> Result<(), Stop> {
-        let request = self.requests.reads[read];
-        let address = &self.requests.addresses[request.address];
         let state = &mut self.states[read];
         state.outcome = Some(outcome.clone());
         let held: Vec<u32> = std::mem::take(&mut state.held).into_keys().collect();
@@ -714,7 +563,6 @@ impl Run<'_> {
         let hasher = state.hasher.take();
         let file = state.file.take();
         let batches = std::mem::take(&mut state.batches);
-        // Its pieces still in flight are of no use now.
         for live in self.live.iter().filter(|l| batches.contains(&l.id)) {
             if live.piece.is_some() {
                 live.batch.cancel();
@@ -727,58 +575,81 @@ impl Run<'_> {
         if let Some(timing) = &timing {
             self.timings.add(timing);
         }
-        let status = outcome.status;
-        if status != Status::Ok {
+        if outcome.status != Status::Ok {
             *failed = true;
-            let message = outcome.message.as_deref().unwrap_or_default();
-            if self.failures.record(status, message) {
-                let place = if self.requests.addresses.len() > 1 {
-                    format!("{address} {}", request.range)
-                } else {
-                    request.range.to_string()
+            self.report_failure(read, &outcome, received);
+        }
+        let kept = match (&self.files, outcome.status) {
+            (None, _) => None,
+            (Some(files), status) => {
+                let ending = match status {
+                    Status::Ok => Ending::Whole,
+                    Status::RangeNotSatisfiable => Ending::Prefix,
+                    _ => Ending::Failed,
                 };
-                let delivered = if received > 0 || status == Status::RangeNotSatisfiable {
-                    format!(" ({received} bytes delivered)")
-                } else {
-                    String::new()
-                };
-                self.reporter.line(&format!(
-                    "karu: read {read} ({place}): {status}: {message}{delivered}"
-                ));
+                let file = file.unwrap_or_else(|| OutputFile::new(files[read].clone()));
+                file.finish(ending)?
             }
-        }
-        let mut kept = None;
-        if let Some(files) = &self.files {
-            let ending = match status {
-                Status::Ok => Ending::Whole,
-                Status::RangeNotSatisfiable => Ending::Prefix,
-                _ => Ending::Failed,
-            };
-            let file = file.unwrap_or_else(|| OutputFile::new(files[read].clone()));
-            kept = file.finish(ending)?;
-        }
+        };
         if self.json {
-            let placed = &self.placed[read];
-            let digest = hasher.unwrap_or_default().finalize();
-            let line = json!({
-                "tag": read,
-                "address": address,
-                "range": request.range.to_string(),
-                "offset": placed.offset,
-                "length": (placed.settled.is_none() || status == Status::Ok)
-                    .then_some(placed.length),
-                "status": status.name(),
-                "bytes_received": received,
-                "error": outcome.message,
-                "sha256": hex::encode(digest),
-                "file": kept.map(|p| p.display().to_string()),
-                "timing": timing.map(|t| t.json()),
-            });
+            let line = self.json_line(read, &outcome, received, hasher, kept, timing);
             out.line(&line.to_string())?;
         }
         self.reporter
             .progress(self.done, self.arrived, self.failures.count);
         Ok(())
+    }
+
+    /// The stderr line of a failed read, unless one of its kind was printed.
+    fn report_failure(&mut self, read: usize, outcome: &Outcome, received: u64) {
+        let request = self.requests.reads[read];
+        let status = outcome.status;
+        let message = outcome.message.as_deref().unwrap_or_default();
+        if !self.failures.record(status, message) {
+            return;
+        }
+        let place = if self.requests.addresses.len() > 1 {
+            let address = &self.requests.addresses[request.address];
+            format!("{address} {}", request.range)
+        } else {
+            request.range.to_string()
+        };
+        let delivered = if received > 0 || status == Status::RangeNotSatisfiable {
+            format!(" ({received} bytes delivered)")
+        } else {
+            String::new()
+        };
+        self.reporter.line(&format!(
+            "karu: read {read} ({place}): {status}: {message}{delivered}"
+        ));
+    }
+
+    /// The JSON line of a read that ended.
+    fn json_line(
+        &self,
+        read: usize,
+        outcome: &Outcome,
+        received: u64,
+        hasher: Option<Sha256>,
+        kept: Option<PathBuf>,
+        timing: Option<ReadTiming>,
+    ) -> serde_json::Value {
+        let request = self.requests.reads[read];
+        let placed = &self.placed[read];
+        let status = outcome.status;
+        json!({
+            "tag": read,
+            "address": self.requests.addresses[request.address],
+            "range": request.range.to_string(),
+            "offset": placed.offset,
+            "length": (placed.settled.is_none() || status == Status::Ok).then_some(placed.length),
+            "status": status.name(),
+            "bytes_received": received,
+            "error": outcome.message,
+            "sha256": hex::encode(hasher.unwrap_or_default().finalize()),
+            "file": kept.map(|p| p.display().to_string()),
+            "timing": timing.map(|t| t.json()),
+        })
     }
 }
 
