@@ -28,7 +28,8 @@ fn local_and_http_reads_from_c() {
     ]);
     assert_success(&output);
 
-    // Every request the program's reads made, once each: the stat probe, the two merged
+    // Every request the program's reads made, once each: the stat probes (of the object and of
+    // a window of it, and of the missing object and a window of it), the two merged
     // neighbours as one range, the overridden ones as two, the pinned reads (each with its
     // condition), and both ends in one round trip (the head and a suffix range).
     let requests = server.requests();
@@ -57,6 +58,7 @@ fn local_and_http_reads_from_c() {
         [
             plain("bytes=-32"),
             plain("bytes=0-0"),
+            plain("bytes=0-0"),
             plain("bytes=0-15"),
             plain("bytes=100-249"),
             plain("bytes=300000-300009"),
@@ -70,7 +72,7 @@ fn local_and_http_reads_from_c() {
     );
     assert_eq!(
         ranges_of("/missing"),
-        [plain("bytes=0-0"), plain("bytes=0-9")]
+        [plain("bytes=0-0"), plain("bytes=0-0"), plain("bytes=0-9")]
     );
 }
 

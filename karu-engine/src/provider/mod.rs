@@ -69,7 +69,7 @@ pub use crate::process::{PerProcess, ProcessStamp};
 pub use crate::status::{Error, Status};
 pub use endpoint::{check_endpoint, endpoint_problem, shown_endpoint};
 pub use karu_config::{
-    ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Origin, Scoped, Section,
+    ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Key, Origin, Scoped, Section,
     SectionConfig, Snapshot, read_regular_file, read_regular_text,
 };
 pub use path::{PATH_KEEPS, encode_path};

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use karu_engine::provider::{InvalidKey, SectionConfig, Snapshot, check_endpoint};
+use karu_engine::provider::{InvalidKey, Key, SectionConfig, Snapshot, check_endpoint};
 use serde::Deserialize;
 
 use crate::request::{self, DEFAULT_ENDPOINT, HmacKey};
@@ -95,6 +95,11 @@ pub(crate) const CREDENTIAL_KEYS: [&str; 15] = [
 ];
 
 impl SectionConfig for GcsConfig {
+    /// The keys of the table above, with their aliases and environment variables.
+    fn keys() -> Vec<Key> {
+        Key::table(include_str!("config.rs"))
+    }
+
     /// What serde cannot see: an endpoint that is not an http(s) URL, half an HMAC key.
     fn check(&self) -> Result<(), InvalidKey> {
         if let Some(endpoint) = &self.endpoint {
