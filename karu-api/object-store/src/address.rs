@@ -1,7 +1,7 @@
 //! Where an `object_store` [`Path`] lives: the Karu address of a path under a store's base.
 //!
 //! A [`Path`] holds its segments in object_store's encoded form (`%` is `%25`, `#` is `%23`,
-//! a space stays a space). Each segment is decoded back to the name it stands for, so
+//! `é` is `%C3%A9`, a space stays a space). Each segment is decoded back to the name it stands for, so
 //! `Path::from("a b+c%d é")` reaches the object named `a b+c%d é` on every provider, as
 //! `karu read` does; the name is then written the way Karu's addresses spell names: literally
 //! after a provider scheme (`s3://bucket/a b+c%d é`) or a local directory, percent-encoded in an
@@ -172,7 +172,7 @@ mod tests {
     #[test]
     fn provider_schemes_and_local_directories_take_names_literally() {
         let path = Path::from("dir/a b+c%d é#?.bin");
-        assert_eq!(path.as_ref(), "dir/a b+c%25d é%23%3F.bin");
+        assert_eq!(path.as_ref(), "dir/a b+c%25d %C3%A9%23%3F.bin");
         assert_eq!(
             join("s3://bucket/prefix/", &path),
             "s3://bucket/prefix/dir/a b+c%d é#?.bin"

@@ -108,7 +108,8 @@ mod tests {
         for status in Status::ALL {
             if matches!(
                 status,
-                Status::NotFound
+                Status::Ok
+                    | Status::NotFound
                     | Status::IsDirectory
                     | Status::PreconditionFailed
                     | Status::PermissionDenied

@@ -175,6 +175,9 @@ pub(crate) fn stream(
     etag: Option<String>,
     pieces: Vec<Piece>,
 ) -> BoxStream<'static, object_store::Result<Bytes>> {
+    if pieces.is_empty() {
+        return stream::empty().boxed();
+    }
     if let [Piece::Known(_)] = pieces.as_slice() {
         let Some(Piece::Known(bytes)) = pieces.into_iter().next() else {
             unreachable!("matched above");
@@ -194,6 +197,7 @@ pub(crate) fn stream(
         let next = state.next().await?;
         Some((next, state))
     })
+    .fuse()
     .boxed()
 }
 

@@ -58,7 +58,7 @@ use crate::get::{self, DEFAULT_CHUNK, First, Layout};
 /// scheme (`s3://bucket/prefix/a b+c%d é`) or a local directory, percent-encoded in an
 /// `http(s)://` or `file://` URL. So `Path::from("a b+c%d é")` reaches the same object as
 /// `karu read` of that name. (object_store's own S3 store would ask for the key
-/// `a b+c%25d é`.) A segment standing for `.` or `..` is refused.
+/// `a b+c%25d %C3%A9`.) A segment standing for `.` or `..` is refused.
 ///
 /// ```
 /// use std::sync::Arc;
