@@ -2,12 +2,13 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
-use karu::{BatchOptions, Client, Completion, Locator, Read, Status};
+use karu::{Batch, BatchOptions, Client, Completion, Locator, Read, Status};
+use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::{AsyncFileReader, MetadataFetch};
 use parquet::errors::{ParquetError, Result};
@@ -30,6 +31,10 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 ///   row groups of two files. Reads before the footer keep to one version within their batch.
 ///   Files without a strong ETag (local files, some servers) cannot be pinned: their reads
 ///   follow the file as it is.
+/// - [`prefetch`](ParquetReader::prefetch) hands Karu a whole query's column chunks at once
+///   (the projected columns of every selected row group), before parquet's stream asks for
+///   them one row group after another: the stream's reads are then served from batches
+///   already in flight, so the query costs about one round trip instead of one per row group.
 /// - Every read returns exactly the bytes asked for or an error; errors are
 ///   [`ParquetError::External`] holding Karu's [`karu::Error`] (its status and evidence).
 ///
@@ -67,6 +72,15 @@ pub struct ParquetReader {
     footer_hint: u64,
     /// The version the first footer answer stated, shared with clones.
     version: Arc<OnceLock<Version>>,
+    /// Batches started by [`ParquetReader::prefetch`], shared with clones: each with the
+    /// ranges it reads, in tag order.
+    prefetched: Arc<Mutex<Vec<Prefetch>>>,
+}
+
+/// One row group's column chunks, in flight.
+struct Prefetch {
+    ranges: Vec<Range<u64>>,
+    batch: Batch,
 }
 
 /// One version of the file: its size and strong ETag.
@@ -97,6 +111,7 @@ impl ParquetReader {
             locator: locator.clone(),
             footer_hint: DEFAULT_FOOTER_HINT,
             version: Arc::new(OnceLock::new()),
+            prefetched: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
@@ -124,6 +139,150 @@ impl ParquetReader {
         self.version.get().and_then(|v| v.etag.as_deref())
     }
 
+    /// Start reading the column chunks of `projection` in each of `row_groups` now: one Karu
+    /// batch per row group (merged where Karu's planner says it pays, pinned to the version
+    /// the footer stated), all in flight together under the client's concurrency limit.
+    /// When parquet's stream later asks for a row group's chunks
+    /// ([`get_byte_ranges`](AsyncFileReader::get_byte_ranges) of ranges inside a prefetched
+    /// batch's), it takes that batch's bytes instead of reading again. Call it with the
+    /// metadata, row groups and projection the stream is built with (reads it does not match
+    /// are read as usual); the bytes of a prefetched row group are held until the stream takes
+    /// them, so a query prefetches what it will read, not a whole table.
+    ///
+    /// ```no_run
+    /// # async fn query(client: &karu::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// use futures::TryStreamExt;
+    /// use karu_object_store::ParquetReader;
+    /// use parquet::arrow::arrow_reader::ArrowReaderMetadata;
+    /// use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
+    ///
+    /// let mut reader = ParquetReader::new(client, "s3://bucket/trips.parquet")?;
+    /// let metadata = ArrowReaderMetadata::load_async(&mut reader, Default::default()).await?;
+    /// let columns = ProjectionMask::roots(metadata.parquet_schema(), [0, 5, 9]);
+    /// let row_groups = vec![0, 2, 4, 6];
+    /// reader.prefetch(metadata.metadata(), &row_groups, &columns)?; // one round trip for all
+    /// let batches: Vec<_> = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
+    ///     .with_projection(columns)
+    ///     .with_row_groups(row_groups)
+    ///     .build()?
+    ///     .try_collect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn prefetch(
+        &self,
+        metadata: &ParquetMetaData,
+        row_groups: &[usize],
+        projection: &ProjectionMask,
+    ) -> Result<()> {
+        let mut started = Vec::with_capacity(row_groups.len());
+        for &g in row_groups {
+            if g >= metadata.num_row_groups() {
+                return Err(ParquetError::General(format!(
+                    "row group {g} of {} row groups",
+                    metadata.num_row_groups()
+                )));
+            }
+            let group = metadata.row_group(g);
+            let ranges: Vec<Range<u64>> = (0..group.num_columns())
+                .filter(|&c| projection.leaf_included(c))
+                .map(|c| {
+                    let (start, length) = group.column(c).byte_range();
+                    start..start.saturating_add(length)
+                })
+                .filter(|r| !r.is_empty())
+                .collect();
+            if ranges.is_empty() {
+                continue;
+            }
+            let reads: Vec<Read<'static>> = ranges
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    self.pin(Read::new(&self.locator, r.start, r.end - r.start).tag(i as u64))
+                })
+                .collect();
+            let batch = self
+                .client
+                .submit_with(reads, &BatchOptions::new().one_version());
+            started.push(Prefetch { ranges, batch });
+        }
+        self.prefetched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(started);
+        Ok(())
+    }
+
+    /// The prefetched batch that holds every one of `ranges`, taken from the list.
+    fn take_prefetched(&self, ranges: &[Range<u64>]) -> Option<Prefetch> {
+        let mut list = self
+            .prefetched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let holds = |p: &Prefetch| {
+            ranges.iter().filter(|r| !r.is_empty()).all(|r| {
+                p.ranges
+                    .iter()
+                    .any(|held| held.start <= r.start && r.end <= held.end)
+            })
+        };
+        let i = list.iter().position(holds)?;
+        Some(list.swap_remove(i))
+    }
+
+    /// `ranges` cut from the bytes of a prefetched batch.
+    async fn from_prefetched(
+        &self,
+        prefetch: Prefetch,
+        ranges: &[Range<u64>],
+    ) -> Result<Vec<Bytes>> {
+        let Prefetch {
+            ranges: held,
+            mut batch,
+        } = prefetch;
+        let mut bytes = vec![Bytes::new(); held.len()];
+        while let Some(completion) = batch.next().await {
+            let i = usize::try_from(completion.tag()).unwrap_or(usize::MAX);
+            let Some(range) = held.get(i) else {
+                return Err(external(karu::Error::new(
+                    Status::Internal,
+                    "a completion has a tag it was not given",
+                )));
+            };
+            bytes[i] = exact(Some(completion), range.end - range.start)?;
+        }
+        ranges
+            .iter()
+            .map(|r| {
+                if r.is_empty() {
+                    return Ok(Bytes::new());
+                }
+                let i = held
+                    .iter()
+                    .position(|h| h.start <= r.start && r.end <= h.end)
+                    .ok_or_else(|| {
+                        external(karu::Error::new(
+                            Status::Internal,
+                            "a prefetched range went missing",
+                        ))
+                    })?;
+                let from = (r.start - held[i].start) as usize;
+                let to = (r.end - held[i].start) as usize;
+                bytes[i]
+                    .get(from..to)
+                    .map(|_| bytes[i].slice(from..to))
+                    .ok_or_else(|| {
+                        external(karu::Error::new(
+                            Status::Internal,
+                            "a prefetched read came back short",
+                        ))
+                    })
+            })
+            .collect()
+    }
+
     /// The read, pinned to the file's version once it is known.
     fn pin(&self, read: Read<'static>) -> Read<'static> {
         match self.etag() {
@@ -146,6 +305,9 @@ impl ParquetReader {
 
     /// Exactly the bytes of every range, in one batch.
     async fn read_many(&self, ranges: Vec<Range<u64>>) -> Result<Vec<Bytes>> {
+        if let Some(prefetch) = self.take_prefetched(&ranges) {
+            return self.from_prefetched(prefetch, &ranges).await;
+        }
         let mut reads = Vec::with_capacity(ranges.len());
         for (i, range) in ranges.iter().enumerate() {
             let length = checked_length(range)?;

@@ -156,3 +156,37 @@ fn a_missing_file_fails_with_karus_not_found() {
         Some(Status::NotFound)
     );
 }
+
+#[test]
+fn prefetch_puts_every_row_group_of_a_query_in_flight_at_once() {
+    use parquet::arrow::ProjectionMask;
+    use parquet::arrow::arrow_reader::ArrowReaderMetadata;
+    use support::{COLUMNS, ROW_GROUPS, local_batches as reference};
+
+    let (server, file) = serve();
+    // The two row groups' requests are held until both have arrived: a stream reading row
+    // groups one after another would wait here forever (until the read's deadline).
+    server.add_fault(FaultRule::new(Fault::Barrier(2)).skip(2).times(2));
+    let mut reader = ParquetReader::new(&client(), &server.url(PATH)).unwrap();
+    let batches = futures::executor::block_on(async {
+        let metadata = ArrowReaderMetadata::load_async(&mut reader, Default::default())
+            .await
+            .unwrap();
+        let columns = ProjectionMask::roots(metadata.parquet_schema(), COLUMNS);
+        reader
+            .prefetch(metadata.metadata(), &ROW_GROUPS, &columns)
+            .unwrap();
+        ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
+            .with_projection(columns)
+            .with_row_groups(ROW_GROUPS.to_vec())
+            .build()
+            .unwrap()
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap()
+    });
+    assert_eq!(rows(&batches), rows(&reference(&file)));
+    let log = server.requests();
+    assert_selective_log(&log, &file);
+    assert_eq!(log.iter().filter(|r| r.fault.is_some()).count(), 2);
+}
