@@ -73,9 +73,12 @@ mod tests {
         std::error::Error::source(error)?.downcast_ref::<karu::Error>()
     }
 
+    /// Whether an error is of the expected kind.
+    type Kind = fn(&object_store::Error) -> bool;
+
     #[test]
     fn statuses_map_to_their_object_store_kinds_with_the_karu_error_as_source() {
-        let cases: [(Status, fn(&object_store::Error) -> bool); 6] = [
+        let cases: [(Status, Kind); 6] = [
             (
                 Status::NotFound,
                 |e| matches!(e, object_store::Error::NotFound { path, .. } if path == "a/b"),

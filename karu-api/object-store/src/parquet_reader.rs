@@ -235,7 +235,7 @@ impl ParquetReader {
     }
 
     /// `ranges` cut from the bytes of a prefetched batch.
-    async fn from_prefetched(
+    async fn serve_prefetched(
         &self,
         prefetch: Prefetch,
         ranges: &[Range<u64>],
@@ -308,7 +308,7 @@ impl ParquetReader {
     /// Exactly the bytes of every range, in one batch.
     async fn read_many(&self, ranges: Vec<Range<u64>>) -> Result<Vec<Bytes>> {
         if let Some(prefetch) = self.take_prefetched(&ranges) {
-            return self.from_prefetched(prefetch, &ranges).await;
+            return self.serve_prefetched(prefetch, &ranges).await;
         }
         let mut reads = Vec::with_capacity(ranges.len());
         for (i, range) in ranges.iter().enumerate() {
