@@ -116,9 +116,19 @@ mod client;
 pub mod metrics;
 mod reader;
 
+/// What of an address, a URL or a text may appear in a message or a log: user information and
+/// query strings replaced by `<redacted>` (the one place Karu hides secrets from text), for
+/// faces that echo what a user wrote, as the `karu` command does.
+pub use karu_engine::sdk::redact;
+
 /// The providers of this build, for their configuration types and helpers (for example
 /// `karu::providers::s3::credential` to build an S3 credential in a credential callback).
 pub use karu_providers as providers;
+
+/// The README's Rust examples (the repository's `README.md`), compiled as documentation tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct Readme;
 
 pub use client::{Client, ClientBuilder};
 pub use karu_config::{ConfigBuilder, Snapshot};

@@ -618,7 +618,8 @@ fn stat_is_one_request_for_byte_zero() {
         .stat(&locate(&client, &server, "/missing"))
         .unwrap_err();
     assert_eq!(e.status(), Status::NotFound);
-    // A window: an unbounded one asks the server, a bounded one knows its size.
+    // A window, bounded or not, probes the object like any stat: what it shows is the window
+    // clipped to what exists, with the object's ETag.
     let object = locate(&client, &server, "/o");
     let info = client
         .stat(&object.with_window(MIB, None).unwrap())
@@ -627,7 +628,28 @@ fn stat_is_one_request_for_byte_zero() {
     let info = client
         .stat(&object.with_window(MIB, Some(10)).unwrap())
         .unwrap();
-    assert_eq!(info.size, Some(10));
+    assert_eq!(
+        (info.size, info.etag.as_deref()),
+        (Some(10), Some("\"strong\""))
+    );
+    let info = client
+        .stat(&object.with_window(5 * MIB, Some(100)).unwrap())
+        .unwrap();
+    assert_eq!(info.size, Some(3), "the window reaches past the end");
+    let info = client
+        .stat(&object.with_window(6 * MIB, Some(4)).unwrap())
+        .unwrap();
+    assert_eq!(info.size, Some(0), "the window starts past the end");
+    let missing = locate(&client, &server, "/missing");
+    let e = client
+        .stat(&missing.with_window(0, Some(4)).unwrap())
+        .unwrap_err();
+    assert_eq!(e.status(), Status::NotFound);
+    let info = futures::executor::block_on(
+        client.stat_async(&object.with_window(5 * MIB, Some(100)).unwrap()),
+    )
+    .unwrap();
+    assert_eq!(info.size, Some(3));
 
     let log = server.requests();
     assert_eq!(
@@ -639,6 +661,11 @@ fn stat_is_one_request_for_byte_zero() {
             ("/weak", Some("bytes=0-0"), 206),
             ("/none", Some("bytes=0-0"), 206),
             ("/empty", Some("bytes=0-0"), 416),
+            ("/missing", Some("bytes=0-0"), 404),
+            ("/o", Some("bytes=0-0"), 206),
+            ("/o", Some("bytes=0-0"), 206),
+            ("/o", Some("bytes=0-0"), 206),
+            ("/o", Some("bytes=0-0"), 206),
             ("/missing", Some("bytes=0-0"), 404),
             ("/o", Some("bytes=0-0"), 206),
         ],

@@ -121,6 +121,42 @@ fn window_offsets_are_relative_to_the_window_start() {
 }
 
 #[test]
+fn a_bounded_window_stat_looks_at_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("24.bin");
+    std::fs::write(&path, pattern(0, 24)).unwrap();
+    let client = client();
+    let object = locate(&client, &path);
+    let size = |start, len| {
+        let window = object.with_window(start, len).unwrap();
+        let blocking = client.stat(&window).unwrap().size;
+        let polled = futures::executor::block_on(client.stat_async(&window))
+            .unwrap()
+            .size;
+        assert_eq!(blocking, polled, "[{start}, +{len:?})");
+        blocking
+    };
+    assert_eq!(size(2, Some(10)), Some(10));
+    assert_eq!(size(2, Some(100)), Some(22), "clipped to what exists");
+    assert_eq!(size(30, Some(4)), Some(0), "nothing exists there");
+    assert_eq!(size(2, None), Some(22));
+
+    let missing = locate(&client, &dir.path().join("missing.bin"));
+    let window = missing.with_window(0, Some(4)).unwrap();
+    assert_eq!(client.stat(&window).unwrap_err().status(), Status::NotFound);
+    let polled = futures::executor::block_on(client.stat_async(&window));
+    assert_eq!(polled.unwrap_err().status(), Status::NotFound);
+    // Both ends of a window reaching past the end are the ends of what it shows.
+    let ends = client
+        .read_ends(&object.with_window(20, Some(100)).unwrap(), 2, 2)
+        .unwrap();
+    assert_eq!(
+        (ends.size, ends.head, ends.tail),
+        (4, pattern(20, 2), pattern(22, 2))
+    );
+}
+
+#[test]
 fn nested_windows_compose_and_must_fit() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 10_000);
@@ -212,10 +248,10 @@ fn unbounded_windows_run_to_the_end_of_the_file() {
     );
     let beyond = object.with_window(20_000, None).unwrap();
     assert_eq!(client.stat(&beyond).unwrap().size, Some(0));
-    // A bounded window may reach past the end of the file: its visible size is its length,
-    // and reads in it see the end of the file.
+    // A bounded window may reach past the end of the file: its visible size is what exists
+    // of it, and reads in it see the end of the file.
     let overhanging = object.with_window(9990, Some(100)).unwrap();
-    assert_eq!(client.stat(&overhanging).unwrap().size, Some(100));
+    assert_eq!(client.stat(&overhanging).unwrap().size, Some(10));
 
     let done = client
         .submit([
@@ -906,7 +942,7 @@ fn character_devices_state_no_size_and_read_at_offsets() {
     let null = locate(&client, std::path::Path::new("/dev/null"));
     assert_eq!(client.stat(&zero).unwrap().size, None);
     assert_eq!(client.stat(&null).unwrap().size, None);
-    // A bounded window states its own size, whatever the object's.
+    // A device states no size: a bounded window of it shows its length.
     let window = zero.with_window(4096, Some(64)).unwrap();
     assert_eq!(client.stat(&window).unwrap().size, Some(64));
     assert_eq!(

@@ -130,11 +130,11 @@ fn signed_reads_retries_and_failures_log_no_secret() {
         assert!(text.contains(target), "{target} is captured");
     }
     // A subscriber that wants spans gets each read's `fetch` span around the events of its
-    // attempts (here each request's).
+    // attempts (here each request's, under the `karu::http` target that `karu -v` shows).
     assert!(
         text.lines().any(|line| line.contains("fetch{object=")
             && line.contains("range=bytes=0-99")
-            && line.contains("karu_engine::http::exchange")),
+            && line.contains("karu::http: request method=\"GET\"")),
         "the requests' events are captured inside their fetch span"
     );
     let secrets = [

@@ -304,8 +304,14 @@ pub(crate) fn unknown_key<S: AsRef<str>>(found: &str, known: &[S]) -> Problem {
     }
 }
 
-/// The entry of `known` closest to `found`, if one is close enough to be a typo of it.
-pub(crate) fn closest<'k, S: AsRef<str>>(found: &str, known: &'k [S]) -> Option<&'k str> {
+/// The entry of `known` closest to `found`, if one is close enough to be a typo of it: the
+/// did-you-mean of configuration errors, for the faces' own (the `karu` command's schemes).
+///
+/// ```
+/// assert_eq!(karu_config::closest("htp", &["file", "http", "s3"]), Some("http"));
+/// assert_eq!(karu_config::closest("gopher", &["file", "http", "s3"]), None);
+/// ```
+pub fn closest<'k, S: AsRef<str>>(found: &str, known: &'k [S]) -> Option<&'k str> {
     known
         .iter()
         .map(|k| (edit_distance(found, k.as_ref()), k.as_ref()))

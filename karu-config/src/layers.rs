@@ -25,6 +25,10 @@ pub(crate) const PATHS: &str = "paths";
 /// The environment variable that names an extra config file.
 pub(crate) const CONFIG_VAR: &str = "KARU_CONFIG";
 
+/// The log filter of Karu's faces (the `karu` command's `-v`), in `tracing`'s filter syntax: not
+/// a setting, and not an error.
+pub(crate) const LOG_VAR: &str = "KARU_LOG";
+
 /// The prefix of every environment variable this crate reads.
 const ENV_PREFIX: &str = "KARU_";
 
@@ -243,6 +247,7 @@ fn syntax(text: &str, error: &toml::de::Error) -> Problem {
 ///
 /// The mapping (documented for users on the crate root):
 /// - `KARU_CONFIG` names a file and is handled by the builder, not here;
+/// - `KARU_LOG` is the log filter of Karu's faces, not a setting;
 /// - `KARU_CA_FILE` is `http.ca_file`;
 /// - `KARU_<KEY>` is a top-level setting such as `io_threads`;
 /// - `KARU_<TABLE>__<KEY>` is a key of a settings table; an unknown key there (a typo such as
@@ -260,7 +265,8 @@ pub(crate) fn env_layers(
         let Some(rest) = name.strip_prefix(ENV_PREFIX) else {
             continue;
         };
-        if raw.is_empty() || name == CONFIG_VAR || rest.starts_with(RESERVED_ENV) {
+        if raw.is_empty() || name == CONFIG_VAR || name == LOG_VAR || rest.starts_with(RESERVED_ENV)
+        {
             continue;
         }
         let source_name = format!("environment variable {name}");
@@ -332,7 +338,7 @@ fn table_variable(table: &str) -> String {
 
 /// The variable closest to `KARU_<rest>`, if one is close enough to be a typo of it.
 fn suggest_variable(rest: &str, context: &Context<'_>) -> Option<String> {
-    let mut known = vec!["CONFIG".to_owned(), "CA_FILE".to_owned()];
+    let mut known = vec!["CONFIG".to_owned(), "CA_FILE".to_owned(), "LOG".to_owned()];
     for (key, value) in SCHEMA.iter() {
         match value {
             Value::Dict(_, table) => {
@@ -648,6 +654,7 @@ mod tests {
             ("KARU_PLANNER__MAX_GAPP", "0"),
             ("KARU_S3__REGION", "eu-west-1"),
             ("KARU_CONFIG", "/etc/karu.toml"),
+            ("KARU_LOG", "karu::http=debug"),
             ("KARU_EMPTY", ""),
             ("KARU_CI_TARGET_DIR", "/cache"),
             ("AWS_REGION", "us-east-1"),

@@ -77,6 +77,8 @@
 //! unset.
 //!
 //! - `KARU_CONFIG` names a file (layer 5); it is not a setting.
+//! - `KARU_LOG` is the log filter of Karu's faces (the `karu` command's `-v`, in `tracing`'s
+//!   filter syntax); it is not a setting.
 //! - `KARU_IO_THREADS`, `KARU_FILE_WORKERS`, `KARU_CREDENTIAL_WORKERS`, `KARU_CONCURRENCY` set
 //!   the top-level settings of the same name, and `KARU_CA_FILE` sets `http.ca_file`.
 //! - `KARU_<TABLE>__<KEY>` sets a key of a settings table: `KARU_PLANNER__MAX_GAP=0`,
@@ -150,10 +152,10 @@ mod units;
 mod wording;
 
 pub use builder::{ConfigBuilder, default_user_file};
-pub use error::{ConfigError, ConfigErrorKind};
+pub use error::{ConfigError, ConfigErrorKind, closest};
 pub use explain::{Explained, Explanation};
 pub use file::{read_regular_file, read_regular_text};
-pub use section::{InvalidKey, Section, SectionConfig};
+pub use section::{InvalidKey, Key, Section, SectionConfig};
 pub use settings::{HttpSettings, HttpVersion, PlannerSettings, RetrySettings, Settings, Trade};
 pub use snapshot::{Origin, Scoped, Snapshot};
 pub use units::{ByteSize, ParseUnitError, Seconds};

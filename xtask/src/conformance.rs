@@ -249,8 +249,10 @@ fn reports(args: Conformance) -> Result<Vec<Report>, String> {
     }
     if wants("gcs") {
         reports.push(run_one(&GcsMockTarget::start(), &options));
+        reports.push(run_one(&GcsMockTarget::start_emulator(), &options));
         if args.real {
             reports.push(run_one(&GcsTarget::fake_gcs_server()?, &options));
+            reports.push(run_one(&GcsTarget::fake_gcs_server_xml()?, &options));
         }
     }
     if wants("local") {

@@ -1,6 +1,6 @@
 //! `cargo xtask`: the project's tasks. `demo` runs the main job, `test` every test, `bench`
 //! the benchmarks, `conformance` the provider suite, `fuzz` the fuzz targets, `header` the C
-//! ABI's header.
+//! ABI's header, `install` the C ABI's libraries, headers and package files.
 
 mod bench;
 mod conformance;
@@ -8,6 +8,8 @@ mod demo;
 mod features;
 mod fuzz;
 mod header;
+mod install;
+mod install_check;
 mod layers;
 mod python;
 mod python_bench;
@@ -35,9 +37,10 @@ enum Task {
     Demo,
     /// Check the C header is current, install what the tests need, then build and run every
     /// test of the workspace (nextest if present, else cargo test; the C and C++ programs of
-    /// the C ABI under AddressSanitizer among them), then the provider-feature builds, format
-    /// and lint checks. Every fuzz target replays its corpus in the test run
-    /// (`karu-fuzz-targets`).
+    /// the C ABI under AddressSanitizer among them), then the C ABI installed into a temporary
+    /// prefix and built against with pkg-config and CMake, the Python wheel and its tests, the
+    /// provider-feature builds, format and lint checks. Every fuzz target replays its corpus
+    /// in the test run (`karu-fuzz-targets`).
     Test {
         /// Skip the provider-feature builds, `cargo fmt --check` and `cargo clippy`.
         #[arg(long)]
@@ -67,6 +70,11 @@ enum Task {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Build the C ABI in release mode and install it for C and C++ projects: lib/libkaru.so
+    /// (SONAME libkaru.so.0, with its links), lib/libkaru.a, include/karu.h and karu.hpp,
+    /// lib/pkgconfig/karu.pc and a CMake package (`find_package(karu)`: karu::karu,
+    /// karu::karu_static); the libraries stripped of debug information. `DESTDIR` is honoured.
+    Install(install::Args),
     /// Generate the C ABI's header, karu-api/ffi/include/karu.h, from the FFI crate with the
     /// pinned cbindgen (`test` fails when the committed one is stale).
     Header,
@@ -106,6 +114,7 @@ fn main() -> ExitCode {
             }
         }
         Task::Header => header::write(&workspace_root()),
+        Task::Install(args) => install::run(args),
         Task::Bench { args } => bench::run(&args),
         Task::Conformance(args) => conformance::run(*args),
         Task::Fuzz(args) => fuzz::run(args),
@@ -135,6 +144,13 @@ fn target_dir() -> PathBuf {
 /// The cargo binary running us.
 fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
+}
+
+/// FNV-1a, as `karu-api/ffi/examples/read_ranges.c` computes it.
+fn fnv1a(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Human-readable bytes.

@@ -1,8 +1,9 @@
-//! `cargo xtask python`: build the Python wheel (`karu-api/python`) with maturin from PyPI,
-//! in the workspace's target directory (so it shares the workspace's build), and install it
-//! into a virtual environment under `target/python/venv`, with the test tools. `test` also
-//! runs the pytest suite (`karu-api/python/tests`) against the testkit's mock server process
-//! (`karu-testkit serve`).
+//! `cargo xtask python`: build the Python wheel (`karu-api/python`) the way `pip install
+//! ./karu-api/python` does (pip runs the package's build backend, maturin from PyPI), in the
+//! workspace's target directory (so it shares the workspace's build), and install it into a
+//! virtual environment under `target/python/venv`, with the test tools. `test` also runs the
+//! pytest suite (`karu-api/python/tests`) against the testkit's mock server process
+//! (`karu-testkit serve`), nginx and SeaweedFS.
 //!
 //! Idempotent: the environment is made once, and the pinned tools are installed only when
 //! the list of them changed.
@@ -12,15 +13,23 @@ use std::process::Command;
 
 use crate::{cargo, target_dir, workspace_root};
 
-/// The tools the environment holds, pinned (PyPI).
-/// h5py and tifffile are the format readers the fsspec tests read real files with.
-const TOOLS: [&str; 6] = [
+/// The tools the environment holds, pinned (PyPI): every version the Python tests use is
+/// here. h5py and tifffile are the format readers the fsspec tests read real files with;
+/// zarr, pandas, pyarrow and dask (with distributed, for a LocalCluster) are the data stack
+/// the zarr, Parquet and Dask tests read through Karu.
+const TOOLS: [&str; 12] = [
     "maturin==1.16.0",
     "pytest==9.2.0",
     "fsspec==2026.9.0",
     "numpy==2.4.6",
     "h5py==3.16.0",
     "tifffile==2026.3.3",
+    "zarr==3.1.6",
+    "pandas==3.1.1",
+    "pyarrow==26.0.1",
+    "dask[array,dataframe]==2026.8.0",
+    "distributed==2026.8.0",
+    "pytest-asyncio==1.5.0",
 ];
 
 /// Where the environment, the wheels and the clean-install check live: `target/python`, or
@@ -84,21 +93,38 @@ pub(crate) fn build(profile: Profile) -> Result<PathBuf, String> {
     let root = workspace_root();
     let wheels = python_dir().join("wheels");
     let _ = std::fs::remove_dir_all(&wheels);
-    println!("xtask python: maturin build (karu-api/python)");
-    let mut maturin = Command::new(venv.join("bin").join("maturin"));
-    // `workspace-build`: the features the test build uses for the module's dependencies, so
-    // this build reuses it (see "Feature alignment" in the root Cargo.toml).
-    maturin.args(["build", "--quiet", "--features", "workspace-build"]);
-    if profile == Profile::Release {
-        maturin.arg("--release");
-    }
-    run(maturin
-        .arg("--manifest-path")
-        .arg(root.join("karu-api/python/Cargo.toml"))
-        .arg("--out")
+    // What `pip install ./karu-api/python` does: pip runs the package's build backend
+    // (maturin); here without an isolated build environment (the venv's pinned maturin) and
+    // with the test build's features and profile, so the build is the workspace's.
+    println!("xtask python: pip wheel ./karu-api/python (build backend: maturin)");
+    let mut args = String::from("--features workspace-build");
+    args.push_str(match profile {
+        Profile::Debug => " --profile dev",
+        Profile::Release => " --profile release",
+    });
+    let path = std::env::join_paths(
+        std::iter::once(venv.join("bin")).chain(
+            std::env::var_os("PATH")
+                .iter()
+                .flat_map(std::env::split_paths),
+        ),
+    )
+    .map_err(|e| format!("PATH: {e}"))?;
+    run(Command::new(python(&venv))
+        .args([
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+        ])
         .arg(&wheels)
-        .arg("--interpreter")
-        .arg(python(&venv))
+        .arg(root.join("karu-api/python"))
+        .env("MATURIN_PEP517_ARGS", args)
+        .env("PATH", path)
         .env("CARGO_TARGET_DIR", target_dir())
         .current_dir(&root))?;
     let wheel = std::fs::read_dir(&wheels)
@@ -145,11 +171,15 @@ fn clean_install(wheel: &Path) -> Result<(), String> {
         ])
         .arg(site_packages(&clean)?)
         .arg(wheel))?;
-    let check = "import karu, tempfile, os\n\
+    let check = format!(
+        "import karu, tempfile, os\n\
         d = tempfile.mkdtemp(); p = os.path.join(d, 'a')\n\
         open(p, 'wb').write(bytes(range(256)))\n\
-        assert karu.Client(isolated=True).read(p, 10, 5) == bytes(range(10, 15))\n";
-    run(Command::new(&clean_python).args(["-c", check]))?;
+        assert karu.Client(isolated=True).read(p, 10, 5) == bytes(range(10, 15))\n\
+        assert karu.__version__ == {:?}, karu.__version__\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    run(Command::new(&clean_python).args(["-c", &check]))?;
     println!("xtask python: the wheel installs and reads in a clean environment");
     Ok(())
 }

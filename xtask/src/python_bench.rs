@@ -3,7 +3,11 @@
 //! scattered` for the same seed) through `karu.fsspec.KaruFileSystem`, fsspec's own
 //! `HTTPFileSystem` (aiohttp) and obstore's `get_ranges`, against one mock server process
 //! (`karu-testkit serve`, 20 ms of latency before every response, as the Rust benchmark's
-//! default), in the same run. The script is `karu-api/python/bench/scattered.py`.
+//! default), in the same run (`karu-api/python/bench/scattered.py`); then the data stack's
+//! workloads (`karu-api/python/bench/stack.py`): zarr arrays (chunked, sharded) through
+//! `karu.zarr.KaruStore`, zarr's `FsspecStore` over fsspec's HTTP and obstore's zarr store, and
+//! a Parquet column through pyarrow with `KaruFileSystem`, fsspec's HTTP and obstore's fsspec,
+//! against a mock of the same latency. `cargo xtask bench all` runs it after `karu-bench all`.
 //!
 //! Builds the wheel in release mode and the mock server in release mode (numbers from a debug
 //! build mean nothing), and installs the peers (pinned) into the environment of `cargo xtask
@@ -16,6 +20,7 @@ use crate::{cargo, target_dir, workspace_root};
 
 /// The peers, pinned (PyPI): aiohttp for fsspec's HTTP filesystem, obstore.
 const BENCH_TOOLS: [&str; 2] = ["aiohttp==3.14.5", "obstore==0.12.1"];
+// zarr, pyarrow and the rest of the data stack come with the test tools (`python::TOOLS`).
 
 /// The `scattered` workload's shape (`xtask/bench/src/workload.rs`): reads, read length,
 /// object size.
@@ -76,6 +81,15 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             .args(["--runs", &runs.to_string()])
             .args(["--latency-ms", &latency_ms.to_string()])
             .args(["--seed", &seed.to_string()])
+            .current_dir(&root),
+    )?;
+    python::run(
+        Command::new(python::python(&venv))
+            .arg(root.join("karu-api/python/bench/stack.py"))
+            .arg("--testkit")
+            .arg(target_dir().join("release").join("karu-testkit"))
+            .args(["--runs", &runs.to_string()])
+            .args(["--latency-ms", &latency_ms.to_string()])
             .current_dir(&root),
     )
 }

@@ -1,7 +1,8 @@
 //! `cargo xtask test`: the C header check, karu-engine's layers, prerequisites, every test (each fuzz target's corpus
 //! replay among them: `karu-fuzz-targets`; the C and C++ programs of the C ABI too: `karu-ffi`'s
-//! tests compile and run them), the Python wheel and its pytest suite, the provider-feature
-//! builds, format and lint checks.
+//! tests compile and run them), the C ABI installed and built against with pkg-config and
+//! CMake, the Python wheel and its pytest suite, the provider-feature builds, format and lint
+//! checks.
 
 use std::path::Path;
 use std::process::Command;
@@ -47,7 +48,10 @@ fn run_stages(
     stages.time("layers (cargo xtask layers)", || {
         crate::layers::run(root, None)
     })?;
-    stages.time("install test servers", install_servers)?;
+    stages.time("install test servers and tools", || {
+        install_servers()?;
+        install_build_tools()
+    })?;
     let nextest = Command::new(cargo())
         .args(["nextest", "--version"])
         .output()
@@ -77,7 +81,13 @@ fn run_stages(
         stages.time("build and run the tests (cargo test)", || step(root, &args))?;
     }
     if extra.is_empty() {
-        // The Python binding: its wheel (built by maturin on this target directory; with the
+        // After every test of the C ABI has run: the installation's build of the FFI crate
+        // sets a SONAME on the library those tests link (cargo relinks it for the next run).
+        stages.time("C/C++ install (pkg-config, CMake)", || {
+            crate::install_check::check(root)
+        })?;
+        // The Python binding: its wheel (built as `pip install ./karu-api/python` builds it, with
+        // maturin as the build backend, on this target directory; with the
         // `workspace-build` feature it resolves the features of this run's test build, so it
         // reuses that build and compiles only pyo3 and itself) and its pytest suite.
         stages.time("Python wheel and pytest", || crate::python::test(&[]))?;
@@ -161,21 +171,7 @@ fn children_cpu() -> Option<Duration> {
 /// Idempotent: nothing runs when they are already there.
 fn install_servers() -> Result<(), String> {
     if Nginx::binary().is_none() {
-        println!("xtask test: installing nginx (apt-get install nginx-light)");
-        let install = || {
-            Command::new("apt-get")
-                .args(["install", "-y", "--no-install-recommends", "nginx-light"])
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if !install() {
-            // A fresh machine may not have package lists yet.
-            let _ = Command::new("apt-get").arg("update").status();
-            if !install() {
-                return Err("cannot install nginx with apt-get (is this Debian, and root?)".into());
-            }
-        }
+        apt_install(&["nginx-light"])?;
         // The package starts a system nginx on port 80; the tests run their own.
         let _ = Command::new("service").args(["nginx", "stop"]).status();
     }
@@ -221,6 +217,60 @@ fn install_servers() -> Result<(), String> {
             return Err(format!(
                 "cannot install fake-gcs-server: `{}` failed",
                 fake_gcs::install_hint()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Install what the C/C++ installation's check builds with, if missing: `pkg-config`, `cmake`
+/// and `make` (CMake's default generator), from Debian. Idempotent.
+fn install_build_tools() -> Result<(), String> {
+    let runs = |program: &str| {
+        Command::new(program)
+            .arg("--version")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let missing: Vec<&str> = [
+        ("pkg-config", "pkg-config"),
+        ("cmake", "cmake"),
+        ("make", "make"),
+    ]
+    .into_iter()
+    .filter(|(program, _)| !runs(program))
+    .map(|(_, package)| package)
+    .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        apt_install(&missing)
+    }
+}
+
+/// `apt-get install` Debian packages (updating the package lists once if the first attempt
+/// fails: a fresh machine may have none).
+fn apt_install(packages: &[&str]) -> Result<(), String> {
+    println!(
+        "xtask test: installing {} (apt-get install)",
+        packages.join(", ")
+    );
+    let install = || {
+        Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !install() {
+        let _ = Command::new("apt-get").arg("update").status();
+        if !install() {
+            return Err(format!(
+                "cannot install {} with apt-get (is this Debian, and root?)",
+                packages.join(", ")
             ));
         }
     }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::numbers;
 
@@ -41,6 +41,11 @@ pub(crate) struct Global {
     /// Print JSON lines instead of raw bytes or text.
     #[arg(long, global = true)]
     pub(crate) json: bool,
+    /// Show each request on stderr: method, URL (query redacted), range, status, attempt and
+    /// time (-v); -vv adds everything Karu logs. KARU_LOG (or RUST_LOG) takes a tracing filter
+    /// instead, e.g. KARU_LOG=karu::http=debug.
+    #[arg(short, long, global = true, action = ArgAction::Count)]
+    pub(crate) verbose: u8,
 }
 
 /// The subcommands.
@@ -49,11 +54,28 @@ pub(crate) enum Command {
     /// Read ranges in one batch.
     #[command(
         long_about = "Read ranges in one batch: one checked completion per range.\n\n\
-                      Ranges are OFFSET:LENGTH, each number decimal, 0x hex or with a unit \
-                      (4KiB, 1MiB). One range without --json writes its raw bytes to stdout; \
-                      several ranges need --concat (their bytes one after another, in the order \
-                      given), --output DIR (one file each) or --json (one line per read, as \
-                      each completes)."
+                      A range is OFFSET:LENGTH, OFFSET:end (or OFFSET:) to the end of the \
+                      object, or -LENGTH for its last LENGTH bytes (all of them when it is \
+                      shorter, as `curl -r -500`). Numbers are decimal, 0x hex, or with a \
+                      binary unit: 4K, 4k and 4KiB are all 4096 bytes, 1M and 1MiB 1048576 \
+                      (decimal units such as 1KB are refused here, so that 1kb and 1K never \
+                      mean different things). A suffix with a unit goes after `--`: \
+                      `karu read URL -- -4K`.\n\n\
+                      One range without --json writes its raw bytes to stdout; several ranges \
+                      need --concat (their bytes one after another, in the order given), \
+                      --output DIR (one file each) or --json (one line per read, as each \
+                      completes). Bytes are written as they arrive: a read longer than \
+                      http.part_size (8 MiB) goes in pieces of that size, in order, with at \
+                      most planner.max_span (64 MiB) of them in memory; the pieces of a remote \
+                      read are pinned to one version of the object by the ETag of a stat made \
+                      first (an object without a strong ETag is read in one piece). A read \
+                      that fails after some of its pieces were written to stdout has written \
+                      them: the exit status says it failed.\n\n\
+                      With --output, a file under its name is always a whole read: bytes go to \
+                      a hidden temporary file beside it, renamed when the read is OK. A read \
+                      that reached the end of the object keeps the bytes that exist as \
+                      NAME.partial; any other failure keeps nothing, and a NAME (or \
+                      NAME.partial) left by an earlier run is removed."
     )]
     Read(ReadArgs),
     /// Print the size and ETag.
@@ -62,28 +84,83 @@ pub(crate) enum Command {
         address: String,
     },
     /// Read the first HEAD and last TAIL bytes in one round trip.
-    Ends {
-        /// A path, file:// URI or provider URL (see `karu --help`).
-        address: String,
-        /// Bytes from the start (decimal, 0x hex or with a unit).
-        #[arg(value_parser = numbers::bytes)]
-        head: u64,
-        /// Bytes from the end (decimal, 0x hex or with a unit).
-        #[arg(value_parser = numbers::bytes)]
-        tail: u64,
-    },
+    #[command(
+        long_about = "Read the first HEAD and last TAIL bytes in one round trip (each clamped \
+                      to the size), with the size and ETag: the header and footer of a format. \
+                      Prints the size, the ETag and each end's length and SHA-256; \
+                      --head-only or --tail-only writes that end's raw bytes to stdout \
+                      instead; --output DIR writes head.bin and tail.bin; --json puts the \
+                      bytes in the line (base64, or hex with --encoding hex)."
+    )]
+    Ends(EndsArgs),
     /// Print the effective configuration for an address: each value with the layer and path
     /// rule that supplied it, secrets redacted.
     #[command(
         long_about = "Print the effective configuration for an address: every setting and \
-                      every provider option in effect, each with the layer (file and line, \
-                      environment variable, --set, built-in default) and the path rule that \
-                      supplied it, secrets redacted. Without an address, the global values."
+                      every provider option in effect, each with where it came from (file and \
+                      line, a KARU_* variable, a provider's own variable such as AWS_REGION, \
+                      --set, a built-in default) and the path rule that supplied it, secrets \
+                      redacted. Without an address, the global values. With --keys, every key \
+                      Karu and the providers of this build read, with its aliases, its \
+                      environment variables and what it means."
     )]
     Config {
         /// A path, file:// URI or provider URL; without one, the global configuration.
         address: Option<String>,
+        /// List every key (settings and provider options) with aliases, environment variables
+        /// and meaning, instead of the values in effect.
+        #[arg(long, conflicts_with = "address")]
+        keys: bool,
     },
+    /// Print shell completions (bash, zsh, fish, elvish, powershell).
+    #[command(
+        long_about = "Print the completions of karu for a shell, to install where the shell \
+                      looks for them:\n  \
+                      karu completions bash > ~/.local/share/bash-completion/completions/karu\n  \
+                      karu completions zsh > ~/.zfunc/_karu   (with fpath+=~/.zfunc before \
+                      compinit)\n  \
+                      karu completions fish > ~/.config/fish/completions/karu.fish"
+    )]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// How `karu ends --json` writes bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Encoding {
+    /// Standard base64, with padding.
+    Base64,
+    /// Lower-case hexadecimal.
+    Hex,
+}
+
+/// `karu ends`.
+#[derive(Debug, Args)]
+pub(crate) struct EndsArgs {
+    /// A path, file:// URI or provider URL (see `karu --help`).
+    pub(crate) address: String,
+    /// Bytes from the start (decimal, 0x hex or with a binary unit: 64K).
+    #[arg(value_parser = numbers::bytes)]
+    pub(crate) head: u64,
+    /// Bytes from the end (decimal, 0x hex or with a binary unit).
+    #[arg(value_parser = numbers::bytes)]
+    pub(crate) tail: u64,
+    /// Write the head's raw bytes to stdout, and nothing else.
+    #[arg(long, conflicts_with_all = ["tail_only", "json"])]
+    pub(crate) head_only: bool,
+    /// Write the tail's raw bytes to stdout, and nothing else.
+    #[arg(long, conflicts_with_all = ["head_only", "json"])]
+    pub(crate) tail_only: bool,
+    /// Write the bytes to DIR/head.bin and DIR/tail.bin (only the one of --head-only or
+    /// --tail-only) instead of stdout.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) output: Option<PathBuf>,
+    /// How --json writes the bytes.
+    #[arg(long, value_enum, default_value_t = Encoding::Base64)]
+    pub(crate) encoding: Encoding,
 }
 
 /// `karu read`.
@@ -92,19 +169,19 @@ pub(crate) struct ReadArgs {
     /// A path, file:// URI or provider URL (see `karu --help`); optional with --ranges-from
     /// when every line names its address.
     pub(crate) address: Option<String>,
-    /// Ranges as OFFSET:LENGTH (decimal, 0x hex or with a unit: 0x100:4KiB).
-    #[arg(value_name = "OFFSET:LENGTH")]
+    /// Ranges: OFFSET:LENGTH, OFFSET:end (or OFFSET:) to the end, or -LENGTH for the last
+    /// bytes; numbers decimal, 0x hex or with a binary unit (0x100:4K, 1M:end, -500).
+    #[arg(value_name = "RANGE", allow_negative_numbers = true)]
     pub(crate) ranges: Vec<String>,
-    /// Read ranges from FILE (`-` for stdin), one per line: `OFFSET:LENGTH`, or
-    /// `ADDRESS OFFSET:LENGTH` to read many objects in one batch. Blank lines and lines
-    /// starting with `#` are skipped.
+    /// Read ranges from FILE (`-` for stdin), one per line: `RANGE`, or `ADDRESS RANGE` to
+    /// read many objects in one batch. Blank lines and lines starting with `#` are skipped.
     #[arg(long, value_name = "FILE|-")]
     pub(crate) ranges_from: Option<String>,
     /// Write the bytes of several ranges to stdout one after another, in the order given.
     #[arg(long, conflicts_with_all = ["json", "output", "out_template"])]
     pub(crate) concat: bool,
     /// Write each read's bytes to its own file in DIR (named by --out-template, default
-    /// `{tag}.bin`).
+    /// `{tag}.bin`); a file takes its name only when its read is OK (see above).
     #[arg(long, value_name = "DIR")]
     pub(crate) output: Option<PathBuf>,
     /// The file of each read: {tag} (its place in the batch, from 0), {offset}, {length} and
@@ -192,7 +269,16 @@ fn addresses(providers: &[&str]) -> String {
 }
 
 /// Where configuration comes from.
-const CONFIGURATION: &str = "\
+fn configuration() -> String {
+    let global_only: Vec<String> = karu_config::Settings::GLOBAL_ONLY
+        .iter()
+        .map(|key| match *key {
+            "planner" => "planner.*".to_owned(),
+            key => key.to_owned(),
+        })
+        .collect();
+    format!(
+        "\
 Configuration, lowest first (each layer overrides the ones before it, key by key):
   1. built-in defaults
   2. the user file: config.toml in the platform config directory
@@ -203,8 +289,34 @@ Configuration, lowest first (each layer overrides the ones before it, key by key
   6. KARU_* environment variables
   7. --set KEY=VALUE options
   Path rules ([paths.\"s3://bucket/prefix\"] in a file) override every layer for the
-  objects under them. `karu config ADDRESS` shows which layer and rule supplied each value.
-";
+  objects under them, for every key but those that configure the whole client, which a
+  rule may not set (it is an error):
+{}
+  `karu config ADDRESS` shows which layer and rule supplied each value; `karu config --keys`
+  lists every key.
+",
+        wrap(&global_only.join(", "), 4, 92)
+    )
+}
+
+/// `text` wrapped at `width` columns, every line indented by `indent`.
+fn wrap(text: &str, indent: usize, width: usize) -> String {
+    let mut out = " ".repeat(indent);
+    let mut column = indent;
+    for word in text.split(' ') {
+        if column > indent && column + 1 + word.len() > width {
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            column = indent;
+        } else if column > indent {
+            out.push(' ');
+            column += 1;
+        }
+        out.push_str(word);
+        column += word.len();
+    }
+    out
+}
 
 /// The main environment variables.
 const ENVIRONMENT: &str = "\
@@ -217,7 +329,9 @@ Environment:
   KARU_CA_FILE=FILE            extra trusted roots (PEM)
   KARU_<TABLE>__<KEY>=VALUE    any setting: KARU_PLANNER__MAX_GAP=1MiB, KARU_RETRY__DEADLINE=30s
   KARU_<SECTION>__<KEY>=VALUE  a provider option: KARU_S3__REGION=eu-west-1
-  A KARU_* name that Karu does not read is an error, with a did-you-mean.
+  KARU_LOG=FILTER              what -v shows, as a tracing filter (RUST_LOG too)
+  A KARU_* name that Karu does not read is an error, with a did-you-mean. Providers also
+  read their own variables (AWS_REGION, AWS_ENDPOINT_URL, HF_TOKEN, …): `karu config --keys`.
 ";
 
 /// The exit statuses.
@@ -228,33 +342,34 @@ Exit status:
   2  usage or configuration error: nothing was read
   3  the output could not be written (a full disk, an unwritable --output file)
   A closed stdout (a broken pipe, as with `| head`) ends karu quietly, like cat; the status is
-  then 0, or 1 if a read had already failed.
+  then 0, or 1 if a read had already failed. A stdout that is not open at all (`>&-`) is an
+  output error (3), as cat fails on it.
 ";
 
-/// Parses the command line, with help texts that name the providers of this build. Exits on
-/// `--help`, `--version` and usage errors (status 2), as clap does.
-pub(crate) fn parse() -> Cli {
+/// Where the subcommands' help sends a reader for what `karu --help` says once.
+const SEE_MAIN_HELP: &str =
+    "Addresses, configuration, environment and exit status: see `karu --help`.";
+
+/// The command, with help texts that name the providers of this build.
+pub(crate) fn command() -> clap::Command {
     let providers = karu::providers::enabled();
     let addresses = addresses(providers);
-    let everything = format!("{addresses}\n{CONFIGURATION}\n{ENVIRONMENT}\n{EXIT_STATUS}");
-    let command = Cli::command()
+    let everything = format!(
+        "{addresses}\n{}\n{ENVIRONMENT}\n{EXIT_STATUS}",
+        configuration()
+    );
+    Cli::command()
         .after_long_help(everything)
         .after_help(
             "Run `karu --help` for address forms, configuration, environment and exit status.",
         )
-        .mut_subcommand("read", |read| {
-            read.after_long_help(format!("{addresses}\n{EXIT_STATUS}"))
-        })
-        .mut_subcommand("stat", |stat| {
-            stat.after_long_help(format!("{addresses}\n{EXIT_STATUS}"))
-        })
-        .mut_subcommand("ends", |ends| {
-            ends.after_long_help(format!("{addresses}\n{EXIT_STATUS}"))
-        })
-        .mut_subcommand("config", |config| {
-            config.after_long_help(format!("{CONFIGURATION}\n{ENVIRONMENT}\n{EXIT_STATUS}"))
-        });
-    let matches = command.get_matches();
+        .mut_subcommands(|sub| sub.after_long_help(SEE_MAIN_HELP))
+}
+
+/// Parses the command line. Exits on `--help`, `--version` and usage errors (status 2), as
+/// clap does.
+pub(crate) fn parse() -> Cli {
+    let matches = command().get_matches();
     match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(error) => error.exit(),

@@ -2,11 +2,14 @@
 //! show the configuration that applies to it.
 //!
 //! ```text
-//! karu read ADDRESS OFFSET:LENGTH...   one batch, streamed as it completes
+//! karu read ADDRESS RANGE...           one batch, streamed as it completes (RANGE is
+//!                                      OFFSET:LENGTH, OFFSET:end or -SUFFIX)
 //! karu read --ranges-from FILE|-       ranges (and addresses) one per line
 //! karu stat ADDRESS                    size (`unknown` for a device or FIFO) and ETag
 //! karu ends ADDRESS HEAD TAIL          both ends in one round trip
 //! karu config [ADDRESS]                the effective configuration, value by value
+//! karu config --keys                   every key Karu and its providers read
+//! karu completions SHELL               shell completions (bash, zsh, fish, …)
 //! ```
 //!
 //! Exit status: 0 when every read (or the operation) succeeded, 1 when one failed, 2 for a
@@ -14,15 +17,22 @@
 //! quietly (status 0, or 1 if a read had failed). `karu --help` says it all.
 
 mod cli;
+mod ends;
+mod files;
+mod log;
 mod numbers;
 mod outcome;
 mod output;
+mod place;
+mod plan;
 mod read;
 mod report;
 mod requests;
 mod show_config;
+mod wait;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use karu::{Client, Error, Locator};
 use karu_config::Wording;
@@ -41,14 +51,24 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli, failed: &mut bool) -> Result<u8, Stop> {
-    let client = build_client(&cli.global)?;
     let mut out = Stdout::new();
+    if let Command::Completions { shell } = cli.command {
+        // Written to a buffer first: stdout's errors are reported as every output's are.
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut cli::command(), "karu", &mut script);
+        out.write(&script)?;
+        out.flush()?;
+        return Ok(OK);
+    }
+    log::init(cli.global.verbose)?;
+    let client = build_client(&cli.global)?;
     let window = cli.global.window.as_deref();
     let json = cli.global.json;
     match cli.command {
         Command::Read(args) => read::run(&client, &args, window, json, &mut out, failed),
         Command::Stat { address } => {
-            let info = match locate(&client, &address, window)?.and_then(|l| client.stat(&l)) {
+            let locator = locate(&client, &address, window)?;
+            let info = match client.stat(&locator) {
                 Ok(info) => info,
                 Err(e) => return Ok(operation_failed(&e)),
             };
@@ -64,52 +84,17 @@ fn run(cli: Cli, failed: &mut bool) -> Result<u8, Stop> {
             out.flush()?;
             Ok(OK)
         }
-        Command::Ends {
-            address,
-            head,
-            tail,
-        } => {
-            let ends = match locate(&client, &address, window)?
-                .and_then(|l| client.read_ends(&l, head, tail))
-            {
-                Ok(ends) => ends,
-                Err(e) => return Ok(operation_failed(&e)),
-            };
-            if json {
-                let line = json!({
-                    "size": ends.size,
-                    "etag": ends.etag,
-                    "head_bytes": ends.head.len(),
-                    "head_sha256": sha256(&ends.head),
-                    "tail_bytes": ends.tail.len(),
-                    "tail_sha256": sha256(&ends.tail),
-                });
-                out.line(&line.to_string())?;
-            } else {
-                out.line(&format!("size\t{}", ends.size))?;
-                out.line(&format!("etag\t{}", ends.etag.as_deref().unwrap_or("-")))?;
-                out.line(&format!(
-                    "head\t{} bytes\tsha256 {}",
-                    ends.head.len(),
-                    sha256(&ends.head)
-                ))?;
-                out.line(&format!(
-                    "tail\t{} bytes\tsha256 {}",
-                    ends.tail.len(),
-                    sha256(&ends.tail)
-                ))?;
-            }
-            out.flush()?;
-            Ok(OK)
+        Command::Ends(args) => ends::run(&client, &args, window, json, &mut out),
+        Command::Config { keys: true, .. } => show_config::keys(&client, json, &mut out),
+        Command::Config { address, .. } => {
+            show_config::run(&client, address.as_deref(), window, json, &mut out)
         }
-        Command::Config { address } => {
-            show_config::run(&client, address.as_deref(), json, &mut out)
-        }
+        Command::Completions { .. } => Ok(OK),
     }
 }
 
 /// An operation that ran but failed (exit 1).
-fn operation_failed(error: &Error) -> u8 {
+pub(crate) fn operation_failed(error: &Error) -> u8 {
     say(&format!("karu: {}: {}", error.status(), error.message()));
     FAILED
 }
@@ -163,13 +148,14 @@ fn quoted_value(value: &str) -> Option<Result<toml::Value, String>> {
     )
 }
 
-/// Resolves an address with the `--window` of the command line. A malformed window is a usage
-/// error; an address (or window) the client refuses is the error of the operation or reads.
+/// Resolves an address with the `--window` of the command line. A malformed window, or an
+/// address (or window) the client refuses, is a usage error: resolving never touches the
+/// network, so what it refuses is what was written. An unknown scheme gets a did-you-mean.
 pub(crate) fn locate(
     client: &Client,
     address: &str,
     window: Option<&str>,
-) -> Result<Result<Locator, Error>, Stop> {
+) -> Result<Locator, Stop> {
     let window = match window {
         None => None,
         Some(text) => {
@@ -181,7 +167,7 @@ pub(crate) fn locate(
             let start = numbers::bytes(start)
                 .map_err(|e| Stop::Usage(format!("--window {text:?}: {e}")))?;
             let len = match len {
-                "end" => None,
+                "end" | "" => None,
                 len => Some(
                     numbers::bytes(len)
                         .map_err(|e| Stop::Usage(format!("--window {text:?}: {e}")))?,
@@ -190,10 +176,57 @@ pub(crate) fn locate(
             Some((start, len))
         }
     };
-    Ok(client.locate(address).and_then(|locator| match window {
-        Some((start, len)) => locator.with_window(start, len),
+    let locator = client
+        .locate(address)
+        .map_err(|e| Stop::Usage(bad_address(client, address, &e)))?;
+    match window {
+        Some((start, len)) => locator
+            .with_window(start, len)
+            .map_err(|e| Stop::Usage(format!("--window: {}: {}", e.status(), e.message()))),
         None => Ok(locator),
-    }))
+    }
+}
+
+/// Why `address` is not one Karu can read, with a did-you-mean for a misspelt scheme.
+fn bad_address(client: &Client, address: &str, error: &Error) -> String {
+    let shown = karu::redact::address(address);
+    let schemes: Vec<String> = client
+        .registry()
+        .patterns()
+        .into_iter()
+        .filter(|p| !p.contains("://"))
+        .collect();
+    let scheme = address
+        .split_once("://")
+        .map(|(scheme, _)| scheme)
+        .filter(|s| {
+            s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        });
+    match scheme {
+        Some(scheme) if !schemes.contains(&scheme.to_ascii_lowercase()) => {
+            let lower = scheme.to_ascii_lowercase();
+            let mut message = format!(
+                "{shown}: unknown scheme \"{lower}\" (karu reads {}, and paths)",
+                schemes.join(", ")
+            );
+            if let Some(known) = karu_config::closest(&lower, &schemes) {
+                let corrected = format!("{known}{}", &address[scheme.len()..]);
+                message.push_str(&format!(
+                    "; did you mean \"{}\"?",
+                    karu::redact::address(&corrected)
+                ));
+            }
+            message
+        }
+        _ => format!("{shown}: {}: {}", error.status(), error.message()),
+    }
+}
+
+/// A duration in milliseconds, to the microsecond: `1.886`, never `1.8856439999999999`.
+pub(crate) fn milliseconds(duration: Duration) -> f64 {
+    duration.as_micros() as f64 / 1000.0
 }
 
 /// Lower-case hex SHA-256.

@@ -81,6 +81,7 @@ impl Failures {
 /// Writes to stderr around an optional progress bar.
 pub(crate) struct Reporter {
     bar: Option<ProgressBar>,
+    reads: u64,
     started: Instant,
     /// Whether stderr is a terminal (a person is watching).
     terminal: bool,
@@ -88,18 +89,24 @@ pub(crate) struct Reporter {
 }
 
 impl Reporter {
-    /// A reporter for a batch of `reads`; the bar shows only when stderr is a terminal.
-    pub(crate) fn new(reads: u64) -> Self {
+    /// A reporter for a command of `reads` reads of `bytes` bytes in all; the bar shows only
+    /// when stderr is a terminal and there is something to follow (several reads, or a read
+    /// long enough to go in pieces). It counts bytes as they arrive, and the reads done.
+    pub(crate) fn new(reads: u64, bytes: u64, long: bool) -> Self {
         let terminal = std::io::stderr().is_terminal();
-        let bar = (terminal && reads > 1).then(|| {
-            let bar = ProgressBar::with_draw_target(Some(reads), ProgressDrawTarget::stderr());
-            let style = ProgressStyle::with_template("{bar:30} {pos}/{len} reads  {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let bar = (terminal && (reads > 1 || long)).then(|| {
+            let bar = ProgressBar::with_draw_target(Some(bytes), ProgressDrawTarget::stderr());
+            let style = ProgressStyle::with_template(
+                "{bar:30} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec}  {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
             bar.set_style(style);
+            bar.set_message(format!("0/{reads} reads"));
             bar
         });
         Reporter {
             bar,
+            reads,
             started: Instant::now(),
             terminal,
             last_message: Instant::now(),
@@ -114,15 +121,15 @@ impl Reporter {
         }
     }
 
-    /// Progress: reads done, bytes delivered, failures.
+    /// Progress: reads done, bytes arrived, failures.
     pub(crate) fn progress(&mut self, done: u64, bytes: u64, failures: u64) {
         let Some(bar) = &self.bar else {
             return;
         };
-        bar.set_position(done);
-        if self.last_message.elapsed() >= Duration::from_millis(100) {
+        bar.set_position(bytes);
+        if done == self.reads || self.last_message.elapsed() >= Duration::from_millis(100) {
             self.last_message = Instant::now();
-            bar.set_message(progress_message(bytes, failures, self.started.elapsed()));
+            bar.set_message(progress_message(done, self.reads, failures));
         }
     }
 
@@ -137,10 +144,12 @@ impl Reporter {
     }
 }
 
-/// `12MiB, 3.2MiB/s, 1 failed`.
-fn progress_message(bytes: u64, failures: u64, elapsed: Duration) -> String {
-    let rate = rate(bytes, elapsed);
-    format!("{}, {rate}/s, {failures} failed", approximate(bytes))
+/// `3/10 reads, 1 failed`.
+fn progress_message(done: u64, reads: u64, failures: u64) -> String {
+    match failures {
+        0 => format!("{done}/{reads} reads"),
+        _ => format!("{done}/{reads} reads, {failures} failed"),
+    }
 }
 
 /// `karu: 2 of 5 reads failed; 1.5MiB delivered in 0.3 s`.
@@ -176,12 +185,6 @@ fn approximate(bytes: u64) -> String {
         unit += 1;
     }
     format!("{value:.1}{}", units[unit])
-}
-
-/// Bytes per second over `elapsed`.
-fn rate(bytes: u64, elapsed: Duration) -> String {
-    let seconds = elapsed.as_secs_f64().max(0.001);
-    approximate((bytes as f64 / seconds) as u64)
 }
 
 #[cfg(test)]
@@ -229,9 +232,7 @@ mod tests {
             summary(1, 14, 0, Duration::from_millis(20)),
             "karu: 1 read succeeded; 14B delivered in 0.0 s"
         );
-        assert_eq!(
-            progress_message(2 << 20, 1, Duration::from_secs(2)),
-            "2.0MiB, 1.0MiB/s, 1 failed"
-        );
+        assert_eq!(progress_message(3, 10, 1), "3/10 reads, 1 failed");
+        assert_eq!(progress_message(10, 10, 0), "10/10 reads");
     }
 }

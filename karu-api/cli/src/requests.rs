@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 
-use crate::numbers;
+use crate::numbers::{self, Range};
 use crate::outcome::Stop;
 
 /// One read to make.
@@ -13,8 +13,8 @@ use crate::outcome::Stop;
 pub(crate) struct Request {
     /// Index into [`Requests::addresses`].
     pub(crate) address: usize,
-    pub(crate) offset: u64,
-    pub(crate) length: u64,
+    /// The range as written: placed in the object once its size is known, if it needs it.
+    pub(crate) range: Range,
 }
 
 /// Every read of a batch, in the order given; the read's place is its tag.
@@ -40,12 +40,8 @@ impl Requests {
             };
             let at = requests.address(address);
             for range in ranges {
-                let (offset, length) = numbers::range(range).map_err(Stop::Usage)?;
-                requests.reads.push(Request {
-                    address: at,
-                    offset,
-                    length,
-                });
+                let range = numbers::range(range).map_err(Stop::Usage)?;
+                requests.reads.push(Request { address: at, range });
             }
         }
         match ranges_from {
@@ -77,8 +73,8 @@ impl Requests {
         at
     }
 
-    /// Reads `OFFSET:LENGTH` and `ADDRESS OFFSET:LENGTH` lines; `name` is how errors name the
-    /// source.
+    /// Reads `RANGE` and `ADDRESS RANGE` lines (a range as [`numbers::range`] reads it);
+    /// `name` is how errors name the source.
     fn lines(
         &mut self,
         reader: impl BufRead,
@@ -106,14 +102,10 @@ impl Requests {
                     }
                 },
             };
-            let (offset, length) =
+            let range =
                 numbers::range(range).map_err(|e| Stop::Usage(format!("{name}:{at}: {e}")))?;
             let address = self.address(address);
-            self.reads.push(Request {
-                address,
-                offset,
-                length,
-            });
+            self.reads.push(Request { address, range });
         }
         Ok(())
     }
@@ -135,7 +127,8 @@ mod tests {
     #[test]
     fn lines_name_ranges_and_addresses() {
         let requests = from_text(
-            "# a comment\n0:4\n\n/data/a b.bin 0x10:1KiB\r\ns3://b/k\t8:8\n/data/a b.bin 1:1\n",
+            "# a comment\n0:4\n\n/data/a b.bin 0x10:1KiB\r\ns3://b/k\t8:8\n/data/a b.bin 1:1\n\
+             s3://b/k 9:end\n-2K\n",
             Some("/default"),
         )
         .unwrap();
@@ -143,19 +136,31 @@ mod tests {
             requests.addresses,
             ["/default", "/data/a b.bin", "s3://b/k"]
         );
-        let reads: Vec<(usize, u64, u64)> = requests
+        let span = |offset, length| Range::Span { offset, length };
+        let reads: Vec<(usize, Range)> = requests
             .reads
             .iter()
-            .map(|r| (r.address, r.offset, r.length))
+            .map(|r| (r.address, r.range))
             .collect();
-        assert_eq!(reads, [(0, 0, 4), (1, 16, 1024), (2, 8, 8), (1, 1, 1)]);
+        assert_eq!(
+            reads,
+            [
+                (0, span(0, 4)),
+                (1, span(16, 1024)),
+                (2, span(8, 8)),
+                (1, span(1, 1)),
+                (2, Range::ToEnd { offset: 9 }),
+                (0, Range::Suffix { length: 2048 }),
+            ]
+        );
     }
 
     #[test]
     fn malformed_lines_name_their_line() {
         assert_eq!(
             from_text("0:4\n4-8\n", Some("/x")).unwrap_err(),
-            "list.txt:2: range \"4-8\": expected OFFSET:LENGTH"
+            "list.txt:2: range \"4-8\": expected OFFSET:LENGTH, OFFSET:end (to the end) or \
+             -LENGTH (the last bytes)"
         );
         assert!(
             from_text("0:4\n", None)

@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 use serde_json::json;
-use support::{isolate, karu, pattern, pattern_file, run, running_as_root, sha256, which};
+use support::{base64, isolate, karu, pattern, pattern_file, run, running_as_root, sha256, which};
 
 const LEN: u64 = 4096;
 
@@ -69,6 +69,7 @@ fn json_lines_carry_each_read_and_the_batch_figures() {
             ("attempts", json!(0)),
             ("transfer", json!(null)),
             ("transfer_bytes", json!(0)),
+            ("pieces", json!(1)),
         ] {
             assert_eq!(timing[key], value, "{key} of {timing}");
         }
@@ -77,6 +78,7 @@ fn json_lines_carry_each_read_and_the_batch_figures() {
             json!({
                 "tag": tag,
                 "address": file,
+                "range": format!("{offset}:{len}"),
                 "offset": offset,
                 "length": len,
                 "status": "ok",
@@ -234,6 +236,57 @@ fn window_offsets_are_relative_to_the_window() {
 }
 
 #[test]
+fn a_window_stat_probes_the_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "data.bin", 24);
+    let missing = dir.path().join("missing.bin");
+    let missing = missing.to_str().unwrap();
+
+    // The window clipped to what exists.
+    let out = karu(dir.path(), ["--window", "2:100", "stat", &file]);
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "size\t22\netag\t-\n"
+    );
+    // A missing object fails, windowed or not.
+    let out = karu(dir.path(), ["--window", "0:4", "stat", missing]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert!(out.stderr.starts_with("karu: not_found: "), "{out:?}");
+
+    // A remote object: one probe, its ETag kept.
+    let server = karu_testkit::MockServer::start();
+    server.insert_virtual("/24.bin", 24);
+    server.set_etag("/24.bin", Some("\"v1\""));
+    let url = server.url("/24.bin");
+    let out = karu(dir.path(), ["--json", "--window", "2:100", "stat", &url]);
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+    assert_eq!(
+        out.json_lines(),
+        vec![json!({"size": 22, "etag": "\"v1\""})]
+    );
+    let out = karu(
+        dir.path(),
+        ["--window", "0:4", "stat", &server.url("/does-not-exist")],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.starts_with("karu: not_found: "), "{out:?}");
+    let probes: Vec<_> = server
+        .requests()
+        .iter()
+        .map(|r| (r.path.clone(), r.byte_range, r.status))
+        .collect();
+    assert_eq!(
+        probes,
+        [
+            ("/24.bin".to_owned(), Some((0, 0)), 206),
+            ("/does-not-exist".to_owned(), Some((0, 0)), 404),
+        ]
+    );
+}
+
+#[test]
 fn planner_and_config_flags_are_accepted() {
     let dir = tempfile::tempdir().unwrap();
     let file = pattern_file(dir.path(), "data.bin", LEN);
@@ -318,8 +371,57 @@ fn ends_reports_both_ends() {
             "head_sha256": sha256(&pattern(0, 4)),
             "tail_bytes": 4,
             "tail_sha256": sha256(&pattern(LEN - 4, 4)),
+            "encoding": "base64",
+            "head": base64(&pattern(0, 4)),
+            "tail": base64(&pattern(LEN - 4, 4)),
         })]
     );
+
+    // The bytes themselves: raw on stdout, in hex, or in files.
+    let out = karu(dir.path(), ["ends", &file, "16", "8", "--head-only"]);
+    assert_eq!((out.code, out.stdout), (0, pattern(0, 16)));
+    let out = karu(dir.path(), ["ends", &file, "16", "8", "--tail-only"]);
+    assert_eq!((out.code, out.stdout), (0, pattern(LEN - 8, 8)));
+    let out = karu(
+        dir.path(),
+        ["--json", "ends", &file, "2", "3", "--encoding", "hex"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let line = &out.json_lines()[0];
+    assert_eq!(
+        (&line["encoding"], &line["head"], &line["tail"]),
+        (
+            &json!("hex"),
+            &json!(hex::encode(pattern(0, 2))),
+            &json!(hex::encode(pattern(LEN - 3, 3)))
+        )
+    );
+    let ends_dir = dir.path().join("ends");
+    let out = karu(
+        dir.path(),
+        [
+            "ends",
+            &file,
+            "5",
+            "6",
+            "--output",
+            ends_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        std::fs::read(ends_dir.join("head.bin")).unwrap(),
+        pattern(0, 5)
+    );
+    assert_eq!(
+        std::fs::read(ends_dir.join("tail.bin")).unwrap(),
+        pattern(LEN - 6, 6)
+    );
+    let out = karu(
+        dir.path(),
+        ["ends", &file, "1", "1", "--head-only", "--json"],
+    );
+    assert_eq!(out.code, 2, "raw bytes or JSON: {out:?}");
 
     // Each end is clamped to the size.
     let out = karu(dir.path(), ["ends", &file, "10000", "1"]);

@@ -198,3 +198,118 @@ fn karu_config_names_layer_rule_and_line_and_redacts_secrets() {
     assert_eq!(deadline["line"], 2);
     assert_eq!(deadline["rule"], Value::Null);
 }
+
+#[test]
+fn provider_variables_show_as_the_values_they_give() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_karu"));
+    isolate(&mut command, dir.path())
+        .env("AWS_REGION", "eu-west-1")
+        .env("AWS_DEFAULT_REGION", "us-west-2")
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+        .env("AWS_PROFILE", "analytics")
+        .env("AZURE_STORAGE_ACCOUNT_KEY", "c2VjcmV0LWtleQ==")
+        .env("HF_TOKEN", "hf_secret_token")
+        .env("KARU_LOG", "karu::http=debug")
+        .args([
+            "--set",
+            "s3.aws_profile=explicit",
+            "--json",
+            "config",
+            "s3://bucket/key",
+        ]);
+    let out = run(&mut command);
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
+    assert_eq!(
+        explained(&out, "s3.region"),
+        (
+            "\"eu-west-1\"".into(),
+            "environment variable AWS_REGION".into()
+        ),
+        "the first of the variables the provider reads"
+    );
+    assert_eq!(
+        explained(&out, "s3.endpoint"),
+        (
+            "\"http://127.0.0.1:9000\"".into(),
+            "environment variable AWS_ENDPOINT_URL".into()
+        )
+    );
+    // A key set by a layer (here under an alias) beats the variable.
+    assert_eq!(
+        explained(&out, "s3.aws_profile"),
+        ("\"explicit\"".into(), "--set".into())
+    );
+    let lines = out.json_lines();
+    assert!(!lines.iter().any(|l| l["key"] == "s3.profile"), "{lines:?}");
+    // Secrets from the environment are redacted like any others.
+    assert_eq!(explained(&out, "azure.account_key").0, "<redacted>");
+    assert_eq!(
+        explained(&out, "hf.token"),
+        ("<redacted>".into(), "environment variable HF_TOKEN".into())
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for secret in ["c2VjcmV0LWtleQ==", "hf_secret_token"] {
+        assert!(!text.contains(secret), "{text}");
+    }
+}
+
+#[test]
+fn config_keys_lists_every_key_of_every_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = karu(dir.path(), ["--json", "config", "--keys"]);
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
+    let lines = out.json_lines();
+    let find = |key: &str| {
+        lines
+            .iter()
+            .find(|l| l["key"] == key)
+            .unwrap_or_else(|| panic!("{key} in {lines:?}"))
+    };
+    let region = find("s3.region");
+    assert_eq!(region["aliases"], serde_json::json!(["s3.aws_region"]));
+    assert_eq!(
+        region["environment"],
+        serde_json::json!(["KARU_S3__REGION", "AWS_REGION, AWS_DEFAULT_REGION"])
+    );
+    assert!(region["meaning"].as_str().unwrap().contains("region"));
+    assert_eq!(
+        find("concurrency")["meaning"],
+        "global: a path rule may not set it"
+    );
+    assert_eq!(
+        find("planner.max_gap")["meaning"],
+        "global: a path rule may not set it"
+    );
+    assert_eq!(find("retry.deadline")["meaning"], "");
+    assert_eq!(
+        find("http.ca_file")["environment"],
+        serde_json::json!(["KARU_CA_FILE", "KARU_HTTP__CA_FILE"])
+    );
+    for key in [
+        "gcs.token",
+        "azure.sas_token",
+        "hf.token",
+        "http_provider.headers",
+        "source.profile",
+    ] {
+        assert!(!find(key)["meaning"].as_str().unwrap().is_empty(), "{key}");
+    }
+    // Every key a provider reads is documented: none is listed without its meaning.
+    let undocumented: Vec<_> = lines
+        .iter()
+        .filter(|l| l["meaning"] == "(not documented by its provider)")
+        .collect();
+    assert_eq!(undocumented, Vec::<&Value>::new());
+    // Every section of this build is there.
+    for section in ["s3", "gcs", "azure", "hf", "http_provider", "source"] {
+        assert!(lines.iter().any(|l| l["section"] == section), "{section}");
+    }
+    let text = karu(dir.path(), ["config", "--keys"]);
+    assert_eq!(text.code, 0);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("# [s3]\ns3.region (also s3.aws_region)\n"),
+        "{text}"
+    );
+}

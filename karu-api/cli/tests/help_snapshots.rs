@@ -43,6 +43,67 @@ fn subcommand_help() {
     check("stat--help", &["stat", "--help"]);
     check("ends--help", &["ends", "--help"]);
     check("config--help", &["config", "--help"]);
+    check("completions--help", &["completions", "--help"]);
+}
+
+#[test]
+fn each_subcommand_points_to_the_main_help_instead_of_repeating_it() {
+    let home = tempfile::tempdir().unwrap();
+    let main = String::from_utf8(karu(home.path(), ["--help"]).stdout).unwrap();
+    for block in [
+        "Addresses:",
+        "Configuration, lowest first",
+        "Environment:",
+        "Exit status:",
+    ] {
+        assert_eq!(main.matches(block).count(), 1, "{block} in karu --help");
+        for sub in ["read", "stat", "ends", "config", "completions"] {
+            let help = String::from_utf8(karu(home.path(), [sub, "--help"]).stdout).unwrap();
+            assert!(!help.contains(block), "{block} in karu {sub} --help");
+            assert!(help.contains("see `karu --help`"), "karu {sub} --help");
+        }
+    }
+}
+
+#[test]
+fn completions_for_each_shell() {
+    let home = tempfile::tempdir().unwrap();
+    for (shell, marks) in [
+        ("bash", ["_karu()", "complete -F _karu"]),
+        ("zsh", ["#compdef karu", "_karu"]),
+        ("fish", ["complete -c karu", "__fish_karu"]),
+    ] {
+        let out = karu(home.path(), ["completions", shell]);
+        assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{shell}");
+        let script = String::from_utf8(out.stdout).unwrap();
+        for mark in marks {
+            assert!(script.contains(mark), "{shell}: no {mark:?}");
+        }
+        for word in [
+            "read",
+            "stat",
+            "ends",
+            "config",
+            "completions",
+            "ranges-from",
+        ] {
+            assert!(script.contains(word), "{shell}: no {word:?}");
+        }
+        // The shell itself reads it without a syntax error, where it is installed.
+        if let Some(binary) = support::which(shell) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("karu.completion");
+            std::fs::write(&path, &script).unwrap();
+            let check = std::process::Command::new(binary)
+                .arg("-n")
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(check.status.success(), "{shell} -n: {check:?}");
+        }
+    }
+    let out = karu(home.path(), ["completions", "tcsh"]);
+    assert_eq!(out.code, 2, "{out:?}");
 }
 
 #[test]
@@ -62,6 +123,9 @@ fn the_help_says_what_a_new_user_needs() {
         "Exit status:",
         "3  the output could not be written",
         "broken pipe",
+        "planner.*",
+        "karu config --keys",
+        "KARU_LOG",
     ] {
         assert!(help.contains(needed), "--help lacks {needed:?}:\n{help}");
     }

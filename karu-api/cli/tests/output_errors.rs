@@ -1,5 +1,6 @@
 //! Output that cannot be written never crashes `karu`: a full device is an error with exit
-//! status 3, a closed pipe ends it quietly like `cat` (status 0, or 1 when a read had failed).
+//! status 3, a closed pipe ends it quietly like `cat` (status 0, or 1 when a read had failed),
+//! and a standard output that is not open at all (`>&-`) fails like `cat` does (status 3).
 
 mod support;
 
@@ -70,4 +71,57 @@ fn a_closed_pipe_ends_quietly() {
     let out = to_closed_pipe(dir.path(), &["--json", "read", missing, "0:4"]);
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stderr.contains("not_found"), "{out:?}");
+}
+
+/// `karu ARGS` with standard output closed, as `karu ARGS >&-` in a shell.
+fn with_stdout_closed(home: &std::path::Path, args: &[&str]) -> support::Run {
+    let mut command = Command::new("/bin/sh");
+    command
+        .args(["-c", "exec \"$0\" \"$@\" >&-", env!("CARGO_BIN_EXE_karu")])
+        .args(args);
+    run(isolate(&mut command, home))
+}
+
+#[test]
+fn a_closed_stdout_fails_like_cat() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "data.bin", LEN);
+    let cat = Command::new("/bin/sh")
+        .args(["-c", "exec cat \"$0\" >&-", &file])
+        .output()
+        .unwrap();
+    assert_ne!(cat.status.code(), Some(0), "cat fails: {cat:?}");
+    for args in [
+        vec!["read", file.as_str(), "0:4"],
+        vec!["--json", "read", file.as_str(), "0:4", "8:4"],
+        vec!["stat", file.as_str()],
+        vec!["config"],
+    ] {
+        let out = with_stdout_closed(dir.path(), &args);
+        assert_eq!(out.code, 3, "{args:?}: {out:?}");
+        assert_eq!(
+            out.stderr_lines(),
+            ["karu: cannot write to standard output: it is not open (Bad file descriptor)"],
+            "{args:?}"
+        );
+    }
+    // Nothing to write to stdout: nothing fails.
+    let out_dir = dir.path().join("out");
+    let out = with_stdout_closed(
+        dir.path(),
+        &["read", &file, "0:4", "--output", out_dir.to_str().unwrap()],
+    );
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
+    assert_eq!(
+        std::fs::read(out_dir.join("0.bin")).unwrap(),
+        support::pattern(0, 4)
+    );
+    // A stdout on /dev/null is open: what goes there is gone, as the user asked.
+    let null = File::options().write(true).open("/dev/null").unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_karu"));
+    command
+        .args(["read", &file, "0:4"])
+        .stdout(Stdio::from(null));
+    let out = run(isolate(&mut command, dir.path()));
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
 }

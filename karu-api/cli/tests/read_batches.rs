@@ -1,7 +1,7 @@
 //! `karu read` for real batches: ranges from a file or stdin (200,000 of them), many objects in
-//! one batch, JSON streamed as reads complete, one file per read, raw output that never runs
-//! ranges together by accident, grouped errors, HTML error pages summarised, and a progress bar
-//! only when a person watches a terminal.
+//! one batch, JSON streamed as reads complete, one file per read (under its name only when
+//! whole), raw output that never runs ranges together by accident, grouped errors, HTML error
+//! pages summarised, and a progress bar only when a person watches a terminal.
 
 mod support;
 
@@ -83,25 +83,35 @@ fn two_hundred_thousand_ranges_from_a_file() {
 }
 
 #[test]
-fn one_batch_reads_many_objects_and_bad_addresses_fail_alone() {
+fn one_batch_reads_many_objects_and_a_bad_address_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let a = pattern_file(dir.path(), "a.bin", 100);
     std::fs::create_dir(dir.path().join("with space")).unwrap();
     let b = pattern_file(&dir.path().join("with space"), "b.bin", 100);
-    let input = format!("# two objects\n{a} 0:4\n{b} 8:4\n\n{a} 4:4\nnope://bucket/key 0:4\n");
+    let input = format!("# two objects\n{a} 0:4\n{b} 8:4\n\n{a} 4:4\n");
     let out = karu_stdin(
         dir.path(),
         &["read", "--ranges-from", "-", "--concat"],
         &input,
     );
-    assert_eq!(out.code, 1, "{out:?}");
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
     let mut expected = pattern(0, 4);
     expected.extend(pattern(8, 4));
     expected.extend(pattern(4, 4));
     assert_eq!(out.stdout, expected);
+
+    // An address Karu cannot read is a usage error: nothing is read.
+    let out = karu_stdin(
+        dir.path(),
+        &["read", "--ranges-from", "-", "--concat"],
+        &format!("{input}nope://bucket/key 0:4\n"),
+    );
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
     let errors = out.stderr_lines();
+    assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(
-        errors[0].starts_with("karu: read 3 (nope://bucket/key 0:4): unsupported: "),
+        errors[0].starts_with("karu: nope://bucket/key: unknown scheme \"nope\""),
         "{errors:?}"
     );
 
@@ -126,7 +136,10 @@ fn one_batch_reads_many_objects_and_bad_addresses_fail_alone() {
     assert_eq!(out.code, 2, "{out:?}");
     assert_eq!(
         out.stderr_lines(),
-        ["karu: standard input:2: range \"4-8\": expected OFFSET:LENGTH"]
+        [
+            "karu: standard input:2: range \"4-8\": expected OFFSET:LENGTH, OFFSET:end (to the \
+          end) or -LENGTH (the last bytes)"
+        ]
     );
 }
 
@@ -146,6 +159,16 @@ fn several_raw_ranges_need_concat() {
     );
     let out = karu(dir.path(), ["--json", "read", &file, "0:4", "--concat"]);
     assert_eq!(out.code, 2, "--concat is for raw output: {out:?}");
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 #[test]
@@ -170,10 +193,51 @@ fn output_writes_one_file_per_read() {
     assert!(out.stdout.is_empty());
     assert_eq!(std::fs::read(out_dir.join("0.bin")).unwrap(), pattern(0, 4));
     assert_eq!(std::fs::read(out_dir.join("1.bin")).unwrap(), pattern(8, 4));
+    // A read that did not complete has no file under its name: the prefix that exists is
+    // kept under a name that says so, and nothing else is left behind.
     assert_eq!(
-        std::fs::read(out_dir.join("2.bin")).unwrap(),
+        std::fs::read(out_dir.join("2.bin.partial")).unwrap(),
         pattern(96, 4),
         "the prefix that exists"
+    );
+    assert_eq!(
+        names(&out_dir),
+        ["0.bin", "1.bin", "2.bin.partial"],
+        "no 2.bin, no temporary file"
+    );
+    // A missing object: nothing at all, and a file an earlier run left under the name goes.
+    std::fs::write(out_dir.join("0.bin"), "stale").unwrap();
+    let missing = dir.path().join("missing.bin");
+    let out = karu(
+        dir.path(),
+        [
+            "read",
+            missing.to_str().unwrap(),
+            "0:4",
+            "--output",
+            out_dir_text,
+        ],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_eq!(names(&out_dir), ["1.bin", "2.bin.partial"]);
+    // The same range, now within the object: the whole file takes the name, the partial goes.
+    let out = karu(
+        dir.path(),
+        [
+            "read",
+            &file,
+            "0:4",
+            "8:4",
+            "90:10",
+            "--output",
+            out_dir_text,
+        ],
+    );
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
+    assert_eq!(names(&out_dir), ["0.bin", "1.bin", "2.bin"]);
+    assert_eq!(
+        std::fs::read(out_dir.join("2.bin")).unwrap(),
+        pattern(90, 10)
     );
 
     let out = karu(

@@ -9,12 +9,18 @@
  *
  *     read 2 1048576:4096 ok 4096 bytes fnv1a=5c9a1b3e1f0c2d44 first=8f3a..
  *
- * Build (from the repository root, after `cargo build -p karu-ffi`):
+ * Build, after `cargo xtask install` (PKG_CONFIG_PATH=PREFIX/lib/pkgconfig for a prefix of
+ * your own):
+ *
+ *     cc read_ranges.c $(pkg-config --cflags --libs karu) -o read_ranges
+ *
+ * or from the repository root, after `cargo build -p karu-ffi`:
  *
  *     cc -I karu-api/ffi/include karu-api/ffi/examples/read_ranges.c \
  *        -L target/debug -lkaru -Wl,-rpath,target/debug -o read_ranges
  *
- * `cargo xtask demo` builds and runs it against a local file and a mock HTTP server.
+ * `cargo xtask demo` builds and runs it against a local file and a mock HTTP server;
+ * `cargo xtask test` also builds it against an installed copy, with pkg-config and CMake.
  */
 #include <inttypes.h>
 #include <stdio.h>

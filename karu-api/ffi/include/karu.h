@@ -671,9 +671,10 @@ karu_status karu_client_read_ends(const struct karu_client *client,
                                   struct karu_ends **out_ends);
 
 /**
- * The object's visible size (a window's length for a windowed locator; `KARU_SIZE_UNKNOWN`
- * for a local device or FIFO, whose metadata states none) and its strong ETag when it has
- * one, in one probe (a one-byte GET for a remote object; sizes are never cached).
+ * The object's visible size (for a windowed locator, the window's length clipped to what
+ * exists of the object; `KARU_SIZE_UNKNOWN` for a local device or FIFO, whose metadata
+ * states none) and its strong ETag when it has one, in one probe of the object, windowed or
+ * not (a one-byte GET for a remote object; sizes are never cached).
  * The ETag, if `etag` is not NULL, is copied as `karu_client_last_error` copies text (empty
  * when the object has none; `*out_etag_len` gets its whole length). Pass it as `if_match` on
  * later reads to pin them to this version.

@@ -1,9 +1,11 @@
 /*
- * Karu's C++ facade: header-only, C++17 (std::span under C++20, std::expected under C++23),
- * over the C ABI of karu.h and nothing else. It adds move-only ownership (every object
- * releases itself), spans, planner overrides as an options struct, expected results instead of
- * status codes, and a range-for over a batch's completions. It throws nothing itself (an
- * exception thrown by a credential callback is caught at the C boundary).
+ * Karu's C++ facade: header-only, C++17 (std::span under C++20), over the C ABI of karu.h and
+ * nothing else. It adds move-only ownership (every object releases itself), spans, planner
+ * overrides as an options struct, expected results instead of status codes, and a range-for
+ * over a batch's completions. Its one exception is `karu::Error`, thrown by `value()` of a
+ * failed `karu::Expected` (as `std::expected::value()` throws `std::bad_expected_access`);
+ * built without exceptions (`-fno-exceptions`), that `value()` prints the error to stderr and
+ * aborts. An exception thrown by a credential callback is caught at the C boundary.
  *
  *     auto client = karu::Client::create().value();
  *     auto object = client.locate("s3://bucket/tensors.bin").value();
@@ -26,7 +28,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <functional>
 #include <iterator>
 #include <memory>
@@ -46,6 +50,9 @@
 #if defined(__cpp_lib_expected)
 #define KARU_HPP_STD_EXPECTED 1
 #endif
+#endif
+#if defined(__cpp_exceptions) || defined(_CPPUNWIND)
+#define KARU_HPP_EXCEPTIONS 1
 #endif
 
 #include "karu.h"
@@ -119,19 +126,20 @@ inline const char *name(Status status) noexcept {
     return karu_status_name(static_cast<std::uint32_t>(status));
 }
 
-/// A failed operation: its status and a message for people (redacted: no secret in it).
-struct Error {
+/// A failed operation: its status and a message for people (redacted: no secret in it). It is
+/// what `Expected::value()` throws on an error, a `std::exception` whose `what()` is the message.
+class Error : public std::exception {
+  public:
+    Error() = default;
+    Error(Status status, std::string message) : status(status), message(std::move(message)) {}
+
+    /// The message (the status's name when there is none).
+    const char *what() const noexcept override { return message.empty() ? name(status) : message.c_str(); }
+
     Status status = Status::Internal;
     std::string message;
 };
 
-#if defined(KARU_HPP_STD_EXPECTED)
-/// A value or an [`Error`]: `std::expected` (C++23).
-template <class T>
-using Expected = std::expected<T, Error>;
-/// The error side of an `Expected`.
-inline std::unexpected<Error> unexpected(Error error) { return std::unexpected<Error>(std::move(error)); }
-#else
 /// The error side of an `Expected`, as `std::unexpected` is for `std::expected`.
 struct Unexpected {
     Error error;
@@ -139,8 +147,24 @@ struct Unexpected {
 /// Wrap an error for an `Expected`.
 inline Unexpected unexpected(Error error) { return Unexpected{std::move(error)}; }
 
-/// A value or an [`Error`] (the subset of C++23's `std::expected` the facade uses). `value()`
-/// on an error is a bug: it aborts (the facade throws nothing).
+namespace detail {
+/// `value()` of a failed `Expected`: throws the error; built without exceptions, prints it to
+/// stderr and aborts.
+[[noreturn]] inline void failed_value(const Error &error) {
+#if defined(KARU_HPP_EXCEPTIONS)
+    throw error;
+#else
+    std::fprintf(stderr, "karu: value() of a failed result: %s: %s\n", name(error.status), error.message.c_str());
+    std::fflush(stderr);
+    std::abort();
+#endif
+}
+}  // namespace detail
+
+/// A value or an [`Error`]: the subset of C++23's `std::expected` the facade uses, in every
+/// standard. `value()` on an error throws the `karu::Error` (where `std::expected` would throw
+/// `std::bad_expected_access`), or prints it and aborts when built without exceptions. Under
+/// C++23 it converts to `std::expected<T, karu::Error>`.
 template <class T>
 class Expected {
   public:
@@ -152,15 +176,28 @@ class Expected {
     T &value() & { check(); return *value_; }
     const T &value() const & { check(); return *value_; }
     T &&value() && { check(); return std::move(*value_); }
+    /// The value, or `fallback` on an error.
+    template <class U>
+    T value_or(U &&fallback) && {
+        return value_ ? std::move(*value_) : static_cast<T>(std::forward<U>(fallback));
+    }
     T &operator*() & { return value(); }
     T &&operator*() && { return std::move(*this).value(); }
     T *operator->() { return &value(); }
     const T *operator->() const { return &value(); }
+    /// The error (meaningful only when `!has_value()`).
     const Error &error() const noexcept { return error_; }
+
+#if defined(KARU_HPP_STD_EXPECTED)
+    operator std::expected<T, Error>() && {
+        if (value_) return std::move(*value_);
+        return std::unexpected<Error>(std::move(error_));
+    }
+#endif
 
   private:
     void check() const {
-        if (!value_) std::abort();
+        if (!value_) detail::failed_value(error_);
     }
     std::optional<T> value_;
     Error error_;
@@ -175,15 +212,21 @@ class Expected<void> {
     bool has_value() const noexcept { return !failed_; }
     explicit operator bool() const noexcept { return has_value(); }
     void value() const {
-        if (failed_) std::abort();
+        if (failed_) detail::failed_value(error_);
     }
     const Error &error() const noexcept { return error_; }
+
+#if defined(KARU_HPP_STD_EXPECTED)
+    operator std::expected<void, Error>() && {
+        if (!failed_) return {};
+        return std::unexpected<Error>(std::move(error_));
+    }
+#endif
 
   private:
     bool failed_ = false;
     Error error_;
 };
-#endif
 
 namespace detail {
 
@@ -646,18 +689,27 @@ struct Callbacks {
     AwsCredentialCallback aws;
 
     static std::uint32_t call(void *ctx, const char *path, karu_credential_out *out) noexcept {
+#if defined(KARU_HPP_EXCEPTIONS)
         try {
-            auto credential = static_cast<Callbacks *>(ctx)->aws(path);
-            if (!credential) return static_cast<std::uint32_t>(credential.error().status);
-            const AwsCredential &c = *credential;
-            karu_status s = karu_credential_set_aws(out, c.access_key_id.c_str(), c.secret_access_key.c_str(),
-                                                    c.session_token.empty() ? nullptr : c.session_token.c_str());
-            if (s == KARU_OK && c.expires_unix) s = karu_credential_set_expiry(out, *c.expires_unix);
-            if (s == KARU_OK && !c.prefix.empty()) s = karu_credential_set_prefix(out, c.prefix.c_str());
-            return s;
+            return answer(ctx, path, out);
         } catch (...) {
             return KARU_ERR_CREDENTIALS;  // nothing unwinds into Karu
         }
+#else
+        return answer(ctx, path, out);
+#endif
+    }
+
+  private:
+    static std::uint32_t answer(void *ctx, const char *path, karu_credential_out *out) {
+        auto credential = static_cast<Callbacks *>(ctx)->aws(path);
+        if (!credential) return static_cast<std::uint32_t>(credential.error().status);
+        const AwsCredential &c = *credential;
+        karu_status s = karu_credential_set_aws(out, c.access_key_id.c_str(), c.secret_access_key.c_str(),
+                                                c.session_token.empty() ? nullptr : c.session_token.c_str());
+        if (s == KARU_OK && c.expires_unix) s = karu_credential_set_expiry(out, *c.expires_unix);
+        if (s == KARU_OK && !c.prefix.empty()) s = karu_credential_set_prefix(out, c.prefix.c_str());
+        return s;
     }
 };
 }  // namespace detail

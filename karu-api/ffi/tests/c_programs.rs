@@ -28,7 +28,8 @@ fn local_and_http_reads_from_c() {
     ]);
     assert_success(&output);
 
-    // Every request the program's reads made, once each: the stat probe, the two merged
+    // Every request the program's reads made, once each: the stat probes (of the object and of
+    // a window of it, and of the missing object and a window of it), the two merged
     // neighbours as one range, the overridden ones as two, the pinned reads (each with its
     // condition), and both ends in one round trip (the head and a suffix range).
     let requests = server.requests();
@@ -57,6 +58,7 @@ fn local_and_http_reads_from_c() {
         [
             plain("bytes=-32"),
             plain("bytes=0-0"),
+            plain("bytes=0-0"),
             plain("bytes=0-15"),
             plain("bytes=100-249"),
             plain("bytes=300000-300009"),
@@ -70,7 +72,7 @@ fn local_and_http_reads_from_c() {
     );
     assert_eq!(
         ranges_of("/missing"),
-        [plain("bytes=0-0"), plain("bytes=0-9")]
+        [plain("bytes=0-0"), plain("bytes=0-0"), plain("bytes=0-9")]
     );
 }
 
@@ -354,6 +356,99 @@ fn the_cpp_facade_as_cpp20() {
 #[test]
 fn the_cpp_facade_as_cpp23() {
     the_cpp_facade("c++23");
+}
+
+/// `karu::Client::create().value()` as the README writes it, with a misspelled `KARU_*`
+/// variable (the client's build fails): compiled with exceptions, `value()` throws the
+/// `karu::Error` (status and message; uncaught, std::terminate shows its message); compiled
+/// with `-fno-exceptions`, it prints status and message to stderr and aborts.
+fn value_of_a_failed_create(standard: &'static str) {
+    let run = |program: &support::Program, mode: &str| {
+        let mut command = program.command(&[mode]);
+        command.env("KARU_CONCURENCY", "3");
+        support::wait(command.spawn().expect("the program starts"))
+    };
+    let aborted = |output: &std::process::Output| {
+        use std::os::unix::process::ExitStatusExt as _;
+        output.status.signal() == Some(libc::SIGABRT)
+    };
+
+    let with_exceptions = compile(Lang::Cpp(standard), &["tests/cpp/value.cpp"]);
+    let caught = run(&with_exceptions, "caught");
+    assert_success(&caught);
+    let stdout = String::from_utf8_lossy(&caught.stdout).into_owned();
+    let (status, message) = stdout
+        .trim_end()
+        .split_once('\n')
+        .unwrap_or_else(|| panic!("unexpected output: {stdout}"));
+    assert_eq!(status, "caught invalid_argument");
+    // The message is the C ABI's own for this build (the builder's last error): it names the
+    // variable, so the user sees which one.
+    assert!(message.contains("KARU_CONCURENCY"), "{message}");
+    let stderr_of =
+        |output: &std::process::Output| String::from_utf8_lossy(&output.stderr).into_owned();
+
+    let uncaught = run(&with_exceptions, "uncaught");
+    assert!(aborted(&uncaught), "{uncaught:?}");
+    assert!(stderr_of(&uncaught).contains(message), "{uncaught:?}");
+
+    let without = support::compile_with(
+        Lang::Cpp(standard),
+        &["tests/cpp/value.cpp"],
+        &["-fno-exceptions"],
+    );
+    let output = run(&without, "uncaught");
+    assert!(aborted(&output), "{output:?}");
+    assert!(output.stdout.is_empty(), "{output:?}");
+    let stderr = stderr_of(&output);
+    assert!(
+        stderr.contains(&format!(": invalid_argument: {message}")),
+        "{stderr}"
+    );
+    // Without exceptions there is nothing to catch: that mode is not built.
+    assert_eq!(run(&without, "caught").status.code(), Some(2));
+}
+
+#[test]
+fn value_of_a_failed_create_throws_or_says_why_it_aborts_cpp17() {
+    value_of_a_failed_create("c++17");
+}
+
+#[test]
+fn value_of_a_failed_create_throws_or_says_why_it_aborts_cpp23() {
+    value_of_a_failed_create("c++23");
+}
+
+/// The README's C and C++ examples, each wrapped in a `main` of its own, compile (with
+/// `-Wall -Wextra -Werror`) and link against this build's library. They read from S3 and from
+/// an HTTPS host, so they are not run (no test touches another address).
+#[test]
+fn the_readme_s_c_and_cpp_examples_compile() {
+    let readme = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let readme = std::fs::read_to_string(readme).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (fence, lang, file) in [
+        ("```c\n", Lang::C, "readme.c"),
+        ("```cpp\n", Lang::Cpp("c++17"), "readme.cpp"),
+    ] {
+        let blocks: Vec<&str> = readme
+            .split(fence)
+            .skip(1)
+            .filter_map(|rest| rest.split_once("```").map(|(block, _)| block))
+            .collect();
+        assert_eq!(blocks.len(), 1, "{fence}: one example in the README");
+        let (includes, body): (Vec<&str>, Vec<&str>) = blocks[0]
+            .lines()
+            .partition(|line| line.starts_with("#include"));
+        let source = format!(
+            "{}\nint main(void) {{\n{}\n    return 0;\n}}\n",
+            includes.join("\n"),
+            body.join("\n")
+        );
+        let path = dir.path().join(file);
+        std::fs::write(&path, source).unwrap();
+        compile(lang, &[path.to_str().unwrap()]);
+    }
 }
 
 #[test]

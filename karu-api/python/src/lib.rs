@@ -27,6 +27,29 @@ use convert::{Outcome, completion_outcome, ends_tuple, error};
 #[pyclass(module = "karu._native", name = "Client", frozen)]
 struct Client {
     inner: karu::Client,
+    /// The config file given at construction, as `(its absolute path, its text)`.
+    captured: Option<(String, String)>,
+}
+
+/// The most bytes a config file given to `karu.Client(config=...)` may hold (Karu's limit for
+/// every configuration file).
+const CONFIG_FILE_LIMIT: u64 = 4 << 20;
+
+/// `(absolute path, text)` of a config file, read as Karu reads configuration files (a
+/// regular file, UTF-8, at most [`CONFIG_FILE_LIMIT`] bytes), or `None` when it cannot be.
+fn read_config_file(path: &std::path::Path) -> Option<(String, String)> {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let text = karu_config::read_regular_text(&path, CONFIG_FILE_LIMIT).ok()?;
+    Some((path.display().to_string(), text))
+}
+
+/// Configuration errors in the words of `karu.Client`'s arguments, not the Rust API's.
+fn python_wording() -> karu_config::Wording {
+    karu_config::Wording::new(
+        "given as karu.Client(config=...)",
+        "karu.Client keyword",
+        "path rules are given as karu.Client(paths={prefix: {key: value}})",
+    )
 }
 
 /// How long a blocking wait sleeps in Rust before it looks at Python's signals (Ctrl-C).
@@ -36,22 +59,36 @@ pub(crate) const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 impl Client {
     /// `config`: a TOML config file layered above the project file; `settings`: dotted keys
     /// with JSON values (`("planner.max_gap", "\"64KiB\"")`); `path_settings`: `(prefix, key,
-    /// value)` the same way; `isolated`: read neither the user nor the project config file.
+    /// value)` the same way; `isolated`: read neither the user nor the project config file;
+    /// `config_text`: `(name, text)` of a config file captured by another client (an unpickled
+    /// one), layered where the file was.
+    ///
+    /// The config file is read once, here, and its text kept ([`Client::captured_config`]):
+    /// a pickled client carries it to processes where the file may not exist.
     #[new]
-    #[pyo3(signature = (config=None, settings=Vec::new(), path_settings=Vec::new(), isolated=false))]
+    #[pyo3(signature = (config=None, settings=Vec::new(), path_settings=Vec::new(), isolated=false, config_text=None))]
     fn new(
         py: Python<'_>,
         config: Option<std::path::PathBuf>,
         settings: Vec<(String, String)>,
         path_settings: Vec<(String, String, String)>,
         isolated: bool,
+        config_text: Option<(String, String)>,
     ) -> PyResult<Self> {
-        let mut builder = karu::Client::builder();
+        let mut builder = karu::Client::builder().wording(python_wording());
         if isolated {
             builder = builder.user_config_file(None).project_config_file(None);
         }
+        let mut captured = config_text;
         if let Some(path) = config {
-            builder = builder.config_file(path);
+            match read_config_file(&path) {
+                Some(named) => captured = Some(named),
+                // Not readable as a config file: the build says why, in the words above.
+                None => builder = builder.config_file(path),
+            }
+        }
+        if let Some((name, text)) = &captured {
+            builder = builder.config_toml(name.clone(), text.clone());
         }
         for (key, value) in settings {
             builder = builder.set(&key, convert::json(&key, &value)?);
@@ -62,7 +99,13 @@ impl Client {
         let inner = py
             .detach(|| builder.build())
             .map_err(|e| error(py, &e, None))?;
-        Ok(Client { inner })
+        Ok(Client { inner, captured })
+    }
+
+    /// `(name, text)` of the config file this client was given (as read when it was built),
+    /// or `None`.
+    fn captured_config(&self) -> Option<(String, String)> {
+        self.captured.clone()
     }
 
     /// `length` bytes at `offset` (of the object whose ETag is `if_match`, if given).
@@ -134,15 +177,20 @@ impl Client {
     }
 
     /// One batch of `(address, offset, length)` reads, across objects; each read's bytes, or
-    /// its exception when it failed (raised at once instead if `strict`).
+    /// its exception when it failed (raised at once instead if `strict`). `max_gap`: the
+    /// planner's merge gap for this batch (the client's setting when `None`).
+    #[pyo3(signature = (reads, strict, max_gap=None))]
     fn read_many<'py>(
         &self,
         py: Python<'py>,
         reads: Vec<ManyRead>,
         strict: bool,
+        max_gap: Option<u64>,
     ) -> PyResult<Bound<'py, PyList>> {
         let (reads_to_submit, mut failures) = self.locate_many(py, &reads, strict)?;
-        let batch = self.inner.submit(reads_to_submit);
+        let batch = self
+            .inner
+            .submit_with(reads_to_submit, &batch_options(max_gap));
         let completions = wait_all(py, &batch)?;
         let mut out: Vec<Option<Py<PyAny>>> = (0..reads.len()).map(|_| None).collect();
         for completion in completions {
@@ -183,15 +231,18 @@ impl Client {
         Ok((info.size, info.etag))
     }
 
-    /// `(head, tail, size, etag)`.
+    /// `(head, tail, size, etag)`; from `offset` on, the object seen from there (its size
+    /// is what lies past `offset`).
+    #[pyo3(signature = (address, head, tail, offset=0))]
     fn read_ends<'py>(
         &self,
         py: Python<'py>,
         address: &str,
         head: u64,
         tail: u64,
+        offset: u64,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let locator = self.locate(py, address)?;
+        let locator = self.locate_from(py, address, offset)?;
         let ends = runtime::block_on(py, self.inner.read_ends_async(&locator, head, tail))?
             .map_err(|e| error(py, &e, None))?;
         ends_tuple(py, ends)
@@ -269,18 +320,21 @@ impl Client {
     }
 
     /// [`Client::read_many`] on asyncio (one batch); `done` as for `read_async`.
+    #[pyo3(signature = (reads, strict, done, max_gap=None))]
     fn read_many_async(
         &self,
         py: Python<'_>,
         reads: Vec<ManyRead>,
         strict: bool,
         done: Py<PyAny>,
+        max_gap: Option<u64>,
     ) -> PyResult<runtime::Task> {
         let (batch_reads, mut failures) = self.locate_many(py, &reads, strict)?;
         let count = reads.len();
         let client = self.inner.clone();
+        let options = batch_options(max_gap);
         runtime::spawn(py, done, async move {
-            let mut batch = client.submit(batch_reads);
+            let mut batch = client.submit_with(batch_reads, &options);
             let mut completions: Vec<Option<Completion>> = (0..count).map(|_| None).collect();
             while let Some(completion) = runtime::next_completion(&mut batch).await {
                 let slot = completion.tag() as usize;
@@ -367,6 +421,69 @@ impl Client {
         })
     }
 
+    /// Submit `(address, offset, length, buffer, if_match)` reads into caller buffers (as
+    /// [`Client::submit`] takes them, with their `pins`) and call `done(True, results)` once,
+    /// when every read has completed: `results` holds `(index, bytes received, exception or
+    /// None)` per read (a read whose address does not resolve: its exception, nothing
+    /// received). One callback for the whole batch, however many reads it has.
+    fn read_many_into_async(
+        &self,
+        py: Python<'_>,
+        reads: Vec<SubmittedRead>,
+        pins: Vec<Py<PyAny>>,
+        done: Py<PyAny>,
+    ) -> PyResult<runtime::Task> {
+        let mut specs = Vec::with_capacity(reads.len());
+        let mut failures = Vec::new();
+        let mut extents = Vec::with_capacity(reads.len());
+        for (index, (address, offset, length, buffer, if_match)) in reads.into_iter().enumerate() {
+            extents.push((offset, length));
+            match self.inner.locate(&address) {
+                Ok(locator) => specs.push(Spec {
+                    index,
+                    locator,
+                    offset,
+                    length,
+                    buffer,
+                    if_match,
+                }),
+                Err(e) => failures.push((index, e)),
+            }
+        }
+        check_destinations(&specs)?;
+        // SAFETY: as in `submit`: each buffer is a caller's writable buffer of its read's
+        // length, kept exported by `pins` for as long as the `Pinned` lives, handed to this
+        // batch alone, and no two overlap (`check_destinations`). The future owns the
+        // `Pinned` and drops it (cancelling and waiting for every transfer) before the pins,
+        // when it completes or is dropped (task cancelled); it is never leaked.
+        let mut batch = unsafe { submit_specs(&self.inner, specs, pins) };
+        runtime::spawn(py, done, async move {
+            let mut outcomes = Vec::new();
+            while let Some(completion) = runtime::next_completion(&mut batch.batch).await {
+                let index = completion.tag() as usize;
+                let received = completion.bytes_received();
+                outcomes.push((index, received, completion.error().cloned()));
+            }
+            drop(batch);
+            Box::new(move |py: Python<'_>| {
+                let mut items = Vec::with_capacity(outcomes.len() + failures.len());
+                for (index, e) in failures {
+                    let exception = error(py, &e, None).into_value(py).into_any();
+                    items.push((index, 0u64, Some(exception)).into_pyobject(py)?);
+                }
+                for (index, received, e) in outcomes {
+                    let exception = e.map(|e| {
+                        let (offset, length) = extents.get(index).copied().unwrap_or((0, 0));
+                        let e = convert::with_end_evidence(e, offset, length, received);
+                        error(py, &e, None).into_value(py).into_any()
+                    });
+                    items.push((index, received, exception).into_pyobject(py)?);
+                }
+                Ok(PyList::new(py, items)?.into_any().unbind())
+            }) as runtime::Settle
+        })
+    }
+
     /// [`Client::stat`] on asyncio; `done` as for `read_async`.
     fn stat_async(
         &self,
@@ -389,6 +506,7 @@ impl Client {
     }
 
     /// [`Client::read_ends`] on asyncio; `done` as for `read_async`.
+    #[pyo3(signature = (address, head, tail, done, offset=0))]
     fn read_ends_async(
         &self,
         py: Python<'_>,
@@ -396,8 +514,9 @@ impl Client {
         head: u64,
         tail: u64,
         done: Py<PyAny>,
+        offset: u64,
     ) -> PyResult<runtime::Task> {
-        let locator = self.locate(py, address)?;
+        let locator = self.locate_from(py, address, offset)?;
         let ends = self.inner.read_ends_async(&locator, head, tail);
         runtime::spawn(py, done, async move {
             let result = ends.await;
@@ -425,6 +544,17 @@ impl Client {
         self.inner.locate(address).map_err(|e| error(py, &e, None))
     }
 
+    /// The object at `address` as seen from `offset` on (a window to its end).
+    fn locate_from(&self, py: Python<'_>, address: &str, offset: u64) -> PyResult<Locator> {
+        let locator = self.locate(py, address)?;
+        if offset == 0 {
+            return Ok(locator);
+        }
+        locator
+            .with_window(offset, None)
+            .map_err(|e| error(py, &e, None))
+    }
+
     /// The reads of `read_many` (each tagged with its position), and by position the error
     /// of each whose address does not resolve: that read fails alone, or the call, if
     /// `strict`.
@@ -448,6 +578,14 @@ impl Client {
             }
         }
         Ok((located, failures))
+    }
+}
+
+/// A batch's options: the client's, with `max_gap` as the planner's merge gap when given.
+fn batch_options(max_gap: Option<u64>) -> BatchOptions {
+    match max_gap {
+        Some(gap) => BatchOptions::new().max_gap(gap),
+        None => BatchOptions::new(),
     }
 }
 
@@ -690,6 +828,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Batch>()?;
     m.add_class::<runtime::Task>()?;
     m.add_function(wrap_pyfunction!(runtime::close, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(
         "STATUSES",
         Status::ALL.iter().map(|s| s.name()).collect::<Vec<_>>(),

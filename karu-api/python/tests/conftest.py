@@ -165,14 +165,24 @@ class SeaweedFsServer:
         self.process.wait(timeout=60)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def seaweedfs():
-    """One SeaweedFS for a test module (it takes seconds to start)."""
+    """One SeaweedFS for the session (it takes seconds to start); modules upload under names
+    of their own."""
     server = SeaweedFsServer()
     try:
         yield server
     finally:
         server.stop()
+
+
+def upload_tree(root, put):
+    """Call ``put(relative name, local path)`` for every file under ``root`` (names with
+    ``/``)."""
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            local = os.path.join(dirpath, name)
+            put(os.path.relpath(local, root).replace(os.sep, "/"), local)
 
 
 @pytest.fixture

@@ -157,3 +157,20 @@ def test_a_program_that_exits_as_its_last_await_returns_exits_cleanly(mock, tmp_
             timeout=120,
         )
         assert (done.returncode, done.stderr) == (code, ""), (run_, done.stderr[-3000:])
+
+
+def test_read_batch_into_async_fills_buffers_in_place_in_one_batch(mock, client):
+    url = mock.insert("/b.bin", DATA)
+    a, b, c = bytearray(100), bytearray(50), bytearray(64)
+    tail = bytearray(20)
+    reads = [(url, 0, a), (url, 150, b), ("nope://x", 0, c), (url, len(DATA) - 5, tail), (url, -1, bytearray(1))]
+    mock.clear()
+    results = asyncio.run(client.read_batch_into_async(reads))
+    assert results[0] == (100, None) and bytes(a) == DATA[:100]
+    assert results[1] == (50, None) and bytes(b) == DATA[150:200]
+    assert results[2][0] == 0 and isinstance(results[2][1], karu.KaruError)
+    received, error = results[3]
+    assert received == 5 and isinstance(error, karu.RangeNotSatisfiable) and bytes(tail[:5]) == DATA[-5:]
+    assert isinstance(results[4][1], karu.InvalidRange)
+    # One batch: the two neighbouring reads share a request.
+    assert sorted(r[2] for r in mock.requests()) == [(0, 199), (len(DATA) - 5, len(DATA) + 14)]

@@ -104,7 +104,96 @@ def test_local_paths(tmp_path, fs):
 def test_listing_and_writing_are_refused(mock, fs):
     a = mock.insert("/a.bin", DATA)
     for call in (lambda: fs.ls(a), lambda: fs.glob(a + "*"), lambda: fs.find(a),
-                 lambda: fs.pipe_file(a, b"x"), lambda: fs.rm(a), lambda: fs.open(a, "wb")):
+                 lambda: fs.pipe_file(a, b"x"), lambda: fs.rm(a), lambda: fs.open(a, "wb"),
+                 lambda: fs.cat(a + "*"), lambda: fs.expand_path(a, recursive=True),
+                 lambda: fs.put("/tmp/x", a)):
         with pytest.raises(NotImplementedError, match="read-only and does not list"):
             call()
+    with pytest.raises(NotImplementedError, match="modification times"):
+        fs.modified(a)
     assert mock.requests() == []
+
+
+def test_cat_get_and_expand_path_of_literal_paths(mock, fs, tmp_path):
+    a = mock.insert("/a.bin", DATA)
+    b = mock.insert("/b.bin", OTHER)
+    assert fs.expand_path(a) == [a]
+    assert fs.expand_path([b, "karu://" + a, a]) == sorted([a, b])
+    # A query string is part of a URL, not a pattern.
+    assert fs.expand_path(a + "?version=3") == [a + "?version=3"]
+    mock.clear()
+    assert fs.cat(a) == DATA
+    # A whole object is one round trip: the answer states the size (no stat first).
+    assert mock.requests() == [("GET", "/a.bin", (0, (8 << 20) - 1), 206)]
+    assert fs.cat([a, b]) == {a: DATA, b: OTHER}
+    fs.get(a, str(tmp_path / "a.bin"))
+    assert (tmp_path / "a.bin").read_bytes() == DATA
+    with fsspec.open("karu://" + b, "rb", client=fs.client) as f:
+        assert f.read() == OTHER
+
+
+def test_open_ended_ranges(mock, fs):
+    a = mock.insert("/a.bin", DATA)
+    mock.clear()
+    assert fs.cat_file(a, 59_000) == DATA[59_000:]
+    assert mock.requests() == [("GET", "/a.bin", (59_000, 59_000 + (8 << 20) - 1), 206)]
+    mock.clear()
+    assert fs.cat_file(a, -300) == DATA[-300:]
+    assert len(mock.requests()) == 2  # the suffix and a one-byte probe, in flight together
+    assert fs.cat_file(a, 100, -100) == DATA[100:-100]
+    assert fs.cat_file(a, -500, -100) == DATA[-500:-100]
+    assert fs.cat_file(a, 59_990, 70_000) == DATA[59_990:]
+    assert fs.cat_ranges([a, a, a], [None, 10, -5], [5, None, None]) == [DATA[:5], DATA[10:], DATA[-5:]]
+
+
+def test_cat_ranges_max_gap_is_the_batchs_merge_gap(mock, fs):
+    a = mock.insert("/a.bin", DATA)
+    starts, ends = [0, 8_000], [4_000, 12_000]
+    want = [DATA[0:4_000], DATA[8_000:12_000]]
+    mock.clear()
+    assert fs.cat_ranges([a, a], starts, ends, max_gap=0) == want
+    assert sorted(mock.requests()) == [("GET", "/a.bin", (0, 3_999), 206), ("GET", "/a.bin", (8_000, 11_999), 206)]
+    mock.clear()
+    assert fs.cat_ranges([a, a], starts, ends, max_gap=4_000) == want
+    assert mock.requests() == [("GET", "/a.bin", (0, 11_999), 206)]
+    with pytest.raises(ValueError, match="max_gap"):
+        fs.cat_ranges([a], [0], [1], max_gap=-1)
+
+
+def test_file_objects_read_in_place(mock, fs):
+    big = bytes((i * 7 + i // 1000) % 256 for i in range(3_000_000))
+    url = mock.insert_virtual("/big.bin", 3 << 20)
+    with fs.open(url, "rb") as f:
+        f.seek(100)
+        out = bytearray(2 << 20)
+        assert f.readinto(out) == 2 << 20
+        assert bytes(out) == fs.cat_file(url, 100, 100 + (2 << 20))
+        buffer = f.read_buffer(1 << 20)
+        assert bytes(buffer) == fs.cat_file(url, 100 + (2 << 20), 100 + (3 << 20))
+    del big
+    mock.clear()
+    # Small reads share read-ahead blocks of 1 MiB; large ones are read exactly.
+    with fs.open(url, "rb") as f:
+        for at in (0, 4096, 9000, 200_000):
+            f.seek(at)
+            f.read(100)
+        f.seek(2 << 20)
+        f.read(1 << 20)
+    assert sorted(r[2] for r in mock.requests()) == [(0, 0), (0, (1 << 20) - 1), (2 << 20, (3 << 20) - 1)]
+
+
+def test_errors_name_what_the_user_gave(client):
+    with pytest.raises(TypeError, match="anon"):
+        karu.fsspec.KaruFileSystem(client=client, anon=True, skip_instance_cache=True)
+    with pytest.raises(karu.InvalidArgument, match=r"given as karu.Client\(config=...\)"):
+        karu.Client(config="/nonexistent/karu.toml", isolated=True)
+    with pytest.raises(karu.InvalidArgument, match="karu.Client keyword") as caught:
+        karu.Client(isolated=True, planner={"max_gapp": 3})
+    assert "ConfigBuilder" not in str(caught.value) and "explicit option" not in str(caught.value)
+    with pytest.raises(karu.InvalidArgument, match=r"karu.Client\(paths="):
+        karu.Client(isolated=True, config={"paths": {"/x": {"concurrency": 2}}})
+
+
+def test_version():
+    assert karu.__version__ == karu._native.__version__
+    assert karu.__version__.count(".") == 2

@@ -19,9 +19,11 @@ use super::{BatchOptions, Engine};
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ObjectInfo {
-    /// Visible size in bytes (a window's length for a windowed locator), or `None` when the
-    /// object states none: a local device or FIFO, whose metadata says nothing of what can
-    /// be read. Remote objects and regular files always have one.
+    /// Visible size in bytes, or `None` when the object states none: a local device or FIFO,
+    /// whose metadata says nothing of what can be read (a bounded window of one shows its
+    /// length). Remote objects and regular files always have one. For a windowed locator it
+    /// is the window clipped to what exists: a window reaching past the end shows only the
+    /// bytes that exist, and the object is probed like any other (a missing one fails).
     pub size: Option<u64>,
     /// The object's strong ETag, when the server sent one (never for local files).
     pub etag: Option<String>,
@@ -47,14 +49,10 @@ impl Engine {
     pub fn stat(&self, locator: &Locator) -> Result<ObjectInfo, Error> {
         match locator.target() {
             // A local file's metadata is read right here: a blocking caller needs no hop.
-            Target::File(path)
-                if !matches!(locator.window(), Some(Window { len: Some(_), .. })) =>
-            {
-                Ok(ObjectInfo {
-                    size: file::size(path)?.map(|size| visible_size(locator.window(), size)),
-                    etag: None,
-                })
-            }
+            Target::File(path) => Ok(ObjectInfo {
+                size: local_visible_size(locator.window(), file::size(path)?),
+                etag: None,
+            }),
             _ => reply::block_on(self.stat_reply(locator)),
         }
     }
@@ -77,31 +75,28 @@ impl Engine {
         &self,
         locator: &Locator,
     ) -> impl Future<Output = Result<ObjectInfo, Error>> + Send + 'static + use<> {
-        /// Where the size comes from.
+        /// Where the size comes from: the object itself, even under a bounded window (which
+        /// states only the most that can be visible, not that the object exists).
         enum Probe {
-            /// A bounded window states it.
-            Window(u64),
             /// A file worker reads the metadata (no size for a device or FIFO).
             Local(Reply<Option<u64>>),
             /// An event loop sends the one-byte probe.
             Remote(Reply<(u64, Option<String>)>),
         }
         let window = locator.window();
-        let probe = match (window, locator.target()) {
-            (Some(Window { len: Some(len), .. }), _) => Probe::Window(len),
-            (_, Target::File(path)) => {
+        let probe = match locator.target() {
+            Target::File(path) => {
                 let path = path.clone();
                 Probe::Local(self.running().files.run(move || file::size(&path)))
             }
-            (_, Target::Remote) => Probe::Remote(match self.running().remote() {
+            Target::Remote => Probe::Remote(match self.running().remote() {
                 Ok(remote) => remote.stat(locator),
                 Err(e) => Reply::ready(Err(e)),
             }),
         };
         async move {
             let (size, etag) = match probe {
-                Probe::Window(len) => (Some(len), None),
-                Probe::Local(reply) => (reply.await?.map(|size| visible_size(window, size)), None),
+                Probe::Local(reply) => (local_visible_size(window, reply.await?), None),
                 Probe::Remote(reply) => {
                     let (size, etag) = reply.await?;
                     (Some(visible_size(window, size)), etag)
@@ -179,11 +174,24 @@ impl Engine {
     }
 }
 
+/// What a window shows of an object of `object_size` bytes: the bytes from its start to the
+/// object's end, at most its length.
 fn visible_size(window: Option<Window>, object_size: u64) -> u64 {
     match window {
         None => object_size,
-        Some(Window { len: Some(len), .. }) => len,
-        Some(Window { start, len: None }) => object_size.saturating_sub(start),
+        Some(Window { start, len }) => {
+            let exists = object_size.saturating_sub(start);
+            len.map_or(exists, |len| len.min(exists))
+        }
+    }
+}
+
+/// What a window shows of a local file of `size` bytes, or of a device or FIFO (`None`), whose
+/// metadata states no size: only a bounded window then says how much is visible.
+fn local_visible_size(window: Option<Window>, size: Option<u64>) -> Option<u64> {
+    match size {
+        Some(size) => Some(visible_size(window, size)),
+        None => window.and_then(|w| w.len),
     }
 }
 

@@ -22,14 +22,13 @@ use crate::check::{self, Delivered, Expectation, Receipt, ResponseHead, Verdict}
 use crate::http::client::{Carrier, HttpClient};
 use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
-
 use crate::http::redirects::{Replaced, Reuse, location_failed};
 use crate::http::speed::LowSpeed;
 use crate::http::{Held, RemoteStats};
 use crate::retry::{FailureClass, RetryAfter};
 use crate::sdk::{
     Backend, CanonicalPath, Correction, Error, ErrorResponse, Evidence, PreparedRequest, Rejection,
-    Status, classify_status, error_body,
+    Status, classify_status, error_body, redact,
 };
 
 /// Most redirects followed in one attempt.
@@ -200,9 +199,16 @@ impl Exchange<'_> {
             let kept = options.follow_redirects.then(|| entries(&headers));
             let sent = std::mem::take(&mut headers);
             // Low-speed protection counts from the request: waiting for the head counts.
-            let mut speed = self.low_speed(Instant::now());
+            let sent_at = Instant::now();
+            let mut speed = self.low_speed(sent_at);
             let answer = self.send(url.clone(), sent, host, &speed).await?;
             let status = answer.response.status().as_u16();
+            tracing::debug!(
+                target: "karu::http",
+                status,
+                ms = sent_at.elapsed().as_micros() as f64 / 1000.0,
+                "response"
+            );
             if location_failed(status)
                 && let Some(back) = replaced.take()
             {
@@ -289,7 +295,19 @@ impl Exchange<'_> {
         host: &str,
         speed: &LowSpeed,
     ) -> Result<Answer, Failure> {
-        tracing::debug!(host, path = url.path(), range = ?headers.get(http::header::RANGE), "request");
+        // Target `karu::http` (not the module path): what `karu -v` shows, whatever the
+        // layout of the modules. The URL without its query or user information, the range,
+        // never another header.
+        tracing::debug!(
+            target: "karu::http",
+            method = "GET",
+            url = %redact::uri(&url),
+            range = headers
+                .get(http::header::RANGE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-"),
+            "request"
+        );
         let mut request = Request::builder()
             .method(Method::GET)
             .uri(url)

@@ -69,6 +69,7 @@ impl Fetch<'_> {
     /// (the object's redacted identity and the range: never a credential or a query).
     pub(crate) async fn run(self, ctx: &LoopCtx, dst: &mut dyn Landing) -> Result<Fetched, Error> {
         let span = tracing::debug_span!(
+            target: "karu::http",
             "fetch",
             object = %self.locator.canonical(),
             range = %self.range.header_value(),
@@ -206,6 +207,16 @@ impl Fetch<'_> {
             let attempt_started = admission.sent();
             let mut timed = Timed::new(&mut *dst);
             let result = exchange.run(prepared, expect, &mut timed, kept).await;
+            tracing::debug!(
+                target: "karu::http",
+                attempt,
+                ms = attempt_started.elapsed().as_micros() as f64 / 1000.0,
+                outcome = %match &result {
+                    Ok(_) => Status::Ok,
+                    Err(failure) => failure.error.status(),
+                },
+                "attempt ended"
+            );
             admission.finish(match &result {
                 Ok(_) => timed.received(Instant::now()),
                 Err(f) if f.error.http_status().is_some_and(Outcome::is_throttle) => {

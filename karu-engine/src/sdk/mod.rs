@@ -100,7 +100,7 @@ pub use request::{
 // Configuration.
 pub use config::{CREDENTIAL_FILE_MAX, credential_scope, read_credential_file, section};
 pub use karu_config::{
-    ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Origin, Scoped, Section,
+    ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Key, Origin, Scoped, Section,
     SectionConfig, Snapshot, read_regular_file, read_regular_text,
 };
 

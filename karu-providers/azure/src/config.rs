@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use karu_engine::sdk::{InvalidKey, SectionConfig, Snapshot, check_endpoint};
+use karu_engine::sdk::{InvalidKey, Key, SectionConfig, Snapshot, check_endpoint};
 use serde::Deserialize;
 
 use crate::request::require_endpoint;
@@ -126,6 +126,11 @@ const SECRET_KEYS: [&str; 10] = [
 ];
 
 impl SectionConfig for AzureConfig {
+    /// The keys of the table above, with their aliases and environment variables.
+    fn keys() -> Vec<Key> {
+        Key::table(include_str!("config.rs"))
+    }
+
     /// What serde cannot see: an endpoint that is not an http(s) URL, a key that is not
     /// base64, a connection string that does not parse.
     fn check(&self) -> Result<(), InvalidKey> {

@@ -15,6 +15,12 @@
 //! # Ok::<(), karu::Error>(())
 //! ```
 
+/// The Rust examples of the provider guide (`karu-providers/README.md`), compiled as
+/// documentation tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ProviderGuide;
+
 mod backend;
 mod config;
 mod credential;

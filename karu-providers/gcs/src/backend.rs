@@ -9,7 +9,7 @@ use karu_engine::sdk::{
     PreparedRequest, Resolved, Snapshot, Status, credential_scope,
 };
 
-use crate::config::{CREDENTIAL_KEYS, Configured, Effective, GcsConfig};
+use crate::config::{Api, CREDENTIAL_KEYS, Configured, Effective, GcsConfig};
 use crate::credential::{GcsSecret, Lookup};
 use crate::request::{self, GOOG4};
 use crate::{FAMILY, SECTION};
@@ -17,7 +17,8 @@ use crate::{FAMILY, SECTION};
 /// The region GCS V4 HMAC signatures name.
 const HMAC_REGION: &str = "auto";
 
-/// Serves `gs://bucket/key` and GCS URLs through the XML API.
+/// Serves `gs://bucket/key` and GCS URLs through the XML API (or the JSON API's media
+/// downloads: [`Api`](crate::Api)).
 #[derive(Debug, Default)]
 pub struct GcsBackend {
     /// One credential lookup per credential scope.
@@ -70,8 +71,12 @@ impl Backend for GcsBackend {
         let locator = ctx.locator;
         let options = self.effective(locator, ctx.snapshot)?;
         let bucket = locator.container().unwrap_or_default();
-        let url = request::object_url(&options.endpoint, bucket, locator.key());
-        // Stored bytes: a gzip-stored object is served as stored, ranges on its stored bytes.
+        let url = match options.api {
+            Api::Xml => request::object_url(&options.endpoint, bucket, locator.key()),
+            Api::Json => request::media_url(&options.endpoint, bucket, locator.key()),
+        };
+        // Stored bytes: a gzip-stored object is served as stored, ranges on its stored bytes
+        // (on either API).
         let mut prepared = PreparedRequest::get(&url, ctx)?.accept_stored_gzip();
         if let Some(project) = &options.user_project {
             let value = HeaderValue::from_str(project).map_err(|_| {

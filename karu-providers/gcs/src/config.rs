@@ -2,17 +2,32 @@
 
 use std::fmt;
 
-use karu_engine::sdk::{InvalidKey, SectionConfig, Snapshot, check_endpoint};
+use karu_engine::sdk::{InvalidKey, Key, SectionConfig, Snapshot, check_endpoint};
 use serde::Deserialize;
 
 use crate::request::{self, DEFAULT_ENDPOINT, HmacKey};
+
+/// Which of GCS's APIs reads go through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase", expecting = "\"xml\" or \"json\"")]
+#[non_exhaustive]
+pub enum Api {
+    /// `GET ENDPOINT/bucket/name` (the default): the API HMAC keys sign for.
+    Xml,
+    /// `GET ENDPOINT/download/storage/v1/b/bucket/o/name?alt=media`: the JSON API's media
+    /// download, which Google's own clients use with `STORAGE_EMULATOR_HOST`, and which
+    /// emulators serve at any host name (fake-gcs-server serves XML paths only at its
+    /// `-public-host`).
+    Json,
+}
 
 /// Options of the GCS provider, globally (`[gcs]`) or for a prefix
 /// (`[paths."gs://bucket/prefix".gcs]`). A key set here beats the environment variable.
 ///
 /// | key | aliases | environment | meaning |
 /// | --- | --- | --- | --- |
-/// | `endpoint` | `endpoint_url` | `STORAGE_EMULATOR_HOST` | another XML API endpoint (an emulator: `http://127.0.0.1:4443`, or a bare `host:port`) |
+/// | `endpoint` | `endpoint_url` | `STORAGE_EMULATOR_HOST` | another endpoint (an emulator: `http://127.0.0.1:4443`, or a bare `host:port`) |
+/// | `api` | | | `"xml"` or `"json"`: the API reads use (default `"json"` with `STORAGE_EMULATOR_HOST`, else `"xml"`) |
 /// | `user_project` | `billing_project` | | the project billed for requester-pays buckets (`x-goog-user-project`) |
 /// | `anonymous` | `skip_signature` | | unauthenticated requests (public buckets) |
 /// | `token` | `access_token`, `bearer_token` | `GOOGLE_OAUTH_ACCESS_TOKEN` | a static OAuth 2 access token |
@@ -22,16 +37,19 @@ use crate::request::{self, DEFAULT_ENDPOINT, HmacKey};
 /// | `discovery` | | | `false` = no Application Default Credentials, no metadata server (default `true`) |
 /// | `metadata_host` | | `GCE_METADATA_HOST` | the compute metadata server (default `metadata.google.internal`) |
 ///
-/// With `STORAGE_EMULATOR_HOST` set and no credential configured (no token, no HMAC key, no
-/// credentials file), requests go unauthenticated, as Google's clients send them to an
-/// emulator. Secrets never appear in `Debug`.
+/// With `STORAGE_EMULATOR_HOST` set (and no `endpoint`), reads go to the emulator through the
+/// JSON API's media downloads, as Google's clients send them; with no credential configured
+/// (no token, no HMAC key, no credentials file), unauthenticated. HMAC keys sign XML API
+/// requests only. Secrets never appear in `Debug`.
 #[derive(Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct GcsConfig {
-    /// XML API endpoint.
+    /// Another endpoint.
     #[serde(alias = "endpoint_url")]
     pub endpoint: Option<String>,
+    /// The API reads use.
+    pub api: Option<Api>,
     /// Project billed for requester-pays buckets.
     #[serde(alias = "billing_project")]
     pub user_project: Option<String>,
@@ -77,6 +95,11 @@ pub(crate) const CREDENTIAL_KEYS: [&str; 15] = [
 ];
 
 impl SectionConfig for GcsConfig {
+    /// The keys of the table above, with their aliases and environment variables.
+    fn keys() -> Vec<Key> {
+        Key::table(include_str!("config.rs"))
+    }
+
     /// What serde cannot see: an endpoint that is not an http(s) URL, half an HMAC key.
     fn check(&self) -> Result<(), InvalidKey> {
         if let Some(endpoint) = &self.endpoint {
@@ -111,6 +134,7 @@ impl fmt::Debug for GcsConfig {
         let secret = |v: &Option<String>| v.as_ref().map(|_| "<redacted>");
         f.debug_struct("GcsConfig")
             .field("endpoint", &self.endpoint)
+            .field("api", &self.api)
             .field("user_project", &self.user_project)
             .field("anonymous", &self.anonymous)
             .field("token", &secret(&self.token))
@@ -173,6 +197,7 @@ impl fmt::Debug for Configured {
 pub(crate) struct Effective {
     /// Normalised, without a trailing `/`.
     pub(crate) endpoint: String,
+    pub(crate) api: Api,
     pub(crate) user_project: Option<String>,
     pub(crate) credential: Configured,
 }
@@ -190,6 +215,12 @@ impl Effective {
         let endpoint = match config.endpoint.clone().or_else(|| emulator.clone()) {
             Some(e) => request::endpoint(&e).map_err(|e| e.to_string())?,
             None => DEFAULT_ENDPOINT.to_string(),
+        };
+        // An emulator is read as Google's clients read it: through the JSON API.
+        let api = match config.api {
+            Some(api) => api,
+            None if config.endpoint.is_none() && emulator.is_some() => Api::Json,
+            None => Api::Xml,
         };
         let token = config
             .token
@@ -236,8 +267,16 @@ impl Effective {
         } else {
             Configured::Nothing
         };
+        if api == Api::Json && matches!(credential, Configured::Hmac(_)) {
+            return Err(
+                "HMAC keys sign XML API requests only, and reads use the JSON API (gcs.api = \"json\", \
+                 the default with STORAGE_EMULATOR_HOST): set gcs.api = \"xml\", or use a token"
+                    .into(),
+            );
+        }
         Ok(Effective {
             endpoint,
+            api,
             user_project: config.user_project.clone(),
             credential,
         })
@@ -329,14 +368,56 @@ mod tests {
         let e = effective(&emulator, &[]);
         assert_eq!(e.endpoint, "http://localhost:4443");
         assert_eq!(e.credential, Configured::Anonymous);
+        assert_eq!(e.api, Api::Json);
         let e = effective(&emulator, &[("gcs.token", "t")]);
         assert_eq!(e.credential, Configured::Token("t".into()));
         let e = effective(&emulator, &[("gcs.anonymous", "false")]);
         assert!(matches!(e.credential, Configured::Discover { .. }));
         let e = effective(&emulator, &[("gcs.endpoint", "https://gcs.example/")]);
         assert_eq!(e.endpoint, "https://gcs.example");
+        assert_eq!(e.api, Api::Xml);
         let e = effective(&[], &[("gcs.user_project", "payer")]);
         assert_eq!(e.user_project.as_deref(), Some("payer"));
+    }
+
+    #[test]
+    fn the_api_is_xml_unless_chosen_or_read_from_an_emulator_host() {
+        assert_eq!(effective(&[], &[]).api, Api::Xml);
+        let endpoint = [("gcs.endpoint", "http://127.0.0.1:4443")];
+        assert_eq!(effective(&[], &endpoint).api, Api::Xml);
+        let json = [
+            ("gcs.endpoint", "http://127.0.0.1:4443"),
+            ("gcs.api", "json"),
+        ];
+        assert_eq!(effective(&[], &json).api, Api::Json);
+        let emulator = [("STORAGE_EMULATOR_HOST", "127.0.0.1:4443")];
+        assert_eq!(effective(&emulator, &[("gcs.api", "xml")]).api, Api::Xml);
+        // HMAC keys sign the XML API only: with the JSON API they are refused, not sent.
+        let hmac = [("gcs.hmac_access_id", "GOOG1"), ("gcs.hmac_secret", "s")];
+        let s = snapshot(&emulator, &hmac);
+        let c = s.section::<GcsConfig>("gs://b/k", "gcs").unwrap().value;
+        assert!(Effective::resolve(&c, &s).is_err());
+        let xml = [hmac[0], hmac[1], ("gcs.api", "xml")];
+        assert!(matches!(
+            effective(&emulator, &xml).credential,
+            Configured::Hmac(_)
+        ));
+    }
+
+    #[test]
+    fn the_api_names_its_two_words_whatever_is_found() {
+        for (value, found) in [("\"grpc\"", "string \"grpc\""), ("1", "integer 1")] {
+            let error = ConfigBuilder::new()
+                .user_file(None)
+                .project_file(None)
+                .environment(std::iter::empty::<(String, String)>())
+                .toml("test", format!("[gcs]\napi = {value}\n"))
+                .section(crate::config_section())
+                .build()
+                .unwrap_err();
+            let expected = format!("expected \"xml\" or \"json\", found {found}");
+            assert!(error.to_string().ends_with(&expected), "{error}");
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Karu's Google Cloud Storage provider: `gs://bucket/key` and the GCS URLs users paste, read
-//! through the XML API.
+//! through the XML API (or, from emulators, the JSON API's media downloads).
 //!
 //! The rooms of every provider crate:
 //!
@@ -20,11 +20,15 @@
 //!
 //! **Requests.** A ranged `GET ENDPOINT/bucket/key` on the XML API, with
 //! `Accept-Encoding: gzip`, so an object stored gzip-compressed comes back as stored and the
-//! range counts stored bytes. The XML API rather than the JSON API's `?alt=media`: its path is
-//! the object name (no second encoding of `/`), it honours `If-Match` with the ETag `stat`
-//! returns, it is the API HMAC keys sign for, and emulators serve it too. An answer that GCS
-//! transformed (decompressed, or compressed on the way: see `request::transformed`) is
-//! refused with `Protocol`, never delivered.
+//! range counts stored bytes. The XML API by default: its path is the object name (no second
+//! encoding of `/`), and it is the API HMAC keys sign for. With `STORAGE_EMULATOR_HOST` (or
+//! `gcs.api = "json"`), the JSON API's media download instead,
+//! `GET ENDPOINT/download/storage/v1/b/bucket/o/NAME?alt=media` with the name encoded as one
+//! path segment: what Google's own clients send to an emulator, and what fake-gcs-server serves
+//! at any host name. Both answer ranges with `206` and `Content-Range`, honour `If-Match`,
+//! send the ETag and `x-goog-generation`, and transcode stored-gzip objects by the same rules,
+//! so the same checks hold. An answer that GCS transformed (decompressed, or compressed on the
+//! way: see `request::transformed`) is refused with `Protocol`, never delivered.
 //!
 //! **Versions.** `stat` returns the object's ETag; `if_match` is sent as `If-Match`, which
 //! the XML API honours, and Karu still checks the answer's tag.
@@ -63,7 +67,7 @@ use std::sync::Arc;
 use karu_engine::sdk::{RegistryBuilder, Section};
 
 pub use backend::GcsBackend;
-pub use config::GcsConfig;
+pub use config::{Api, GcsConfig};
 pub use credential::{credential, hmac_credential};
 
 /// The URI scheme of GCS objects.

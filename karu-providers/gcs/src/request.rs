@@ -1,6 +1,6 @@
-//! Address parsing, URL building, HMAC (V4) signing, the headers that show a transformed
-//! answer, and the error answers that ask for a correction. Pure functions, no input or
-//! output.
+//! Address parsing, URL building (XML API paths, JSON API media downloads), HMAC (V4)
+//! signing, the headers that show a transformed answer, and the error answers that ask for a
+//! correction. Pure functions, no input or output.
 
 use hmac::{Hmac, KeyInit, Mac};
 use karu_engine::sdk::http::HeaderMap;
@@ -196,6 +196,19 @@ pub(crate) fn object_url(endpoint: &str, bucket: &str, key: &str) -> String {
         "{}/{bucket}/{}",
         endpoint.trim_end_matches('/'),
         encode_path(key)
+    )
+}
+
+/// The JSON API's media download URL of an object:
+/// `ENDPOINT/download/storage/v1/b/bucket/o/encoded-name?alt=media`, the name percent-encoded
+/// as one path segment (`/` as `%2F`), as Google's clients download from an emulator.
+pub(crate) fn media_url(endpoint: &str, bucket: &str, key: &str) -> String {
+    format!(
+        "{}/download/storage/v1/b/{bucket}/o/{}?alt=media",
+        endpoint.trim_end_matches('/'),
+        // `encode_path` leaves only unreserved bytes, escapes and `/`: one segment needs `/`
+        // escaped too.
+        encode_path(key).replace('/', "%2F")
     )
 }
 
@@ -472,6 +485,18 @@ mod tests {
     }
 
     #[test]
+    fn media_urls_encode_the_name_once_as_one_segment() {
+        assert_eq!(
+            media_url("http://127.0.0.1:4443/", "b", "a b/c+d%e/ü//f~g"),
+            "http://127.0.0.1:4443/download/storage/v1/b/b/o/a%20b%2Fc%2Bd%25e%2F%C3%BC%2F%2Ff~g?alt=media"
+        );
+        assert_eq!(
+            media_url("https://gcs.example/prefix", "b.c", "k"),
+            "https://gcs.example/prefix/download/storage/v1/b/b.c/o/k?alt=media"
+        );
+    }
+
+    #[test]
     fn endpoints() {
         assert_eq!(endpoint("127.0.0.1:4443").unwrap(), "http://127.0.0.1:4443");
         assert_eq!(
@@ -669,6 +694,15 @@ mod tests {
             prop_assert!(path.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~/%".contains(&b)));
             let decoded = percent_decode_str(path).decode_utf8().unwrap();
             prop_assert_eq!(decoded.as_ref(), format!("/bkt/{key}"));
+            // The media URL's last segment is the whole name, encoded once.
+            let media = media_url(DEFAULT_ENDPOINT, "bkt", &key);
+            let segment = media
+                .strip_prefix("https://storage.googleapis.com/download/storage/v1/b/bkt/o/")
+                .and_then(|rest| rest.strip_suffix("?alt=media"))
+                .unwrap();
+            prop_assert!(segment.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~%".contains(&b)));
+            let name = percent_decode_str(segment).decode_utf8().unwrap();
+            prop_assert_eq!(name.as_ref(), key.as_str());
         }
 
         /// Parsing never panics, and what it accepts resolves to a `gs://` path that parses

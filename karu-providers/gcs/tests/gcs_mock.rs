@@ -1,17 +1,24 @@
 //! The GCS provider against the GCS mock and its token and metadata fakes: every credential
 //! source and the order between them (each test checks, from the mock's log, which identity
-//! made every request), the emulator host, requester pays, stored-gzip objects read exactly,
-//! transformed answers refused, and `If-Match` on the ETag.
+//! made every request), the emulator host (read through the JSON API's media downloads),
+//! requester pays, stored-gzip objects read exactly, transformed answers refused, and
+//! `If-Match` on the ETag, on the XML API and on the JSON API alike.
 
 use std::path::Path;
 
 use karu::{Client, ClientBuilder, Read, Status};
-use karu_testkit::gcs::{Decompression, GcsMock, object_path};
+use karu_testkit::gcs::{Decompression, GcsMock, media_path, object_path};
 use karu_testkit::pattern;
 
 const BUCKET: &str = "bkt";
 const KEY: &str = "dir/a b+c%d/ü//x.bin";
 const SIZE: u64 = 1 << 20;
+
+/// The request path of an object (bucket, name) on one API.
+type PathOf = fn(&str, &str) -> String;
+
+/// The two APIs (`gcs.api`) and the request path of an object on each.
+const APIS: [(&str, PathOf); 2] = [("xml", object_path), ("json", media_path)];
 
 fn mock() -> GcsMock {
     let gcs = GcsMock::start();
@@ -29,8 +36,14 @@ fn builder(gcs: &GcsMock, env: &[(&str, &str)]) -> ClientBuilder {
 }
 
 /// Two reads of the object (checked against the pattern); the identities that made the
-/// requests the mock let through, deduplicated in order.
+/// requests the mock let through, deduplicated in order. Every request went to the object's
+/// XML API path.
 fn read_twice(gcs: &GcsMock, client: &Client) -> Vec<String> {
+    read_twice_at(gcs, client, object_path)
+}
+
+/// [`read_twice`], every request to the object's path by `path_of` (the API's).
+fn read_twice_at(gcs: &GcsMock, client: &Client, path_of: PathOf) -> Vec<String> {
     let object = client.locate(&format!("gs://{BUCKET}/{KEY}")).unwrap();
     assert_eq!(client.read(&object, 0, 100).unwrap(), pattern(0, 100));
     assert_eq!(
@@ -40,7 +53,7 @@ fn read_twice(gcs: &GcsMock, client: &Client) -> Vec<String> {
     assert_eq!(gcs.rejections(), vec![]);
     let mut identities: Vec<String> = Vec::new();
     for a in gcs.authenticated() {
-        assert_eq!(a.path, object_path(BUCKET, KEY));
+        assert_eq!(a.path, path_of(BUCKET, KEY));
         if !identities.contains(&a.identity) {
             identities.push(a.identity);
         }
@@ -310,15 +323,17 @@ fn the_emulator_host_is_read_unauthenticated_unless_a_credential_is_configured()
         .project_config_file(None)
         .environment(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     assert_eq!(
-        read_twice(&gcs, &anonymous.clone().build().unwrap()),
+        read_twice_at(&gcs, &anonymous.clone().build().unwrap(), media_path),
         ["anonymous"]
     );
-    assert!(
-        gcs.server()
-            .requests()
-            .iter()
-            .all(|r| r.header("authorization").is_none())
-    );
+    // As Google's clients read from an emulator: the JSON API's media downloads.
+    let requests = gcs.server().requests();
+    assert!(!requests.is_empty());
+    for r in &requests {
+        assert_eq!(r.path, media_path(BUCKET, KEY), "{r}");
+        assert_eq!(r.query.as_deref(), Some("alt=media"), "{r}");
+        assert!(r.header("authorization").is_none(), "{r}");
+    }
     let gcs2 = mock();
     gcs2.add_token("ya29.static", "user:static");
     let host = gcs2.endpoint().trim_start_matches("http://").to_string();
@@ -329,7 +344,7 @@ fn the_emulator_host_is_read_unauthenticated_unless_a_credential_is_configured()
         .environment(env.iter().map(|(k, v)| (k.to_string(), v.to_string())))
         .set("gcs.token", "ya29.static");
     assert_eq!(
-        read_twice(&gcs2, &with_token.build().unwrap()),
+        read_twice_at(&gcs2, &with_token.build().unwrap(), media_path),
         ["user:static"]
     );
 }
@@ -368,68 +383,117 @@ fn gzip_mock() -> (GcsMock, Vec<u8>, bytes::Bytes) {
 
 #[test]
 fn a_gzip_stored_object_is_read_as_stored_bytes() {
-    let (gcs, identity, stored) = gzip_mock();
-    assert_ne!(&stored[..], &identity[..]);
-    let client = builder(&gcs, &[]).set("gcs.token", "t").build().unwrap();
-    let object = client
-        .locate(&format!("gs://{BUCKET}/table.csv.gz"))
-        .unwrap();
-    let info = client.stat(&object).unwrap();
-    assert_eq!(info.size, Some(stored.len() as u64));
-    assert_eq!(client.read(&object, 0, 10).unwrap(), &stored[..10]);
-    let mid = stored.len() as u64 / 2;
-    assert_eq!(
-        client.read(&object, mid, 1000).unwrap(),
-        &stored[mid as usize..mid as usize + 1000]
-    );
-    let log = gcs.server().requests();
-    assert!(
-        log.iter()
-            .all(|r| r.header("accept-encoding") == Some("gzip"))
-    );
-    assert_eq!(log.last().unwrap().byte_range, Some((mid, mid + 999)));
-    assert_eq!(gcs.decompressed_answers(), 0);
+    for (api, path_of) in APIS {
+        let (gcs, identity, stored) = gzip_mock();
+        assert_ne!(&stored[..], &identity[..]);
+        let client = builder(&gcs, &[])
+            .set("gcs.token", "t")
+            .set("gcs.api", api)
+            .build()
+            .unwrap();
+        let object = client
+            .locate(&format!("gs://{BUCKET}/table.csv.gz"))
+            .unwrap();
+        let info = client.stat(&object).unwrap();
+        assert_eq!(info.size, Some(stored.len() as u64));
+        assert_eq!(client.read(&object, 0, 10).unwrap(), &stored[..10]);
+        let mid = stored.len() as u64 / 2;
+        assert_eq!(
+            client.read(&object, mid, 1000).unwrap(),
+            &stored[mid as usize..mid as usize + 1000]
+        );
+        let log = gcs.server().requests();
+        for r in &log {
+            assert_eq!(r.path, path_of(BUCKET, "table.csv.gz"), "{api}: {r}");
+            assert_eq!(r.header("accept-encoding"), Some("gzip"), "{api}: {r}");
+        }
+        assert_eq!(log.last().unwrap().byte_range, Some((mid, mid + 999)));
+        assert_eq!(gcs.decompressed_answers(), 0);
+    }
 }
 
 #[test]
 fn decompressed_answers_are_refused_never_delivered() {
-    for fault in [Decompression::Announced, Decompression::Silent] {
-        let (gcs, _, _) = gzip_mock();
-        gcs.set_decompression(Some(fault));
-        let client = builder(&gcs, &[]).set("gcs.token", "t").build().unwrap();
-        let object = client
-            .locate(&format!("gs://{BUCKET}/table.csv.gz"))
-            .unwrap();
-        let error = client.read(&object, 100, 10).unwrap_err();
-        assert_eq!(error.status(), Status::Protocol, "{fault:?}: {error}");
-        assert_eq!(gcs.decompressed_answers(), 1, "{fault:?}: retried");
-        assert_eq!(gcs.server().requests().len(), 1);
+    for (api, path_of) in APIS {
+        for fault in [Decompression::Announced, Decompression::Silent] {
+            let (gcs, _, _) = gzip_mock();
+            gcs.set_decompression(Some(fault));
+            let client = builder(&gcs, &[])
+                .set("gcs.token", "t")
+                .set("gcs.api", api)
+                .build()
+                .unwrap();
+            let object = client
+                .locate(&format!("gs://{BUCKET}/table.csv.gz"))
+                .unwrap();
+            let error = client.read(&object, 100, 10).unwrap_err();
+            assert_eq!(error.status(), Status::Protocol, "{api} {fault:?}: {error}");
+            assert_eq!(gcs.decompressed_answers(), 1, "{api} {fault:?}: retried");
+            let requests = gcs.server().requests();
+            assert_eq!(requests.len(), 1);
+            assert_eq!(requests[0].path, path_of(BUCKET, "table.csv.gz"));
+        }
     }
 }
 
 #[test]
 fn if_match_sends_the_etag_stat_returned() {
+    for (api, path_of) in APIS {
+        let gcs = mock();
+        gcs.add_token("t", "user:t");
+        let client = builder(&gcs, &[])
+            .set("gcs.token", "t")
+            .set("gcs.api", api)
+            .build()
+            .unwrap();
+        let object = client.locate(&format!("gs://{BUCKET}/{KEY}")).unwrap();
+        let etag = client.stat(&object).unwrap().etag.unwrap();
+        let read = |etag: &str| {
+            client
+                .submit([Read::new(&object, 5, 10).if_match(etag)])
+                .wait()
+                .pop()
+                .unwrap()
+        };
+        let done = read(&etag);
+        assert!(done.is_ok(), "{api}: {:?}", done.status());
+        let last = gcs.server().requests().pop().unwrap();
+        assert_eq!(last.header("if-match"), Some(etag.as_str()), "{api}");
+        assert_eq!(last.path, path_of(BUCKET, KEY), "{api}");
+        gcs.set_etag(BUCKET, KEY, Some("\"another-version\""));
+        assert_eq!(read(&etag).status(), Status::PreconditionFailed, "{api}");
+        assert_eq!(gcs.server().requests().last().unwrap().status, 412, "{api}");
+    }
+}
+
+#[test]
+fn hmac_keys_with_the_json_api_fail_each_read_before_any_request() {
     let gcs = mock();
-    gcs.add_token("t", "user:t");
-    let client = builder(&gcs, &[]).set("gcs.token", "t").build().unwrap();
+    gcs.add_hmac_key("GOOG1EXAMPLE", "hmac-secret");
+    let host = gcs.endpoint().trim_start_matches("http://").to_string();
+    let client = Client::builder()
+        .user_config_file(None)
+        .project_config_file(None)
+        .environment([("STORAGE_EMULATOR_HOST", host)])
+        .set("gcs.hmac_access_id", "GOOG1EXAMPLE")
+        .set("gcs.hmac_secret", "hmac-secret")
+        .build()
+        .unwrap();
     let object = client.locate(&format!("gs://{BUCKET}/{KEY}")).unwrap();
-    let etag = client.stat(&object).unwrap().etag.unwrap();
-    let read = |etag: &str| {
-        client
-            .submit([Read::new(&object, 5, 10).if_match(etag)])
-            .wait()
-            .pop()
-            .unwrap()
-    };
-    let done = read(&etag);
-    assert!(done.is_ok(), "{:?}", done.status());
-    assert_eq!(
-        gcs.server().requests().last().unwrap().header("if-match"),
-        Some(etag.as_str())
-    );
-    gcs.set_etag(BUCKET, KEY, Some("\"another-version\""));
-    assert_eq!(read(&etag).status(), Status::PreconditionFailed);
-    assert_eq!(gcs.server().requests().last().unwrap().status, 412);
+    let error = client.read(&object, 0, 10).unwrap_err();
+    assert_eq!(error.status(), Status::InvalidArgument, "{error}");
+    assert!(gcs.server().requests().is_empty());
+    // With the XML API chosen, the same keys sign the reads.
+    let client = Client::builder()
+        .user_config_file(None)
+        .project_config_file(None)
+        .environment([("STORAGE_EMULATOR_HOST", gcs.endpoint())])
+        .set("gcs.hmac_access_id", "GOOG1EXAMPLE")
+        .set("gcs.hmac_secret", "hmac-secret")
+        .set("gcs.api", "xml")
+        .build()
+        .unwrap();
+    assert_eq!(read_twice(&gcs, &client), ["hmac:GOOG1EXAMPLE"]);
 }
 
 #[test]

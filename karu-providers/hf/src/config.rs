@@ -2,7 +2,9 @@
 
 use std::fmt;
 
-use karu_engine::sdk::{InvalidKey, SectionConfig, Snapshot, check_endpoint, endpoint_problem};
+use karu_engine::sdk::{
+    InvalidKey, Key, SectionConfig, Snapshot, check_endpoint, endpoint_problem,
+};
 use serde::Deserialize;
 
 use crate::request::DEFAULT_ENDPOINT;
@@ -38,6 +40,11 @@ pub struct HfConfig {
 pub(crate) const CREDENTIAL_KEYS: [&str; 3] = ["token", "hf_token", "anonymous"];
 
 impl SectionConfig for HfConfig {
+    /// The keys of the table above, with their aliases and environment variables.
+    fn keys() -> Vec<Key> {
+        Key::table(include_str!("config.rs"))
+    }
+
     /// An endpoint that is not an http(s) URL a path can follow.
     fn check(&self) -> Result<(), InvalidKey> {
         match &self.endpoint {

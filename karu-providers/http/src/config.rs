@@ -4,17 +4,17 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use karu_engine::sdk::http::{HeaderName, HeaderValue};
-use karu_engine::sdk::{InvalidKey, SectionConfig};
+use karu_engine::sdk::{InvalidKey, Key, SectionConfig};
 use serde::Deserialize;
 
 /// Options of the plain HTTP provider, globally (`[http_provider]`) or for a URL prefix
 /// (`[paths."https://host/prefix".http_provider]`).
 ///
-/// | key | meaning | default |
-/// | --- | --- | --- |
-/// | `headers` | extra request headers, e.g. `{ "X-Api-Key" = "..." }` | none |
-/// | `bearer_token` (alias `token`) | sent as `Authorization: Bearer …` | none |
-/// | `follow_redirects` | follow 301/302/303/307/308 (credentials never cross origins) | `true` |
+/// | key | aliases | environment | meaning |
+/// | --- | --- | --- | --- |
+/// | `headers` | | | extra request headers, e.g. `{ "X-Api-Key" = "..." }` (default none) |
+/// | `bearer_token` | `token` | | sent as `Authorization: Bearer …` (default none) |
+/// | `follow_redirects` | | | follow 301/302/303/307/308, credentials never crossing origins (default `true`) |
 ///
 /// Header values and the token are secrets: `Debug` shows only header names.
 #[derive(Clone, Default, PartialEq, Eq, Deserialize)]
@@ -38,6 +38,11 @@ impl HttpProviderConfig {
 }
 
 impl SectionConfig for HttpProviderConfig {
+    /// The keys of the table above, with their aliases and environment variables.
+    fn keys() -> Vec<Key> {
+        Key::table(include_str!("config.rs"))
+    }
+
     /// Header names and values, and the token, must be able to travel in a request.
     fn check(&self) -> Result<(), InvalidKey> {
         for (name, value) in &self.headers {

@@ -2,7 +2,9 @@
 
 use std::fmt;
 
-use karu_engine::sdk::{InvalidKey, SectionConfig, Snapshot, check_endpoint, endpoint_problem};
+use karu_engine::sdk::{
+    InvalidKey, Key, SectionConfig, Snapshot, check_endpoint, endpoint_problem,
+};
 use serde::Deserialize;
 
 /// How bucket and key map to a URL.
@@ -94,6 +96,11 @@ pub(crate) const CREDENTIAL_KEYS: [&str; 14] = [
 ];
 
 impl SectionConfig for S3Config {
+    /// The keys of the table above, with their aliases and environment variables.
+    fn keys() -> Vec<Key> {
+        Key::table(include_str!("config.rs"))
+    }
+
     /// What serde cannot see: an endpoint that is not an http(s) URL, half a key pair.
     fn check(&self) -> Result<(), InvalidKey> {
         if let Some(endpoint) = &self.endpoint {

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use karu_engine::sdk::{InvalidKey, SectionConfig, check_endpoint};
+use karu_engine::sdk::{InvalidKey, Key, SectionConfig, check_endpoint};
 use serde::Deserialize;
 
 use crate::request::DEFAULT_ENDPOINT;
@@ -12,14 +12,16 @@ use crate::request::DEFAULT_ENDPOINT;
 /// credential source is set here or an application's callback for the `source` family
 /// answers.
 ///
-/// | key | meaning |
-/// | --- | --- |
-/// | `endpoint` | the data proxy (default `https://data.source.coop`) |
-/// | `region` | the region requests are signed for (default `us-east-1`) |
-/// | `profile` | a profile of the AWS config files set up for Source (`credential_process = source-coop creds`) |
-/// | `credential_process` | a command printing credentials (JSON), as in a profile |
-/// | `access_key_id`, `secret_access_key`, `session_token` | an API key issued by Source |
-/// | `anonymous` | `true`: never sign, whatever else is set |
+/// | key | aliases | environment | meaning |
+/// | --- | --- | --- | --- |
+/// | `endpoint` | `endpoint_url` | | the data proxy (default `https://data.source.coop`) |
+/// | `region` | | | the region requests are signed for (default `us-east-1`) |
+/// | `profile` | | | a profile of the AWS config files set up for Source (`credential_process = source-coop creds`) |
+/// | `credential_process` | | | a command printing credentials (JSON), as in a profile |
+/// | `access_key_id` | `aws_access_key_id` | | an API key issued by Source: its id |
+/// | `secret_access_key` | `aws_secret_access_key` | | the API key's secret |
+/// | `session_token` | `aws_session_token` | | a temporary key's session token |
+/// | `anonymous` | | | `true`: never sign, whatever else is set |
 ///
 /// These credentials are Source's own scope: the S3 provider's keys, profiles and `AWS_*`
 /// environment credentials are never used for Source. Secrets never appear in `Debug`.
@@ -63,6 +65,11 @@ pub(crate) const CREDENTIAL_KEYS: [&str; 9] = [
 ];
 
 impl SectionConfig for SourceConfig {
+    /// The keys of the table above, with their aliases and environment variables.
+    fn keys() -> Vec<Key> {
+        Key::table(include_str!("config.rs"))
+    }
+
     fn check(&self) -> Result<(), InvalidKey> {
         if let Some(endpoint) = &self.endpoint {
             check_endpoint("endpoint", endpoint, "https://data.source.coop")?;

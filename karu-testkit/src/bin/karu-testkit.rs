@@ -121,6 +121,15 @@ fn control(server: &MockServer, request: &RequestHead, rest: &str) -> Result<Gat
             server.set_latency(Duration::from_millis(ms));
             Ok(GateResponse::new(204, ""))
         }
+        ("PUT", "bandwidth") => {
+            // `?bytes_per_sec=<n>` caps the bytes sent per second across all connections
+            // (a link); `0` removes the cap.
+            let rate: u64 = query(request, "bytes_per_sec")
+                .and_then(|rate| rate.parse().ok())
+                .ok_or("bandwidth needs ?bytes_per_sec=<n>")?;
+            server.set_bandwidth((rate > 0).then_some(rate));
+            Ok(GateResponse::new(204, ""))
+        }
         ("PUT", "never-answer") => {
             let path = query(request, "path").ok_or("never-answer needs ?path=<path>")?;
             server.add_fault(FaultRule::new(Fault::NeverAnswer).path(percent_decode(path)));

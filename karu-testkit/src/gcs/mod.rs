@@ -1,5 +1,7 @@
-//! A Google Cloud Storage mock: the XML API's object `GET` (path style, `/bucket/key`) with byte
-//! ranges, every request's bearer token or HMAC (`GOOG4-HMAC-SHA256`) signature checked,
+//! A Google Cloud Storage mock: the XML API's object `GET` (path style, `/bucket/key`) and the
+//! JSON API's media download (`/download/storage/v1/b/bucket/o/key?alt=media`, the name one
+//! encoded path segment; also without `/download`) with byte ranges, the same objects behind
+//! both, every request's bearer token or HMAC (`GOOG4-HMAC-SHA256`, XML API only) signature checked,
 //! objects stored gzip-compressed served both ways, requester-pays buckets, and the whole fault
 //! plan of the HTTP mock ([`GcsMock::server`]). [`GcsAuthFakes`] serve the OAuth token endpoint
 //! (service-account JWTs, checked against the account's public key, and authorized users'
@@ -7,14 +9,17 @@
 //! ones the mock accepts, each naming its identity.
 //!
 //! What a request goes through, in order (the first failing step answers, in GCS's XML error
-//! format):
+//! format, or on a JSON API path its JSON error object with the reason in place of the code):
+//! 0. a JSON API path must name one object (`/b/BUCKET/o/NAME`, no raw `/` in the name) and ask
+//!    for its media (`alt=media`): else 400;
 //! 1. the bucket must exist: 404 `NoSuchBucket`;
 //! 2. `Authorization: Bearer T`: `T` must be a [token](GcsMock::add_token) (401
 //!    `AuthenticationRequired`) not [revoked](GcsMock::revoke_token) (401, counted in
 //!    [`expired_token_answers`](GcsMock::expired_token_answers));
 //!    `Authorization: GOOG4-HMAC-SHA256 …`: the access id must be [known](GcsMock::add_hmac_key)
 //!    (403 `InvalidAccessKeyId`), `host` and every `x-goog-*` header signed, and the signature
-//!    recomputed from the request as received must match (403 `SignatureDoesNotMatch`);
+//!    recomputed from the request as received must match (403 `SignatureDoesNotMatch`); on a
+//!    JSON API path, 401 (HMAC keys sign the XML API only);
 //!    no `Authorization`: the bucket must be [public](GcsMock::set_public) (else 401);
 //! 3. a [requester-pays](GcsMock::set_requester_pays) bucket needs `x-goog-user-project` (or
 //!    `userProject`): else 400 `UserProjectMissing`;
@@ -29,7 +34,10 @@
 //!    `x-goog-generation` and `x-goog-metageneration`.
 //!
 //! Every request that passed step 3 is recorded in [`GcsMock::authenticated`] with the
-//! identity that signed it: the evidence of which credential each request used.
+//! identity that signed it: the evidence of which credential each request used. The request
+//! log, and the fault plan's path rules, see each request's path as sent: [`object_path`] for
+//! the XML API, [`media_path`] for the JSON API. (The object handler's own answers, 404, 412
+//! and 416, keep their XML bodies on both APIs.)
 //!
 //! ```
 //! use karu_testkit::gcs::{GcsMock, object_path};
@@ -38,6 +46,10 @@
 //! gcs.insert("bucket", "dir/a b.bin", vec![1u8; 100]);
 //! gcs.add_token("t0ken", "user:test");
 //! assert_eq!(object_path("bucket", "dir/a b.bin"), "/bucket/dir/a%20b.bin");
+//! assert_eq!(
+//!     karu_testkit::gcs::media_path("bucket", "dir/a b.bin"),
+//!     "/download/storage/v1/b/bucket/o/dir%2Fa%20b.bin"
+//! );
 //! assert!(gcs.endpoint().starts_with("http://127.0.0.1:"));
 //! ```
 
@@ -70,6 +82,20 @@ const KEY: &AsciiSet = &NON_ALPHANUMERIC
 pub fn object_path(bucket: &str, key: &str) -> String {
     format!("/{bucket}/{}", utf8_percent_encode(key, KEY))
 }
+
+/// The request path of an object's JSON API media download,
+/// `/download/storage/v1/b/bucket/encoded-name` (the query, `alt=media`, is not part of the
+/// path), with the name percent-encoded once as one segment the way Karu's GCS provider sends
+/// it (every byte but `A-Z a-z 0-9 - . _ ~` as `%XY`, `/` too).
+pub fn media_path(bucket: &str, key: &str) -> String {
+    format!(
+        "/download/storage/v1/b/{bucket}/o/{}",
+        utf8_percent_encode(key, SEGMENT)
+    )
+}
+
+/// Bytes of an object name kept unencoded in one path segment: unreserved characters.
+const SEGMENT: &AsciiSet = &KEY.add(b'/');
 
 /// How a [decompression fault](GcsMock::set_decompression) answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +133,8 @@ pub struct GcsRejection {
     pub code: String,
 }
 
-/// A mock GCS endpoint on `127.0.0.1` (XML API, path style), running until dropped.
+/// A mock GCS endpoint on `127.0.0.1` (XML API, path style, and JSON API media downloads),
+/// running until dropped.
 pub struct GcsMock {
     server: MockServer,
     state: Arc<GcsState>,

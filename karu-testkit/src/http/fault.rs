@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use http::HeaderMap;
 
+use crate::Rng;
+
 /// One way for the server to misbehave on a request (see [`FaultRule`]).
 ///
 /// Several faults may apply to one request (for example [`Fault::Latency`] and
@@ -20,6 +22,18 @@ use http::HeaderMap;
 pub enum Fault {
     /// Extra delay before the response headers, added to the server's latency.
     Latency(Duration),
+    /// A heavy-tailed extra delay before the response headers: each request it applies to
+    /// waits a fresh draw from a Pareto distribution with this median and 99th percentile
+    /// (drawn from the rule's seeded sequence, see [`FaultRule::seed`], and never longer
+    /// than [`PARETO_CAP`] times `p99`). The draw is applied, and logged, as the
+    /// [`Fault::Latency`] it came to, so [`RequestRecord::latency`](crate::RequestRecord::latency)
+    /// and [`RequestRecord::fault`](crate::RequestRecord::fault) show each request's delay.
+    ParetoLatency {
+        /// Half of the delayed requests wait less than this.
+        median: Duration,
+        /// 99 % of the delayed requests wait less than this (more than `median`).
+        p99: Duration,
+    },
     /// Answer with this status and a small text body instead of the object, with a
     /// `Retry-After` header holding the given value (seconds or an HTTP date) if any.
     Status {
@@ -120,7 +134,13 @@ pub struct FaultRule {
     header: Option<String>,
     skip: u64,
     times: Option<u64>,
+    /// Applies to a matching request with this probability, in millionths.
+    share: u32,
+    seed: u64,
 }
+
+/// The longest [`Fault::ParetoLatency`] delay, as a multiple of its `p99`.
+pub const PARETO_CAP: u32 = 10;
 
 impl FaultRule {
     /// A rule applying `fault` to every request, forever.
@@ -132,6 +152,8 @@ impl FaultRule {
             header: None,
             skip: 0,
             times: None,
+            share: 1_000_000,
+            seed: 0,
         }
     }
 
@@ -166,6 +188,30 @@ impl FaultRule {
         self
     }
 
+    /// Apply to a random share of the matching requests (`0.02`: about one in fifty), drawn
+    /// from the rule's seeded sequence ([`FaultRule::seed`]); `skip` and `times` count only
+    /// the requests drawn. Default: every one (`1.0`). A share outside `0..=1` is clamped.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use karu_testkit::{Fault, FaultRule};
+    /// // A heavy tail: 2 % of the requests wait one more second for their answer.
+    /// let rule = FaultRule::new(Fault::Latency(Duration::from_secs(1))).share(0.02).seed(7);
+    /// # let _ = rule;
+    /// ```
+    pub fn share(mut self, share: f64) -> Self {
+        self.share = (share.clamp(0.0, 1.0) * 1e6).round() as u32;
+        self
+    }
+
+    /// The seed of the rule's random sequence ([`FaultRule::share`]'s draws and
+    /// [`Fault::ParetoLatency`]'s delays); default 0. The same seed and the same order of
+    /// arrival give the same faults.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
     /// The fault this rule applies.
     pub fn fault(&self) -> &Fault {
         &self.fault
@@ -192,6 +238,26 @@ struct RuleState {
     seen: u64,
     /// Requests the fault was applied to.
     applied: u64,
+    /// The rule's seeded sequence.
+    rng: Rng,
+}
+
+/// A draw from the Pareto distribution with this median and 99th percentile, from `unit`, a
+/// uniform value in `(0, 1]`, clipped at [`PARETO_CAP`] × `p99`.
+///
+/// With shape `a` and scale `m`, `P(X > x) = (m / x)^a`: the median is `m · 2^(1/a)` and the
+/// 99th percentile `m · 100^(1/a)`, so `a = ln 50 / ln(p99 / median)`.
+pub(crate) fn pareto(median: Duration, p99: Duration, unit: f64) -> Duration {
+    let (median_s, p99_s) = (median.as_secs_f64(), p99.as_secs_f64());
+    let cap = p99.saturating_mul(PARETO_CAP);
+    if median_s <= 0.0 || p99_s <= median_s {
+        // No tail to speak of: every draw is the median.
+        return median.min(cap);
+    }
+    let shape = 50f64.ln() / (p99_s / median_s).ln();
+    let scale = median_s / 2f64.powf(1.0 / shape);
+    let x = scale / unit.clamp(f64::MIN_POSITIVE, 1.0).powf(1.0 / shape);
+    Duration::try_from_secs_f64(x).map_or(cap, |d| d.min(cap))
 }
 
 /// The server's ordered list of rules.
@@ -202,10 +268,12 @@ pub(crate) struct FaultPlan {
 
 impl FaultPlan {
     pub(crate) fn add(&mut self, rule: FaultRule) {
+        let rng = Rng::new(rule.seed);
         self.rules.push(RuleState {
             rule,
             seen: 0,
             applied: 0,
+            rng,
         });
     }
 
@@ -224,6 +292,11 @@ impl FaultPlan {
             if !state.rule.matches(method, path, headers) {
                 continue;
             }
+            if state.rule.share < 1_000_000
+                && state.rng.range(0, 1_000_000) >= u64::from(state.rule.share)
+            {
+                continue;
+            }
             state.seen += 1;
             if state.seen <= state.rule.skip {
                 continue;
@@ -232,7 +305,14 @@ impl FaultPlan {
                 continue;
             }
             state.applied += 1;
-            out.push(state.rule.fault.clone());
+            out.push(match state.rule.fault {
+                Fault::ParetoLatency { median, p99 } => {
+                    // 53 random bits: a uniform value in (0, 1].
+                    let unit = ((state.rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+                    Fault::Latency(pareto(median, p99, unit))
+                }
+                ref fault => fault.clone(),
+            });
         }
         out
     }
@@ -260,6 +340,73 @@ mod tests {
         assert_eq!(plan.select("GET", "/a", &none), vec![Fault::IgnoreRange]);
         assert_eq!(plan.select("GET", "/a", &none), vec![Fault::IgnoreRange]);
         assert!(plan.select("GET", "/a", &none).is_empty());
+    }
+
+    #[test]
+    fn a_share_applies_to_a_seeded_fraction_and_repeats_with_its_seed() {
+        let draw = |seed| {
+            let mut plan = FaultPlan::default();
+            plan.add(FaultRule::new(Fault::Gzip).share(0.05).seed(seed));
+            let none = HeaderMap::new();
+            (0..20_000)
+                .map(|_| !plan.select("GET", "/a", &none).is_empty())
+                .collect::<Vec<_>>()
+        };
+        let first = draw(3);
+        let hits = first.iter().filter(|&&hit| hit).count();
+        // 5 % of 20,000 is 1,000; the binomial's standard deviation is about 31.
+        assert!((850..1150).contains(&hits), "{hits} requests drawn");
+        assert_eq!(first, draw(3), "the same seed draws the same requests");
+        assert_ne!(first, draw(4));
+    }
+
+    #[test]
+    fn skip_and_times_count_only_the_drawn_requests() {
+        let mut plan = FaultPlan::default();
+        plan.add(
+            FaultRule::new(Fault::Gzip)
+                .share(0.5)
+                .seed(1)
+                .skip(2)
+                .times(3),
+        );
+        let none = HeaderMap::new();
+        let applied = (0..1000)
+            .filter(|_| !plan.select("GET", "/a", &none).is_empty())
+            .count();
+        assert_eq!(applied, 3);
+    }
+
+    #[test]
+    fn pareto_draws_have_the_asked_median_and_p99() {
+        let (median, p99) = (Duration::from_millis(20), Duration::from_millis(400));
+        let mut plan = FaultPlan::default();
+        plan.add(FaultRule::new(Fault::ParetoLatency { median, p99 }).seed(9));
+        let none = HeaderMap::new();
+        let mut delays: Vec<Duration> = (0..100_000)
+            .map(|_| match plan.select("GET", "/a", &none).as_slice() {
+                [Fault::Latency(d)] => *d,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        delays.sort();
+        let at = |q: f64| delays[(q * delays.len() as f64) as usize].as_secs_f64();
+        assert!((at(0.5) / 0.020 - 1.0).abs() < 0.05, "median {}", at(0.5));
+        assert!((at(0.99) / 0.400 - 1.0).abs() < 0.15, "p99 {}", at(0.99));
+        assert!(delays.iter().all(|d| *d <= p99 * PARETO_CAP));
+        assert!(delays[0] > Duration::ZERO);
+    }
+
+    #[test]
+    fn pareto_quantiles_are_exact_at_the_points_that_define_it() {
+        let (median, p99) = (Duration::from_millis(50), Duration::from_secs(2));
+        let at = |unit: f64| pareto(median, p99, unit).as_secs_f64();
+        // P(X > x) = u: the median is u = 0.5, the p99 is u = 0.01.
+        assert!((at(0.5) - 0.05).abs() < 1e-9);
+        assert!((at(0.01) - 2.0).abs() < 1e-9);
+        assert_eq!(pareto(median, p99, 1e-300), p99 * PARETO_CAP);
+        // A degenerate tail is the median itself.
+        assert_eq!(pareto(median, median, 0.001), median);
     }
 
     #[test]

@@ -71,7 +71,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-pub use fault::{Fault, FaultRule};
+pub use fault::{Fault, FaultRule, PARETO_CAP};
 pub use pattern::{fill_pattern, pattern, pattern_byte};
 
 use server::{Protocol, Running};

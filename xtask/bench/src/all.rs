@@ -16,7 +16,9 @@ use clap::Args;
 
 use crate::report::{Align, Table};
 use crate::workload::Shape;
-use crate::{Bandwidth, CpuOptions, Options, local, memory, planner, run, throttled};
+use crate::{
+    Bandwidth, CpuOptions, Options, local, memory, parquet_query, planner, run, throttled,
+};
 
 /// One batch figure: a method's cold or steady (median) batch of a workload in a scenario.
 #[derive(Debug, Clone)]
@@ -278,6 +280,16 @@ pub(crate) fn steps() -> Vec<Step> {
             }),
         },
         Step {
+            name: "parquet",
+            run: Box::new(|args| {
+                parquet_query::run(&parquet_query::ParquetArgs {
+                    latency_ms: args.latency_ms,
+                    runs: args.runs,
+                    no_link: false,
+                })
+            }),
+        },
+        Step {
             name: "local",
             run: Box::new(|args| {
                 local::run(&local::LocalArgs {
@@ -512,6 +524,38 @@ fn figure_of(record: &Record, workload: &str, name: &str) -> Option<f64> {
         .map(|(_, _, v)| *v)
 }
 
+/// Each Karu method of `parquet` against object_store's HTTP store in `scenario`, cold and
+/// steady: met when every one is at least twice as fast.
+fn parquet_vs_http_store(record: &Record, scenario: &str) -> Option<(bool, String)> {
+    let mut met = true;
+    let mut details = Vec::new();
+    for phase in ["cold", "steady"] {
+        let Some(peer) = find(
+            record,
+            "parquet",
+            scenario,
+            phase,
+            parquet_query::HTTP_STORE,
+        ) else {
+            continue;
+        };
+        for method in parquet_query::KARU_METHODS {
+            let Some(k) = record.rows.iter().find(|row| {
+                row.workload == "parquet"
+                    && row.scenario == scenario
+                    && row.phase == phase
+                    && row.method == method
+            }) else {
+                continue;
+            };
+            let x = ratio(peer.wall, k.wall);
+            met &= x >= 2.0 && !k.failed;
+            details.push(format!("{phase} {method} {x:.2} ×"));
+        }
+    }
+    (!details.is_empty()).then(|| (met, details.join("; ")))
+}
+
 /// The targets of `BENCHMARKS.md` and issue 15, in the order of BENCHMARKS.md's table.
 fn targets() -> Vec<Target> {
     vec![
@@ -636,6 +680,33 @@ fn targets() -> Vec<Target> {
                     }
                 }
                 (!details.is_empty()).then(|| (met, details.join("; ")))
+            },
+        },
+        Target {
+            name: "parquet: Karu's ParquetReader (with and without prefetch) and ParquetObjectReader over KaruStore ≥ 2 × faster than over object_store's HTTP store on the 20 ms mock",
+            check: |r| parquet_vs_http_store(r, "loopback"),
+        },
+        Target {
+            name: "parquet: no more bytes fetched than the query's column chunks × 16 (Karu's amplification guard)",
+            check: |r| {
+                let rows: Vec<&Row> = r
+                    .rows
+                    .iter()
+                    .filter(|row| {
+                        row.workload == "parquet"
+                            && parquet_query::KARU_METHODS.contains(&row.method.as_str())
+                    })
+                    .collect();
+                let worst = rows
+                    .iter()
+                    .map(|row| row.fetched_per_requested())
+                    .fold(0.0, f64::max);
+                (!rows.is_empty()).then(|| {
+                    (
+                        worst <= 16.0 && rows.iter().all(|row| !row.failed),
+                        format!("at most {worst:.2} × the column chunks"),
+                    )
+                })
             },
         },
         Target {

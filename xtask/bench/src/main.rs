@@ -12,6 +12,7 @@ mod all;
 mod local;
 mod memory;
 mod methods;
+mod parquet_query;
 mod planner;
 mod report;
 mod run;
@@ -66,6 +67,10 @@ enum Command {
     Throttled(throttled::ThrottledArgs),
     /// Peak RSS of a 1,000,000-read batch and of `tensors`, against the documented bounds.
     Memory(memory::MemoryArgs),
+    /// A selective Parquet query (3 of 16 columns of 5 of 10 row groups of a 320 MiB file) on
+    /// the mock (loopback and link): Karu's ParquetReader (with and without prefetch),
+    /// ParquetObjectReader over KaruStore, over object_store's HTTP store and over OpenDAL's.
+    Parquet(parquet_query::ParquetArgs),
     /// Every workload in one run, a summary of Karu against each peer, and a line per target.
     All(all::AllArgs),
 }
@@ -184,6 +189,7 @@ fn main() -> ExitCode {
         Command::Local(args) => local::run(&args),
         Command::Throttled(args) => throttled::run(&args),
         Command::Memory(args) => memory::run(&args),
+        Command::Parquet(args) => parquet_query::run(&args),
         Command::All(args) => all::run(&args, all::steps()),
     };
     match result {

@@ -9,7 +9,7 @@ use std::process::Command;
 use karu_testkit::{MockServer, pattern};
 
 use crate::table::{Align, Table};
-use crate::{bytes, cargo, target_dir, workspace_root};
+use crate::{bytes, cargo, fnv1a, target_dir, workspace_root};
 
 const OBJECT_SIZE: u64 = 4 << 20;
 
@@ -160,11 +160,4 @@ fn run(program: &Path, address: &str, ranges: &[&str]) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// FNV-1a, as the example computes it.
-fn fnv1a(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
 }

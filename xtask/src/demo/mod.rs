@@ -8,7 +8,9 @@
 //! fake, a gzip-stored object read exactly, a decompressed answer refused), [`azure`] (Shared
 //! Key reads through the Azure mock, and read_ends without suffix ranges shown on the wire),
 //! [`hf`] (a gated Hugging Face dataset through the Hub mock: the second batch of one file skips
-//! the resolve hop), [`c_abi`] (the C example `read_ranges.c` over a file and a mock server). A
+//! the resolve hop), [`parquet`] (the Rust data stack: karu-object-store's Parquet example
+//! against a mock server), [`c_abi`] (the C example `read_ranges.c` over a file and a mock
+//! server). A
 //! new section is a module with a `section(&Client)` function, called from [`run`].
 
 mod azure;
@@ -17,6 +19,7 @@ mod gcs;
 mod hf;
 mod http;
 mod local;
+mod parquet;
 mod s3;
 
 use std::time::Duration;
@@ -45,6 +48,8 @@ pub(crate) fn run() -> Result<(), String> {
     azure::section()?;
     hf::section()?;
     gcs::section()?;
+    // The Parquet section builds and runs karu-object-store's example.
+    parquet::section()?;
     // The C ABI section builds the C library and the example program, and runs it.
     c_abi::section()?;
     Ok(())

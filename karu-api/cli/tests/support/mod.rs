@@ -36,6 +36,12 @@ pub(crate) fn pattern_file(dir: &Path, name: &str, len: u64) -> String {
         .to_string()
 }
 
+/// Standard base64 with padding, as `karu ends --json` writes bytes.
+pub(crate) fn base64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// Lower-case hex SHA-256, as the CLI prints it.
 pub(crate) fn sha256(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))

@@ -154,7 +154,8 @@ int main(int argc, char **argv) {
     CHECK_OK(karu_locator_name(local_window, name, sizeof name, &name_len));
     CHECK(strstr(name, "[1000, +5000)") != NULL && name_len == strlen(name));
 
-    /* Stat: sizes (a window's is its length) and the object's strong ETag. */
+    /* Stat: sizes and the object's strong ETag. A window's size is what it shows of the
+       object (its length, clipped to what exists); its stat probes the object like any other. */
     uint64_t size = 0;
     char etag[128];
     size_t etag_len = 0;
@@ -165,6 +166,21 @@ int main(int argc, char **argv) {
     CHECK_OK(karu_client_stat(client, remote, &size, etag, sizeof etag, &etag_len));
     CHECK(size == SIZE && etag_len > 2 && etag[0] == '"');
     CHECK_STATUS(karu_client_stat(client, missing, &size, NULL, 0, NULL), KARU_ERR_NOT_FOUND);
+    karu_locator *past_end = NULL, *remote_past_end = NULL, *missing_window = NULL;
+    CHECK_OK(karu_locator_window(local, SIZE - 10, 100, &past_end));
+    CHECK_OK(karu_locator_window(remote, SIZE - 3, 100, &remote_past_end));
+    CHECK_OK(karu_locator_window(missing, 0, 4, &missing_window));
+    CHECK_OK(karu_client_stat(client, past_end, &size, NULL, 0, NULL));
+    CHECK(size == 10);
+    char window_etag[128];
+    size_t window_etag_len = 0;
+    CHECK_OK(karu_client_stat(client, remote_past_end, &size, window_etag, sizeof window_etag,
+                              &window_etag_len));
+    CHECK(size == 3 && window_etag_len == etag_len && strcmp(window_etag, etag) == 0);
+    CHECK_STATUS(karu_client_stat(client, missing_window, &size, NULL, 0, NULL), KARU_ERR_NOT_FOUND);
+    CHECK_OK(karu_locator_free(past_end));
+    CHECK_OK(karu_locator_free(remote_past_end));
+    CHECK_OK(karu_locator_free(missing_window));
 
     /* One batch: every kind of read, each with its own outcome. */
     uint8_t *caller_remote = malloc(50), *caller_local = malloc(4096), *caller_end = malloc(100);

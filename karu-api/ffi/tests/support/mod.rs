@@ -96,9 +96,14 @@ pub(crate) struct Program {
 /// Compile `sources` (paths relative to this crate) into one program under AddressSanitizer,
 /// or for valgrind where AddressSanitizer cannot be used (see the module documentation).
 pub(crate) fn compile(lang: Lang, sources: &[&str]) -> Program {
+    compile_with(lang, sources, &[])
+}
+
+/// [`compile`] with more compiler flags (`-fno-exceptions`).
+pub(crate) fn compile_with(lang: Lang, sources: &[&str], flags: &[&str]) -> Program {
     let asked = checker_asked();
     if asked != Some(Checker::Valgrind) {
-        match try_compile(lang, sources, Checker::AddressSanitizer) {
+        match try_compile(lang, sources, flags, Checker::AddressSanitizer) {
             Ok(program) => return program,
             Err(why) if asked.is_some() || !valgrind_present() => panic!("{why}"),
             Err(why) => eprintln!("{why}\nAddressSanitizer is unusable: valgrind checks instead"),
@@ -108,7 +113,7 @@ pub(crate) fn compile(lang: Lang, sources: &[&str]) -> Program {
         valgrind_present(),
         "KARU_FFI_CHECKER=valgrind, but valgrind cannot be run"
     );
-    try_compile(lang, sources, Checker::Valgrind).unwrap_or_else(|why| panic!("{why}"))
+    try_compile(lang, sources, flags, Checker::Valgrind).unwrap_or_else(|why| panic!("{why}"))
 }
 
 /// Compile a program that forks while Karu's threads run (see [`Program::forks`]), checked
@@ -123,14 +128,19 @@ pub(crate) fn compile(lang: Lang, sources: &[&str]) -> Program {
 /// ever inside the allocator at a fork.
 pub(crate) fn compile_forking(lang: Lang, sources: &[&str]) -> Program {
     let program = if checker_asked() != Some(Checker::AddressSanitizer) && valgrind_present() {
-        try_compile(lang, sources, Checker::Valgrind).unwrap_or_else(|why| panic!("{why}"))
+        try_compile(lang, sources, &[], Checker::Valgrind).unwrap_or_else(|why| panic!("{why}"))
     } else {
         compile(lang, sources)
     };
     program.forks()
 }
 
-fn try_compile(lang: Lang, sources: &[&str], checker: Checker) -> Result<Program, String> {
+fn try_compile(
+    lang: Lang,
+    sources: &[&str],
+    flags: &[&str],
+    checker: Checker,
+) -> Result<Program, String> {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("program");
     let lib = library_dir();
@@ -147,6 +157,7 @@ fn try_compile(lang: Lang, sources: &[&str], checker: Checker) -> Result<Program
         "-O0",
         "-fno-omit-frame-pointer",
     ]);
+    command.args(flags);
     if checker == Checker::AddressSanitizer {
         command.arg("-fsanitize=address");
     }
@@ -170,7 +181,7 @@ fn try_compile(lang: Lang, sources: &[&str], checker: Checker) -> Result<Program
         .unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
     if !output.status.success() {
         return Err(format!(
-            "{compiler} failed to compile {sources:?} for {checker:?}:\n{}",
+            "{compiler} failed to compile {sources:?} {flags:?} for {checker:?}:\n{}",
             String::from_utf8_lossy(&output.stderr)
         ));
     }

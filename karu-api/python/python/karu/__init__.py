@@ -6,7 +6,12 @@ completion per read.
 
 Every wait releases the GIL: many threads can share one client. ``*_async`` methods are
 awaitable on asyncio. A client built before ``os.fork`` (``multiprocessing`` with ``fork``,
-PyTorch DataLoader workers) works in the children.
+PyTorch DataLoader workers) works in the children; a client pickles (``spawn``,
+``forkserver``, Dask, Ray) as its configuration and is built afresh where it is unpickled.
+
+``karu.fsspec`` has fsspec filesystems (sync and async) and ``karu.fsspec.register`` to make
+Karu fsspec's implementation of ``s3://``, ``gs://``, ``https://``...; ``karu.zarr`` has a
+zarr 3 store.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import collections
 import ctypes
 import json
 import os
+import pickle
 from typing import Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _native
@@ -41,7 +47,10 @@ from ._errors import (
     Unsupported,
 )
 
+__version__: str = _native.__version__
+
 __all__ = [
+    "__version__",
     "Client",
     "Batch",
     "Completion",
@@ -92,6 +101,20 @@ def _setting(key: str, value: Any) -> str:
             f'the setting "{key}" takes a string, number, boolean, path, list or dict, '
             f"found {type(value).__name__}"
         ) from None
+
+
+def _unpickle_client(state) -> "Client":
+    """A fresh client built from a pickled client's configuration."""
+    client = Client.__new__(Client)
+    client._build(
+        None,
+        state["config_text"],
+        state["settings"],
+        state["paths"],
+        state["isolated"],
+        state["callbacks"],
+    )
+    return client
 
 
 class Completion(NamedTuple):
@@ -150,6 +173,16 @@ def _check_byte_counts(**counts) -> None:
     error = _byte_counts(**counts)
     if error is not None:
         raise error
+
+
+def _check_gap(max_gap) -> None:
+    """Refuse a merge gap no batch can have, naming it."""
+    if max_gap is None:
+        return
+    if isinstance(max_gap, bool) or not isinstance(max_gap, int):
+        raise TypeError(f"max_gap takes an int (bytes) or None, found {type(max_gap).__name__}")
+    if not 0 <= max_gap <= _LARGEST:
+        raise ValueError(f"max_gap takes bytes from 0 to 2**64 - 1, found {max_gap}")
 
 
 def _split_reads(items, strict: bool):
@@ -317,6 +350,23 @@ class Client:
     (``Client(file_workers=2, planner={"max_gap": "64KiB"})``), above files and the
     environment. ``paths``: path rules, ``{prefix: {settings}}``. ``isolated=True`` reads
     neither the user nor the project config file.
+
+    **Pickling** (``multiprocessing`` with ``spawn`` or ``forkserver``, Dask, Ray): a client
+    pickles as its configuration and becomes a fresh client (its own connections, threads
+    and counters) in the process that unpickles it. The pickle carries the settings, the path
+    rules, ``isolated`` and the text of the ``config`` file as it was read when this client
+    was built (so the file need not exist where the pickle goes). What the client captured
+    from its surroundings is captured again where it is unpickled: the ``KARU_*`` environment
+    variables (and ``KARU_CONFIG``'s file), the user and project config files (unless
+    ``isolated``), and the credentials Karu discovers itself (``AWS_*`` variables, profiles,
+    instance metadata). A pickle holds whatever secrets the settings or the config file hold:
+    keep it as you would keep that file.
+
+    Callbacks a client is given (the credential callback, when Python clients take one) are
+    part of its configuration: the client pickles if each of them pickles (a module-level
+    function does; a lambda or a closure does not), and otherwise pickling fails with an error
+    naming the callback, never silently leaving it behind. Such callbacks live in
+    ``self._callbacks`` (name -> callable), which :meth:`__reduce__` checks and carries.
     """
 
     def __init__(self, config=None, *, paths=None, isolated: bool = False, **settings):
@@ -332,7 +382,50 @@ class Client:
             pairs: List[Tuple[str, str]] = []
             _flatten("", rules, pairs)
             path_flat.extend((prefix, key, value) for key, value in pairs)
-        self._native = _native.Client(file, flat, path_flat, isolated)
+        self._build(file, None, flat, path_flat, isolated, {})
+
+    def _build(self, file, config_text, flat, path_flat, isolated, callbacks) -> None:
+        """Build the native client; remember what it was built from, for pickling."""
+        self._native = _native.Client(file, flat, path_flat, isolated, config_text)
+        self._flat = flat
+        self._path_flat = path_flat
+        self._isolated = isolated
+        # name -> callable: the callbacks of this client's configuration (see the class
+        # docstring). The credential callback is the first that will live here.
+        self._callbacks = callbacks
+
+    def _configuration(self):
+        """What this client was built from (comparable: two clients built from equal
+        configurations read alike, given the same surroundings)."""
+        return (
+            self._native.captured_config(),
+            tuple(self._flat),
+            tuple(self._path_flat),
+            self._isolated,
+            tuple((name, id(cb)) for name, cb in sorted(self._callbacks.items())),
+        )
+
+    def __reduce__(self):
+        """Pickle as the configuration (see the class docstring): a fresh client where it is
+        unpickled."""
+        for name, callback in self._callbacks.items():
+            try:
+                pickle.dumps(callback)
+            except Exception as error:
+                raise pickle.PicklingError(
+                    f"cannot pickle this karu.Client: its {name} callback {callback!r} does not "
+                    f"pickle ({error}); give the client a module-level function (or another "
+                    f"picklable callable) as its {name} callback, or build the client where "
+                    f"it is used"
+                ) from error
+        state = {
+            "config_text": self._native.captured_config(),
+            "settings": self._flat,
+            "paths": self._path_flat,
+            "isolated": self._isolated,
+            "callbacks": dict(self._callbacks),
+        }
+        return (_unpickle_client, (state,))
 
     def __repr__(self) -> str:
         # One text per live client: fsspec caches filesystems by the text of their arguments,
@@ -389,18 +482,21 @@ class Client:
         return self._read_many([(path, s, n, if_match) for s, n in zip(starts, lengths)], strict)
 
     def read_batch(
-        self, reads: Iterable[Sequence], strict: bool = False
+        self, reads: Iterable[Sequence], strict: bool = False, *, max_gap: Optional[int] = None
     ) -> List[Union[bytes, KaruError]]:
         """One batch of ``(address, offset, length)`` or ``(address, offset, length,
-        if_match)`` reads across objects; as :meth:`read_ranges`."""
-        return self._read_many(_batch_items(reads), strict)
+        if_match)`` reads across objects; as :meth:`read_ranges`. ``max_gap``: the planner's
+        merge gap in bytes for this batch (reads of one object closer than this share a
+        request; ``0`` never merges), instead of the client's ``planner.max_gap``."""
+        return self._read_many(_batch_items(reads), strict, max_gap)
 
-    def _read_many(self, items, strict: bool) -> List[Union[bytes, KaruError]]:
+    def _read_many(self, items, strict: bool, max_gap=None) -> List[Union[bytes, KaruError]]:
         """One batch of ``items``; a read whose offset or length no read can have fails alone
         with :class:`InvalidRange` (or raises, if ``strict``), as one whose address does not
         resolve does."""
+        _check_gap(max_gap)
         good, bad = _split_reads(items, strict)
-        results = self._native.read_many(good, strict) if good else []
+        results = self._native.read_many(good, strict, max_gap) if good else []
         return _merge_results(results, bad, len(items))
 
     def stat(self, address: Address) -> Tuple[Optional[int], Optional[str]]:
@@ -408,11 +504,13 @@ class Client:
         when the object has no strong one."""
         return self._native.stat(os.fspath(address))
 
-    def read_ends(self, address: Address, head: int, tail: int):
+    def read_ends(self, address: Address, head: int, tail: int, *, offset: int = 0):
         """``(head_bytes, tail_bytes, size, etag)``: the first ``head`` and last ``tail``
-        bytes (each clamped to the size)."""
-        _check_byte_counts(head=head, tail=tail)
-        return self._native.read_ends(os.fspath(address), head, tail)
+        bytes (each clamped to the size), in one round trip where the store allows. With
+        ``offset``, of the object as seen from ``offset`` on: ``head`` starts there and
+        ``size`` counts the bytes from there to the end."""
+        _check_byte_counts(head=head, tail=tail, offset=offset)
+        return self._native.read_ends(os.fspath(address), head, tail, offset)
 
     def submit(self, reads: Iterable[Sequence], *, if_match: Optional[str] = None) -> Batch:
         """Submit ``(address, offset, length_or_buffer)`` or ``(address, offset,
@@ -524,22 +622,61 @@ class Client:
         reads = [(path, s, n, if_match) for s, n in zip(starts, lengths)]
         return await self._read_many_async(reads, strict)
 
-    async def read_batch_async(self, reads, strict: bool = False):
-        return await self._read_many_async(_batch_items(reads), strict)
+    async def read_batch_async(self, reads, strict: bool = False, *, max_gap: Optional[int] = None):
+        """As :meth:`read_batch`, on asyncio: one batch."""
+        return await self._read_many_async(_batch_items(reads), strict, max_gap)
 
-    async def _read_many_async(self, items, strict: bool) -> List[Union[bytes, KaruError]]:
+    async def _read_many_async(self, items, strict: bool, max_gap=None) -> List[Union[bytes, KaruError]]:
         """As :meth:`_read_many`, on asyncio."""
+        _check_gap(max_gap)
         good, bad = _split_reads(items, strict)
         results = []
         if good:
-            results = await _awaiting(lambda done: self._native.read_many_async(good, strict, done))
+            results = await _awaiting(
+                lambda done: self._native.read_many_async(good, strict, done, max_gap)
+            )
         return _merge_results(results, bad, len(items))
+
+    async def read_batch_into_async(
+        self, reads: Iterable[Sequence], *, if_match: Optional[str] = None
+    ) -> List[Tuple[int, Optional[KaruError]]]:
+        """One batch of ``(address, offset, buffer)`` reads on asyncio, each filling its
+        writable, C-contiguous buffer in place (no copy); when all have completed, per read
+        ``(bytes received, exception or None)``, in the order given (a range past the end: its
+        :class:`RangeNotSatisfiable`, the bytes that exist at the buffer's start). The whole
+        batch settles in one step on the event loop, however many reads it has. Buffers must
+        not overlap; they stay exported until the batch is done (or cancelled)."""
+        items, pins, early = [], [], {}
+        for position, read in enumerate(reads):
+            address, offset, buffer = read
+            error = _byte_counts(offset=offset)
+            export = _Export(buffer, "read_batch_into_async")
+            if error is not None:
+                early[position] = (0, error)
+                continue
+            items.append((os.fspath(address), offset, export.size, export.address, if_match))
+            pins.append(export.pin)
+        positions = [p for p in range(len(items) + len(early)) if p not in early]
+        results = []
+        if items:
+            results = await _awaiting(
+                lambda done: self._native.read_many_into_async(items, pins, done)
+            )
+        out: List = [None] * len(positions + list(early))
+        for position, value in early.items():
+            out[position] = value
+        for index, received, error in results:
+            out[positions[index]] = (received, error)
+        return out
 
     async def stat_async(self, address: Address):
         path = os.fspath(address)
         return await _awaiting(lambda done: self._native.stat_async(path, done))
 
-    async def read_ends_async(self, address: Address, head: int, tail: int):
+    async def read_ends_async(self, address: Address, head: int, tail: int, *, offset: int = 0):
+        """As :meth:`read_ends`, on asyncio."""
         path = os.fspath(address)
-        _check_byte_counts(head=head, tail=tail)
-        return await _awaiting(lambda done: self._native.read_ends_async(path, head, tail, done))
+        _check_byte_counts(head=head, tail=tail, offset=offset)
+        return await _awaiting(
+            lambda done: self._native.read_ends_async(path, head, tail, done, offset)
+        )

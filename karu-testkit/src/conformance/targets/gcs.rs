@@ -16,14 +16,18 @@ const GCS_BUCKET: &str = "karu-conformance";
 /// The access token the GCS mock target authenticates with.
 const GCS_TOKEN: &str = "ya29.karu-conformance";
 
-/// The GCS provider against Karu's GCS mock (every request's bearer token checked).
+/// The GCS provider against Karu's GCS mock (every request's bearer token checked), through
+/// the XML API ([`start`](GcsMockTarget::start): `gcs.endpoint`) or the JSON API's media
+/// downloads ([`start_emulator`](GcsMockTarget::start_emulator): `STORAGE_EMULATOR_HOST`).
 pub struct GcsMockTarget {
     mock: GcsMock,
     dead_port: u16,
+    emulator: bool,
 }
 
 impl GcsMockTarget {
-    /// Start a GCS mock with the conformance bucket and a token for it.
+    /// Start a GCS mock with the conformance bucket and a token for it; the client reaches it
+    /// as `gcs.endpoint` (the XML API).
     pub fn start() -> Self {
         let mock = GcsMock::start();
         mock.create_bucket(GCS_BUCKET);
@@ -31,6 +35,16 @@ impl GcsMockTarget {
         GcsMockTarget {
             mock,
             dead_port: dead_port(),
+            emulator: false,
+        }
+    }
+
+    /// [`start`](GcsMockTarget::start), but the client reaches the mock as an emulator, through
+    /// `STORAGE_EMULATOR_HOST` (the JSON API's media downloads), still with the token.
+    pub fn start_emulator() -> Self {
+        GcsMockTarget {
+            emulator: true,
+            ..Self::start()
         }
     }
 
@@ -40,9 +54,12 @@ impl GcsMockTarget {
     }
 
     fn builder_for(&self, endpoint: &str) -> ClientBuilder {
-        isolated_builder()
-            .set("gcs.endpoint", endpoint)
-            .set("gcs.token", GCS_TOKEN)
+        let builder = if self.emulator {
+            isolated_builder().environment([("STORAGE_EMULATOR_HOST", endpoint)])
+        } else {
+            isolated_builder().set("gcs.endpoint", endpoint)
+        };
+        builder.set("gcs.token", GCS_TOKEN)
     }
 }
 
@@ -50,13 +67,18 @@ impl fmt::Debug for GcsMockTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GcsMockTarget")
             .field("endpoint", &self.mock.endpoint())
+            .field("emulator", &self.emulator)
             .finish()
     }
 }
 
 impl Target for GcsMockTarget {
     fn name(&self) -> String {
-        "gcs-mock".into()
+        if self.emulator {
+            "gcs-mock-json".into()
+        } else {
+            "gcs-mock".into()
+        }
     }
 
     fn builder(&self) -> ClientBuilder {
@@ -83,7 +105,11 @@ impl MockControl for GcsMockTarget {
     }
 
     fn path_of(&self, name: &str) -> String {
-        crate::gcs::object_path(GCS_BUCKET, name)
+        if self.emulator {
+            crate::gcs::media_path(GCS_BUCKET, name)
+        } else {
+            crate::gcs::object_path(GCS_BUCKET, name)
+        }
     }
 
     fn put_virtual(&self, name: &str, size: u64) {
@@ -115,6 +141,8 @@ enum GcsStore {
 pub struct GcsTarget {
     name: String,
     endpoint: String,
+    /// Reached through `STORAGE_EMULATOR_HOST` (the JSON API), not `gcs.endpoint`.
+    emulator: bool,
     token: Option<String>,
     bucket: String,
     prefix: String,
@@ -122,15 +150,30 @@ pub struct GcsTarget {
 }
 
 impl GcsTarget {
-    /// fake-gcs-server on 127.0.0.1 with the conformance bucket; read unauthenticated.
+    /// fake-gcs-server on 127.0.0.1 with the conformance bucket, started as its documentation
+    /// shows (no `-public-host`) and reached as Google's clients reach it, through
+    /// `STORAGE_EMULATOR_HOST` (the JSON API's media downloads); read unauthenticated.
     pub fn fake_gcs_server() -> Result<Self, String> {
         let server = FakeGcs::start().map_err(|e| format!("cannot start fake-gcs-server: {e}"))?;
+        Self::started(server, "fake-gcs-server", true)
+    }
+
+    /// fake-gcs-server with `-public-host` set to its own address, which makes it serve XML
+    /// API paths (`/bucket/object`) too, reached as `gcs.endpoint` (the XML API).
+    pub fn fake_gcs_server_xml() -> Result<Self, String> {
+        let server = FakeGcs::start_with_public_host()
+            .map_err(|e| format!("cannot start fake-gcs-server: {e}"))?;
+        Self::started(server, "fake-gcs-server-xml", false)
+    }
+
+    fn started(server: FakeGcs, name: &str, emulator: bool) -> Result<Self, String> {
         server
             .create_bucket(GCS_BUCKET)
             .map_err(|e| e.to_string())?;
         Ok(GcsTarget {
-            name: "fake-gcs-server".into(),
+            name: name.into(),
             endpoint: server.endpoint(),
+            emulator,
             token: None,
             bucket: GCS_BUCKET.into(),
             prefix: format!("karu-conformance-{}", std::process::id()),
@@ -150,6 +193,7 @@ impl GcsTarget {
         GcsTarget {
             name: "gcs-endpoint".into(),
             endpoint: endpoint.clone(),
+            emulator: false,
             token: Some(token.clone()),
             bucket: bucket.into(),
             prefix: format!("karu-conformance-{}", std::process::id()),
@@ -185,7 +229,11 @@ impl Target for GcsTarget {
     }
 
     fn builder(&self) -> ClientBuilder {
-        let builder = isolated_builder().set("gcs.endpoint", self.endpoint.clone());
+        let builder = if self.emulator {
+            isolated_builder().environment([("STORAGE_EMULATOR_HOST", self.endpoint.clone())])
+        } else {
+            isolated_builder().set("gcs.endpoint", self.endpoint.clone())
+        };
         match &self.token {
             Some(token) => builder.set("gcs.token", token.clone()),
             None => builder.set("gcs.anonymous", true),

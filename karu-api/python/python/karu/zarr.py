@@ -1,0 +1,325 @@
+"""``karu.zarr.KaruStore``: a zarr 3 store (``zarr.abc.store.Store``) reading through Karu.
+
+>>> store = karu.zarr.KaruStore("s3://bucket/data.zarr")
+>>> array = zarr.open_array(store=store, path="temperature", mode="r")
+
+A key is an object under ``base`` (``base + "/" + key``), at any address Karu resolves
+(``s3://``, ``gs://``, ``az://``, ``hf://``, ``https://``, local paths). Reads only: Karu does
+not write or list, so ``supports_writes``, ``supports_deletes`` and ``supports_listing`` are
+``False``; zarr reads arrays and groups (consolidated or not) without listing.
+
+- ``get`` takes every byte-range form: ``RangeByteRequest`` (a range reaching past the end
+  gives the bytes that exist), ``OffsetByteRequest`` and a whole value (one round trip up to
+  8 MiB: the answer states the size), ``SuffixByteRequest`` (one round trip where the store
+  honours suffix ranges). A missing key is ``None``.
+- ``get_partial_values`` is one Karu batch across all its keys: ranges of one object are
+  merged under Karu's guards and the requests run concurrently. ``get_ranges`` (the coalescing
+  read of a shard's chunks that zarr's next releases call) is one batch too.
+- Bytes land in buffers of the ``prototype`` (zarr's CPU buffers: Karu writes into the
+  NumPy array the buffer wraps, no copy).
+- ``exists`` and ``getsize`` are a stat.
+- The store pickles (for Dask and Ray) as ``base``, ``read_only`` and its client's
+  configuration: a fresh client where it is unpickled (see :class:`karu.Client`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+from zarr.abc.store import (
+    ByteRequest,
+    OffsetByteRequest,
+    RangeByteRequest,
+    Store,
+    SuffixByteRequest,
+)
+from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
+from zarr.core.buffer import cpu
+
+from . import Client, NotFound, RangeNotSatisfiable
+
+__all__ = ["KaruStore"]
+
+# A whole value, or a value from an offset to its end, is read in one round trip of at most
+# this many bytes; what lies beyond is one more read, pinned to the first answer's ETag.
+_FIRST_READ = 8 << 20
+
+_NO_WRITES = "Karu reads only: KaruStore cannot {}"
+
+
+def _join(base: str, key: str) -> str:
+    if not key:
+        return base
+    if not base:
+        return key
+    return base + key.lstrip("/") if base.endswith("/") else f"{base}/{key.lstrip('/')}"
+
+
+class _Landing:
+    """Where a read of ``length`` bytes lands: the NumPy array a CPU buffer of the prototype
+    will wrap (Karu writes into it), or, for other prototypes (GPU buffers), bytes that the
+    prototype converts."""
+
+    def __init__(self, prototype: BufferPrototype, length: int):
+        self.prototype = prototype
+        self.direct = issubclass(prototype.buffer, cpu.Buffer)
+        self.array = np.empty(length, dtype="B") if self.direct else bytearray(length)
+
+    def buffer(self, received: int) -> Buffer:
+        if self.direct:
+            return self.prototype.buffer.from_array_like(self.array[:received])
+        return self.prototype.buffer.from_bytes(bytes(self.array[:received]))
+
+
+def _from_bytes(prototype: BufferPrototype, data) -> Buffer:
+    if issubclass(prototype.buffer, cpu.Buffer):
+        return prototype.buffer.from_array_like(np.frombuffer(data, dtype="B"))
+    return prototype.buffer.from_bytes(bytes(data))
+
+
+class KaruStore(Store):
+    """A read-only zarr 3 store over Karu.
+
+    ``base``: the address keys are under (``"s3://bucket/data.zarr"``). ``client``: the
+    :class:`karu.Client` to read with; otherwise one is made from ``config`` and
+    ``settings`` (as ``karu.Client(config, **settings)``). ``read_only`` must be ``True``.
+    """
+
+    supports_writes = False
+    supports_deletes = False
+    supports_listing = False
+    supports_consolidated_metadata = True
+
+    def __init__(
+        self,
+        base: str,
+        client: Optional[Client] = None,
+        read_only: bool = True,
+        *,
+        config=None,
+        settings=None,
+    ) -> None:
+        if not read_only:
+            raise ValueError(_NO_WRITES.format("be opened with read_only=False"))
+        if client is not None and (config is not None or settings):
+            raise TypeError("give either client= or config=/settings=, not both")
+        super().__init__(read_only=True)
+        self.base = str(base).rstrip("/")
+        self.client = client if client is not None else Client(config, **(settings or {}))
+
+    def with_read_only(self, read_only: bool = False) -> "KaruStore":
+        """This store again (read only, the same client); ``read_only=False`` raises
+        ``ValueError``: Karu does not write."""
+        if not read_only:
+            raise ValueError(_NO_WRITES.format("be made writable (with_read_only(False))"))
+        return KaruStore(self.base, client=self.client)
+
+    def __eq__(self, other: object) -> bool:
+        """The same ``base``, read through the same client or one built from an equal
+        configuration (as an unpickled copy of this store is)."""
+        return (
+            isinstance(other, KaruStore)
+            and self.base == other.base
+            and (
+                self.client is other.client
+                or self.client._configuration() == other.client._configuration()
+            )
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.base)
+
+    def __repr__(self) -> str:
+        return f"KaruStore({self.base!r})"
+
+    def __str__(self) -> str:
+        return f"karu://{self.base}"
+
+    def __reduce__(self):
+        """Pickle as ``base`` and the client's configuration: a fresh client where it is
+        unpickled."""
+        return (KaruStore, (self.base, self.client))
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def _address(self, key: str) -> str:
+        return _join(self.base, key)
+
+    async def get(
+        self, key: str, prototype: BufferPrototype, byte_range: Optional[ByteRequest] = None
+    ) -> Optional[Buffer]:
+        address = self._address(key)
+        try:
+            if isinstance(byte_range, RangeByteRequest):
+                return await self._range(address, byte_range, prototype)
+            if byte_range is None:
+                return await self._from(address, 0, prototype)
+            if isinstance(byte_range, OffsetByteRequest):
+                return await self._from(address, byte_range.offset, prototype)
+            if isinstance(byte_range, SuffixByteRequest):
+                tail = (await self.client.read_ends_async(address, 0, byte_range.suffix))[1]
+                return _from_bytes(prototype, tail)
+            raise TypeError(f"Unexpected byte_range, got {byte_range!r}")
+        except NotFound:
+            return None
+
+    def get_sync(
+        self,
+        key: str,
+        *,
+        prototype: Optional[BufferPrototype] = None,
+        byte_range: Optional[ByteRequest] = None,
+    ) -> Optional[Buffer]:
+        """:meth:`get` without an event loop (Karu's blocking API)."""
+        prototype = prototype or default_buffer_prototype()
+        address = self._address(key)
+        client = self.client
+        try:
+            if isinstance(byte_range, RangeByteRequest):
+                landing = _Landing(prototype, max(0, byte_range.end - byte_range.start))
+                try:
+                    client.read_into(address, byte_range.start, landing.array)
+                except RangeNotSatisfiable as error:
+                    return landing.buffer(error.received)
+                return landing.buffer(len(landing.array))
+            if isinstance(byte_range, SuffixByteRequest):
+                return _from_bytes(prototype, client.read_ends(address, 0, byte_range.suffix)[1])
+            offset = byte_range.offset if isinstance(byte_range, OffsetByteRequest) else 0
+            head, _, size, etag = client.read_ends(address, _FIRST_READ, 0, offset=offset)
+            if size > len(head):
+                head += client.read(address, offset + len(head), size - len(head), if_match=etag)
+            return _from_bytes(prototype, head)
+        except NotFound:
+            return None
+
+    async def _range(self, address, byte_range: RangeByteRequest, prototype) -> Buffer:
+        landing = _Landing(prototype, max(0, byte_range.end - byte_range.start))
+        if len(landing.array) == 0:
+            return landing.buffer(0)
+        try:
+            await self.client.read_into_async(address, byte_range.start, landing.array)
+        except RangeNotSatisfiable as error:
+            # The bytes that exist (none, for a range starting past the end).
+            return landing.buffer(error.received)
+        return landing.buffer(len(landing.array))
+
+    async def _from(self, address, offset: int, prototype) -> Buffer:
+        """From ``offset`` to the end: one round trip up to ``_FIRST_READ`` bytes (the answer
+        states the size), then the rest, pinned to the first answer's ETag."""
+        client = self.client
+        head, _, size, etag = await client.read_ends_async(address, _FIRST_READ, 0, offset=offset)
+        if size <= len(head):
+            return _from_bytes(prototype, head)
+        landing = _Landing(prototype, size)
+        landing.array[: len(head)] = np.frombuffer(head, dtype="B") if landing.direct else head
+        rest = memoryview(landing.array)[len(head) :]
+        await client.read_into_async(address, offset + len(head), rest, if_match=etag)
+        return landing.buffer(size)
+
+    async def get_partial_values(
+        self,
+        prototype: BufferPrototype,
+        key_ranges: Iterable[Tuple[str, Optional[ByteRequest]]],
+    ) -> List[Optional[Buffer]]:
+        """Every ``(key, byte_range)`` in one Karu batch (the bounded ranges; a whole value,
+        an offset or a suffix takes its own round trip beside the batch); ``None`` for a
+        missing key."""
+        key_ranges = list(key_ranges)
+        out: List[Optional[Buffer]] = [None] * len(key_ranges)
+        reads, landings, others = [], {}, []
+        for slot, (key, byte_range) in enumerate(key_ranges):
+            if isinstance(byte_range, RangeByteRequest) and byte_range.end > byte_range.start:
+                landing = _Landing(prototype, byte_range.end - byte_range.start)
+                landings[slot] = landing
+                reads.append((self._address(key), byte_range.start, landing.array, slot))
+            else:
+                others.append((slot, key, byte_range))
+
+        async def batch():
+            if not reads:
+                return []
+            return await self.client.read_batch_into_async(
+                [(address, start, array) for address, start, array, _ in reads]
+            )
+
+        async def other(slot, key, byte_range):
+            out[slot] = await self.get(key, prototype, byte_range)
+
+        results, *_ = await asyncio.gather(batch(), *(other(*o) for o in others))
+        failure = None
+        for (*_, slot), (received, error) in zip(reads, results):
+            if error is None or isinstance(error, RangeNotSatisfiable):
+                out[slot] = landings[slot].buffer(received)
+            elif not isinstance(error, NotFound) and failure is None:
+                failure = error
+        if failure is not None:
+            raise failure
+        return out
+
+    async def get_ranges(
+        self,
+        key: str,
+        byte_ranges: Sequence[Optional[ByteRequest]],
+        *,
+        prototype: BufferPrototype,
+        max_concurrency: int = 10,
+        max_gap_bytes: int = 1 << 20,
+        max_coalesced_bytes: int = 16 << 20,
+    ) -> AsyncIterator[Sequence[Tuple[int, Optional[Buffer]]]]:
+        """Many ranges of one key (the shape of zarr's coalescing shard reads): one Karu
+        batch, merged by Karu's planner under its own guards (``max_gap_bytes`` is the
+        batch's merge gap; concurrency and span are the client's), each range yielded as its
+        read completes. A missing key raises ``FileNotFoundError`` (in an exception group, as
+        zarr's own implementation does)."""
+        results = await self.get_partial_values(prototype, [(key, r) for r in byte_ranges])
+        missing = [i for i, r in enumerate(results) if r is None]
+        if missing:
+            raise BaseExceptionGroup(
+                f"{key}: missing", [FileNotFoundError(self._address(key))]
+            )
+        for index, result in enumerate(results):
+            yield [(index, result)]
+
+    async def exists(self, key: str) -> bool:
+        try:
+            await self.client.stat_async(self._address(key))
+            return True
+        except NotFound:
+            return False
+
+    async def getsize(self, key: str) -> int:
+        try:
+            size, _ = await self.client.stat_async(self._address(key))
+        except NotFound:
+            raise FileNotFoundError(self._address(key)) from None
+        if size is None:
+            raise OSError(f"{self._address(key)} states no size (a device or FIFO)")
+        return size
+
+    # -- not Karu's: writing and listing ----------------------------------------------------
+
+    async def set(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        raise NotImplementedError(_NO_WRITES.format("write"))
+
+    async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        raise NotImplementedError(_NO_WRITES.format("write"))
+
+    async def delete(self, key: str) -> None:
+        self._check_writable()
+        raise NotImplementedError(_NO_WRITES.format("delete"))
+
+    def list(self) -> AsyncIterator[str]:
+        raise NotImplementedError("Karu does not list: KaruStore cannot list keys")
+
+    def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        raise NotImplementedError("Karu does not list: KaruStore cannot list keys")
+
+    def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        raise NotImplementedError("Karu does not list: KaruStore cannot list keys")
+
+    async def is_empty(self, prefix: str) -> bool:
+        raise NotImplementedError("Karu does not list: KaruStore cannot tell an empty prefix")
