@@ -125,11 +125,6 @@ pub use karu_engine::sdk::redact;
 /// `karu::providers::s3::credential` to build an S3 credential in a credential callback).
 pub use karu_providers as providers;
 
-/// The README's Rust examples (the repository's `README.md`), compiled as documentation tests.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct Readme;
-
 pub use client::{Client, ClientBuilder};
 pub use karu_config::{ConfigBuilder, Snapshot};
 /// Which process made something: for bindings that keep state of their own beside a client's

@@ -76,3 +76,10 @@ mod store;
 #[cfg(feature = "parquet")]
 pub use parquet_reader::ParquetReader;
 pub use store::KaruStore;
+
+/// The repository README's Rust examples, compiled as documentation tests here: this crate
+/// sees every Rust face (`karu`, and `karu_object_store` with `parquet`), so every snippet of
+/// the README can be checked in one place.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct Readme;
