@@ -49,6 +49,9 @@
 //! - [`system_time_after`]: an expiry a server announces, however far away, without overflow;
 //! - [`read_regular_file`]: a key, token or certificate file a user names, read so that no
 //!   path (a FIFO, `/dev/zero`) can hang a credential worker or fill memory;
+//! - [`token`]: the credential-exchange kit: token requests sent with the client's own HTTP
+//!   client (the TLS setup of reads, `http.ca_file` included), one parser of token answers,
+//!   form bodies, the RS256 signer of JWT assertions;
 //! - [`redact`]: what of an address, URL, text or error chain may be shown;
 //! - [`error_body`]: the code and message of XML and JSON error answers, and summaries.
 //!
@@ -77,6 +80,7 @@ mod scopes;
 pub(crate) mod status;
 pub mod testing;
 pub(crate) mod time;
+pub mod token;
 
 // The model.
 pub use credential::{
