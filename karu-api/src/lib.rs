@@ -112,6 +112,8 @@
 //! provider SDK, `karu_engine::sdk`, never against this crate.
 
 mod client;
+#[cfg(any(feature = "azure-core", feature = "gcp-auth"))]
+mod doors;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 mod reader;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use karu::Status;
 use karu_engine::sdk::{
     Backend, CanonicalPath, Error, InvalidKey, RegistryBuilder, Resolved, Section, SectionConfig,
+    SectionKeys,
 };
 use serde::Deserialize;
 use support::isolated;
@@ -127,10 +128,10 @@ impl SectionConfig for Vendor {
             _ => Ok(()),
         }
     }
+}
 
-    fn secret_keys() -> &'static [&'static str] {
-        &["api_key"]
-    }
+impl SectionKeys for Vendor {
+    const SECRET: &'static [&'static str] = &["api_key"];
 }
 
 /// The vendor's provider: `vendor://` addresses (never read here).

@@ -14,7 +14,7 @@ use karu::{CanonicalPath, Read, Status};
 use karu_engine::sdk::http::HeaderValue;
 use karu_engine::sdk::{
     Backend, CanonicalPath as Canonical, Error, PrepareContext, PreparedRequest, RegistryBuilder,
-    Resolved, Section, SectionConfig,
+    Resolved, Section, SectionConfig, SectionKeys,
 };
 use karu_testkit::{MockServer, pattern};
 
@@ -54,6 +54,7 @@ struct PlainConfig {
 }
 
 impl SectionConfig for PlainConfig {}
+impl SectionKeys for PlainConfig {}
 
 /// The `register` function of a provider crate.
 fn register(registry: &mut RegistryBuilder) {

@@ -583,6 +583,7 @@ mod tests {
     }
 
     impl SectionConfig for S3 {}
+    impl crate::SectionKeys for S3 {}
 
     fn with_context<T>(f: impl FnOnce(&Context<'_>) -> T) -> T {
         let sections = [

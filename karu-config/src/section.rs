@@ -17,7 +17,7 @@ use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 /// [`check`]: SectionConfig::check
 ///
 /// ```
-/// use karu_config::{ConfigBuilder, InvalidKey, Section, SectionConfig};
+/// use karu_config::{ConfigBuilder, InvalidKey, Section, SectionConfig, SectionKeys};
 /// use serde::Deserialize;
 ///
 /// #[derive(Debug, Default, Deserialize)]
@@ -25,6 +25,11 @@ use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 /// struct Store {
 ///     endpoint: Option<String>,
 ///     token: Option<String>,
+/// }
+///
+/// // A provider derives this (`#[derive(karu_engine::sdk::SectionKeys)]`, with `Debug`).
+/// impl SectionKeys for Store {
+///     const SECRET: &'static [&'static str] = &["token"];
 /// }
 ///
 /// impl SectionConfig for Store {
@@ -35,9 +40,6 @@ use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 ///             }
 ///             _ => Ok(()),
 ///         }
-///     }
-///     fn secret_keys() -> &'static [&'static str] {
-///         &["token"]
 ///     }
 /// }
 ///
@@ -54,17 +56,10 @@ use serde::de::{self, DeserializeOwned, Deserializer, Visitor};
 ///      \"store.endpoint\": expected an https URL, found string \"ftp://x\""
 /// );
 /// ```
-pub trait SectionConfig: DeserializeOwned + Send + Sync + 'static {
+pub trait SectionConfig: DeserializeOwned + SectionKeys + Send + Sync + 'static {
     /// Checks beyond the types of the keys. The default accepts every value that deserializes.
     fn check(&self) -> Result<(), InvalidKey> {
         Ok(())
-    }
-
-    /// Keys whose values are secrets: never quoted in an error, shown as `<redacted>` by
-    /// [`Snapshot::explain`](crate::Snapshot::explain). A key names a value or a whole table
-    /// (`"headers"` hides every header). Aliases must be listed too.
-    fn secret_keys() -> &'static [&'static str] {
-        &[]
     }
 
     /// The section's keys as its documentation lists them: name, aliases, the environment
@@ -76,6 +71,21 @@ pub trait SectionConfig: DeserializeOwned + Send + Sync + 'static {
     fn keys() -> Vec<Key> {
         Vec::new()
     }
+}
+
+/// What a section's keys are, declared with its type: a provider derives it together with the
+/// type's `Debug` (`#[derive(karu_engine::sdk::SectionKeys)]`, with `#[karu(secret)]` and
+/// `#[karu(credential)]` on fields), so the secrets `Debug` hides and the secrets listed here are
+/// one declaration. Both lists hold every name a key is read under (aliases too).
+pub trait SectionKeys {
+    /// Keys whose values are secrets: never quoted in an error, shown as `<redacted>` by
+    /// [`Snapshot::explain`](crate::Snapshot::explain). A key names a value or a whole table
+    /// (`"headers"` hides every header).
+    const SECRET: &'static [&'static str] = &[];
+
+    /// Keys that choose a credential: a provider keys its credential scopes on where they were
+    /// set (`karu_engine::sdk::credential_scope`).
+    const CREDENTIAL: &'static [&'static str] = &[];
 }
 
 /// One documented key of a provider section (see [`SectionConfig::keys`]).
@@ -284,7 +294,7 @@ impl Section {
         Section {
             name: name.to_owned(),
             fields: fields_of::<T>(),
-            secrets: T::secret_keys(),
+            secrets: T::SECRET,
             keys: T::keys,
             validate: Arc::new(|figment: &Figment, name: &str| {
                 let value: T = figment
@@ -415,10 +425,10 @@ mod tests {
         token: Option<String>,
     }
 
-    impl SectionConfig for Example {
-        fn secret_keys() -> &'static [&'static str] {
-            &["token", "headers"]
-        }
+    impl SectionConfig for Example {}
+
+    impl SectionKeys for Example {
+        const SECRET: &'static [&'static str] = &["token", "headers"];
     }
 
     #[test]

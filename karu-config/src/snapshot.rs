@@ -379,7 +379,7 @@ impl Snapshot {
     /// a table of its own (such as `http_provider`).
     ///
     /// ```
-    /// use karu_config::{ConfigBuilder, Origin, Section, SectionConfig};
+    /// use karu_config::{ConfigBuilder, Origin, Section, SectionConfig, SectionKeys};
     /// use serde::Deserialize;
     ///
     /// #[derive(Debug, Default, Deserialize, PartialEq)]
@@ -390,6 +390,7 @@ impl Snapshot {
     /// }
     ///
     /// impl SectionConfig for S3Config {}
+    /// impl SectionKeys for S3Config {}
     ///
     /// let snapshot = ConfigBuilder::new()
     ///     .user_file(None)
@@ -523,7 +524,7 @@ impl Snapshot {
     /// The effective configuration for one canonical path: every setting, then every key set
     /// in a declared provider section, each with the layer and path rule that supplied it, and
     /// the path rules that apply. Secret values (the keys a section names in
-    /// [`SectionConfig::secret_keys`](crate::SectionConfig::secret_keys)) read `<redacted>`.
+    /// [`SectionKeys::SECRET`](crate::SectionKeys::SECRET)) read `<redacted>`.
     ///
     /// ```
     /// use karu_config::{ConfigBuilder, Origin};

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use karu_config::{
     ByteSize, ConfigBuilder, ConfigError, ConfigErrorKind, HttpVersion, InvalidKey, Origin,
-    Seconds, Section, SectionConfig, Settings, Snapshot, Trade,
+    Seconds, Section, SectionConfig, SectionKeys, Settings, Snapshot, Trade,
 };
 use serde::Deserialize;
 use tempfile::TempDir;
@@ -31,6 +31,7 @@ fn isolated() -> ConfigBuilder {
 struct Open(#[allow(dead_code)] std::collections::BTreeMap<String, toml::Value>);
 
 impl SectionConfig for Open {}
+impl SectionKeys for Open {}
 
 /// Writes `content` to `name` inside `dir` and returns its path.
 fn write(dir: &TempDir, name: &str, content: &str) -> PathBuf {
@@ -68,10 +69,10 @@ impl SectionConfig for S3Section {
             _ => Ok(()),
         }
     }
+}
 
-    fn secret_keys() -> &'static [&'static str] {
-        &["secret_access_key"]
-    }
+impl SectionKeys for S3Section {
+    const SECRET: &'static [&'static str] = &["secret_access_key"];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 //! The provider features of `karu`: the build with none of them and with each one alone still
 //! compiles, and a build without `s3` (or `source`, which signs with it) carries no AWS SDK
-//! crate. (That provider crates are built on the provider SDK only is `cargo xtask layers`'.)
+//! crate. The credential doors (`azure-core`, `gcp-auth`) are off by default, each builds
+//! alone, and neither brings openssl or native-tls. (That provider crates are built on the
+//! provider SDK only is `cargo xtask layers`'.)
 
 use std::path::Path;
 use std::process::Command;
@@ -10,12 +12,26 @@ use crate::cargo;
 /// The providers that bring AWS SDK crates: S3, and Source Cooperative through it.
 const AWS_PROVIDERS: [&str; 2] = ["s3", "source"];
 
+/// The credential doors: features of `karu` that accept another ecosystem's credential.
+const DOORS: [&str; 2] = ["azure-core", "gcp-auth"];
+
+/// Crates a door must not bring: TLS is rustls only.
+const NOT_RUSTLS: [&str; 3] = ["openssl", "openssl-sys", "native-tls"];
+
 /// Check the library with no provider and with each provider feature alone (a `cargo check`,
 /// not a test run), then that only the `s3` and `source` features bring AWS SDK crates.
 pub(crate) fn check(root: &Path) -> Result<(), String> {
     let providers = providers(root)?;
+    for door in DOORS {
+        if providers.iter().any(|p| p == door) {
+            return Err(format!(
+                "the credential door `{door}` must be off by default"
+            ));
+        }
+    }
     let mut combinations = vec![None];
     combinations.extend(providers.iter().map(|p| Some(p.as_str())));
+    combinations.extend(DOORS.iter().map(|d| Some(*d)));
     for feature in &combinations {
         let mut args = vec!["check", "--quiet", "-p", "karu", "--lib"];
         args.push("--no-default-features");
@@ -26,6 +42,18 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
         run(root, &args)?;
     }
     // Source Cooperative signs with the S3 provider's SigV4 and profile lookup.
+    for door in DOORS {
+        let tls: Vec<String> = normal_crates(root, door)?
+            .into_iter()
+            .filter(|name| NOT_RUSTLS.contains(&name.as_str()))
+            .collect();
+        if !tls.is_empty() {
+            return Err(format!(
+                "karu with the `{door}` feature depends on {} (TLS is rustls only)",
+                tls.join(", ")
+            ));
+        }
+    }
     for feature in providers
         .iter()
         .filter(|p| !AWS_PROVIDERS.contains(&p.as_str()))
@@ -39,8 +67,10 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
         }
     }
     println!(
-        "xtask test: karu builds with no provider and with each of {} alone",
-        providers.join(", ")
+        "xtask test: karu builds with no provider and with each of {} alone; the doors {} are \
+         off by default and bring no openssl or native-tls",
+        providers.join(", "),
+        DOORS.join(", ")
     );
     Ok(())
 }
@@ -66,6 +96,14 @@ fn providers(root: &Path) -> Result<Vec<String>, String> {
 /// The AWS SDK crates in the normal dependency tree of `karu` built with one feature.
 /// `aws-lc-rs` / `aws-lc-sys` are rustls's cryptography, not the SDK, and do not count.
 fn aws_sdk_crates(root: &Path, feature: &str) -> Result<Vec<String>, String> {
+    Ok(normal_crates(root, feature)?
+        .into_iter()
+        .filter(|name| name.starts_with("aws-") && !name.starts_with("aws-lc-"))
+        .collect())
+}
+
+/// The crates in the normal dependency tree of `karu` built with one feature alone, sorted.
+fn normal_crates(root: &Path, feature: &str) -> Result<Vec<String>, String> {
     let args = [
         "tree",
         "-p",
@@ -92,15 +130,14 @@ fn aws_sdk_crates(root: &Path, feature: &str) -> Result<Vec<String>, String> {
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    let mut sdk: Vec<String> = String::from_utf8_lossy(&out.stdout)
+    let mut crates: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|line| line.split_whitespace().next())
-        .filter(|name| name.starts_with("aws-") && !name.starts_with("aws-lc-"))
         .map(str::to_string)
         .collect();
-    sdk.sort();
-    sdk.dedup();
-    Ok(sdk)
+    crates.sort();
+    crates.dedup();
+    Ok(crates)
 }
 
 fn run(root: &Path, args: &[&str]) -> Result<(), String> {

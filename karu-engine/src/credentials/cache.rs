@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+#[cfg(test)]
+use std::time::Instant;
+use std::time::SystemTime;
 
 use parking_lot::Mutex;
 
@@ -145,15 +147,11 @@ impl FlightOwner {
 
     /// Look up (blocking) and land the flight with the result, which is also returned. A
     /// panic of the provider or callback lands as a [`Status::Credentials`] failure. A
-    /// provider is told the `deadline` of the read that started the flight.
-    pub(crate) fn fly(
-        mut self,
-        call: Call<'_>,
-        deadline: Option<Instant>,
-    ) -> Result<Credential, Error> {
-        let ctx = FetchContext::new(deadline);
+    /// provider is told `ctx`: the deadline of the read that started the flight, and the
+    /// client's token client.
+    pub(crate) fn fly(mut self, call: Call<'_>, ctx: &FetchContext) -> Result<Credential, Error> {
         let answer = catch_unwind(AssertUnwindSafe(|| match (call, &self.key) {
-            (Call::Provider(provider), _) => provider.fetch(&ctx).map(CallbackCredential::once),
+            (Call::Provider(provider), _) => provider.fetch(ctx).map(CallbackCredential::once),
             (Call::Callback(callback), Key::Callback { path, .. }) => callback.credential(path),
             (Call::Callback(_), Key::Scope(_)) => Err(Error::internal(
                 "a callback was asked for a native credential scope",
@@ -338,7 +336,10 @@ impl CredentialCache {
                 self.served_by_flight();
                 Ok(result)
             }
-            Step::Fly(owner) => owner.fly(Call::Provider(source.provider.as_ref()), deadline),
+            Step::Fly(owner) => owner.fly(
+                Call::Provider(source.provider.as_ref()),
+                &FetchContext::new(deadline),
+            ),
         }
     }
 
@@ -398,7 +399,9 @@ impl CredentialCache {
                     }
                     may_join = false;
                 }
-                Step::Fly(owner) => return owner.fly(Call::Callback(callback), deadline),
+                Step::Fly(owner) => {
+                    return owner.fly(Call::Callback(callback), &FetchContext::new(deadline));
+                }
             }
         }
     }

@@ -22,15 +22,17 @@ use crate::batch::{BatchShared, released, until_cancelled};
 use crate::credentials::{
     Authority, CredentialCache, Flight, FlightOwner, Step, as_credentials_error, waited_too_long,
 };
-use crate::sdk::{Credential, Error};
+use crate::sdk::token::TokenClient;
+use crate::sdk::{Credential, Error, FetchContext};
 use crate::workers::Workers;
 
-/// A lookup to run: the flight's owner, how to look up, and the deadline of the read that
-/// started it (the provider is told, so it can bound its own input and output).
+/// A lookup to run: the flight's owner, how to look up, and what the provider is told: the
+/// deadline of the read that started it (so it can bound its own input and output) and the
+/// client's token client.
 struct Job {
     owner: FlightOwner,
     authority: Authority,
-    deadline: Instant,
+    ctx: FetchContext,
 }
 
 /// Where a request for a credential stands after [`CredentialWorkers::begin`].
@@ -57,16 +59,20 @@ pub(crate) enum Then {
 /// The lookups' worker threads, started with the first lookup (see [`Workers`]).
 pub(crate) struct CredentialWorkers {
     cache: CredentialCache,
+    /// The client's token client, handed to every lookup.
+    tokens: Arc<dyn TokenClient>,
     sender: Option<Sender<Job>>,
     workers: Workers<Job>,
 }
 
 impl CredentialWorkers {
-    /// Workers for `count` lookups at once, started when the first lookup needs one.
-    pub(crate) fn new(count: usize, cache: CredentialCache) -> Self {
+    /// Workers for `count` lookups at once, started when the first lookup needs one; their
+    /// lookups send token exchanges with `tokens`.
+    pub(crate) fn new(count: usize, cache: CredentialCache, tokens: Arc<dyn TokenClient>) -> Self {
         let (sender, receiver) = crossbeam_channel::unbounded::<Job>();
         CredentialWorkers {
             cache,
+            tokens,
             sender: Some(sender),
             workers: Workers::new("karu-cred", count, receiver, work),
         }
@@ -97,7 +103,8 @@ impl CredentialWorkers {
                 let job = Job {
                     owner,
                     authority: authority.clone(),
-                    deadline,
+                    ctx: FetchContext::new(Some(deadline))
+                        .with_token_client(Arc::clone(&self.tokens)),
                 };
                 // If the workers have stopped, the job drops its owner, which lands the flight
                 // as a failure; if none could start, the flight fails with why.
@@ -185,13 +192,13 @@ fn work(receiver: &Receiver<Job>) {
     while let Ok(Job {
         owner,
         authority,
-        deadline,
+        ctx,
     }) = receiver.recv()
     {
         // `fly` turns a panicking provider into a failure; anything else that unwinds drops
         // the owner, which lands the flight as a failure too. Either way the worker goes on.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            owner.fly(authority.call(), Some(deadline))
+            owner.fly(authority.call(), &ctx)
         }));
     }
 }
@@ -203,15 +210,28 @@ mod tests {
     use parking_lot::Mutex;
 
     use super::*;
-    use crate::sdk::{CredentialProvider, CredentialScope, CredentialSource, FetchContext};
+    use crate::sdk::token::{SendFuture, TokenRequest};
+    use crate::sdk::{CredentialProvider, CredentialScope, CredentialSource};
 
-    /// A provider that records the deadline each lookup is told.
+    /// A provider that records the deadline each lookup is told, and whether it was given a
+    /// token client.
     #[derive(Debug, Default)]
-    struct Records(Mutex<Vec<Option<Instant>>>);
+    struct Records(Mutex<Vec<(Option<Instant>, bool)>>);
     impl CredentialProvider for Records {
         fn fetch(&self, ctx: &FetchContext) -> Result<Credential, Error> {
-            self.0.lock().push(ctx.deadline());
+            self.0
+                .lock()
+                .push((ctx.deadline(), ctx.token_client().is_some()));
             Ok(Credential::new(()))
+        }
+    }
+
+    /// A token client that is never used.
+    #[derive(Debug)]
+    struct Unused;
+    impl TokenClient for Unused {
+        fn send(&self, _request: TokenRequest) -> SendFuture<'_> {
+            Box::pin(async { Err("unused".into()) })
         }
     }
 
@@ -222,7 +242,7 @@ mod tests {
             scope: CredentialScope::new("test", Vec::new()),
             provider: Arc::clone(&provider) as Arc<dyn CredentialProvider>,
         });
-        let workers = CredentialWorkers::new(2, CredentialCache::new());
+        let workers = CredentialWorkers::new(2, CredentialCache::new(), Arc::new(Unused));
         assert_eq!(workers.workers.running(), 0, "no worker before a lookup");
         let deadline = Instant::now() + Duration::from_secs(7);
         let Pending::Wait { flight, then } = workers.begin(&authority, true, deadline) else {
@@ -231,7 +251,7 @@ mod tests {
         assert_eq!(then, Then::Own);
         assert_eq!(workers.workers.running(), 2, "the first lookup starts them");
         assert!(flight.wait_until(None).expect("landed").is_ok());
-        assert_eq!(*provider.0.lock(), vec![Some(deadline)]);
+        assert_eq!(*provider.0.lock(), vec![(Some(deadline), true)]);
         // A second request finds it cached: no lookup, whatever its deadline.
         let later = deadline + Duration::from_secs(1);
         assert!(matches!(

@@ -35,6 +35,7 @@ mod remote;
 mod run;
 pub(crate) mod speed;
 mod stats;
+mod tokens;
 pub(crate) mod transport;
 
 pub(crate) use loops::LoopCtx;

@@ -25,6 +25,7 @@ use crate::http::locations::Locations;
 use crate::http::loops::{Job, LoopCtx, Queues, Waiting, catch_panic, deadline_of, run_loop};
 use crate::http::permits::task_permits;
 use crate::http::stats::{RemoteStats, TransportStats};
+use crate::http::tokens::HttpTokenClient;
 use crate::http::transport::{DnsCache, TlsConfig};
 use crate::reply::{self, Reply};
 use crate::sdk::{Error, Locator, RangeSpec, Status};
@@ -81,13 +82,22 @@ impl Remote {
             senders: RwLock::new(Vec::new()),
             load: (0..loops).map(|_| AtomicUsize::new(0)).collect(),
         });
-        let workers = CredentialWorkers::new(global.credential_workers, credentials);
+        let tls = Arc::new(TlsConfig::new(&global.http)?);
+        let dns = Arc::new(DnsCache::new(global.http.dns_ttl.0));
+        // Token exchanges go with the reads' TLS setup, DNS cache and connect timeout.
+        let tokens = HttpTokenClient::new(
+            Arc::clone(&tls),
+            Arc::clone(&dns),
+            global.http.connect_timeout.0,
+        );
+        let workers =
+            CredentialWorkers::new(global.credential_workers, credentials, Arc::new(tokens));
         let shared = Arc::new(Shared {
             snapshot: snapshot.clone(),
             limit: Arc::new(Semaphore::new(global.concurrency.max(1))),
             stats: RemoteStats::default(),
-            tls: Arc::new(TlsConfig::new(&global.http)?),
-            dns: Arc::new(DnsCache::new(global.http.dns_ttl.0)),
+            tls,
+            dns,
             callbacks,
             workers,
             locations: Mutex::new(Locations::default()),

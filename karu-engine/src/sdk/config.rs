@@ -46,10 +46,11 @@ where
 /// [`credential_source`](crate::sdk::Backend::credential_source) starts here.
 ///
 /// ```
-/// use karu_engine::sdk::{ConfigBuilder, Section, SectionConfig, credential_scope};
+/// use karu_engine::sdk::{ConfigBuilder, Section, SectionConfig, SectionKeys, credential_scope};
 ///
-/// #[derive(serde::Deserialize)]
+/// #[derive(serde::Deserialize, SectionKeys)]
 /// struct Toy {
+///     #[karu(secret, credential)]
 ///     token: Option<String>,
 /// }
 /// impl SectionConfig for Toy {}
@@ -63,7 +64,7 @@ where
 /// let registry = karu_engine::sdk::testing::registry();
 /// let scope = |path: &str| {
 ///     let locator = registry.resolve(path).unwrap();
-///     credential_scope("toy", &snapshot, &locator, "toy", &["token"]).unwrap()
+///     credential_scope("toy", &snapshot, &locator, "toy", Toy::CREDENTIAL).unwrap()
 /// };
 /// assert_eq!(scope("/data/a"), scope("/other/b"));
 /// assert_ne!(scope("/data/a"), scope("/data/private/b"));

@@ -13,6 +13,7 @@ use karu_config::Origin;
 
 use crate::sdk::locator::CanonicalPath;
 use crate::sdk::status::Error;
+use crate::sdk::token::TokenClient;
 
 /// A credential obtained for one scope: a provider-specific secret value (its type is the
 /// provider's business) and an optional expiry. Cheap to clone. Its `Debug` never shows the
@@ -107,23 +108,51 @@ pub trait CredentialProvider: Send + Sync + fmt::Debug {
     fn fetch(&self, ctx: &FetchContext) -> Result<Credential, Error>;
 }
 
-/// What the engine tells a [`CredentialProvider`] when it asks for a lookup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the engine tells a [`CredentialProvider`] when it asks for a lookup: the read's
+/// deadline, and the client's [`TokenClient`] for token exchanges.
+#[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct FetchContext {
     deadline: Option<Instant>,
+    tokens: Option<Arc<dyn TokenClient>>,
 }
 
 impl FetchContext {
-    /// A lookup for a read that must end by `deadline` (`None`: no deadline).
+    /// A lookup for a read that must end by `deadline` (`None`: no deadline), with no token
+    /// client ([`with_token_client`](FetchContext::with_token_client)).
     pub fn new(deadline: Option<Instant>) -> Self {
-        FetchContext { deadline }
+        FetchContext {
+            deadline,
+            tokens: None,
+        }
+    }
+
+    /// The same lookup, whose token exchanges go through `client`.
+    pub fn with_token_client(mut self, client: Arc<dyn TokenClient>) -> Self {
+        self.tokens = Some(client);
+        self
     }
 
     /// The deadline of the read whose request started this lookup (requests that join it
     /// wait, each until its own deadline). `None` when the caller set none.
     pub fn deadline(&self) -> Option<Instant> {
         self.deadline
+    }
+
+    /// The client token exchanges are sent with ([`token::fetch_token`](crate::sdk::token::fetch_token)):
+    /// the engine's, built from the client's configuration (`http.ca_file`, timeouts), in a
+    /// lookup the engine runs.
+    pub fn token_client(&self) -> Option<Arc<dyn TokenClient>> {
+        self.tokens.clone()
+    }
+}
+
+impl fmt::Debug for FetchContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FetchContext")
+            .field("deadline", &self.deadline)
+            .field("token_client", &self.tokens.is_some())
+            .finish()
     }
 }
 

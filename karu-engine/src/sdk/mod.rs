@@ -49,6 +49,9 @@
 //! - [`system_time_after`]: an expiry a server announces, however far away, without overflow;
 //! - [`read_regular_file`]: a key, token or certificate file a user names, read so that no
 //!   path (a FIFO, `/dev/zero`) can hang a credential worker or fill memory;
+//! - [`token`]: the credential-exchange kit: token requests sent with the client's own HTTP
+//!   client (the TLS setup of reads, `http.ca_file` included), one parser of token answers,
+//!   form bodies, the RS256 signer of JWT assertions;
 //! - [`redact`]: what of an address, URL, text or error chain may be shown;
 //! - [`error_body`]: the code and message of XML and JSON error answers, and summaries.
 //!
@@ -77,6 +80,7 @@ mod scopes;
 pub(crate) mod status;
 pub mod testing;
 pub(crate) mod time;
+pub mod token;
 
 // The model.
 pub use credential::{
@@ -101,8 +105,36 @@ pub use request::{
 pub use config::{CREDENTIAL_FILE_MAX, credential_scope, read_credential_file, section};
 pub use karu_config::{
     ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Key, Origin, Scoped, Section,
-    SectionConfig, Snapshot, read_regular_file, read_regular_text,
+    SectionConfig, SectionKeys, Snapshot, read_regular_file, read_regular_text,
 };
+/// `#[derive(SectionKeys)]`: a section type's secret and credential keys (`#[karu(secret)]`,
+/// `#[karu(credential)]` on fields, aliases included) and its `Debug`, which shows secrets as
+/// `<redacted>`, from one declaration. See [`SectionKeys`](trait@SectionKeys) and
+/// [`redact::Concealed`].
+///
+/// ```
+/// use karu_engine::sdk::SectionKeys;
+///
+/// #[derive(Default, serde::Deserialize, SectionKeys)]
+/// #[serde(default)]
+/// struct StoreConfig {
+///     endpoint: Option<String>,
+///     #[karu(secret, credential)]
+///     #[serde(alias = "bearer_token")]
+///     token: Option<String>,
+///     #[karu(credential)]
+///     profile: Option<String>,
+/// }
+///
+/// assert_eq!(StoreConfig::SECRET, ["token", "bearer_token"]);
+/// assert_eq!(StoreConfig::CREDENTIAL, ["token", "bearer_token", "profile"]);
+/// let config = StoreConfig { token: Some("s3cret".into()), ..StoreConfig::default() };
+/// assert_eq!(
+///     format!("{config:?}"),
+///     r#"StoreConfig { endpoint: None, token: Some(<redacted>), profile: None, .. }"#
+/// );
+/// ```
+pub use karu_derive::SectionKeys;
 
 // The shared helpers.
 pub use endpoint::{check_endpoint, endpoint_problem, shown_endpoint};

@@ -21,6 +21,80 @@ use std::fmt::Write as _;
 /// What replaces a secret.
 pub const REDACTED: &str = "<redacted>";
 
+/// A secret as a `Debug` output shows it: `<redacted>`, keeping only what is not secret (whether
+/// an `Option` holds a value, the keys of a map). What `#[derive(SectionKeys)]` prints for a
+/// `#[karu(secret)]` field.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use karu_engine::sdk::redact::Concealed;
+///
+/// let token = Some("s3cret".to_string());
+/// assert_eq!(format!("{:?}", Concealed(&token)), "Some(<redacted>)");
+/// assert_eq!(format!("{:?}", Concealed(&None::<String>)), "None");
+/// let headers = BTreeMap::from([("X-Api-Key".to_string(), "s3cret".to_string())]);
+/// assert_eq!(format!("{:?}", Concealed(&headers)), r#"{"X-Api-Key": <redacted>}"#);
+/// ```
+pub struct Concealed<'a, T: ?Sized>(pub &'a T);
+
+/// How a secret's type is shown by [`Concealed`].
+pub trait Conceal {
+    /// Write the value with every secret part as `<redacted>`.
+    fn fmt_concealed(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result;
+}
+
+impl<T: ?Sized + Conceal> std::fmt::Debug for Concealed<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt_concealed(f)
+    }
+}
+
+/// Shown as `<redacted>` without quotes.
+struct Hidden;
+
+impl std::fmt::Debug for Hidden {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+impl Conceal for String {
+    fn fmt_concealed(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+impl Conceal for std::path::PathBuf {
+    fn fmt_concealed(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+impl<T: Conceal> Conceal for Option<T> {
+    fn fmt_concealed(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Some(value) => f.debug_tuple("Some").field(&Concealed(value)).finish(),
+            None => f.write_str("None"),
+        }
+    }
+}
+
+impl<K: std::fmt::Debug, V> Conceal for std::collections::BTreeMap<K, V> {
+    fn fmt_concealed(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.keys().map(|k| (k, Hidden)))
+            .finish()
+    }
+}
+
+impl<K: std::fmt::Debug, V, S> Conceal for std::collections::HashMap<K, V, S> {
+    fn fmt_concealed(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.keys().map(|k| (k, Hidden)))
+            .finish()
+    }
+}
+
 /// Elements of provider error bodies that echo what was signed, or the signature itself.
 const SIGNING_ELEMENTS: [&str; 7] = [
     "SignatureProvided",

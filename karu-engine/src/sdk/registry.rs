@@ -20,7 +20,7 @@ use crate::sdk::status::{Error, Status};
 ///
 /// ```
 /// use std::sync::Arc;
-/// use karu_engine::sdk::{RegistryBuilder, Section, SectionConfig};
+/// use karu_engine::sdk::{RegistryBuilder, Section, SectionConfig, SectionKeys};
 /// # use karu_engine::sdk::{Backend, CanonicalPath, Error, Resolved};
 /// # #[derive(Debug)]
 /// # struct ToyBackend;
@@ -31,17 +31,14 @@ use crate::sdk::status::{Error, Status};
 /// #     }
 /// # }
 ///
-/// #[derive(Debug, Default, serde::Deserialize)]
+/// #[derive(Default, serde::Deserialize, SectionKeys)]
 /// #[serde(default, deny_unknown_fields)]
 /// struct ToyConfig {
+///     #[karu(secret)]
 ///     token: Option<String>,
 /// }
 ///
-/// impl SectionConfig for ToyConfig {
-///     fn secret_keys() -> &'static [&'static str] {
-///         &["token"]
-///     }
-/// }
+/// impl SectionConfig for ToyConfig {}
 ///
 /// pub fn register(registry: &mut RegistryBuilder) {
 ///     registry
@@ -530,6 +527,7 @@ mod tests {
     #[derive(Debug, Default, serde::Deserialize)]
     struct Empty {}
     impl karu_config::SectionConfig for Empty {}
+    impl karu_config::SectionKeys for Empty {}
 
     #[derive(Debug, Default, serde::Deserialize)]
     #[allow(dead_code)]
@@ -537,6 +535,7 @@ mod tests {
         key: Option<String>,
     }
     impl karu_config::SectionConfig for Other {}
+    impl karu_config::SectionKeys for Other {}
 
     fn section(name: &str) -> Section {
         Section::of::<Empty>(name)

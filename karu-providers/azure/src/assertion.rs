@@ -9,9 +9,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use rustls::SignatureScheme;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use karu_engine::sdk::token::{JwtError, Rs256Key};
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
 use sha2::{Digest, Sha256};
 
 /// How long an assertion is valid.
@@ -29,15 +29,11 @@ pub(crate) fn build(
         .next()
         .ok_or("the PEM file holds no certificate")?
         .map_err(|_| "the PEM file's certificate does not parse")?;
-    let key =
-        PrivateKeyDer::from_pem_slice(pem).map_err(|_| "the PEM file holds no private key")?;
-    let signing = rustls::crypto::aws_lc_rs::sign::any_supported_type(&key)
-        .map_err(|_| "the private key is not a supported key")?;
-    let signer = signing
-        .choose_scheme(&[SignatureScheme::RSA_PKCS1_SHA256])
-        .ok_or("the private key is not an RSA key (RS256 needs one)")?;
+    let key = Rs256Key::from_pem(pem).map_err(|e| match e {
+        JwtError::NoKey => "the PEM file holds no private key",
+        _ => "the private key is not an RSA key (RS256 needs one)",
+    })?;
     let thumbprint = URL_SAFE_NO_PAD.encode(Sha256::digest(cert.as_ref()));
-    let header = serde_json::json!({"alg": "RS256", "typ": "JWT", "x5t#S256": thumbprint});
     let at = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
     let claims = serde_json::json!({
         "aud": audience,
@@ -48,15 +44,8 @@ pub(crate) fn build(
         "iat": at,
         "exp": at + LIFETIME_SECS,
     });
-    let signed = format!(
-        "{}.{}",
-        URL_SAFE_NO_PAD.encode(header.to_string()),
-        URL_SAFE_NO_PAD.encode(claims.to_string())
-    );
-    let signature = signer
-        .sign(signed.as_bytes())
-        .map_err(|_| "signing the assertion failed")?;
-    Ok(format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature)))
+    key.sign(serde_json::json!({ "x5t#S256": thumbprint }), &claims)
+        .map_err(|_| "signing the assertion failed")
 }
 
 #[cfg(test)]

@@ -6,10 +6,10 @@ use karu_engine::sdk::http::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use karu_engine::sdk::http::{HeaderMap, Uri};
 use karu_engine::sdk::{
     Backend, Capabilities, Correction, CredentialSource, Error, ErrorResponse, Locator, PerScope,
-    PrepareContext, PreparedRequest, Resolved, Snapshot, Status, credential_scope,
+    PrepareContext, PreparedRequest, Resolved, SectionKeys, Snapshot, Status, credential_scope,
 };
 
-use crate::config::{AzureConfig, CREDENTIAL_KEYS, Effective};
+use crate::config::{AzureConfig, Effective};
 use crate::credential::{AzureSecret, Configured};
 use crate::{FAMILY, SECTION, VERSION, request, shared_key};
 
@@ -65,7 +65,7 @@ impl Backend for AzureBackend {
         if options.auth == crate::config::Auth::Anonymous {
             return Ok(None);
         }
-        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, &CREDENTIAL_KEYS)?;
+        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, AzureConfig::CREDENTIAL)?;
         Ok(Some(
             self.providers
                 .source(scope, || Configured::new(options.auth)),

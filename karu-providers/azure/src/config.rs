@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use karu_engine::sdk::{InvalidKey, Key, SectionConfig, Snapshot, check_endpoint};
+use karu_engine::sdk::{InvalidKey, Key, SectionConfig, SectionKeys, Snapshot, check_endpoint};
 use serde::Deserialize;
 
 use crate::request::require_endpoint;
@@ -33,97 +33,67 @@ use crate::token::{self, TokenSource};
 /// | `msi_endpoint` | `imds_endpoint` | | the IMDS token endpoint (default `http://169.254.169.254/metadata/identity/oauth2/token`) |
 ///
 /// Secrets never appear in `Debug`.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Deserialize, SectionKeys)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct AzureConfig {
     /// Storage account name.
     #[serde(alias = "account_name", alias = "storage_account")]
+    #[karu(credential)]
     pub account: Option<String>,
     /// Blob service URL.
     #[serde(alias = "blob_endpoint", alias = "endpoint_url")]
+    #[karu(credential)]
     pub endpoint: Option<String>,
     /// Host suffix of the cloud.
     pub endpoint_suffix: Option<String>,
     /// A storage connection string.
+    #[karu(secret, credential)]
     pub connection_string: Option<String>,
     /// Shared Key account key (base64).
     #[serde(alias = "access_key", alias = "master_key")]
+    #[karu(secret, credential)]
     pub account_key: Option<String>,
     /// SAS token (query string).
     #[serde(alias = "sas_key", alias = "sas")]
+    #[karu(secret, credential)]
     pub sas_token: Option<String>,
     /// Bearer token.
     #[serde(alias = "token")]
+    #[karu(secret, credential)]
     pub bearer_token: Option<String>,
     /// Unauthenticated requests.
     #[serde(alias = "skip_signature")]
+    #[karu(credential)]
     pub anonymous: Option<bool>,
     /// Entra ID tenant.
     #[serde(alias = "authority_id")]
+    #[karu(credential)]
     pub tenant_id: Option<String>,
     /// Client id.
+    #[karu(credential)]
     pub client_id: Option<String>,
     /// Client secret.
+    #[karu(secret, credential)]
     pub client_secret: Option<String>,
     /// Service principal certificate (PEM with the key).
+    #[karu(credential)]
     pub client_certificate_path: Option<String>,
     /// Workload identity token file.
+    #[karu(credential)]
     pub federated_token_file: Option<String>,
     /// Entra ID authority.
+    #[karu(credential)]
     pub authority_host: Option<String>,
     /// Use a managed identity.
     #[serde(alias = "managed_identity")]
+    #[karu(credential)]
     pub use_managed_identity: Option<bool>,
     /// IMDS token endpoint.
     #[serde(alias = "imds_endpoint")]
+    #[karu(credential)]
     pub msi_endpoint: Option<String>,
 }
-
-/// Every key (with aliases) that chooses a credential: the credential scope is keyed on the
-/// origins of these.
-pub(crate) const CREDENTIAL_KEYS: [&str; 27] = [
-    "account",
-    "account_name",
-    "storage_account",
-    "connection_string",
-    "account_key",
-    "access_key",
-    "master_key",
-    "sas_token",
-    "sas_key",
-    "sas",
-    "bearer_token",
-    "token",
-    "anonymous",
-    "skip_signature",
-    "endpoint",
-    "blob_endpoint",
-    "tenant_id",
-    "authority_id",
-    "client_id",
-    "client_secret",
-    "client_certificate_path",
-    "federated_token_file",
-    "authority_host",
-    "use_managed_identity",
-    "managed_identity",
-    "msi_endpoint",
-    "imds_endpoint",
-];
-
-const SECRET_KEYS: [&str; 10] = [
-    "connection_string",
-    "account_key",
-    "access_key",
-    "master_key",
-    "sas_token",
-    "sas_key",
-    "sas",
-    "bearer_token",
-    "token",
-    "client_secret",
-];
 
 impl SectionConfig for AzureConfig {
     /// The keys of the table above, with their aliases and environment variables.
@@ -168,34 +138,6 @@ impl SectionConfig for AzureConfig {
             return Err(InvalidKey::new("connection_string", why));
         }
         Ok(())
-    }
-
-    fn secret_keys() -> &'static [&'static str] {
-        &SECRET_KEYS
-    }
-}
-
-impl fmt::Debug for AzureConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secret = |v: &Option<String>| v.as_ref().map(|_| "<redacted>");
-        f.debug_struct("AzureConfig")
-            .field("account", &self.account)
-            .field("endpoint", &self.endpoint)
-            .field("endpoint_suffix", &self.endpoint_suffix)
-            .field("connection_string", &secret(&self.connection_string))
-            .field("account_key", &secret(&self.account_key))
-            .field("sas_token", &secret(&self.sas_token))
-            .field("bearer_token", &secret(&self.bearer_token))
-            .field("anonymous", &self.anonymous)
-            .field("tenant_id", &self.tenant_id)
-            .field("client_id", &self.client_id)
-            .field("client_secret", &secret(&self.client_secret))
-            .field("client_certificate_path", &self.client_certificate_path)
-            .field("federated_token_file", &self.federated_token_file)
-            .field("authority_host", &self.authority_host)
-            .field("use_managed_identity", &self.use_managed_identity)
-            .field("msi_endpoint", &self.msi_endpoint)
-            .finish_non_exhaustive()
     }
 }
 

@@ -1,5 +1,6 @@
-//! The documented Entra ID token exchanges for Azure Storage, as plain requests and a parser of
-//! their answers; [`identity`](crate::identity) sends them.
+//! The documented Entra ID token exchanges for Azure Storage, as requests of the SDK's
+//! credential-exchange kit ([`token`](karu_engine::sdk::token)); [`identity`](crate::identity)
+//! sends them, and the kit reads their answers.
 //!
 //! - service principal with a client secret, and workload identity (a federated token read
 //!   from a file, sent as a client assertion): `POST {authority}/{tenant}/oauth2/v2.0/token`
@@ -11,12 +12,12 @@
 //!   {IDENTITY_ENDPOINT}?api-version=2019-08-01&resource=…` with `X-IDENTITY-HEADER`.
 //!
 //! Answers are JSON with `access_token` and `expires_on` (seconds since the epoch) or
-//! `expires_in` (seconds from now), as numbers or strings.
+//! `expires_in` (seconds from now), as numbers or strings
+//! ([`parse_answer`](karu_engine::sdk::token::parse_answer)).
 
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use karu_engine::sdk::system_time_after;
+use karu_engine::sdk::token::TokenRequest;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 
 /// The public cloud's Entra ID authority.
@@ -93,114 +94,48 @@ impl fmt::Debug for TokenSource {
     }
 }
 
-/// One token request.
-#[derive(Clone, PartialEq, Eq)]
-pub(crate) struct TokenRequest {
-    pub(crate) method: &'static str,
-    pub(crate) url: String,
-    pub(crate) headers: Vec<(&'static str, String)>,
-    /// A form body (`application/x-www-form-urlencoded`), for `POST`.
-    pub(crate) body: Option<String>,
-}
-
 fn enc(text: &str) -> String {
     utf8_percent_encode(text, NON_ALPHANUMERIC).to_string()
 }
 
-fn form(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{k}={}", enc(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
 impl TokenSource {
-    /// The request; `assertion` is the federated token read from the file (workload identity).
+    /// The request; `assertion` is the client assertion (workload identity: the federated
+    /// token read from the file; a certificate: the JWT it signs).
     pub(crate) fn request(&self, assertion: Option<&str>) -> TokenRequest {
         match self {
             TokenSource::ClientSecret {
-                authority,
-                tenant,
-                client_id,
-                secret,
-            } => TokenRequest {
-                method: "POST",
-                url: format!(
-                    "{}/{tenant}/oauth2/v2.0/token",
-                    authority.trim_end_matches('/')
-                ),
-                headers: vec![("content-type", "application/x-www-form-urlencoded".into())],
-                body: Some(form(&[
+                client_id, secret, ..
+            } => TokenRequest::post_form(
+                self.token_url().unwrap_or_default(),
+                &[
                     ("grant_type", "client_credentials"),
                     ("client_id", client_id),
                     ("client_secret", secret),
                     ("scope", SCOPE),
-                ])),
-            },
-            TokenSource::Workload {
-                authority,
-                tenant,
-                client_id,
-                ..
-            }
-            | TokenSource::Certificate {
-                authority,
-                tenant,
-                client_id,
-                ..
-            } => TokenRequest {
-                method: "POST",
-                url: format!(
-                    "{}/{tenant}/oauth2/v2.0/token",
-                    authority.trim_end_matches('/')
-                ),
-                headers: vec![("content-type", "application/x-www-form-urlencoded".into())],
-                body: Some(form(&[
+                ],
+            ),
+            TokenSource::Workload { client_id, .. }
+            | TokenSource::Certificate { client_id, .. } => TokenRequest::post_form(
+                self.token_url().unwrap_or_default(),
+                &[
                     ("grant_type", "client_credentials"),
                     ("client_id", client_id),
                     ("client_assertion_type", ASSERTION_TYPE),
                     ("client_assertion", assertion.unwrap_or_default().trim()),
                     ("scope", SCOPE),
-                ])),
-            },
+                ],
+            ),
             TokenSource::Imds {
                 endpoint,
                 client_id,
-            } => {
-                let mut url = format!(
-                    "{endpoint}?api-version=2018-02-01&resource={}",
-                    enc(RESOURCE)
-                );
-                if let Some(id) = client_id {
-                    url.push_str(&format!("&client_id={}", enc(id)));
-                }
-                TokenRequest {
-                    method: "GET",
-                    url,
-                    headers: vec![("metadata", "true".into())],
-                    body: None,
-                }
-            }
+            } => TokenRequest::get(managed_identity_url(endpoint, "2018-02-01", client_id))
+                .header("metadata", "true"),
             TokenSource::AppService {
                 endpoint,
                 header,
                 client_id,
-            } => {
-                let mut url = format!(
-                    "{endpoint}?api-version=2019-08-01&resource={}",
-                    enc(RESOURCE)
-                );
-                if let Some(id) = client_id {
-                    url.push_str(&format!("&client_id={}", enc(id)));
-                }
-                TokenRequest {
-                    method: "GET",
-                    url,
-                    headers: vec![("x-identity-header", header.clone())],
-                    body: None,
-                }
-            }
+            } => TokenRequest::get(managed_identity_url(endpoint, "2019-08-01", client_id))
+                .header("x-identity-header", header),
         }
     }
 
@@ -235,25 +170,17 @@ impl TokenSource {
     }
 }
 
-/// A token and when it expires, from a token endpoint's JSON answer at `now`.
-pub(crate) fn parse(body: &[u8], now: SystemTime) -> Result<(String, SystemTime), &'static str> {
-    let value: serde_json::Value =
-        serde_json::from_slice(body).map_err(|_| "the answer is not JSON")?;
-    let token = value
-        .get("access_token")
-        .and_then(|t| t.as_str())
-        .filter(|t| !t.is_empty())
-        .ok_or("the answer has no access_token")?;
-    let number = |name: &str| {
-        let v = value.get(name)?;
-        v.as_u64().or_else(|| v.as_str()?.trim().parse().ok())
-    };
-    let expires = match (number("expires_on"), number("expires_in")) {
-        (Some(on), _) => system_time_after(UNIX_EPOCH, Duration::from_secs(on)),
-        (None, Some(secs)) => system_time_after(now, Duration::from_secs(secs)),
-        (None, None) => return Err("the answer has neither expires_on nor expires_in"),
-    };
-    Ok((token.to_string(), expires))
+/// A managed identity's token address: `endpoint` with the API version, Azure Storage's
+/// resource and the identity's client id.
+fn managed_identity_url(endpoint: &str, version: &str, client_id: &Option<String>) -> String {
+    let mut url = format!(
+        "{endpoint}?api-version={version}&resource={}",
+        enc(RESOURCE)
+    );
+    if let Some(id) = client_id {
+        url.push_str(&format!("&client_id={}", enc(id)));
+    }
+    url
 }
 
 #[cfg(test)]
@@ -270,16 +197,16 @@ mod tests {
         };
         let r = secret.request(None);
         assert_eq!(
-            (r.method, r.url.as_str()),
+            (r.method().as_str(), r.url()),
             (
                 "POST",
                 "https://login.microsoftonline.com/t1/oauth2/v2.0/token"
             )
         );
         assert_eq!(
-            r.body.as_deref(),
+            r.body(),
             Some(
-                "grant_type=client%5Fcredentials&client_id=c1&client_secret=s%20e%2Bcret&scope=https%3A%2F%2Fstorage%2Eazure%2Ecom%2F%2Edefault"
+                "grant_type=client_credentials&client_id=c1&client_secret=s+e%2Bcret&scope=https%3A%2F%2Fstorage.azure.com%2F.default"
             )
         );
         assert!(!format!("{secret:?}").contains("s e+cret"));
@@ -289,10 +216,11 @@ mod tests {
             client_id: "c1".into(),
             token_file: "/var/run/token".into(),
         };
-        let body = workload.request(Some("eyJ.a.b\n")).body.unwrap();
-        assert!(body.contains("client_assertion=eyJ%2Ea%2Eb&"), "{body}");
+        let request = workload.request(Some("eyJ.a.b\n"));
+        let body = request.body().unwrap();
+        assert!(body.contains("client_assertion=eyJ.a.b&"), "{body}");
         assert!(body.contains(
-            "client_assertion_type=urn%3Aietf%3Aparams%3Aoauth%3Aclient%2Dassertion%2Dtype%3Ajwt%2Dbearer"
+            "client_assertion_type=urn%3Aietf%3Aparams%3Aoauth%3Aclient-assertion-type%3Ajwt-bearer"
         ));
     }
 
@@ -304,10 +232,10 @@ mod tests {
         };
         let r = imds.request(None);
         assert_eq!(
-            r.url,
+            r.url(),
             "http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fstorage%2Eazure%2Ecom%2F&client_id=uai"
         );
-        assert_eq!(r.headers, [("metadata", "true".to_string())]);
+        assert_eq!(r.headers()["metadata"], "true");
         let app = TokenSource::AppService {
             endpoint: "http://127.0.0.1:41741/msi/token".into(),
             header: "h3ader".into(),
@@ -315,66 +243,10 @@ mod tests {
         };
         let r = app.request(None);
         assert!(
-            r.url
+            r.url()
                 .starts_with("http://127.0.0.1:41741/msi/token?api-version=2019-08-01&")
         );
-        assert_eq!(r.headers, [("x-identity-header", "h3ader".to_string())]);
+        assert_eq!(r.headers()["x-identity-header"], "h3ader");
         assert!(!format!("{app:?}").contains("h3ader"));
-    }
-
-    #[test]
-    fn answers() {
-        let now = UNIX_EPOCH + Duration::from_secs(1_000);
-        assert_eq!(
-            parse(
-                br#"{"access_token":"t","expires_in":3599,"token_type":"Bearer"}"#,
-                now
-            ),
-            Ok(("t".into(), now + Duration::from_secs(3599)))
-        );
-        assert_eq!(
-            parse(
-                br#"{"access_token":"t","expires_in":"60","expires_on":"5000"}"#,
-                now
-            ),
-            Ok(("t".into(), UNIX_EPOCH + Duration::from_secs(5000)))
-        );
-        for bad in [
-            &br#"{"expires_in":1}"#[..],
-            br#"{"access_token":"","expires_in":1}"#,
-            br#"{"access_token":"t"}"#,
-            br#"{"access_token":"t","expires_in":"NaN"}"#,
-            b"<html>",
-        ] {
-            assert!(parse(bad, now).is_err());
-        }
-    }
-
-    /// An expiry past what the clock holds is 100 years away, not a panic on the worker.
-    #[test]
-    fn an_expiry_past_the_clock_is_a_hundred_years_away() {
-        let now = SystemTime::now();
-        let max = u64::MAX;
-        let forever = karu_engine::sdk::FOREVER;
-        for (body, expires) in [
-            (
-                format!(r#"{{"access_token":"t","expires_in":{max}}}"#),
-                now + forever,
-            ),
-            (
-                format!(r#"{{"access_token":"t","expires_in":"{max}"}}"#),
-                now + forever,
-            ),
-            (
-                format!(r#"{{"access_token":"t","expires_on":{max}}}"#),
-                UNIX_EPOCH + forever,
-            ),
-        ] {
-            assert_eq!(
-                parse(body.as_bytes(), now),
-                Ok(("t".into(), expires)),
-                "{body}"
-            );
-        }
     }
 }

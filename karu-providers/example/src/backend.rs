@@ -2,10 +2,10 @@
 
 use karu_engine::sdk::{
     Backend, CredentialSource, Error, Locator, PerScope, PrepareContext, PreparedRequest, Resolved,
-    Snapshot, credential_scope, section,
+    SectionKeys, Snapshot, credential_scope, section,
 };
 
-use crate::config::{CREDENTIAL_KEYS, ToyConfig};
+use crate::config::ToyConfig;
 use crate::credential::{Token, Tokens};
 use crate::{FAMILY, SECTION, request};
 
@@ -31,7 +31,7 @@ impl Backend for ToyBackend {
         snapshot: &Snapshot,
     ) -> Result<Option<CredentialSource>, Error> {
         let config = section::<ToyConfig>(snapshot, locator, SECTION)?;
-        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, &CREDENTIAL_KEYS)?;
+        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, ToyConfig::CREDENTIAL)?;
         let token = config.value.token.clone().map(Token);
         Ok(Some(self.tokens.source(scope, || Tokens { token })))
     }

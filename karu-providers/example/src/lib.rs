@@ -34,8 +34,8 @@ pub use backend::ToyBackend;
 pub use config::ToyConfig;
 pub use credential::credential;
 
-/// The URI scheme of toy objects.
-pub const SCHEME: &str = "toy";
+/// The URI schemes this provider registers.
+pub const SCHEMES: [&str; 1] = ["toy"];
 
 /// The configuration section (`[toy]`, `[paths."toy://host/prefix".toy]`).
 pub const SECTION: &str = "toy";
@@ -43,11 +43,17 @@ pub const SECTION: &str = "toy";
 /// The credential family (for application callbacks).
 pub const FAMILY: &str = "toy";
 
+/// The `[toy]` section, declared by [`register`] so that a client checks it (and its
+/// path-rule overrides) when it is built; its secret keys are redacted.
+pub fn config_section() -> Section {
+    Section::of::<ToyConfig>(SECTION)
+}
+
 /// Register the toy provider: its scheme, credential family and configuration section.
 pub fn register(registry: &mut RegistryBuilder) {
     registry
         .provider(Arc::new(ToyBackend::default()))
-        .scheme(SCHEME)
+        .scheme(SCHEMES[0])
         .credential_family(FAMILY)
-        .config_section(Section::of::<ToyConfig>(SECTION));
+        .config_section(config_section());
 }

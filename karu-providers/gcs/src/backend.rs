@@ -6,10 +6,10 @@ use karu_engine::sdk::http::HeaderMap;
 use karu_engine::sdk::http::header::HeaderValue;
 use karu_engine::sdk::{
     Backend, Correction, CredentialSource, Error, ErrorResponse, Locator, PerScope, PrepareContext,
-    PreparedRequest, Resolved, Snapshot, Status, credential_scope,
+    PreparedRequest, Resolved, SectionKeys, Snapshot, Status, credential_scope,
 };
 
-use crate::config::{Api, CREDENTIAL_KEYS, Configured, Effective, GcsConfig};
+use crate::config::{Api, Configured, Effective, GcsConfig};
 use crate::credential::{GcsSecret, Lookup};
 use crate::request::{self, GOOG4};
 use crate::{FAMILY, SECTION};
@@ -60,7 +60,7 @@ impl Backend for GcsBackend {
         if options.credential == Configured::Anonymous {
             return Ok(None);
         }
-        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, &CREDENTIAL_KEYS)?;
+        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, GcsConfig::CREDENTIAL)?;
         Ok(Some(
             self.lookups
                 .source(scope, || Lookup::new(options.credential.clone())),

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use karu_engine::sdk::{InvalidKey, Key, SectionConfig, Snapshot, check_endpoint};
+use karu_engine::sdk::{InvalidKey, Key, SectionConfig, SectionKeys, Snapshot, check_endpoint};
 use serde::Deserialize;
 
 use crate::request::{self, DEFAULT_ENDPOINT, HmacKey};
@@ -41,12 +41,13 @@ pub enum Api {
 /// JSON API's media downloads, as Google's clients send them; with no credential configured
 /// (no token, no HMAC key, no credentials file), unauthenticated. HMAC keys sign XML API
 /// requests only. Secrets never appear in `Debug`.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Deserialize, SectionKeys)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct GcsConfig {
     /// Another endpoint.
     #[serde(alias = "endpoint_url")]
+    #[karu(credential)]
     pub endpoint: Option<String>,
     /// The API reads use.
     pub api: Option<Api>,
@@ -55,44 +56,30 @@ pub struct GcsConfig {
     pub user_project: Option<String>,
     /// Unauthenticated requests.
     #[serde(alias = "skip_signature")]
+    #[karu(credential)]
     pub anonymous: Option<bool>,
     /// A static access token.
     #[serde(alias = "access_token", alias = "bearer_token")]
+    #[karu(secret, credential)]
     pub token: Option<String>,
     /// HMAC access id.
     #[serde(alias = "access_key_id")]
+    #[karu(credential)]
     pub hmac_access_id: Option<String>,
     /// HMAC secret.
     #[serde(alias = "secret_access_key")]
+    #[karu(secret, credential)]
     pub hmac_secret: Option<String>,
     /// A service-account or authorized-user JSON file.
     #[serde(alias = "application_credentials", alias = "service_account_path")]
+    #[karu(credential)]
     pub credentials_file: Option<String>,
     /// Whether to look beyond configured credentials.
+    #[karu(credential)]
     pub discovery: Option<bool>,
     /// The compute metadata server, `host[:port]`.
     pub metadata_host: Option<String>,
 }
-
-/// Every key (with aliases) that chooses a credential: the credential scope is keyed on the
-/// origins of these.
-pub(crate) const CREDENTIAL_KEYS: [&str; 15] = [
-    "endpoint",
-    "endpoint_url",
-    "anonymous",
-    "skip_signature",
-    "token",
-    "access_token",
-    "bearer_token",
-    "hmac_access_id",
-    "access_key_id",
-    "hmac_secret",
-    "secret_access_key",
-    "credentials_file",
-    "application_credentials",
-    "service_account_path",
-    "discovery",
-];
 
 impl SectionConfig for GcsConfig {
     /// The keys of the table above, with their aliases and environment variables.
@@ -116,34 +103,6 @@ impl SectionConfig for GcsConfig {
                 self.hmac_secret.is_some(),
             ),
         )
-    }
-
-    fn secret_keys() -> &'static [&'static str] {
-        &[
-            "token",
-            "access_token",
-            "bearer_token",
-            "hmac_secret",
-            "secret_access_key",
-        ]
-    }
-}
-
-impl fmt::Debug for GcsConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secret = |v: &Option<String>| v.as_ref().map(|_| "<redacted>");
-        f.debug_struct("GcsConfig")
-            .field("endpoint", &self.endpoint)
-            .field("api", &self.api)
-            .field("user_project", &self.user_project)
-            .field("anonymous", &self.anonymous)
-            .field("token", &secret(&self.token))
-            .field("hmac_access_id", &self.hmac_access_id)
-            .field("hmac_secret", &secret(&self.hmac_secret))
-            .field("credentials_file", &self.credentials_file)
-            .field("discovery", &self.discovery)
-            .field("metadata_host", &self.metadata_host)
-            .finish_non_exhaustive()
     }
 }
 

@@ -3,8 +3,8 @@
 //! a service account or an authorized user; else the gcloud well-known file), then the compute
 //! metadata server.
 //!
-//! Lookups run on Karu's credential workers; the token exchanges ([`crate::token`]) run
-//! through the SDK's [`bridge`], bounded by the read's deadline. A token's lifetime goes into
+//! Lookups run on Karu's credential workers; the token exchanges ([`crate::token`]) are sent
+//! with the SDK's [`fetch_token`], bounded by the read's deadline. A token's lifetime goes into
 //! Karu's cache (refreshed in the final tenth, one lookup per cold scope); a `401` invalidates
 //! it and authenticates once more.
 
@@ -12,13 +12,14 @@ use std::fmt;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use karu_engine::sdk::token::{AccessToken, TokenRequest, fetch_token};
 use karu_engine::sdk::{
-    Credential, CredentialProvider, Error, FetchContext, Status, bridge, read_credential_file,
+    Credential, CredentialProvider, Error, FetchContext, Status, read_credential_file,
 };
 
 use crate::config::Configured;
 use crate::request::HmacKey;
-use crate::token::{self, AccessToken, CredentialsFile, Exchange, GOOGLE_TOKEN_URI, TokenError};
+use crate::token::{self, CredentialsFile, GOOGLE_TOKEN_URI, TokenError};
 
 /// The secret the engine carries for GCS requests. Its `Debug` shows no secret.
 #[derive(Clone)]
@@ -93,6 +94,9 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// What an exchange is called in errors, and its request.
+type Exchange = (&'static str, TokenRequest);
+
 /// The exchange a credentials file asks for.
 fn file_exchange(path: &str, text: &str) -> Result<Exchange, TokenError> {
     Ok(match CredentialsFile::parse(path, text)? {
@@ -110,45 +114,40 @@ fn file_exchange(path: &str, text: &str) -> Result<Exchange, TokenError> {
                 &url,
                 now_secs(),
             )?;
-            Exchange {
-                what: "the service-account token exchange",
-                form: Some(token::form(&[
-                    ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
-                    ("assertion", &jwt),
-                ])),
-                url,
-            }
+            (
+                "the service-account token exchange",
+                TokenRequest::post_form(
+                    url,
+                    &[
+                        ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
+                        ("assertion", &jwt),
+                    ],
+                ),
+            )
         }
         CredentialsFile::AuthorizedUser {
             client_id,
             client_secret,
             refresh_token,
             token_uri,
-        } => Exchange {
-            what: "the authorized-user token refresh",
-            url: token_uri.unwrap_or_else(|| GOOGLE_TOKEN_URI.to_string()),
-            form: Some(token::form(&[
-                ("grant_type", "refresh_token"),
-                ("client_id", &client_id),
-                ("client_secret", &client_secret),
-                ("refresh_token", &refresh_token),
-            ])),
-        },
+        } => (
+            "the authorized-user token refresh",
+            TokenRequest::post_form(
+                token_uri.unwrap_or_else(|| GOOGLE_TOKEN_URI.to_string()),
+                &[
+                    ("grant_type", "refresh_token"),
+                    ("client_id", &client_id),
+                    ("client_secret", &client_secret),
+                    ("refresh_token", &refresh_token),
+                ],
+            ),
+        ),
     })
 }
 
-/// The metadata server's token request.
-pub(crate) fn metadata_exchange(host: &str) -> Exchange {
-    let base = if host.contains("://") {
-        host.trim_end_matches('/').to_string()
-    } else {
-        format!("http://{host}")
-    };
-    Exchange {
-        what: "the metadata server's token",
-        url: format!("{base}/computeMetadata/v1/instance/service-accounts/default/token"),
-        form: None,
-    }
+/// Run `exchange` with the client's token client.
+fn run(ctx: &FetchContext, (what, request): Exchange) -> Result<Credential, Error> {
+    fetch_token(ctx, what, request).map(token_credential)
 }
 
 fn credentials_error(e: TokenError) -> Error {
@@ -184,29 +183,29 @@ impl CredentialProvider for Lookup {
                         })
                     })?;
                     let exchange = file_exchange(path, &text).map_err(credentials_error)?;
-                    return bridge::block_on(ctx, exchange.what, exchange.run())
-                        .map(token_credential);
+                    return run(ctx, exchange);
                 }
                 if let Some(path) = well_known
                     && let Ok(text) = read_credential_file(Path::new(path))
                 {
                     let exchange = file_exchange(path, &text).map_err(credentials_error)?;
-                    return bridge::block_on(ctx, exchange.what, exchange.run())
-                        .map(token_credential);
+                    return run(ctx, exchange);
                 }
-                let exchange = metadata_exchange(metadata_host);
-                bridge::block_on(ctx, exchange.what, exchange.run())
-                    .map(token_credential)
-                    .map_err(|e| {
-                        Error::new(
-                            Status::Credentials,
-                            format!(
-                                "no GCS credentials: no credentials file, no gcloud \
-                                 application-default file, and {}",
-                                e.message()
-                            ),
-                        )
-                    })
+                let metadata = (
+                    "the metadata server's token",
+                    token::metadata_request(metadata_host),
+                );
+                run(ctx, metadata).map_err(|e| {
+                    Error::new(
+                        Status::Credentials,
+                        format!(
+                            "no GCS credentials: no credentials file, no gcloud \
+                             application-default file, and {}",
+                            e.message()
+                        ),
+                    )
+                    .with_source(e)
+                })
             }
         }
     }
@@ -223,17 +222,5 @@ mod tests {
         assert!(d.contains("GOOG1ID") && !d.contains("HMACSECRET"), "{d}");
         let c = credential("ya29.TOKEN", None);
         assert!(!format!("{:?}", c.get::<GcsSecret>()).contains("TOKEN"));
-    }
-
-    #[test]
-    fn metadata_urls() {
-        assert_eq!(
-            metadata_exchange("metadata.google.internal").url,
-            "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token"
-        );
-        assert_eq!(
-            metadata_exchange("http://127.0.0.1:8080/").url,
-            "http://127.0.0.1:8080/computeMetadata/v1/instance/service-accounts/default/token"
-        );
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! | file | what it holds |
 //! | --- | --- |
-//! | `lib.rs` | this overview, [`SCHEME`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`config_section`], [`register`] |
+//! | `lib.rs` | this overview, [`SCHEMES`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`config_section`], [`register`] |
 //! | `config.rs` | [`GcsConfig`], the `[gcs]` section and the environment names it honours |
 //! | `backend.rs` | [`GcsBackend`], the [`Backend`](karu_engine::sdk::Backend) implementation |
 //! | `request.rs` | address parsing, URL building, HMAC signing, transformed answers, error answers |
@@ -70,8 +70,8 @@ pub use backend::GcsBackend;
 pub use config::{Api, GcsConfig};
 pub use credential::{credential, hmac_credential};
 
-/// The URI scheme of GCS objects.
-pub const SCHEME: &str = "gs";
+/// The URI schemes this provider registers.
+pub const SCHEMES: [&str; 1] = ["gs"];
 
 /// Address prefixes of GCS URLs, registered besides the scheme.
 pub const PATTERNS: [&str; 6] = [
@@ -101,7 +101,7 @@ pub fn config_section() -> Section {
 pub fn register(registry: &mut RegistryBuilder) {
     let mut provider = registry.provider(Arc::new(GcsBackend::new()));
     provider
-        .scheme(SCHEME)
+        .scheme(SCHEMES[0])
         .credential_family(FAMILY)
         .config_section(config_section());
     for pattern in PATTERNS {

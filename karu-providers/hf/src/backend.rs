@@ -7,10 +7,10 @@ use karu_engine::sdk::http::header::AUTHORIZATION;
 use karu_engine::sdk::http::{HeaderMap, HeaderValue, Uri};
 use karu_engine::sdk::{
     Backend, CredentialSource, Error, ErrorResponse, Locator, PerScope, PrepareContext,
-    PreparedRequest, Resolved, Scoped, Snapshot, Status, credential_scope, section,
+    PreparedRequest, Resolved, Scoped, SectionKeys, Snapshot, Status, credential_scope, section,
 };
 
-use crate::config::{CREDENTIAL_KEYS, HfConfig};
+use crate::config::HfConfig;
 use crate::credential::{HfToken, Tokens};
 use crate::request;
 use crate::{FAMILY, SECTION};
@@ -54,7 +54,7 @@ impl Backend for HfBackend {
         if config.value.anonymous() {
             return Ok(None);
         }
-        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, &CREDENTIAL_KEYS)?;
+        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, HfConfig::CREDENTIAL)?;
         Ok(Some(self.tokens.source(scope, || {
             let env = snapshot
                 .env_vars()

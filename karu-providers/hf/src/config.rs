@@ -1,9 +1,7 @@
 //! The `[hf]` section, and the Hub's own environment names it honours.
 
-use std::fmt;
-
 use karu_engine::sdk::{
-    InvalidKey, Key, SectionConfig, Snapshot, check_endpoint, endpoint_problem,
+    InvalidKey, Key, SectionConfig, SectionKeys, Snapshot, check_endpoint, endpoint_problem,
 };
 use serde::Deserialize;
 
@@ -20,7 +18,7 @@ use crate::request::DEFAULT_ENDPOINT;
 /// | `reuse_locations` | | | `false`: ask the resolve endpoint on every read (default `true`) |
 ///
 /// Secrets never appear in `Debug`.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Deserialize, SectionKeys)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct HfConfig {
@@ -29,15 +27,14 @@ pub struct HfConfig {
     pub endpoint: Option<String>,
     /// The access token.
     #[serde(alias = "hf_token")]
+    #[karu(secret, credential)]
     pub token: Option<String>,
     /// Never send a token.
+    #[karu(credential)]
     pub anonymous: Option<bool>,
     /// Reuse a redirect's signed location for later reads of the same file and revision.
     pub reuse_locations: Option<bool>,
 }
-
-/// The keys that choose the credential (its scope is keyed on where they were set).
-pub(crate) const CREDENTIAL_KEYS: [&str; 3] = ["token", "hf_token", "anonymous"];
 
 impl SectionConfig for HfConfig {
     /// The keys of the table above, with their aliases and environment variables.
@@ -51,21 +48,6 @@ impl SectionConfig for HfConfig {
             Some(endpoint) => check_endpoint("endpoint", endpoint, "https://huggingface.co"),
             None => Ok(()),
         }
-    }
-
-    fn secret_keys() -> &'static [&'static str] {
-        &["token", "hf_token"]
-    }
-}
-
-impl fmt::Debug for HfConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HfConfig")
-            .field("endpoint", &self.endpoint)
-            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
-            .field("anonymous", &self.anonymous)
-            .field("reuse_locations", &self.reuse_locations)
-            .finish_non_exhaustive()
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! | file | what it holds |
 //! | --- | --- |
-//! | `lib.rs` | this overview, [`SCHEME`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`register`] |
+//! | `lib.rs` | this overview, [`SCHEMES`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`config_section`], [`register`] |
 //! | `config.rs` | [`HfConfig`], the `[hf]` section and the `HF_ENDPOINT` it honours |
 //! | `backend.rs` | [`HfBackend`], the [`Backend`](karu_engine::sdk::Backend) implementation |
 //! | `request.rs` | addresses, resolve URLs, signed locations' lifetimes, error hints |
@@ -67,8 +67,8 @@ pub use backend::HfBackend;
 pub use config::HfConfig;
 pub use credential::credential;
 
-/// The URI scheme of Hub files.
-pub const SCHEME: &str = "hf";
+/// The URI schemes this provider registers.
+pub const SCHEMES: [&str; 1] = ["hf"];
 
 /// The Hub URL prefixes registered besides the scheme (the URLs users paste).
 pub const PATTERNS: [&str; 2] = ["https://huggingface.co/", "https://hf.co/"];
@@ -79,14 +79,20 @@ pub const SECTION: &str = "hf";
 /// The credential family (for application callbacks).
 pub const FAMILY: &str = "hf";
 
+/// The `[hf]` section, declared by [`register`] so that a client checks it (and its
+/// path-rule overrides) when it is built; its secret keys are redacted.
+pub fn config_section() -> Section {
+    Section::of::<HfConfig>(SECTION)
+}
+
 /// Register the Hugging Face provider: `hf://` and Hub URLs, the `hf` credential family, the
 /// `[hf]` section.
 pub fn register(registry: &mut RegistryBuilder) {
     let mut provider = registry.provider(Arc::new(HfBackend::new()));
     provider
-        .scheme(SCHEME)
+        .scheme(SCHEMES[0])
         .credential_family(FAMILY)
-        .config_section(Section::of::<HfConfig>(SECTION));
+        .config_section(config_section());
     for pattern in PATTERNS {
         provider.prefix(pattern);
     }

@@ -1,10 +1,9 @@
 //! The `[http_provider]` section: static headers, a bearer token, redirects.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use karu_engine::sdk::http::{HeaderName, HeaderValue};
-use karu_engine::sdk::{InvalidKey, Key, SectionConfig};
+use karu_engine::sdk::{InvalidKey, Key, SectionConfig, SectionKeys};
 use serde::Deserialize;
 
 /// Options of the plain HTTP provider, globally (`[http_provider]`) or for a URL prefix
@@ -17,14 +16,16 @@ use serde::Deserialize;
 /// | `follow_redirects` | | | follow 301/302/303/307/308, credentials never crossing origins (default `true`) |
 ///
 /// Header values and the token are secrets: `Debug` shows only header names.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Deserialize, SectionKeys)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct HttpProviderConfig {
     /// Extra request headers.
+    #[karu(secret)]
     pub headers: BTreeMap<String, String>,
     /// A bearer token for `Authorization`.
     #[serde(alias = "token")]
+    #[karu(secret)]
     pub bearer_token: Option<String>,
     /// Whether to follow redirects (`None` = yes).
     pub follow_redirects: Option<bool>,
@@ -68,23 +69,6 @@ impl SectionConfig for HttpProviderConfig {
             ));
         }
         Ok(())
-    }
-
-    fn secret_keys() -> &'static [&'static str] {
-        &["headers", "bearer_token", "token"]
-    }
-}
-
-impl fmt::Debug for HttpProviderConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HttpProviderConfig")
-            .field("headers", &self.headers.keys().collect::<Vec<_>>())
-            .field(
-                "bearer_token",
-                &self.bearer_token.as_ref().map(|_| "<redacted>"),
-            )
-            .field("follow_redirects", &self.follow_redirects)
-            .finish_non_exhaustive()
     }
 }
 

@@ -33,13 +33,14 @@ use karu_engine::sdk::RegistryBuilder;
 
 pub use backend::LocalBackend;
 
-/// The URI scheme this provider registers. Plain paths (no scheme) also resolve through it.
-pub const SCHEME: &str = "file";
+/// The URI schemes this provider registers.
+pub const SCHEMES: [&str; 1] = ["file"];
 
 /// Register the local provider for `file://` URIs and plain paths (no credential family, no
 /// configuration section).
 pub fn register(registry: &mut RegistryBuilder) {
-    registry
-        .provider(Arc::new(LocalBackend::new()))
-        .scheme(SCHEME);
+    let mut provider = registry.provider(Arc::new(LocalBackend::new()));
+    for scheme in SCHEMES {
+        provider.scheme(scheme);
+    }
 }

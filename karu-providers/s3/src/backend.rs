@@ -6,11 +6,11 @@ use std::time::SystemTime;
 use http::HeaderValue;
 use karu_engine::sdk::{
     Backend, Correction, CredentialSource, Error, ErrorResponse, Locator, PerProcess, PerScope,
-    PrepareContext, PreparedRequest, Resolved, Snapshot, Status, credential_scope,
+    PrepareContext, PreparedRequest, Resolved, SectionKeys, Snapshot, Status, credential_scope,
 };
 use parking_lot::Mutex;
 
-use crate::config::{CREDENTIAL_KEYS, Effective, S3Config};
+use crate::config::{Effective, S3Config};
 use crate::credential::{Discovery, S3Secret};
 use crate::request;
 use crate::{FAMILY, SECTION};
@@ -111,7 +111,7 @@ impl Backend for S3Backend {
         if options.anonymous {
             return Ok(None);
         }
-        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, &CREDENTIAL_KEYS)?;
+        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, S3Config::CREDENTIAL)?;
         Ok(Some(self.discoveries.source(scope, || {
             let env = snapshot
                 .env_vars()

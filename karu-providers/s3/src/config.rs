@@ -3,7 +3,7 @@
 use std::fmt;
 
 use karu_engine::sdk::{
-    InvalidKey, Key, SectionConfig, Snapshot, check_endpoint, endpoint_problem,
+    InvalidKey, Key, SectionConfig, SectionKeys, Snapshot, check_endpoint, endpoint_problem,
 };
 use serde::Deserialize;
 
@@ -37,7 +37,7 @@ pub enum Addressing {
 /// | `discovery` | | | `false` = only explicit keys (default `true`) |
 ///
 /// Secrets never appear in `Debug`.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Deserialize, SectionKeys)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct S3Config {
@@ -54,46 +54,34 @@ pub struct S3Config {
     pub force_path_style: Option<bool>,
     /// Unsigned requests.
     #[serde(alias = "skip_signature", alias = "no_sign_request")]
+    #[karu(credential)]
     pub anonymous: Option<bool>,
     /// Requester pays.
     #[serde(alias = "request_payer")]
     pub requester_pays: Option<bool>,
     /// Explicit access key id.
     #[serde(alias = "aws_access_key_id")]
+    #[karu(credential)]
     pub access_key_id: Option<String>,
     /// Explicit secret access key.
     #[serde(alias = "aws_secret_access_key")]
+    #[karu(secret, credential)]
     pub secret_access_key: Option<String>,
     /// Explicit session token.
     #[serde(alias = "aws_session_token", alias = "token")]
+    #[karu(secret, credential)]
     pub session_token: Option<String>,
     /// Profile name.
     #[serde(alias = "aws_profile")]
+    #[karu(credential)]
     pub profile: Option<String>,
     /// `credential_process` command.
+    #[karu(secret, credential)]
     pub credential_process: Option<String>,
     /// Whether to discover credentials beyond explicit keys.
+    #[karu(credential)]
     pub discovery: Option<bool>,
 }
-
-/// Every key (with aliases) that chooses a credential: the credential scope is keyed on the
-/// origins of these.
-pub(crate) const CREDENTIAL_KEYS: [&str; 14] = [
-    "anonymous",
-    "skip_signature",
-    "no_sign_request",
-    "access_key_id",
-    "aws_access_key_id",
-    "secret_access_key",
-    "aws_secret_access_key",
-    "session_token",
-    "aws_session_token",
-    "token",
-    "profile",
-    "aws_profile",
-    "credential_process",
-    "discovery",
-];
 
 impl SectionConfig for S3Config {
     /// The keys of the table above, with their aliases and environment variables.
@@ -116,37 +104,6 @@ impl SectionConfig for S3Config {
                 self.secret_access_key.is_some(),
             ),
         )
-    }
-
-    fn secret_keys() -> &'static [&'static str] {
-        &[
-            "secret_access_key",
-            "aws_secret_access_key",
-            "session_token",
-            "aws_session_token",
-            "token",
-            "credential_process",
-        ]
-    }
-}
-
-impl fmt::Debug for S3Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secret = |v: &Option<String>| v.as_ref().map(|_| "<redacted>");
-        f.debug_struct("S3Config")
-            .field("region", &self.region)
-            .field("endpoint", &self.endpoint)
-            .field("addressing", &self.addressing)
-            .field("force_path_style", &self.force_path_style)
-            .field("anonymous", &self.anonymous)
-            .field("requester_pays", &self.requester_pays)
-            .field("access_key_id", &self.access_key_id)
-            .field("secret_access_key", &secret(&self.secret_access_key))
-            .field("session_token", &secret(&self.session_token))
-            .field("profile", &self.profile)
-            .field("credential_process", &secret(&self.credential_process))
-            .field("discovery", &self.discovery)
-            .finish_non_exhaustive()
     }
 }
 

@@ -5,7 +5,7 @@
 //!
 //! | file | what it holds |
 //! | --- | --- |
-//! | `lib.rs` | this overview, [`SCHEME`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`config_section`], [`register`], [`sign`] (for providers that speak S3's protocol) |
+//! | `lib.rs` | this overview, [`SCHEMES`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`config_section`], [`register`], [`sign`] (for providers that speak S3's protocol) |
 //! | `config.rs` | [`S3Config`], the `[s3]` section and the `AWS_*` names it honours |
 //! | `backend.rs` | [`S3Backend`], the [`Backend`](karu_engine::sdk::Backend) implementation |
 //! | `request.rs` | address parsing, URL building, SigV4 signing, error answers |
@@ -85,8 +85,8 @@ pub fn sign(
     .map_err(Error::from)
 }
 
-/// The URI scheme of S3 objects.
-pub const SCHEME: &str = "s3";
+/// The URI schemes this provider registers.
+pub const SCHEMES: [&str; 1] = ["s3"];
 
 /// Address prefixes of S3 URLs on AWS, registered besides the scheme.
 pub const PATTERNS: [&str; 2] = ["https://*.amazonaws.com/", "http://*.amazonaws.com/"];
@@ -109,7 +109,7 @@ pub const FAMILY: &str = "aws";
 pub fn register(registry: &mut RegistryBuilder) {
     let mut provider = registry.provider(Arc::new(S3Backend::new()));
     provider
-        .scheme(SCHEME)
+        .scheme(SCHEMES[0])
         .credential_family(FAMILY)
         .config_section(config_section());
     for pattern in PATTERNS {

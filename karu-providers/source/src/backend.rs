@@ -4,11 +4,11 @@ use std::time::SystemTime;
 
 use karu_engine::sdk::{
     Backend, CredentialSource, Error, Locator, PerScope, PrepareContext, PreparedRequest, Resolved,
-    Snapshot, Status, credential_scope, section,
+    SectionKeys, Snapshot, Status, credential_scope, section,
 };
 use karu_provider_s3::ProfileLookup;
 
-use crate::config::{CREDENTIAL_KEYS, SourceConfig};
+use crate::config::SourceConfig;
 use crate::credential::{Anonymous, SourceCredentials};
 use crate::request;
 use crate::{FAMILY, SECTION};
@@ -49,7 +49,7 @@ impl Backend for SourceBackend {
         if config.value.anonymous.unwrap_or(false) {
             return Ok(None);
         }
-        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, &CREDENTIAL_KEYS)?;
+        let scope = credential_scope(FAMILY, snapshot, locator, SECTION, SourceConfig::CREDENTIAL)?;
         Ok(Some(self.credentials.source(scope, || {
             let c = &config.value;
             let lookup = c.signs().then(|| {

@@ -1,8 +1,6 @@
 //! The `[source]` section.
 
-use std::fmt;
-
-use karu_engine::sdk::{InvalidKey, Key, SectionConfig, check_endpoint};
+use karu_engine::sdk::{InvalidKey, Key, SectionConfig, SectionKeys, check_endpoint};
 use serde::Deserialize;
 
 use crate::request::DEFAULT_ENDPOINT;
@@ -25,7 +23,7 @@ use crate::request::DEFAULT_ENDPOINT;
 ///
 /// These credentials are Source's own scope: the S3 provider's keys, profiles and `AWS_*`
 /// environment credentials are never used for Source. Secrets never appear in `Debug`.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Deserialize, SectionKeys)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct SourceConfig {
@@ -35,34 +33,27 @@ pub struct SourceConfig {
     /// The region to sign for.
     pub region: Option<String>,
     /// A profile of the AWS config files.
+    #[karu(credential)]
     pub profile: Option<String>,
     /// A command printing credentials.
+    #[karu(secret, credential)]
     pub credential_process: Option<String>,
     /// An API key's id.
     #[serde(alias = "aws_access_key_id")]
+    #[karu(credential)]
     pub access_key_id: Option<String>,
     /// An API key's secret.
     #[serde(alias = "aws_secret_access_key")]
+    #[karu(secret, credential)]
     pub secret_access_key: Option<String>,
     /// A temporary key's session token.
     #[serde(alias = "aws_session_token")]
+    #[karu(secret, credential)]
     pub session_token: Option<String>,
     /// Never sign.
+    #[karu(credential)]
     pub anonymous: Option<bool>,
 }
-
-/// The keys that choose the credential (its scope is keyed on where they were set).
-pub(crate) const CREDENTIAL_KEYS: [&str; 9] = [
-    "profile",
-    "credential_process",
-    "access_key_id",
-    "aws_access_key_id",
-    "secret_access_key",
-    "aws_secret_access_key",
-    "session_token",
-    "aws_session_token",
-    "anonymous",
-];
 
 impl SectionConfig for SourceConfig {
     /// The keys of the table above, with their aliases and environment variables.
@@ -84,32 +75,6 @@ impl SectionConfig for SourceConfig {
                 self.secret_access_key.is_some(),
             ),
         )
-    }
-
-    fn secret_keys() -> &'static [&'static str] {
-        &[
-            "secret_access_key",
-            "aws_secret_access_key",
-            "session_token",
-            "aws_session_token",
-            "credential_process",
-        ]
-    }
-}
-
-impl fmt::Debug for SourceConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let secret = |v: &Option<String>| v.as_ref().map(|_| "<redacted>");
-        f.debug_struct("SourceConfig")
-            .field("endpoint", &self.endpoint)
-            .field("region", &self.region)
-            .field("profile", &self.profile)
-            .field("credential_process", &secret(&self.credential_process))
-            .field("access_key_id", &self.access_key_id)
-            .field("secret_access_key", &secret(&self.secret_access_key))
-            .field("session_token", &secret(&self.session_token))
-            .field("anonymous", &self.anonymous)
-            .finish_non_exhaustive()
     }
 }
 

@@ -5,7 +5,7 @@
 //!
 //! | file | what it holds |
 //! | --- | --- |
-//! | `lib.rs` | this overview, [`SCHEME`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`register`] |
+//! | `lib.rs` | this overview, [`SCHEMES`], [`PATTERNS`], [`SECTION`], [`FAMILY`], [`config_section`], [`register`] |
 //! | `config.rs` | [`SourceConfig`], the `[source]` section |
 //! | `backend.rs` | [`SourceBackend`], the [`Backend`](karu_engine::sdk::Backend) implementation |
 //! | `request.rs` | addresses and request URLs |
@@ -46,8 +46,8 @@ pub use backend::SourceBackend;
 pub use config::SourceConfig;
 pub use credential::credential;
 
-/// The URI scheme of Source files.
-pub const SCHEME: &str = "source";
+/// The URI schemes this provider registers.
+pub const SCHEMES: [&str; 1] = ["source"];
 
 /// The data proxy's URL prefix, registered besides the scheme.
 pub const PATTERNS: [&str; 1] = ["https://data.source.coop/"];
@@ -58,14 +58,20 @@ pub const SECTION: &str = "source";
 /// The credential family (for application callbacks).
 pub const FAMILY: &str = "source";
 
+/// The `[source]` section, declared by [`register`] so that a client checks it (and its
+/// path-rule overrides) when it is built; its secret keys are redacted.
+pub fn config_section() -> Section {
+    Section::of::<SourceConfig>(SECTION)
+}
+
 /// Register the Source Cooperative provider: `source://` and data proxy URLs, the `source`
 /// credential family, the `[source]` section.
 pub fn register(registry: &mut RegistryBuilder) {
     let mut provider = registry.provider(Arc::new(SourceBackend::new()));
     provider
-        .scheme(SCHEME)
+        .scheme(SCHEMES[0])
         .credential_family(FAMILY)
-        .config_section(Section::of::<SourceConfig>(SECTION));
+        .config_section(config_section());
     for pattern in PATTERNS {
         provider.prefix(pattern);
     }

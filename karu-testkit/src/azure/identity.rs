@@ -322,8 +322,8 @@ pub struct IdentityFakes {
 }
 
 impl IdentityFakes {
-    pub(super) fn start(state: Arc<AzureState>) -> std::io::Result<IdentityFakes> {
-        let server = MockServer::builder().start()?;
+    pub(super) fn start(state: Arc<AzureState>, tls: bool) -> std::io::Result<IdentityFakes> {
+        let server = MockServer::builder().tls(tls).start()?;
         let endpoints = Arc::new(Endpoints {
             state,
             registry: Mutex::default(),
@@ -331,6 +331,12 @@ impl IdentityFakes {
         });
         server.set_route(Some(endpoints.clone()));
         Ok(IdentityFakes { server, endpoints })
+    }
+
+    /// The CA file that signed the fakes' certificate (fakes over TLS only), for
+    /// `http.ca_file`.
+    pub fn ca_file(&self) -> Option<std::path::PathBuf> {
+        self.server.ca_file()
     }
 
     /// The authority host (for `azure.authority_host` / `AZURE_AUTHORITY_HOST`).

@@ -321,7 +321,17 @@ impl AzureMock {
     /// # Panics
     /// If no port can be bound on `127.0.0.1`.
     pub fn identity_fakes(&self) -> IdentityFakes {
-        IdentityFakes::start(self.state.clone())
+        IdentityFakes::start(self.state.clone(), false)
+            .unwrap_or_else(|e| panic!("karu-testkit: cannot start the identity fakes: {e}"))
+    }
+
+    /// [`identity_fakes`](AzureMock::identity_fakes) over HTTPS, with a certificate of a
+    /// generated CA ([`IdentityFakes::ca_file`]): an authority behind a private CA.
+    ///
+    /// # Panics
+    /// If no port can be bound on `127.0.0.1`.
+    pub fn identity_fakes_over_tls(&self) -> IdentityFakes {
+        IdentityFakes::start(self.state.clone(), true)
             .unwrap_or_else(|e| panic!("karu-testkit: cannot start the identity fakes: {e}"))
     }
 

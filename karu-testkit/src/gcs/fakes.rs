@@ -216,8 +216,11 @@ impl fmt::Debug for GcsAuthFakes {
 }
 
 impl GcsAuthFakes {
-    pub(super) fn start(state: Arc<GcsState>) -> GcsAuthFakes {
-        let server = MockServer::start();
+    pub(super) fn start(state: Arc<GcsState>, tls: bool) -> GcsAuthFakes {
+        let server = MockServer::builder()
+            .tls(tls)
+            .start()
+            .unwrap_or_else(|e| panic!("karu-testkit: cannot start the GCS auth fakes: {e}"));
         let route = Arc::new(FakeRoute {
             state,
             token_uri: server.url(TOKEN_PATH),
@@ -231,7 +234,14 @@ impl GcsAuthFakes {
         GcsAuthFakes { server, route }
     }
 
-    /// The token endpoint, `http://127.0.0.1:PORT/token` (the `token_uri` of the files).
+    /// The CA file that signed the fakes' certificate (fakes over TLS only), for
+    /// `http.ca_file`.
+    pub fn ca_file(&self) -> Option<std::path::PathBuf> {
+        self.server.ca_file()
+    }
+
+    /// The token endpoint, `http://127.0.0.1:PORT/token` (`https://` over TLS; the
+    /// `token_uri` of the files).
     pub fn token_uri(&self) -> String {
         self.route.token_uri.clone()
     }

@@ -272,6 +272,12 @@ impl GcsMock {
 
     /// Starts the token endpoint and metadata server fakes, whose tokens this mock accepts.
     pub fn start_auth_fakes(&self) -> GcsAuthFakes {
-        GcsAuthFakes::start(self.state.clone())
+        GcsAuthFakes::start(self.state.clone(), false)
+    }
+
+    /// [`start_auth_fakes`](GcsMock::start_auth_fakes) over HTTPS, with a certificate of a
+    /// generated CA ([`GcsAuthFakes::ca_file`]): a token endpoint behind a private CA.
+    pub fn start_auth_fakes_over_tls(&self) -> GcsAuthFakes {
+        GcsAuthFakes::start(self.state.clone(), true)
     }
 }

@@ -27,7 +27,7 @@ fn registry() -> &'static Registry {
             .provider(Arc::new(karu_provider_local::LocalBackend::with_base(
                 "/fuzz/base",
             )))
-            .scheme(karu_provider_local::SCHEME);
+            .scheme(karu_provider_local::SCHEMES[0]);
         registry
             .build()
             .unwrap_or_else(|e| panic!("Karu's providers register: {e}"))
