@@ -39,13 +39,13 @@ const CONFIG_FILE_LIMIT: u64 = 4 << 20;
 /// regular file, UTF-8, at most [`CONFIG_FILE_LIMIT`] bytes), or `None` when it cannot be.
 fn read_config_file(path: &std::path::Path) -> Option<(String, String)> {
     let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let text = karu_config::read_regular_text(&path, CONFIG_FILE_LIMIT).ok()?;
+    let text = karu::config::read_regular_text(&path, CONFIG_FILE_LIMIT).ok()?;
     Some((path.display().to_string(), text))
 }
 
 /// Configuration errors in the words of `karu.Client`'s arguments, not the Rust API's.
-fn python_wording() -> karu_config::Wording {
-    karu_config::Wording::new(
+fn python_wording() -> karu::config::Wording {
+    karu::config::Wording::new(
         "given as karu.Client(config=...)",
         "karu.Client keyword",
         "path rules are given as karu.Client(paths={prefix: {key: value}})",
