@@ -29,6 +29,17 @@
 
 pub use karu_providers::{enabled, register_all};
 
+/// The credential families of Karu's providers whose callbacks return a
+/// [`BearerToken`](crate::BearerToken): `"gcp"` (Google Cloud Storage), `"azure"` (Azure Blob
+/// and Data Lake Storage), `"hf"` (Hugging Face). Faces that take a callback's answer in
+/// their own terms (C, Python) refuse a key pair for these, naming the family.
+pub const BEARER_FAMILIES: [&str; 3] = ["gcp", "azure", "hf"];
+
+/// The credential families of Karu's providers whose callbacks return an S3 key pair
+/// ([`s3::credential`](crate::providers::s3::credential)): `"aws"` (S3 and S3-compatible
+/// stores) and `"source"` (Source Cooperative). Faces refuse a bearer token for these.
+pub const AWS_KEY_FAMILIES: [&str; 2] = ["aws", "source"];
+
 #[cfg(feature = "local")]
 pub mod local {
     //! Local files: plain paths and `file://` URIs.
