@@ -43,7 +43,7 @@ impl karu_locator {
 /// `client` is NULL or live; `address` is NULL or NUL-terminated; `out_locator` is NULL or
 /// valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn karu_locate(
+pub unsafe extern "C" fn karu_client_locate(
     client: *const karu_client,
     address: *const c_char,
     out_locator: *mut *mut karu_locator,
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn karu_locator_last_error(
 ///
 /// # Safety
 ///
-/// `locator` is NULL or from `karu_locate` / `karu_locator_window`, not used afterwards.
+/// `locator` is NULL or from `karu_client_locate` / `karu_locator_window`, not used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn karu_locator_free(locator: *mut karu_locator) -> karu_status {
     entry(|| {

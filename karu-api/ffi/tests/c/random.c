@@ -562,7 +562,7 @@ static void run_case(karu_client *client) {
             why = "has no locator";
         }
         karu_batch *refused = NULL;
-        CHECK_STATUS(karu_batch_submit(client, reads, n, NULL, &refused), KARU_ERR_INVALID);
+        CHECK_STATUS(karu_client_submit(client, reads, n, NULL, &refused), KARU_ERR_INVALID);
         char message[512];
         CHECK_OK(karu_client_last_error(client, message, sizeof message, NULL));
         if (refused != NULL || strstr(message, why) == NULL)
@@ -584,7 +584,7 @@ static void run_case(karu_client *client) {
                 options.max_amplification = amplifications[between(0, 2)];
         if (chance(20)) options.fields |= KARU_OPT_ONE_VERSION;
     }
-    CHECK_OK(karu_batch_submit(client, reads, n, with_options ? &options : NULL, &batch));
+    CHECK_OK(karu_client_submit(client, reads, n, with_options ? &options : NULL, &batch));
     free(reads); /* copied at submit */
     karu_stats stats;
     CHECK_OK(karu_batch_stats(batch, &stats));
