@@ -11,6 +11,7 @@
 //! the bytes that exist.
 
 mod convert;
+mod credentials;
 mod runtime;
 
 use std::sync::Mutex;
@@ -65,8 +66,10 @@ impl Client {
     ///
     /// The config file is read once, here, and its text kept ([`Client::captured_config`]):
     /// a pickled client carries it to processes where the file may not exist.
+    /// `credentials`: `(family, callable)` credential callbacks (`credentials::PyCallback`),
+    /// a family of `None` standing for every family that takes a key pair or a token.
     #[new]
-    #[pyo3(signature = (config=None, settings=Vec::new(), path_settings=Vec::new(), isolated=false, config_text=None))]
+    #[pyo3(signature = (config=None, settings=Vec::new(), path_settings=Vec::new(), isolated=false, config_text=None, credentials=Vec::new()))]
     fn new(
         py: Python<'_>,
         config: Option<std::path::PathBuf>,
@@ -74,6 +77,7 @@ impl Client {
         path_settings: Vec<(String, String, String)>,
         isolated: bool,
         config_text: Option<(String, String)>,
+        credentials: Vec<(Option<String>, Py<PyAny>)>,
     ) -> PyResult<Self> {
         let mut builder = karu::Client::builder().wording(python_wording());
         if isolated {
@@ -95,6 +99,16 @@ impl Client {
         }
         for (prefix, key, value) in path_settings {
             builder = builder.path_set(&prefix, &key, convert::json(&key, &value)?);
+        }
+        for (family, callable) in credentials {
+            let families = match family {
+                Some(family) => vec![family],
+                None => credentials::families(),
+            };
+            for family in families {
+                let callback = credentials::PyCallback::new(family.clone(), callable.clone_ref(py));
+                builder = builder.credential_callback(&family, callback);
+            }
         }
         let inner = py
             .detach(|| builder.build())
