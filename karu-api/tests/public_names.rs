@@ -7,84 +7,79 @@
 use std::sync::Arc;
 
 /// What `ClientBuilder`, `Client` and a batch hand out.
-fn client_types(
-    _: karu::ClientBuilder,
-    _: karu::Client,
-    _: karu::Batch,
-    _: karu::ScopedBatch<'static>,
-    _: karu::BatchOptions,
-    _: karu::BatchStats,
-    _: karu::Completion,
-    _: karu::Next,
-    _: karu::Ends,
-    _: karu::ObjectInfo,
-    _: karu::TransportStats,
-    _: karu::CredentialStats,
-    _: karu::Timing,
-    _: karu::ObjectReader,
-    _: karu::ProcessStamp,
-) {
-}
+type ClientTypes = (
+    karu::ClientBuilder,
+    karu::Client,
+    karu::Batch,
+    karu::ScopedBatch<'static>,
+    karu::BatchOptions,
+    karu::BatchStats,
+    karu::Completion,
+    karu::Next,
+    karu::Ends,
+    karu::ObjectInfo,
+    karu::TransportStats,
+    karu::CredentialStats,
+    karu::Timing,
+    karu::ObjectReader,
+    karu::ProcessStamp,
+);
 
 /// The model: addresses, ranges, outcomes.
-fn model_types(
-    _: karu::Locator,
-    _: karu::CanonicalPath,
-    _: karu::Window,
-    _: karu::Target,
-    _: karu::Read<'static>,
-    _: karu::RangeSpec,
-    _: karu::ContentRange,
-    _: karu::Status,
-    _: karu::Error,
-    _: karu::Evidence,
-    _: karu::Mismatch,
-    _: karu::Rejection,
-) {
-}
+type ModelTypes = (
+    karu::Locator,
+    karu::CanonicalPath,
+    karu::Window,
+    karu::Target,
+    karu::Read<'static>,
+    karu::RangeSpec,
+    karu::ContentRange,
+    karu::Status,
+    karu::Error,
+    karu::Evidence,
+    karu::Mismatch,
+    karu::Rejection,
+);
 
 /// Credential callbacks and their values.
-fn credential_types(
-    _: karu::Credential,
-    _: karu::CallbackCredential,
-    _: karu::BearerToken,
-    _: Arc<dyn karu::CredentialCallback>,
-    _: Arc<dyn karu::Clock>,
-    _: karu::SystemClock,
-) {
-}
+type CredentialTypes = (
+    karu::Credential,
+    karu::CallbackCredential,
+    karu::BearerToken,
+    Arc<dyn karu::CredentialCallback>,
+    Arc<dyn karu::Clock>,
+    karu::SystemClock,
+);
 
 /// The configuration a client captures (`Client::snapshot`, `ClientBuilder::wording`,
 /// `Snapshot::global`, `Snapshot::explain`, `ConfigBuilder::build`).
-fn config_types(
-    _: karu::ConfigBuilder,
-    _: karu::Snapshot,
-    _: karu::config::Settings,
-    _: karu::config::PlannerSettings,
-    _: karu::config::HttpSettings,
-    _: karu::config::RetrySettings,
-    _: karu::config::Explanation,
-    _: karu::config::Explained,
-    _: karu::config::ConfigError,
-    _: karu::config::ConfigErrorKind,
-    _: karu::config::Origin,
-    _: karu::config::Scoped<()>,
-    _: karu::config::Section,
-    _: karu::config::Wording,
-    _: karu::config::ByteSize,
-    _: karu::config::Seconds,
-) {
-}
+type ConfigTypes = (
+    karu::ConfigBuilder,
+    karu::Snapshot,
+    karu::config::Settings,
+    karu::config::PlannerSettings,
+    karu::config::HttpSettings,
+    karu::config::RetrySettings,
+    karu::config::Explanation,
+    karu::config::Explained,
+    karu::config::ConfigError,
+    karu::config::ConfigErrorKind,
+    karu::config::Origin,
+    karu::config::Scoped<()>,
+    karu::config::Section,
+    karu::config::Wording,
+    karu::config::ByteSize,
+    karu::config::Seconds,
+);
 
 /// What `ClientBuilder::provider`, `Registry` and `Locator` hand out of the provider SDK.
-fn sdk_types(
-    _: karu::Registry,
-    _: karu::sdk::RegistryBuilder,
-    _: Arc<dyn karu::sdk::Backend>,
-    _: karu::sdk::Resolved,
-    _: karu::sdk::PreparedRequest,
-) {
-}
+type SdkTypes = (
+    karu::Registry,
+    karu::sdk::RegistryBuilder,
+    Arc<dyn karu::sdk::Backend>,
+    karu::sdk::Resolved,
+    karu::sdk::PreparedRequest,
+);
 
 #[test]
 fn a_provider_registers_through_karu_alone() {
