@@ -36,8 +36,8 @@ pub use karu_providers::{enabled, register_all};
 pub const BEARER_FAMILIES: [&str; 3] = ["gcp", "azure", "hf"];
 
 /// The credential families of Karu's providers whose callbacks return an S3 key pair
-/// ([`s3::credential`](crate::providers::s3::credential)): `"aws"` (S3 and S3-compatible
-/// stores) and `"source"` (Source Cooperative). Faces refuse a bearer token for these.
+/// ([`s3::credential`]): `"aws"` (S3 and S3-compatible stores) and `"source"` (Source
+/// Cooperative). Faces refuse a bearer token for these.
 pub const AWS_KEY_FAMILIES: [&str; 2] = ["aws", "source"];
 
 #[cfg(feature = "local")]
