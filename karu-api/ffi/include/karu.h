@@ -9,7 +9,8 @@
  * every object has its *_free function (NULL is ignored); buffers Karu allocates are released
  * with karu_free; a NULL object or out-pointer, or any other invalid argument, is answered
  * KARU_ERR_INVALID, never a crash; no panic crosses this boundary (KARU_ERR_INTERNAL).
- * Thread safety is documented on each object and function.
+ * Thread safety is documented on each object and function. Names are karu_<object>_<verb>
+ * (karu_client_locate, karu_client_submit, karu_batch_next, karu_credential_set_token).
  */
 
 #ifndef KARU_H
@@ -55,7 +56,7 @@
 #define KARU_SIZE_UNKNOWN UINT64_MAX
 
 /**
- * `length` of `karu_locator_window` for a window that runs to the end of the object.
+ * `length` of `karu_locator_with_window` for a window that runs to the end of the object.
  */
 #define KARU_TO_END UINT64_MAX
 
@@ -936,12 +937,12 @@ karu_status karu_free(uint8_t *data, size_t len);
  *
  * # Safety
  *
- * `locator` is NULL or from `karu_client_locate` / `karu_locator_window`, not used afterwards.
+ * `locator` is NULL or from `karu_client_locate` / `karu_locator_with_window`, not used afterwards.
  */
 karu_status karu_locator_free(struct karu_locator *locator);
 
 /**
- * The message of the last `karu_locator_window` on `locator` that failed on this thread
+ * The message of the last `karu_locator_with_window` on `locator` that failed on this thread
  * (`""` if none), copied as `karu_client_last_error` does.
  *
  * Thread safety: any threads at once; each thread sees its own calls' messages.
@@ -983,10 +984,10 @@ karu_status karu_locator_name(const struct karu_locator *locator,
  *
  * `locator` is NULL or live; `out_locator` is NULL or valid for one write.
  */
-karu_status karu_locator_window(const struct karu_locator *locator,
-                                uint64_t start,
-                                uint64_t length,
-                                struct karu_locator **out_locator);
+karu_status karu_locator_with_window(const struct karu_locator *locator,
+                                     uint64_t start,
+                                     uint64_t length,
+                                     struct karu_locator **out_locator);
 
 /**
  * Release a reader (NULL is ignored).

@@ -290,9 +290,9 @@ class Locator {
     }
 
     /// A locator exposing `[start, start + length)` of this one (no length: to the end).
-    Expected<Locator> window(std::uint64_t start, std::optional<std::uint64_t> length = std::nullopt) const {
+    Expected<Locator> with_window(std::uint64_t start, std::optional<std::uint64_t> length = std::nullopt) const {
         karu_locator *raw = nullptr;
-        karu_status s = karu_locator_window(handle_.get(), start, length.value_or(KARU_TO_END), &raw);
+        karu_status s = karu_locator_with_window(handle_.get(), start, length.value_or(KARU_TO_END), &raw);
         if (s != KARU_OK) {
             return unexpected(detail::error(s, detail::last_error<karu_locator>(karu_locator_last_error, handle_.get())));
         }

@@ -63,7 +63,7 @@ pub use credential::{
 };
 pub use locator::{
     KARU_TO_END, karu_client_locate, karu_locator, karu_locator_free, karu_locator_last_error,
-    karu_locator_name, karu_locator_window,
+    karu_locator_name, karu_locator_with_window,
 };
 pub use reader::{
     karu_reader, karu_reader_free, karu_reader_last_error, karu_reader_open, karu_reader_read_at,

@@ -265,12 +265,12 @@ fn every_pointer_argument_may_be_null_and_is_refused() {
             karu_locator_name(o.locator, null_mut(), cap, &mut usize_out),
         );
         invalid(
-            "karu_locator_window",
-            karu_locator_window(null(), 0, 1, &mut locator),
+            "karu_locator_with_window",
+            karu_locator_with_window(null(), 0, 1, &mut locator),
         );
         invalid(
-            "karu_locator_window",
-            karu_locator_window(o.locator, 0, 1, null_mut()),
+            "karu_locator_with_window",
+            karu_locator_with_window(o.locator, 0, 1, null_mut()),
         );
         invalid(
             "karu_client_stat",

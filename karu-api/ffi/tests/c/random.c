@@ -76,7 +76,7 @@ enum expect { EXPECT_OK, EXPECT_END, EXPECT_STATUS };
 struct ask {
     int object;
     uint64_t window_start;  /* absolute start of the read's window (0 without one) */
-    int windowed;           /* read through a `karu_locator_window` */
+    int windowed;           /* read through a `karu_locator_with_window` */
     uint64_t window_length; /* KARU_TO_END or the bounded window's length */
     uint64_t offset;        /* relative to the window */
     uint64_t length;
@@ -537,7 +537,7 @@ static void run_case(karu_client *client) {
         if (a->length > 0 && a->length <= (1u << 20) && chance(50)) a->dst = malloc((size_t)a->length);
         const karu_locator *locator = objects[a->object].locator;
         if (a->windowed) {
-            CHECK_OK(karu_locator_window(locator, a->window_start, a->window_length, &windows[i]));
+            CHECK_OK(karu_locator_with_window(locator, a->window_start, a->window_length, &windows[i]));
             locator = windows[i];
         }
         reads[i] = read_of(locator, a->offset, a->length, a->dst, a->tag);

@@ -56,7 +56,7 @@ static void nulls_are_invalid(karu_client *client, karu_locator *local) {
     CHECK_STATUS(karu_client_locate(NULL, "/x", &locator), KARU_ERR_INVALID);
     CHECK_STATUS(karu_client_locate(client, NULL, &locator), KARU_ERR_INVALID);
     CHECK_STATUS(karu_client_locate(client, "/x", NULL), KARU_ERR_INVALID);
-    CHECK_STATUS(karu_locator_window(NULL, 0, 1, &locator), KARU_ERR_INVALID);
+    CHECK_STATUS(karu_locator_with_window(NULL, 0, 1, &locator), KARU_ERR_INVALID);
     CHECK_STATUS(karu_client_submit(NULL, NULL, 0, NULL, &batch), KARU_ERR_INVALID);
     CHECK_STATUS(karu_client_submit(client, NULL, 0, NULL, NULL), KARU_ERR_INVALID);
     CHECK_STATUS(karu_client_submit(client, NULL, 3, NULL, &batch), KARU_ERR_INVALID);
@@ -140,9 +140,9 @@ int main(int argc, char **argv) {
 
     /* Windows: [1000, +5000) of the file, [500000, +1000) of the object. */
     karu_locator *local_window = NULL, *remote_window = NULL, *bad_window = NULL;
-    CHECK_OK(karu_locator_window(local, 1000, 5000, &local_window));
-    CHECK_OK(karu_locator_window(remote, 500000, 1000, &remote_window));
-    CHECK_STATUS(karu_locator_window(local_window, 4000, 2000, &bad_window), KARU_ERR_INVALID_RANGE);
+    CHECK_OK(karu_locator_with_window(local, 1000, 5000, &local_window));
+    CHECK_OK(karu_locator_with_window(remote, 500000, 1000, &remote_window));
+    CHECK_STATUS(karu_locator_with_window(local_window, 4000, 2000, &bad_window), KARU_ERR_INVALID_RANGE);
     CHECK(bad_window == NULL);
     char window_error[256];
     CHECK_OK(karu_locator_last_error(local_window, window_error, sizeof window_error, NULL));
@@ -167,9 +167,9 @@ int main(int argc, char **argv) {
     CHECK(size == SIZE && etag_len > 2 && etag[0] == '"');
     CHECK_STATUS(karu_client_stat(client, missing, &size, NULL, 0, NULL), KARU_ERR_NOT_FOUND);
     karu_locator *past_end = NULL, *remote_past_end = NULL, *missing_window = NULL;
-    CHECK_OK(karu_locator_window(local, SIZE - 10, 100, &past_end));
-    CHECK_OK(karu_locator_window(remote, SIZE - 3, 100, &remote_past_end));
-    CHECK_OK(karu_locator_window(missing, 0, 4, &missing_window));
+    CHECK_OK(karu_locator_with_window(local, SIZE - 10, 100, &past_end));
+    CHECK_OK(karu_locator_with_window(remote, SIZE - 3, 100, &remote_past_end));
+    CHECK_OK(karu_locator_with_window(missing, 0, 4, &missing_window));
     CHECK_OK(karu_client_stat(client, past_end, &size, NULL, 0, NULL));
     CHECK(size == 10);
     char window_etag[128];

@@ -73,9 +73,9 @@ int main(int argc, char **argv) {
     auto nowhere = client.locate("gopher://example/x");
     CHECK(!nowhere && nowhere.error().status == karu::Status::Unsupported);
     CHECK(nowhere.error().message.find("gopher") != std::string::npos);
-    karu::Locator window = local.window(1000, 5000).value();
+    karu::Locator window = local.with_window(1000, 5000).value();
     CHECK(window.name().find("[1000, +5000)") != std::string::npos);
-    auto outside = window.window(4000, 2000);
+    auto outside = window.with_window(4000, 2000);
     CHECK(!outside && outside.error().status == karu::Status::InvalidRange);
     CHECK(outside.error().message.find("window") != std::string::npos);
 
