@@ -128,7 +128,8 @@ impl ClientBuilder {
     /// to the providers enabled by `karu`'s cargo features: `.provider(my_provider::register)`.
     /// The function declares the provider's backend, the schemes and address prefixes it
     /// serves, its credential family and its configuration section (see
-    /// `karu_engine::sdk`, the provider SDK); [`build`](Self::build) checks that section
+    /// [`sdk::RegistryBuilder`](crate::sdk::RegistryBuilder), the provider SDK);
+    /// [`build`](Self::build) checks that section
     /// as it checks Karu's own. It runs for every client `build` makes, so each client has
     /// backends of its own; a pattern also registered by an earlier provider is served by this
     /// one.
@@ -140,15 +141,20 @@ impl ClientBuilder {
         self
     }
 
-    /// Name configuration errors in the words of another interface (the `karu` command says
-    /// `--config` and `--set`).
+    /// Name configuration errors in the words of another interface: for faces of Karu that
+    /// take options their own way (the `karu` command says `--config` and `--set`, Python's
+    /// `karu.Client` its keywords). See [`config::Wording`](crate::config::Wording).
     pub fn wording(mut self, wording: Wording) -> Self {
         self.config = self.config.wording(wording);
         self
     }
 
-    /// Provide credentials for a provider family (`"aws"`, ...) from the application, e.g. a
-    /// vendor SDK or a secret manager, instead of Karu's own discovery. The callback receives
+    /// Provide credentials for a provider family (`"aws"`, `"gcp"`, `"azure"`, `"hf"`, ...: each
+    /// provider's `FAMILY` in [`providers`](crate::providers)) from the application, e.g. a
+    /// vendor SDK or a secret manager, instead of Karu's own discovery. Its value is a
+    /// [`Credential`](crate::Credential) holding what the family's provider accepts: an S3 key
+    /// pair ([`providers::s3::credential`](crate::providers::s3::credential)) for `"aws"`, a
+    /// [`BearerToken`](crate::BearerToken) for `"gcp"`, `"azure"` and `"hf"`. The callback receives
     /// the canonical path; it may return an expiry and a canonical prefix where its value is
     /// valid (Karu caches it there, only if the path is inside it; without a prefix it is
     /// called for every request). Calls for different paths may run concurrently, but cold
@@ -394,7 +400,7 @@ impl Client {
     /// the returned batch cancels its pending reads and waits until no transfer references a
     /// borrowed destination, as a scope's end would. This is what a foreign-language binding
     /// needs when the destinations belong to a caller that frees the batch explicitly (the C
-    /// ABI's `karu_batch_submit` with caller buffers, `karu_batch_free`); Rust code should
+    /// ABI's `karu_client_submit` with caller buffers, `karu_batch_free`); Rust code should
     /// use [`Client::scope`], which is safe.
     ///
     /// # Safety

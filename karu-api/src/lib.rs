@@ -109,13 +109,42 @@
 //! Karu's own providers (local files, plain HTTP, S3) are chosen by cargo features, all on by
 //! default. A third-party provider crate is added in one line with
 //! [`ClientBuilder::provider`]`(its_crate::register)`; provider crates are written against the
-//! provider SDK, `karu_engine::sdk`, never against this crate.
+//! provider SDK, `karu_engine::sdk`, never against this crate. What an application calls of
+//! Karu's own providers (their credential families and the credential values a callback
+//! returns) is in [`providers`].
+//!
+//! # Credential callbacks
+//!
+//! An application that already holds credentials (a vendor SDK, a secret manager) hands them
+//! to Karu with [`ClientBuilder::credential_callback`], per family: `"aws"` (S3; a key pair
+//! from [`providers::s3::credential`]), and `"gcp"`, `"azure"` and `"hf"` (Google Cloud
+//! Storage, Azure, Hugging Face), which take a [`BearerToken`]:
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use karu::{BearerToken, CallbackCredential, CanonicalPath, Credential};
+//!
+//! let client = karu::Client::builder()
+//!     .user_config_file(None)
+//!     .project_config_file(None)
+//!     .credential_callback("gcp", |path: &CanonicalPath| {
+//!         let token = BearerToken::new("ya29.from-my-sdk");
+//!         let expires = SystemTime::now() + Duration::from_secs(3600);
+//!         let bucket = path.as_str().split('/').take(3).collect::<Vec<_>>().join("/");
+//!         // Reused for every object of the bucket until it nears its expiry.
+//!         Ok(CallbackCredential::for_prefix(Credential::new(token).with_expiry(Some(expires)), bucket))
+//!     })
+//!     .build()?;
+//! # let _ = client;
+//! # Ok::<(), karu::Error>(())
+//! ```
 
 mod client;
 #[cfg(any(feature = "azure-core", feature = "gcp-auth"))]
 mod doors;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+pub mod providers;
 mod reader;
 
 /// What of an address, a URL or a text may appear in a message or a log: user information and
@@ -123,15 +152,26 @@ mod reader;
 /// faces that echo what a user wrote, as the `karu` command does.
 pub use karu_engine::sdk::redact;
 
-/// The providers of this build, for their configuration types and helpers (for example
-/// `karu::providers::s3::credential` to build an S3 credential in a credential callback).
-pub use karu_providers as providers;
+/// The layered configuration a client captures: [`ConfigBuilder`], the [`Snapshot`] and what
+/// it answers ([`config::Settings`], [`config::Explanation`], [`config::Origin`],
+/// [`config::Scoped`] sections), [`config::ConfigError`], the units (`ByteSize`, `Seconds`),
+/// and [`config::Wording`], which names the options of another interface in configuration
+/// errors (the `karu` command's `--set`, Python's `karu.Client` keywords).
+pub use karu_config as config;
+
+/// The provider SDK (`karu_engine::sdk`): what a provider implements and declares
+/// ([`sdk::Backend`], [`sdk::RegistryBuilder`], [`sdk::Resolved`], configuration
+/// [`sdk::Section`]s, ...), named here because [`ClientBuilder::provider`], [`Registry`] and
+/// [`Locator`] hand it out. A provider crate is written against `karu_engine::sdk` itself,
+/// never against this crate.
+pub use karu_engine::sdk;
 
 pub use client::{Client, ClientBuilder};
 pub use karu_config::{ConfigBuilder, Snapshot};
 /// Which process made something: for bindings that keep state of their own beside a client's
 /// and must tell, after a fork, what belongs to another process (see [`Client`]'s fork safety).
 pub use karu_engine::ProcessStamp;
+pub use karu_engine::sdk::BearerToken;
 pub use karu_engine::{
     Batch, BatchOptions, BatchStats, CanonicalPath, Completion, ContentRange, Ends, Error,
     Evidence, Locator, Mismatch, Next, ObjectInfo, RangeSpec, Read, Registry, Rejection, Scope,

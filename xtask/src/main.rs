@@ -11,6 +11,7 @@ mod header;
 mod install;
 mod install_check;
 mod layers;
+mod public_api;
 mod python;
 mod python_bench;
 mod sdk;
@@ -59,6 +60,10 @@ enum Task {
         #[arg(long, value_name = "DIR")]
         engine_src: Option<PathBuf>,
     },
+    /// Check that every type of Karu's crates that `karu` hands out (in a signature of an item
+    /// it exports) is named by `karu`: re-exported, or hidden. Reads rustdoc's JSON, so it
+    /// needs the nightly toolchain (`rustup toolchain install nightly`).
+    PublicApi,
     /// Build the Python wheel (karu-api/python) with maturin (from PyPI, in a virtual
     /// environment under target/python/venv) and install it there; `--test` also runs the
     /// pytest suite against the testkit's mock server.
@@ -114,6 +119,7 @@ fn main() -> ExitCode {
             }
         }
         Task::Header => header::write(&workspace_root()),
+        Task::PublicApi => public_api::run(),
         Task::Install(args) => install::run(args),
         Task::Bench { args } => bench::run(&args),
         Task::Conformance(args) => conformance::run(*args),

@@ -4,8 +4,8 @@
 //!   `karu` facade or the other crates of Karu's own, and no path into `karu-engine` but
 //!   `karu_engine::sdk`;
 //! - the faces nested under `karu-api/` (the CLI, the C ABI, Python, object_store) use
-//!   `karu`'s public API: no dependency on `karu-engine` or a provider crate, and no path into
-//!   the engine but `karu_engine::sdk`;
+//!   `karu`'s public API: no dependency on `karu-engine`, `karu-config` or a provider crate,
+//!   no `karu_config` path, and no path into the engine but `karu_engine::sdk`;
 //! - no crate names an item the engine hides from its documentation (`#[doc(hidden)]`).
 
 use std::path::{Path, PathBuf};
@@ -19,9 +19,10 @@ const NOT_FOR_PROVIDERS: [&str; 5] = [
     "karu-testkit",
 ];
 
-/// Karu's crates a face may not depend on: the engine and the providers are reached through
-/// `karu` (and a face's tests use `karu` and the testkit).
-const NOT_FOR_FACES: [&str; 2] = ["karu-engine", "karu-providers"];
+/// Karu's crates a face may not depend on: the engine, the configuration and the providers
+/// are reached through `karu` (`karu::sdk`, `karu::config`, `karu::providers`), in the face's
+/// code and in its tests alike (which use `karu` and the testkit).
+const NOT_FOR_FACES: [&str; 3] = ["karu-engine", "karu-config", "karu-providers"];
 
 /// Where crates other than the engine keep their sources (the checker's own are left out:
 /// its tests spell forbidden paths on purpose).
@@ -65,7 +66,7 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
         for file in rust_files(&dir.join("src"))? {
             let text = std::fs::read_to_string(&file)
                 .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-            for (line, problem) in engine_paths(&text) {
+            for (line, problem) in face_source_problems(&text) {
                 problems.push(format!("{}:{line}: {problem}", file.display()));
             }
         }
@@ -112,12 +113,12 @@ fn face_crates(root: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(dirs)
 }
 
-/// Dependencies a face's manifest may not have: the engine and the provider crates, in
-/// `[dependencies]` and `[build-dependencies]`.
+/// Dependencies a face's manifest may not have: the engine, the configuration and the
+/// provider crates, in any table (its tests use `karu` too).
 fn face_manifest_problems(text: &str) -> Result<Vec<String>, String> {
     let manifest: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
     let mut problems = Vec::new();
-    for table in ["dependencies", "build-dependencies"] {
+    for table in ["dependencies", "build-dependencies", "dev-dependencies"] {
         let Some(deps) = manifest.get(table).and_then(|t| t.as_table()) else {
             continue;
         };
@@ -270,6 +271,22 @@ fn source_problems(text: &str) -> Vec<(usize, String)> {
     problems
 }
 
+/// Lines (1-based) of a face's source that reach past `karu`: [`engine_paths`], and a
+/// `karu_config::` path (the configuration is `karu::config`).
+fn face_source_problems(text: &str) -> Vec<(usize, String)> {
+    let mut problems = engine_paths(text);
+    for (i, line) in text.lines().enumerate() {
+        if has_path(line, "karu_config::") {
+            problems.push((
+                i + 1,
+                "karu_config is reached through karu::config".to_string(),
+            ));
+        }
+    }
+    problems.sort_by_key(|(line, _)| *line);
+    problems
+}
+
 /// Lines (1-based) with a `karu_engine::` path not followed by `sdk` (code and docs).
 fn engine_paths(text: &str) -> Vec<(usize, String)> {
     let mut problems = Vec::new();
@@ -346,8 +363,24 @@ mod tests {
     fn faces_depend_on_karu_and_name_the_engine_only_through_the_sdk() {
         let ok = "[dependencies]\nkaru.workspace = true\n[dev-dependencies]\nkaru-testkit.workspace = true\n";
         assert_eq!(face_manifest_problems(ok).unwrap(), Vec::<String>::new());
-        let bad = "[dependencies]\nkaru-engine.workspace = true\nkaru-provider-s3 = \"1\"\n";
-        assert_eq!(face_manifest_problems(bad).unwrap().len(), 2);
+        let bad = "[dependencies]\nkaru-engine.workspace = true\nkaru-provider-s3 = \"1\"\n\
+                   karu-config.workspace = true\n[dev-dependencies]\nkaru-config.workspace = true\n";
+        assert_eq!(
+            face_manifest_problems(bad).unwrap(),
+            [
+                "[dependencies] has karu-config (a face uses `karu`)",
+                "[dependencies] has karu-engine (a face uses `karu`)",
+                "[dependencies] has karu-provider-s3 (a face uses `karu`)",
+                "[dev-dependencies] has karu-config (a face uses `karu`)",
+            ]
+        );
+        let lines: Vec<usize> = face_source_problems(
+            "use karu::config::Wording;\nuse karu_config::Wording;\nfn f() -> karu_config::Settings {}\n",
+        )
+        .iter()
+        .map(|(l, _)| *l)
+        .collect();
+        assert_eq!(lines, [2, 3]);
         let lines: Vec<usize> = engine_paths(
             "use karu_engine::sdk::Status;\nuse karu_engine::Engine;\nkaru_engine::sdkx::y\n",
         )

@@ -270,7 +270,7 @@ fn addresses(providers: &[&str]) -> String {
 
 /// Where configuration comes from.
 fn configuration() -> String {
-    let global_only: Vec<String> = karu_config::Settings::GLOBAL_ONLY
+    let global_only: Vec<String> = karu::config::Settings::GLOBAL_ONLY
         .iter()
         .map(|key| match *key {
             "planner" => "planner.*".to_owned(),

@@ -34,8 +34,8 @@ mod wait;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use karu::config::Wording;
 use karu::{Client, Error, Locator};
-use karu_config::Wording;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -211,7 +211,7 @@ fn bad_address(client: &Client, address: &str, error: &Error) -> String {
                 "{shown}: unknown scheme \"{lower}\" (karu reads {}, and paths)",
                 schemes.join(", ")
             );
-            if let Some(known) = karu_config::closest(&lower, &schemes) {
+            if let Some(known) = karu::config::closest(&lower, &schemes) {
                 let corrected = format!("{known}{}", &address[scheme.len()..]);
                 message.push_str(&format!(
                     "; did you mean \"{}\"?",

@@ -7,7 +7,7 @@
 //! files accept as powers of 1,000, are refused here with a message saying what to write, so
 //! that `1kb` and `1K` never mean different things without a word.
 
-use karu_config::ByteSize;
+use karu::config::ByteSize;
 
 /// The binary units, by the letter that starts them.
 const BINARY: [char; 6] = ['k', 'm', 'g', 't', 'p', 'e'];

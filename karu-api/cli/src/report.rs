@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use karu::Status;
-use karu_config::ByteSize;
+use karu::config::ByteSize;
 
 use crate::outcome::say;
 

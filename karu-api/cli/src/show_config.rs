@@ -2,7 +2,7 @@
 //! path rule that supplied each, secrets redacted.
 
 use karu::Client;
-use karu_config::Settings;
+use karu::config::Settings;
 use serde_json::json;
 
 use crate::locate;
@@ -45,7 +45,7 @@ pub(crate) fn run(
                 "source": value.source,
                 "line": value.line,
                 "rule": match &value.origin {
-                    karu_config::Origin::PathRule { prefix, .. } => Some(prefix),
+                    karu::config::Origin::PathRule { prefix, .. } => Some(prefix),
                     _ => None,
                 },
             });

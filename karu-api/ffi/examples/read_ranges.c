@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
     karu_client_builder_free(builder);
 
     karu_locator *object = NULL;
-    if ((status = karu_locate(client, argv[1], &object)) != KARU_OK) die(client, argv[1], status);
+    if ((status = karu_client_locate(client, argv[1], &object)) != KARU_OK) die(client, argv[1], status);
 
     /* One probe: the size, and the strong ETag that could pin later reads (if_match). */
     uint64_t size = 0;
@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
     }
 
     karu_batch *batch = NULL;
-    if ((status = karu_batch_submit(client, reads, count, NULL, &batch)) != KARU_OK) {
+    if ((status = karu_client_submit(client, reads, count, NULL, &batch)) != KARU_OK) {
         die(client, "submit", status);
     }
     karu_stats stats;

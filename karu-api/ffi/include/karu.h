@@ -9,7 +9,8 @@
  * every object has its *_free function (NULL is ignored); buffers Karu allocates are released
  * with karu_free; a NULL object or out-pointer, or any other invalid argument, is answered
  * KARU_ERR_INVALID, never a crash; no panic crosses this boundary (KARU_ERR_INTERNAL).
- * Thread safety is documented on each object and function.
+ * Thread safety is documented on each object and function. Names are karu_<object>_<verb>
+ * (karu_client_locate, karu_client_submit, karu_batch_next, karu_credential_set_token).
  */
 
 #ifndef KARU_H
@@ -55,7 +56,7 @@
 #define KARU_SIZE_UNKNOWN UINT64_MAX
 
 /**
- * `length` of `karu_locator_window` for a window that runs to the end of the object.
+ * `length` of `karu_locator_with_window` for a window that runs to the end of the object.
  */
 #define KARU_TO_END UINT64_MAX
 
@@ -288,6 +289,18 @@ typedef struct karu_stats {
 } karu_stats;
 
 /**
+ * An application credential callback (see `karu_client_builder_credential_callback`):
+ * `ctx` as registered, the canonical path of the object (`"s3://bucket/key"`,
+ * NUL-terminated, valid during the call), and the credential to fill in with
+ * `karu_credential_set_*` (valid during the call). Returns `KARU_OK` (a `karu_status`) when
+ * it set a credential; any other value fails the reads that needed it with
+ * `KARU_ERR_CREDENTIALS`.
+ */
+typedef uint32_t (*karu_credential_callback)(void *ctx,
+                                             const char *canonical_path,
+                                             struct karu_credential_out *out);
+
+/**
  * One read: where the bytes live, which range, where they go, and the tag its completion
  * carries.
  */
@@ -352,18 +365,6 @@ typedef struct karu_batch_options {
     uint32_t max_amplification;
 } karu_batch_options;
 
-/**
- * An application credential callback (see `karu_client_builder_credential_callback`):
- * `ctx` as registered, the canonical path of the object (`"s3://bucket/key"`,
- * NUL-terminated, valid during the call), and the credential to fill in with
- * `karu_credential_set_*` (valid during the call). Returns `KARU_OK` (a `karu_status`) when
- * it set a credential; any other value fails the reads that needed it with
- * `KARU_ERR_CREDENTIALS`.
- */
-typedef uint32_t (*karu_credential_callback)(void *ctx,
-                                             const char *canonical_path,
-                                             struct karu_credential_out *out);
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -389,7 +390,7 @@ karu_status karu_batch_cancel(const struct karu_batch *batch);
  *
  * # Safety
  *
- * `batch` is NULL or from `karu_batch_submit`, not used afterwards, in use by no other
+ * `batch` is NULL or from `karu_client_submit`, not used afterwards, in use by no other
  * thread.
  */
 karu_status karu_batch_free(struct karu_batch *batch);
@@ -439,33 +440,6 @@ karu_status karu_batch_next(const struct karu_batch *batch,
  * `batch` is NULL or live; `out_stats` is NULL or valid for one write.
  */
 karu_status karu_batch_stats(const struct karu_batch *batch, struct karu_stats *out_stats);
-
-/**
- * Submit `count` reads (an array of `karu_read`) with optional planner overrides (`options`
- * NULL for none); returns at once with `*out_batch`. Karu plans them (each read validated on
- * its own, neighbours of one remote object merged under the planner's guards) and runs them;
- * each read completes on its own, with its own status: an invalid range fails that read
- * alone, while the others go on.
- *
- * The whole call is refused with `KARU_ERR_INVALID` (and `karu_client_last_error` naming the
- * read) when the array itself is malformed: `reads` NULL with `count` not 0, a read without a
- * locator, an `if_match` that is not UTF-8, a destination longer than memory can be, or two
- * destinations that overlap.
- *
- * Thread safety: any threads at once.
- *
- * # Safety
- *
- * `client` is NULL or live; `reads` is NULL or points to `count` readable `karu_read`s whose
- * `locator` is NULL or live, `if_match` NULL or NUL-terminated, and `dst` NULL or valid for
- * writes of `length` bytes under the contract of `karu_read.dst`; `options` is NULL or
- * readable; `out_batch` is NULL or valid for one write.
- */
-karu_status karu_batch_submit(const struct karu_client *client,
-                              const struct karu_read *reads,
-                              size_t count,
-                              const struct karu_batch_options *options,
-                              struct karu_batch **out_batch);
 
 /**
  * Wait until every read has completed, then hand over the completions not taken yet, in
@@ -523,14 +497,17 @@ karu_status karu_client_builder_config_file(struct karu_client_builder *builder,
 karu_status karu_client_builder_config_toml(struct karu_client_builder *builder, const char *toml);
 
 /**
- * Provide credentials for a provider family (`"aws"` for S3 and S3-compatible stores) from
- * the application, instead of Karu's own discovery. Karu calls `callback(ctx,
- * canonical_path, out)` from its credential workers, possibly from several threads at once
- * (for different paths), so `callback` must be thread safe and bound its own input and
- * output. The callback sets the credential with `karu_credential_set_aws` (and optionally
- * `karu_credential_set_expiry`, `karu_credential_set_prefix`) and returns `KARU_OK`; any other
- * status fails the reads that needed it with `KARU_ERR_CREDENTIALS`. A callback registered
- * again for the same family replaces the earlier one.
+ * Provide credentials for a provider family from the application, instead of Karu's own
+ * discovery: `"aws"` (S3 and S3-compatible stores) and `"source"` (Source Cooperative) take a
+ * key pair, `karu_credential_set_aws`; `"gcp"` (Google Cloud Storage), `"azure"` (Azure Blob
+ * and Data Lake Storage) and `"hf"` (Hugging Face) a bearer token,
+ * `karu_credential_set_token`. Karu calls `callback(ctx, canonical_path, out)` from its
+ * credential workers, possibly from several threads at once (for different paths), so
+ * `callback` must be thread safe and bound its own input and output. The callback sets the
+ * credential (and optionally `karu_credential_set_expiry`, `karu_credential_set_prefix`)
+ * and returns `KARU_OK`; any other status, or a credential its family does not take, fails
+ * the reads that needed it with `KARU_ERR_CREDENTIALS`. A callback registered again for the
+ * same family replaces the earlier one.
  *
  * `ctx` is passed through untouched; it must stay valid until every client built from this
  * builder, and every batch and reader made from those clients, has been freed.
@@ -635,7 +612,7 @@ karu_status karu_client_builder_user_config_file(struct karu_client_builder *bui
 karu_status karu_client_free(struct karu_client *client);
 
 /**
- * The message of the last call on `client` (`karu_locate`, `karu_batch_submit`,
+ * The message of the last call on `client` (`karu_client_locate`, `karu_client_submit`,
  * `karu_client_stat`, `karu_client_read_ends`, `karu_reader_open`) that failed on this thread
  * (`""` if none), copied as `karu_client_builder_last_error` does. Each thread sees its own:
  * two threads sharing a client never see each other's messages.
@@ -651,6 +628,22 @@ karu_status karu_client_last_error(const struct karu_client *client,
                                    char *buffer,
                                    size_t capacity,
                                    size_t *out_len);
+
+/**
+ * Resolve an address (a local path, `file://`, `http(s)://`, `s3://`, ...) to a locator. On
+ * failure (`KARU_ERR_INVALID` for a malformed address, `KARU_ERR_UNSUPPORTED` when no
+ * backend serves it), `karu_client_last_error` says why.
+ *
+ * Thread safety: any threads at once.
+ *
+ * # Safety
+ *
+ * `client` is NULL or live; `address` is NULL or NUL-terminated; `out_locator` is NULL or
+ * valid for one write.
+ */
+karu_status karu_client_locate(const struct karu_client *client,
+                               const char *address,
+                               struct karu_locator **out_locator);
 
 /**
  * The first `head_len` and last `tail_len` bytes of an object (each clamped to its size),
@@ -693,6 +686,33 @@ karu_status karu_client_stat(const struct karu_client *client,
                              char *etag,
                              size_t etag_capacity,
                              size_t *out_etag_len);
+
+/**
+ * Submit `count` reads (an array of `karu_read`) with optional planner overrides (`options`
+ * NULL for none); returns at once with `*out_batch`. Karu plans them (each read validated on
+ * its own, neighbours of one remote object merged under the planner's guards) and runs them;
+ * each read completes on its own, with its own status: an invalid range fails that read
+ * alone, while the others go on.
+ *
+ * The whole call is refused with `KARU_ERR_INVALID` (and `karu_client_last_error` naming the
+ * read) when the array itself is malformed: `reads` NULL with `count` not 0, a read without a
+ * locator, an `if_match` that is not UTF-8, a destination longer than memory can be, or two
+ * destinations that overlap.
+ *
+ * Thread safety: any threads at once.
+ *
+ * # Safety
+ *
+ * `client` is NULL or live; `reads` is NULL or points to `count` readable `karu_read`s whose
+ * `locator` is NULL or live, `if_match` NULL or NUL-terminated, and `dst` NULL or valid for
+ * writes of `length` bytes under the contract of `karu_read.dst`; `options` is NULL or
+ * readable; `out_batch` is NULL or valid for one write.
+ */
+karu_status karu_client_submit(const struct karu_client *client,
+                               const struct karu_read *reads,
+                               size_t count,
+                               const struct karu_batch_options *options,
+                               struct karu_batch **out_batch);
 
 /**
  * How many bytes were delivered: the whole length on `KARU_OK`, the valid prefix on
@@ -794,10 +814,12 @@ karu_status karu_completion_take_buffer(struct karu_completion *completion,
                                         size_t *out_len);
 
 /**
- * Set an AWS credential (family `"aws"`: S3 and S3-compatible stores): an access key id, a
- * secret access key and, for temporary credentials, a session token (NULL for none). Karu
- * copies the strings during the call. Requests are signed with it as with discovered
- * credentials; its secret never appears in a message or log.
+ * Set an AWS credential (families `"aws"`: S3 and S3-compatible stores, and `"source"`:
+ * Source Cooperative): an access key id, a secret access key and, for temporary credentials,
+ * a session token (NULL for none). Karu copies the strings during the call. Requests are
+ * signed with it as with discovered credentials; its secret never appears in a message or
+ * log. A callback of another of Karu's families that sets one fails its reads with
+ * `KARU_ERR_CREDENTIALS`.
  *
  * # Safety
  *
@@ -833,6 +855,22 @@ karu_status karu_credential_set_expiry(struct karu_credential_out *out, uint64_t
  * NUL-terminated.
  */
 karu_status karu_credential_set_prefix(struct karu_credential_out *out, const char *prefix);
+
+/**
+ * Set a bearer token (without `Bearer `), sent as `Authorization: Bearer <token>`: for the
+ * families `"gcp"` (Google Cloud Storage: an OAuth 2 access token), `"azure"` (Azure Blob
+ * and Data Lake Storage: an Entra ID access token for `https://storage.azure.com/`) and
+ * `"hf"` (Hugging Face: a user access token). Karu copies it during the call; it never
+ * appears in a message or log. A callback of the `"aws"` or `"source"` family that sets one
+ * fails its reads with `KARU_ERR_CREDENTIALS` (they sign with key pairs:
+ * `karu_credential_set_aws`).
+ *
+ * # Safety
+ *
+ * `out` is the pointer the callback was given, during the call; `token` is NULL or
+ * NUL-terminated.
+ */
+karu_status karu_credential_set_token(struct karu_credential_out *out, const char *token);
 
 /**
  * The strong ETag both answers agreed on, NUL-terminated and borrowed (valid until
@@ -895,32 +933,16 @@ karu_status karu_ends_tail(const struct karu_ends *ends, const uint8_t **out_dat
 karu_status karu_free(uint8_t *data, size_t len);
 
 /**
- * Resolve an address (a local path, `file://`, `http(s)://`, `s3://`, ...) to a locator. On
- * failure (`KARU_ERR_INVALID` for a malformed address, `KARU_ERR_UNSUPPORTED` when no
- * backend serves it), `karu_client_last_error` says why.
- *
- * Thread safety: any threads at once.
- *
- * # Safety
- *
- * `client` is NULL or live; `address` is NULL or NUL-terminated; `out_locator` is NULL or
- * valid for one write.
- */
-karu_status karu_locate(const struct karu_client *client,
-                        const char *address,
-                        struct karu_locator **out_locator);
-
-/**
  * Release a locator (NULL is ignored).
  *
  * # Safety
  *
- * `locator` is NULL or from `karu_locate` / `karu_locator_window`, not used afterwards.
+ * `locator` is NULL or from `karu_client_locate` / `karu_locator_with_window`, not used afterwards.
  */
 karu_status karu_locator_free(struct karu_locator *locator);
 
 /**
- * The message of the last `karu_locator_window` on `locator` that failed on this thread
+ * The message of the last `karu_locator_with_window` on `locator` that failed on this thread
  * (`""` if none), copied as `karu_client_last_error` does.
  *
  * Thread safety: any threads at once; each thread sees its own calls' messages.
@@ -962,10 +984,10 @@ karu_status karu_locator_name(const struct karu_locator *locator,
  *
  * `locator` is NULL or live; `out_locator` is NULL or valid for one write.
  */
-karu_status karu_locator_window(const struct karu_locator *locator,
-                                uint64_t start,
-                                uint64_t length,
-                                struct karu_locator **out_locator);
+karu_status karu_locator_with_window(const struct karu_locator *locator,
+                                     uint64_t start,
+                                     uint64_t length,
+                                     struct karu_locator **out_locator);
 
 /**
  * Release a reader (NULL is ignored).

@@ -290,9 +290,9 @@ class Locator {
     }
 
     /// A locator exposing `[start, start + length)` of this one (no length: to the end).
-    Expected<Locator> window(std::uint64_t start, std::optional<std::uint64_t> length = std::nullopt) const {
+    Expected<Locator> with_window(std::uint64_t start, std::optional<std::uint64_t> length = std::nullopt) const {
         karu_locator *raw = nullptr;
-        karu_status s = karu_locator_window(handle_.get(), start, length.value_or(KARU_TO_END), &raw);
+        karu_status s = karu_locator_with_window(handle_.get(), start, length.value_or(KARU_TO_END), &raw);
         if (s != KARU_OK) {
             return unexpected(detail::error(s, detail::last_error<karu_locator>(karu_locator_last_error, handle_.get())));
         }
@@ -672,7 +672,7 @@ class Reader {
 
 // ---- clients ----------------------------------------------------------------------------
 
-/// An AWS credential from an application callback (family `"aws"`).
+/// An AWS credential from an application callback (families `"aws"` and `"source"`).
 struct AwsCredential {
     std::string access_key_id;
     std::string secret_access_key;
@@ -681,12 +681,24 @@ struct AwsCredential {
     std::string prefix;                          ///< canonical prefix it is valid under; empty: this request only
 };
 
-/// A credential callback: called from Karu's threads, possibly several at once.
+/// A bearer token from an application callback (families `"gcp"`: Google Cloud Storage,
+/// `"azure"`: Azure Blob and Data Lake Storage, `"hf"`: Hugging Face), sent as
+/// `Authorization: Bearer <token>`.
+struct TokenCredential {
+    std::string token;                           ///< without `Bearer `
+    std::optional<std::uint64_t> expires_unix;   ///< seconds since the epoch; none: never
+    std::string prefix;                          ///< canonical prefix it is valid under; empty: this request only
+};
+
+/// Credential callbacks: called from Karu's threads, possibly several at once.
 using AwsCredentialCallback = std::function<Expected<AwsCredential>(std::string_view canonical_path)>;
+using TokenCredentialCallback = std::function<Expected<TokenCredential>(std::string_view canonical_path)>;
 
 namespace detail {
-struct Callbacks {
-    AwsCredentialCallback aws;
+/// One family's callback, as the C ABI calls it (`ctx` is the slot).
+template <typename Credential>
+struct CallbackSlot {
+    std::function<Expected<Credential>(std::string_view)> callback;
 
     static std::uint32_t call(void *ctx, const char *path, karu_credential_out *out) noexcept {
 #if defined(KARU_HPP_EXCEPTIONS)
@@ -702,15 +714,26 @@ struct Callbacks {
 
   private:
     static std::uint32_t answer(void *ctx, const char *path, karu_credential_out *out) {
-        auto credential = static_cast<Callbacks *>(ctx)->aws(path);
+        auto credential = static_cast<CallbackSlot *>(ctx)->callback(path);
         if (!credential) return static_cast<std::uint32_t>(credential.error().status);
-        const AwsCredential &c = *credential;
-        karu_status s = karu_credential_set_aws(out, c.access_key_id.c_str(), c.secret_access_key.c_str(),
-                                                c.session_token.empty() ? nullptr : c.session_token.c_str());
-        if (s == KARU_OK && c.expires_unix) s = karu_credential_set_expiry(out, *c.expires_unix);
-        if (s == KARU_OK && !c.prefix.empty()) s = karu_credential_set_prefix(out, c.prefix.c_str());
+        karu_status s = set(out, *credential);
+        if (s == KARU_OK && credential->expires_unix) s = karu_credential_set_expiry(out, *credential->expires_unix);
+        if (s == KARU_OK && !credential->prefix.empty()) s = karu_credential_set_prefix(out, credential->prefix.c_str());
         return s;
     }
+    static karu_status set(karu_credential_out *out, const AwsCredential &c) {
+        return karu_credential_set_aws(out, c.access_key_id.c_str(), c.secret_access_key.c_str(),
+                                       c.session_token.empty() ? nullptr : c.session_token.c_str());
+    }
+    static karu_status set(karu_credential_out *out, const TokenCredential &c) {
+        return karu_credential_set_token(out, c.token.c_str());
+    }
+};
+
+/// The callbacks of one client, kept alive (and at one address) until its last object is freed.
+struct Callbacks {
+    CallbackSlot<AwsCredential> aws;
+    CallbackSlot<TokenCredential> gcp, azure, hf;
 };
 }  // namespace detail
 
@@ -722,7 +745,10 @@ struct ClientOptions {
     std::vector<std::pair<std::string, std::string>> settings;   ///< key = value, above all layers
     bool user_config_file = true;                                ///< read the user's config file
     bool project_config_file = true;                             ///< read ./karu.toml
-    AwsCredentialCallback aws_credentials;                       ///< none: Karu's own discovery
+    AwsCredentialCallback aws_credentials;                       ///< S3; none: Karu's own discovery
+    TokenCredentialCallback gcp_credentials;                     ///< Google Cloud Storage; none: Karu's own
+    TokenCredentialCallback azure_credentials;                   ///< Azure; none: Karu's own
+    TokenCredentialCallback hf_credentials;                      ///< Hugging Face; none: Karu's own
 };
 
 /// Karu's engine, providers and configuration. Move-only; share one client across threads
@@ -752,12 +778,20 @@ class Client {
         for (const auto &[key, value] : options.settings) {
             if ((s = karu_client_builder_set(builder.get(), key.c_str(), value.c_str())) != KARU_OK) return fail(s);
         }
-        std::shared_ptr<detail::Callbacks> callbacks;
-        if (options.aws_credentials) {
-            callbacks = std::make_shared<detail::Callbacks>(detail::Callbacks{options.aws_credentials});
-            s = karu_client_builder_credential_callback(builder.get(), "aws", &detail::Callbacks::call, callbacks.get());
-            if (s != KARU_OK) return fail(s);
-        }
+        auto callbacks = std::make_shared<detail::Callbacks>();
+        callbacks->aws.callback = options.aws_credentials;
+        callbacks->gcp.callback = options.gcp_credentials;
+        callbacks->azure.callback = options.azure_credentials;
+        callbacks->hf.callback = options.hf_credentials;
+        auto plug = [&](const char *family, auto &slot) {
+            if (!slot.callback) return KARU_OK;
+            using Slot = std::remove_reference_t<decltype(slot)>;
+            return karu_client_builder_credential_callback(builder.get(), family, &Slot::call, &slot);
+        };
+        if ((s = plug("aws", callbacks->aws)) != KARU_OK) return fail(s);
+        if ((s = plug("gcp", callbacks->gcp)) != KARU_OK) return fail(s);
+        if ((s = plug("azure", callbacks->azure)) != KARU_OK) return fail(s);
+        if ((s = plug("hf", callbacks->hf)) != KARU_OK) return fail(s);
         karu_client *raw = nullptr;
         if ((s = karu_client_builder_build(builder.get(), &raw)) != KARU_OK) return fail(s);
         return Client(raw, std::move(callbacks));
@@ -767,7 +801,7 @@ class Client {
     Expected<Locator> locate(std::string_view address) const {
         std::string text(address);
         karu_locator *raw = nullptr;
-        karu_status s = karu_locate(handle_.get(), text.c_str(), &raw);
+        karu_status s = karu_client_locate(handle_.get(), text.c_str(), &raw);
         if (s != KARU_OK) return unexpected(error(s));
         return Locator(raw);
     }
@@ -779,7 +813,7 @@ class Client {
         for (const Read &read : reads) raw.push_back(read.raw());
         karu_batch_options o = options.raw();
         karu_batch *batch = nullptr;
-        karu_status s = karu_batch_submit(handle_.get(), raw.data(), raw.size(), &o, &batch);
+        karu_status s = karu_client_submit(handle_.get(), raw.data(), raw.size(), &o, &batch);
         if (s != KARU_OK) return unexpected(error(s));
         return Batch(batch, callbacks_);
     }

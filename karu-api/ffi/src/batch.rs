@@ -171,7 +171,7 @@ impl karu_batch {
 /// writes of `length` bytes under the contract of `karu_read.dst`; `options` is NULL or
 /// readable; `out_batch` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn karu_batch_submit(
+pub unsafe extern "C" fn karu_client_submit(
     client: *const karu_client,
     reads: *const karu_read,
     count: usize,
@@ -277,7 +277,7 @@ fn check_destinations(reads: &[karu_read]) -> Result<(), String> {
 ///
 /// # Safety
 ///
-/// As for `karu_batch_submit`, for this descriptor; `check_destinations` accepted it.
+/// As for `karu_client_submit`, for this descriptor; `check_destinations` accepted it.
 unsafe fn to_read(index: usize, read: &karu_read) -> Result<Read<'static>, String> {
     // SAFETY: the caller's contract: NULL or a live locator.
     let Some(locator) = (unsafe { read.locator.as_ref() }) else {
@@ -475,7 +475,7 @@ pub unsafe extern "C" fn karu_batch_last_error(
 ///
 /// # Safety
 ///
-/// `batch` is NULL or from `karu_batch_submit`, not used afterwards, in use by no other
+/// `batch` is NULL or from `karu_client_submit`, not used afterwards, in use by no other
 /// thread.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn karu_batch_free(batch: *mut karu_batch) -> karu_status {
@@ -487,7 +487,7 @@ pub unsafe extern "C" fn karu_batch_free(batch: *mut karu_batch) -> karu_status 
         // In another process (a forked child), the batch is left alone: its memory may hold
         // locks of threads that are not here, and none of its transfers runs here.
         b.here()?;
-        // SAFETY: from `karu_batch_submit`, freed once; dropping it waits for its transfers.
+        // SAFETY: from `karu_client_submit`, freed once; dropping it waits for its transfers.
         drop(unsafe { Box::from_raw(batch) });
         Ok(())
     })
@@ -587,7 +587,7 @@ mod tests {
         let mut batch: *mut karu_batch = std::ptr::null_mut();
         // SAFETY: live client, one descriptor, a destination valid until the batch is freed.
         let submitted =
-            unsafe { karu_batch_submit(&client, &read, 1, std::ptr::null(), &mut batch) };
+            unsafe { karu_client_submit(&client, &read, 1, std::ptr::null(), &mut batch) };
         assert_eq!(submitted, karu_status::KARU_OK);
         // SAFETY: the batch is live until freed below.
         let began = unsafe { &*batch }

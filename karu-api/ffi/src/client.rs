@@ -201,14 +201,17 @@ pub unsafe extern "C" fn karu_client_builder_set(
     })
 }
 
-/// Provide credentials for a provider family (`"aws"` for S3 and S3-compatible stores) from
-/// the application, instead of Karu's own discovery. Karu calls `callback(ctx,
-/// canonical_path, out)` from its credential workers, possibly from several threads at once
-/// (for different paths), so `callback` must be thread safe and bound its own input and
-/// output. The callback sets the credential with `karu_credential_set_aws` (and optionally
-/// `karu_credential_set_expiry`, `karu_credential_set_prefix`) and returns `KARU_OK`; any other
-/// status fails the reads that needed it with `KARU_ERR_CREDENTIALS`. A callback registered
-/// again for the same family replaces the earlier one.
+/// Provide credentials for a provider family from the application, instead of Karu's own
+/// discovery: `"aws"` (S3 and S3-compatible stores) and `"source"` (Source Cooperative) take a
+/// key pair, `karu_credential_set_aws`; `"gcp"` (Google Cloud Storage), `"azure"` (Azure Blob
+/// and Data Lake Storage) and `"hf"` (Hugging Face) a bearer token,
+/// `karu_credential_set_token`. Karu calls `callback(ctx, canonical_path, out)` from its
+/// credential workers, possibly from several threads at once (for different paths), so
+/// `callback` must be thread safe and bound its own input and output. The callback sets the
+/// credential (and optionally `karu_credential_set_expiry`, `karu_credential_set_prefix`)
+/// and returns `KARU_OK`; any other status, or a credential its family does not take, fails
+/// the reads that needed it with `KARU_ERR_CREDENTIALS`. A callback registered again for the
+/// same family replaces the earlier one.
 ///
 /// `ctx` is passed through untouched; it must stay valid until every client built from this
 /// builder, and every batch and reader made from those clients, has been freed.
@@ -334,7 +337,7 @@ pub unsafe extern "C" fn karu_client_free(client: *mut karu_client) -> karu_stat
     })
 }
 
-/// The message of the last call on `client` (`karu_locate`, `karu_batch_submit`,
+/// The message of the last call on `client` (`karu_client_locate`, `karu_client_submit`,
 /// `karu_client_stat`, `karu_client_read_ends`, `karu_reader_open`) that failed on this thread
 /// (`""` if none), copied as `karu_client_builder_last_error` does. Each thread sees its own:
 /// two threads sharing a client never see each other's messages.

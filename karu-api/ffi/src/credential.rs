@@ -4,7 +4,10 @@
 use std::ffi::{CString, c_char, c_void};
 use std::time::{Duration, SystemTime};
 
-use karu::{CallbackCredential, CanonicalPath, CredentialCallback, Error, Status};
+use karu::providers::{AWS_KEY_FAMILIES, BEARER_FAMILIES};
+use karu::{
+    BearerToken, CallbackCredential, CanonicalPath, Credential, CredentialCallback, Error, Status,
+};
 
 use crate::boundary::{entry, object_mut, optional_text, text};
 use crate::status::{karu_status, karu_status_name};
@@ -26,6 +29,7 @@ pub type karu_credential_callback = Option<
 /// What a credential callback fills in; valid only during the call.
 pub struct karu_credential_out {
     aws: Option<Aws>,
+    token: Option<BearerToken>,
     expires: Option<SystemTime>,
     prefix: Option<String>,
 }
@@ -35,6 +39,7 @@ impl karu_credential_out {
     pub(crate) fn empty() -> Self {
         karu_credential_out {
             aws: None,
+            token: None,
             expires: None,
             prefix: None,
         }
@@ -49,6 +54,7 @@ impl std::fmt::Debug for karu_credential_out {
                 "access_key_id",
                 &self.aws.as_ref().map(|a| &a.access_key_id),
             )
+            .field("token", &self.token)
             .field("expires", &self.expires)
             .field("prefix", &self.prefix)
             .finish_non_exhaustive()
@@ -61,10 +67,12 @@ struct Aws {
     session_token: Option<String>,
 }
 
-/// Set an AWS credential (family `"aws"`: S3 and S3-compatible stores): an access key id, a
-/// secret access key and, for temporary credentials, a session token (NULL for none). Karu
-/// copies the strings during the call. Requests are signed with it as with discovered
-/// credentials; its secret never appears in a message or log.
+/// Set an AWS credential (families `"aws"`: S3 and S3-compatible stores, and `"source"`:
+/// Source Cooperative): an access key id, a secret access key and, for temporary credentials,
+/// a session token (NULL for none). Karu copies the strings during the call. Requests are
+/// signed with it as with discovered credentials; its secret never appears in a message or
+/// log. A callback of another of Karu's families that sets one fails its reads with
+/// `KARU_ERR_CREDENTIALS`.
 ///
 /// # Safety
 ///
@@ -93,6 +101,32 @@ pub unsafe extern "C" fn karu_credential_set_aws(
             secret_access_key: secret_access_key.to_owned(),
             session_token: session_token.map(str::to_owned),
         });
+        Ok(())
+    })
+}
+
+/// Set a bearer token (without `Bearer `), sent as `Authorization: Bearer <token>`: for the
+/// families `"gcp"` (Google Cloud Storage: an OAuth 2 access token), `"azure"` (Azure Blob
+/// and Data Lake Storage: an Entra ID access token for `https://storage.azure.com/`) and
+/// `"hf"` (Hugging Face: a user access token). Karu copies it during the call; it never
+/// appears in a message or log. A callback of the `"aws"` or `"source"` family that sets one
+/// fails its reads with `KARU_ERR_CREDENTIALS` (they sign with key pairs:
+/// `karu_credential_set_aws`).
+///
+/// # Safety
+///
+/// `out` is the pointer the callback was given, during the call; `token` is NULL or
+/// NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_credential_set_token(
+    out: *mut karu_credential_out,
+    token: *const c_char,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let out = unsafe { object_mut(out) }?;
+        // SAFETY: the caller's contract.
+        out.token = Some(BearerToken::new(unsafe { text(token) }?));
         Ok(())
     })
 }
@@ -198,18 +232,39 @@ impl CredentialCallback for CCallback {
                 name.to_string_lossy()
             )));
         }
-        let Some(aws) = out.aws else {
-            return Err(refuse(format!(
-                "the {} credential callback set no credential for {path}",
-                self.family
-            )));
+        let family = &self.family;
+        let credential = match (out.aws, out.token) {
+            (Some(_), Some(_)) => {
+                return Err(refuse(format!(
+                    "the {family} credential callback set both an AWS key pair and a token for \
+                     {path} (one credential, please)"
+                )));
+            }
+            (None, None) => {
+                return Err(refuse(format!(
+                    "the {family} credential callback set no credential for {path}"
+                )));
+            }
+            (Some(_), None) if BEARER_FAMILIES.contains(&family.as_str()) => {
+                return Err(refuse(format!(
+                    "the {family} credential callback set an AWS key pair for {path}, which \
+                     takes a token (karu_credential_set_token)"
+                )));
+            }
+            (None, Some(_)) if AWS_KEY_FAMILIES.contains(&family.as_str()) => {
+                return Err(refuse(format!(
+                    "the {family} credential callback set a token for {path}, which takes an \
+                     AWS key pair (karu_credential_set_aws)"
+                )));
+            }
+            (Some(aws), None) => karu::providers::s3::credential(
+                aws.access_key_id,
+                aws.secret_access_key,
+                aws.session_token,
+                out.expires,
+            ),
+            (None, Some(token)) => Credential::new(token).with_expiry(out.expires),
         };
-        let credential = karu::providers::s3::credential(
-            aws.access_key_id,
-            aws.secret_access_key,
-            aws.session_token,
-            out.expires,
-        );
         Ok(match out.prefix {
             Some(prefix) => CallbackCredential::for_prefix(credential, prefix),
             None => CallbackCredential::once(credential),

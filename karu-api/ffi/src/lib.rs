@@ -39,7 +39,7 @@ mod status;
 pub use batch::{
     KARU_OPT_MAX_AMPLIFICATION, KARU_OPT_MAX_GAP, KARU_OPT_MAX_PARTS, KARU_OPT_MAX_SPAN,
     KARU_OPT_ONE_VERSION, karu_batch, karu_batch_cancel, karu_batch_free, karu_batch_last_error,
-    karu_batch_next, karu_batch_options, karu_batch_stats, karu_batch_submit, karu_batch_wait,
+    karu_batch_next, karu_batch_options, karu_batch_stats, karu_batch_wait, karu_client_submit,
     karu_read, karu_stats,
 };
 pub use client::{
@@ -59,11 +59,11 @@ pub use completion::{
 };
 pub use credential::{
     karu_credential_callback, karu_credential_out, karu_credential_set_aws,
-    karu_credential_set_expiry, karu_credential_set_prefix,
+    karu_credential_set_expiry, karu_credential_set_prefix, karu_credential_set_token,
 };
 pub use locator::{
-    KARU_TO_END, karu_locate, karu_locator, karu_locator_free, karu_locator_last_error,
-    karu_locator_name, karu_locator_window,
+    KARU_TO_END, karu_client_locate, karu_locator, karu_locator_free, karu_locator_last_error,
+    karu_locator_name, karu_locator_with_window,
 };
 pub use reader::{
     karu_reader, karu_reader_free, karu_reader_last_error, karu_reader_open, karu_reader_read_at,

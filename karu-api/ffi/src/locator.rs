@@ -9,7 +9,7 @@ use crate::client::karu_client;
 use crate::last_error::Owner;
 use crate::status::karu_status;
 
-/// `length` of `karu_locator_window` for a window that runs to the end of the object.
+/// `length` of `karu_locator_with_window` for a window that runs to the end of the object.
 pub const KARU_TO_END: u64 = u64::MAX;
 
 /// A resolved address: backend, canonical path and optional window. Resolution never touches
@@ -43,7 +43,7 @@ impl karu_locator {
 /// `client` is NULL or live; `address` is NULL or NUL-terminated; `out_locator` is NULL or
 /// valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn karu_locate(
+pub unsafe extern "C" fn karu_client_locate(
     client: *const karu_client,
     address: *const c_char,
     out_locator: *mut *mut karu_locator,
@@ -74,7 +74,7 @@ pub unsafe extern "C" fn karu_locate(
 ///
 /// `locator` is NULL or live; `out_locator` is NULL or valid for one write.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn karu_locator_window(
+pub unsafe extern "C" fn karu_locator_with_window(
     locator: *const karu_locator,
     start: u64,
     length: u64,
@@ -117,7 +117,7 @@ pub unsafe extern "C" fn karu_locator_name(
     })
 }
 
-/// The message of the last `karu_locator_window` on `locator` that failed on this thread
+/// The message of the last `karu_locator_with_window` on `locator` that failed on this thread
 /// (`""` if none), copied as `karu_client_last_error` does.
 ///
 /// Thread safety: any threads at once; each thread sees its own calls' messages.
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn karu_locator_last_error(
 ///
 /// # Safety
 ///
-/// `locator` is NULL or from `karu_locate` / `karu_locator_window`, not used afterwards.
+/// `locator` is NULL or from `karu_client_locate` / `karu_locator_with_window`, not used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn karu_locator_free(locator: *mut karu_locator) -> karu_status {
     entry(|| {

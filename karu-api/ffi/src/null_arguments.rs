@@ -66,7 +66,7 @@ impl Objects {
             );
             assert_eq!(karu_client_builder_build(o.builder, &mut o.client), KARU_OK);
             assert_eq!(
-                karu_locate(o.client, path.as_ptr(), &mut o.locator),
+                karu_client_locate(o.client, path.as_ptr(), &mut o.locator),
                 KARU_OK
             );
             let read = karu_read {
@@ -78,7 +78,7 @@ impl Objects {
                 if_match: null(),
             };
             assert_eq!(
-                karu_batch_submit(o.client, &read, 1, null(), &mut o.batch),
+                karu_client_submit(o.client, &read, 1, null(), &mut o.batch),
                 KARU_OK
             );
             let mut next = karu_next::KARU_NEXT_TIMED_OUT;
@@ -244,9 +244,18 @@ fn every_pointer_argument_may_be_null_and_is_refused() {
             "karu_client_last_error",
             karu_client_last_error(o.client, null_mut(), cap, &mut usize_out),
         );
-        invalid("karu_locate", karu_locate(null(), address, &mut locator));
-        invalid("karu_locate", karu_locate(o.client, null(), &mut locator));
-        invalid("karu_locate", karu_locate(o.client, address, null_mut()));
+        invalid(
+            "karu_client_locate",
+            karu_client_locate(null(), address, &mut locator),
+        );
+        invalid(
+            "karu_client_locate",
+            karu_client_locate(o.client, null(), &mut locator),
+        );
+        invalid(
+            "karu_client_locate",
+            karu_client_locate(o.client, address, null_mut()),
+        );
         invalid(
             "karu_locator_name",
             karu_locator_name(null(), buf, cap, &mut usize_out),
@@ -256,12 +265,12 @@ fn every_pointer_argument_may_be_null_and_is_refused() {
             karu_locator_name(o.locator, null_mut(), cap, &mut usize_out),
         );
         invalid(
-            "karu_locator_window",
-            karu_locator_window(null(), 0, 1, &mut locator),
+            "karu_locator_with_window",
+            karu_locator_with_window(null(), 0, 1, &mut locator),
         );
         invalid(
-            "karu_locator_window",
-            karu_locator_window(o.locator, 0, 1, null_mut()),
+            "karu_locator_with_window",
+            karu_locator_with_window(o.locator, 0, 1, null_mut()),
         );
         invalid(
             "karu_client_stat",
@@ -340,20 +349,20 @@ fn every_pointer_argument_may_be_null_and_is_refused() {
         let good = [read(o.locator)];
         let bad = [read(o.locator), read(null())];
         invalid(
-            "karu_batch_submit",
-            karu_batch_submit(null(), good.as_ptr(), 1, null(), &mut batch),
+            "karu_client_submit",
+            karu_client_submit(null(), good.as_ptr(), 1, null(), &mut batch),
         );
         invalid(
-            "karu_batch_submit",
-            karu_batch_submit(o.client, null(), 1, null(), &mut batch),
+            "karu_client_submit",
+            karu_client_submit(o.client, null(), 1, null(), &mut batch),
         );
         invalid(
-            "karu_batch_submit",
-            karu_batch_submit(o.client, bad.as_ptr(), 2, null(), &mut batch),
+            "karu_client_submit",
+            karu_client_submit(o.client, bad.as_ptr(), 2, null(), &mut batch),
         );
         invalid(
-            "karu_batch_submit",
-            karu_batch_submit(o.client, good.as_ptr(), 1, null(), null_mut()),
+            "karu_client_submit",
+            karu_client_submit(o.client, good.as_ptr(), 1, null(), null_mut()),
         );
         invalid(
             "karu_batch_next",
@@ -521,6 +530,14 @@ fn every_pointer_argument_may_be_null_and_is_refused() {
         invalid(
             "karu_credential_set_aws",
             karu_credential_set_aws(cred, key, null(), null()),
+        );
+        invalid(
+            "karu_credential_set_token",
+            karu_credential_set_token(null_mut(), key),
+        );
+        invalid(
+            "karu_credential_set_token",
+            karu_credential_set_token(cred, null()),
         );
         invalid(
             "karu_credential_set_expiry",

@@ -185,6 +185,74 @@ fn a_credential_callback_in_c_signs_s3_reads() {
     }
 }
 
+#[test]
+fn bearer_token_callbacks_in_c_authenticate_gcs_azure_and_hf_reads() {
+    use karu_testkit::azure::{AzureMock, Identity};
+    use karu_testkit::gcs::GcsMock;
+    use karu_testkit::hf::{HfMock, RepoAccess};
+
+    let gcs = GcsMock::start();
+    gcs.add_token("ya29.from-c", "user:c-callback");
+    let azure = AzureMock::start();
+    let azure_token = azure.issue_token("c-callback", Duration::from_secs(3600));
+    let hf = HfMock::start();
+    hf.add_token("hf_from_c");
+    hf.create_repo("org/model", RepoAccess::Gated(vec!["hf_from_c".into()]));
+    for name in ["a", "b"] {
+        gcs.insert("bkt", name, pattern(0, 64 << 10));
+        azure.insert("data", name, pattern(0, 64 << 10));
+        hf.insert("org/model", "main", name, pattern(0, 64 << 10));
+    }
+    let s3 = karu_testkit::S3Mock::start();
+    s3.create_bucket("bucket");
+    s3.insert("bucket", "a", pattern(0, 64 << 10));
+    let program = compile(Lang::C, &["tests/c/tokens.c"]);
+    let output = program.run(&[
+        &gcs.endpoint(),
+        "ya29.from-c",
+        &azure.endpoint(),
+        azure.account(),
+        &azure_token,
+        &hf.endpoint(),
+        "hf_from_c",
+        &s3.endpoint(),
+    ]);
+    assert_success(&output);
+    // Every request carried the callback's token, and each mock accepted it; the refused
+    // callbacks (a token for S3, a key pair for GCS) sent nothing.
+    let gcs_identities: Vec<String> = gcs
+        .authenticated()
+        .into_iter()
+        .map(|a| a.identity)
+        .collect();
+    assert!(!gcs_identities.is_empty());
+    assert!(
+        gcs_identities.iter().all(|i| i == "user:c-callback"),
+        "{gcs_identities:?}"
+    );
+    for request in gcs.server().requests() {
+        assert_eq!(request.header("authorization"), Some("Bearer ya29.from-c"));
+    }
+    let azure_log = azure.take_auth_log();
+    assert!(!azure_log.is_empty());
+    let bearer = Identity::Bearer {
+        identity: "c-callback".into(),
+    };
+    assert!(
+        azure_log
+            .iter()
+            .all(|r| r.identity == bearer && r.failure.is_none()),
+        "{azure_log:?}"
+    );
+    let hub = hf.hub().requests();
+    assert!(!hub.is_empty());
+    for request in &hub {
+        assert_eq!(request.header("authorization"), Some("Bearer hf_from_c"));
+    }
+    assert_eq!(hf.authorization_leaks(), 0);
+    assert_eq!(s3.server().request_count(), 0);
+}
+
 /// Lets every request through, telling the test when one for `path` arrives.
 #[derive(Debug)]
 struct Arrivals {
@@ -281,6 +349,10 @@ fn the_cpp_facade(standard: &'static str) {
         "facade-secret",
     ));
     s3.insert("bucket", "a", pattern(0, 64 << 10));
+    let gcs = karu_testkit::gcs::GcsMock::start();
+    gcs.add_token("ya29.facade", "user:facade");
+    gcs.insert("bkt", "a", pattern(0, 64 << 10));
+    gcs.insert("bkt", "b", pattern(0, 64 << 10));
     let program = compile(Lang::Cpp(standard), &["tests/cpp/facade.cpp"]);
     let output = program.run(&[
         file.to_str().unwrap(),
@@ -288,8 +360,16 @@ fn the_cpp_facade(standard: &'static str) {
         &server.url("/missing"),
         &s3.endpoint(),
         "bucket",
+        &gcs.endpoint(),
     ]);
     assert_success(&output);
+    // The token callback's bearer token authenticated both GCS reads.
+    let gcs_identities: Vec<String> = gcs
+        .authenticated()
+        .into_iter()
+        .map(|a| a.identity)
+        .collect();
+    assert_eq!(gcs_identities, ["user:facade"; 2]);
     // The answering callback's key pair signed both S3 reads (each verified by the mock); the
     // throwing callback's read sent nothing.
     assert!(

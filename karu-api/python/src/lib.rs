@@ -11,6 +11,7 @@
 //! the bytes that exist.
 
 mod convert;
+mod credentials;
 mod runtime;
 
 use std::sync::Mutex;
@@ -39,13 +40,13 @@ const CONFIG_FILE_LIMIT: u64 = 4 << 20;
 /// regular file, UTF-8, at most [`CONFIG_FILE_LIMIT`] bytes), or `None` when it cannot be.
 fn read_config_file(path: &std::path::Path) -> Option<(String, String)> {
     let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let text = karu_config::read_regular_text(&path, CONFIG_FILE_LIMIT).ok()?;
+    let text = karu::config::read_regular_text(&path, CONFIG_FILE_LIMIT).ok()?;
     Some((path.display().to_string(), text))
 }
 
 /// Configuration errors in the words of `karu.Client`'s arguments, not the Rust API's.
-fn python_wording() -> karu_config::Wording {
-    karu_config::Wording::new(
+fn python_wording() -> karu::config::Wording {
+    karu::config::Wording::new(
         "given as karu.Client(config=...)",
         "karu.Client keyword",
         "path rules are given as karu.Client(paths={prefix: {key: value}})",
@@ -65,8 +66,10 @@ impl Client {
     ///
     /// The config file is read once, here, and its text kept ([`Client::captured_config`]):
     /// a pickled client carries it to processes where the file may not exist.
+    /// `credentials`: `(family, callable)` credential callbacks (`credentials::PyCallback`),
+    /// a family of `None` standing for every family that takes a key pair or a token.
     #[new]
-    #[pyo3(signature = (config=None, settings=Vec::new(), path_settings=Vec::new(), isolated=false, config_text=None))]
+    #[pyo3(signature = (config=None, settings=Vec::new(), path_settings=Vec::new(), isolated=false, config_text=None, credentials=Vec::new()))]
     fn new(
         py: Python<'_>,
         config: Option<std::path::PathBuf>,
@@ -74,6 +77,7 @@ impl Client {
         path_settings: Vec<(String, String, String)>,
         isolated: bool,
         config_text: Option<(String, String)>,
+        credentials: Vec<(Option<String>, Py<PyAny>)>,
     ) -> PyResult<Self> {
         let mut builder = karu::Client::builder().wording(python_wording());
         if isolated {
@@ -95,6 +99,16 @@ impl Client {
         }
         for (prefix, key, value) in path_settings {
             builder = builder.path_set(&prefix, &key, convert::json(&key, &value)?);
+        }
+        for (family, callable) in credentials {
+            let families = match family {
+                Some(family) => vec![family],
+                None => credentials::families(),
+            };
+            for family in families {
+                let callback = credentials::PyCallback::new(family.clone(), callable.clone_ref(py));
+                builder = builder.credential_callback(&family, callback);
+            }
         }
         let inner = py
             .detach(|| builder.build())

@@ -83,7 +83,7 @@ fn gate() -> std::sync::MutexGuard<'static, Gate> {
 
 /// Run `f` with the GIL from the runtime's thread, unless the interpreter is exiting: then
 /// `None`, and `f` never runs.
-fn with_python<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+pub(crate) fn with_python<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
     {
         let mut gate = gate();
         let gate = gate.current();

@@ -188,3 +188,53 @@ def upload_tree(root, put):
 @pytest.fixture
 def client():
     return karu.Client(isolated=True)
+
+
+class CredentialMocks:
+    """The mocks that check credentials (``karu-testkit credentials``): GCS, Azure, the Hugging
+    Face Hub and S3, each holding objects ``a`` and ``b`` (64 KiB: byte ``i`` is ``(i * 41 + i //
+    97) % 256``) at
+    ``gs://bkt/``, ``az://data/``, ``hf://org/model/`` and ``s3://bucket/``, readable only with
+    the credentials in ``self.hello``."""
+
+    def __init__(self):
+        binary = os.environ.get("TESTKIT_BINARY")
+        if not binary:
+            pytest.fail("TESTKIT_BINARY is not set (run the suite with `cargo xtask python --test`)")
+        self.process = subprocess.Popen(
+            [binary, "credentials"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.hello = json.loads(self.process.stdout.readline())
+
+    def settings(self) -> dict:
+        """The settings that point a client at the mocks."""
+        return {
+            "gcs": {"endpoint": self.hello["gcs"]["endpoint"]},
+            "azure": {
+                "endpoint": self.hello["azure"]["endpoint"],
+                "account": self.hello["azure"]["account"],
+            },
+            "hf": {"endpoint": self.hello["hf"]["endpoint"]},
+            "s3": {"endpoint": self.hello["s3"]["endpoint"], "region": "us-east-1"},
+        }
+
+    def log(self) -> dict:
+        """What the mocks saw so far: ``gcs`` (each request's identity), ``azure`` (``[identity,
+        failure]``), ``hf`` (each Hub request's ``Authorization``), ``hf_leaks``, ``s3`` (the
+        key id each request was signed with), ``s3_signature_failures``."""
+        self.process.stdin.write("log\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def stop(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def credential_mocks():
+    mocks = CredentialMocks()
+    try:
+        yield mocks
+    finally:
+        mocks.stop()

@@ -108,11 +108,10 @@ def module_level_callback(path):
 
 
 def test_callbacks_pickle_when_they_can_and_fail_naming_themselves():
-    client = karu.Client(isolated=True)
-    client._callbacks = {"credentials": module_level_callback}
+    client = karu.Client(isolated=True, credentials=module_level_callback)
     copy = pickle.loads(pickle.dumps(client))
     assert copy._callbacks == {"credentials": module_level_callback}
-    client._callbacks = {"credentials": lambda path: None}
+    client = karu.Client(isolated=True, credentials=lambda path: None)
     with pytest.raises(pickle.PicklingError, match="its credentials callback .*lambda.* does not pickle"):
         pickle.dumps(client)
     fs = KaruFileSystem(client=client, skip_instance_cache=True)

@@ -76,8 +76,8 @@ impl BatchOptions {
         self
     }
 
-    /// These overrides applied to `defaults`.
-    pub fn limits(&self, defaults: Limits) -> Limits {
+    /// These overrides applied to `defaults` (the engine's, when it plans the batch).
+    pub(crate) fn limits(&self, defaults: Limits) -> Limits {
         Limits {
             max_gap: self.max_gap.unwrap_or(defaults.max_gap),
             max_span: self.max_span.unwrap_or(defaults.max_span),

@@ -23,7 +23,7 @@ impl Engine {
     /// Submit reads that may borrow their destinations for `'d`, without a scope: the
     /// returned batch is what waits, when dropped, until no transfer references a borrowed
     /// destination (its pending reads cancelled first), as a scope's end would. For callers
-    /// whose destinations outlive any Rust borrow, such as the C ABI (`karu_batch_submit` with
+    /// whose destinations outlive any Rust borrow, such as the C ABI (`karu_client_submit` with
     /// caller buffers, released by `karu_batch_free`).
     ///
     /// # Safety

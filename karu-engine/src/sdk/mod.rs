@@ -13,7 +13,8 @@
 //! The model: addresses ([`Locator`], [`CanonicalPath`], [`Window`], [`Resolved`]), byte
 //! ranges ([`RangeSpec`], [`ContentRange`], [`UNBOUNDED`]), outcomes ([`Status`], [`Error`],
 //! [`Evidence`], [`Rejection`]), credentials ([`Credential`], [`CredentialScope`],
-//! [`CredentialProvider`]), time ([`Clock`]) and process identity ([`ProcessStamp`]).
+//! [`CredentialProvider`], an application callback's [`BearerToken`]), time ([`Clock`]) and
+//! process identity ([`ProcessStamp`]).
 //!
 //! A provider is a [`Backend`]: it [resolves](Backend::resolve) addresses into
 //! [`Resolved`] objects (no network, no credentials) and, for remote objects,
@@ -62,6 +63,7 @@
 //! gets from the engine is Karu's contract, `karu-engine/README.md`.
 
 mod backend;
+mod bearer;
 pub mod bridge;
 mod config;
 pub(crate) mod credential;
@@ -83,6 +85,7 @@ pub(crate) mod time;
 pub mod token;
 
 // The model.
+pub use bearer::BearerToken;
 pub use credential::{
     CallbackCredential, Credential, CredentialCallback, CredentialProvider, CredentialScope,
     CredentialSource, FetchContext,

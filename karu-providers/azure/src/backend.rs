@@ -2,6 +2,7 @@
 
 use std::time::SystemTime;
 
+use karu_engine::sdk::BearerToken;
 use karu_engine::sdk::http::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use karu_engine::sdk::http::{HeaderMap, Uri};
 use karu_engine::sdk::{
@@ -75,7 +76,14 @@ impl Backend for AzureBackend {
     fn prepare(&self, ctx: &PrepareContext<'_>) -> Result<PreparedRequest, Error> {
         let address = address_of(ctx.locator)?;
         let options = self.effective(ctx.locator, ctx.snapshot)?;
-        let secret = ctx.credential.and_then(|c| c.get::<AzureSecret>());
+        // An application callback's bearer token, or Karu's own lookup's value.
+        let bearer = ctx
+            .credential
+            .and_then(|c| c.get::<BearerToken>())
+            .map(|token| AzureSecret::Bearer(token.secret().to_owned()));
+        let secret = bearer
+            .as_ref()
+            .or_else(|| ctx.credential.and_then(|c| c.get::<AzureSecret>()));
         let sas = match secret {
             Some(AzureSecret::Sas(token)) => Some(token.as_str()),
             _ => None,

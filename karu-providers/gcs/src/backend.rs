@@ -2,6 +2,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use karu_engine::sdk::BearerToken;
 use karu_engine::sdk::http::HeaderMap;
 use karu_engine::sdk::http::header::HeaderValue;
 use karu_engine::sdk::{
@@ -92,9 +93,14 @@ impl Backend for GcsBackend {
         if options.credential == Configured::Anonymous {
             return Ok(prepared);
         }
-        let secret = ctx
+        // An application callback's bearer token, or Karu's own lookup's value.
+        let bearer = ctx
             .credential
-            .and_then(|c| c.get::<GcsSecret>())
+            .and_then(|c| c.get::<BearerToken>())
+            .map(|token| GcsSecret::Bearer(token.secret().to_owned()));
+        let secret = bearer
+            .as_ref()
+            .or_else(|| ctx.credential.and_then(|c| c.get::<GcsSecret>()))
             .ok_or_else(|| {
                 Error::new(
                     Status::Credentials,

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use karu_engine::sdk::BearerToken;
 use karu_engine::sdk::http::header::AUTHORIZATION;
 use karu_engine::sdk::http::{HeaderMap, HeaderValue, Uri};
 use karu_engine::sdk::{
@@ -85,10 +86,12 @@ impl Backend for HfBackend {
         prepared.options.follow_redirects = true;
         // Concurrent first reads of a file wait for one resolve's location.
         prepared.options.resolve_once = config.value.reuse_locations();
-        let token = ctx
-            .credential
-            .and_then(|c| c.get::<HfToken>())
-            .and_then(|t| t.0.as_deref());
+        // An application callback's bearer token, or Karu's own lookup's value.
+        let token = ctx.credential.and_then(|c| {
+            c.get::<BearerToken>()
+                .map(BearerToken::secret)
+                .or_else(|| c.get::<HfToken>().and_then(|t| t.0.as_deref()))
+        });
         if let Some(token) = token {
             let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
                 Error::new(

@@ -10,6 +10,17 @@
 //! `<prefix>/NAME` (a line `ok`, or `error: ...`), and stops (killing SeaweedFS) when stdin
 //! closes. The keys are the harness's fixed test keys of a loopback server.
 //!
+//! `karu-testkit credentials`: the mocks that check credentials (GCS, Azure, the Hugging Face
+//! Hub and S3), each holding objects `a` and `b` (64 KiB: byte `i` is `(i * 41 + i / 97) % 256`) at
+//! `gs://bkt/`, `az://data/`, `hf://org/model/` (a gated repository) and `s3://bucket/`, readable
+//! only with the credentials it prints as one line of JSON (`gcs`: `endpoint`, `token`;
+//! `azure`: `endpoint`, `account`, `token`; `hf`: `endpoint`, `token`; `s3`: `endpoint`,
+//! `access_key_id`, `secret_access_key`); it answers each `log` line on stdin with what the
+//! mocks saw so far, as one line of JSON (`gcs`: the identity of each request;
+//! `azure`: `[identity, failure]` of each; `hf`: the `Authorization` of each Hub request and
+//! `hf_leaks`, those the CDN got; `s3`: the access key id each request was signed with and
+//! `s3_signature_failures`), and stops when stdin closes.
+//!
 //! `karu-testkit serve`: the testkit's mock object server as a process, for tests in other
 //! languages (the Python binding's pytest suite). It listens on 127.0.0.1 (an ephemeral
 //! port), prints its base URL on the first line of stdout, and stops when its stdin closes
@@ -267,15 +278,97 @@ fn seaweedfs() -> std::process::ExitCode {
     std::process::ExitCode::SUCCESS
 }
 
+fn credentials() -> std::process::ExitCode {
+    use karu_testkit::azure::AzureMock;
+    use karu_testkit::gcs::GcsMock;
+    use karu_testkit::hf::{HfMock, RepoAccess};
+    use karu_testkit::{MockCredentials, S3Mock};
+
+    let gcs = GcsMock::start();
+    gcs.add_token("ya29.python", "user:python");
+    let azure = AzureMock::start();
+    let azure_token = azure.issue_token("python", Duration::from_secs(24 * 3600));
+    let hf = HfMock::start();
+    hf.add_token("hf_python");
+    hf.create_repo("org/model", RepoAccess::Gated(vec!["hf_python".into()]));
+    let s3 = S3Mock::start();
+    s3.create_bucket("bucket");
+    s3.add_credentials(MockCredentials::new("AKIDPYTHON", "python-secret"));
+    let bytes: Vec<u8> = (0..64usize << 10)
+        .map(|i| ((i * 41 + i / 97) % 256) as u8)
+        .collect();
+    for name in ["a", "b"] {
+        gcs.insert("bkt", name, bytes.clone());
+        azure.insert("data", name, bytes.clone());
+        hf.insert("org/model", "main", name, bytes.clone());
+        s3.insert("bucket", name, bytes.clone());
+    }
+    let hello = serde_json::json!({
+        "gcs": {"endpoint": gcs.endpoint(), "token": "ya29.python"},
+        "azure": {"endpoint": azure.endpoint(), "account": azure.account(), "token": azure_token},
+        "hf": {"endpoint": hf.endpoint(), "token": "hf_python"},
+        "s3": {"endpoint": s3.endpoint(), "access_key_id": "AKIDPYTHON", "secret_access_key": "python-secret"},
+    });
+    let mut stdout = std::io::stdout();
+    if writeln!(stdout, "{hello}")
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        return std::process::ExitCode::FAILURE;
+    }
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim() != "log" {
+            continue;
+        }
+        let signed_by = |authorization: Option<&str>| {
+            authorization
+                .and_then(|a| a.split("Credential=").nth(1))
+                .and_then(|c| c.split('/').next())
+                .map(str::to_owned)
+        };
+        let log = serde_json::json!({
+            "gcs": gcs.authenticated().into_iter().map(|a| a.identity).collect::<Vec<_>>(),
+            "azure": azure
+                .auth_log()
+                .into_iter()
+                .map(|r| (format!("{:?}", r.identity), r.failure.map(|f| format!("{f:?}"))))
+                .collect::<Vec<_>>(),
+            "hf": hf
+                .hub()
+                .requests()
+                .iter()
+                .map(|r| r.header("authorization").map(str::to_owned))
+                .collect::<Vec<_>>(),
+            "hf_leaks": hf.authorization_leaks(),
+            "s3": s3
+                .server()
+                .requests()
+                .iter()
+                .map(|r| signed_by(r.header("authorization")))
+                .collect::<Vec<_>>(),
+            "s3_signature_failures": s3.signature_failures().len(),
+        });
+        if writeln!(stdout, "{log}")
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            break;
+        }
+    }
+    std::process::ExitCode::SUCCESS
+}
+
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("serve") => {}
         Some("nginx") if args.len() == 2 => return nginx(&args[1]),
         Some("seaweedfs") => return seaweedfs(),
+        Some("credentials") => return credentials(),
         _ => {
             eprintln!(
-                "usage: karu-testkit serve | karu-testkit nginx DIR | karu-testkit seaweedfs\n  serves the testkit's mock object server (or nginx serving DIR, or SeaweedFS) on 127.0.0.1 until stdin closes"
+                "usage: karu-testkit serve | karu-testkit nginx DIR | karu-testkit seaweedfs | karu-testkit credentials\n  serves the testkit's mock object server (or nginx serving DIR, SeaweedFS, or the mocks that check credentials) on 127.0.0.1 until stdin closes"
             );
             return std::process::ExitCode::from(2);
         }

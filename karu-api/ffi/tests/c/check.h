@@ -78,7 +78,7 @@ static inline karu_client *test_client(const char *toml) {
 
 static inline karu_locator *test_locate(const karu_client *client, const char *address) {
     karu_locator *locator = NULL;
-    karu_status located = karu_locate(client, address, &locator);
+    karu_status located = karu_client_locate(client, address, &locator);
     if (located != KARU_OK) {
         char message[512];
         karu_client_last_error(client, message, sizeof message, NULL);

@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
             read_of(b, 60000, 16, NULL, 3),
         };
         karu_batch *batch = NULL;
-        CHECK_OK(karu_batch_submit(client, reads, 3, NULL, &batch));
+        CHECK_OK(karu_client_submit(client, reads, 3, NULL, &batch));
         karu_completion *done[3];
         size_t n = 0;
         CHECK_OK(karu_batch_wait(batch, done, 3, &n));
@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
     a = test_locate(client, a_address);
     karu_read read = read_of(a, 0, 10, NULL, 7);
     karu_batch *batch = NULL;
-    CHECK_OK(karu_batch_submit(client, &read, 1, NULL, &batch));
+    CHECK_OK(karu_client_submit(client, &read, 1, NULL, &batch));
     karu_completion *done = NULL;
     size_t n = 0;
     CHECK_OK(karu_batch_wait(batch, &done, 1, &n));

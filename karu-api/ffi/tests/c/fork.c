@@ -39,8 +39,8 @@ static void child(karu_client *client, karu_batch *inherited, const char *local_
 
     /* The client works: new locators, a batch with both kinds of buffers, stat, a reader. */
     karu_locator *local = NULL, *remote = NULL;
-    STEP(25, karu_locate(client, local_path, &local) == KARU_OK);
-    STEP(26, karu_locate(client, object_url, &remote) == KARU_OK);
+    STEP(25, karu_client_locate(client, local_path, &local) == KARU_OK);
+    STEP(26, karu_client_locate(client, object_url, &remote) == KARU_OK);
     uint8_t buffer[100];
     karu_read reads[3] = {
         read_of(remote, at, 100, buffer, 1),
@@ -49,7 +49,7 @@ static void child(karu_client *client, karu_batch *inherited, const char *local_
     };
     karu_batch *batch = NULL;
     karu_completion *completions[3];
-    STEP(27, karu_batch_submit(client, reads, 3, NULL, &batch) == KARU_OK);
+    STEP(27, karu_client_submit(client, reads, 3, NULL, &batch) == KARU_OK);
     STEP(28, karu_batch_wait(batch, completions, 3, &n) == KARU_OK && n == 3);
     uint64_t offsets[3] = {at, at, at + 100000};
     for (int i = 0; i < 3; i++) {
@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     karu_batch *batch = NULL;
     karu_completion *done[2];
     size_t n = 0;
-    CHECK_OK(karu_batch_submit(client, warm, 2, NULL, &batch));
+    CHECK_OK(karu_client_submit(client, warm, 2, NULL, &batch));
     CHECK_OK(karu_batch_wait(batch, done, 2, &n));
     CHECK(n == 2);
     for (int i = 0; i < 2; i++) CHECK_OK(karu_completion_free(done[i]));
@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
        reads into a caller buffer. */
     uint8_t *caller = malloc(8);
     karu_read inflight[2] = {read_of(held, 0, 64, NULL, 70), read_of(local, 100, 8, caller, 71)};
-    CHECK_OK(karu_batch_submit(client, inflight, 2, NULL, &batch));
+    CHECK_OK(karu_client_submit(client, inflight, 2, NULL, &batch));
     char line[16];
     CHECK(fgets(line, sizeof line, stdin) != NULL); /* the server holds the request now */
 
@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
     /* The parent's batch goes on: a second request for the held object releases both. */
     karu_read release = read_of(held, 1000, 10, NULL, 80);
     karu_batch *second = NULL;
-    CHECK_OK(karu_batch_submit(client, &release, 1, NULL, &second));
+    CHECK_OK(karu_client_submit(client, &release, 1, NULL, &second));
     CHECK_OK(karu_batch_wait(second, done, 1, &n));
     CHECK(n == 1);
     CHECK_OK(karu_completion_free(done[0]));

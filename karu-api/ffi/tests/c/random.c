@@ -76,7 +76,7 @@ enum expect { EXPECT_OK, EXPECT_END, EXPECT_STATUS };
 struct ask {
     int object;
     uint64_t window_start;  /* absolute start of the read's window (0 without one) */
-    int windowed;           /* read through a `karu_locator_window` */
+    int windowed;           /* read through a `karu_locator_with_window` */
     uint64_t window_length; /* KARU_TO_END or the bounded window's length */
     uint64_t offset;        /* relative to the window */
     uint64_t length;
@@ -537,7 +537,7 @@ static void run_case(karu_client *client) {
         if (a->length > 0 && a->length <= (1u << 20) && chance(50)) a->dst = malloc((size_t)a->length);
         const karu_locator *locator = objects[a->object].locator;
         if (a->windowed) {
-            CHECK_OK(karu_locator_window(locator, a->window_start, a->window_length, &windows[i]));
+            CHECK_OK(karu_locator_with_window(locator, a->window_start, a->window_length, &windows[i]));
             locator = windows[i];
         }
         reads[i] = read_of(locator, a->offset, a->length, a->dst, a->tag);
@@ -562,7 +562,7 @@ static void run_case(karu_client *client) {
             why = "has no locator";
         }
         karu_batch *refused = NULL;
-        CHECK_STATUS(karu_batch_submit(client, reads, n, NULL, &refused), KARU_ERR_INVALID);
+        CHECK_STATUS(karu_client_submit(client, reads, n, NULL, &refused), KARU_ERR_INVALID);
         char message[512];
         CHECK_OK(karu_client_last_error(client, message, sizeof message, NULL));
         if (refused != NULL || strstr(message, why) == NULL)
@@ -584,7 +584,7 @@ static void run_case(karu_client *client) {
                 options.max_amplification = amplifications[between(0, 2)];
         if (chance(20)) options.fields |= KARU_OPT_ONE_VERSION;
     }
-    CHECK_OK(karu_batch_submit(client, reads, n, with_options ? &options : NULL, &batch));
+    CHECK_OK(karu_client_submit(client, reads, n, with_options ? &options : NULL, &batch));
     free(reads); /* copied at submit */
     karu_stats stats;
     CHECK_OK(karu_batch_stats(batch, &stats));

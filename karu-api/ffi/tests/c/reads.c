@@ -53,13 +53,13 @@ static void nulls_are_invalid(karu_client *client, karu_locator *local) {
     CHECK_STATUS(karu_client_builder_new(NULL), KARU_ERR_INVALID);
     CHECK_STATUS(karu_client_builder_build(NULL, NULL), KARU_ERR_INVALID);
     CHECK_STATUS(karu_client_builder_set(NULL, "a", "b"), KARU_ERR_INVALID);
-    CHECK_STATUS(karu_locate(NULL, "/x", &locator), KARU_ERR_INVALID);
-    CHECK_STATUS(karu_locate(client, NULL, &locator), KARU_ERR_INVALID);
-    CHECK_STATUS(karu_locate(client, "/x", NULL), KARU_ERR_INVALID);
-    CHECK_STATUS(karu_locator_window(NULL, 0, 1, &locator), KARU_ERR_INVALID);
-    CHECK_STATUS(karu_batch_submit(NULL, NULL, 0, NULL, &batch), KARU_ERR_INVALID);
-    CHECK_STATUS(karu_batch_submit(client, NULL, 0, NULL, NULL), KARU_ERR_INVALID);
-    CHECK_STATUS(karu_batch_submit(client, NULL, 3, NULL, &batch), KARU_ERR_INVALID);
+    CHECK_STATUS(karu_client_locate(NULL, "/x", &locator), KARU_ERR_INVALID);
+    CHECK_STATUS(karu_client_locate(client, NULL, &locator), KARU_ERR_INVALID);
+    CHECK_STATUS(karu_client_locate(client, "/x", NULL), KARU_ERR_INVALID);
+    CHECK_STATUS(karu_locator_with_window(NULL, 0, 1, &locator), KARU_ERR_INVALID);
+    CHECK_STATUS(karu_client_submit(NULL, NULL, 0, NULL, &batch), KARU_ERR_INVALID);
+    CHECK_STATUS(karu_client_submit(client, NULL, 0, NULL, NULL), KARU_ERR_INVALID);
+    CHECK_STATUS(karu_client_submit(client, NULL, 3, NULL, &batch), KARU_ERR_INVALID);
     CHECK_STATUS(karu_batch_next(NULL, 0, &next, &done), KARU_ERR_INVALID);
     CHECK_STATUS(karu_batch_wait(NULL, NULL, 0, &n), KARU_ERR_INVALID);
     CHECK_STATUS(karu_batch_stats(NULL, NULL), KARU_ERR_INVALID);
@@ -133,16 +133,16 @@ int main(int argc, char **argv) {
 
     /* An address no backend serves: the client's last error (of this thread) says why. */
     karu_locator *nowhere = NULL;
-    CHECK_STATUS(karu_locate(client, "gopher://example/x", &nowhere), KARU_ERR_UNSUPPORTED);
+    CHECK_STATUS(karu_client_locate(client, "gopher://example/x", &nowhere), KARU_ERR_UNSUPPORTED);
     char message[512];
     CHECK_OK(karu_client_last_error(client, message, sizeof message, NULL));
     CHECK(strstr(message, "gopher") != NULL);
 
     /* Windows: [1000, +5000) of the file, [500000, +1000) of the object. */
     karu_locator *local_window = NULL, *remote_window = NULL, *bad_window = NULL;
-    CHECK_OK(karu_locator_window(local, 1000, 5000, &local_window));
-    CHECK_OK(karu_locator_window(remote, 500000, 1000, &remote_window));
-    CHECK_STATUS(karu_locator_window(local_window, 4000, 2000, &bad_window), KARU_ERR_INVALID_RANGE);
+    CHECK_OK(karu_locator_with_window(local, 1000, 5000, &local_window));
+    CHECK_OK(karu_locator_with_window(remote, 500000, 1000, &remote_window));
+    CHECK_STATUS(karu_locator_with_window(local_window, 4000, 2000, &bad_window), KARU_ERR_INVALID_RANGE);
     CHECK(bad_window == NULL);
     char window_error[256];
     CHECK_OK(karu_locator_last_error(local_window, window_error, sizeof window_error, NULL));
@@ -167,9 +167,9 @@ int main(int argc, char **argv) {
     CHECK(size == SIZE && etag_len > 2 && etag[0] == '"');
     CHECK_STATUS(karu_client_stat(client, missing, &size, NULL, 0, NULL), KARU_ERR_NOT_FOUND);
     karu_locator *past_end = NULL, *remote_past_end = NULL, *missing_window = NULL;
-    CHECK_OK(karu_locator_window(local, SIZE - 10, 100, &past_end));
-    CHECK_OK(karu_locator_window(remote, SIZE - 3, 100, &remote_past_end));
-    CHECK_OK(karu_locator_window(missing, 0, 4, &missing_window));
+    CHECK_OK(karu_locator_with_window(local, SIZE - 10, 100, &past_end));
+    CHECK_OK(karu_locator_with_window(remote, SIZE - 3, 100, &remote_past_end));
+    CHECK_OK(karu_locator_with_window(missing, 0, 4, &missing_window));
     CHECK_OK(karu_client_stat(client, past_end, &size, NULL, 0, NULL));
     CHECK(size == 10);
     char window_etag[128];
@@ -201,7 +201,7 @@ int main(int argc, char **argv) {
     };
     reads[10].if_match = "\"abc\"";
     karu_batch *batch = NULL;
-    CHECK_OK(karu_batch_submit(client, reads, 12, NULL, &batch));
+    CHECK_OK(karu_client_submit(client, reads, 12, NULL, &batch));
     karu_stats stats;
     CHECK_OK(karu_batch_stats(batch, &stats));
     CHECK(stats.reads == 12 && stats.rejected == 5);
@@ -259,11 +259,11 @@ int main(int argc, char **argv) {
     /* Malformed arrays are refused whole, naming the read. */
     uint8_t overlap[16];
     karu_read bad[2] = {read_of(local, 0, 10, overlap, 1), read_of(local, 0, 10, overlap + 5, 2)};
-    CHECK_STATUS(karu_batch_submit(client, bad, 2, NULL, &batch), KARU_ERR_INVALID);
+    CHECK_STATUS(karu_client_submit(client, bad, 2, NULL, &batch), KARU_ERR_INVALID);
     CHECK_OK(karu_client_last_error(client, message, sizeof message, NULL));
     CHECK(strstr(message, "reads 0 and 1 have overlapping destinations") != NULL);
     bad[1] = read_of(NULL, 0, 10, NULL, 2);
-    CHECK_STATUS(karu_batch_submit(client, bad, 2, NULL, &batch), KARU_ERR_INVALID);
+    CHECK_STATUS(karu_client_submit(client, bad, 2, NULL, &batch), KARU_ERR_INVALID);
     CHECK_OK(karu_client_last_error(client, message, sizeof message, NULL));
     CHECK(strstr(message, "read 1 has no locator") != NULL);
 
@@ -273,7 +273,7 @@ int main(int argc, char **argv) {
     karu_batch_options no_merging = {0};
     no_merging.fields = KARU_OPT_MAX_GAP;
     no_merging.max_gap = 0;
-    CHECK_OK(karu_batch_submit(client, adjacent, 2, &no_merging, &batch));
+    CHECK_OK(karu_client_submit(client, adjacent, 2, &no_merging, &batch));
     CHECK_OK(karu_batch_stats(batch, &stats));
     CHECK(stats.transfers == 2);
     karu_completion *first[1] = {NULL};
@@ -301,7 +301,7 @@ int main(int argc, char **argv) {
     karu_read pinned[2] = {read_of(remote_window, 0, 16, NULL, 40), read_of(remote, 600000, 8, NULL, 41)};
     pinned[0].if_match = etag;
     pinned[1].if_match = "\"another-version\"";
-    CHECK_OK(karu_batch_submit(client, pinned, 2, NULL, &batch));
+    CHECK_OK(karu_client_submit(client, pinned, 2, NULL, &batch));
     karu_completion *versions[2] = {0};
     drain(batch, versions, 40, 2);
     check_bytes(versions[0], 500000, 16);
@@ -330,7 +330,7 @@ int main(int argc, char **argv) {
 
     /* Cancelling a batch: every read still completes, and the batch is released. */
     karu_read late[1] = {read_of(local, 0, 8, NULL, 50)};
-    CHECK_OK(karu_batch_submit(client, late, 1, NULL, &batch));
+    CHECK_OK(karu_client_submit(client, late, 1, NULL, &batch));
     CHECK_OK(karu_batch_cancel(batch));
     CHECK_OK(karu_batch_wait(batch, first, 1, &count));
     CHECK(count == 1);

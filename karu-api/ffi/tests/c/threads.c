@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
         caller[i] = is_local && i % 2 == 0 ? buffers + i / 2 * 64 : NULL;
         reads[i] = read_of(is_local ? local : remote, offsets[i], lengths[i], caller[i], i);
     }
-    CHECK_OK(karu_batch_submit(client, reads, READS, NULL, &batch));
+    CHECK_OK(karu_client_submit(client, reads, READS, NULL, &batch));
     free(reads); /* copied at submit */
     karu_stats stats;
     CHECK_OK(karu_batch_stats(batch, &stats));

@@ -3,11 +3,13 @@
 // as C++17 (the facade's own span and expected), C++20 (std::span) and C++23
 // (std::expected) by tests/c_programs.rs. Credential callbacks as std::function over S3: one
 // that answers signs the reads (asked once: cached under the prefix it names); one that
-// throws fails its read with Status::Credentials (the exception never reaches Karu).
+// throws fails its read with Status::Credentials (the exception never reaches Karu). A token
+// callback over GCS: its bearer token authenticates the reads (asked once for the bucket).
 //
 // argv: LOCAL_FILE (1 MiB of pattern) OBJECT_URL (1 MiB of pattern) MISSING_URL (404)
 //       S3_ENDPOINT BUCKET (object "a" of 64 KiB of pattern; the mock accepts the key pair
-//       "AKIDFACADE" / "facade-secret")
+//       "AKIDFACADE" / "facade-secret") GCS_ENDPOINT (objects "gs://bkt/a" and "gs://bkt/b"
+//       of 64 KiB of pattern; the mock accepts the token "ya29.facade")
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,7 +56,7 @@ static karu::ClientOptions isolated(std::string toml = {}) {
 }
 
 int main(int argc, char **argv) {
-    CHECK(argc == 6);
+    CHECK(argc == 7);
     const std::uint64_t size = 1 << 20;
 
     // A configuration mistake is an expected error naming the text and the line.
@@ -71,9 +73,9 @@ int main(int argc, char **argv) {
     auto nowhere = client.locate("gopher://example/x");
     CHECK(!nowhere && nowhere.error().status == karu::Status::Unsupported);
     CHECK(nowhere.error().message.find("gopher") != std::string::npos);
-    karu::Locator window = local.window(1000, 5000).value();
+    karu::Locator window = local.with_window(1000, 5000).value();
     CHECK(window.name().find("[1000, +5000)") != std::string::npos);
-    auto outside = window.window(4000, 2000);
+    auto outside = window.with_window(4000, 2000);
     CHECK(!outside && outside.error().status == karu::Status::InvalidRange);
     CHECK(outside.error().message.find("window") != std::string::npos);
 
@@ -198,6 +200,32 @@ int main(int argc, char **argv) {
     std::vector<karu::Completion> failed = refused.submit(unsigned_read).value().wait().value();
     CHECK(failed.size() == 1 && failed[0].status() == karu::Status::Credentials);
     CHECK(failed[0].message().find("aws") != std::string::npos);
+
+    // Over GCS, a token callback's bearer token authenticates both objects' reads: one call,
+    // cached under the bucket.
+    const std::string gcs_toml = std::string("[gcs]\nendpoint = \"") + argv[6] + "\"\n";
+    karu::ClientOptions bearer = isolated(gcs_toml);
+    int tokens = 0;
+    bearer.gcp_credentials = [&tokens](std::string_view path) -> karu::Expected<karu::TokenCredential> {
+        tokens++;
+        CHECK(path.substr(0, 9) == "gs://bkt/");
+        karu::TokenCredential credential;
+        credential.token = "ya29.facade";
+        credential.expires_unix = 4102444800u;  // 2100-01-01
+        credential.prefix = "gs://bkt";
+        return credential;
+    };
+    karu::Client gcs = karu::Client::create(bearer).value();
+    karu::Locator gcs_a = gcs.locate("gs://bkt/a").value();
+    karu::Locator gcs_b = gcs.locate("gs://bkt/b").value();
+    std::vector<karu::Read> token_reads;
+    token_reads.push_back(karu::Read(gcs_a, 0, 100).tag(0));
+    token_reads.push_back(karu::Read(gcs_b, 60000, 100).tag(60000));
+    karu::Batch token_batch = gcs.submit(token_reads).value();
+    for (karu::Completion &done : token_batch) {
+        CHECK(done.ok() && is_pattern(done.data(), done.tag()));
+    }
+    CHECK(tokens == 1);
 
     std::printf("facade (C++%ld): ok\n", static_cast<long>(__cplusplus / 100 % 100));
     return 0;

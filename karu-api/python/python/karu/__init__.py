@@ -52,6 +52,8 @@ __version__: str = _native.__version__
 __all__ = [
     "__version__",
     "Client",
+    "AwsCredential",
+    "Token",
     "Batch",
     "Completion",
     "Status",
@@ -101,6 +103,122 @@ def _setting(key: str, value: Any) -> str:
             f'the setting "{key}" takes a string, number, boolean, path, list or dict, '
             f"found {type(value).__name__}"
         ) from None
+
+
+class AwsCredential(NamedTuple):
+    """An AWS key pair, what a credentials callback returns for S3 (family ``"aws"``) and
+    Source Cooperative (``"source"``): requests are signed with it (SigV4) as with keys Karu
+    discovers itself.
+
+    ``expiry``: when it stops being valid, a ``datetime`` (a naive one is local time, as
+    ``datetime.timestamp`` takes it) or seconds since the Unix epoch; Karu reuses it until then
+    and calls the callback again in the last tenth of its lifetime. ``None``: it never expires.
+    ``prefix``: the canonical path prefix it is valid for (``"s3://bucket"``, whole segments):
+    Karu caches it there and every read under it uses it; ``None``: this path only (the
+    callback is called for every request)."""
+
+    access_key_id: str
+    secret_access_key: str
+    session_token: Optional[str] = None
+    expiry: Any = None
+    prefix: Optional[str] = None
+
+    def __repr__(self) -> str:
+        return (
+            f"AwsCredential(access_key_id={self.access_key_id!r}, secret_access_key=<redacted>, "
+            f"session_token={'<redacted>' if self.session_token else None}, "
+            f"expiry={self.expiry!r}, prefix={self.prefix!r})"
+        )
+
+
+class Token(NamedTuple):
+    """A bearer token, what a credentials callback returns for Google Cloud Storage (family
+    ``"gcp"``: an OAuth 2 access token), Azure Blob and Data Lake Storage (``"azure"``: an
+    Entra ID access token for ``https://storage.azure.com/``) and the Hugging Face Hub
+    (``"hf"``: a user access token), sent as ``Authorization: Bearer <token>``. ``expiry`` and
+    ``prefix`` as for :class:`AwsCredential`."""
+
+    token: str
+    expiry: Any = None
+    prefix: Optional[str] = None
+
+    def __repr__(self) -> str:
+        return f"Token(token=<redacted>, expiry={self.expiry!r}, prefix={self.prefix!r})"
+
+
+def _seconds(expiry) -> Optional[float]:
+    """An expiry as seconds since the Unix epoch (a ``datetime`` or a number)."""
+    if expiry is None:
+        return None
+    if hasattr(expiry, "timestamp"):
+        return float(expiry.timestamp())
+    if isinstance(expiry, bool) or not isinstance(expiry, (int, float)):
+        raise TypeError(
+            f"expiry takes a datetime or seconds since the epoch, found {type(expiry).__name__}"
+        )
+    return float(expiry)
+
+
+def _optional_text(name: str, value) -> Optional[str]:
+    if value is None or isinstance(value, str):
+        return value
+    raise TypeError(f"{name} takes a str or None, found {type(value).__name__}")
+
+
+def _credential_answer(callback, path: str):
+    """Call a credentials callback for ``path``; its answer as the native client takes it:
+    ``None`` or ``(kind, secret, key_id, session_token, expiry_seconds, prefix)``. A wrong
+    answer raises ``TypeError`` (the native client fails the reads with it, naming it)."""
+    answer = callback(path)
+    if answer is None:
+        return None
+    if isinstance(answer, AwsCredential):
+        for name in ("access_key_id", "secret_access_key"):
+            if not isinstance(getattr(answer, name), str):
+                raise TypeError(f"AwsCredential.{name} takes a str")
+        return (
+            "aws",
+            answer.secret_access_key,
+            answer.access_key_id,
+            _optional_text("AwsCredential.session_token", answer.session_token),
+            _seconds(answer.expiry),
+            _optional_text("AwsCredential.prefix", answer.prefix),
+        )
+    if isinstance(answer, Token):
+        if not isinstance(answer.token, str):
+            raise TypeError("Token.token takes a str")
+        return (
+            "token",
+            answer.token,
+            None,
+            None,
+            _seconds(answer.expiry),
+            _optional_text("Token.prefix", answer.prefix),
+        )
+    raise TypeError(
+        f"the callback returned {type(answer).__name__}; expected karu.AwsCredential, "
+        f"karu.Token or None"
+    )
+
+
+def _credential_callbacks(callbacks) -> list:
+    """The native client's ``(family, callable)`` credential callbacks of a client's
+    ``_callbacks``: ``"credentials"`` answers for every family, ``"credentials[FAMILY]"`` for
+    one."""
+    native = []
+    for name, callback in callbacks.items():
+        if name == "credentials":
+            family = None
+        elif name.startswith("credentials[") and name.endswith("]"):
+            family = name[len("credentials[") : -1]
+        else:
+            continue
+
+        def call(path, callback=callback):
+            return _credential_answer(callback, path)
+
+        native.append((family, call))
+    return native
 
 
 def _unpickle_client(state) -> "Client":
@@ -362,14 +480,30 @@ class Client:
     instance metadata). A pickle holds whatever secrets the settings or the config file hold:
     keep it as you would keep that file.
 
-    Callbacks a client is given (the credential callback, when Python clients take one) are
-    part of its configuration: the client pickles if each of them pickles (a module-level
-    function does; a lambda or a closure does not), and otherwise pickling fails with an error
-    naming the callback, never silently leaving it behind. Such callbacks live in
-    ``self._callbacks`` (name -> callable), which :meth:`__reduce__` checks and carries.
+    **Credentials** from the application (a vendor SDK, a secret manager), instead of Karu's
+    own discovery: ``credentials=fn``, where ``fn(canonical_path)`` returns an
+    :class:`AwsCredential` (S3, Source Cooperative), a :class:`Token` (Google Cloud Storage,
+    Azure, Hugging Face), or ``None`` (or raises) to fail the reads that needed it with
+    :class:`Credentials`. ``fn`` then answers for every one of those families; a dict
+    ``credentials={"aws": fn, "gcp": other}`` names the families (``"aws"``, ``"source"``,
+    ``"gcp"``, ``"azure"``, ``"hf"``) and leaves the others to Karu. Karu calls it from its own
+    threads (taking the GIL), once for concurrent reads under the ``prefix`` its answer names
+    (they wait for that one call), and again when the answer nears its ``expiry``; calls for
+    different paths may run at once, so it must be thread safe. A callback that never returns
+    holds one of Karu's credential threads, and its reads fail with :class:`TimedOut` at their
+    deadline (``retry.deadline``): give it a timeout of its own.
+
+    Callbacks a client is given (the credentials callback) are part of its configuration: the
+    client pickles if each of them pickles (a module-level function does; a lambda or a
+    closure does not), and otherwise pickling fails with an error naming the callback, never
+    silently leaving it behind. Such callbacks live in ``self._callbacks`` (name -> callable:
+    ``"credentials"``, or ``"credentials[FAMILY]"`` for each of a dict's), which
+    :meth:`__reduce__` checks and carries.
     """
 
-    def __init__(self, config=None, *, paths=None, isolated: bool = False, **settings):
+    def __init__(
+        self, config=None, *, paths=None, isolated: bool = False, credentials=None, **settings
+    ):
         flat: List[Tuple[str, str]] = []
         file = None
         if isinstance(config, dict):
@@ -382,16 +516,33 @@ class Client:
             pairs: List[Tuple[str, str]] = []
             _flatten("", rules, pairs)
             path_flat.extend((prefix, key, value) for key, value in pairs)
-        self._build(file, None, flat, path_flat, isolated, {})
+        callbacks = {}
+        if isinstance(credentials, dict):
+            for family, callback in credentials.items():
+                if not isinstance(family, str) or not callable(callback):
+                    raise TypeError(
+                        "credentials takes a callable, or a dict of family name -> callable"
+                    )
+                callbacks[f"credentials[{family}]"] = callback
+        elif callable(credentials):
+            callbacks["credentials"] = credentials
+        elif credentials is not None:
+            raise TypeError(
+                f"credentials takes a callable, or a dict of family name -> callable, found "
+                f"{type(credentials).__name__}"
+            )
+        self._build(file, None, flat, path_flat, isolated, callbacks)
 
     def _build(self, file, config_text, flat, path_flat, isolated, callbacks) -> None:
         """Build the native client; remember what it was built from, for pickling."""
-        self._native = _native.Client(file, flat, path_flat, isolated, config_text)
+        self._native = _native.Client(
+            file, flat, path_flat, isolated, config_text, _credential_callbacks(callbacks)
+        )
         self._flat = flat
         self._path_flat = path_flat
         self._isolated = isolated
         # name -> callable: the callbacks of this client's configuration (see the class
-        # docstring). The credential callback is the first that will live here.
+        # docstring).
         self._callbacks = callbacks
 
     def _configuration(self):
