@@ -22,32 +22,23 @@ pub(crate) const CLOUDS: [&str; 3] = [
 ];
 
 /// What can go wrong here; converted into the engine's public error at the boundary.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum AzureError {
+    #[error("invalid Azure address {address}: {why}")]
     InvalidAddress { address: String, why: &'static str },
+    #[error("the Azure endpoint {0}")]
     InvalidEndpoint(&'static str),
+    #[error(
+        "no storage account for {0}: set azure.account (or AZURE_STORAGE_ACCOUNT_NAME, a \
+         connection string, azure.endpoint), or use an address that names one \
+         (abfss://container@account.dfs.core.windows.net/path)"
+    )]
     NoAccount(String),
 }
 
 impl From<AzureError> for Error {
     fn from(e: AzureError) -> Self {
-        match e {
-            AzureError::InvalidAddress { address, why } => Error::new(
-                Status::InvalidArgument,
-                format!("invalid Azure address {address}: {why}"),
-            ),
-            AzureError::InvalidEndpoint(why) => {
-                Error::new(Status::InvalidArgument, format!("the Azure endpoint {why}"))
-            }
-            AzureError::NoAccount(object) => Error::new(
-                Status::InvalidArgument,
-                format!(
-                    "no storage account for {object}: set azure.account (or \
-                     AZURE_STORAGE_ACCOUNT_NAME, a connection string, azure.endpoint), or use \
-                     an address that names one (abfss://container@account.dfs.core.windows.net/path)"
-                ),
-            ),
-        }
+        Error::new(Status::InvalidArgument, e.to_string())
     }
 }
 

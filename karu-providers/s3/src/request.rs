@@ -21,28 +21,25 @@ use percent_encoding::percent_decode_str;
 use crate::config::Addressing;
 
 /// What can go wrong here; converted into the engine's public error at the boundary.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum S3Error {
+    #[error("invalid S3 address {address}: {why}")]
     InvalidAddress { address: String, why: &'static str },
+    #[error("the S3 endpoint {0}")]
     InvalidEndpoint(&'static str),
+    #[error("cannot sign the request: {0}")]
     Signing(String),
 }
 
 impl From<S3Error> for Error {
     fn from(e: S3Error) -> Self {
-        match e {
-            S3Error::InvalidAddress { address, why } => Error::new(
-                Status::InvalidArgument,
-                format!("invalid S3 address {address}: {why}"),
-            ),
-            S3Error::InvalidEndpoint(why) => {
-                Error::new(Status::InvalidArgument, format!("the S3 endpoint {why}"))
+        let status = match e {
+            S3Error::Signing(_) => Status::Credentials,
+            S3Error::InvalidAddress { .. } | S3Error::InvalidEndpoint(_) => {
+                Status::InvalidArgument
             }
-            S3Error::Signing(why) => Error::new(
-                Status::Credentials,
-                format!("cannot sign the request: {why}"),
-            ),
-        }
+        };
+        Error::new(status, e.to_string())
     }
 }
 
