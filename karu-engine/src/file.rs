@@ -9,6 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::sync::Arc;
 use std::thread;
+use std::time::SystemTime;
 
 use crossbeam_channel::{Receiver, SendError, Sender};
 
@@ -419,10 +420,17 @@ fn not_addressable(path: &Path, kind: &std::fs::FileType) -> Error {
     )
 }
 
-/// The size of a local file from its metadata, without opening it (so a FIFO cannot block):
-/// `None` for what is not a regular file (a device, a FIFO), whose metadata says nothing of
-/// what can be read.
-pub(crate) fn size(path: &Path) -> Result<Option<u64>, Error> {
+/// What a local file's metadata states, read without opening it (so a FIFO cannot block).
+pub(crate) struct Metadata {
+    /// The size; `None` for what is not a regular file (a device, a FIFO), whose metadata
+    /// says nothing of what can be read.
+    pub(crate) size: Option<u64>,
+    /// The modification time, where the platform keeps one.
+    pub(crate) modified: Option<SystemTime>,
+}
+
+/// The metadata of the local file at `path` (a directory is an error).
+pub(crate) fn metadata(path: &Path) -> Result<Metadata, Error> {
     let meta = std::fs::metadata(path).map_err(|e| classify(path, &e))?;
     if meta.is_dir() {
         return Err(Error::new(
@@ -430,7 +438,10 @@ pub(crate) fn size(path: &Path) -> Result<Option<u64>, Error> {
             format!("{} is a directory, not a file", path.display()),
         ));
     }
-    Ok(meta.is_file().then_some(meta.len()))
+    Ok(Metadata {
+        size: meta.is_file().then_some(meta.len()),
+        modified: meta.modified().ok(),
+    })
 }
 
 /// Map an I/O error on `path` to a status with a clear message.
@@ -587,7 +598,10 @@ mod tests {
     fn directories_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(open(dir.path()).unwrap_err().status(), Status::IsDirectory);
-        assert_eq!(size(dir.path()).unwrap_err().status(), Status::IsDirectory);
+        assert_eq!(
+            metadata(dir.path()).map(|m| m.size).unwrap_err().status(),
+            Status::IsDirectory
+        );
     }
 
     /// Opens the FIFO for writing if `open` has not returned within 20 s (only when the code
@@ -639,14 +653,14 @@ mod tests {
         assert_eq!(err.status(), Status::Unsupported, "{err}");
         assert!(err.message().contains("FIFO"), "{err}");
         assert!(err.message().contains(fifo.to_str().unwrap()), "{err}");
-        assert_eq!(size(&fifo).unwrap(), None, "a FIFO states no size");
+        assert_eq!(metadata(&fifo).unwrap().size, None, "a FIFO states no size");
     }
 
     #[test]
     fn seekable_devices_read_and_state_no_size() {
         for device in ["/dev/zero", "/dev/null"] {
             let path = Path::new(device);
-            assert_eq!(size(path).unwrap(), None, "{device}");
+            assert_eq!(metadata(path).unwrap().size, None, "{device}");
             let (file, size) = open(path).unwrap();
             assert_eq!(size, None, "{device}");
             let mut dst = [0xAAu8; 16];
@@ -681,6 +695,6 @@ mod tests {
         assert_eq!(size, Some(10));
         let flags = rustix::fs::fcntl_getfl(&file).unwrap();
         assert!(!flags.contains(rustix::fs::OFlags::NONBLOCK), "{flags:?}");
-        assert_eq!(self::size(&path).unwrap(), Some(10));
+        assert_eq!(self::metadata(&path).unwrap().size, Some(10));
     }
 }

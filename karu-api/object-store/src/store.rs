@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -42,9 +43,9 @@ use crate::get::{self, DEFAULT_CHUNK, First, Layout};
 ///   filled (no copy). As object_store's contract says, a range reaching past the end of the
 ///   object returns what exists; one starting at or past the end is an error.
 /// - [`head`](object_store::ObjectStoreExt::head) is Karu's stat (one ranged GET of byte 0):
-///   the size and the strong ETag. `last_modified` is a local file's modification time; Karu's
-///   stat does not report a remote object's `Last-Modified`, so for remote objects it is the
-///   Unix epoch, as object_store's own HTTP store reports for an answer without one.
+///   the size, the strong ETag and `last_modified`: the answer's `Last-Modified` (a local
+///   file's modification time), or the Unix epoch when the answer has none, as object_store's
+///   own HTTP store reports. A `get` reports the same from the answer that read its first bytes.
 /// - Writes, deletes, copies, renames and listings are
 ///   [`Error::NotImplemented`](object_store::Error::NotImplemented), naming the operation:
 ///   Karu is read-only by contract.
@@ -148,7 +149,7 @@ impl KaruStore {
         };
         Ok(ObjectMeta {
             location: location.clone(),
-            last_modified: last_modified(locator),
+            last_modified: last_modified(info.last_modified),
             size,
             e_tag: info.etag,
             version: None,
@@ -196,7 +197,7 @@ impl KaruStore {
         .map_err(generic)?;
         let meta = ObjectMeta {
             location: location.clone(),
-            last_modified: last_modified(&locator),
+            last_modified: last_modified(ends.last_modified),
             size: layout.size,
             e_tag: ends.etag.clone(),
             version: None,
@@ -277,13 +278,10 @@ impl KaruStore {
     }
 }
 
-/// A local file's modification time; the Unix epoch where Karu states none (remote objects).
-fn last_modified(locator: &Locator) -> DateTime<Utc> {
-    locator
-        .file_path()
-        .and_then(|path| std::fs::metadata(path).ok())
-        .and_then(|meta| meta.modified().ok())
-        .map_or(DateTime::UNIX_EPOCH, DateTime::<Utc>::from)
+/// When Karu's answer says the object was last modified; the Unix epoch where it says nothing
+/// (an answer without a valid `Last-Modified`), as object_store's own HTTP store reports.
+fn last_modified(stated: Option<SystemTime>) -> DateTime<Utc> {
+    stated.map_or(DateTime::UNIX_EPOCH, DateTime::<Utc>::from)
 }
 
 fn generic(source: Box<dyn std::error::Error + Send + Sync>) -> object_store::Error {

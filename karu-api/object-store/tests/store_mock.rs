@@ -242,6 +242,35 @@ fn if_match_fails_a_changed_object_with_precondition() {
     });
 }
 
+/// `head` and `get` report the answer's `Last-Modified` (the mock stamps an object when it is
+/// inserted, to the second, as HTTP dates go); an answer without one reports the Unix epoch.
+#[test]
+fn last_modified_is_the_answers_last_modified() {
+    use chrono::{DateTime, Utc};
+    let server = MockServer::start();
+    let second = |t: DateTime<Utc>| t.timestamp();
+    let before = second(Utc::now());
+    server.insert("/a", Bytes::from_static(b"abcdef"));
+    let after = second(Utc::now());
+    let store = store(&server);
+    block_on(async {
+        let path = Path::from("a");
+        let head = store.head(&path).await.unwrap();
+        let stamped = second(head.last_modified);
+        assert!(
+            (before..=after).contains(&stamped),
+            "{} not within the insert's second(s) {before}..={after}",
+            head.last_modified
+        );
+        let got = store.get(&path).await.unwrap();
+        assert_eq!(got.meta.last_modified, head.last_modified);
+        assert_eq!(got.bytes().await.unwrap(), Bytes::from_static(b"abcdef"));
+        let options = GetOptions::new().with_range(Some(GetRange::Bounded(2..4)));
+        let ranged = store.get_opts(&path, options).await.unwrap();
+        assert_eq!(ranged.meta.last_modified, head.last_modified);
+    });
+}
+
 #[test]
 fn options_karu_cannot_honour_are_refused_before_any_request() {
     let server = MockServer::start();

@@ -3,12 +3,14 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::SystemTime;
 
 use futures_core::Stream;
 
 use crate::batch::Batch;
 use crate::batch::read::{Completion, Read};
 use crate::file::{self};
+use crate::http::Stated;
 use crate::http::ends::RemoteEnds;
 use crate::reply::{self, Reply};
 use crate::sdk::{Error, Locator, Status, Target, Window};
@@ -27,6 +29,10 @@ pub struct ObjectInfo {
     pub size: Option<u64>,
     /// The object's strong ETag, when the server sent one (never for local files).
     pub etag: Option<String>,
+    /// When the object was last modified: a remote answer's `Last-Modified` header, or a
+    /// local file's modification time; `None` when the answer has no (valid) header or the
+    /// platform keeps no time.
+    pub last_modified: Option<SystemTime>,
 }
 
 /// Both ends of an object, from [`Engine::read_ends`].
@@ -37,6 +43,8 @@ pub struct Ends {
     pub size: u64,
     /// The strong ETag both answers agreed on, if any.
     pub etag: Option<String>,
+    /// When the object was last modified, as [`ObjectInfo::last_modified`] says.
+    pub last_modified: Option<SystemTime>,
     /// The first `min(head_len, size)` bytes.
     pub head: Vec<u8>,
     /// The last `min(tail_len, size)` bytes.
@@ -49,10 +57,7 @@ impl Engine {
     pub fn stat(&self, locator: &Locator) -> Result<ObjectInfo, Error> {
         match locator.target() {
             // A local file's metadata is read right here: a blocking caller needs no hop.
-            Target::File(path) => Ok(ObjectInfo {
-                size: local_visible_size(locator.window(), file::size(path)?),
-                etag: None,
-            }),
+            Target::File(path) => Ok(local_info(locator.window(), file::metadata(path)?)),
             _ => reply::block_on(self.stat_reply(locator)),
         }
     }
@@ -79,15 +84,15 @@ impl Engine {
         /// states only the most that can be visible, not that the object exists).
         enum Probe {
             /// A file worker reads the metadata (no size for a device or FIFO).
-            Local(Reply<Option<u64>>),
+            Local(Reply<file::Metadata>),
             /// An event loop sends the one-byte probe.
-            Remote(Reply<(u64, Option<String>)>),
+            Remote(Reply<Stated>),
         }
         let window = locator.window();
         let probe = match locator.target() {
             Target::File(path) => {
                 let path = path.clone();
-                Probe::Local(self.running().files.run(move || file::size(&path)))
+                Probe::Local(self.running().files.run(move || file::metadata(&path)))
             }
             Target::Remote => Probe::Remote(match self.running().remote() {
                 Ok(remote) => remote.stat(locator),
@@ -95,14 +100,17 @@ impl Engine {
             }),
         };
         async move {
-            let (size, etag) = match probe {
-                Probe::Local(reply) => (local_visible_size(window, reply.await?), None),
+            Ok(match probe {
+                Probe::Local(reply) => local_info(window, reply.await?),
                 Probe::Remote(reply) => {
-                    let (size, etag) = reply.await?;
-                    (Some(visible_size(window, size)), etag)
+                    let stated = reply.await?;
+                    ObjectInfo {
+                        size: Some(visible_size(window, stated.size)),
+                        etag: stated.etag,
+                        last_modified: stated.last_modified,
+                    }
                 }
-            };
-            Ok(ObjectInfo { size, etag })
+            })
         }
     }
 
@@ -124,7 +132,7 @@ impl Engine {
         let info = self.stat(locator)?;
         let size = known_size(locator, &info)?;
         let batch = self.ends_batch(locator, size, head_len, tail_len);
-        ends_of(size, info.etag, batch.wait())
+        ends_of(size, info, batch.wait())
     }
 
     /// [`Engine::read_ends`] as a future that completes from Karu's own threads; any executor
@@ -154,7 +162,7 @@ impl Engine {
             {
                 completions.push(c);
             }
-            ends_of(size, info.etag, completions)
+            ends_of(size, info, completions)
         }
     }
 
@@ -186,6 +194,15 @@ fn visible_size(window: Option<Window>, object_size: u64) -> u64 {
     }
 }
 
+/// What a stat of a local file under `window` reports, from its metadata.
+fn local_info(window: Option<Window>, meta: file::Metadata) -> ObjectInfo {
+    ObjectInfo {
+        size: local_visible_size(window, meta.size),
+        etag: None,
+        last_modified: meta.modified,
+    }
+}
+
 /// What a window shows of a local file of `size` bytes, or of a device or FIFO (`None`), whose
 /// metadata states no size: only a bounded window then says how much is visible.
 fn local_visible_size(window: Option<Window>, size: Option<u64>) -> Option<u64> {
@@ -206,10 +223,11 @@ fn known_size(locator: &Locator, info: &ObjectInfo) -> Result<u64, Error> {
     })
 }
 
-fn ends_of(size: u64, etag: Option<String>, completions: Vec<Completion>) -> Result<Ends, Error> {
+fn ends_of(size: u64, info: ObjectInfo, completions: Vec<Completion>) -> Result<Ends, Error> {
     let mut ends = Ends {
         size,
-        etag,
+        etag: info.etag,
+        last_modified: info.last_modified,
         head: Vec::new(),
         tail: Vec::new(),
     };
@@ -230,6 +248,7 @@ impl From<RemoteEnds> for Ends {
         Ends {
             size: ends.size,
             etag: ends.etag,
+            last_modified: ends.last_modified,
             head: ends.head,
             tail: ends.tail,
         }

@@ -2,7 +2,7 @@
 //! service honours suffix ranges, and agreeing on size and ETag.
 
 use std::future::Future;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use karu_config::Settings;
 
@@ -17,6 +17,8 @@ use crate::sdk::{Credential, Error, Evidence, Locator, RangeSpec, Status};
 pub(crate) struct RemoteEnds {
     pub(crate) size: u64,
     pub(crate) etag: Option<String>,
+    /// The head's answer's `Last-Modified`, when it had a valid one.
+    pub(crate) last_modified: Option<SystemTime>,
     pub(crate) head: Vec<u8>,
     pub(crate) tail: Vec<u8>,
 }
@@ -66,6 +68,7 @@ pub(crate) async fn read_ends(
         return Ok(RemoteEnds {
             size: len,
             etag,
+            last_modified: hf.last_modified,
             head,
             tail,
         });
@@ -150,6 +153,7 @@ pub(crate) async fn read_ends(
     Ok(RemoteEnds {
         size: visible,
         etag,
+        last_modified: hf.last_modified,
         head,
         tail,
     })
@@ -230,6 +234,7 @@ impl Probe<'_> {
                 ends_early: false,
                 etag: None,
                 total: None,
+                last_modified: None,
             });
         }
         let dst = Dest::Vec { buf, limit: length };

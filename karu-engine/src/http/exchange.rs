@@ -2,12 +2,12 @@
 //! bytes into the destination. The driver around the pure [`crate::check`] module.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http::header::{
-    AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, ETAG, HeaderName, LOCATION,
-    USER_AGENT,
+    AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, ETAG, HeaderName,
+    LAST_MODIFIED, LOCATION, USER_AGENT,
 };
 use http::{HeaderMap, HeaderValue, Method, Request, Response, Uri};
 use http_body_util::{BodyExt, Empty};
@@ -68,6 +68,8 @@ pub(crate) struct Success {
     pub(crate) delivered: Delivered,
     pub(crate) etag: Option<String>,
     pub(crate) total: Option<u64>,
+    /// The answer's `Last-Modified`, when it sent a valid one.
+    pub(crate) last_modified: Option<SystemTime>,
 }
 
 /// A failed exchange, with what the retry policy and resume need.
@@ -372,6 +374,7 @@ impl Exchange<'_> {
             etag: text(ETAG),
             transformed: self.backend.transformed(headers),
         };
+        let last_modified = text(LAST_MODIFIED).and_then(|v| httpdate::parse_http_date(v).ok());
         let verdict = check::check_head(expect, &head);
         if let Some(failure) = self.keep_to_one_version(&verdict, status) {
             answer.abandon();
@@ -416,6 +419,7 @@ impl Exchange<'_> {
                     delivered,
                     etag: receipt.etag,
                     total: receipt.total,
+                    last_modified,
                 })
             }
             Verdict::Unsatisfiable { size, etag } => {
@@ -439,6 +443,7 @@ impl Exchange<'_> {
                     },
                     etag,
                     total: size,
+                    last_modified,
                 })
             }
             Verdict::ErrorStatus(code) => {

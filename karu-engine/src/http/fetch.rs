@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use karu_config::Settings;
 use tracing::Instrument;
@@ -41,6 +41,8 @@ pub(crate) struct Fetched {
     pub(crate) etag: Option<String>,
     /// The object's size, when a response stated it.
     pub(crate) total: Option<u64>,
+    /// The answer's `Last-Modified`, when it sent a valid one.
+    pub(crate) last_modified: Option<SystemTime>,
 }
 
 /// One logical read of a range into a destination.
@@ -232,6 +234,7 @@ impl Fetch<'_> {
                         ends_early: success.delivered.ends_early,
                         etag: success.etag.or(pin),
                         total,
+                        last_modified: success.last_modified,
                     });
                 }
                 Err(failure) => failure,
@@ -469,6 +472,7 @@ mod tests {
             },
             etag: None,
             total,
+            last_modified: None,
         }
     }
 

@@ -40,6 +40,6 @@ pub(crate) mod transport;
 
 pub(crate) use loops::LoopCtx;
 pub(crate) use permits::{Held, Permits, task_permits};
-pub(crate) use remote::Remote;
+pub(crate) use remote::{Remote, Stated};
 pub(crate) use stats::RemoteStats;
 pub use stats::TransportStats;

@@ -170,6 +170,7 @@ pub(crate) fn join(
         ends_early: ended,
         etag: etag.map(str::to_string),
         total,
+        last_modified: fetched.iter().find_map(|f| f.last_modified),
     }))
 }
 
@@ -283,6 +284,7 @@ fn past_the_end(head: &Fetched) -> Fetched {
         ends_early: true,
         etag: None,
         total: head.total,
+        last_modified: head.last_modified,
     }
 }
 
@@ -401,6 +403,7 @@ mod tests {
             ends_early: false,
             etag: etag.map(str::to_string),
             total,
+            last_modified: None,
         }
     }
 
@@ -438,6 +441,7 @@ mod tests {
                 ends_early: true,
                 etag: Some("\"a\"".into()),
                 total: Some(125),
+                last_modified: None,
             })
         );
     }

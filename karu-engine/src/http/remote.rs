@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use karu_config::Snapshot;
 use parking_lot::{Mutex, RwLock};
@@ -60,6 +60,15 @@ fn shares(concurrency: usize, io_threads: usize) -> Vec<usize> {
     (0..loops)
         .map(|i| concurrency / loops + usize::from(i < concurrency % loops))
         .collect()
+}
+
+/// What a remote stat learned of an object.
+pub(crate) struct Stated {
+    pub(crate) size: u64,
+    /// The strong ETag, when the answer had one.
+    pub(crate) etag: Option<String>,
+    /// The answer's `Last-Modified`, when it had a valid one.
+    pub(crate) last_modified: Option<SystemTime>,
 }
 
 /// The HTTP engine: event loops, their shared limit, and the credential workers in front.
@@ -232,9 +241,10 @@ impl Remote {
         }
     }
 
-    /// Size and strong ETag from a one-byte read of byte 0 (same authorisation and range path
-    /// as a real read). The empty-object answer (416 `bytes */0`) means size 0.
-    pub(crate) fn stat(&self, locator: &Locator) -> Reply<(u64, Option<String>)> {
+    /// Size, strong ETag and `Last-Modified` from a one-byte read of byte 0 (same
+    /// authorisation and range path as a real read). The empty-object answer (416 `bytes */0`)
+    /// means size 0.
+    pub(crate) fn stat(&self, locator: &Locator) -> Reply<Stated> {
         let locator = locator.whole();
         self.spawn(move |ctx| async move {
             let settings = ctx.settings_for(&locator);
@@ -263,7 +273,11 @@ impl Remote {
                     ),
                 )
             })?;
-            Ok((size, fetched.etag))
+            Ok(Stated {
+                size,
+                etag: fetched.etag,
+                last_modified: fetched.last_modified,
+            })
         })
     }
 

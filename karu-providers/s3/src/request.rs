@@ -35,9 +35,7 @@ impl From<S3Error> for Error {
     fn from(e: S3Error) -> Self {
         let status = match e {
             S3Error::Signing(_) => Status::Credentials,
-            S3Error::InvalidAddress { .. } | S3Error::InvalidEndpoint(_) => {
-                Status::InvalidArgument
-            }
+            S3Error::InvalidAddress { .. } | S3Error::InvalidEndpoint(_) => Status::InvalidArgument,
         };
         Error::new(status, e.to_string())
     }
