@@ -155,7 +155,7 @@ pub use builder::{ConfigBuilder, default_user_file};
 pub use error::{ConfigError, ConfigErrorKind, closest};
 pub use explain::{Explained, Explanation};
 pub use file::{read_regular_file, read_regular_text};
-pub use section::{InvalidKey, Key, Section, SectionConfig, SectionKeys};
+pub use section::{Discovered, InvalidKey, Key, Section, SectionConfig, SectionKeys};
 pub use settings::{HttpSettings, HttpVersion, PlannerSettings, RetrySettings, Settings, Trade};
 pub use snapshot::{Origin, Scoped, Snapshot};
 pub use units::{ByteSize, ParseUnitError, Seconds};

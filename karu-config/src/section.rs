@@ -71,6 +71,29 @@ pub trait SectionConfig: DeserializeOwned + SectionKeys + Send + Sync + 'static 
     fn keys() -> Vec<Key> {
         Vec::new()
     }
+
+    /// Values the provider finds outside Karu's configuration for keys that no layer and none
+    /// of their documented variables set (the region of an AWS profile), with where it found
+    /// them: [`Snapshot::explain`](crate::Snapshot::explain) shows them, so `karu config`
+    /// names every value in effect. `self` is the section as the layers set it for the path
+    /// explained; `env` reads the captured environment. It reads files, never the network.
+    /// The default: none.
+    fn discovered(&self, env: &dyn Fn(&str) -> Option<String>) -> Vec<Discovered> {
+        let _ = env;
+        Vec::new()
+    }
+}
+
+/// A value a provider found outside Karu's configuration for one of its keys
+/// ([`SectionConfig::discovered`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovered {
+    /// The key inside the section (`region`).
+    pub key: &'static str,
+    /// The value, as TOML would write it.
+    pub value: String,
+    /// Where it was found, in words (`profile "dev" of the AWS config files`).
+    pub source: String,
 }
 
 /// What a section's keys are, declared with its type: a provider derives it together with the
@@ -268,6 +291,9 @@ pub(crate) enum Failure {
 
 /// The checker of one section: extracts it from a figment and checks it.
 type Validate = dyn Fn(&Figment, &str) -> Result<(), Failure> + Send + Sync;
+/// What [`Section::discovered`] runs: the section's type extracted, then asked.
+type Discover =
+    dyn Fn(&Figment, &str, &dyn Fn(&str) -> Option<String>) -> Vec<Discovered> + Send + Sync;
 
 /// A provider's configuration section, declared to
 /// [`ConfigBuilder::section`](crate::ConfigBuilder::section) so that it is known (an unknown
@@ -283,6 +309,7 @@ pub struct Section {
     secrets: &'static [&'static str],
     keys: fn() -> Vec<Key>,
     validate: Arc<Validate>,
+    discover: Arc<Discover>,
 }
 
 impl Section {
@@ -303,6 +330,15 @@ impl Section {
                     .map_err(|error| Failure::Figment(Box::new(error)))?;
                 value.check().map_err(Failure::Invalid)
             }),
+            discover: Arc::new(
+                |figment: &Figment, name: &str, env: &dyn Fn(&str) -> Option<String>| {
+                    figment
+                        .focus(name)
+                        .extract_lossy::<T>()
+                        .map(|value| value.discovered(env))
+                        .unwrap_or_default()
+                },
+            ),
         }
     }
 
@@ -339,6 +375,16 @@ impl Section {
     pub(crate) fn is_secret(&self, path: &[&str]) -> bool {
         path.iter()
             .any(|segment| self.secrets.iter().any(|secret| secret == segment))
+    }
+
+    /// What the provider finds outside the configuration for the section as `figment` sets it
+    /// ([`SectionConfig::discovered`]).
+    pub(crate) fn discovered(
+        &self,
+        figment: &Figment,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Vec<Discovered> {
+        (self.discover)(figment, &self.name, env)
     }
 
     /// Extracts and checks the section from a merged figment.

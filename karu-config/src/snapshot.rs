@@ -57,6 +57,11 @@ pub enum Origin {
     /// ([`SectionConfig::keys`](crate::SectionConfig::keys)); shown by
     /// [`Snapshot::explain`], never a layer.
     ProviderEnvironment(String),
+    /// A value a provider found outside the configuration for a key that no layer and none of
+    /// its variables set (an AWS profile's `region`), by where it was found
+    /// ([`SectionConfig::discovered`](crate::SectionConfig::discovered)); shown by
+    /// [`Snapshot::explain`], never a layer.
+    Discovered(String),
     /// An option set on the builder with [`ConfigBuilder::set`](crate::ConfigBuilder::set).
     Explicit,
     /// A path rule: `[paths."prefix"]` in a file, or
@@ -78,6 +83,7 @@ impl fmt::Display for Origin {
             Self::Text(name) => f.write_str(name),
             Self::Environment => f.write_str("environment"),
             Self::ProviderEnvironment(name) => write!(f, "environment variable {name}"),
+            Self::Discovered(place) => f.write_str(place),
             Self::Explicit => f.write_str("explicit option"),
             Self::PathRule { prefix, source } => write!(f, "path rule {prefix:?} in {source}"),
         }
@@ -601,6 +607,8 @@ impl Snapshot {
         }
         let from_environment = inner.provider_environment(&values[first_section..]);
         values.extend(from_environment);
+        let discovered = inner.discovered(&resolved.sections_figment, &values[first_section..]);
+        values.extend(discovered);
         values[first_section..].sort_by(|a, b| a.key.cmp(&b.key));
         Ok(Explanation {
             canonical: canonical.to_owned(),
@@ -701,6 +709,34 @@ impl Inner {
                     },
                     origin: Origin::ProviderEnvironment(variable.to_owned()),
                     source: format!("environment variable {variable}"),
+                    line: None,
+                });
+            }
+        }
+        found
+    }
+
+    /// What the declared sections' providers find outside the configuration for keys that
+    /// nothing in `set` sets ([`SectionConfig::discovered`](crate::SectionConfig::discovered)).
+    fn discovered(&self, figment: &Figment, set: &[Explained]) -> Vec<Explained> {
+        let env = |name: &str| self.env.get(name).filter(|v| !v.is_empty()).cloned();
+        let mut found = Vec::new();
+        for section in &self.declared {
+            let name = section.name();
+            for discovered in section.discovered(figment, &env) {
+                let key = format!("{name}.{}", discovered.key);
+                if set.iter().any(|v| v.key == key) {
+                    continue;
+                }
+                found.push(Explained {
+                    key,
+                    value: if section.is_secret(&[discovered.key]) {
+                        REDACTED.to_owned()
+                    } else {
+                        discovered.value
+                    },
+                    origin: Origin::Discovered(discovered.source.clone()),
+                    source: discovered.source,
                     line: None,
                 });
             }

@@ -107,8 +107,8 @@ pub use request::{
 // Configuration.
 pub use config::{CREDENTIAL_FILE_MAX, credential_scope, read_credential_file, section};
 pub use karu_config::{
-    ConfigBuilder, ConfigError, ConfigErrorKind, InvalidKey, Key, Origin, Scoped, Section,
-    SectionConfig, SectionKeys, Snapshot, read_regular_file, read_regular_text,
+    ConfigBuilder, ConfigError, ConfigErrorKind, Discovered, InvalidKey, Key, Origin, Scoped,
+    Section, SectionConfig, SectionKeys, Snapshot, read_regular_file, read_regular_text,
 };
 /// `#[derive(SectionKeys)]`: a section type's secret and credential keys (`#[karu(secret)]`,
 /// `#[karu(credential)]` on fields, aliases included) and its `Debug`, which shows secrets as

@@ -3,7 +3,8 @@
 use std::fmt;
 
 use karu_engine::sdk::{
-    InvalidKey, Key, SectionConfig, SectionKeys, Snapshot, check_endpoint, endpoint_problem,
+    Discovered, InvalidKey, Key, SectionConfig, SectionKeys, Snapshot, check_endpoint,
+    endpoint_problem,
 };
 use serde::Deserialize;
 
@@ -105,6 +106,31 @@ impl SectionConfig for S3Config {
             ),
         )
     }
+
+    /// The region of the AWS profile in effect (`s3.profile`, `AWS_PROFILE` or `default`), as
+    /// the credential chain will find it, when neither `s3.region` nor `AWS_REGION` /
+    /// `AWS_DEFAULT_REGION` names one: `karu config` then shows where the region comes from.
+    fn discovered(&self, env: &dyn Fn(&str) -> Option<String>) -> Vec<Discovered> {
+        if self.region.is_some()
+            || env("AWS_REGION").is_some()
+            || env("AWS_DEFAULT_REGION").is_some()
+        {
+            return Vec::new();
+        }
+        let profile = self
+            .profile
+            .clone()
+            .or_else(|| env("AWS_PROFILE"))
+            .unwrap_or_else(|| "default".to_owned());
+        profile_region(&profile, env)
+            .map(|region| Discovered {
+                key: "region",
+                value: format!("{region:?}"),
+                source: format!("profile {profile:?} of the AWS config files"),
+            })
+            .into_iter()
+            .collect()
+    }
 }
 
 /// The options of one object after layering the section over the `AWS_*` environment.
@@ -197,6 +223,52 @@ impl Effective {
     }
 }
 
+/// The `region` of `profile` in the AWS config files (`AWS_CONFIG_FILE`, else
+/// `~/.aws/config`, with the credentials file), read with aws-config's own parser and the
+/// captured environment, as the credential chain reads them. `None` when a file names
+/// something other than a regular file (a FIFO would block the reader).
+fn profile_region(profile: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let home = env("HOME").map(std::path::PathBuf::from);
+    let files = [
+        ("AWS_CONFIG_FILE", "config"),
+        ("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+    ];
+    for (variable, name) in files {
+        let path = env(variable)
+            .map(std::path::PathBuf::from)
+            .or_else(|| home.as_ref().map(|home| home.join(".aws").join(name)));
+        if path
+            .and_then(|p| std::fs::metadata(p).ok())
+            .is_some_and(|m| !m.is_file())
+        {
+            return None;
+        }
+    }
+    let vars: std::collections::HashMap<String, String> =
+        ["HOME", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"]
+            .into_iter()
+            .filter_map(|name| Some((name.to_owned(), env(name)?)))
+            .collect();
+    let env = aws_types::os_shim_internal::Env::from(vars);
+    let fs = aws_types::os_shim_internal::Fs::real();
+    // The default files (the two above).
+    let files = Default::default();
+    let load = aws_config::profile::load(&fs, &env, &files, Some(profile.to_owned().into()));
+    // aws-config reads the files with blocking calls: the future is ready when first polled.
+    let mut load = std::pin::pin!(load);
+    let Poll::Ready(Ok(profiles)) = load.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    else {
+        return None;
+    };
+    profiles
+        .get_profile(profile)
+        .and_then(|p| p.get("region"))
+        .filter(|region| !region.is_empty())
+        .map(str::to_owned)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,6 +330,63 @@ mod tests {
         assert_eq!(e.addressing, Some(Addressing::Path));
         let e = effective(&snapshot(&[("AWS_REQUEST_PAYER", "requester")], &[]));
         assert!(e.requester_pays);
+    }
+
+    /// `karu config` names where the region in effect comes from: a key, a variable, or the
+    /// AWS profile the credential chain will read (`s3.profile`, `AWS_PROFILE`, `default`).
+    #[test]
+    fn the_profiles_region_is_explained_where_nothing_else_sets_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config");
+        std::fs::write(
+            &file,
+            "[default]\nregion = ap-south-1\n\n[profile dev]\nregion = eu-north-1\n",
+        )
+        .unwrap();
+        let file = file.to_str().unwrap();
+        let region = |env: &[(&str, &str)], sets: &[(&str, &str)]| {
+            let explained = snapshot(env, sets).explain("s3://b/k").unwrap();
+            explained
+                .values
+                .into_iter()
+                .filter(|v| v.key == "s3.region")
+                .map(|v| (v.value, v.origin.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let from_profile = |value: &str, profile: &str| {
+            vec![(
+                format!("\"{value}\""),
+                format!("profile \"{profile}\" of the AWS config files"),
+            )]
+        };
+        assert_eq!(
+            region(&[("AWS_CONFIG_FILE", file)], &[]),
+            from_profile("ap-south-1", "default")
+        );
+        assert_eq!(
+            region(&[("AWS_CONFIG_FILE", file), ("AWS_PROFILE", "dev")], &[]),
+            from_profile("eu-north-1", "dev")
+        );
+        assert_eq!(
+            region(&[("AWS_CONFIG_FILE", file)], &[("s3.profile", "dev")]),
+            from_profile("eu-north-1", "dev")
+        );
+        // A variable or a key wins, and is what is shown.
+        let env = region(&[("AWS_CONFIG_FILE", file), ("AWS_REGION", "us-west-2")], &[]);
+        assert_eq!(
+            env,
+            vec![(
+                "\"us-west-2\"".to_owned(),
+                "environment variable AWS_REGION".to_owned()
+            )]
+        );
+        let set = region(&[("AWS_CONFIG_FILE", file)], &[("s3.region", "us-east-2")]);
+        assert_eq!(set.len(), 1);
+        assert_eq!(set[0].0, "\"us-east-2\"");
+        // No such profile, or no file: nothing is invented.
+        assert!(region(&[("AWS_CONFIG_FILE", file), ("AWS_PROFILE", "nope")], &[]).is_empty());
+        let missing = dir.path().join("missing");
+        assert!(region(&[("AWS_CONFIG_FILE", missing.to_str().unwrap())], &[]).is_empty());
     }
 
     #[test]
