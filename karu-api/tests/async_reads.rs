@@ -5,16 +5,14 @@
 //! and by `futures::executor::block_on`. Karu's futures only wait to be woken: two requests
 //! held at one mock barrier both make progress on a single executor thread.
 
-#[path = "support/s3.rs"]
-mod s3_support;
-
 use std::future::Future;
 use std::path::Path;
 
 use futures::StreamExt;
 use karu::{Client, Completion, Evidence, Locator, ObjectReader, Read, Status};
-use karu_testkit::{Fault, FaultRule, MockServer, S3Mock, pattern};
-use s3_support::{AwsEnv, BUCKET, PATIENCE, assert_pattern, explicit};
+use karu_testkit::conformance::{S3MockTarget, Target};
+use karu_testkit::reads::{PATIENCE, assert_pattern, client};
+use karu_testkit::{Fault, FaultRule, MockServer, pattern};
 
 /// Size of every object read here.
 const SIZE: u64 = 200_000;
@@ -162,20 +160,11 @@ fn local_object(dir: &Path) -> String {
         .to_string()
 }
 
-fn isolated() -> Client {
-    Client::builder()
-        .user_config_file(None)
-        .project_config_file(None)
-        .environment(Vec::<(String, String)>::new())
-        .build()
-        .expect("an isolated client builds")
-}
-
 #[test]
 fn local_reads_on_every_executor() {
     let dir = tempfile::tempdir().unwrap();
     let address = local_object(dir.path());
-    let client = isolated();
+    let client = client();
     let object = client.locate(&address).unwrap();
     for executor in EXECUTORS {
         let (client, object) = (client.clone(), object.clone());
@@ -187,7 +176,7 @@ fn local_reads_on_every_executor() {
 fn http_reads_on_every_executor() {
     let server = MockServer::start();
     server.insert_virtual("/object.bin", SIZE);
-    let client = isolated();
+    let client = client();
     let object = client.locate(&server.url("/object.bin")).unwrap();
     for executor in EXECUTORS {
         let (client, object) = (client.clone(), object.clone());
@@ -212,15 +201,14 @@ fn http_reads_on_every_executor() {
 
 #[test]
 fn s3_reads_on_a_tokio_runtime_and_on_block_on() {
-    let s3 = S3Mock::start();
-    s3.insert_virtual(BUCKET, "object.bin", SIZE);
-    let env = AwsEnv::new();
-    let client = explicit(&s3, &env).build().unwrap();
-    let object = client.locate(&format!("s3://{BUCKET}/object.bin")).unwrap();
+    let s3 = S3MockTarget::start();
+    s3.put("object.bin", &pattern(0, SIZE as usize)).unwrap();
+    let client = s3.builder().build().unwrap();
+    let object = client.locate(&s3.address("object.bin")).unwrap();
     for executor in [Executor::TokioMultiThread, Executor::FuturesBlockOn] {
         let (client, object) = (client.clone(), object.clone());
         let transfers = executor.run(move || the_reads(client, object));
-        let log = s3.server().take_requests();
+        let log = s3.mock_s3().server().take_requests();
         assert_eq!(
             log.len(),
             remote_requests(transfers),
@@ -242,7 +230,7 @@ fn futures_never_block_the_thread_that_polls_them() {
         server.insert_virtual(path, SIZE);
         server.add_fault(FaultRule::new(Fault::Barrier(2)).path(path));
     }
-    let client = isolated();
+    let client = client();
     let at = |path: &str| client.locate(&server.url(path)).unwrap();
     let (read, stat, ends) = (at("/read.bin"), at("/stat.bin"), at("/ends.bin"));
 

@@ -14,7 +14,7 @@ use futures::{Stream, StreamExt};
 use karu::{Completion, Next, Read, Status, UNBOUNDED};
 use support::{
     LeaseGuard, PATIENCE, TinyExecutor, assert_pattern, client, drain, expect_completion,
-    held_file, isolated, locate, pattern_file, wait_until_active,
+    held_file, isolated, locate_file, pattern_file, wait_until_active,
 };
 
 /// Assert the completion of a read of 8 bytes of a held file: it ran (it was not cancelled)
@@ -31,7 +31,7 @@ fn next_times_out_while_a_read_runs_then_delivers_then_drains() {
     let dir = tempfile::tempdir().unwrap();
     let (held, lease) = held_file(dir.path(), "held.bin", 100);
     let client = client();
-    let batch = client.submit([Read::new(&locate(&client, &held), 0, 8).tag(5)]);
+    let batch = client.submit([Read::new(&locate_file(&client, &held), 0, 8).tag(5)]);
     let _guard = LeaseGuard(lease.clone());
 
     // The worker is inside the read, waiting for the lease to be released: no completion can
@@ -83,7 +83,7 @@ fn rejected_reads_are_queued_before_submit_returns() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 100);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
     let window = object.with_window(10, Some(10)).unwrap();
 
     let batch = client.submit([
@@ -119,7 +119,7 @@ fn several_threads_draining_one_batch_see_each_completion_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 64 << 10);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
 
     // Every 30th read is invalid, so completions come from the planner and from the workers.
     let read = |i: u64| {
@@ -184,8 +184,8 @@ fn dropping_an_owned_batch_returns_while_a_worker_still_runs_its_read() {
     let data = pattern_file(dir.path(), "data.bin", 100);
     let client = isolated().file_workers(1).build().unwrap();
     let batch = client.submit([
-        Read::new(&locate(&client, &held), 0, 8),
-        Read::new(&locate(&client, &data), 0, 8),
+        Read::new(&locate_file(&client, &held), 0, 8),
+        Read::new(&locate_file(&client, &data), 0, 8),
     ]);
     let _guard = LeaseGuard(lease.clone());
     wait_until_active(&batch, 1);
@@ -199,7 +199,7 @@ fn dropping_an_owned_batch_returns_while_a_worker_still_runs_its_read() {
     // The held read ends in the background once the lease is released; the read queued
     // behind it was cancelled. The worker is free again: a later read is served.
     lease.release();
-    let object = locate(&client, &data);
+    let object = locate_file(&client, &data);
     assert_eq!(client.read(&object, 0, 4).unwrap(), support::pattern(0, 4));
 }
 
@@ -209,10 +209,10 @@ fn cancel_completes_the_reads_that_had_not_started() {
     let (held_path, lease) = held_file(dir.path(), "held.bin", 100);
     let data = pattern_file(dir.path(), "data.bin", 100);
     let client = isolated().file_workers(1).build().unwrap();
-    let object = locate(&client, &data);
+    let object = locate_file(&client, &data);
 
     // Hold the only worker on the leased file, then queue five reads behind it.
-    let held = client.submit([Read::new(&locate(&client, &held_path), 0, 8)]);
+    let held = client.submit([Read::new(&locate_file(&client, &held_path), 0, 8)]);
     let _guard = LeaseGuard(lease.clone());
     wait_until_active(&held, 1);
     let buffers: Vec<Vec<u8>> = (0..5).map(|_| vec![0xAA; 64]).collect();
@@ -233,8 +233,7 @@ fn cancel_completes_the_reads_that_had_not_started() {
     // The running read finishes as it would have; the queued ones are cancelled, deliver
     // nothing and hand their buffers back.
     assert_held_read(&expect_completion(&held));
-    let mut done = drain(&queued);
-    done.sort_by_key(Completion::index);
+    let done = drain(&queued);
     assert_eq!(done.len(), 5);
     for (i, c) in done.into_iter().enumerate() {
         assert_eq!((c.index(), c.status()), (i, Status::Cancelled), "{c:?}");
@@ -255,8 +254,8 @@ fn the_stream_is_woken_by_the_worker_without_a_runtime() {
     let (held, lease) = held_file(dir.path(), "held.bin", 100);
     let client = client();
     let mut batch = client.submit([
-        Read::new(&locate(&client, &held), 0, 8).tag(1),
-        Read::new(&locate(&client, &held), 0, 0).tag(2),
+        Read::new(&locate_file(&client, &held), 0, 8).tag(1),
+        Read::new(&locate_file(&client, &held), 0, 0).tag(2),
     ]);
     let _guard = LeaseGuard(lease.clone());
     let executor = TinyExecutor::new();
@@ -290,7 +289,7 @@ fn a_batch_drains_as_a_stream_with_while_let() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 10_000);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
     let mut batch = client.submit((0..200u64).map(|i| Read::new(&object, i * 50, 50)));
 
     let mut all = futures::executor::block_on(async {
@@ -313,7 +312,7 @@ fn several_tasks_drain_one_batch_through_shared_references() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 64 << 10);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
     let batch = client.submit((0..1000u64).map(|i| Read::new(&object, i * 60, 1 + i % 60)));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

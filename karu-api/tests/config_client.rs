@@ -7,7 +7,7 @@ use std::time::Duration;
 use karu::{Next, Read, Status};
 use karu_testkit::{Fault, FaultRule};
 use support::{
-    LeaseGuard, expect_completion, held_file, isolated, locate, pattern, pattern_file,
+    LeaseGuard, expect_completion, held_file, isolated, locate_file, pattern, pattern_file,
     wait_until_active,
 };
 
@@ -169,10 +169,10 @@ fn file_workers_from_the_environment_are_honoured() {
 
     // With one worker held on a leased file, a read of another file cannot run until it is
     // free.
-    let held = client.submit([Read::new(&locate(&client, &held_path), 0, 8)]);
+    let held = client.submit([Read::new(&locate_file(&client, &held_path), 0, 8)]);
     let _guard = LeaseGuard(lease.clone());
     wait_until_active(&held, 1);
-    let waiting = client.submit([Read::new(&locate(&client, &data), 0, 10)]);
+    let waiting = client.submit([Read::new(&locate_file(&client, &data), 0, 10)]);
     assert!(matches!(
         waiting.next_timeout(Duration::from_millis(50)),
         Next::TimedOut
@@ -434,10 +434,10 @@ fn every_setting_at_the_ends_of_its_range_reads_exact_bytes() {
                 } else if offset + len > 100_000 {
                     (
                         Status::RangeNotSatisfiable,
-                        pattern(offset, 100_000 - offset),
+                        pattern(offset, (100_000 - offset) as usize),
                     )
                 } else {
-                    (Status::Ok, pattern(offset, len))
+                    (Status::Ok, pattern(offset, len as usize))
                 };
                 let what = format!("{key} = {value}, fault {fault:?}, read {i}");
                 assert_eq!(c.status(), status, "{what}: {:?}", c.error());

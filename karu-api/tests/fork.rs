@@ -21,7 +21,7 @@ use karu::{BatchOptions, Client, Locator, Next, Read, Status};
 use karu_testkit::{
     CredentialFakes, Fault, FaultRule, Gate, GateResponse, MockServer, RequestHead, S3Mock,
 };
-use support::{PATIENCE, isolated, locate, pattern, pattern_file};
+use support::{PATIENCE, isolated, locate_file, pattern, pattern_file};
 
 /// Lets every request through, telling the test when one for `path` arrives.
 #[derive(Debug)]
@@ -111,7 +111,7 @@ fn a_client_works_in_forked_children_and_an_inherited_batch_fails_there_at_once(
         .io_threads(1)
         .build()
         .unwrap();
-    let local = locate(&client, &file);
+    let local = locate_file(&client, &file);
     let in_s3 = client.locate("s3://bucket/object").unwrap();
     let remote = client.locate(&server.url("/object")).unwrap();
     let held = client.locate(&server.url("/held")).unwrap();

@@ -7,7 +7,7 @@ mod support;
 use std::time::Instant;
 
 use karu_testkit::MockServer;
-use support::{PATIENCE, isolated, locate, pattern, pattern_file};
+use support::{PATIENCE, isolated, locate_file, pattern, pattern_file};
 
 /// Threads of this process whose name starts with `prefix` (Karu names each of its own).
 fn threads(prefix: &str) -> usize {
@@ -49,7 +49,7 @@ fn each_kind_of_worker_starts_with_the_first_read_that_needs_it() {
         .build()
         .unwrap();
     let remote = client.locate(&server.url("/object")).unwrap();
-    let local = locate(&client, &file);
+    let local = locate_file(&client, &file);
     assert_eq!(karu_threads(), [0, 0, 0], "a client built, nothing read");
 
     // The other kinds, had they started with the client or the loops, would have named

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use karu::{BatchOptions, Read, Status};
 use support::{
-    Lease, LeaseGuard, client, held_file, locate, pattern, pattern_file, wait_until_active,
+    Lease, LeaseGuard, client, held_file, locate_file, pattern, pattern_file, wait_until_active,
 };
 
 #[test]
@@ -20,7 +20,7 @@ fn a_scope_fills_borrowed_slices_with_exact_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", LEN);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
     let window = object.with_window(2000, Some(100)).unwrap();
 
     let mut a = [0u8; 100];
@@ -81,7 +81,7 @@ fn read_into_fills_the_slice_or_fails() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 1000);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
 
     let mut buf = [0u8; 5];
     client.read_into(&object, 10, &mut buf).unwrap();
@@ -95,7 +95,7 @@ fn read_into_fills_the_slice_or_fails() {
     assert_eq!(err.status(), Status::RangeNotSatisfiable);
     let err = client.read_into(&object, 0, &mut []).unwrap_err();
     assert_eq!(err.status(), Status::InvalidRange);
-    let missing = locate(&client, &dir.path().join("missing"));
+    let missing = locate_file(&client, &dir.path().join("missing"));
     let err = client.read_into(&missing, 0, &mut buf).unwrap_err();
     assert_eq!(err.status(), Status::NotFound);
 }
@@ -124,7 +124,7 @@ fn a_scope_waits_for_a_batch_leaked_with_mem_forget() {
     let dir = tempfile::tempdir().unwrap();
     let (held, lease) = held_file(dir.path(), "held.bin", 100);
     let client = client();
-    let object = locate(&client, &held);
+    let object = locate_file(&client, &held);
     let (signal, released, releaser) = release_after_signal(lease.clone());
     let _guard = LeaseGuard(lease);
 
@@ -152,7 +152,7 @@ fn dropping_a_scoped_batch_waits_for_the_read_a_worker_is_running() {
     let dir = tempfile::tempdir().unwrap();
     let (held, lease) = held_file(dir.path(), "held.bin", 100);
     let client = client();
-    let object = locate(&client, &held);
+    let object = locate_file(&client, &held);
     let (signal, released, releaser) = release_after_signal(lease.clone());
     let _guard = LeaseGuard(lease);
 
@@ -180,7 +180,7 @@ fn a_panic_in_a_scope_propagates_after_the_wait() {
     let dir = tempfile::tempdir().unwrap();
     let (held, lease) = held_file(dir.path(), "held.bin", 100);
     let client = client();
-    let object = locate(&client, &held);
+    let object = locate_file(&client, &held);
     let (signal, released, releaser) = release_after_signal(lease.clone());
     let _guard = LeaseGuard(lease);
 

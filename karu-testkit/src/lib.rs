@@ -9,6 +9,10 @@
 //! module a real SeaweedFS S3 gateway (SigV4 enforced) for checks against an independently
 //! written S3 server, and the [`fake_gcs`] module a real fake-gcs-server for the GCS provider.
 //!
+//! The [`reads`] module holds the helpers a provider's integration tests read with: isolated
+//! clients, batches drained without hanging, and checks of each completion's status and bytes
+//! against the pattern.
+//!
 //! The [`conformance`] module is the provider-agnostic suite: the same cases, the fault matrix
 //! and random cases (drawn from seeds with [`Rng`]) against any provider's mock server, or
 //! against a real endpoint.
@@ -33,6 +37,7 @@ pub mod gcs;
 pub mod hf;
 pub mod http;
 pub mod nginx;
+pub mod reads;
 mod rng;
 pub mod s3;
 pub mod seaweedfs;

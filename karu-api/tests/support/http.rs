@@ -1,14 +1,16 @@
 //! Helpers of the HTTP integration tests: isolated clients with short retry waits, the
-//! evidence of the mock server's request log, and checks of a completion's bytes against the
-//! mock's byte pattern.
+//! evidence of the mock server's request log, and (from `karu_testkit::reads`, re-exported)
+//! checks of a completion's bytes against the mock's byte pattern.
 //!
 //! Each `http_*` test binary declares this file with
 //! `#[path = "support/http.rs"] mod http_support;` and uses a subset of it.
-#![allow(dead_code)]
+// Each binary uses a subset, of the re-exports too.
+#![allow(dead_code, unused_imports)]
 
-#[path = "remote.rs"]
-mod remote;
-pub(crate) use remote::*;
+pub(crate) use karu_testkit::reads::{
+    KIB, MIB, PATIENCE, assert_failed, assert_ok, assert_pattern, assert_prefix, drain, isolated,
+    quick, read_all, read_all_ok, read_one,
+};
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -17,27 +19,6 @@ use std::time::{Duration, Instant};
 use karu::{Client, ClientBuilder, Locator};
 use karu_engine::sdk::Backend;
 use karu_testkit::{MockServer, RequestRecord};
-
-/// One kibibyte.
-pub(crate) const KIB: u64 = 1 << 10;
-/// One mebibyte.
-pub(crate) const MIB: u64 = 1 << 20;
-
-/// A builder that reads no config file and no process environment.
-pub(crate) fn isolated() -> ClientBuilder {
-    Client::builder()
-        .user_config_file(None)
-        .project_config_file(None)
-        .environment(Vec::<(String, String)>::new())
-}
-
-/// [`isolated`] with short waits between attempts (10 ms, at most 50 ms), so that tests of
-/// retries stay fast.
-pub(crate) fn quick() -> ClientBuilder {
-    isolated()
-        .set("retry.initial_backoff", "10ms")
-        .set("retry.max_backoff", "50ms")
-}
 
 /// `builder` with a third-party provider: `backend` serving the `scheme`, with the credential
 /// `family` if it has one.

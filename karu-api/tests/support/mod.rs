@@ -1,8 +1,15 @@
 //! Helpers shared by the integration tests.
 //!
-//! Isolated clients, files whose bytes are a function of their offset, leased files that hold a
-//! file worker until the test lets it go, and a tiny executor. Each test binary uses a subset.
-#![allow(dead_code)]
+//! Isolated clients, files whose bytes are a function of their offset and checks of what was
+//! read from them (from `karu_testkit::reads`, re-exported), leased files that hold a file
+//! worker until the test lets it go, and a tiny executor. Each test binary uses a subset.
+// Each binary uses a subset, of the re-exports too.
+#![allow(dead_code, unused_imports)]
+
+pub(crate) use karu_testkit::pattern;
+pub(crate) use karu_testkit::reads::{
+    PATIENCE, assert_pattern, client, drain, isolated, locate_file, pattern_file,
+};
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -10,66 +17,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::Duration;
 
-use karu::{Batch, Client, ClientBuilder, Completion, Locator, Next};
-
-/// How long a test waits for something that must happen; only reached when the code is broken.
-pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
-
-/// A builder that reads no config file and no process environment.
-pub(crate) fn isolated() -> ClientBuilder {
-    Client::builder()
-        .user_config_file(None)
-        .project_config_file(None)
-        .environment(Vec::<(String, String)>::new())
-}
-
-/// A client with Karu's defaults only.
-pub(crate) fn client() -> Client {
-    isolated().build().expect("an isolated client builds")
-}
-
-/// The byte at `offset` of every pattern file: a hash of the offset, so a read from the wrong
-/// place (or a shifted copy) is caught by a byte-for-byte comparison.
-pub(crate) fn pattern_byte(offset: u64) -> u8 {
-    let mut x = offset.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (x ^ (x >> 31)) as u8
-}
-
-/// The pattern bytes of `[start, start + len)`.
-pub(crate) fn pattern(start: u64, len: u64) -> Vec<u8> {
-    (start..start + len).map(pattern_byte).collect()
-}
-
-/// Write a pattern file of `len` bytes.
-pub(crate) fn pattern_file(dir: &Path, name: &str, len: u64) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, pattern(0, len)).expect("write a pattern file");
-    path
-}
-
-/// Resolve a local path.
-pub(crate) fn locate(client: &Client, path: &Path) -> Locator {
-    client
-        .locate(path.to_str().expect("temporary paths are UTF-8"))
-        .expect("a local path resolves")
-}
-
-/// Take every completion of `batch` with `next`, failing the test if one takes longer than
-/// [`PATIENCE`] (instead of hanging).
-pub(crate) fn drain(batch: &Batch) -> Vec<Completion> {
-    let mut all = Vec::new();
-    loop {
-        match batch.next_timeout(PATIENCE) {
-            Next::Completion(c) => all.push(c),
-            Next::Drained => return all,
-            Next::TimedOut => panic!("no completion within {PATIENCE:?}; {batch:?}"),
-        }
-    }
-}
+use karu::{Batch, Completion, Next};
 
 /// The next completion, failing the test on `TimedOut` or `Drained`.
 pub(crate) fn expect_completion(batch: &Batch) -> Completion {
@@ -148,25 +97,6 @@ pub(crate) struct LeaseGuard(pub(crate) Lease);
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
         self.0.release();
-    }
-}
-
-/// Assert that `bytes` are the pattern bytes starting at `start`, naming the first difference
-/// (instead of printing two long vectors).
-#[track_caller]
-pub(crate) fn assert_pattern(bytes: &[u8], start: u64, len: u64) {
-    assert_eq!(
-        bytes.len() as u64,
-        len,
-        "length of the bytes read at {start}"
-    );
-    if let Some(i) = (0..bytes.len()).find(|&i| bytes[i] != pattern_byte(start + i as u64)) {
-        panic!(
-            "byte {i} of the read at {start} (file offset {}) is {:#04x}, expected {:#04x}",
-            start + i as u64,
-            bytes[i],
-            pattern_byte(start + i as u64)
-        );
     }
 }
 

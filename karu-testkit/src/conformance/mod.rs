@@ -187,7 +187,7 @@ impl Options {
 
     /// The random cases `CHAOS_SEED` (the first seed) and `CHAOS_CASES` (how many) name in the
     /// process environment, where set: a test run explores further with them, e.g.
-    /// `CHAOS_SEED=5000 CHAOS_CASES=2000 cargo test -p karu-testkit --test conformance_s3_mock`.
+    /// `CHAOS_SEED=5000 CHAOS_CASES=2000 cargo test -p karu-provider-s3 --test conformance`.
     ///
     /// # Panics
     ///

@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use karu::{Client, ClientBuilder};
+use karu::ClientBuilder;
 
 use super::{MockControl, Target};
 use crate::http::{MockServer, url_path};
@@ -31,13 +31,8 @@ pub use s3::{S3MockTarget, S3Target};
 pub use source::SourceMockTarget;
 
 /// A client builder that reads no machine configuration and no process environment: what a
-/// target's [`Target::builder`] starts from.
-pub fn isolated_builder() -> ClientBuilder {
-    Client::builder()
-        .user_config_file(None)
-        .project_config_file(None)
-        .environment(Vec::<(String, String)>::new())
-}
+/// target's [`Target::builder`] starts from ([`crate::reads::isolated`]).
+pub use crate::reads::isolated as isolated_builder;
 
 /// Write the file `name` under `root`, making the directories it names.
 fn write_under(root: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {

@@ -3,16 +3,15 @@
 //! signed with, anonymous access, requester pays, a wrong secret, awkward keys, and a path rule
 //! that makes one bucket anonymous.
 
-#[path = "support/s3.rs"]
-mod s3_support;
+mod support;
 
 use karu::{Read, Status};
+use karu_testkit::reads::{assert_failed, assert_ok, assert_pattern, drain, read_all, read_one};
 use karu_testkit::s3::object_path;
 use karu_testkit::{MockCredentials, S3Mock, SignatureFailureKind};
-use s3_support::{
-    AwsEnv, BUCKET, assert_failed, assert_free_of, assert_no_rejections, assert_ok, assert_pattern,
-    build, describe, discovering, drain, explicit, key_ids, locate, read_all, read_one, signed,
-    statuses, with_keys,
+use support::{
+    AwsEnv, BUCKET, assert_free_of, assert_no_rejections, build, describe, discovering, explicit,
+    key_ids, locate, signed, statuses, with_keys,
 };
 
 const MIB: u64 = 1 << 20;

@@ -7,18 +7,18 @@
 //! The subscriber is process-global (Karu logs from its own threads), so this binary holds
 //! only these tests; each checks the whole capture for its own secrets.
 
-#[path = "support/s3.rs"]
-mod s3_support;
+mod support;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use karu::Status;
+use karu_testkit::reads::{assert_failed, assert_ok, read_one};
 use karu_testkit::{CredentialFakes, Fault, FaultRule, MockCredentials, MockServer, S3Mock};
-use s3_support::{
-    AwsEnv, BUCKET, assert_failed, assert_free_of, assert_ok, build, describe, discovering,
-    explicit, locate, read_one, statuses, with_keys,
+use support::{
+    AwsEnv, BUCKET, assert_free_of, build, describe, discovering, explicit, locate, statuses,
+    with_keys,
 };
 
 const MIB: u64 = 1 << 20;
@@ -262,7 +262,7 @@ fn query_strings_of_plain_http_reads_are_redacted_from_the_trace() {
         .times(1),
     );
     let env = AwsEnv::new();
-    let client = build(s3_support::builder(&env));
+    let client = build(support::builder(&env));
     let url = format!(
         "{}?X-Amz-Signature=querysignatureneverlogged&token=querytokenneverlogged",
         server.url("/object.bin")
@@ -320,7 +320,7 @@ fn an_environment_endpoint_with_credentials_or_a_query_fails_its_reads_without_t
             .set("AWS_ENDPOINT_URL", endpoint)
             .set("AWS_ACCESS_KEY_ID", "AKIDENDPOINT")
             .set("AWS_SECRET_ACCESS_KEY", "endpoint/secret/000000");
-        let client = build(s3_support::builder(&env).set("s3.region", "us-east-1"));
+        let client = build(support::builder(&env).set("s3.region", "us-east-1"));
         let c = read_one(&client, &locate(&client, BUCKET, "a.bin"), 0, 10);
         assert_failed(&c, Status::InvalidArgument);
         let message = c.error().unwrap().to_string();

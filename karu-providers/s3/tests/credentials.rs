@@ -4,18 +4,18 @@
 //! them, and discovery turned off. Each test proves three things: the bytes arrived, which
 //! access key signed them (from the S3 mock's log), and how often each source was asked.
 
-#[path = "support/s3.rs"]
-mod s3_support;
+mod support;
 
 use std::time::{Duration, Instant};
 
 use karu::Status;
+use karu_testkit::reads::{assert_failed, assert_ok, read_all, read_one};
 use karu_testkit::{
     CredentialCalls, CredentialFakes, Fault, FaultRule, MockCredentials, S3Mock, pattern,
 };
-use s3_support::{
-    AwsEnv, BUCKET, assert_failed, assert_no_rejections, assert_ok, build, counting_process,
-    describe, discovering, explicit, key_ids, locate, read_all, runs,
+use support::{
+    AwsEnv, BUCKET, assert_no_rejections, build, counting_process, describe, discovering, explicit,
+    key_ids, locate, runs,
 };
 
 const MIB: u64 = 1 << 20;
@@ -94,7 +94,7 @@ fn keys_in_the_environment_are_discovered_with_their_session_token() {
             r.header("x-amz-security-token"),
             Some("environment-session-token")
         );
-        let signed = s3_support::signed(r).unwrap();
+        let signed = support::signed(r).unwrap();
         assert!(signed.headers.iter().any(|h| h == "x-amz-security-token"));
     }
     assert_eq!(client.credential_stats().lookups, 1);
@@ -148,7 +148,7 @@ fn a_profiles_credential_process_runs_once_for_many_reads() {
     let client = build(discovering(&s3, &env));
     assert_signed_by(&read_three(&s3, &client), &creds.access_key_id);
     let object = locate(&client, BUCKET, "a.bin");
-    assert_ok(&s3_support::read_one(&client, &object, 7, 7), 7, 7);
+    assert_ok(&read_one(&client, &object, 7, 7), 7, 7);
     assert_eq!(runs(&counter), 1, "the process ran once");
     assert_eq!(client.credential_stats().lookups, 1);
 }

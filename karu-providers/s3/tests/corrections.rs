@@ -3,21 +3,21 @@
 //! the scoped credential and authenticates once more. A second answer of the same kind for the
 //! same read fails it instead of looping.
 
-#[path = "support/s3.rs"]
-mod s3_support;
+mod support;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use karu::{CallbackCredential, CanonicalPath, Status};
+use karu_testkit::reads::{assert_ok, read_one};
 use karu_testkit::{
     CredentialFakes, Gate, GateResponse, MockCredentials, MockServer, RequestHead, S3Mock,
     SignatureFailureKind,
 };
-use s3_support::{
-    AwsEnv, BUCKET, assert_no_rejections, assert_ok, build, describe, discovering, explicit,
-    key_ids, locate, read_one, regions, statuses,
+use support::{
+    AwsEnv, BUCKET, assert_no_rejections, build, describe, discovering, explicit, key_ids, locate,
+    regions, statuses,
 };
 
 const MIB: u64 = 1 << 20;
@@ -189,7 +189,7 @@ fn a_second_wrong_region_answer_for_the_same_read_fails_it() {
     server.set_gate(Some(Arc::new(EverWrongRegion::default())));
     let env = AwsEnv::new();
     let client = build(
-        s3_support::builder(&env)
+        support::builder(&env)
             .set("s3.endpoint", server.base_url())
             .set("s3.region", "us-east-1")
             .set("s3.access_key_id", "AKIDEXAMPLE")

@@ -3,18 +3,17 @@
 //! the refresh window, failures that are never cached, and application callbacks cached under
 //! the prefix they name (only when it contains the path).
 
-#[path = "support/s3.rs"]
-mod s3_support;
+mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use karu::{CallbackCredential, CanonicalPath, Clock, Credential, Read, Status};
+use karu_testkit::reads::{assert_failed, assert_ok, drain, read_one};
 use karu_testkit::{CredentialFakes, MockCredentials, S3Mock};
-use s3_support::{
-    AwsEnv, BUCKET, assert_failed, assert_no_rejections, assert_ok, build, describe, discovering,
-    drain, key_ids, locate, read_one,
+use support::{
+    AwsEnv, BUCKET, assert_no_rejections, build, describe, discovering, key_ids, locate,
 };
 
 const KIB: u64 = 1 << 10;

@@ -2,8 +2,8 @@
 //! loopback, clients configured for the S3 mock, and the evidence of the mock's request log
 //! (which key signed each request, for which region, which headers were signed).
 //!
-//! Each `s3_*` test binary declares this file with
-//! `#[path = "support/s3.rs"] mod s3_support;` and uses a subset of it.
+//! Each test binary of the S3 provider declares this module (`mod support;`) and uses a
+//! subset of it; the reads and their checks are `karu_testkit::reads`.
 //!
 //! Every client is built with `.user_config_file(None).project_config_file(None)` and an
 //! explicit [`AwsEnv`]: the provider sees that environment only, never the process's. An
@@ -14,14 +14,11 @@
 //! the loopback fake.
 #![allow(dead_code)]
 
-#[path = "remote.rs"]
-mod remote;
-pub(crate) use remote::*;
-
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use karu::{Client, ClientBuilder, Locator};
+use karu_testkit::reads::quick;
 use karu_testkit::{MockCredentials, RequestRecord, S3Mock};
 
 /// The bucket most tests read from.
@@ -102,12 +99,7 @@ impl AwsEnv {
 /// A builder that reads no config file, sees exactly `env`, and waits briefly between
 /// attempts (10–50 ms).
 pub(crate) fn builder(env: &AwsEnv) -> ClientBuilder {
-    Client::builder()
-        .user_config_file(None)
-        .project_config_file(None)
-        .environment(env.vars())
-        .set("retry.initial_backoff", "10ms")
-        .set("retry.max_backoff", "50ms")
+    quick().environment(env.vars())
 }
 
 /// [`builder`] pointed at the mock (path style), signing for `us-east-1`, with no keys:

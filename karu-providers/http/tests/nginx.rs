@@ -1,20 +1,49 @@
-//! The core HTTP cases against a real server: nginx serving files written by the test.
-//! Evidence comes from nginx's access log (method, URI, the `Range` header, status, bytes).
+//! The plain HTTP provider against a real server, nginx: the conformance suite over HTTP/1.1
+//! and over HTTPS with HTTP/2, and the core HTTP cases on files written by the test, with
+//! evidence from nginx's access log (method, URI, the `Range` header, status, bytes).
 //!
 //! These tests need nginx. When it is missing they fail (never pass silently): run
 //! `cargo xtask test`, which installs it.
 
-#[path = "support/http.rs"]
-mod http_support;
-
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use http_support::{
-    KIB, MIB, assert_failed, assert_ok, assert_prefix, client, drain, read_all, read_one,
-};
 use karu::{Client, Locator, Read, Status};
+use karu_testkit::conformance::{self, NginxTarget, Options};
 use karu_testkit::nginx::Nginx;
 use karu_testkit::pattern;
+use karu_testkit::reads::{
+    KIB, MIB, assert_failed, assert_ok, assert_prefix, client, drain, read_all, read_one,
+};
+
+/// Fails (never skips) when nginx is not installed.
+fn assert_nginx_available() {
+    assert!(
+        Nginx::available(),
+        "nginx is not installed: run `cargo xtask test`, which installs it \
+         (or `apt-get install nginx-light`)"
+    );
+}
+
+/// The whole suite on nginx started by `start`.
+fn conforms(start: fn() -> std::io::Result<NginxTarget>) {
+    assert_nginx_available();
+    let target = start().expect("nginx starts");
+    let report = conformance::run(&target, &Options::default().seeds_from_env());
+    println!("{report}");
+    report.assert_passed();
+}
+
+#[test]
+fn http_provider_conforms_on_nginx() {
+    conforms(NginxTarget::start);
+}
+
+/// The clients speak only HTTP/2 (`http.version = "http2"`), which fails every read on a server
+/// that does not: passing is the proof that nginx's HTTP/2 carried them.
+#[test]
+fn http_provider_conforms_on_nginx_over_https_and_http2() {
+    conforms(NginxTarget::start_https_http2);
+}
 
 /// A directory of pattern files served by nginx.
 struct Served {
@@ -25,11 +54,7 @@ struct Served {
 impl Served {
     /// nginx serving `files` (path under the root, size in bytes) filled with the pattern.
     fn start(files: &[(&str, u64)]) -> Served {
-        assert!(
-            Nginx::available(),
-            "nginx is not installed: run `cargo xtask test`, which installs it \
-             (or `apt-get install nginx-light`)"
-        );
+        assert_nginx_available();
         let root = tempfile::tempdir().unwrap();
         for &(path, size) in files {
             let file = root.path().join(path.trim_start_matches('/'));

@@ -1,39 +1,14 @@
 //! Local-file reads end to end: bytes, windows, end of file, invalid ranges, failures, buffers.
 
-mod support;
-
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use karu::{BatchOptions, Completion, Read, Status, UNBOUNDED, Window};
-use karu_testkit::Rng;
-use support::{assert_pattern, client, isolated, locate, pattern, pattern_file};
-
-/// Assert a successful read of `len` pattern bytes at absolute offset `start`.
-#[track_caller]
-fn assert_ok(c: &Completion, start: u64, len: u64) {
-    assert_eq!(c.status(), Status::Ok, "{c:?}");
-    assert_eq!(c.bytes_received(), len, "{c:?}");
-    assert_pattern(c.bytes(), start, len);
-}
-
-/// Assert a read that reached the end of the file after `prefix` bytes, starting at absolute
-/// offset `start`.
-#[track_caller]
-fn assert_prefix(c: &Completion, start: u64, prefix: u64) {
-    assert_eq!(c.status(), Status::RangeNotSatisfiable, "{c:?}");
-    assert_eq!(c.bytes_received(), prefix, "{c:?}");
-    assert_pattern(c.bytes(), start, prefix);
-}
-
-/// Assert a read that failed on its own with `status`, delivering nothing.
-#[track_caller]
-fn assert_failed(c: &Completion, status: Status) {
-    assert_eq!(c.status(), status, "{c:?}");
-    assert_eq!(c.bytes_received(), 0, "{c:?}");
-    assert!(c.bytes().is_empty(), "{c:?}");
-    assert_eq!(c.error().map(karu::Error::status), Some(status));
-}
+use karu_testkit::reads::{
+    PATIENCE, assert_failed, assert_ok, assert_pattern, assert_prefix, client, isolated,
+    locate_file, pattern_file,
+};
+use karu_testkit::{Rng, pattern};
 
 #[test]
 fn scattered_reads_deliver_exactly_the_requested_bytes() {
@@ -41,7 +16,7 @@ fn scattered_reads_deliver_exactly_the_requested_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", LEN);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
 
     // The whole file, its first and last byte, a page boundary, overlapping and identical
     // reads, then 500 pseudo-random ones.
@@ -82,7 +57,7 @@ fn window_offsets_are_relative_to_the_window_start() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 10_000);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
     let window = object.with_window(100, Some(50)).unwrap();
     assert_eq!(
         window.window(),
@@ -126,7 +101,7 @@ fn a_bounded_window_stat_looks_at_the_file() {
     let path = dir.path().join("24.bin");
     std::fs::write(&path, pattern(0, 24)).unwrap();
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
     let size = |start, len| {
         let window = object.with_window(start, len).unwrap();
         let blocking = client.stat(&window).unwrap().size;
@@ -141,7 +116,7 @@ fn a_bounded_window_stat_looks_at_the_file() {
     assert_eq!(size(30, Some(4)), Some(0), "nothing exists there");
     assert_eq!(size(2, None), Some(22));
 
-    let missing = locate(&client, &dir.path().join("missing.bin"));
+    let missing = locate_file(&client, &dir.path().join("missing.bin"));
     let window = missing.with_window(0, Some(4)).unwrap();
     assert_eq!(client.stat(&window).unwrap_err().status(), Status::NotFound);
     let polled = futures::executor::block_on(client.stat_async(&window));
@@ -161,7 +136,7 @@ fn nested_windows_compose_and_must_fit() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 10_000);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
 
     let outer = object.with_window(1000, Some(500)).unwrap();
     let inner = outer.with_window(100, Some(50)).unwrap();
@@ -227,7 +202,7 @@ fn unbounded_windows_run_to_the_end_of_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 10_000);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
 
     let tail = object.with_window(9000, None).unwrap();
     assert_eq!(
@@ -279,7 +254,7 @@ fn reads_reaching_the_end_of_the_file_deliver_a_valid_prefix() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", LEN);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
 
     let batch = client.submit([
         Read::new(&object, 9900, 300),
@@ -327,7 +302,7 @@ fn reads_near_the_largest_file_offset_are_past_the_end() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 100);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
     let max = i64::MAX as u64;
     let done = client
         .submit([
@@ -347,7 +322,7 @@ fn a_read_far_longer_than_the_file_delivers_what_exists() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 100);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
     let done = client.submit([Read::new(&object, 0, 1 << 62)]).wait();
     assert_prefix(&done[0], 0, 100);
 }
@@ -357,7 +332,7 @@ fn invalid_lengths_fail_alone_while_valid_reads_succeed() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 1000);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
 
     let batch = client.submit([
         Read::new(&object, 0, 16),
@@ -405,10 +380,10 @@ fn filesystem_failures_name_the_path_and_stay_with_their_read() {
 
     let done = client
         .submit([
-            Read::new(&locate(&client, &missing), 0, 4),
-            Read::new(&locate(&client, &directory), 0, 4),
-            Read::new(&locate(&client, &through_a_file), 0, 4),
-            Read::new(&locate(&client, &real), 0, 4),
+            Read::new(&locate_file(&client, &missing), 0, 4),
+            Read::new(&locate_file(&client, &directory), 0, 4),
+            Read::new(&locate_file(&client, &through_a_file), 0, 4),
+            Read::new(&locate_file(&client, &real), 0, 4),
         ])
         .wait();
     let expected = [
@@ -432,10 +407,10 @@ fn filesystem_failures_name_the_path_and_stay_with_their_read() {
     assert_eq!(cause(&done[2]), Some(std::io::ErrorKind::NotADirectory));
 
     for (path, status) in expected {
-        let err = client.stat(&locate(&client, path)).unwrap_err();
+        let err = client.stat(&locate_file(&client, path)).unwrap_err();
         assert_eq!(err.status(), status, "{err}");
         assert!(err.message().contains(path.to_str().unwrap()), "{err}");
-        let err = client.read(&locate(&client, path), 0, 1).unwrap_err();
+        let err = client.read(&locate_file(&client, path), 0, 1).unwrap_err();
         assert_eq!(err.status(), status, "{err}");
     }
 }
@@ -445,7 +420,7 @@ fn if_match_on_a_local_read_is_an_invalid_argument() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 100);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
 
     // Refused before planning (the condition) and by the planner (a zero length), between
     // reads that succeed: each outcome reaches its own read, and the tags stay the indices.
@@ -476,7 +451,7 @@ fn tags_default_to_the_index_and_custom_tags_are_carried() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 100);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
 
     let done = client
         .submit([
@@ -515,7 +490,7 @@ fn owned_buffers_are_reused_and_come_back_truncated() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", LEN);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
 
     // One buffer goes round ten batches: same allocation, contents replaced each time.
     let mut buffer = vec![0xAA; 8192];
@@ -535,7 +510,7 @@ fn owned_buffers_are_reused_and_come_back_truncated() {
 
     // A short read, a rejected read and a failed read all hand the buffer back, truncated to
     // what arrived.
-    let missing = locate(&client, &dir.path().join("missing.bin"));
+    let missing = locate_file(&client, &dir.path().join("missing.bin"));
     let buffers: Vec<Vec<u8>> = (0..3).map(|_| vec![0xAA; 4096]).collect();
     let identities: Vec<(*const u8, usize)> =
         buffers.iter().map(|b| (b.as_ptr(), b.capacity())).collect();
@@ -580,7 +555,7 @@ fn ten_thousand_reads_over_fifty_files_complete_exactly_once() {
         .iter()
         .enumerate()
         .map(|(i, &size)| {
-            locate(
+            locate_file(
                 &client,
                 &pattern_file(dir.path(), &format!("f{i:02}"), size),
             )
@@ -654,7 +629,7 @@ fn local_reads_are_never_merged() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", 1000);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
     let ranges = [(0, 10), (10, 10), (20, 10), (5, 10), (0, 10), (0, 10)];
     let reads = || ranges.iter().map(|&(o, l)| Read::new(&object, o, l));
 
@@ -682,7 +657,7 @@ fn an_empty_file_has_no_bytes_to_give() {
     let path = dir.path().join("empty.bin");
     File::create(&path).unwrap();
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
 
     let done = client
         .submit([
@@ -722,7 +697,7 @@ fn offsets_beyond_4_gib_reach_the_right_bytes() {
     drop(file);
 
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
     assert_eq!(client.stat(&object).unwrap().size, Some(SIZE));
     let window = object
         .with_window(marker_at, Some(marker.len() as u64))
@@ -768,7 +743,7 @@ fn read_ends_stat_and_the_one_shot_helpers() {
     let dir = tempfile::tempdir().unwrap();
     let path = pattern_file(dir.path(), "data.bin", LEN);
     let client = client();
-    let object = locate(&client, &path);
+    let object = locate_file(&client, &path);
 
     let info = client.stat(&object).unwrap();
     assert_eq!((info.size, info.etag), (Some(LEN), None));
@@ -780,8 +755,8 @@ fn read_ends_stat_and_the_one_shot_helpers() {
 
     // Each end is clamped to the size.
     let ends = client.read_ends(&object, 2 * LEN, 3 * LEN).unwrap();
-    assert_eq!(ends.head, pattern(0, LEN));
-    assert_eq!(ends.tail, pattern(0, LEN));
+    assert_eq!(ends.head, pattern(0, LEN as usize));
+    assert_eq!(ends.tail, pattern(0, LEN as usize));
 
     // Through a window, both ends are the window's.
     let window = object.with_window(100, Some(50)).unwrap();
@@ -849,7 +824,7 @@ fn dot_dot_after_a_symbolic_link_is_the_parent_of_its_target() {
     let os_reads = std::fs::read(&written).unwrap();
     assert_eq!(os_reads, b"hello from a\n");
 
-    let object = locate(&client, &written);
+    let object = locate_file(&client, &written);
     assert_eq!(object.canonical().as_str(), written.to_str().unwrap());
     assert_eq!(client.read(&object, 0, 13).unwrap(), os_reads);
     assert_eq!(client.stat(&object).unwrap().size, Some(13));
@@ -864,7 +839,7 @@ fn dot_dot_after_a_symbolic_link_is_the_parent_of_its_target() {
         root.join("hello.txt/../hello.txt"),
     ] {
         assert!(std::fs::File::open(&path).is_err(), "{}", path.display());
-        let object = locate(&client, &path);
+        let object = locate_file(&client, &path);
         let done = client.submit([Read::new(&object, 0, 4)]).wait();
         assert_failed(&done[0], Status::NotFound);
         let message = done[0].error().unwrap().message();
@@ -874,7 +849,7 @@ fn dot_dot_after_a_symbolic_link_is_the_parent_of_its_target() {
 }
 
 /// Frees a file worker blocked opening a FIFO (by opening it for writing) if the test has not
-/// finished within [`support::PATIENCE`], so that broken code fails the test instead of
+/// finished within [`PATIENCE`], so that broken code fails the test instead of
 /// hanging it; says whether it had to.
 struct FifoWatchdog {
     done: std::sync::mpsc::Sender<()>,
@@ -886,7 +861,7 @@ impl FifoWatchdog {
         let (done, finished) = std::sync::mpsc::channel::<()>();
         let fifo = fifo.to_path_buf();
         let thread = std::thread::spawn(move || {
-            let timed_out = finished.recv_timeout(support::PATIENCE).is_err();
+            let timed_out = finished.recv_timeout(PATIENCE).is_err();
             if timed_out {
                 // Read-write never blocks and counts as a writer: every blocked reader goes on.
                 let _ = std::fs::OpenOptions::new()
@@ -912,7 +887,7 @@ fn a_fifo_is_refused_at_once_and_states_no_size() {
     karu_testkit::make_fifo(&fifo);
     let data = pattern_file(dir.path(), "data.bin", 100);
     let client = isolated().file_workers(1).build().unwrap();
-    let object = locate(&client, &fifo);
+    let object = locate_file(&client, &fifo);
 
     // No writer ever comes: the read fails on its own, and the one file worker goes on to the
     // next read.
@@ -920,7 +895,7 @@ fn a_fifo_is_refused_at_once_and_states_no_size() {
     let done = client
         .submit([
             Read::new(&object, 0, 8),
-            Read::new(&locate(&client, &data), 0, 8),
+            Read::new(&locate_file(&client, &data), 0, 8),
         ])
         .wait();
     assert!(!watchdog.had_to_unblock(), "the read waited for a writer");
@@ -938,8 +913,8 @@ fn a_fifo_is_refused_at_once_and_states_no_size() {
 #[test]
 fn character_devices_state_no_size_and_read_at_offsets() {
     let client = client();
-    let zero = locate(&client, std::path::Path::new("/dev/zero"));
-    let null = locate(&client, std::path::Path::new("/dev/null"));
+    let zero = locate_file(&client, std::path::Path::new("/dev/zero"));
+    let null = locate_file(&client, std::path::Path::new("/dev/null"));
     assert_eq!(client.stat(&zero).unwrap().size, None);
     assert_eq!(client.stat(&null).unwrap().size, None);
     // A device states no size: a bounded window of it shows its length.
@@ -991,7 +966,7 @@ fn adjacent_runs_deliver_exactly_what_single_reads_deliver() {
     let a = pattern_file(dir.path(), "a.bin", LEN);
     let b = pattern_file(dir.path(), "b.bin", LEN);
     let client = client();
-    let (a, b) = (locate(&client, &a), locate(&client, &b));
+    let (a, b) = (locate_file(&client, &a), locate_file(&client, &b));
     // 600 adjacent reads of 1..=97 bytes in `a` from 25,000 (past its end after ~500), and
     // 300 in `b` from 0, interleaved in the submission.
     let mut spans = Vec::new();
