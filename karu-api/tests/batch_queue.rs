@@ -14,7 +14,7 @@ use futures::{Stream, StreamExt};
 use karu::{Completion, Next, Read, Status, UNBOUNDED};
 use support::{
     LeaseGuard, PATIENCE, TinyExecutor, assert_pattern, client, drain, expect_completion,
-    held_file, isolated, locate_file, pattern_file, wait_until_active,
+    held_file, isolated, locate_file, pattern_file, wait_until_held,
 };
 
 /// Assert the completion of a read of 8 bytes of a held file: it ran (it was not cancelled)
@@ -36,7 +36,7 @@ fn next_times_out_while_a_read_runs_then_delivers_then_drains() {
 
     // The worker is inside the read, waiting for the lease to be released: no completion can
     // exist, so waiting ends without one and changes nothing.
-    wait_until_active(&batch, 1);
+    wait_until_held(&batch, &lease);
     assert!(matches!(
         batch.next_timeout(Duration::from_millis(50)),
         Next::TimedOut
@@ -188,7 +188,7 @@ fn dropping_an_owned_batch_returns_while_a_worker_still_runs_its_read() {
         Read::new(&locate_file(&client, &data), 0, 8),
     ]);
     let _guard = LeaseGuard(lease.clone());
-    wait_until_active(&batch, 1);
+    wait_until_held(&batch, &lease);
 
     // The only worker is held on the lease until the test lets it go, which it does only
     // after the drop returned: a drop that waited for the worker would never return.
@@ -214,7 +214,7 @@ fn cancel_completes_the_reads_that_had_not_started() {
     // Hold the only worker on the leased file, then queue five reads behind it.
     let held = client.submit([Read::new(&locate_file(&client, &held_path), 0, 8)]);
     let _guard = LeaseGuard(lease.clone());
-    wait_until_active(&held, 1);
+    wait_until_held(&held, &lease);
     let buffers: Vec<Vec<u8>> = (0..5).map(|_| vec![0xAA; 64]).collect();
     let identities: Vec<(*const u8, usize)> =
         buffers.iter().map(|b| (b.as_ptr(), b.capacity())).collect();
@@ -266,7 +266,7 @@ fn the_stream_is_woken_by_the_worker_without_a_runtime() {
     assert_eq!((first.tag(), first.status()), (2, Status::InvalidRange));
 
     // The other is held on the lease: the stream is pending and has not been woken.
-    wait_until_active(&batch, 1);
+    wait_until_held(&batch, &lease);
     let mut next = batch.next();
     assert!(matches!(executor.poll(&mut next), Poll::Pending));
     assert_eq!(executor.wakes(), 0);

@@ -8,7 +8,7 @@ use karu::{Next, Read, Status};
 use karu_testkit::{Fault, FaultRule};
 use support::{
     LeaseGuard, expect_completion, held_file, isolated, locate_file, pattern, pattern_file,
-    wait_until_active,
+    wait_until_held,
 };
 
 /// Build, expecting an error; returns its message after checking its status.
@@ -171,7 +171,7 @@ fn file_workers_from_the_environment_are_honoured() {
     // free.
     let held = client.submit([Read::new(&locate_file(&client, &held_path), 0, 8)]);
     let _guard = LeaseGuard(lease.clone());
-    wait_until_active(&held, 1);
+    wait_until_held(&held, &lease);
     let waiting = client.submit([Read::new(&locate_file(&client, &data), 0, 10)]);
     assert!(matches!(
         waiting.next_timeout(Duration::from_millis(50)),

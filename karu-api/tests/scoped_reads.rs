@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use karu::{BatchOptions, Read, Status};
 use support::{
-    Lease, LeaseGuard, client, held_file, locate_file, pattern, pattern_file, wait_until_active,
+    Lease, LeaseGuard, client, held_file, locate_file, pattern, pattern_file, wait_until_held,
 };
 
 #[test]
@@ -126,7 +126,7 @@ fn a_scope_waits_for_a_batch_leaked_with_mem_forget() {
     let client = client();
     let object = locate_file(&client, &held);
     let (signal, released, releaser) = release_after_signal(lease.clone());
-    let _guard = LeaseGuard(lease);
+    let _guard = LeaseGuard(lease.clone());
 
     let mut slice = [0u8; 8];
     client.scope(|scope| {
@@ -135,7 +135,7 @@ fn a_scope_waits_for_a_batch_leaked_with_mem_forget() {
             [Read::borrowed(&object, 0, &mut slice)],
             &BatchOptions::new(),
         );
-        wait_until_active(&batch, 1);
+        wait_until_held(&batch, &lease);
         // The batch's drop never runs; the scope itself must wait for the worker.
         std::mem::forget(batch);
         signal.send(()).unwrap();
@@ -154,7 +154,7 @@ fn dropping_a_scoped_batch_waits_for_the_read_a_worker_is_running() {
     let client = client();
     let object = locate_file(&client, &held);
     let (signal, released, releaser) = release_after_signal(lease.clone());
-    let _guard = LeaseGuard(lease);
+    let _guard = LeaseGuard(lease.clone());
 
     let mut slice = [0u8; 8];
     client.scope(|scope| {
@@ -163,7 +163,7 @@ fn dropping_a_scoped_batch_waits_for_the_read_a_worker_is_running() {
             [Read::borrowed(&object, 0, &mut slice)],
             &BatchOptions::new(),
         );
-        wait_until_active(&batch, 1);
+        wait_until_held(&batch, &lease);
         signal.send(()).unwrap();
         // Unlike an owned batch's, this drop waits: the worker references `slice`.
         drop(batch);
@@ -182,7 +182,7 @@ fn a_panic_in_a_scope_propagates_after_the_wait() {
     let client = client();
     let object = locate_file(&client, &held);
     let (signal, released, releaser) = release_after_signal(lease.clone());
-    let _guard = LeaseGuard(lease);
+    let _guard = LeaseGuard(lease.clone());
 
     let mut slice = [0u8; 8];
     let outcome = catch_unwind(AssertUnwindSafe(|| {
@@ -192,7 +192,7 @@ fn a_panic_in_a_scope_propagates_after_the_wait() {
                 [Read::borrowed(&object, 0, &mut slice)],
                 &BatchOptions::new(),
             );
-            wait_until_active(&batch, 1);
+            wait_until_held(&batch, &lease);
             signal.send(()).unwrap();
             panic!("boom inside the scope");
         })

@@ -84,6 +84,41 @@ impl Lease {
         let file = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
         drop(file);
     }
+
+    /// Wait until a reader waits in `open` for the lease: the kernel then reports the lease
+    /// as being broken (`F_GETLEASE` answers the type it is broken to, no longer `F_WRLCK`).
+    /// A transfer is active from the moment its worker takes it, a little before it opens
+    /// the file, and a batch cancelled in between completes without opening it; a test that
+    /// means to hold a worker *inside* a read waits here too. Fails after [`PATIENCE`].
+    pub(crate) fn wait_for_reader(&self) {
+        use std::os::fd::AsRawFd;
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            let state = {
+                let file = self.0.lock().unwrap_or_else(|e| e.into_inner());
+                let file = file.as_ref().expect("the lease is still held");
+                // SAFETY: fcntl with an integer command on a descriptor the lease keeps open.
+                unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETLEASE) }
+            };
+            if state != libc::F_WRLCK {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no reader opened the held file within {PATIENCE:?}"
+            );
+            // The kernel has no event for a lease break but a signal: look again shortly.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+/// Wait until a worker of `batch` is inside the read of the [`held_file`] under `lease`:
+/// it has begun the transfer ([`wait_until_active`]) and waits in `open`
+/// ([`Lease::wait_for_reader`]).
+pub(crate) fn wait_until_held(batch: &Batch, lease: &Lease) {
+    wait_until_active(batch, 1);
+    lease.wait_for_reader();
 }
 
 /// Releases the lease when dropped, so that a failing test fails instead of waiting in

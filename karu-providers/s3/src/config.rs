@@ -372,7 +372,10 @@ mod tests {
             from_profile("eu-north-1", "dev")
         );
         // A variable or a key wins, and is what is shown.
-        let env = region(&[("AWS_CONFIG_FILE", file), ("AWS_REGION", "us-west-2")], &[]);
+        let env = region(
+            &[("AWS_CONFIG_FILE", file), ("AWS_REGION", "us-west-2")],
+            &[],
+        );
         assert_eq!(
             env,
             vec![(
