@@ -162,3 +162,23 @@ pub fn locate_file(client: &Client, path: &Path) -> Locator {
         .locate(path.to_str().expect("temporary paths are UTF-8"))
         .expect("a local path resolves")
 }
+
+/// The rustls error in `error`'s source chain, following `io::Error` payloads: what a test of
+/// a TLS endpoint (a private CA given or not with `http.ca_file`) asserts the cause of a
+/// failed read or token exchange to be.
+pub fn rustls_cause(error: &(dyn std::error::Error + 'static)) -> Option<rustls::Error> {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+            return Some(tls.clone());
+        }
+        next = match e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    None
+}

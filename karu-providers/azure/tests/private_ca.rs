@@ -5,6 +5,7 @@
 
 use karu::{Client, ClientBuilder, Status};
 use karu_testkit::azure::{IdentityFakes, TokenCall};
+use karu_testkit::reads::rustls_cause;
 use karu_testkit::{AzureMock, Identity, pattern};
 
 const TENANT: &str = "72f988bf-0000-0000-0000-000000000001";
@@ -28,24 +29,6 @@ fn setup() -> (AzureMock, IdentityFakes, ClientBuilder) {
         ])
         .set("azure.endpoint", mock.endpoint());
     (mock, fakes, builder)
-}
-
-/// The rustls error in `error`'s source chain, following `io::Error` payloads.
-fn rustls_cause(error: &(dyn std::error::Error + 'static)) -> Option<rustls::Error> {
-    let mut next = Some(error);
-    while let Some(e) = next {
-        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
-            return Some(tls.clone());
-        }
-        next = match e
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-        {
-            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
-            None => e.source(),
-        };
-    }
-    None
 }
 
 #[test]

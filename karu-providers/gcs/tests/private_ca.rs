@@ -6,6 +6,7 @@
 use karu::{Client, ClientBuilder, Status};
 use karu_testkit::gcs::{GcsAuthFakes, GcsMock};
 use karu_testkit::pattern;
+use karu_testkit::reads::rustls_cause;
 
 const BUCKET: &str = "bkt";
 
@@ -26,24 +27,6 @@ fn setup() -> (GcsMock, GcsAuthFakes, tempfile::TempDir, ClientBuilder) {
         .set("gcs.endpoint", gcs.endpoint())
         .set("gcs.credentials_file", file.to_string_lossy().as_ref());
     (gcs, fakes, dir, builder)
-}
-
-/// The rustls error in `error`'s source chain, following `io::Error` payloads.
-fn rustls_cause(error: &(dyn std::error::Error + 'static)) -> Option<rustls::Error> {
-    let mut next = Some(error);
-    while let Some(e) = next {
-        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
-            return Some(tls.clone());
-        }
-        next = match e
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-        {
-            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
-            None => e.source(),
-        };
-    }
-    None
 }
 
 #[test]
