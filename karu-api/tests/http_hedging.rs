@@ -22,7 +22,9 @@ use karu_testkit::{Fault, FaultRule, MockServer};
 
 /// A client whose requests are hedged after `after`, with a budget of `budget`.
 fn hedging(after: &str, budget: &str) -> ClientBuilder {
-    quick().set("hedge.after", after).set("hedge.budget", budget)
+    quick()
+        .set("hedge.after", after)
+        .set("hedge.budget", budget)
 }
 
 fn server() -> MockServer {
@@ -109,11 +111,17 @@ fn a_slowed_server_gets_no_more_duplicates_than_the_budget() {
     }
     let log = server.requests();
     let stats = client.transport_stats();
-    let duplicates = log.len() - reads.len();
-    assert_eq!(duplicates as u64, stats.hedges, "{}", describe(&log));
+    // Every duplicate the server saw was one Karu sent (one started just as its original was
+    // answered may be cancelled before it reaches the server).
+    let duplicates = (log.len() - reads.len()) as u64;
+    assert!(duplicates <= stats.hedges, "{}", describe(&log));
     assert_eq!(stats.retries, 0);
     // 200 ordinary requests at 5 %: at most 10 duplicates, and the budget was used.
-    assert!((1..=10).contains(&duplicates), "{duplicates} duplicates");
+    assert!(
+        (1..=10).contains(&stats.hedges),
+        "{} duplicates",
+        stats.hedges
+    );
 }
 
 #[test]
@@ -151,7 +159,7 @@ fn a_throttling_endpoint_gets_no_duplicates() {
     // The same reads of an endpoint that did not throttle are hedged.
     let (requests, hedges) = run(false);
     assert!(hedges > 0, "{requests} requests");
-    assert_eq!(requests as u64, 1 + 24 + hedges);
+    assert!((1 + 24..=1 + 24 + hedges).contains(&(requests as u64)));
 }
 
 #[test]
@@ -187,7 +195,10 @@ fn a_duplicate_answered_by_another_version_fails_a_one_version_read() {
         other => panic!("{other:?}"),
     }
     assert_eq!(log[2].byte_range, log[1].byte_range);
-    assert_eq!(log[2].status, 206, "the duplicate was answered, by another version");
+    assert_eq!(
+        log[2].status, 206,
+        "the duplicate was answered, by another version"
+    );
     let stats = client.transport_stats();
     assert_eq!((stats.hedges, stats.hedges_won), (1, 0));
 }
