@@ -205,7 +205,7 @@ pub struct PlannerSettings {
     #[serde(deserialize_with = "integer::deserialize")]
     pub max_amplification: u32,
     /// How a gap is judged inside the four guards (`planner.trade`: `"priced"`, the
-    /// default, or `"guards"`). See [`Trade`].
+    /// default, `"frugal"` or `"guards"`). See [`Trade`].
     pub trade: Trade,
 }
 
@@ -225,7 +225,10 @@ impl Default for PlannerSettings {
 ///
 /// Either way the four guards are hard bounds: no merge ever breaks one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase", expecting = "\"guards\" or \"priced\"")]
+#[serde(
+    rename_all = "lowercase",
+    expecting = "one of \"guards\", \"priced\", \"frugal\""
+)]
 #[non_exhaustive]
 pub enum Trade {
     /// Join whenever the four guards allow it.
@@ -248,8 +251,20 @@ pub enum Trade {
     /// batch on, and 0.55x on the first batch too once merged requests were priced again as
     /// they start; `clustered`, 0.96x) and planned every other workload exactly as `guards`
     /// does.
+    ///
+    /// Besides, the plan is fitted to its round trips: with `concurrency` requests in
+    /// flight a plan of `T` transfers takes about ⌈T / concurrency⌉ rounds, and merged
+    /// transfers are cut at their widest gaps into as many more transfers as the last round
+    /// has room for. The same rounds, fewer bytes: on `scattered` (1,000 × 4 KiB over
+    /// 1 GiB) 2.3x the bytes asked instead of the guards' 2.7x, at the same wall.
     #[default]
     Priced,
+    /// As `priced`, and no transfer fetches more than twice the bytes its reads ask for
+    /// (`max_amplification` at most 2): for a store that bills or meters bytes, or a link
+    /// shared with other work. It spends round trips to save bytes: on `scattered` about
+    /// 1.0x the bytes asked, and about 16 rounds of 64 requests instead of 14 (some 7 %
+    /// slower on a 20 ms loopback).
+    Frugal,
 }
 
 /// Which HTTP version the transport speaks.

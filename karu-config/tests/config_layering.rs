@@ -814,7 +814,11 @@ fn a_key_of_a_few_words_names_them_whatever_is_found() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
         ("http", "version", "one of \"http1\", \"auto\", \"http2\""),
-        ("planner", "trade", "\"guards\" or \"priced\""),
+        (
+            "planner",
+            "trade",
+            "one of \"guards\", \"priced\", \"frugal\"",
+        ),
     ];
     for (table, key, words) in cases {
         for (value, found) in [
@@ -1645,4 +1649,25 @@ fn shared_sections_of_one_type_are_kept_apart_by_name_and_rules() {
         value("gs://b/k", "gcs", "project").as_deref(),
         Some("\"p\"")
     );
+}
+
+/// Each of the planner's trades is named by its word, from a file or an explicit option.
+#[test]
+fn the_planner_trades_are_named_by_their_words() {
+    let dir = tempfile::tempdir().unwrap();
+    for (word, trade) in [
+        ("guards", Trade::Guards),
+        ("priced", Trade::Priced),
+        ("frugal", Trade::Frugal),
+    ] {
+        let file = write(
+            &dir,
+            "karu.toml",
+            &format!("[planner]\ntrade = \"{word}\"\n"),
+        );
+        let from_file = isolated().project_file(Some(file)).build().unwrap();
+        assert_eq!(from_file.global().planner.trade, trade);
+        let explicit = isolated().set("planner.trade", word).build().unwrap();
+        assert_eq!(explicit.global().planner.trade, trade);
+    }
 }

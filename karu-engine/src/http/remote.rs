@@ -92,7 +92,7 @@ impl Remote {
             workers,
             locations: Mutex::new(Locations::default()),
             location_flights: tokio::sync::Notify::new(),
-            reprice: global.planner.trade == karu_config::Trade::Priced,
+            reprice: global.planner.trade != karu_config::Trade::Guards,
             endpoints: Endpoints::new(
                 global.concurrency.max(1),
                 global.adaptive_concurrency,
