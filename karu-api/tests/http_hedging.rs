@@ -129,8 +129,10 @@ fn a_throttling_endpoint_gets_no_duplicates() {
     let run = |throttle: bool| {
         let server = server();
         if throttle {
-            // One `503 SlowDown`: the endpoint's window is cut and stays below its ceiling
-            // for well over the reads below.
+            // One `503 SlowDown`: the endpoint's window is cut (from 32 to 16) and stays
+            // below its ceiling for well over the reads below (each answer widens it by
+            // 1 / its width: back to 32 after some 380 answers, where 8 would be back after
+            // 24, while the last of these reads may still wait for a duplicate).
             server.add_fault(
                 FaultRule::new(Fault::Status {
                     code: 503,
@@ -139,7 +141,7 @@ fn a_throttling_endpoint_gets_no_duplicates() {
                 .times(1),
             );
         }
-        let client = build(hedging("5ms", "100%").set("concurrency", 8));
+        let client = build(hedging("5ms", "100%").set("concurrency", 32));
         let object = locate(&client, &server, "/o");
         assert_ok(&read_one(&client, &object, 0, 100), 0, 100);
         // Then every request is slow: each is due a duplicate after 5 ms.
