@@ -252,10 +252,10 @@ pub enum Trade {
     /// they start; `clustered`, 0.96x) and planned every other workload exactly as `guards`
     /// does.
     ///
-    /// Besides, the plan is fitted to its round trips: with `concurrency` requests in
-    /// flight a plan of `T` transfers takes about ⌈T / concurrency⌉ rounds, and merged
-    /// transfers are cut at their widest gaps into as many more transfers as the last round
-    /// has room for. The same rounds, fewer bytes: on `scattered` (1,000 × 4 KiB over
+    /// Besides, a plan of more than one round is fitted to its round trips: with
+    /// `concurrency` requests in flight a plan of `T` transfers takes about ⌈T /
+    /// concurrency⌉ rounds, and merged transfers are cut at their widest gaps (of 64 KiB or
+    /// more) into as many more transfers as the last round has room for. The same rounds, fewer bytes: on `scattered` (1,000 × 4 KiB over
     /// 1 GiB) 2.3x the bytes asked instead of the guards' 2.7x, at the same wall.
     #[default]
     Priced,

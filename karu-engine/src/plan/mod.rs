@@ -280,9 +280,12 @@ pub fn plan_in(
 /// rounds 1,000 transfers would need beyond 14; the 14 rounds hold 896 transfers, and cutting
 /// at the 14 widest gaps leaves 2.3 ×.
 ///
-/// Only a gap of at least [`FIT_MIN_GAP`] is cut: a request of its own costs the store and
-/// the client work (and, on most stores, a fee) that fetching fewer bytes within a response
-/// already under way does not; small reads close together stay one request.
+/// Only a plan of more than one round is fitted, and only at gaps of at least
+/// [`FIT_MIN_GAP`]: a request of its own costs the store and the client work (and, on most
+/// stores, a fee) that fetching a few more bytes within a response under way does not. A
+/// small batch (a format reader's footer and a few column chunks) keeps the guards' merges,
+/// bounded by them; it is the batches of many rounds, where the guards' merges buy rounds
+/// with bytes, that give back the bytes of the merges the rounds do not need.
 ///
 /// A cut only removes a gap (the pieces are the runs of parts between the cuts, each the
 /// hull of its parts), so the span, parts and gap guards hold for every piece; a transfer
@@ -301,7 +304,7 @@ fn fit_rounds_from(plan: &mut Plan, limits: &Limits, concurrency: usize, min_gap
     let per_round = concurrency.max(1);
     let transfers = plan.transfers.len();
     let room = transfers.div_ceil(per_round) * per_round - transfers;
-    if room == 0 {
+    if room == 0 || transfers <= per_round {
         return;
     }
     // Every join across a gap: (gap, transfer, the position of the part after it).
@@ -825,18 +828,35 @@ mod tests {
     }
 
     #[test]
-    fn small_gaps_stay_joined() {
-        // Three 100 B reads 1 KiB apart: one request, though 63 more would fit the round.
+    fn small_gaps_and_one_round_plans_stay_joined() {
         let limits = Limits::default();
-        let near: Vec<PlanRead> = (0..3).map(|i| r(i * 1100, 100)).collect();
-        let mut p = plan(&near, &limits);
+        // Three 100 B reads 1 KiB apart, two 64 KiB apart, one far: two rounds of two with
+        // room for one more transfer, which only the 64 KiB gap is worth.
+        let reads = [
+            r(0, 100),
+            r(1100, 100),
+            r(2200, 100),
+            r(MIB, 100),
+            r(MIB + 100 + FIT_MIN_GAP, 100),
+            r(100 * MIB, 100),
+        ];
+        let guards = plan(&reads, &limits);
+        let mut p = guards.clone();
+        fit_rounds(&mut p, &limits, 2);
+        assert_eq!(
+            spans(&p),
+            vec![
+                (0, 2300, 3),
+                (MIB, 100, 1),
+                (MIB + 100 + FIT_MIN_GAP, 100, 1),
+                (100 * MIB, 100, 1)
+            ]
+        );
+        assert_eq!(check_fitted(&reads, &limits, &[], &guards, 2, &p), Ok(()));
+        // All in one round of 64: the guards' merges stay.
+        let mut p = guards.clone();
         fit_rounds(&mut p, &limits, 64);
-        assert_eq!(spans(&p), vec![(0, 2300, 3)]);
-        // 64 KiB apart, the gap is worth a request of its own.
-        let apart = [r(0, 100), r(100 + FIT_MIN_GAP, 100)];
-        let mut p = plan(&apart, &limits);
-        fit_rounds(&mut p, &limits, 64);
-        assert_eq!(spans(&p), vec![(0, 100, 1), (100 + FIT_MIN_GAP, 100, 1)]);
+        assert_eq!(p, guards);
     }
 
     #[test]
@@ -861,23 +881,32 @@ mod tests {
         let limits = Limits::default();
         // 1 MiB, 600 KB apart a 4 KiB read, 500 KB apart another: the 1 MiB read pays for
         // both gaps. Cut at the widest (600 KB), the two small reads would fetch 63 × their
-        // bytes.
-        let reads = [
-            r(0, MIB),
-            r(MIB + 600_000, 4096),
-            r(MIB + 604_096 + 500_000, 4096),
-        ];
-        let guards = plan(&reads, &limits);
-        assert_eq!(guards.transfers.len(), 1);
-        let mut fitted = guards.clone();
-        fit_rounds(&mut fitted, &limits, 2);
-        assert_eq!(fitted, guards);
-        // With room for two cuts, each piece stands alone within the guard.
+        // bytes. `far` reads far apart make the plan longer than a round.
+        let reads = |far: u64| {
+            let mut reads = vec![
+                r(0, MIB),
+                r(MIB + 600_000, 4096),
+                r(MIB + 604_096 + 500_000, 4096),
+            ];
+            reads.extend((1..=far).map(|i| r(i * 100 * MIB, 10)));
+            reads
+        };
+        // Five transfers in two rounds of three: room for one cut, at the widest gap, which
+        // is not made.
+        let five = reads(4);
+        let guards = plan(&five, &limits);
+        assert_eq!(guards.transfers.len(), 5);
         let mut fitted = guards.clone();
         fit_rounds(&mut fitted, &limits, 3);
-        assert_eq!(spans(&fitted).len(), 3);
+        assert_eq!(fitted, guards);
+        // Four transfers in two rounds of three: room for both cuts; each piece stands alone.
+        let four = reads(3);
+        let guards = plan(&four, &limits);
+        let mut fitted = guards.clone();
+        fit_rounds(&mut fitted, &limits, 3);
+        assert_eq!(spans(&fitted).len(), 6);
         assert_eq!(
-            check_fitted(&reads, &limits, &[], &guards, 3, &fitted),
+            check_fitted(&four, &limits, &[], &guards, 3, &fitted),
             Ok(())
         );
     }
