@@ -27,6 +27,17 @@ fn hedging(after: &str, budget: &str) -> ClientBuilder {
         .set("hedge.budget", budget)
 }
 
+/// The range of the request the server never answered ([`Fault::NeverAnswer`]).
+fn never_answered(log: &[karu_testkit::RequestRecord]) -> Option<(u64, u64)> {
+    log.iter()
+        .find(|r| {
+            r.fault
+                .as_deref()
+                .is_some_and(|f| f.contains("NeverAnswer"))
+        })
+        .and_then(|r| r.byte_range)
+}
+
 fn server() -> MockServer {
     let server = MockServer::start();
     server.insert_virtual("/o", 64 * MIB);
@@ -78,7 +89,9 @@ fn a_batch_with_one_slowed_request_delivers_every_read_with_one_duplicate() {
     }
     let log = server.requests();
     assert_eq!(log.len(), reads.len() + 1, "{}", describe(&log));
-    let slowed = log[2].byte_range.expect("a closed range");
+    // The log is in arrival order, the faults in the order they were chosen: the two may
+    // differ for requests arriving together, so the slowed one is found by its fault.
+    let slowed = never_answered(&log).expect("a closed range");
     let twice: Vec<_> = log
         .iter()
         .filter(|r| r.byte_range == Some(slowed))
@@ -182,9 +195,10 @@ fn a_duplicate_answered_by_another_version_fails_a_one_version_read() {
     let done = drain(&batch);
     let log = server.requests();
     assert_eq!(log.len(), 3, "{}", describe(&log));
+    let slowed = never_answered(&log);
     let hedged = reads
         .iter()
-        .position(|&(o, _)| log[1].byte_range.map(|r| r.0) == Some(o))
+        .position(|&(o, _)| slowed.map(|r| r.0) == Some(o))
         .expect("the never-answered request is one of the reads'");
     let (kept, failed) = (1 - hedged, hedged);
     assert_ok(&done[kept], reads[kept].0, reads[kept].1);
@@ -196,7 +210,7 @@ fn a_duplicate_answered_by_another_version_fails_a_one_version_read() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(log[2].byte_range, log[1].byte_range);
+    assert_eq!(log[2].byte_range, slowed);
     assert_eq!(
         log[2].status, 206,
         "the duplicate was answered, by another version"
@@ -218,9 +232,16 @@ fn when_both_answers_arrive_only_one_lands_in_the_destination() {
     let done = drain(&client.submit([Read::new(&object, 3 * MIB, length)]));
     assert_ok(&done[0], 3 * MIB, length);
     let log = server.requests();
-    // Both were answered in full by the server...
+    // Both passed the barrier together and were answered by the server (the loser's head
+    // may still be on its way when the winner's has passed the checks and the loser is
+    // cancelled: then the server records no status for it)...
     assert_eq!(log.len(), 2, "{}", describe(&log));
-    assert_eq!((log[0].status, log[1].status), (206, 206));
+    let statuses = (log[0].status, log[1].status);
+    assert!(
+        [(206, 206), (206, 0), (0, 206)].contains(&statuses),
+        "{}",
+        describe(&log)
+    );
     assert_eq!(log[0].byte_range, log[1].byte_range);
     assert_ne!(log[0].connection, log[1].connection);
     // ...and the bytes of exactly one landed: the transfer received one body.
