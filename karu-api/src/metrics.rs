@@ -10,9 +10,9 @@
 //!   [`TRANSFER_BYTES`] (counter: body bytes received over every attempt).
 //!
 //! Published when asked, by [`Client::publish_metrics`]: the client's counters since it
-//! started ([`REQUESTS`], [`BODY_BYTES`], [`RETRIES`], [`CREDENTIAL_LOOKUPS`],
-//! [`CREDENTIAL_CALLBACK_CALLS`], [`CREDENTIAL_HITS`], [`CREDENTIAL_FAILURES`]), each labelled
-//! `client` with the name given.
+//! started ([`REQUESTS`], [`BODY_BYTES`], [`RETRIES`], [`HEDGES`], [`HEDGES_WON`],
+//! [`CREDENTIAL_LOOKUPS`], [`CREDENTIAL_CALLBACK_CALLS`], [`CREDENTIAL_HITS`],
+//! [`CREDENTIAL_FAILURES`]), each labelled `client` with the name given.
 //!
 //! The same figures are on every [`Completion`](crate::Completion) without this feature:
 //! [`Completion::timing`](crate::Completion::timing) and [`Client::transport_stats`].
@@ -30,6 +30,10 @@ pub const REQUESTS: &str = "karu_client_requests_total";
 pub const BODY_BYTES: &str = "karu_client_body_bytes_total";
 /// Counter: attempts made after a failed one.
 pub const RETRIES: &str = "karu_client_retries_total";
+/// Counter: duplicates sent of requests still waiting for their answers (`[hedge]`).
+pub const HEDGES: &str = "karu_client_hedges_total";
+/// Counter: duplicates whose answer was the one received.
+pub const HEDGES_WON: &str = "karu_client_hedges_won_total";
 /// Counter: credential lookups.
 pub const CREDENTIAL_LOOKUPS: &str = "karu_client_credential_lookups_total";
 /// Counter: credential callback calls.
@@ -50,6 +54,8 @@ impl Client {
             (REQUESTS, transport.requests),
             (BODY_BYTES, transport.body_bytes),
             (RETRIES, transport.retries),
+            (HEDGES, transport.hedges),
+            (HEDGES_WON, transport.hedges_won),
             (CREDENTIAL_LOOKUPS, credentials.lookups),
             (CREDENTIAL_CALLBACK_CALLS, credentials.callback_calls),
             (CREDENTIAL_HITS, credentials.hits),

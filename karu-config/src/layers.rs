@@ -37,8 +37,8 @@ const ENV_PREFIX: &str = "KARU_";
 const RESERVED_ENV: &str = "CI_";
 
 /// The built-in defaults as a figment dictionary. Its keys are exactly the keys [`Settings`]
-/// accepts: top-level keys whose value is a dictionary are tables (`planner`, `http`, `retry`),
-/// the others scalars.
+/// accepts: top-level keys whose value is a dictionary are tables (`planner`, `http`, `retry`,
+/// `hedge`), the others scalars.
 pub(crate) static SCHEMA: LazyLock<Dict> =
     LazyLock::new(|| match Value::serialize(Settings::default()) {
         Ok(Value::Dict(_, dict)) => dict,
@@ -331,6 +331,7 @@ fn table_variable(table: &str) -> String {
         "planner" => "MAX_GAP",
         "http" => "VERSION",
         "retry" => "DEADLINE",
+        "hedge" => "BUDGET",
         _ => return format!("KARU_{upper}__<KEY>"),
     };
     format!("KARU_{upper}__<KEY> (such as KARU_{upper}__{example})")
@@ -635,6 +636,7 @@ mod tests {
                 "concurrency",
                 "credential_workers",
                 "file_workers",
+                "hedge",
                 "http",
                 "io_threads",
                 "planner",

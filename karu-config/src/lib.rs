@@ -22,8 +22,8 @@
 //!
 //! # Files
 //!
-//! Files are TOML. Top-level keys and the `[planner]`, `[http]` and `[retry]` tables are
-//! [`Settings`]; an unknown key there is an error. Other top-level tables are providers'
+//! Files are TOML. Top-level keys and the `[planner]`, `[http]`, `[retry]` and `[hedge]` tables
+//! are [`Settings`]; an unknown key there is an error. Other top-level tables are providers'
 //! sections (`[s3]`, `[http_provider]`, …): each provider declares its own with
 //! [`ConfigBuilder::section`] (a [`Section`] of its [`SectionConfig`] type), the builder checks
 //! it globally and under every path rule, and the provider reads it with
@@ -47,9 +47,9 @@
 //! ```
 //!
 //! Values are typed by their key: sizes are [`ByteSize`] (`1048576`, `"64KiB"`, `"1 MiB"`,
-//! `"0x100000"`) and durations [`Seconds`] (`30`, `2.5`, `"250ms"`); integer settings take
-//! decimal or `0x` hexadecimal numbers; numbers and booleans may also be written as strings
-//! (environment variables always are), and a string key takes digits as text
+//! `"0x100000"`), durations [`Seconds`] (`30`, `2.5`, `"250ms"`) and shares [`Share`] (`"5%"`,
+//! `0.05`); integer settings take decimal or `0x` hexadecimal numbers; numbers and booleans may
+//! also be written as strings (environment variables always are), and a string key takes digits as text
 //! (`KARU_S3__REGION=123` is the region `"123"`). A number that does not fit its key is "out
 //! of range (at most N)".
 //!
@@ -82,8 +82,8 @@
 //! - `KARU_IO_THREADS`, `KARU_FILE_WORKERS`, `KARU_CREDENTIAL_WORKERS`, `KARU_CONCURRENCY` set
 //!   the top-level settings of the same name, and `KARU_CA_FILE` sets `http.ca_file`.
 //! - `KARU_<TABLE>__<KEY>` sets a key of a settings table: `KARU_PLANNER__MAX_GAP=0`,
-//!   `KARU_RETRY__DEADLINE=5s`, `KARU_HTTP__VERSION=auto`. A key that is not in the table
-//!   (`KARU_PLANNER__MAX_GAPP`) is an error, since it can only be a typo.
+//!   `KARU_RETRY__DEADLINE=5s`, `KARU_HTTP__VERSION=auto`, `KARU_HEDGE__BUDGET=2%`. A key that
+//!   is not in the table (`KARU_PLANNER__MAX_GAPP`) is an error, since it can only be a typo.
 //! - `KARU_<SECTION>__<KEY>` sets a key of a declared provider section:
 //!   `KARU_S3__REGION=eu-west-1` is `s3.region`.
 //! - Every other `KARU_*` name is an error with a did-you-mean (`KARU_IO_THREAD`: did you mean
@@ -156,7 +156,10 @@ pub use error::{ConfigError, ConfigErrorKind, closest};
 pub use explain::{Explained, Explanation};
 pub use file::{read_regular_file, read_regular_text};
 pub use section::{Discovered, InvalidKey, Key, Section, SectionConfig, SectionKeys};
-pub use settings::{HttpSettings, HttpVersion, PlannerSettings, RetrySettings, Settings, Trade};
+pub use settings::{
+    HedgeAfter, HedgeSettings, HttpSettings, HttpVersion, PlannerSettings, RetrySettings, Settings,
+    Trade,
+};
 pub use snapshot::{Origin, Scoped, Snapshot};
-pub use units::{ByteSize, ParseUnitError, Seconds};
+pub use units::{ByteSize, ParseUnitError, Seconds, Share};
 pub use wording::Wording;

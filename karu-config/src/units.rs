@@ -1,9 +1,9 @@
-//! Byte sizes and durations as people write them in configuration: `"64KiB"`, `1048576`,
-//! `"30s"`, `2.5`.
+//! Byte sizes, durations and shares as people write them in configuration: `"64KiB"`,
+//! `1048576`, `"30s"`, `2.5`, `"5%"`.
 //!
-//! Both types serialize to one canonical string ([`ByteSize`] as `"1MiB"`, [`Seconds`] as
-//! `"1m 30s"`) that deserializes back to the same value, and both print that string with
-//! `Display`.
+//! Each type serializes to one canonical string ([`ByteSize`] as `"1MiB"`, [`Seconds`] as
+//! `"1m 30s"`, [`Share`] as `"5%"`) that deserializes back to the same value, and prints that
+//! string with `Display`.
 
 use std::fmt;
 use std::time::Duration;
@@ -68,6 +68,58 @@ pub struct ByteSize(pub u64);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Seconds(pub Duration);
+
+/// A share of a whole, such as the extra requests hedging may add (`hedge.budget`), written as
+/// a percentage or as a fraction.
+///
+/// Accepted forms:
+///
+/// - a string holding a percentage, with or without a space before the sign: `"5%"`,
+///   `"2.5 %"`, `"100%"`;
+/// - a fraction from 0 to 1, as a number or a string: `0.05`, `"0.05"`, `1`.
+///
+/// The value is kept in millionths (`Share(50_000)` is 5 %), so a share finer than 0.0001 %
+/// is rounded to the nearest millionth; anything below 0 or above 100 % is rejected.
+/// `Display` and `Serialize` write the percentage (`"5%"`, `"2.5%"`), which deserializes to
+/// the same value. [`FromStr`](std::str::FromStr) accepts the string forms.
+///
+/// ```
+/// use karu_config::Share;
+///
+/// assert_eq!(Share::from_percent(5).to_string(), "5%");
+/// assert_eq!("2.5 %".parse::<Share>(), Ok(Share(25_000)));
+/// assert_eq!("0.05".parse::<Share>(), Ok(Share(50_000)));
+/// assert!("150%".parse::<Share>().is_err());
+/// assert_eq!(Share(50_000).fraction(), 0.05);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Share(pub u32);
+
+impl Share {
+    /// Millionths in the whole (100 %).
+    pub const WHOLE: u32 = 1_000_000;
+
+    /// `percent` % (at most 100).
+    pub const fn from_percent(percent: u32) -> Share {
+        let percent = if percent > 100 { 100 } else { percent };
+        Share(percent * (Self::WHOLE / 100))
+    }
+
+    /// The share as a fraction of 1.
+    pub fn fraction(self) -> f64 {
+        f64::from(self.0) / f64::from(Self::WHOLE)
+    }
+}
+
+/// What a [`Share`] expects, used in every message about a malformed one.
+const SHARE_EXPECTED: &str = "a share such as \"5%\" or 0.05 (from 0 to 100 %)";
+
+/// A share of `fraction` of the whole, in millionths, if it is one (0 to 1, not NaN).
+fn share_of(fraction: f64) -> Option<Share> {
+    (0.0..=1.0)
+        .contains(&fraction)
+        .then(|| Share((fraction * f64::from(Share::WHOLE)).round() as u32))
+}
 
 /// A unit name (lower case) and its number of bytes.
 const UNITS: &[(&str, u64)] = &[
@@ -262,6 +314,88 @@ impl std::str::FromStr for Seconds {
         SecondsVisitor
             .visit_str::<Message>(text)
             .map_err(|error| ParseUnitError(error.0))
+    }
+}
+
+impl std::str::FromStr for Share {
+    type Err = ParseUnitError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        ShareVisitor
+            .visit_str::<Message>(text)
+            .map_err(|error| ParseUnitError(error.0))
+    }
+}
+
+impl fmt::Display for Share {
+    /// Writes the percentage with as many decimals as it needs (`5%`, `2.5%`, `0.0001%`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let per_percent = Share::WHOLE / 100;
+        let (whole, rest) = (self.0 / per_percent, self.0 % per_percent);
+        if rest == 0 {
+            return write!(f, "{whole}%");
+        }
+        let decimals = format!("{rest:04}");
+        write!(f, "{whole}.{}%", decimals.trim_end_matches('0'))
+    }
+}
+
+impl Serialize for Share {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Share {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ShareVisitor)
+    }
+}
+
+/// Accepts the forms documented on [`Share`].
+struct ShareVisitor;
+
+impl Visitor<'_> for ShareVisitor {
+    type Value = Share;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(SHARE_EXPECTED)
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Share, E> {
+        match v {
+            0 => Ok(Share(0)),
+            1 => Ok(Share(Share::WHOLE)),
+            _ => Err(E::invalid_value(Unexpected::Unsigned(v), &self)),
+        }
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Share, E> {
+        u64::try_from(v)
+            .map_err(|_| E::invalid_value(Unexpected::Signed(v), &self))
+            .and_then(|v| self.visit_u64(v))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Share, E> {
+        share_of(v).ok_or_else(|| E::invalid_value(Unexpected::Float(v), &self))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Share, E> {
+        let text = v.trim();
+        let (number, scale) = match text.strip_suffix('%') {
+            Some(percent) => (percent.trim_end(), 100.0),
+            None => (text, 1.0),
+        };
+        let plain = !number.is_empty()
+            && number.chars().all(|c| c.is_ascii_digit() || c == '.')
+            && number.matches('.').count() <= 1
+            && !number.starts_with('.')
+            && !number.ends_with('.');
+        plain
+            .then(|| number.parse::<f64>().ok())
+            .flatten()
+            .and_then(|n| share_of(n / scale))
+            .ok_or_else(|| E::invalid_value(Unexpected::Str(v), &self))
     }
 }
 
@@ -585,6 +719,60 @@ mod tests {
             Seconds::from_str("soon").unwrap_err().to_string(),
             "expected a duration such as 30 or 2.5 (seconds), or \"250ms\", found \"soon\""
         );
+    }
+
+    fn share(text: &str) -> Result<u32, String> {
+        let de: de::value::StrDeserializer<'_, PlainError> = text.into_deserializer();
+        Share::deserialize(de)
+            .map(|s| s.0)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn shares_as_percentages_and_fractions() {
+        assert_eq!(share("5%"), Ok(50_000));
+        assert_eq!(share(" 2.5 % "), Ok(25_000));
+        assert_eq!(share("100%"), Ok(1_000_000));
+        assert_eq!(share("0%"), Ok(0));
+        assert_eq!(share("0.05"), Ok(50_000));
+        assert_eq!(share("1"), Ok(1_000_000));
+        assert_eq!(share("0.0000004"), Ok(0), "rounded to millionths");
+        let malformed = |text: &str| {
+            format!(
+                "invalid value: string {text:?}, expected a share such as \"5%\" or 0.05 \
+                 (from 0 to 100 %)"
+            )
+        };
+        for text in [
+            "150%", "1.5", "-5%", "5%%", "%", "", "five", ".5", "5.", "1.2.3%",
+        ] {
+            assert_eq!(share(text), Err(malformed(text)), "{text:?}");
+        }
+        use serde::de::value::{F64Deserializer, I64Deserializer, U64Deserializer};
+        let from_f64 = |v: f64| Share::deserialize(F64Deserializer::<PlainError>::new(v));
+        assert_eq!(from_f64(0.05), Ok(Share(50_000)));
+        assert!(from_f64(f64::NAN).is_err());
+        assert!(from_f64(1.01).is_err());
+        let from_u64 = |v: u64| Share::deserialize(U64Deserializer::<PlainError>::new(v));
+        assert_eq!(from_u64(1), Ok(Share(1_000_000)));
+        assert!(from_u64(5).is_err(), "5 is not a fraction; \"5%\" is");
+        assert!(Share::deserialize(I64Deserializer::<PlainError>::new(-1)).is_err());
+    }
+
+    #[test]
+    fn share_display_round_trips() {
+        for (value, text) in [
+            (0, "0%"),
+            (50_000, "5%"),
+            (25_000, "2.5%"),
+            (1, "0.0001%"),
+            (123_456, "12.3456%"),
+            (1_000_000, "100%"),
+        ] {
+            assert_eq!(Share(value).to_string(), text);
+            assert_eq!(share(text), Ok(value), "{text}");
+        }
+        assert_eq!(Share::from_percent(250), Share(1_000_000));
     }
 
     #[test]

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use karu_config::{
-    ByteSize, ConfigBuilder, ConfigError, ConfigErrorKind, HttpVersion, InvalidKey, Origin,
-    Seconds, Section, SectionConfig, SectionKeys, Settings, Snapshot, Trade,
+    ByteSize, ConfigBuilder, ConfigError, ConfigErrorKind, HedgeAfter, HttpVersion, InvalidKey,
+    Origin, Seconds, Section, SectionConfig, SectionKeys, Settings, Share, Snapshot, Trade,
 };
 use serde::Deserialize;
 use tempfile::TempDir;
@@ -710,6 +710,75 @@ fn the_defaults_snapshot_has_only_defaults() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+fn the_hedge_table_from_a_file_a_rule_the_environment_and_explicit_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "karu.toml",
+        "[hedge]\nafter = \"200ms\"\nbudget = \"2%\"\n\
+         [paths.\"s3://bucket/cold\"]\nhedge.enabled = false\nhedge.after = \"auto\"\n",
+    );
+    let snapshot = isolated().project_file(Some(file)).build().unwrap();
+    let global = snapshot.global().hedge;
+    assert!(global.enabled);
+    assert_eq!(
+        global.after,
+        HedgeAfter::After(Seconds(Duration::from_millis(200)))
+    );
+    assert_eq!(global.budget, Share(20_000));
+    let cold = snapshot.for_path("s3://bucket/cold/x").unwrap().hedge;
+    assert!(!cold.enabled, "a path rule may turn hedging off");
+    assert_eq!(cold.after, HedgeAfter::Auto);
+    assert_eq!(cold.budget, Share(20_000));
+
+    let from_env = isolated()
+        .environment([
+            ("KARU_HEDGE__ENABLED", "false"),
+            ("KARU_HEDGE__AFTER", "1.5"),
+            ("KARU_HEDGE__BUDGET", "0.1"),
+        ])
+        .build()
+        .unwrap();
+    let hedge = from_env.global().hedge;
+    assert!(!hedge.enabled);
+    assert_eq!(
+        hedge.after,
+        HedgeAfter::After(Seconds(Duration::from_millis(1500)))
+    );
+    assert_eq!(hedge.budget, Share(100_000));
+    let explicit = isolated()
+        .set("hedge.budget", "0.5 %")
+        .set("hedge.after", 2)
+        .build()
+        .unwrap();
+    assert_eq!(explicit.global().hedge.budget, Share(5_000));
+    assert_eq!(explicit.global().hedge.after, HedgeAfter::After(secs(2)));
+}
+
+#[test]
+fn bad_hedge_values_name_the_key_and_what_it_takes() {
+    let error = build_error(&isolated().environment([("KARU_HEDGE__BUDGET", "5")]));
+    assert_eq!(error.kind(), ConfigErrorKind::InvalidValue);
+    assert_eq!(error.key(), Some("hedge.budget"));
+    assert!(
+        error
+            .to_string()
+            .contains("expected a share such as \"5%\" or 0.05 (from 0 to 100 %)"),
+        "{error}"
+    );
+    let error = build_error(&isolated().set("hedge.after", "soon"));
+    assert_eq!(error.key(), Some("hedge.after"));
+    assert!(
+        error
+            .to_string()
+            .contains("expected \"auto\" or a duration such as \"200ms\" or 2 (seconds)"),
+        "{error}"
+    );
+    let error = build_error(&isolated().environment([("KARU_HEDGE__AFTERR", "1s")]));
+    assert_eq!(error.kind(), ConfigErrorKind::UnknownKey);
+}
+
+#[test]
 fn a_bad_value_in_a_file_names_the_file_key_and_expected_type() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(&dir, "karu.toml", "[planner]\nmax_gap = \"lots\"\n");
@@ -746,7 +815,11 @@ fn a_key_of_a_few_words_names_them_whatever_is_found() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
         ("http", "version", "one of \"http1\", \"auto\", \"http2\""),
-        ("planner", "trade", "\"guards\" or \"priced\""),
+        (
+            "planner",
+            "trade",
+            "one of \"guards\", \"priced\", \"frugal\"",
+        ),
     ];
     for (table, key, words) in cases {
         for (value, found) in [
@@ -1577,4 +1650,25 @@ fn shared_sections_of_one_type_are_kept_apart_by_name_and_rules() {
         value("gs://b/k", "gcs", "project").as_deref(),
         Some("\"p\"")
     );
+}
+
+/// Each of the planner's trades is named by its word, from a file or an explicit option.
+#[test]
+fn the_planner_trades_are_named_by_their_words() {
+    let dir = tempfile::tempdir().unwrap();
+    for (word, trade) in [
+        ("guards", Trade::Guards),
+        ("priced", Trade::Priced),
+        ("frugal", Trade::Frugal),
+    ] {
+        let file = write(
+            &dir,
+            "karu.toml",
+            &format!("[planner]\ntrade = \"{word}\"\n"),
+        );
+        let from_file = isolated().project_file(Some(file)).build().unwrap();
+        assert_eq!(from_file.global().planner.trade, trade);
+        let explicit = isolated().set("planner.trade", word).build().unwrap();
+        assert_eq!(explicit.global().planner.trade, trade);
+    }
 }

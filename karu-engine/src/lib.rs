@@ -12,7 +12,7 @@
 //! - [`sdk`], at the bottom: the model (locators, ranges, statuses and evidence, credentials,
 //!   time, process identity) and the provider SDK. It imports nothing of the engine.
 //! - The pure cores, which import only [`sdk`]: the planner [`plan`], the response checks
-//!   [`check`], the retry policy and the credential refresh timing. No sockets, threads or
+//!   [`check`], the retry policy, the hedging policy and the credential refresh timing. No sockets, threads or
 //!   clock reads: time is a parameter.
 //! - The runtime on top: batches and their reads, the credential cache and its workers,
 //!   transfers, file workers, the HTTP event loops, and the [`Engine`].
@@ -60,6 +60,7 @@ pub mod sdk;
 // The pure cores.
 pub mod check;
 mod freshness;
+mod hedge;
 pub mod plan;
 mod retry;
 

@@ -471,7 +471,7 @@ fn throughput() {
     );
     assert_eq!(server.request_count(), done);
 
-    // The anchor of BENCHMARKS.md: 1,000 x 4 KiB, 64 in flight, latency 20 ms.
+    // The anchor of the benchmark protocol (xtask/bench/README.md): 1,000 x 4 KiB, 64 in flight, latency 20 ms.
     server.set_latency(Duration::from_millis(20));
     let started = Instant::now();
     rt.block_on(random_reads(server.addr(), 64, 1000 / 64 + 1));

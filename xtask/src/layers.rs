@@ -18,7 +18,7 @@ pub(crate) const LAYERS: [(&str, &[&str]); 3] = [
     // The model and the provider SDK: what providers, faces and third parties import.
     ("sdk", &["sdk"]),
     // Pure cores: no sockets, threads or clock reads; time is a parameter.
-    ("core", &["check", "freshness", "plan", "retry"]),
+    ("core", &["check", "freshness", "hedge", "plan", "retry"]),
     // The runtime: batches, workers, the HTTP transport, the credential cache, the engine.
     (
         "runtime",

@@ -307,6 +307,8 @@ impl Run<'_> {
                     "requests": after.requests - before.requests,
                     "body_bytes": after.body_bytes - before.body_bytes,
                     "retries": after.retries - before.retries,
+                    "hedges": after.hedges - before.hedges,
+                    "hedges_won": after.hedges_won - before.hedges_won,
                 },
                 "timings": self.timings.summary(),
                 "counters": {
@@ -314,6 +316,8 @@ impl Run<'_> {
                         "requests": after.requests,
                         "body_bytes": after.body_bytes,
                         "retries": after.retries,
+                        "hedges": after.hedges,
+                        "hedges_won": after.hedges_won,
                     },
                     "credentials": {
                         "lookups": credentials.lookups,

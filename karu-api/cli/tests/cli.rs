@@ -99,7 +99,7 @@ fn json_lines_carry_each_read_and_the_batch_figures() {
     assert_eq!(batch["fetched_bytes"], 126);
     assert_eq!(
         batch["transport"],
-        json!({"requests": 0, "body_bytes": 0, "retries": 0}),
+        json!({"requests": 0, "body_bytes": 0, "retries": 0, "hedges": 0, "hedges_won": 0}),
         "local reads send no request"
     );
     assert!(
@@ -117,7 +117,7 @@ fn json_lines_carry_each_read_and_the_batch_figures() {
     );
     assert_eq!(
         batch["counters"]["transport"],
-        json!({"requests": 0, "body_bytes": 0, "retries": 0})
+        json!({"requests": 0, "body_bytes": 0, "retries": 0, "hedges": 0, "hedges_won": 0})
     );
     assert_eq!(batch["counters"]["credentials"]["lookups"], 0);
 }

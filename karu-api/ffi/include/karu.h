@@ -365,6 +365,34 @@ typedef struct karu_batch_options {
     uint32_t max_amplification;
 } karu_batch_options;
 
+/**
+ * The client's transport counters since it was built: HTTP requests sent (every attempt,
+ * duplicate and redirect hop), response body bytes received, attempts after a failed one,
+ * and the duplicates of waiting requests sent (`hedge.*`) and won.
+ */
+typedef struct karu_transport_stats {
+    /**
+     * HTTP requests sent.
+     */
+    uint64_t requests;
+    /**
+     * Response body bytes received.
+     */
+    uint64_t body_bytes;
+    /**
+     * Attempts made after a failed one.
+     */
+    uint64_t retries;
+    /**
+     * Duplicates sent of requests still waiting for their answers.
+     */
+    uint64_t hedges;
+    /**
+     * Duplicates whose answer was the one received.
+     */
+    uint64_t hedges_won;
+} karu_transport_stats;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -713,6 +741,18 @@ karu_status karu_client_submit(const struct karu_client *client,
                                size_t count,
                                const struct karu_batch_options *options,
                                struct karu_batch **out_batch);
+
+/**
+ * The client's transport counters since it was built (see `karu_transport_stats`).
+ *
+ * Thread safety: any threads at once.
+ *
+ * # Safety
+ *
+ * `client` is NULL or live; `out_stats` is NULL or valid for one write.
+ */
+karu_status karu_client_transport_stats(const struct karu_client *client,
+                                        struct karu_transport_stats *out_stats);
 
 /**
  * How many bytes were delivered: the whole length on `KARU_OK`, the valid prefix on

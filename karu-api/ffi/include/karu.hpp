@@ -483,6 +483,9 @@ struct Next {
 /// Figures of a plan.
 using Stats = karu_stats;
 
+/// A client's transport counters: requests, body bytes, retries, duplicates sent and won.
+using TransportStats = karu_transport_stats;
+
 // ---- batches ------------------------------------------------------------------------------
 
 /// A submission's completions, arriving as work finishes. Move-only; destroying it cancels what
@@ -827,6 +830,14 @@ class Client {
         if (s != KARU_OK) return unexpected(error(s));
         info.etag.assign(etag.data(), std::min(etag_len, etag.size() - 1));
         return info;
+    }
+
+    /// The transport counters since the client was built.
+    Expected<TransportStats> transport_stats() const {
+        TransportStats stats{};
+        karu_status s = karu_client_transport_stats(handle_.get(), &stats);
+        if (s != KARU_OK) return unexpected(error(s));
+        return stats;
     }
 
     /// The first `head` and last `tail` bytes (clamped), size and ETag, in one round trip.

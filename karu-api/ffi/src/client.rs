@@ -363,6 +363,53 @@ pub unsafe extern "C" fn karu_client_last_error(
     })
 }
 
+/// The client's transport counters since it was built: HTTP requests sent (every attempt,
+/// duplicate and redirect hop), response body bytes received, attempts after a failed one,
+/// and the duplicates of waiting requests sent (`hedge.*`) and won.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct karu_transport_stats {
+    /// HTTP requests sent.
+    pub requests: u64,
+    /// Response body bytes received.
+    pub body_bytes: u64,
+    /// Attempts made after a failed one.
+    pub retries: u64,
+    /// Duplicates sent of requests still waiting for their answers.
+    pub hedges: u64,
+    /// Duplicates whose answer was the one received.
+    pub hedges_won: u64,
+}
+
+/// The client's transport counters since it was built (see `karu_transport_stats`).
+///
+/// Thread safety: any threads at once.
+///
+/// # Safety
+///
+/// `client` is NULL or live; `out_stats` is NULL or valid for one write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_client_transport_stats(
+    client: *const karu_client,
+    out_stats: *mut karu_transport_stats,
+) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract.
+        let c = unsafe { object(client) }?;
+        // SAFETY: the caller's contract.
+        let out = unsafe { Out::new(out_stats) }?;
+        let stats = c.client.transport_stats();
+        out.set(karu_transport_stats {
+            requests: stats.requests,
+            body_bytes: stats.body_bytes,
+            retries: stats.retries,
+            hedges: stats.hedges,
+            hedges_won: stats.hedges_won,
+        });
+        Ok(())
+    })
+}
+
 /// The object's visible size (for a windowed locator, the window's length clipped to what
 /// exists of the object; `KARU_SIZE_UNKNOWN` for a local device or FIFO, whose metadata
 /// states none) and its strong ETag when it has one, in one probe of the object, windowed or

@@ -49,8 +49,9 @@ pub use client::{
     karu_client_builder_last_error, karu_client_builder_new,
     karu_client_builder_project_config_file, karu_client_builder_set,
     karu_client_builder_user_config_file, karu_client_free, karu_client_last_error,
-    karu_client_read_ends, karu_client_stat, karu_ends, karu_ends_etag, karu_ends_free,
-    karu_ends_head, karu_ends_size, karu_ends_tail,
+    karu_client_read_ends, karu_client_stat, karu_client_transport_stats, karu_ends,
+    karu_ends_etag, karu_ends_free, karu_ends_head, karu_ends_size, karu_ends_tail,
+    karu_transport_stats,
 };
 pub use completion::{
     karu_completion, karu_completion_bytes_received, karu_completion_data, karu_completion_free,

@@ -136,6 +136,7 @@ fn every_pointer_argument_may_be_null_and_is_refused() {
     let mut owned: *mut u8 = null_mut();
     let mut message: *const c_char = null();
     let mut stats = karu_stats::default();
+    let mut transport = karu_transport_stats::default();
     let mut client = null_mut();
     let mut locator = null_mut();
     let mut batch = null_mut();
@@ -271,6 +272,14 @@ fn every_pointer_argument_may_be_null_and_is_refused() {
         invalid(
             "karu_locator_with_window",
             karu_locator_with_window(o.locator, 0, 1, null_mut()),
+        );
+        invalid(
+            "karu_client_transport_stats",
+            karu_client_transport_stats(null(), &mut transport),
+        );
+        invalid(
+            "karu_client_transport_stats",
+            karu_client_transport_stats(o.client, null_mut()),
         );
         invalid(
             "karu_client_stat",

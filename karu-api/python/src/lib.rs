@@ -541,11 +541,17 @@ impl Client {
         })
     }
 
-    /// Remote requests sent since the client started (every attempt), body bytes received,
-    /// retries.
-    fn transport_stats(&self) -> (u64, u64, u64) {
+    /// Remote requests sent since the client started (every attempt and duplicate), body
+    /// bytes received, retries, duplicates of waiting requests sent and won.
+    fn transport_stats(&self) -> (u64, u64, u64, u64, u64) {
         let stats = self.inner.transport_stats();
-        (stats.requests, stats.body_bytes, stats.retries)
+        (
+            stats.requests,
+            stats.body_bytes,
+            stats.retries,
+            stats.hedges,
+            stats.hedges_won,
+        )
     }
 
     fn __repr__(&self) -> String {

@@ -8,6 +8,7 @@ import os
 import subprocess
 import urllib.parse
 import urllib.request
+from typing import Optional
 
 import pytest
 
@@ -61,9 +62,13 @@ class Mock:
     def latency(self, ms: int):
         self._control("PUT", f"latency?ms={ms}")
 
-    def never_answer(self, path: str):
-        """Requests for `path` get no answer from now on."""
-        self._control("PUT", "never-answer?path=" + urllib.parse.quote(path, safe=""))
+    def never_answer(self, path: str, times: Optional[int] = None):
+        """Requests for `path` get no answer from now on (only the next `times` of them, if
+        given)."""
+        query = "never-answer?path=" + urllib.parse.quote(path, safe="")
+        if times is not None:
+            query += f"&times={times}"
+        self._control("PUT", query)
 
     def stop(self):
         self.process.stdin.close()

@@ -302,6 +302,17 @@ def test_a_setting_no_key_can_hold_is_refused_naming_the_key(tmp_path, mock):
     assert client.read(url, 0, 10) == DATA[:10]
 
 
+def test_a_request_never_answered_is_hedged_and_counted(mock):
+    client = karu.Client(isolated=True, hedge={"after": "200ms", "budget": "100%"})
+    url = mock.insert("/h.bin", DATA)
+    mock.never_answer("/h.bin", times=1)
+    assert client.read(url, 100, 1000) == DATA[100:1100]
+    assert [r[2:] for r in mock.requests()] == [((100, 1099), 0), ((100, 1099), 206)]
+    stats = client.transport_stats()
+    assert (stats.requests, stats.hedges, stats.hedges_won, stats.retries) == (2, 1, 1, 0)
+    assert stats[0] == stats.requests and len(stats) == 5
+
+
 def test_max_gap_setting_reaches_the_planner(mock):
     client = karu.Client(isolated=True, planner={"max_gap": "0B"})
     url = mock.insert("/data/a.bin", DATA)

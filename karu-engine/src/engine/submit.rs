@@ -34,15 +34,22 @@ impl Engine {
         if let Some(batches) = scope {
             batches.lock().push(Arc::clone(&shared));
         }
-        let limits = options.limits(self.slot.limits);
+        let mut limits = options.limits(self.slot.limits);
+        let trade = self.slot.trade;
+        if trade == Trade::Frugal {
+            limits.max_amplification = limits.max_amplification.min(FRUGAL_AMPLIFICATION);
+        }
         let inner = Arc::clone(self.running());
         let mut working = inner.take_working();
         let (planned, mut early) = group(&reads, std::mem::take(&mut working.reads));
-        let prices = match self.slot.trade {
-            Trade::Priced => prices(&inner, &reads, &planned),
-            _ => Vec::new(),
+        let prices = match trade {
+            Trade::Guards => Vec::new(),
+            _ => prices(&inner, &reads, &planned),
         };
         let mut plan = plan::plan_in(&planned.reads, &limits, &prices, &mut working.plan);
+        if trade != Trade::Guards {
+            plan::fit_rounds(&mut plan, &limits, self.slot.snapshot.global().concurrency);
+        }
         planned.to_submission(&mut plan);
         working.reads = planned.reads;
         let stats = BatchStats {
@@ -106,6 +113,10 @@ impl Engine {
         }
     }
 }
+
+/// The most fetched bytes per requested byte of a transfer under `planner.trade = "frugal"`
+/// (the `max_amplification` guard, if lower, still holds).
+pub(super) const FRUGAL_AMPLIFICATION: u32 = 2;
 
 /// Parts taken from their slots together (see [`Engine::submit_any`]).
 pub(super) const GATHER: usize = 64;

@@ -103,10 +103,13 @@ impl HttpClient {
     }
 
     /// Send `request` (its URL absolute) and wait for the response's head. The response comes
-    /// with the connection that carries it.
+    /// with the connection that carries it. `fresh`: on a new connection where the host has a
+    /// free slot (an HTTP/1 host; a host's HTTP/2 connection carries every request), else an
+    /// idle one, as for any request.
     pub(crate) async fn request(
         &self,
         mut request: Request<Body>,
+        fresh: bool,
     ) -> Result<(Response<Incoming>, Carrier), RequestFailed> {
         let uri = request.uri().clone();
         let key = HostKey::of(&uri).ok_or_else(|| RequestFailed {
@@ -122,7 +125,9 @@ impl HttpClient {
         let mut host_set = false;
         let mut resends = 0;
         loop {
-            let (mut conn, reused) = match self.pool.take(&key) {
+            // A request sent again after a reused connection closed takes any.
+            let fresh = fresh && resends == 0;
+            let (mut conn, reused) = match self.pool.take(&key, fresh) {
                 Ok(conn) => (conn, true),
                 // Rare, and its future is large: boxed, so the common path stays small.
                 Err(step) => Box::pin(self.pool.checkout(&key, &uri, step)).await?,
@@ -298,8 +303,9 @@ enum Step<'a> {
 }
 
 impl Pool {
-    /// A connection to `key`'s host at hand, or what to do for one.
-    fn take<'a>(&'a self, key: &'a HostKey) -> Result<Conn, Step<'a>> {
+    /// A connection to `key`'s host at hand, or what to do for one; `fresh`: a new one if the
+    /// host has a free slot (not while its first connection decides the protocol).
+    fn take<'a>(&'a self, key: &'a HostKey, fresh: bool) -> Result<Conn, Step<'a>> {
         let mut hosts = self.hosts.lock();
         let host = self.host(&mut hosts, key);
         if let Some(shared) = host.shared.as_ref() {
@@ -310,13 +316,19 @@ impl Pool {
             }
             host.shared = None;
         }
-        if let Some(conn) = host.take_idle(Instant::now()) {
-            return Ok(conn);
-        }
         // The first connection decides (HTTP/2-only: always; `auto` over TLS: until one
         // has learned the host's protocol).
         let first = self.connector.http2_only()
             || (self.learns_protocol && key.scheme == Scheme::HTTPS && !host.knows_protocol);
+        if fresh
+            && !first
+            && let Ok(slot) = Arc::clone(&host.slots).try_acquire_owned()
+        {
+            return Err(Step::Open(slot, None));
+        }
+        if let Some(conn) = host.take_idle(Instant::now()) {
+            return Ok(conn);
+        }
         if first && host.opening_first {
             let (tx, rx) = oneshot::channel();
             host.waiting.push_back(tx);
@@ -388,7 +400,7 @@ impl Pool {
                     },
                 },
             }
-            step = match self.take(key) {
+            step = match self.take(key, false) {
                 Ok(conn) => return Ok((conn, true)),
                 Err(step) => step,
             };
@@ -764,9 +776,9 @@ mod tests {
         let pool = &client.pool;
         let key = HostKey::of(&"https://127.0.0.1:9/a".parse().unwrap()).unwrap();
         // The first request is told to open the host's connection; the next waits for it.
-        let opener = pool.take(&key).err().unwrap();
+        let opener = pool.take(&key, false).err().unwrap();
         assert!(matches!(opener, Step::Open(_, Some(_))));
-        let Err(Step::Wait(mut waiting)) = pool.take(&key) else {
+        let Err(Step::Wait(mut waiting)) = pool.take(&key, false) else {
             panic!("a second request waits for the first connection");
         };
         assert!(matches!(
@@ -781,7 +793,10 @@ mod tests {
             waiting.try_recv(),
             Err(oneshot::error::TryRecvError::Closed)
         ));
-        assert!(matches!(pool.take(&key), Err(Step::Open(_, Some(_)))));
+        assert!(matches!(
+            pool.take(&key, false),
+            Err(Step::Open(_, Some(_)))
+        ));
     }
 
     #[test]

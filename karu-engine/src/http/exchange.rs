@@ -22,7 +22,7 @@ use crate::check::{self, Delivered, Expectation, Receipt, ResponseHead, Verdict}
 use crate::http::client::{Carrier, HttpClient};
 use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
-use crate::http::redirects::{Replaced, Reuse, location_failed};
+use crate::http::redirects::{Leading, Replaced, Reuse, location_failed};
 use crate::http::speed::LowSpeed;
 use crate::http::{Held, RemoteStats};
 use crate::retry::{FailureClass, RetryAfter};
@@ -141,7 +141,7 @@ pub(crate) struct Exchange<'a> {
     pub(crate) held: Option<&'a Held>,
 }
 
-impl Exchange<'_> {
+impl<'a> Exchange<'a> {
     /// Run one attempt. The kept bytes land in `dst` from span offset `base` (the bytes a
     /// resumed read already has come before it).
     pub(crate) async fn run(
@@ -151,6 +151,21 @@ impl Exchange<'_> {
         dst: &mut dyn Landing,
         base: u64,
     ) -> Result<Success, Failure> {
+        let headed = self.head(request, &expect, Route::Any).await?;
+        self.land(headed, dst, base).await
+    }
+
+    /// Send a prepared request, follow its redirects and check the head of the final answer
+    /// (its status and headers, the batch's version pin, what a redirect said of the object):
+    /// an answer whose head passed the checks, its body not yet read, or the failure. Nothing
+    /// lands anywhere yet, so of several requests for one range only the one
+    /// [landed](Self::land) writes the destination.
+    pub(crate) async fn head(
+        &self,
+        request: PreparedRequest,
+        expect: &Expectation<'_>,
+        route: Route,
+    ) -> Result<Headed<'a>, Failure> {
         // A location kept for this object replaces the prepared URL. Its key is built here
         // only if there may be one to find; otherwise at the first redirect, to keep it.
         let mut key = self.location_key_if_kept(&request);
@@ -164,13 +179,14 @@ impl Exchange<'_> {
         let mut origin: Option<String> = None;
         let mut replaced = None;
         // Ends this request's flight, if it leads one, when the exchange ends however it ends.
-        let mut _leading = None;
+        let mut leading = None;
         if let (Some(reuse), Some(key)) = (self.reuse, &key) {
             let mut kept = reuse.locations.lock().poll_location(key, Instant::now());
-            if kept.is_none() && options.resolve_once {
+            // A duplicate never joins a flight: it may be its own original's.
+            if kept.is_none() && options.resolve_once && route == Route::Any {
                 let (location, lead) = Box::pin(self.join_flight(reuse, key)).await?;
                 kept = location;
-                _leading = lead;
+                leading = lead;
             }
             if let Some(location) = kept {
                 tracing::debug!(host = %host_of(&location), "reusing a redirect location");
@@ -202,8 +218,8 @@ impl Exchange<'_> {
             let sent = std::mem::take(&mut headers);
             // Low-speed protection counts from the request: waiting for the head counts.
             let sent_at = Instant::now();
-            let mut speed = self.low_speed(sent_at);
-            let answer = self.send(url.clone(), sent, host, &speed).await?;
+            let speed = self.low_speed(sent_at);
+            let answer = self.send(url.clone(), sent, host, &speed, route).await?;
             let status = answer.response.status().as_u16();
             tracing::debug!(
                 target: "karu::http",
@@ -250,24 +266,18 @@ impl Exchange<'_> {
                 redirected = true;
                 continue;
             }
-            let result = self
-                .receive(
-                    answer,
-                    &expect,
-                    dst,
-                    base,
-                    host,
-                    &mut speed,
-                    linked.as_ref(),
-                )
-                .await;
-            if redirected
-                && result.is_ok()
-                && let (Some(reuse), Some(key)) = (self.reuse, key)
-            {
-                self.keep_location(reuse, key, &url);
-            }
-            return result;
+            let answered = self.check(answer, expect, host, linked.as_ref()).await?;
+            let keep = match (self.reuse, key) {
+                (Some(reuse), Some(key)) if redirected => Some((reuse, key)),
+                _ => None,
+            };
+            return Ok(Headed {
+                answered,
+                url,
+                speed,
+                keep,
+                _leading: leading,
+            });
         }
         Err(Failure::new(
             Error::new(
@@ -276,6 +286,45 @@ impl Exchange<'_> {
             ),
             FailureClass::Permanent,
         ))
+    }
+
+    /// Receive an answer whose head passed the checks: its kept bytes land in `dst` from span
+    /// offset `base`. A redirected request's final location is kept once it succeeded.
+    pub(crate) async fn land(
+        &self,
+        headed: Headed<'a>,
+        dst: &mut dyn Landing,
+        base: u64,
+    ) -> Result<Success, Failure> {
+        let Headed {
+            answered,
+            url,
+            mut speed,
+            keep,
+            _leading,
+        } = headed;
+        let result = match answered {
+            Answered::Done(success) => Ok(success),
+            Answered::Body {
+                answer,
+                receipt,
+                last_modified,
+            } => {
+                let host = host_of(&url);
+                self.receive(answer, receipt, dst, base, host, &mut speed)
+                    .await
+                    .map(|success| Success {
+                        last_modified,
+                        ..success
+                    })
+            }
+        };
+        if result.is_ok()
+            && let Some((reuse, key)) = keep
+        {
+            self.keep_location(reuse, key, &url);
+        }
+        result
     }
 
     /// The low-speed state of an exchange starting at `now`.
@@ -296,6 +345,7 @@ impl Exchange<'_> {
         headers: HeaderMap,
         host: &str,
         speed: &LowSpeed,
+        route: Route,
     ) -> Result<Answer, Failure> {
         // Target `karu::http` (not the module path): what `karu -v` shows, whatever the
         // layout of the modules. The URL without its query or user information, the range,
@@ -327,7 +377,7 @@ impl Exchange<'_> {
         tokio::select! {
             biased;
             () = until_cancelled(self.cancel) => Err(Failure::cancelled()),
-            result = self.client.request(request) => match result {
+            result = self.client.request(request, route == Route::Fresh) => match result {
                 Ok((response, carrier)) => Ok(Answer { response, carrier }),
                 Err(e) => {
                     let kind = if e.refused_http2() {
@@ -348,17 +398,16 @@ impl Exchange<'_> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn receive(
+    /// The checks of an answer's head: the verdict on its status and headers, the batch's
+    /// version pin, what the last redirect said of the object. A 416 is read to its end here
+    /// (no byte of it lands anywhere); an error status's body is read for the failure.
+    async fn check(
         &self,
         answer: Answer,
         expect: &Expectation<'_>,
-        dst: &mut dyn Landing,
-        base: u64,
         host: &str,
-        speed: &mut LowSpeed,
         linked: Option<&HeaderMap>,
-    ) -> Result<Success, Failure> {
+    ) -> Result<Answered, Failure> {
         let status = answer.response.status().as_u16();
         let headers = answer.response.headers();
         let text = |name| {
@@ -401,27 +450,11 @@ impl Exchange<'_> {
             }
         }
         match verdict {
-            Verdict::Receive(receipt) => {
-                if receipt.keep > dst.span().saturating_sub(base) {
-                    return Err(Failure::new(
-                        Error::internal("a response promised more bytes than were requested"),
-                        FailureClass::Permanent,
-                    ));
-                }
-                // Memory follows the data: room for what the head states will arrive.
-                if receipt.body_len.is_some()
-                    && let Err(error) = dst.expect(base + receipt.keep)
-                {
-                    return Err(Failure::new(error, FailureClass::Permanent));
-                }
-                let delivered = self.body(answer, &receipt, dst, base, host, speed).await?;
-                Ok(Success {
-                    delivered,
-                    etag: receipt.etag,
-                    total: receipt.total,
-                    last_modified,
-                })
-            }
+            Verdict::Receive(receipt) => Ok(Answered::Body {
+                answer,
+                receipt,
+                last_modified,
+            }),
             Verdict::Unsatisfiable { size, etag } => {
                 let size = match size {
                     Some(size) => {
@@ -436,7 +469,7 @@ impl Exchange<'_> {
                             .map_err(|rejection| rejected(rejection, status))?
                     }
                 };
-                Ok(Success {
+                Ok(Answered::Done(Success {
                     delivered: Delivered {
                         available: 0,
                         ends_early: true,
@@ -444,7 +477,7 @@ impl Exchange<'_> {
                     etag,
                     total: size,
                     last_modified,
-                })
+                }))
             }
             Verdict::ErrorStatus(code) => {
                 Err(Box::pin(self.error_status(code, answer, host)).await)
@@ -455,6 +488,37 @@ impl Exchange<'_> {
                 Err(rejected(rejection, status))
             }
         }
+    }
+
+    /// Receive the body of an answer the head check accepted into `dst`.
+    async fn receive(
+        &self,
+        answer: Answer,
+        receipt: Receipt,
+        dst: &mut dyn Landing,
+        base: u64,
+        host: &str,
+        speed: &mut LowSpeed,
+    ) -> Result<Success, Failure> {
+        if receipt.keep > dst.span().saturating_sub(base) {
+            return Err(Failure::new(
+                Error::internal("a response promised more bytes than were requested"),
+                FailureClass::Permanent,
+            ));
+        }
+        // Memory follows the data: room for what the head states will arrive.
+        if receipt.body_len.is_some()
+            && let Err(error) = dst.expect(base + receipt.keep)
+        {
+            return Err(Failure::new(error, FailureClass::Permanent));
+        }
+        let delivered = self.body(answer, &receipt, dst, base, host, speed).await?;
+        Ok(Success {
+            delivered,
+            etag: receipt.etag,
+            total: receipt.total,
+            last_modified: None,
+        })
     }
 
     /// In a batch that keeps to one version, pin the object to this answer's strong ETag if
@@ -728,6 +792,47 @@ impl Exchange<'_> {
         }
         kept
     }
+}
+
+/// Which connection a request may go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Any: an idle one of its host, or a new one.
+    Any,
+    /// A duplicate of a request still waiting ([`hedging`](super::hedging)): a new connection
+    /// where the pool has room for one (so a slow server or path is avoided), else an idle
+    /// one; never its original's, which is busy with it. It never waits for another
+    /// request's redirect location.
+    Fresh,
+}
+
+/// An answer whose head passed the checks ([`Exchange::head`]), its body not yet received.
+pub(crate) struct Headed<'a> {
+    answered: Answered,
+    /// The URL that answered.
+    url: Uri,
+    /// The low-speed state since its request was sent.
+    speed: LowSpeed,
+    /// Where to keep a redirected request's final location once it succeeded.
+    keep: Option<(Reuse<'a>, crate::http::locations::LocationKey)>,
+    /// The flight this request leads, if it does: it ends when the exchange does.
+    _leading: Option<Leading<'a>>,
+}
+
+/// What a head that passed the checks leaves to do.
+// Moved once, from the check to the landing: boxing the answer would cost an allocation per
+// request.
+#[allow(clippy::large_enum_variant)]
+enum Answered {
+    /// Receive the body the receipt describes.
+    Body {
+        answer: Answer,
+        receipt: Receipt,
+        /// The answer's `Last-Modified`, when it sent a valid one.
+        last_modified: Option<SystemTime>,
+    },
+    /// Nothing: the answer said where the object ends (a 416), and its body was read.
+    Done(Success),
 }
 
 /// A response and the connection that carried it, as `send` returns them, so that whoever

@@ -12,8 +12,10 @@ use crate::batch::versions::VersionPins;
 use crate::batch::{BatchShared, until_cancelled};
 use crate::check::{Expectation, is_single_strong};
 use crate::credentials::Authority;
-use crate::http::endpoint::{Outcome, Timed};
+use crate::hedge::HedgePolicy;
+use crate::http::endpoint::Timed;
 use crate::http::exchange::{Exchange, Failure, Limits, Success};
+use crate::http::hedging::{Race, outcome_of};
 use crate::http::landing::Landing;
 use crate::http::redirects::Reuse;
 use crate::http::{Held, LoopCtx};
@@ -119,6 +121,7 @@ impl Fetch<'_> {
             held: self.held.as_deref(),
         };
         let endpoint = ctx.shared.endpoints.get(object.as_str());
+        let hedging = HedgePolicy::from(&self.settings.hedge);
         let range = self.range;
         let if_match = self.if_match;
         // A caller's single strong tag already pins one version. Without a condition a resume
@@ -151,22 +154,27 @@ impl Fetch<'_> {
                 ),
                 _ => (range, if_match.or(batch_pin.as_deref())),
             };
-            let prepared = backend.prepare(&PrepareContext {
-                locator: self.locator,
-                range: range_now,
-                if_match: condition,
-                snapshot: &ctx.shared.snapshot,
-                credential: self.auth.as_ref().map(|(_, c)| c),
-                region_hint: region_hint.as_deref(),
-                attempt,
-            })?;
-            if !asks_for(&prepared.headers, range_now) {
-                return Err(Error::internal(format!(
-                    "the {} backend prepared a request without the Range header {}",
-                    backend.name(),
-                    range_now.header_value()
-                )));
-            }
+            // Prepared late, for this attempt (and again for each of its duplicates).
+            let prepare = || {
+                let prepared = backend.prepare(&PrepareContext {
+                    locator: self.locator,
+                    range: range_now,
+                    if_match: condition,
+                    snapshot: &ctx.shared.snapshot,
+                    credential: self.auth.as_ref().map(|(_, c)| c),
+                    region_hint: region_hint.as_deref(),
+                    attempt,
+                })?;
+                if !asks_for(&prepared.headers, range_now) {
+                    return Err(Error::internal(format!(
+                        "the {} backend prepared a request without the Range header {}",
+                        backend.name(),
+                        range_now.header_value()
+                    )));
+                }
+                Ok(prepared)
+            };
+            let prepared = prepare()?;
             let expect = Expectation {
                 range: range_now,
                 if_match: condition,
@@ -190,14 +198,14 @@ impl Fetch<'_> {
             let ready = if cancelled {
                 None
             } else {
-                endpoint.try_admit()
+                endpoint.try_admit(&hedging)
             };
             let admission = match ready {
                 Some(admission) => admission,
                 None => tokio::select! {
                     biased;
                     () = until_cancelled(self.cancel) => return Err(Failure::cancelled().error),
-                    admission = endpoint.admit() => admission,
+                    admission = endpoint.admit(&hedging) => admission,
                     () = tokio::time::sleep_until(retry.deadline().into()) => {
                         return Err(Error::new(
                             Status::TimedOut,
@@ -208,7 +216,20 @@ impl Fetch<'_> {
             };
             let attempt_started = admission.sent();
             let mut timed = Timed::new(&mut *dst);
-            let result = exchange.run(prepared, expect, &mut timed, kept).await;
+            let (result, admission) = if hedging.enabled {
+                let race = Race {
+                    ctx,
+                    exchange: &exchange,
+                    endpoint: &endpoint,
+                    policy: hedging,
+                    expect: &expect,
+                    prepare: &prepare,
+                };
+                race.run(prepared, admission, &mut timed, kept).await
+            } else {
+                let result = exchange.run(prepared, expect, &mut timed, kept).await;
+                (result, admission)
+            };
             tracing::debug!(
                 target: "karu::http",
                 attempt,
@@ -221,10 +242,7 @@ impl Fetch<'_> {
             );
             admission.finish(match &result {
                 Ok(_) => timed.received(Instant::now()),
-                Err(f) if f.error.http_status().is_some_and(Outcome::is_throttle) => {
-                    Outcome::Throttled { at: Instant::now() }
-                }
-                Err(_) => Outcome::Other,
+                Err(failure) => outcome_of(failure),
             });
             let failure = match result {
                 Ok(success) => {

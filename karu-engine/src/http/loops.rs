@@ -154,6 +154,14 @@ impl LoopCtx {
         Some((local, global))
     }
 
+    /// Permits for one more request: this loop's share first, then the client's limit, as
+    /// the loop takes them for a job; `None` once the limit is closed.
+    pub(super) async fn permits(&self) -> Option<Permits> {
+        let local = Arc::clone(&self.share).acquire_owned().await.ok()?;
+        let global = Arc::clone(&self.shared.limit).acquire_owned().await.ok()?;
+        Some((local, global))
+    }
+
     pub(super) fn client(&self, settings: &Settings) -> HttpClient {
         let timeout = settings.http.connect_timeout.0;
         let mut clients = self.clients.lock();
@@ -248,14 +256,7 @@ pub(super) async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Ar
             job => job,
         };
         // This loop's share first, then the client-wide limit.
-        let permits = match Arc::clone(&ctx.share).acquire_owned().await {
-            Ok(local) => match Arc::clone(&ctx.shared.limit).acquire_owned().await {
-                Ok(global) => Some((local, global)),
-                Err(_) => None,
-            },
-            Err(_) => None,
-        };
-        let Some(permits) = permits else {
+        let Some(permits) = ctx.permits().await else {
             if let Job::Transfer(t) = job {
                 t.fail(&Error::internal("the concurrency limit was closed"));
             }

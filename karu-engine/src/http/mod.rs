@@ -11,7 +11,8 @@
 //! [`loops`] (the event loops and their queues), [`permits`] (a request's place under the
 //! limits), [`run`] (one transfer to its completions), [`pieces`] (large transfers in parts),
 //! [`fetch`] (one logical read: prepare late, retry, resume, correct, under one deadline),
-//! [`exchange`] (one attempt), [`redirects`] (reusable redirect locations, single flight) over
+//! [`hedging`] (an attempt raced by its duplicates), [`exchange`] (one request: send, check
+//! the head, receive), [`redirects`] (reusable redirect locations, single flight) over
 //! the pure [`locations`], [`landing`] (where kept bytes land), [`client`] and [`transport`]
 //! (connections, TLS, DNS), [`endpoint`] (per-endpoint measurements and adaptive windows),
 //! [`speed`] (low-speed protection), [`failure`] (transport failures by kind), [`ends`]
@@ -24,6 +25,7 @@ pub(crate) mod ends;
 pub(crate) mod exchange;
 pub(crate) mod failure;
 pub(crate) mod fetch;
+mod hedging;
 pub(crate) mod landing;
 pub(crate) mod locations;
 mod loops;

@@ -31,7 +31,7 @@ pub(crate) struct Reuse<'a> {
 
 /// The flight a request leads (see [`Locations::poll_flight`]): when the exchange ends,
 /// with or without a location kept, its followers are woken.
-pub(super) struct Leading<'a> {
+pub(crate) struct Leading<'a> {
     reuse: Reuse<'a>,
     key: LocationKey,
     id: u64,

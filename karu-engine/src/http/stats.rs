@@ -1,4 +1,5 @@
-//! The remote path's counters: requests, body bytes and retries since the client started.
+//! The remote path's counters: requests, body bytes, retries and hedges since the client
+//! started.
 
 use std::sync::atomic::AtomicU64;
 
@@ -8,6 +9,8 @@ pub(crate) struct RemoteStats {
     pub(crate) requests: AtomicU64,
     pub(crate) body_bytes: AtomicU64,
     pub(crate) retries: AtomicU64,
+    pub(crate) hedges: AtomicU64,
+    pub(crate) hedges_won: AtomicU64,
 }
 
 /// A snapshot of the remote path's counters since the client started.
@@ -20,4 +23,10 @@ pub struct TransportStats {
     pub body_bytes: u64,
     /// Attempts made after a failed one.
     pub retries: u64,
+    /// Duplicates sent of requests still waiting for their answers (`[hedge]`); each is also
+    /// one of `requests`.
+    pub hedges: u64,
+    /// Duplicates whose answer was the one received (the request they duplicated was
+    /// cancelled).
+    pub hedges_won: u64,
 }

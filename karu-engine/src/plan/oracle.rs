@@ -41,6 +41,22 @@ pub fn check_priced(
     prices: &[Option<u64>],
     plan: &Plan,
 ) -> Result<(), String> {
+    check_parts(reads, limits, prices, plan)?;
+    check_closed(reads, limits, prices, plan)?;
+    if &plan_priced(reads, limits, prices) != plan {
+        return Err("planning again differs".into());
+    }
+    Ok(())
+}
+
+/// Every read rejected (rightly) or in exactly one transfer at its position, every transfer
+/// the hull of its parts and within the guards and prices.
+fn check_parts(
+    reads: &[PlanRead],
+    limits: &Limits,
+    prices: &[Option<u64>],
+    plan: &Plan,
+) -> Result<(), String> {
     macro_rules! ensure {
         ($cond:expr, $($why:tt)+) => {
             if !$cond {
@@ -162,8 +178,99 @@ pub fn check_priced(
         }
     }
 
-    // Transfers come out in (group, start) order, and one closes only where a guard (or an
-    // unmergeable read) stops the next read of its group from joining it.
+    Ok(())
+}
+
+/// Check that `fitted` is `plan` (a plan [`check_priced`] accepts) fitted to its round trips
+/// with `concurrency` in flight ([`fit_rounds`](super::fit_rounds)): every read in exactly one
+/// transfer at its position, every transfer the hull of its parts and within the four
+/// guards, in (group, offset) order; no more round trips than `plan` takes, no more fetched
+/// bytes, and every transfer of `fitted` either one of `plan`'s or a run of one of `plan`'s
+/// transfers cut only where a gap lies.
+pub fn check_fitted(
+    reads: &[PlanRead],
+    limits: &Limits,
+    prices: &[Option<u64>],
+    plan: &Plan,
+    concurrency: usize,
+    fitted: &Plan,
+) -> Result<(), String> {
+    macro_rules! ensure {
+        ($cond:expr, $($why:tt)+) => {
+            if !$cond {
+                return Err(format!($($why)+));
+            }
+        };
+    }
+    check_parts(reads, limits, prices, fitted)?;
+    ensure!(fitted.rejected == plan.rejected, "other rejections");
+    ensure!(
+        fitted
+            .transfers
+            .windows(2)
+            .all(|w| (w[0].group, w[0].start) <= (w[1].group, w[1].start)),
+        "transfers out of order"
+    );
+    let per_round = concurrency.max(1);
+    ensure!(
+        fitted.transfers.len().div_ceil(per_round) <= plan.transfers.len().div_ceil(per_round),
+        "{} transfers take more rounds than {}",
+        fitted.transfers.len(),
+        plan.transfers.len()
+    );
+    ensure!(
+        fitted.fetched_bytes() <= plan.fetched_bytes(),
+        "more bytes fetched"
+    );
+    let mut pieces = fitted.transfers.iter();
+    for t in &plan.transfers {
+        let mut position = 0;
+        while position < t.parts.len() {
+            let Some(p) = pieces.next() else {
+                return Err("a transfer's parts missing".into());
+            };
+            let run = &t.parts[position..position + p.parts.len().min(t.parts.len() - position)];
+            ensure!(
+                run.len() == p.parts.len()
+                    && run.iter().zip(&p.parts).all(|(a, b)| a.index == b.index),
+                "transfer at {} is not a run of the plan's transfer at {}",
+                p.start,
+                t.start
+            );
+            if position > 0 {
+                let end = t.parts[..position]
+                    .iter()
+                    .map(|q| q.offset_in_span + q.length)
+                    .max()
+                    .unwrap_or(0);
+                ensure!(
+                    run[0].offset_in_span > end,
+                    "transfer at {} cut where no gap lies",
+                    t.start
+                );
+            }
+            position += run.len();
+        }
+    }
+    ensure!(pieces.next().is_none(), "transfers beyond the plan's");
+    Ok(())
+}
+
+/// Transfers come out in (group, start) order, and one closes only where a guard (or an
+/// unmergeable read) stops the next read of its group from joining it.
+fn check_closed(
+    reads: &[PlanRead],
+    limits: &Limits,
+    prices: &[Option<u64>],
+    plan: &Plan,
+) -> Result<(), String> {
+    macro_rules! ensure {
+        ($cond:expr, $($why:tt)+) => {
+            if !$cond {
+                return Err(format!($($why)+));
+            }
+        };
+    }
     for w in plan.transfers.windows(2) {
         let (a, b) = (&w[0], &w[1]);
         ensure!(
@@ -196,11 +303,6 @@ pub fn check_priced(
         }
     }
 
-    // Deterministic.
-    ensure!(
-        &plan_priced(reads, limits, prices) == plan,
-        "planning again differs"
-    );
     Ok(())
 }
 

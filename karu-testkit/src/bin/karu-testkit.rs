@@ -39,7 +39,12 @@
 //! - `PUT /_testkit/latency?ms=<n>`: set the per-request latency (control requests wait it
 //!   too);
 //! - `PUT /_testkit/never-answer?path=<path>`: requests for `<path>` get no answer (the
-//!   connection stays open), until `DELETE /_testkit/faults`.
+//!   connection stays open), until `DELETE /_testkit/faults`; with `&times=<n>`, only the
+//!   next `n` of them;
+//! - `PUT /_testkit/tail?ms=<n>&share=<fraction>&seed=<s>`: a heavy tail, `n` ms more before
+//!   the answer of a seeded random share of the requests (`share=0.02`: about one in fifty);
+//!   with `median_ms=<m>&p99_ms=<p>` instead of `ms`, a Pareto-distributed delay with that
+//!   median and 99th percentile ([`Fault::ParetoLatency`]); until `DELETE /_testkit/faults`.
 
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Weak};
@@ -143,7 +148,15 @@ fn control(server: &MockServer, request: &RequestHead, rest: &str) -> Result<Gat
         }
         ("PUT", "never-answer") => {
             let path = query(request, "path").ok_or("never-answer needs ?path=<path>")?;
-            server.add_fault(FaultRule::new(Fault::NeverAnswer).path(percent_decode(path)));
+            let mut rule = FaultRule::new(Fault::NeverAnswer).path(percent_decode(path));
+            if let Some(times) = query(request, "times") {
+                rule = rule.times(times.parse().map_err(|_| format!("bad times {times:?}"))?);
+            }
+            server.add_fault(rule);
+            Ok(GateResponse::new(204, ""))
+        }
+        ("PUT", "tail") => {
+            server.add_fault(tail_rule(request)?);
             Ok(GateResponse::new(204, ""))
         }
         ("DELETE", "faults") => {
@@ -152,6 +165,31 @@ fn control(server: &MockServer, request: &RequestHead, rest: &str) -> Result<Gat
         }
         _ => Err(format!("no control {method} {CONTROL}{rest}")),
     }
+}
+
+/// The rule of `PUT /_testkit/tail`: a fixed or Pareto-distributed extra delay on a seeded
+/// share of the requests.
+fn tail_rule(request: &RequestHead) -> Result<FaultRule, String> {
+    let number = |name: &str| -> Result<Option<f64>, String> {
+        query(request, name)
+            .map(|v| v.parse::<f64>().map_err(|_| format!("bad {name} {v:?}")))
+            .transpose()
+    };
+    let ms = |v: f64| Duration::from_secs_f64(v.max(0.0) / 1000.0);
+    let fault = match (number("ms")?, number("median_ms")?, number("p99_ms")?) {
+        (Some(n), None, None) => Fault::Latency(ms(n)),
+        (None, Some(median), Some(p99)) => Fault::ParetoLatency {
+            median: ms(median),
+            p99: ms(p99),
+        },
+        _ => return Err("tail needs ?ms=<n>, or ?median_ms=<m>&p99_ms=<p>".into()),
+    };
+    let share = number("share")?.unwrap_or(1.0);
+    let seed = query(request, "seed")
+        .map(|s| s.parse::<u64>().map_err(|_| format!("bad seed {s:?}")))
+        .transpose()?
+        .unwrap_or(0);
+    Ok(FaultRule::new(fault).share(share).seed(seed))
 }
 
 /// `%XX` escapes decoded (a local path given in a query).

@@ -5,7 +5,7 @@
 //! with 206 and `Content-Range`, 416 past the end, `If-Match` against strong ETags, 404 for a
 //! missing object. Every request lands in a [log](MockServer::requests) that tests assert on;
 //! [`FaultRule`]s make chosen requests misbehave; a per-request latency and a shared bandwidth
-//! cap model a link (see `BENCHMARKS.md`); a [`Gate`] can answer requests before the object
+//! cap model a link (see `xtask/bench/README.md`); a [`Gate`] can answer requests before the object
 //! handler (the hook for signature-checking cloud mocks), and a [`Route`] can answer requests
 //! the object store does not serve (the hook for fake metadata and token endpoints). Both see
 //! the request body (up to [`MAX_REQUEST_BODY`] bytes), so they can answer `POST` and `PUT`.

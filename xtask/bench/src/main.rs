@@ -2,13 +2,14 @@
 //!
 //! Every method of a workload is measured in the same run against the same mock server
 //! (`karu_testkit::MockServer`, virtual objects, 20 ms latency by default), following
-//! `BENCHMARKS.md`: Karu with its defaults, object_store's `get_ranges` over its HTTP store, a
+//! `xtask/bench/README.md`: Karu with its defaults, object_store's `get_ranges` over its HTTP store, a
 //! plain hyper client with as many requests in flight as Karu's concurrency limit (no
 //! merging), and one request per read in sequence. Requests and bytes are counted from the
 //! server's request log; Karu's own counters are printed beside them as a cross-check. Every
 //! byte every method returns is checked against the pattern of the virtual objects.
 
 mod all;
+mod callgrind;
 mod local;
 mod memory;
 mod methods;
@@ -16,6 +17,7 @@ mod parquet_query;
 mod planner;
 mod report;
 mod run;
+mod tail;
 mod throttled;
 mod transport;
 mod workload;
@@ -29,7 +31,7 @@ use crate::workload::Shape;
 #[derive(Debug, Parser)]
 #[command(
     name = "karu-bench",
-    about = "Karu's benchmarks (see BENCHMARKS.md); build in release mode"
+    about = "Karu's benchmarks (see xtask/bench/README.md); build in release mode"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -57,7 +59,8 @@ enum Command {
     Ends(Options),
     /// The issue-3 default: `scattered`, on loopback and on the link model.
     Http(Options),
-    /// Requests per second with no latency on loopback: 10,000 × 4 KiB, never merging.
+    /// Requests per second with no latency on loopback: 10,000 × 4 KiB, never merging; and
+    /// instructions per request of Karu and plain hyper under callgrind (where installed).
     Cpu(CpuOptions),
     /// A local file in the page cache: scattered, adjacent and large reads, Karu against
     /// `pread` loops and object_store's LocalFileSystem.
@@ -71,6 +74,13 @@ enum Command {
     /// the mock (loopback and link): Karu's ParquetReader (with and without prefetch),
     /// ParquetObjectReader over KaruStore, over object_store's HTTP store and over OpenDAL's.
     Parquet(parquet_query::ParquetArgs),
+    /// `scattered` and `scattered-10k` (never merged, and merged) against 20 ms of latency
+    /// plus a heavy tail (2 % of requests + 1 s; a Pareto tail): Karu with hedging on and off,
+    /// object_store and OpenDAL; p50/p99/max read completion, batch wall, requests, hedges.
+    Tail(tail::TailArgs),
+    /// The `cpu` workload's client alone, run by `cpu` under callgrind.
+    #[command(name = "cpu-client", hide = true)]
+    CpuClient(callgrind::ClientArgs),
     /// Every workload in one run, a summary of Karu against each peer, and a line per target.
     All(all::AllArgs),
 }
@@ -146,6 +156,9 @@ struct CpuOptions {
     /// Measure the peers first and Karu last (see the read workloads' `--peers-first`).
     #[arg(long)]
     peers_first: bool,
+    /// Skip counting instructions per request under callgrind.
+    #[arg(long)]
+    no_callgrind: bool,
 }
 
 /// A `--bandwidth` value.
@@ -190,6 +203,8 @@ fn main() -> ExitCode {
         Command::Throttled(args) => throttled::run(&args),
         Command::Memory(args) => memory::run(&args),
         Command::Parquet(args) => parquet_query::run(&args),
+        Command::Tail(args) => tail::run(&args),
+        Command::CpuClient(args) => callgrind::client(&args),
         Command::All(args) => all::run(&args, all::steps()),
     };
     match result {

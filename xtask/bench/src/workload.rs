@@ -1,4 +1,4 @@
-//! The workloads of `BENCHMARKS.md`: objects (virtual on the mock server) and the reads of a
+//! The workloads of the benchmark protocol (`xtask/bench/README.md`): objects (virtual on the mock server) and the reads of a
 //! batch, generated from a seed so that every method reads the same ranges.
 
 use std::ops::Range;

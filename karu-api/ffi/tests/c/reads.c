@@ -339,6 +339,14 @@ int main(int argc, char **argv) {
     CHECK_OK(karu_completion_free(first[0]));
     CHECK_OK(karu_batch_free(batch));
 
+    /* The client's transport counters: every request above (see the test's list), none
+     * retried or duplicated. */
+    karu_transport_stats transport;
+    CHECK_STATUS(karu_client_transport_stats(NULL, &transport), KARU_ERR_INVALID);
+    CHECK_OK(karu_client_transport_stats(client, &transport));
+    CHECK(transport.requests == 12 && transport.retries == 0);
+    CHECK(transport.hedges == 0 && transport.hedges_won == 0 && transport.body_bytes > 0);
+
     CHECK_OK(karu_locator_free(local_window));
     CHECK_OK(karu_locator_free(remote_window));
     CHECK_OK(karu_locator_free(local));

@@ -88,6 +88,8 @@ int main(int argc, char **argv) {
     CHECK(ends.size() == size && ends.etag() == info.etag);
     CHECK(ends.head().size() == 16 && is_pattern(ends.head(), 0));
     CHECK(ends.tail().size() == 32 && is_pattern(ends.tail(), size - 32));
+    karu::TransportStats transport = client.transport_stats().value();
+    CHECK(transport.requests >= 4 && transport.hedges == 0 && transport.hedges_won == 0);
 
     // A batch over spans: caller buffers (a vector, an array) and Karu-allocated ones, a
     // window, invalid reads, a missing object; a range-for over completions as they arrive.

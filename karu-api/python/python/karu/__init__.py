@@ -56,6 +56,7 @@ __all__ = [
     "Token",
     "Batch",
     "Completion",
+    "TransportStats",
     "Status",
     "KaruError",
     "InvalidArgument",
@@ -233,6 +234,21 @@ def _unpickle_client(state) -> "Client":
         state["callbacks"],
     )
     return client
+
+
+class TransportStats(NamedTuple):
+    """A client's remote-path counters since it started (:meth:`Client.transport_stats`)."""
+
+    requests: int
+    """HTTP requests sent: every attempt, duplicate and redirect hop."""
+    body_bytes: int
+    """Response body bytes received."""
+    retries: int
+    """Attempts made after a failed one."""
+    hedges: int
+    """Duplicates sent of requests still waiting for their answers (``hedge.*`` settings)."""
+    hedges_won: int
+    """Duplicates whose answer was the one received."""
 
 
 class Completion(NamedTuple):
@@ -720,9 +736,10 @@ class Client:
             early.append(failed(tags[position], buffers[position], error))
         return Batch(native, tags, buffers if pins else None, early)
 
-    def transport_stats(self) -> Tuple[int, int, int]:
-        """``(requests, body_bytes, retries)`` of the remote path since the client started."""
-        return self._native.transport_stats()
+    def transport_stats(self) -> TransportStats:
+        """The remote path's counters since the client started: ``(requests, body_bytes,
+        retries, hedges, hedges_won)``, also by name."""
+        return TransportStats(*self._native.transport_stats())
 
     # -- asyncio ----------------------------------------------------------------------------
 

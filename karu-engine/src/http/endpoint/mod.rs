@@ -1,6 +1,7 @@
-//! Per-endpoint state the transport keeps: measurements for the priced planner ([`Meter`])
-//! and the adaptive concurrency window ([`Window`]), with the gate that holds an exchange
-//! until the window has room.
+//! Per-endpoint state the transport keeps: measurements for the priced planner ([`Meter`]),
+//! the adaptive concurrency window ([`Window`]) with the gate that holds an exchange until the
+//! window has room, and the hedging policy's state ([`Hedger`]: the times to the head, the
+//! budget, the recent failures).
 //!
 //! An endpoint is the scheme and authority of a canonical path (`http://host:port`,
 //! `s3://bucket`): known when a batch is planned, before any request is prepared, and the
@@ -19,6 +20,7 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use tokio::sync::Notify;
 
+use crate::hedge::{HedgePolicy, Hedger, Verdict, Wait};
 use crate::http::landing::Landing;
 use crate::plan::price::Measured;
 use crate::sdk::Error;
@@ -77,6 +79,7 @@ impl Endpoints {
             state: Mutex::new(State {
                 meter: Meter::new(self.origin),
                 window: Window::new(self.concurrency),
+                hedger: Hedger::new(),
                 in_flight: 0,
                 throttled: 0,
             }),
@@ -134,6 +137,7 @@ pub(crate) struct Endpoint {
 struct State {
     meter: Meter,
     window: Window,
+    hedger: Hedger,
     /// Exchanges admitted and not finished.
     in_flight: usize,
     /// Throttled answers seen.
@@ -152,7 +156,11 @@ pub(crate) enum Outcome {
     },
     /// Answered `429` or `503`, at `at`.
     Throttled { at: Instant },
-    /// Anything else (a transport failure, another error status, a cancellation).
+    /// Failed in transport (connecting, sending or receiving) or with another server error
+    /// (`5xx`).
+    Failed,
+    /// Anything else (another error status, a refused answer, a cancellation, a duplicate
+    /// that lost its race).
     Other,
 }
 
@@ -166,13 +174,14 @@ impl Outcome {
 
 impl Endpoint {
     /// Wait until the window has room for one more exchange, and take it. Never waits when
-    /// adaptation is off.
-    pub(crate) async fn admit(self: &Arc<Self>) -> Admission {
+    /// adaptation is off. The exchange is an ordinary request sent under `hedging` (it adds to
+    /// the budget).
+    pub(crate) async fn admit(self: &Arc<Self>, hedging: &HedgePolicy) -> Admission {
         loop {
             let notified = self.room.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(admission) = self.try_admit() {
+            if let Some(admission) = self.try_admit(hedging) {
                 return admission;
             }
             notified.await;
@@ -181,11 +190,39 @@ impl Endpoint {
 
     /// Room for one more exchange now, if the window has it (always, when adaptation is off):
     /// the usual case, taken without registering as a waiter on the endpoint every loop
-    /// shares.
-    pub(crate) fn try_admit(self: &Arc<Self>) -> Option<Admission> {
+    /// shares. The exchange is an ordinary request sent under `hedging`.
+    pub(crate) fn try_admit(self: &Arc<Self>, hedging: &HedgePolicy) -> Option<Admission> {
         {
             let mut state = self.state.lock();
             if self.adaptive && state.in_flight >= state.window.allowed() {
+                return None;
+            }
+            state.in_flight += 1;
+            state.hedger.handle_sent(hedging);
+        }
+        Some(Admission {
+            endpoint: Some(Arc::clone(self)),
+            sent: Instant::now(),
+        })
+    }
+
+    /// How long a request of this endpoint may wait for its answer before a duplicate is due
+    /// under `hedging`.
+    pub(crate) fn hedge_wait(&self, hedging: &HedgePolicy) -> Wait {
+        self.state.lock().hedger.poll_wait(hedging)
+    }
+
+    /// Room for a duplicate now, if the window has it and the hedging policy allows one (its
+    /// budget, no throttling, no recent failure): the duplicate's token is taken.
+    pub(crate) fn try_admit_hedge(self: &Arc<Self>, hedging: &HedgePolicy) -> Option<Admission> {
+        {
+            let mut state = self.state.lock();
+            if self.adaptive && state.in_flight >= state.window.allowed() {
+                return None;
+            }
+            let throttling = state.window.is_cut();
+            if let Verdict::Refused(why) = state.hedger.poll_hedge(hedging, throttling) {
+                tracing::trace!(target: "karu::http", ?why, "no duplicate");
                 return None;
             }
             state.in_flight += 1;
@@ -210,11 +247,15 @@ impl Endpoint {
                 Outcome::Received { head, done, bytes } => {
                     state.meter.record(sent, head, done, bytes);
                     state.window.handle_success();
+                    state
+                        .hedger
+                        .handle_answer(head.saturating_duration_since(sent));
                 }
                 Outcome::Throttled { at } => {
                     state.throttled += 1;
                     state.window.handle_throttled(sent, at);
                 }
+                Outcome::Failed => state.hedger.handle_failure(),
                 Outcome::Other => {}
             }
             state.window.allowed().saturating_sub(state.in_flight)
@@ -236,6 +277,14 @@ pub(crate) struct Admission {
 }
 
 impl Admission {
+    /// An admission to no endpoint (finishing it records nothing).
+    pub(crate) fn detached() -> Self {
+        Admission {
+            endpoint: None,
+            sent: Instant::now(),
+        }
+    }
+
     /// When the exchange was admitted.
     pub(crate) fn sent(&self) -> Instant {
         self.sent
@@ -317,6 +366,13 @@ mod tests {
 
     use super::*;
 
+    /// Hedging off (these tests are of the window).
+    fn off() -> HedgePolicy {
+        let mut settings = karu_config::HedgeSettings::default();
+        settings.enabled = false;
+        HedgePolicy::from(&settings)
+    }
+
     #[test]
     fn endpoints_are_scheme_and_authority() {
         assert_eq!(
@@ -364,7 +420,7 @@ mod tests {
         let e = endpoints.get("http://h:1/a");
         let mut held = Vec::new();
         for _ in 0..4 {
-            held.push(e.admit().await);
+            held.push(e.admit(&off()).await);
         }
         // The first throttled answer halves the window, from 4 to 2: with 3 in flight, two
         // more must end before there is room.
@@ -374,7 +430,7 @@ mod tests {
         assert_eq!(e.throttled(), 1);
         let waiting = tokio::spawn({
             let e = Arc::clone(&e);
-            async move { e.admit().await }
+            async move { e.admit(&off()).await }
         });
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
@@ -397,7 +453,7 @@ mod tests {
         let e = endpoints.get("http://h:1/a");
         let mut held = Vec::new();
         for _ in 0..10 {
-            held.push(e.admit().await);
+            held.push(e.admit(&off()).await);
         }
         assert_eq!(e.state.lock().in_flight, 10);
     }

@@ -54,6 +54,12 @@ impl Window {
         (self.size as usize).clamp(1, self.max)
     }
 
+    /// Whether a throttled answer cut the window and it has not yet grown back to the
+    /// configured concurrency: the endpoint is throttling (no request is hedged).
+    pub(crate) fn is_cut(&self) -> bool {
+        self.size < self.max as f64
+    }
+
     /// An answer that was not throttled.
     pub(crate) fn handle_success(&mut self) {
         self.size = (self.size + 1.0 / self.size).min(self.max as f64);
@@ -154,6 +160,7 @@ mod tests {
         // An answer to a request sent after the cut cuts again, to three quarters.
         assert!(window.handle_throttled(t0 + RTT, t0 + 2 * RTT));
         assert_eq!(window.allowed(), 24);
+        assert!(window.is_cut());
     }
 
     #[test]
@@ -196,6 +203,10 @@ mod tests {
             &rounds[300..]
         );
         assert_eq!(window.allowed(), 64);
+        assert!(
+            !window.is_cut(),
+            "throttling is over once the window is whole again"
+        );
     }
 
     proptest! {

@@ -359,7 +359,7 @@ impl Case {
                 "planner.max_gap",
                 *rng.pick(&["0", "1KiB", "64KiB", "1MiB"]),
             ),
-            ("planner.trade", *rng.pick(&["guards", "priced"])),
+            ("planner.trade", *rng.pick(&["guards", "priced", "frugal"])),
             ("http.part_size", *rng.pick(&["0", "64KiB", "8MiB"])),
             ("concurrency", *rng.pick(&["1", "3", "16"])),
             ("io_threads", *rng.pick(&["1", "2"])),

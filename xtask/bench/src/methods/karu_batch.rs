@@ -60,6 +60,7 @@ fn figures(before: TransportStats, after: TransportStats, transfers: Option<usiz
         requests: after.requests - before.requests,
         body_bytes: after.body_bytes - before.body_bytes,
         retries: after.retries - before.retries,
+        hedges: after.hedges - before.hedges,
     }
 }
 
@@ -71,7 +72,15 @@ pub(super) struct KaruSession<'a> {
 
 impl<'a> KaruSession<'a> {
     pub(super) fn open(ctx: Context<'a>) -> Result<Self, String> {
-        let client = client()?;
+        Self::open_with(ctx, |b| b)
+    }
+
+    /// A session on a client with settings of its own (see [`client_with`]).
+    pub(super) fn open_with(
+        ctx: Context<'a>,
+        configure: impl FnOnce(ClientBuilder) -> ClientBuilder,
+    ) -> Result<Self, String> {
+        let client = client_with(configure)?;
         let locators = ctx
             .workload
             .objects
@@ -98,10 +107,12 @@ impl<'a> KaruSession<'a> {
         let completions = batch.wait();
         let wall = started.elapsed();
         let transfers = batch.stats().transfers;
+        let done = completions.iter().map(|c| c.timing().done()).collect();
         let pieces = results_of(completions);
         let outcome = Outcome {
             wall,
             pieces,
+            done,
             karu: None,
         };
         (outcome, Some(transfers))
@@ -152,6 +163,7 @@ impl<'a> KaruSession<'a> {
         Outcome {
             wall,
             pieces,
+            done: Vec::new(),
             karu: None,
         }
     }
@@ -235,6 +247,7 @@ impl Session for KaruCallerSession<'_> {
         Ok(Outcome {
             wall,
             pieces: results,
+            done: Vec::new(),
             karu: Some(figures(before, after, Some(transfers))),
         })
     }

@@ -3,6 +3,9 @@
 //! once, in order). Where a workload has many objects, the caller decides how many objects are
 //! read at once; here, as many as keep at most Karu's concurrency limit of requests in flight.
 //! `ends` reads each object's head (a bounded range) and tail (a suffix range) concurrently.
+//! The per-read mode (`each`) gets the range of every piece on its own instead (`get_opts`
+//! with a range, what `get_range` does), as many at once as
+//! Karu's concurrency limit: never merging, each piece's completion its own.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -25,10 +28,12 @@ const GET_RANGES_PARALLEL: usize = 10;
 pub(super) struct ObjectStoreSession<'a> {
     ctx: Context<'a>,
     store: Arc<HttpStore>,
+    /// `get_range` per piece instead of `get_ranges` per object.
+    each: bool,
 }
 
 impl<'a> ObjectStoreSession<'a> {
-    pub(super) fn open(ctx: Context<'a>) -> Result<Self, String> {
+    pub(super) fn open(ctx: Context<'a>, each: bool) -> Result<Self, String> {
         let transport = crate::transport::current();
         let mut options = ClientOptions::new().with_allow_http(true);
         if let Some((pem, _)) = &transport.tls {
@@ -47,6 +52,7 @@ impl<'a> ObjectStoreSession<'a> {
         Ok(ObjectStoreSession {
             ctx,
             store: Arc::new(store),
+            each,
         })
     }
 
@@ -101,6 +107,21 @@ impl<'a> ObjectStoreSession<'a> {
         pieces
     }
 
+    async fn each(&self) -> (Vec<Result<Bytes, String>>, Vec<std::time::Duration>) {
+        let workload = self.ctx.workload;
+        super::each_piece(workload.pieces.len(), self.ctx.concurrency, |i| {
+            let store = Arc::clone(&self.store);
+            let piece = workload.pieces[i];
+            let path = self.path(piece.object);
+            async move {
+                let options = GetOptions::new().with_range(Some(GetRange::Bounded(piece.range())));
+                let got = async { store.get_opts(&path, options).await?.bytes().await };
+                got.await.map_err(|e| e.to_string())
+            }
+        })
+        .await
+    }
+
     async fn ends(&self, head: u64, tail: u64) -> Vec<Result<Bytes, String>> {
         let objects = self.ctx.workload.objects.len();
         super::ends_per_object(objects, self.ctx.concurrency, |object| {
@@ -124,17 +145,19 @@ impl<'a> ObjectStoreSession<'a> {
 impl Session for ObjectStoreSession<'_> {
     fn run(&mut self) -> Result<Outcome, String> {
         let kind = self.ctx.workload.kind;
-        let (wall, pieces) = self.ctx.runtime.block_on(async {
+        let (wall, (pieces, done)) = self.ctx.runtime.block_on(async {
             let started = Instant::now();
             let pieces = match kind {
-                Kind::Reads => self.reads().await,
-                Kind::Ends { head, tail } => self.ends(head, tail).await,
+                Kind::Reads if self.each => self.each().await,
+                Kind::Reads => (self.reads().await, Vec::new()),
+                Kind::Ends { head, tail } => (self.ends(head, tail).await, Vec::new()),
             };
             (started.elapsed(), pieces)
         });
         Ok(Outcome {
             wall,
             pieces,
+            done,
             karu: None,
         })
     }

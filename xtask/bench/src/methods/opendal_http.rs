@@ -7,7 +7,9 @@
 //! documentation's example says 8; the limit is the budget every method here is held to). As
 //! for object_store, where a workload has many objects the caller decides how many are read at
 //! once: as many as keep at most Karu's concurrency limit of requests in flight. `ends` reads
-//! each object's head (a bounded range) and tail (a suffix range) concurrently.
+//! each object's head (a bounded range) and tail (a suffix range) concurrently. The per-read
+//! mode (`each`) reads every piece with `read_with(path).range(..)` instead, as many at once as
+//! Karu's concurrency limit: never merging, each piece's completion its own.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -32,10 +34,12 @@ pub(super) struct OpenDalSession<'a> {
     ctx: Context<'a>,
     operator: Operator,
     gap: usize,
+    /// A read per piece instead of `Reader::fetch` per object.
+    each: bool,
 }
 
 impl<'a> OpenDalSession<'a> {
-    pub(super) fn open(ctx: Context<'a>, gap: usize) -> Result<Self, String> {
+    pub(super) fn open(ctx: Context<'a>, gap: usize, each: bool) -> Result<Self, String> {
         // The process-wide HTTP transport (reqwest with rustls); idempotent.
         opendal::install_default();
         let mut operator = Operator::new(Http::default().endpoint(&ctx.server.base_url()))
@@ -53,7 +57,12 @@ impl<'a> OpenDalSession<'a> {
             operator =
                 operator.with_context(OperationContext::new().with_http_transport(transport));
         }
-        Ok(OpenDalSession { ctx, operator, gap })
+        Ok(OpenDalSession {
+            ctx,
+            operator,
+            gap,
+            each,
+        })
     }
 
     /// The operator path of an object (its server path without the leading `/`).
@@ -116,6 +125,24 @@ impl<'a> OpenDalSession<'a> {
         pieces
     }
 
+    async fn each(&self) -> (Vec<Result<Bytes, String>>, Vec<std::time::Duration>) {
+        let workload = self.ctx.workload;
+        super::each_piece(workload.pieces.len(), self.ctx.concurrency, |i| {
+            let operator = self.operator.clone();
+            let piece = workload.pieces[i];
+            let path = self.path(piece.object);
+            async move {
+                operator
+                    .read_with(&path)
+                    .range(piece.range())
+                    .await
+                    .map(|b| b.to_bytes())
+                    .map_err(|e| e.to_string())
+            }
+        })
+        .await
+    }
+
     async fn ends(&self, head: u64, tail: u64) -> Vec<Result<Bytes, String>> {
         let objects = self.ctx.workload.objects.len();
         super::ends_per_object(objects, self.ctx.concurrency, |object| {
@@ -146,17 +173,19 @@ impl<'a> OpenDalSession<'a> {
 impl Session for OpenDalSession<'_> {
     fn run(&mut self) -> Result<Outcome, String> {
         let kind = self.ctx.workload.kind;
-        let (wall, pieces) = self.ctx.runtime.block_on(async {
+        let (wall, (pieces, done)) = self.ctx.runtime.block_on(async {
             let started = Instant::now();
             let pieces = match kind {
-                Kind::Reads => self.reads().await,
-                Kind::Ends { head, tail } => self.ends(head, tail).await,
+                Kind::Reads if self.each => self.each().await,
+                Kind::Reads => (self.reads().await, Vec::new()),
+                Kind::Ends { head, tail } => (self.ends(head, tail).await, Vec::new()),
             };
             (started.elapsed(), pieces)
         });
         Ok(Outcome {
             wall,
             pieces,
+            done,
             karu: None,
         })
     }

@@ -91,6 +91,7 @@ impl Session for PlainSession<'_> {
             pieces[i] = result;
         }
         Ok(Outcome {
+            done: Vec::new(),
             wall,
             pieces,
             karu: None,

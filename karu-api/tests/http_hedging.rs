@@ -1,0 +1,263 @@
+//! Hedged requests (`[hedge]`) against the mock: a request still waiting for its answer gets
+//! a duplicate, on another connection; the first answer whose head passes the checks is
+//! received and the other cancelled before a byte of it lands; duplicates stay within the
+//! budget, are never sent to a throttling endpoint, and another version in a duplicate's
+//! answer fails the read as it would in any answer.
+//!
+//! The duplicates are due after a fixed `hedge.after`: the waits below are Karu's own timers,
+//! and the tests arrange who answers when with faults (a request that is never answered, a
+//! barrier that holds the original until its duplicate arrives), never with sleeps.
+
+#[path = "support/http.rs"]
+mod http_support;
+
+use std::time::Duration;
+
+use http_support::{
+    KIB, MIB, assert_failed, assert_ok, build, describe, drain, locate, quick, read_one,
+    sorted_ranges,
+};
+use karu::{BatchOptions, ClientBuilder, Evidence, Read, Rejection, Status};
+use karu_testkit::{Fault, FaultRule, MockServer};
+
+/// A client whose requests are hedged after `after`, with a budget of `budget`.
+fn hedging(after: &str, budget: &str) -> ClientBuilder {
+    quick()
+        .set("hedge.after", after)
+        .set("hedge.budget", budget)
+}
+
+/// The range of the request the server never answered ([`Fault::NeverAnswer`]).
+fn never_answered(log: &[karu_testkit::RequestRecord]) -> Option<(u64, u64)> {
+    log.iter()
+        .find(|r| {
+            r.fault
+                .as_deref()
+                .is_some_and(|f| f.contains("NeverAnswer"))
+        })
+        .and_then(|r| r.byte_range)
+}
+
+fn server() -> MockServer {
+    let server = MockServer::start();
+    server.insert_virtual("/o", 64 * MIB);
+    server
+}
+
+#[test]
+fn a_request_that_is_never_answered_is_hedged_and_its_duplicate_delivers_the_bytes() {
+    let server = server();
+    // The first request is never answered.
+    server.add_fault(FaultRule::new(Fault::NeverAnswer).times(1));
+    let client = build(hedging("300ms", "100%"));
+    let object = locate(&client, &server, "/o");
+    let c = read_one(&client, &object, 5 * MIB, 64 * KIB);
+    assert_ok(&c, 5 * MIB, 64 * KIB);
+    let log = server.requests();
+    // One duplicate of the same range, on another connection; it was answered, the original
+    // never.
+    assert_eq!(
+        sorted_ranges(&log),
+        [(5 * MIB, 5 * MIB + 64 * KIB - 1); 2],
+        "{}",
+        describe(&log)
+    );
+    assert_eq!((log[0].status, log[1].status), (0, 206));
+    assert_ne!(log[0].connection, log[1].connection);
+    let stats = client.transport_stats();
+    assert_eq!((stats.requests, stats.hedges, stats.hedges_won), (2, 1, 1));
+    // The read's own figures: one attempt, the bytes of one answer.
+    assert_eq!(c.timing().attempts(), 1);
+    assert_eq!(c.timing().transfer_bytes(), 64 * KIB);
+}
+
+#[test]
+fn a_batch_with_one_slowed_request_delivers_every_read_with_one_duplicate() {
+    let server = server();
+    let reads: Vec<(u64, u64)> = (0..8).map(|i| (i * 4 * MIB + 17, 4 * KIB)).collect();
+    // Whichever request arrives third is never answered.
+    server.add_fault(FaultRule::new(Fault::NeverAnswer).skip(2).times(1));
+    let client = build(hedging("300ms", "100%"));
+    let object = locate(&client, &server, "/o");
+    let batch = client.submit_with(
+        reads.iter().map(|&(o, l)| Read::new(&object, o, l)),
+        &BatchOptions::new().max_gap(0),
+    );
+    let done = drain(&batch);
+    for (c, &(o, l)) in done.iter().zip(&reads) {
+        assert_ok(c, o, l);
+    }
+    let log = server.requests();
+    assert_eq!(log.len(), reads.len() + 1, "{}", describe(&log));
+    // The log is in arrival order, the faults in the order they were chosen: the two may
+    // differ for requests arriving together, so the slowed one is found by its fault.
+    let slowed = never_answered(&log).expect("a closed range");
+    let twice: Vec<_> = log
+        .iter()
+        .filter(|r| r.byte_range == Some(slowed))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(twice, [0, 206], "{}", describe(&log));
+    let stats = client.transport_stats();
+    assert_eq!((stats.hedges, stats.hedges_won), (1, 1));
+}
+
+#[test]
+fn a_slowed_server_gets_no_more_duplicates_than_the_budget() {
+    // Every request waits 60 ms for its answer and is due a duplicate after 5 ms: only the
+    // budget, 5 % of the ordinary requests, holds the duplicates back.
+    let server = server();
+    server.add_fault(FaultRule::new(Fault::Latency(Duration::from_millis(60))));
+    let client = build(
+        hedging("5ms", "5%")
+            .set("concurrency", 16)
+            .set("io_threads", 1),
+    );
+    let object = locate(&client, &server, "/o");
+    let reads: Vec<(u64, u64)> = (0..200).map(|i| (i * 256 * KIB, 4 * KIB)).collect();
+    let batch = client.submit_with(
+        reads.iter().map(|&(o, l)| Read::new(&object, o, l)),
+        &BatchOptions::new().max_gap(0),
+    );
+    for (c, &(o, l)) in drain(&batch).iter().zip(&reads) {
+        assert_ok(c, o, l);
+    }
+    let log = server.requests();
+    let stats = client.transport_stats();
+    // Every duplicate the server saw was one Karu sent (one started just as its original was
+    // answered may be cancelled before it reaches the server).
+    let duplicates = (log.len() - reads.len()) as u64;
+    assert!(duplicates <= stats.hedges, "{}", describe(&log));
+    assert_eq!(stats.retries, 0);
+    // 200 ordinary requests at 5 %: at most 10 duplicates, and the budget was used.
+    assert!(
+        (1..=10).contains(&stats.hedges),
+        "{} duplicates",
+        stats.hedges
+    );
+}
+
+#[test]
+fn a_throttling_endpoint_gets_no_duplicates() {
+    let run = |throttle: bool| {
+        let server = server();
+        if throttle {
+            // One `503 SlowDown`: the endpoint's window is cut (from 32 to 16) and stays
+            // below its ceiling for well over the reads below (each answer widens it by
+            // 1 / its width: back to 32 after some 380 answers, where 8 would be back after
+            // 24, while the last of these reads may still wait for a duplicate).
+            server.add_fault(
+                FaultRule::new(Fault::Status {
+                    code: 503,
+                    retry_after: None,
+                })
+                .times(1),
+            );
+        }
+        let client = build(hedging("5ms", "100%").set("concurrency", 32));
+        let object = locate(&client, &server, "/o");
+        assert_ok(&read_one(&client, &object, 0, 100), 0, 100);
+        // Then every request is slow: each is due a duplicate after 5 ms.
+        server.add_fault(FaultRule::new(Fault::Latency(Duration::from_millis(50))));
+        let reads: Vec<(u64, u64)> = (1..=24).map(|i| (i * MIB, 4 * KIB)).collect();
+        let batch = client.submit_with(
+            reads.iter().map(|&(o, l)| Read::new(&object, o, l)),
+            &BatchOptions::new().max_gap(0),
+        );
+        for (c, &(o, l)) in drain(&batch).iter().zip(&reads) {
+            assert_ok(c, o, l);
+        }
+        (server.requests().len(), client.transport_stats().hedges)
+    };
+    // The 503 and its retry, then one request per read: not one duplicate.
+    assert_eq!(run(true), (2 + 24, 0));
+    // The same reads of an endpoint that did not throttle are hedged.
+    let (requests, hedges) = run(false);
+    assert!(hedges > 0, "{requests} requests");
+    assert!((1 + 24..=1 + 24 + hedges).contains(&(requests as u64)));
+}
+
+#[test]
+fn a_duplicate_answered_by_another_version_fails_a_one_version_read() {
+    let server = server();
+    server.set_etag("/o", Some("\"v1\""));
+    // Of the two reads' requests, the second to arrive is never answered; its duplicate (the
+    // third request) finds the object changed. The first answer pinned the batch to "v1".
+    server.add_fault(FaultRule::new(Fault::NeverAnswer).skip(1).times(1));
+    server.add_fault(FaultRule::new(Fault::ChangeEtag).skip(2).times(1));
+    let client = build(hedging("300ms", "100%"));
+    let object = locate(&client, &server, "/o");
+    let reads = [(0, 1000), (2 * MIB, 1000)];
+    let batch = client.submit_with(
+        reads.iter().map(|&(o, l)| Read::new(&object, o, l)),
+        &BatchOptions::new().one_version().max_gap(0),
+    );
+    let done = drain(&batch);
+    let log = server.requests();
+    assert_eq!(log.len(), 3, "{}", describe(&log));
+    let slowed = never_answered(&log);
+    let hedged = reads
+        .iter()
+        .position(|&(o, _)| slowed.map(|r| r.0) == Some(o))
+        .expect("the never-answered request is one of the reads'");
+    let (kept, failed) = (1 - hedged, hedged);
+    assert_ok(&done[kept], reads[kept].0, reads[kept].1);
+    assert_failed(&done[failed], Status::PreconditionFailed);
+    match done[failed].error().and_then(|e| e.evidence()) {
+        Some(Evidence::Response(Rejection::Changed { required, actual })) => {
+            assert_eq!(required, "\"v1\"");
+            assert_ne!(actual, "\"v1\"");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(log[2].byte_range, slowed);
+    assert_eq!(
+        log[2].status, 206,
+        "the duplicate was answered, by another version"
+    );
+    let stats = client.transport_stats();
+    assert_eq!((stats.hedges, stats.hedges_won), (1, 0));
+}
+
+#[test]
+fn when_both_answers_arrive_only_one_lands_in_the_destination() {
+    // The original is held at a barrier until its duplicate arrives; then both are answered
+    // at once, the duplicate from a new version of the object (so the two answers differ).
+    let server = server();
+    server.add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
+    server.add_fault(FaultRule::new(Fault::ChangeEtag).skip(1).times(1));
+    let client = build(hedging("50ms", "100%"));
+    let object = locate(&client, &server, "/o");
+    let length = 256 * KIB;
+    let done = drain(&client.submit([Read::new(&object, 3 * MIB, length)]));
+    assert_ok(&done[0], 3 * MIB, length);
+    let log = server.requests();
+    // Both passed the barrier together and were answered by the server (the loser's head
+    // may still be on its way when the winner's has passed the checks and the loser is
+    // cancelled: then the server records no status for it)...
+    assert_eq!(log.len(), 2, "{}", describe(&log));
+    let statuses = (log[0].status, log[1].status);
+    assert!(
+        [(206, 206), (206, 0), (0, 206)].contains(&statuses),
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(log[0].byte_range, log[1].byte_range);
+    assert_ne!(log[0].connection, log[1].connection);
+    // ...and the bytes of exactly one landed: the transfer received one body.
+    assert_eq!(done[0].timing().transfer_bytes(), length);
+    let stats = client.transport_stats();
+    assert_eq!(stats.hedges, 1);
+    assert!(stats.hedges_won <= 1);
+}
+
+#[test]
+fn hedging_off_sends_no_duplicate() {
+    let server = server();
+    server.add_fault(FaultRule::new(Fault::Latency(Duration::from_millis(200))).times(1));
+    let client = build(hedging("5ms", "100%").set("hedge.enabled", false));
+    let object = locate(&client, &server, "/o");
+    assert_ok(&read_one(&client, &object, 0, 4096), 0, 4096);
+    assert_eq!(server.requests().len(), 1);
+    assert_eq!(client.transport_stats().hedges, 0);
+}

@@ -1,0 +1,316 @@
+//! Hedged attempts: a request still waiting for its answer's head when a duplicate is due
+//! races its duplicates (the driver around the pure [`crate::hedge`] policy).
+//!
+//! When the endpoint's policy says a duplicate is due ([`Endpoint::hedge_wait`]), the attempt
+//! takes permits like any request (this loop's share, then the client's limit), room in the
+//! endpoint's window and a token of its budget ([`Endpoint::try_admit_hedge`]), prepares the
+//! request afresh through the backend (signed again) and sends it on another connection
+//! ([`Route::Fresh`]); a second duplicate may follow when the first has waited as long
+//! ([`MAX_HEDGES`]). The first answer whose head passes the checks wins: every other request is
+//! dropped (cancelled) before a byte of the winner's body lands, and only the winner's body
+//! is received, so a destination is written by one answer only. A failure that trying again
+//! could fix (a broken connection, a `5xx`) leaves the others racing; any other failure (a
+//! refused answer, another version of the object, a missing object) ends the attempt, as it
+//! would without duplicates. Everything stays inside the exchange's deadline.
+
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use smallvec::SmallVec;
+use tokio::time::sleep_until;
+
+use crate::check::Expectation;
+use crate::hedge::{HedgePolicy, MAX_HEDGES, Wait};
+use crate::http::endpoint::{Admission, Endpoint, Outcome};
+use crate::http::exchange::{Exchange, Failure, Headed, Route, Success};
+use crate::http::landing::Landing;
+use crate::http::{LoopCtx, Permits};
+use crate::retry::FailureClass;
+use crate::sdk::{Error, PreparedRequest};
+
+/// A duplicate's head: its index among the attempt's requests and its result.
+type Racer<'x, 'e> =
+    Pin<Box<dyn Future<Output = (usize, Result<Headed<'e>, Failure>)> + Send + 'x>>;
+
+/// One attempt that may be hedged.
+pub(crate) struct Race<'x, 'e> {
+    pub(crate) ctx: &'x LoopCtx,
+    pub(crate) exchange: &'x Exchange<'e>,
+    pub(crate) endpoint: &'x Arc<Endpoint>,
+    pub(crate) policy: HedgePolicy,
+    pub(crate) expect: &'x Expectation<'x>,
+    /// Prepares the request again for a duplicate (signed again, checked as the original).
+    pub(crate) prepare: &'x (dyn Fn() -> Result<PreparedRequest, Error> + Sync),
+}
+
+/// What happened next in a race.
+// Handled at once where it is made: boxing a head would cost an allocation per answer.
+#[allow(clippy::large_enum_variant)]
+enum Event<'e> {
+    /// Request `i`'s head was checked (0: the original).
+    Headed(usize, Result<Headed<'e>, Failure>),
+    /// A duplicate may be due.
+    Due,
+    /// Permits for a duplicate (`None`: the limit was closed).
+    Permits(Option<Permits>),
+}
+
+impl<'x, 'e> Race<'x, 'e> {
+    /// Run the attempt: `request`, admitted under `admission`, raced by its duplicates when
+    /// they are due; the winner's kept bytes land in `dst` from span offset `base`. Returns the
+    /// result and the admission of the request it came from (the winner's, or the one whose
+    /// failure ended the attempt), for the caller to finish with its outcome; every other
+    /// request's admission is finished here.
+    pub(crate) async fn run(
+        self,
+        request: PreparedRequest,
+        admission: Admission,
+        dst: &mut dyn Landing,
+        base: u64,
+    ) -> (Result<Success, Failure>, Admission) {
+        let exchange = self.exchange;
+        // Two steps, so that the heads' futures are gone (and take no room) while the
+        // winner's body is received.
+        match self.heads(request, admission).await {
+            (Ok(headed), admission) => (exchange.land(headed, dst, base).await, admission),
+            (Err(failure), admission) => (Err(failure), admission),
+        }
+    }
+
+    /// Race `request`, admitted under `admission`, and its duplicates to the first head that
+    /// passes the checks: that head and its admission, or the failure that ended the attempt
+    /// and its request's admission. Every other request is cancelled and its admission
+    /// finished here.
+    async fn heads(
+        self,
+        request: PreparedRequest,
+        admission: Admission,
+    ) -> (Result<Headed<'e>, Failure>, Admission) {
+        let sent = admission.sent();
+        let mut original = pin!(Some(self.exchange.head(request, self.expect, Route::Any)));
+        // Most answers come before a duplicate is due: a timer is all they cost.
+        let mut due = due_at(self.endpoint, &self.policy, sent, Instant::now());
+        while let Some(at) = due {
+            let Some(head) = original.as_mut().as_pin_mut() else {
+                break;
+            };
+            tokio::select! {
+                biased;
+                result = head => return (result, admission),
+                () = sleep_until(at.into()) => {}
+            }
+            let now = Instant::now();
+            due = match self.endpoint.hedge_wait(&self.policy) {
+                Wait::For(wait) if now >= sent + wait => {
+                    // Due: the race, boxed (rare, and its state is large).
+                    return Box::pin(self.race(original, admission)).await;
+                }
+                Wait::For(wait) => Some(sent + wait),
+                Wait::Unknown(again) => Some(now + again),
+                Wait::Never => None,
+            };
+        }
+        match original.as_mut().as_pin_mut() {
+            Some(head) => (head.await, admission),
+            None => (Err(lost()), admission),
+        }
+    }
+
+    /// The race of `original` (admitted under `admission`, its first duplicate due now) and
+    /// its duplicates (see [`heads`](Self::heads)).
+    async fn race<F>(
+        self,
+        mut original: Pin<&mut Option<F>>,
+        admission: Admission,
+    ) -> (Result<Headed<'e>, Failure>, Admission)
+    where
+        F: Future<Output = Result<Headed<'e>, Failure>> + Send,
+    {
+        let Race {
+            ctx,
+            exchange,
+            endpoint,
+            policy,
+            expect,
+            prepare,
+        } = self;
+        let mut last_sent = admission.sent();
+        let mut admissions: SmallVec<[Option<Admission>; 3]> = SmallVec::new();
+        admissions.push(Some(admission));
+        let mut racers: FuturesUnordered<Racer<'x, 'e>> = FuturesUnordered::new();
+        let mut permits: Option<Pin<Box<dyn Future<Output = Option<Permits>> + Send + 'x>>> =
+            Some(Box::pin(ctx.permits()));
+        let mut due: Option<Instant> = None;
+        let mut duplicates = 0u32;
+        let mut failed: Option<(usize, Failure)> = None;
+        loop {
+            let event = tokio::select! {
+                biased;
+                Some(result) = async {
+                    match original.as_mut().as_pin_mut() {
+                        Some(head) => Some(head.await),
+                        None => None,
+                    }
+                }, if original.is_some() => {
+                    original.set(None);
+                    Event::Headed(0, result)
+                }
+                Some((i, result)) = racers.next(), if !racers.is_empty() => Event::Headed(i, result),
+                Some(got) = async {
+                    match permits.as_mut() {
+                        Some(acquiring) => Some(acquiring.await),
+                        None => None,
+                    }
+                }, if permits.is_some() => {
+                    permits = None;
+                    Event::Permits(got)
+                }
+                () = async {
+                    match due {
+                        Some(at) => sleep_until(at.into()).await,
+                        None => std::future::pending().await,
+                    }
+                }, if due.is_some() && permits.is_none() => Event::Due,
+            };
+            match event {
+                Event::Headed(i, Ok(headed)) => {
+                    // The others are cancelled before a byte of the winner lands (the caller
+                    // receives its body).
+                    original.set(None);
+                    racers.clear();
+                    drop(permits.take());
+                    let winner = admissions[i].take();
+                    admissions.clear();
+                    if i > 0 {
+                        exchange.stats.hedges_won.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(target: "karu::http", duplicate = i, "a duplicate won");
+                    }
+                    return (Ok(headed), winner.unwrap_or_else(Admission::detached));
+                }
+                Event::Headed(i, Err(failure)) => {
+                    let racing = usize::from(original.is_some()) + racers.len();
+                    if racing > 0 && retryable(&failure) {
+                        // The others race on; this request is over.
+                        match &failed {
+                            None => failed = Some((i, failure)),
+                            Some(_) => finish(&mut admissions, i, &failure),
+                        }
+                        continue;
+                    }
+                    original.set(None);
+                    racers.clear();
+                    // A failure no retry could fix speaks for the attempt; when every request
+                    // failed as a retry could fix, the first one does.
+                    let (i, failure) = match failed.take() {
+                        Some(first) if retryable(&failure) => {
+                            finish(&mut admissions, i, &failure);
+                            first
+                        }
+                        Some((j, earlier)) => {
+                            finish(&mut admissions, j, &earlier);
+                            (i, failure)
+                        }
+                        None => (i, failure),
+                    };
+                    let admission = admissions[i].take();
+                    admissions.clear();
+                    return (Err(failure), admission.unwrap_or_else(Admission::detached));
+                }
+                Event::Due => {
+                    let now = Instant::now();
+                    match endpoint.hedge_wait(&policy) {
+                        Wait::Never => due = None,
+                        Wait::Unknown(again) => due = Some(now + again),
+                        Wait::For(wait) if now < last_sent + wait => due = Some(last_sent + wait),
+                        Wait::For(_) => {
+                            due = None;
+                            permits = Some(Box::pin(ctx.permits()));
+                        }
+                    }
+                }
+                Event::Permits(None) => due = None,
+                Event::Permits(Some(held)) => {
+                    due = None;
+                    let Some(admission) = endpoint.try_admit_hedge(&policy) else {
+                        continue;
+                    };
+                    let request = match prepare() {
+                        Ok(request) => request,
+                        Err(error) => {
+                            tracing::debug!(target: "karu::http", status = %error.status(), "a duplicate could not be prepared");
+                            continue;
+                        }
+                    };
+                    duplicates += 1;
+                    last_sent = admission.sent();
+                    let i = admissions.len();
+                    admissions.push(Some(admission));
+                    exchange.stats.hedges.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(target: "karu::http", duplicate = i, "hedging a waiting request");
+                    racers.push(Box::pin(async move {
+                        // Held while the duplicate is in flight; the winner lands on the
+                        // transfer's own.
+                        let _held = held;
+                        (i, exchange.head(request, expect, Route::Fresh).await)
+                    }));
+                    if duplicates < MAX_HEDGES {
+                        due = due_at(endpoint, &policy, last_sent, Instant::now());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The failure of an attempt whose original request went missing (a broken invariant).
+#[cold]
+fn lost() -> Failure {
+    Failure::new(
+        Error::internal("a hedged attempt lost its original request"),
+        FailureClass::Permanent,
+    )
+}
+
+/// When the next duplicate of a request sent at `sent` is due, asked at `now`; `None`: never.
+fn due_at(
+    endpoint: &Endpoint,
+    policy: &HedgePolicy,
+    sent: Instant,
+    now: Instant,
+) -> Option<Instant> {
+    match endpoint.hedge_wait(policy) {
+        Wait::For(wait) => Some(sent + wait),
+        Wait::Unknown(again) => Some(now + again),
+        Wait::Never => None,
+    }
+}
+
+/// Finish request `i`'s admission with what its `failure` tells the endpoint.
+fn finish(admissions: &mut [Option<Admission>], i: usize, failure: &Failure) {
+    if let Some(admission) = admissions[i].take() {
+        admission.finish(outcome_of(failure));
+    }
+}
+
+/// Whether trying again could fix what failed a request: then the others race on.
+fn retryable(failure: &Failure) -> bool {
+    matches!(
+        failure.class,
+        FailureClass::Connect | FailureClass::Transport | FailureClass::RetryableStatus(_)
+    ) && failure.error.status() != crate::sdk::Status::Cancelled
+}
+
+/// What an exchange that failed with `failure` tells the endpoint.
+pub(crate) fn outcome_of(failure: &Failure) -> Outcome {
+    match failure.error.http_status() {
+        Some(status) if Outcome::is_throttle(status) => Outcome::Throttled { at: Instant::now() },
+        Some(status) if status >= 500 => Outcome::Failed,
+        Some(_) => Outcome::Other,
+        None if retryable(failure) => Outcome::Failed,
+        None => Outcome::Other,
+    }
+}
