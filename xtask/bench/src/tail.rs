@@ -185,7 +185,7 @@ pub(crate) fn run(args: &TailArgs) -> Result<(), String> {
                         .map(|m| (m, runs, merging.options()))
                         .collect(),
                 )?;
-                failed |= report(&bench, merging, tail, runs, &all, &baseline);
+                failed |= report(&bench, merging, tail, runs, &all, &baseline, latency);
                 if tail == Tail::None {
                     baseline = all;
                 }
@@ -213,6 +213,7 @@ fn report(
     runs: usize,
     all: &[Measured],
     baseline: &[Measured],
+    latency: Duration,
 ) -> bool {
     let workload = &bench.workload;
     println!();
@@ -241,6 +242,15 @@ fn report(
             Phase::Cold => "cold: the first batch on a new client".to_string(),
             Phase::Steady => format!("steady: later batches, median of {runs}"),
         });
+        // The latency bound of the phase: latency × ⌈Karu's transfers / concurrency⌉, as
+        // the read workloads' ideal (the tail comes on top).
+        let ideal = all
+            .iter()
+            .find(|m| m.method == Method::Karu)
+            .and_then(|m| m.pick(phase))
+            .and_then(|run| run.karu)
+            .and_then(|k| k.transfers)
+            .map(|t| latency * t.div_ceil(bench.concurrency.max(1)) as u32);
         for m in all {
             let Some(run) = m.pick(phase) else { continue };
             failed |= !run.check.passed();
@@ -277,7 +287,7 @@ fn report(
                 failed: !run.check.passed(),
             });
             if m.method != Method::KaruNoHedge {
-                record(&name, tail, phase, m.method, run, workload);
+                record(&name, tail, phase, m.method, run, workload, ideal);
             }
         }
     }
@@ -286,7 +296,15 @@ fn report(
 }
 
 /// The batch row of the summary of `all` (Karu's defaults and the peers).
-fn record(name: &str, tail: Tail, phase: Phase, method: Method, run: &Run, workload: &Workload) {
+fn record(
+    name: &str,
+    tail: Tail,
+    phase: Phase,
+    method: Method,
+    run: &Run,
+    workload: &Workload,
+    ideal: Option<Duration>,
+) {
     crate::all::record(crate::all::Row {
         workload: name.to_string(),
         scenario: tail.name().to_string(),
@@ -296,7 +314,7 @@ fn record(name: &str, tail: Tail, phase: Phase, method: Method, run: &Run, workl
         requests: run.requests,
         bytes_sent: run.bytes_sent,
         requested: workload.requested_bytes(),
-        ideal: None,
+        ideal,
         failed: !run.check.passed(),
     });
 }
