@@ -116,6 +116,18 @@ fn face_crates(root: &Path) -> Result<Vec<PathBuf>, String> {
 /// Dependencies a face's manifest may not have: the engine, the configuration and the
 /// provider crates, in any table (its tests use `karu` too).
 fn face_manifest_problems(text: &str) -> Result<Vec<String>, String> {
+    forbidden_dependencies(text, |_, name| {
+        (NOT_FOR_FACES.contains(&name) || name.starts_with("karu-provider-"))
+            .then_some(" (a face uses `karu`)")
+    })
+}
+
+/// `[table] has NAME` and its reason for each dependency of the manifest `text`, in any of
+/// the three tables, that `forbidden(table, name)` gives a reason to refuse.
+fn forbidden_dependencies(
+    text: &str,
+    forbidden: impl Fn(&str, &str) -> Option<&'static str>,
+) -> Result<Vec<String>, String> {
     let manifest: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
     let mut problems = Vec::new();
     for table in ["dependencies", "build-dependencies", "dev-dependencies"] {
@@ -123,8 +135,8 @@ fn face_manifest_problems(text: &str) -> Result<Vec<String>, String> {
             continue;
         };
         for name in deps.keys() {
-            if NOT_FOR_FACES.contains(&name.as_str()) || name.starts_with("karu-provider-") {
-                problems.push(format!("[{table}] has {name} (a face uses `karu`)"));
+            if let Some(why) = forbidden(table, name) {
+                problems.push(format!("[{table}] has {name}{why}"));
             }
         }
     }
@@ -234,23 +246,13 @@ pub(crate) fn rust_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
 /// Dependencies a provider's manifest may not have: Karu's crates other than `karu-engine`
 /// in `[dependencies]` and `[build-dependencies]`, and `karu-config` anywhere.
 fn manifest_problems(text: &str) -> Result<Vec<String>, String> {
-    let manifest: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
-    let mut problems = Vec::new();
-    for table in ["dependencies", "build-dependencies", "dev-dependencies"] {
-        let Some(deps) = manifest.get(table).and_then(|t| t.as_table()) else {
-            continue;
+    forbidden_dependencies(text, |table, name| {
+        let forbidden = match table {
+            "dev-dependencies" => name == "karu-config",
+            _ => NOT_FOR_PROVIDERS.contains(&name),
         };
-        for name in deps.keys() {
-            let forbidden = match table {
-                "dev-dependencies" => name == "karu-config",
-                _ => NOT_FOR_PROVIDERS.contains(&name.as_str()),
-            };
-            if forbidden {
-                problems.push(format!("[{table}] has {name}"));
-            }
-        }
-    }
-    Ok(problems)
+        forbidden.then_some("")
+    })
 }
 
 /// Lines (1-based) that reach past the SDK: [`engine_paths`], `karu_config` anywhere, and the

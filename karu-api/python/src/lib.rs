@@ -275,21 +275,11 @@ impl Client {
         reads: Vec<SubmittedRead>,
         pins: Vec<Py<PyAny>>,
     ) -> PyResult<(Batch, Vec<Unresolved>)> {
-        let mut specs = Vec::with_capacity(reads.len());
-        let mut failures = Vec::new();
-        for (index, (address, offset, length, buffer, if_match)) in reads.into_iter().enumerate() {
-            match self.inner.locate(&address) {
-                Ok(locator) => specs.push(Spec {
-                    index,
-                    locator,
-                    offset,
-                    length,
-                    buffer,
-                    if_match,
-                }),
-                Err(e) => failures.push((index, error(py, &e, None).into_value(py).into_any())),
-            }
-        }
+        let (specs, unresolved) = self.locate_specs(reads);
+        let failures: Vec<Unresolved> = unresolved
+            .into_iter()
+            .map(|(index, e)| (index, error(py, &e, None).into_value(py).into_any()))
+            .collect();
         check_destinations(&specs)?;
         // SAFETY: each buffer is a caller's writable buffer of its read's length, kept
         // exported by `pins` (so it neither moves nor is freed) for as long as the `Pinned`
@@ -447,24 +437,14 @@ impl Client {
         pins: Vec<Py<PyAny>>,
         done: Py<PyAny>,
     ) -> PyResult<runtime::Task> {
-        let mut specs = Vec::with_capacity(reads.len());
-        let mut failures = Vec::new();
-        let mut extents = Vec::with_capacity(reads.len());
-        for (index, (address, offset, length, buffer, if_match)) in reads.into_iter().enumerate() {
-            extents.push((offset, length));
-            match self.inner.locate(&address) {
-                Ok(locator) => specs.push(Spec {
-                    index,
-                    locator,
-                    offset,
-                    length,
-                    buffer,
-                    if_match,
-                }),
-                Err(e) => failures.push((index, e)),
-            }
-        }
+        let count = reads.len();
+        let (specs, failures) = self.locate_specs(reads);
         check_destinations(&specs)?;
+        // Each submitted read's extent by index, for the evidence of a read that ends early.
+        let mut extents = vec![(0, 0); count];
+        for spec in &specs {
+            extents[spec.index] = (spec.offset, spec.length);
+        }
         // SAFETY: as in `submit`: each buffer is a caller's writable buffer of its read's
         // length, kept exported by `pins` for as long as the `Pinned` lives, handed to this
         // batch alone, and no two overlap (`check_destinations`). The future owns the
@@ -562,6 +542,27 @@ impl Client {
 impl Client {
     fn locate(&self, py: Python<'_>, address: &str) -> PyResult<Locator> {
         self.inner.locate(address).map_err(|e| error(py, &e, None))
+    }
+
+    /// The reads of `submit` and `read_many_into_async` located, each tagged with its position;
+    /// by position, the error of each whose address does not resolve (that read fails alone).
+    fn locate_specs(&self, reads: Vec<SubmittedRead>) -> (Vec<Spec>, Vec<(usize, karu::Error)>) {
+        let mut specs = Vec::with_capacity(reads.len());
+        let mut failures = Vec::new();
+        for (index, (address, offset, length, buffer, if_match)) in reads.into_iter().enumerate() {
+            match self.inner.locate(&address) {
+                Ok(locator) => specs.push(Spec {
+                    index,
+                    locator,
+                    offset,
+                    length,
+                    buffer,
+                    if_match,
+                }),
+                Err(e) => failures.push((index, e)),
+            }
+        }
+        (specs, failures)
     }
 
     /// The object at `address` as seen from `offset` on (a window to its end).

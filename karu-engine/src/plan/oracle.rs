@@ -5,6 +5,15 @@
 use super::{Candidate, Limits, Open, Plan, PlanRead, gap_of, plan_priced};
 use crate::sdk::{Status, UNBOUNDED};
 
+/// Fail the check with a message when `cond` does not hold.
+macro_rules! ensure {
+    ($cond:expr, $($why:tt)+) => {
+        if !$cond {
+            return Err(format!($($why)+));
+        }
+    };
+}
+
 /// Check that `plan` is a correct plan of `reads` under `limits`: every read rejected (with
 /// [`Status::InvalidRange`], and only if it is invalid) or in exactly one transfer at its
 /// absolute position; every span the exact hull of its parts, parts in offset order; every
@@ -57,13 +66,6 @@ fn check_parts(
     prices: &[Option<u64>],
     plan: &Plan,
 ) -> Result<(), String> {
-    macro_rules! ensure {
-        ($cond:expr, $($why:tt)+) => {
-            if !$cond {
-                return Err(format!($($why)+));
-            }
-        };
-    }
     // Every read is rejected or lands in exactly one transfer.
     let mut seen = vec![0u32; reads.len()];
     for (i, _) in &plan.rejected {
@@ -195,13 +197,6 @@ pub fn check_fitted(
     concurrency: usize,
     fitted: &Plan,
 ) -> Result<(), String> {
-    macro_rules! ensure {
-        ($cond:expr, $($why:tt)+) => {
-            if !$cond {
-                return Err(format!($($why)+));
-            }
-        };
-    }
     check_parts(reads, limits, prices, fitted)?;
     ensure!(fitted.rejected == plan.rejected, "other rejections");
     ensure!(
@@ -264,13 +259,6 @@ fn check_closed(
     prices: &[Option<u64>],
     plan: &Plan,
 ) -> Result<(), String> {
-    macro_rules! ensure {
-        ($cond:expr, $($why:tt)+) => {
-            if !$cond {
-                return Err(format!($($why)+));
-            }
-        };
-    }
     for w in plan.transfers.windows(2) {
         let (a, b) = (&w[0], &w[1]);
         ensure!(

@@ -39,6 +39,29 @@ where
         .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))
 }
 
+/// A provider's settings in effect for the object `locator` names: its [`section`] `name`,
+/// resolved by `resolve` (which reads the provider's own variables from the snapshot). What
+/// `resolve` refuses is an [`Status::InvalidArgument`] error: "`what` configuration for
+/// `object`: why".
+pub fn resolved_section<T, R>(
+    snapshot: &Snapshot,
+    locator: &Locator,
+    name: &str,
+    what: &str,
+    resolve: impl FnOnce(&T, &Snapshot) -> Result<R, String>,
+) -> Result<R, Error>
+where
+    T: DeserializeOwned + Send + Sync + 'static,
+{
+    let config = section::<T>(snapshot, locator, name)?;
+    resolve(&config.value, snapshot).map_err(|why| {
+        Error::new(
+            Status::InvalidArgument,
+            format!("{what} configuration for {}: {why}", locator.canonical()),
+        )
+    })
+}
+
 /// The credential scope of the object `locator` names for a provider of `family` whose section
 /// `section` chooses the credential with `keys` (every alias included): two objects share a
 /// credential only when the same layers and path rules set those keys for both (the

@@ -105,7 +105,9 @@ pub use request::{
 };
 
 // Configuration.
-pub use config::{CREDENTIAL_FILE_MAX, credential_scope, read_credential_file, section};
+pub use config::{
+    CREDENTIAL_FILE_MAX, credential_scope, read_credential_file, resolved_section, section,
+};
 pub use karu_config::{
     ConfigBuilder, ConfigError, ConfigErrorKind, Discovered, InvalidKey, Key, Origin, Scoped,
     Section, SectionConfig, SectionKeys, Snapshot, read_regular_file, read_regular_text,
@@ -141,7 +143,7 @@ pub use karu_derive::SectionKeys;
 
 // The shared helpers.
 pub use endpoint::{check_endpoint, endpoint_problem, shown_endpoint};
-pub use path::{PATH_KEEPS, encode_path};
+pub use path::{PATH_KEEPS, encode_path, is_plain_name};
 pub use scopes::PerScope;
 
 /// The `http` crate of [`PreparedRequest`]'s URL and headers, so a provider names the same

@@ -24,6 +24,19 @@ pub fn encode_path(name: &str) -> String {
     utf8_percent_encode(name, PATH_KEEPS).to_string()
 }
 
+/// Whether `name` is a plain name of at most `max_len` bytes, as the Hugging Face Hub and
+/// Source Cooperative spell accounts, repositories and products: ASCII letters, digits, `-`,
+/// `_` and `.`, neither empty nor `.` or `..`.
+pub fn is_plain_name(name: &str, max_len: usize) -> bool {
+    !name.is_empty()
+        && name.len() <= max_len
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use karu_engine::sdk::http::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use karu_engine::sdk::http::{HeaderMap, Uri};
 use karu_engine::sdk::{
     Backend, Capabilities, Correction, CredentialSource, Error, ErrorResponse, Locator, PerScope,
-    PrepareContext, PreparedRequest, Resolved, SectionKeys, Snapshot, Status, credential_scope,
+    PrepareContext, PreparedRequest, Resolved, SectionKeys, Snapshot, credential_scope,
 };
 
 use crate::config::{AzureConfig, Effective};
@@ -28,13 +28,7 @@ impl AzureBackend {
     }
 
     fn effective(&self, locator: &Locator, snapshot: &Snapshot) -> Result<Effective, Error> {
-        let config = karu_engine::sdk::section::<AzureConfig>(snapshot, locator, SECTION)?;
-        Effective::resolve(&config.value, snapshot).map_err(|why| {
-            Error::new(
-                Status::InvalidArgument,
-                format!("Azure configuration for {}: {why}", locator.canonical()),
-            )
-        })
+        karu_engine::sdk::resolved_section(snapshot, locator, SECTION, "Azure", Effective::resolve)
     }
 }
 

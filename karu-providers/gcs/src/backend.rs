@@ -33,13 +33,7 @@ impl GcsBackend {
     }
 
     fn effective(&self, locator: &Locator, snapshot: &Snapshot) -> Result<Effective, Error> {
-        let config = karu_engine::sdk::section::<GcsConfig>(snapshot, locator, SECTION)?;
-        Effective::resolve(&config.value, snapshot).map_err(|why| {
-            Error::new(
-                Status::InvalidArgument,
-                format!("GCS configuration for {}: {why}", locator.canonical()),
-            )
-        })
+        karu_engine::sdk::resolved_section(snapshot, locator, SECTION, "GCS", Effective::resolve)
     }
 }
 

@@ -239,13 +239,7 @@ fn build(
 }
 
 fn check_name(what: &'static str, name: &str) -> Result<(), AddressError> {
-    let fine = !name.is_empty()
-        && name.len() <= MAX_NAME_LEN
-        && name != "."
-        && name != ".."
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    let fine = karu_engine::sdk::is_plain_name(name, MAX_NAME_LEN);
     if fine {
         Ok(())
     } else {

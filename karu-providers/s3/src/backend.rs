@@ -82,13 +82,7 @@ impl S3Backend {
     }
 
     fn effective(&self, locator: &Locator, snapshot: &Snapshot) -> Result<Effective, Error> {
-        let config = karu_engine::sdk::section::<S3Config>(snapshot, locator, SECTION)?;
-        Effective::resolve(&config.value, snapshot).map_err(|why| {
-            Error::new(
-                Status::InvalidArgument,
-                format!("S3 configuration for {}: {why}", locator.canonical()),
-            )
-        })
+        karu_engine::sdk::resolved_section(snapshot, locator, SECTION, "S3", Effective::resolve)
     }
 }
 

@@ -89,13 +89,7 @@ fn build(rest: String) -> Result<Address, AddressError> {
         return Err(AddressError::Shape);
     };
     for (what, name) in [("account", account), ("product", product)] {
-        let fine = !name.is_empty()
-            && name.len() <= MAX_NAME_LEN
-            && name != "."
-            && name != ".."
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        let fine = karu_engine::sdk::is_plain_name(name, MAX_NAME_LEN);
         if !fine {
             // Not the name itself: it may hold what looked like user information.
             return Err(AddressError::Name { what });
