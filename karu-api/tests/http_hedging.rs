@@ -138,6 +138,44 @@ fn a_slowed_server_gets_no_more_duplicates_than_the_budget() {
 }
 
 #[test]
+fn a_duplicate_refused_for_want_of_a_token_is_sent_once_ordinary_requests_refill_the_budget() {
+    // The slowed read's request is never answered; its duplicate is due after 50 ms, when the
+    // budget (5 %: a token per 20 ordinary requests, from an empty bucket) has none, because
+    // the reads that refill it go one after another, each answered after at least 5 ms. A
+    // refused duplicate must be asked for again while its request waits: once the 20th
+    // ordinary request is sent, it goes out and delivers the bytes.
+    let server = server();
+    server.insert_virtual("/slowed", MIB);
+    server.add_fault(FaultRule::new(Fault::NeverAnswer).path("/slowed").times(1));
+    server.add_fault(FaultRule::new(Fault::Latency(Duration::from_millis(5))).path("/o"));
+    let client = build(hedging("50ms", "5%"));
+    let slowed = locate(&client, &server, "/slowed");
+    let object = locate(&client, &server, "/o");
+    let waiting = client.submit([Read::new(&slowed, 1000, 4 * KIB)]);
+    for i in 0..60 {
+        let offset = i * MIB + 7;
+        assert_ok(
+            &read_one(&client, &object, offset, 4 * KIB),
+            offset,
+            4 * KIB,
+        );
+    }
+    let c = drain(&waiting).pop().expect("one completion");
+    assert_ok(&c, 1000, 4 * KIB);
+    let log = server.requests();
+    let twice: Vec<_> = log
+        .iter()
+        .filter(|r| r.path == "/slowed")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(twice, [0, 206], "{}", describe(&log));
+    let stats = client.transport_stats();
+    assert!(stats.hedges_won >= 1, "{stats:?}");
+    // Within the budget: 61 ordinary requests at 5 % are three tokens.
+    assert!(stats.hedges <= 3, "{stats:?}");
+}
+
+#[test]
 fn a_throttling_endpoint_gets_no_duplicates() {
     let run = |throttle: bool| {
         let server = server();

@@ -20,7 +20,10 @@
 //!   noise only doubles requests) and never below [`FLOOR`]; nothing is known before
 //!   [`MIN_SAMPLES`] answers, and a waiting request asks again after [`FLOOR`]. A second
 //!   duplicate is due when the first has waited as long, at most [`MAX_HEDGES`] per attempt
-//!   (with a 2 % tail, one duplicate in fifty is slow too: the second bounds the read).
+//!   (with a 2 % tail, one duplicate in fifty is slow too: the second bounds the read). A
+//!   duplicate refused (below) is asked for again while its request waits: after
+//!   [`AGAIN_BUDGET`] when the budget had no token or the endpoint's window no room (both come
+//!   back within a few requests), after [`FLOOR`] when the endpoint is throttling or failing.
 //! - **Budget** (`hedge.budget`): a token bucket. Every ordinary request adds the budget's
 //!   share of a token, a duplicate takes a whole one, and the bucket holds at most [`BURST`]
 //!   tokens and starts empty: the duplicates an endpoint was ever sent never exceed the budget's
@@ -43,6 +46,9 @@ pub(crate) const MIN_SAMPLES: usize = 16;
 pub(crate) const FLOOR: Duration = Duration::from_millis(50);
 /// The automatic delay is at least this many times the median time to the head.
 pub(crate) const MEDIAN_FACTOR: f64 = 1.5;
+/// How long a request whose duplicate found no token in the budget (or no room in the
+/// endpoint's window) waits before asking again.
+pub(crate) const AGAIN_BUDGET: Duration = Duration::from_millis(10);
 /// The most duplicates of one attempt.
 pub(crate) const MAX_HEDGES: u32 = 2;
 /// The most tokens the budget's bucket holds: duplicates that may go out in a row.
@@ -112,6 +118,20 @@ pub(crate) enum Refusal {
     Throttling,
     /// Some of the endpoint's recent answers failed.
     Failing,
+    /// The endpoint's window has no room (its requests in flight are as many as it allows).
+    Window,
+}
+
+impl Refusal {
+    /// How long a request whose duplicate was refused for this reason waits before asking
+    /// again; `None`: it never asks again (hedging is off).
+    pub(crate) fn again(self) -> Option<Duration> {
+        match self {
+            Refusal::Disabled => None,
+            Refusal::Budget | Refusal::Window => Some(AGAIN_BUDGET),
+            Refusal::Throttling | Refusal::Failing => Some(FLOOR),
+        }
+    }
 }
 
 /// The hedging state of one endpoint.
@@ -339,6 +359,17 @@ mod tests {
             .take_while(|_| h.poll_hedge(&p, false) == Verdict::Send)
             .count();
         assert_eq!(burst as u64, BURST);
+    }
+
+    #[test]
+    fn a_refused_duplicate_asks_again_soon_for_a_token_later_for_health_and_never_when_off() {
+        // A token or room comes back within a few requests; an endpoint's health takes longer.
+        assert_eq!(Refusal::Budget.again(), Some(AGAIN_BUDGET));
+        assert_eq!(Refusal::Window.again(), Some(AGAIN_BUDGET));
+        assert_eq!(Refusal::Throttling.again(), Some(FLOOR));
+        assert_eq!(Refusal::Failing.again(), Some(FLOOR));
+        assert_eq!(Refusal::Disabled.again(), None);
+        assert!(AGAIN_BUDGET < FLOOR);
     }
 
     #[test]

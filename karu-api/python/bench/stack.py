@@ -244,7 +244,14 @@ def measure(mock, methods, runs, sizes):
     return figures
 
 
-def report(title, figures, requested, merging_pays=False):
+# The rules of `bench all` (xtask/bench/README.md): a peer fetching more than this many times
+# the bytes asked breaks the specification's amplification guard, and a miss against it is
+# exempt; Karu within 3 % of a peer ahead of it ties.
+GUARD = 16.0
+TIE = 0.97
+
+
+def report(title, figures, requested):
     print(f"  {title}")
     header = ("method", "cold ms", "steady ms (each)", "steady median", "requests", "fetched MiB", "fetched / requested")
     rows = []
@@ -267,13 +274,27 @@ def report(title, figures, requested, merging_pays=False):
         print("    " + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)))
     names = list(figures)
     karu_steady = statistics.median(w for w, _, _ in figures[names[0]][1:])
+    karu_requests = figures[names[0]][-1][1]
     for peer in names[1:]:
         if peer.startswith("karu"):
             continue
-        ratio = statistics.median(w for w, _, _ in figures[peer][1:]) / karu_steady
-        need = 2.0 if merging_pays else 1.0
-        verdict = "met" if ratio >= need or (not merging_pays and ratio >= 0.97) else "MISSED"
-        goal = ">= 2x faster than" if merging_pays else "ahead of (a 3% tie counts)"
+        runs = figures[peer]
+        ratio = statistics.median(w for w, _, _ in runs[1:]) / karu_steady
+        peer_requests, peer_covered = runs[-1][1], runs[-1][2]
+        amplification = peer_covered / requested
+        # Merging pays where Karu's merging at least halves the peer's requests: then 2x.
+        pays = 2 * karu_requests <= peer_requests
+        if pays:
+            goal = f">= 2x faster than (merging paid: {karu_requests} requests to {peer_requests})"
+            verdict = "met" if ratio >= 2.0 else "MISSED"
+        else:
+            goal = "ahead of (a 3% tie counts)"
+            verdict = "met" if ratio >= 1.0 else "tie" if ratio >= TIE else "MISSED"
+        if verdict == "MISSED" and amplification > GUARD:
+            verdict = (
+                f"exempt: {peer} fetched {amplification:.1f}x the bytes asked "
+                "(the specification's 16x amplification guard)"
+            )
         print(f"    target ({title.split(':')[0]}): Karu {goal} {peer}: {verdict} ({ratio:.2f}x, steady median)")
 
 
@@ -315,7 +336,6 @@ def main() -> int:
             "zarr sharded, one get_partial_values per shard (300 chunk ranges, 4 shards at once)",
             measure(mock, methods, args.runs, sizes),
             requested,
-            merging_pays=True,
         )
         url = f"{base}/t.parquet"
         for link in (False, True):
@@ -329,7 +349,7 @@ def main() -> int:
                 (f"parquet column{where}, fsspec.parquet.open_parquet_file (Dask's path)", True),
             ):
                 methods = [ParquetRead(name, make, url, column, via) for name, make in FILESYSTEMS]
-                report(title, measure(mock, methods, args.runs, sizes), column.nbytes, merging_pays=via)
+                report(title, measure(mock, methods, args.runs, sizes), column.nbytes)
     finally:
         mock.stop()
     return 0

@@ -6,9 +6,11 @@
 //! endpoint's window and a token of its budget ([`Endpoint::try_admit_hedge`]), prepares the
 //! request afresh through the backend (signed again) and sends it on another connection
 //! ([`Route::Fresh`]); a second duplicate may follow when the first has waited as long
-//! ([`MAX_HEDGES`]). The first answer whose head passes the checks wins: every other request is
-//! dropped (cancelled) before a byte of the winner's body lands, and only the winner's body
-//! is received, so a destination is written by one answer only. A failure that trying again
+//! ([`MAX_HEDGES`]); a duplicate the endpoint refused (no token, no room, throttling) is
+//! asked for again a little later while the request waits. The first answer whose head passes
+//! the checks wins: every other request is dropped (cancelled) before a byte of the winner's
+//! body lands, and only the winner's body is received, so a destination is written by one
+//! answer only. A failure that trying again
 //! could fix (a broken connection, a `5xx`) leaves the others racing; any other failure (a
 //! refused answer, another version of the object, a missing object) ends the attempt, as it
 //! would without duplicates. Everything stays inside the exchange's deadline.
@@ -235,8 +237,14 @@ impl<'x, 'e> Race<'x, 'e> {
                 Event::Permits(None) => due = None,
                 Event::Permits(Some(held)) => {
                     due = None;
-                    let Some(admission) = endpoint.try_admit_hedge(&policy) else {
-                        continue;
+                    let admission = match endpoint.try_admit_hedge(&policy) {
+                        Ok(admission) => admission,
+                        Err(refusal) => {
+                            // Asked again while the request waits: a token or room comes
+                            // back within a few requests, an endpoint's health later.
+                            due = refusal.again().map(|again| Instant::now() + again);
+                            continue;
+                        }
                     };
                     let request = match prepare() {
                         Ok(request) => request,

@@ -77,6 +77,8 @@ pub(crate) const KARU_METHODS: [&str; 3] = [
     "Karu ParquetReader",
     "Karu: ParquetObjectReader over KaruStore",
 ];
+/// The label of the Karu method that prefetches the query's column chunks.
+pub(crate) const PREFETCH: &str = KARU_METHODS[0];
 /// The label of object_store's HTTP store, the peer of the target.
 pub(crate) const HTTP_STORE: &str = "object_store HttpStore (ParquetObjectReader)";
 

@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use tokio::sync::Notify;
 
-use crate::hedge::{HedgePolicy, Hedger, Verdict, Wait};
+use crate::hedge::{HedgePolicy, Hedger, Refusal, Verdict, Wait};
 use crate::http::landing::Landing;
 use crate::plan::price::Measured;
 use crate::sdk::Error;
@@ -213,21 +213,24 @@ impl Endpoint {
     }
 
     /// Room for a duplicate now, if the window has it and the hedging policy allows one (its
-    /// budget, no throttling, no recent failure): the duplicate's token is taken.
-    pub(crate) fn try_admit_hedge(self: &Arc<Self>, hedging: &HedgePolicy) -> Option<Admission> {
+    /// budget, no throttling, no recent failure): the duplicate's token is taken. Refused: why.
+    pub(crate) fn try_admit_hedge(
+        self: &Arc<Self>,
+        hedging: &HedgePolicy,
+    ) -> Result<Admission, Refusal> {
         {
             let mut state = self.state.lock();
             if self.adaptive && state.in_flight >= state.window.allowed() {
-                return None;
+                return Err(Refusal::Window);
             }
             let throttling = state.window.is_cut();
             if let Verdict::Refused(why) = state.hedger.poll_hedge(hedging, throttling) {
                 tracing::trace!(target: "karu::http", ?why, "no duplicate");
-                return None;
+                return Err(why);
             }
             state.in_flight += 1;
         }
-        Some(Admission {
+        Ok(Admission {
             endpoint: Some(Arc::clone(self)),
             sent: Instant::now(),
         })
