@@ -31,7 +31,7 @@ const SIZE: u64 = 1 << 30;
 const USAGE: &str = "usage: cargo xtask bench python [--runs N] [--seed S] [--latency-ms MS]";
 
 pub(crate) fn run(args: &[String]) -> Result<(), String> {
-    let mut runs = 3usize;
+    let mut runs = 5usize;
     let mut seed = 42u64;
     let mut latency_ms = 20u64;
     let mut args = args.iter();

@@ -149,7 +149,7 @@ def main() -> int:
     parser.add_argument("--offsets", required=True)
     parser.add_argument("--length", type=int, required=True)
     parser.add_argument("--size", type=int, required=True)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--latency-ms", type=int, default=20)
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()

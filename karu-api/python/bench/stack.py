@@ -301,7 +301,7 @@ def report(title, figures, requested):
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--testkit", required=True)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--latency-ms", type=int, default=20)
     args = parser.parse_args()
 
