@@ -10,10 +10,10 @@
 //! asked for again a little later while the request waits. The first answer whose head passes
 //! the checks wins: every other request is dropped (cancelled) before a byte of the winner's
 //! body lands, and only the winner's body is received, so a destination is written by one
-//! answer only. A failure that trying again
-//! could fix (a broken connection, a `5xx`) leaves the others racing; any other failure (a
-//! refused answer, another version of the object, a missing object) ends the attempt, as it
-//! would without duplicates. Everything stays inside the exchange's deadline.
+//! answer only. A failure that trying again could fix (a broken connection, a `5xx`) leaves
+//! the others racing; any other failure (a refused answer, another version of the object, a
+//! missing object) ends the attempt, as it would without duplicates. Everything stays inside
+//! the exchange's deadline.
 
 use std::future::Future;
 use std::pin::{Pin, pin};
