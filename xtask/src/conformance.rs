@@ -205,15 +205,7 @@ fn reports(args: Conformance) -> Result<Vec<Report>, String> {
         reports.push(run_one(&S3MockTarget::start(), &options));
         if args.real {
             let weed = SeaweedFs::start().map_err(|e| format!("cannot start SeaweedFS: {e}"))?;
-            let target = S3Target::new(
-                "seaweedfs",
-                Some(weed.endpoint()),
-                weed.region(),
-                weed.access_key_id(),
-                weed.secret_access_key(),
-                "karu-conformance",
-            );
-            target.ensure_bucket()?;
+            let target = S3Target::on_seaweedfs(&weed, "karu-conformance")?;
             reports.push(run_one(&target, &options));
         }
     }

@@ -60,15 +60,7 @@ fn seaweedfs_serves_parquet_to_both_readers() {
         seaweedfs::install_hint()
     );
     let weed = SeaweedFs::start().expect("SeaweedFS starts");
-    let target = S3Target::new(
-        "seaweedfs",
-        Some(weed.endpoint()),
-        weed.region(),
-        weed.access_key_id(),
-        weed.secret_access_key(),
-        "karu-object-store",
-    );
-    target.ensure_bucket().expect("the bucket is created");
+    let target = S3Target::on_seaweedfs(&weed, "karu-object-store").expect("the bucket is created");
     let file = parquet_file();
     target.put(NAME, &file).unwrap();
     let client = target.builder().build().unwrap();

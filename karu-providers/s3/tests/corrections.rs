@@ -16,8 +16,8 @@ use karu_testkit::{
     SignatureFailureKind,
 };
 use support::{
-    AwsEnv, BUCKET, assert_no_rejections, build, describe, discovering, explicit, key_ids, locate,
-    regions, statuses,
+    AwsEnv, BUCKET, accepted_fakes, assert_no_rejections, build, describe, discovering, explicit,
+    key_ids, locate, regions, statuses,
 };
 
 const MIB: u64 = 1 << 20;
@@ -213,15 +213,8 @@ fn a_second_wrong_region_answer_for_the_same_read_fails_it() {
 fn container_setup() -> (S3Mock, CredentialFakes, AwsEnv, MockCredentials) {
     let s3 = S3Mock::start();
     s3.insert_virtual(BUCKET, "a.bin", MIB);
-    let fakes = CredentialFakes::start();
-    let (first, _) = fakes.issued();
-    s3.add_credentials(first.clone());
-    let env = AwsEnv::new()
-        .set(
-            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-            fakes.container_full_uri(),
-        )
-        .set("AWS_CONTAINER_AUTHORIZATION_TOKEN", fakes.container_token());
+    let (fakes, first) = accepted_fakes(&s3);
+    let env = AwsEnv::new().container(&fakes, &fakes.container_token());
     (s3, fakes, env, first)
 }
 

@@ -13,7 +13,8 @@ use karu::{CallbackCredential, CanonicalPath, Clock, Credential, Read, Status};
 use karu_testkit::reads::{assert_failed, assert_ok, drain, read_one};
 use karu_testkit::{CredentialFakes, MockCredentials, S3Mock};
 use support::{
-    AwsEnv, BUCKET, assert_no_rejections, build, describe, discovering, key_ids, locate,
+    AwsEnv, BUCKET, accepted_fakes, assert_no_rejections, build, describe, discovering, key_ids,
+    locate,
 };
 
 const KIB: u64 = 1 << 10;
@@ -27,16 +28,6 @@ fn mock(buckets: &[&str], n: usize) -> S3Mock {
         }
     }
     s3
-}
-
-/// The container endpoint of `fakes` in a loopback-only environment.
-fn container_env(fakes: &CredentialFakes, token: &str) -> AwsEnv {
-    AwsEnv::new()
-        .set(
-            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-            fakes.container_full_uri(),
-        )
-        .set("AWS_CONTAINER_AUTHORIZATION_TOKEN", token)
 }
 
 /// One read of `o{i}.bin` in each `(bucket, i)` as one batch; checks every completion.
@@ -54,11 +45,10 @@ fn read_objects(client: &karu::Client, objects: &[(&str, usize)]) {
 #[test]
 fn sixty_four_concurrent_cold_reads_share_one_lookup() {
     let s3 = mock(&[BUCKET], 64);
-    let fakes = CredentialFakes::start();
-    s3.add_credentials(fakes.issued().0);
+    let (fakes, _) = accepted_fakes(&s3);
     // A slow endpoint, so that every credential worker is waiting on the one lookup.
     fakes.server().set_latency(Duration::from_millis(200));
-    let env = container_env(&fakes, &fakes.container_token());
+    let env = AwsEnv::new().container(&fakes, &fakes.container_token());
     let client = build(discovering(&s3, &env));
     let objects: Vec<(&str, usize)> = (0..64).map(|i| (BUCKET, i)).collect();
     read_objects(&client, &objects);
@@ -73,9 +63,8 @@ fn sixty_four_concurrent_cold_reads_share_one_lookup() {
 #[test]
 fn buckets_without_path_rules_share_one_credential() {
     let s3 = mock(&[BUCKET, "second-bucket"], 2);
-    let fakes = CredentialFakes::start();
-    s3.add_credentials(fakes.issued().0);
-    let env = container_env(&fakes, &fakes.container_token());
+    let (fakes, _) = accepted_fakes(&s3);
+    let env = AwsEnv::new().container(&fakes, &fakes.container_token());
     let client = build(discovering(&s3, &env));
     read_objects(&client, &[(BUCKET, 0)]);
     read_objects(
@@ -171,7 +160,7 @@ fn a_credential_is_reused_until_the_final_second_of_its_life_then_refreshed_once
     let now = start.duration_since(UNIX_EPOCH).unwrap();
     let expires = UNIX_EPOCH + Duration::from_secs(now.as_secs() + 3);
     fakes.issue(first.clone(), expires);
-    let env = container_env(&fakes, &fakes.container_token());
+    let env = AwsEnv::new().container(&fakes, &fakes.container_token());
     let clock = Arc::new(SimClock(Mutex::new(start)));
     let client = build(discovering(&s3, &env).clock(clock.clone()));
     let object = locate(&client, BUCKET, "o0.bin");
@@ -218,7 +207,7 @@ fn a_credential_is_reused_until_the_final_second_of_its_life_then_refreshed_once
 fn a_failing_lookup_fails_every_read_with_credentials_and_is_never_cached() {
     let s3 = mock(&[BUCKET], 3);
     let fakes = CredentialFakes::start();
-    let env = container_env(&fakes, "not-the-container-token");
+    let env = AwsEnv::new().container(&fakes, "not-the-container-token");
     let client = build(discovering(&s3, &env));
     let object = locate(&client, BUCKET, "o0.bin");
 
@@ -241,7 +230,7 @@ fn a_failing_lookup_fails_every_read_with_credentials_and_is_never_cached() {
     assert_eq!(stats.failures, stats.lookups, "{stats:?}");
 
     // Once the endpoint accepts the token, the next read succeeds: nothing negative stayed.
-    let env = container_env(&fakes, &fakes.container_token());
+    let env = AwsEnv::new().container(&fakes, &fakes.container_token());
     s3.add_credentials(fakes.issued().0);
     let client = build(discovering(&s3, &env));
     let object = locate(&client, BUCKET, "o0.bin");
@@ -254,7 +243,7 @@ fn concurrent_reads_waiting_on_a_failing_lookup_share_its_failure() {
     let fakes = CredentialFakes::start();
     // Slow, so that all four credential workers wait on the first lookup.
     fakes.server().set_latency(Duration::from_millis(300));
-    let env = container_env(&fakes, "not-the-container-token");
+    let env = AwsEnv::new().container(&fakes, "not-the-container-token");
     let client = build(discovering(&s3, &env));
     let locators: Vec<_> = (0..4)
         .map(|i| locate(&client, BUCKET, &format!("o{i}.bin")))

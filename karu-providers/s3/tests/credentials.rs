@@ -14,8 +14,8 @@ use karu_testkit::{
     CredentialCalls, CredentialFakes, Fault, FaultRule, MockCredentials, S3Mock, pattern,
 };
 use support::{
-    AwsEnv, BUCKET, assert_no_rejections, build, counting_process, describe, discovering, explicit,
-    key_ids, locate, runs,
+    AwsEnv, BUCKET, accepted_fakes, assert_no_rejections, build, counting_process, describe,
+    discovering, explicit, key_ids, locate, runs,
 };
 
 const MIB: u64 = 1 << 20;
@@ -175,12 +175,31 @@ fn s3_credential_process_runs_once_for_many_reads() {
     assert_eq!(client.credential_stats().lookups, 1);
 }
 
-/// The fakes, with what they hand out accepted by the mock.
-fn fakes_for(s3: &S3Mock) -> (CredentialFakes, MockCredentials) {
-    let fakes = CredentialFakes::start();
-    let (issued, _) = fakes.issued();
-    s3.add_credentials(issued.clone());
-    (fakes, issued)
+/// A mock, the credential fakes serving it and a client discovering its credentials in the
+/// environment made for them, after three reads it signed with the key the fakes issued.
+struct Discovered {
+    s3: S3Mock,
+    fakes: CredentialFakes,
+    issued: MockCredentials,
+    client: karu::Client,
+    /// Kept for the client's later lookups (it owns the files it names).
+    _env: AwsEnv,
+}
+
+/// [`Discovered`], in the environment `env` sets up for the fakes.
+fn discovered(env: fn(&CredentialFakes) -> AwsEnv) -> Discovered {
+    let s3 = mock();
+    let (fakes, issued) = accepted_fakes(&s3);
+    let env = env(&fakes);
+    let client = build(discovering(&s3, &env));
+    assert_signed_by(&read_three(&s3, &client), &issued.access_key_id);
+    Discovered {
+        s3,
+        fakes,
+        issued,
+        client,
+        _env: env,
+    }
 }
 
 const ROLE_ARN: &str = "arn:aws:iam::123456789012:role/karu-web-identity";
@@ -200,67 +219,54 @@ fn web_identity_env(fakes: &CredentialFakes) -> AwsEnv {
 
 #[test]
 fn web_identity_assumes_the_role_at_sts_with_the_token_files_contents() {
-    let s3 = mock();
-    let (fakes, issued) = fakes_for(&s3);
-    let env = web_identity_env(&fakes);
-    let client = build(discovering(&s3, &env));
-    assert_signed_by(&read_three(&s3, &client), &issued.access_key_id);
-    let requests = fakes.sts_requests();
+    let d = discovered(web_identity_env);
+    let requests = d.fakes.sts_requests();
     assert_eq!(requests.len(), 1, "{requests:?}");
     assert_eq!(requests[0].web_identity_token, WEB_TOKEN);
     assert_eq!(requests[0].role_arn, ROLE_ARN);
     assert_eq!(requests[0].role_session_name, "karu-test-session");
     assert_eq!(
-        fakes.calls(),
+        d.fakes.calls(),
         CredentialCalls {
             sts_web_identity: 1,
             ..CredentialCalls::default()
         }
     );
-    assert_eq!(client.credential_stats().lookups, 1);
+    assert_eq!(d.client.credential_stats().lookups, 1);
 }
 
 fn container_env(fakes: &CredentialFakes) -> AwsEnv {
-    AwsEnv::new()
-        .set(
-            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-            fakes.container_full_uri(),
-        )
-        .set("AWS_CONTAINER_AUTHORIZATION_TOKEN", fakes.container_token())
+    AwsEnv::new().container(fakes, &fakes.container_token())
 }
 
 #[test]
 fn container_credentials_come_from_the_full_uri_with_the_authorization_token() {
-    let s3 = mock();
-    let (fakes, issued) = fakes_for(&s3);
-    let env = container_env(&fakes);
-    let client = build(discovering(&s3, &env));
-    assert_signed_by(&read_three(&s3, &client), &issued.access_key_id);
-    let log = s3.server().requests();
+    let d = discovered(container_env);
+    let log = d.s3.server().requests();
     assert!(
         log.iter()
-            .all(|r| r.header("x-amz-security-token") == issued.session_token.as_deref())
+            .all(|r| r.header("x-amz-security-token") == d.issued.session_token.as_deref())
     );
     assert_eq!(
-        fakes.calls(),
+        d.fakes.calls(),
         CredentialCalls {
             container: 1,
             ..CredentialCalls::default()
         }
     );
-    let sent = fakes.server().requests();
+    let sent = d.fakes.server().requests();
     assert_eq!(sent.len(), 1);
     assert_eq!(
         sent[0].header("authorization"),
-        Some(fakes.container_token().as_str())
+        Some(d.fakes.container_token().as_str())
     );
-    assert_eq!(client.credential_stats().lookups, 1);
+    assert_eq!(d.client.credential_stats().lookups, 1);
 }
 
 #[test]
 fn a_hung_lookup_ends_at_the_reads_deadline_and_the_next_read_looks_up_again() {
     let s3 = mock();
-    let (fakes, issued) = fakes_for(&s3);
+    let (fakes, issued) = accepted_fakes(&s3);
     let env = container_env(&fakes);
     // The container endpoint never answers its first request (aws-config itself would wait
     // for it for seconds); later requests are answered.
@@ -304,12 +310,8 @@ fn imds_env(fakes: &CredentialFakes) -> AwsEnv {
 
 #[test]
 fn instance_metadata_takes_a_token_then_the_role_then_its_credentials() {
-    let s3 = mock();
-    let (fakes, issued) = fakes_for(&s3);
-    let env = imds_env(&fakes);
-    let client = build(discovering(&s3, &env));
-    assert_signed_by(&read_three(&s3, &client), &issued.access_key_id);
-    let calls = fakes.calls();
+    let d = discovered(imds_env);
+    let calls = d.fakes.calls();
     assert_eq!(
         (
             calls.imds_token,
@@ -321,7 +323,7 @@ fn instance_metadata_takes_a_token_then_the_role_then_its_credentials() {
     );
     assert_eq!((calls.container, calls.sts_web_identity), (0, 0));
     // IMDSv2: the token first, then the role list and the role's credentials, both with it.
-    let log = fakes.server().requests();
+    let log = d.fakes.server().requests();
     let paths: Vec<&str> = log.iter().map(|r| r.path.as_str()).collect();
     assert_eq!(paths.len(), 3, "{paths:?}");
     assert_eq!(
@@ -337,13 +339,13 @@ fn instance_metadata_takes_a_token_then_the_role_then_its_credentials() {
             .iter()
             .all(|r| r.header("x-aws-ec2-metadata-token").is_some())
     );
-    assert_eq!(client.credential_stats().lookups, 1);
+    assert_eq!(d.client.credential_stats().lookups, 1);
 }
 
 #[test]
 fn discovery_follows_the_documented_order() {
     let s3 = mock();
-    let (fakes, issued) = fakes_for(&s3);
+    let (fakes, issued) = accepted_fakes(&s3);
     let profile = MockCredentials::new(
         "AKIDORDERPROFILE0001",
         "order/profile/secret/00000000000000",
@@ -354,11 +356,7 @@ fn discovery_follows_the_documented_order() {
         web_identity_env(&fakes)
             .unset("AWS_EC2_METADATA_DISABLED")
             .set("AWS_EC2_METADATA_SERVICE_ENDPOINT", fakes.imds_endpoint())
-            .set(
-                "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                fakes.container_full_uri(),
-            )
-            .set("AWS_CONTAINER_AUTHORIZATION_TOKEN", fakes.container_token())
+            .container(&fakes, &fakes.container_token())
     };
 
     // A profile with keys comes before all of them: no fake is asked.
@@ -401,7 +399,7 @@ fn discovery_follows_the_documented_order() {
 #[test]
 fn without_discovery_and_without_keys_every_read_fails_with_credentials_and_nothing_is_asked() {
     let s3 = mock();
-    let (fakes, _) = fakes_for(&s3);
+    let (fakes, _) = accepted_fakes(&s3);
     let from_env = env_keys();
     s3.add_credentials(from_env.clone());
     // Sources that discovery would find, all ignored.

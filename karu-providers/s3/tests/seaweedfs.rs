@@ -29,16 +29,7 @@ fn start() -> SeaweedFs {
 
 /// The conformance target for `weed`, its bucket created.
 fn target(weed: &SeaweedFs) -> S3Target {
-    let target = S3Target::new(
-        "seaweedfs",
-        Some(weed.endpoint()),
-        weed.region(),
-        weed.access_key_id(),
-        weed.secret_access_key(),
-        "karu-conformance",
-    );
-    target.ensure_bucket().expect("the bucket is created");
-    target
+    S3Target::on_seaweedfs(weed, "karu-conformance").expect("the bucket is created")
 }
 
 #[test]

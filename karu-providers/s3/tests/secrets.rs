@@ -15,10 +15,10 @@ use std::time::{Duration, SystemTime};
 
 use karu::Status;
 use karu_testkit::reads::{assert_failed, assert_ok, read_one};
-use karu_testkit::{CredentialFakes, Fault, FaultRule, MockCredentials, MockServer, S3Mock};
+use karu_testkit::{Fault, FaultRule, MockCredentials, MockServer, S3Mock};
 use support::{
-    AwsEnv, BUCKET, assert_free_of, build, describe, discovering, explicit, locate, statuses,
-    with_keys,
+    AwsEnv, BUCKET, accepted_fakes, assert_free_of, build, describe, discovering, explicit, locate,
+    statuses, with_keys,
 };
 
 const MIB: u64 = 1 << 20;
@@ -164,15 +164,8 @@ fn discovery_and_an_expired_token_log_no_secret() {
     let log = capture();
     let s3 = S3Mock::start();
     s3.insert_virtual(BUCKET, "a.bin", MIB);
-    let fakes = CredentialFakes::start();
-    let (first, _) = fakes.issued();
-    s3.add_credentials(first.clone());
-    let env = AwsEnv::new()
-        .set(
-            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-            fakes.container_full_uri(),
-        )
-        .set("AWS_CONTAINER_AUTHORIZATION_TOKEN", fakes.container_token());
+    let (fakes, first) = accepted_fakes(&s3);
+    let env = AwsEnv::new().container(&fakes, &fakes.container_token());
     let client = build(discovering(&s3, &env));
     let object = locate(&client, BUCKET, "a.bin");
     assert_ok(&read_one(&client, &object, 0, 10), 0, 10);

@@ -267,18 +267,13 @@ fn seaweedfs() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let target = S3Target::new(
-        "seaweedfs",
-        Some(weed.endpoint()),
-        weed.region(),
-        weed.access_key_id(),
-        weed.secret_access_key(),
-        "karu-python",
-    );
-    if let Err(e) = target.ensure_bucket() {
-        eprintln!("karu-testkit: {e}");
-        return std::process::ExitCode::FAILURE;
-    }
+    let target = match S3Target::on_seaweedfs(&weed, "karu-python") {
+        Ok(target) => target,
+        Err(e) => {
+            eprintln!("karu-testkit: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let hello = serde_json::json!({
         "endpoint": weed.endpoint(),
         "region": weed.region(),

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use karu::{Client, ClientBuilder, Locator};
 use karu_testkit::reads::quick;
-use karu_testkit::{MockCredentials, RequestRecord, S3Mock};
+use karu_testkit::{CredentialFakes, MockCredentials, RequestRecord, S3Mock};
 
 /// The bucket most tests read from.
 pub(crate) const BUCKET: &str = "karu-bucket";
@@ -52,6 +52,16 @@ impl AwsEnv {
             ("AWS_EC2_METADATA_DISABLED".to_string(), "true".to_string()),
         ];
         AwsEnv { home, vars }
+    }
+
+    /// The container credential endpoint of `fakes`, asked with the authorization `token`
+    /// (the fakes' own is [`CredentialFakes::container_token`]).
+    pub(crate) fn container(self, fakes: &CredentialFakes, token: &str) -> Self {
+        self.set(
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            fakes.container_full_uri(),
+        )
+        .set("AWS_CONTAINER_AUTHORIZATION_TOKEN", token)
     }
 
     /// Set (or replace) a variable.
@@ -94,6 +104,14 @@ impl AwsEnv {
     pub(crate) fn vars(&self) -> Vec<(String, String)> {
         self.vars.clone()
     }
+}
+
+/// Credential fakes started for `s3`, the first credentials they hand out accepted by it.
+pub(crate) fn accepted_fakes(s3: &S3Mock) -> (CredentialFakes, MockCredentials) {
+    let fakes = CredentialFakes::start();
+    let (issued, _) = fakes.issued();
+    s3.add_credentials(issued.clone());
+    (fakes, issued)
 }
 
 /// A builder that reads no config file, sees exactly `env`, and waits briefly between

@@ -8,6 +8,7 @@ use super::{dead_port, isolated_builder, upload};
 use crate::conformance::{MockControl, Target};
 use crate::http::MockServer;
 use crate::s3::{S3Mock, object_path};
+use crate::seaweedfs::SeaweedFs;
 
 /// The bucket the S3 targets use.
 const BUCKET: &str = "karu-conformance";
@@ -135,6 +136,23 @@ impl S3Target {
             bucket: bucket.into(),
             prefix: format!("karu-conformance-{}", std::process::id()),
         }
+    }
+
+    /// A target for `bucket` on a running SeaweedFS, named `seaweedfs`, the bucket created.
+    ///
+    /// # Errors
+    /// If the bucket cannot be created.
+    pub fn on_seaweedfs(weed: &SeaweedFs, bucket: impl Into<String>) -> Result<Self, String> {
+        let target = S3Target::new(
+            "seaweedfs",
+            Some(weed.endpoint()),
+            weed.region(),
+            weed.access_key_id(),
+            weed.secret_access_key(),
+            bucket,
+        );
+        target.ensure_bucket()?;
+        Ok(target)
     }
 
     fn object_url(&self, key: &str) -> String {
