@@ -95,8 +95,13 @@ impl<'x, 'e> Race<'x, 'e> {
         let sent = admission.sent();
         let mut original = pin!(Some(self.exchange.head(request, self.expect, Route::Any)));
         // Most answers come before a duplicate is due: a timer is all they cost.
-        let mut due = due_at(self.endpoint, &self.policy, sent, Instant::now());
-        while let Some(at) = due {
+        loop {
+            let at = match next_due(self.endpoint, &self.policy, sent, Instant::now()) {
+                // Due: the race, boxed (rare, and its state is large).
+                Due::Now => return Box::pin(self.race(original, admission)).await,
+                Due::At(at) => at,
+                Due::Never => break,
+            };
             let Some(head) = original.as_mut().as_pin_mut() else {
                 break;
             };
@@ -105,16 +110,6 @@ impl<'x, 'e> Race<'x, 'e> {
                 result = head => return (result, admission),
                 () = sleep_until(at.into()) => {}
             }
-            let now = Instant::now();
-            due = match self.endpoint.hedge_wait(&self.policy) {
-                Wait::For(wait) if now >= sent + wait => {
-                    // Due: the race, boxed (rare, and its state is large).
-                    return Box::pin(self.race(original, admission)).await;
-                }
-                Wait::For(wait) => Some(sent + wait),
-                Wait::Unknown(again) => Some(now + again),
-                Wait::Never => None,
-            };
         }
         match original.as_mut().as_pin_mut() {
             Some(head) => (head.await, admission),
@@ -147,7 +142,6 @@ impl<'x, 'e> Race<'x, 'e> {
         let mut permits: Option<Pin<Box<dyn Future<Output = Option<Permits>> + Send + 'x>>> =
             Some(Box::pin(ctx.permits()));
         let mut due: Option<Instant> = None;
-        let mut duplicates = 0u32;
         let mut failed: Option<(usize, Failure)> = None;
         loop {
             let event = tokio::select! {
@@ -222,18 +216,14 @@ impl<'x, 'e> Race<'x, 'e> {
                     admissions.clear();
                     return (Err(failure), admission.unwrap_or_else(Admission::detached));
                 }
-                Event::Due => {
-                    let now = Instant::now();
-                    match endpoint.hedge_wait(&policy) {
-                        Wait::Never => due = None,
-                        Wait::Unknown(again) => due = Some(now + again),
-                        Wait::For(wait) if now < last_sent + wait => due = Some(last_sent + wait),
-                        Wait::For(_) => {
-                            due = None;
-                            permits = Some(Box::pin(ctx.permits()));
-                        }
+                Event::Due => match next_due(endpoint, &policy, last_sent, Instant::now()) {
+                    Due::Now => {
+                        due = None;
+                        permits = Some(Box::pin(ctx.permits()));
                     }
-                }
+                    Due::At(at) => due = Some(at),
+                    Due::Never => due = None,
+                },
                 Event::Permits(None) => due = None,
                 Event::Permits(Some(held)) => {
                     due = None;
@@ -253,7 +243,6 @@ impl<'x, 'e> Race<'x, 'e> {
                             continue;
                         }
                     };
-                    duplicates += 1;
                     last_sent = admission.sent();
                     let i = admissions.len();
                     admissions.push(Some(admission));
@@ -265,8 +254,10 @@ impl<'x, 'e> Race<'x, 'e> {
                         let _held = held;
                         (i, exchange.head(request, expect, Route::Fresh).await)
                     }));
-                    if duplicates < MAX_HEDGES {
-                        due = due_at(endpoint, &policy, last_sent, Instant::now());
+                    // The original's admission and one per duplicate sent.
+                    if admissions.len() <= MAX_HEDGES as usize {
+                        let now = Instant::now();
+                        due = next_due(endpoint, &policy, last_sent, now).timer(now);
                     }
                 }
             }
@@ -283,17 +274,34 @@ fn lost() -> Failure {
     )
 }
 
-/// When the next duplicate of a request sent at `sent` is due, asked at `now`; `None`: never.
-fn due_at(
-    endpoint: &Endpoint,
-    policy: &HedgePolicy,
-    sent: Instant,
-    now: Instant,
-) -> Option<Instant> {
+/// When the next duplicate of a request sent at `sent` is due.
+enum Due {
+    /// Now (asked at or after the time).
+    Now,
+    /// At this instant (or, while the delay is unknown, when to ask again).
+    At(Instant),
+    /// Never: hedging is off.
+    Never,
+}
+
+impl Due {
+    /// When a timer for it fires, set at `now`; `None`: no timer.
+    fn timer(self, now: Instant) -> Option<Instant> {
+        match self {
+            Due::Now => Some(now),
+            Due::At(at) => Some(at),
+            Due::Never => None,
+        }
+    }
+}
+
+/// When the next duplicate of a request sent at `sent` is due, asked at `now`.
+fn next_due(endpoint: &Endpoint, policy: &HedgePolicy, sent: Instant, now: Instant) -> Due {
     match endpoint.hedge_wait(policy) {
-        Wait::For(wait) => Some(sent + wait),
-        Wait::Unknown(again) => Some(now + again),
-        Wait::Never => None,
+        Wait::For(wait) if now >= sent + wait => Due::Now,
+        Wait::For(wait) => Due::At(sent + wait),
+        Wait::Unknown(again) => Due::At(now + again),
+        Wait::Never => Due::Never,
     }
 }
 
