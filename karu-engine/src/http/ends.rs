@@ -8,6 +8,7 @@ use karu_config::Settings;
 
 use crate::credentials::Authority;
 use crate::http::LoopCtx;
+use crate::http::exchange::LastModified;
 use crate::http::fetch::{Fetch, Fetched};
 use crate::http::landing::{Dest, Landing, Scatter};
 use crate::sdk::{Credential, Error, Evidence, Locator, RangeSpec, Status};
@@ -68,7 +69,7 @@ pub(crate) async fn read_ends(
         return Ok(RemoteEnds {
             size: len,
             etag,
-            last_modified: hf.last_modified,
+            last_modified: hf.last_modified.time(),
             head,
             tail,
         });
@@ -153,7 +154,7 @@ pub(crate) async fn read_ends(
     Ok(RemoteEnds {
         size: visible,
         etag,
-        last_modified: hf.last_modified,
+        last_modified: hf.last_modified.time(),
         head,
         tail,
     })
@@ -234,7 +235,7 @@ impl Probe<'_> {
                 ends_early: false,
                 etag: None,
                 total: None,
-                last_modified: None,
+                last_modified: LastModified::default(),
             });
         }
         let dst = Dest::Vec { buf, limit: length };

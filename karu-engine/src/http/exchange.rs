@@ -68,8 +68,32 @@ pub(crate) struct Success {
     pub(crate) delivered: Delivered,
     pub(crate) etag: Option<String>,
     pub(crate) total: Option<u64>,
-    /// The answer's `Last-Modified`, when it sent a valid one.
-    pub(crate) last_modified: Option<SystemTime>,
+    /// The answer's `Last-Modified`, as sent.
+    pub(crate) last_modified: LastModified,
+}
+
+/// An answer's `Last-Modified` as it was sent, read only where it is reported (a stat, the
+/// ends of an object): parsing the date cost more than the rest of an answer's checks, on
+/// every answer, and reads never report it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LastModified(Option<HeaderValue>);
+
+impl LastModified {
+    /// The header in `headers`, if there is one.
+    fn of(headers: &HeaderMap) -> Self {
+        LastModified(headers.get(LAST_MODIFIED).cloned())
+    }
+
+    /// When the object was last modified, if the header held a valid HTTP date.
+    pub(crate) fn time(&self) -> Option<SystemTime> {
+        let text = self.0.as_ref()?.to_str().ok()?;
+        httpdate::parse_http_date(text).ok()
+    }
+
+    /// This one if it was sent, else `other`.
+    pub(crate) fn or(self, other: LastModified) -> LastModified {
+        if self.0.is_some() { self } else { other }
+    }
 }
 
 /// A failed exchange, with what the retry policy and resume need.
@@ -423,7 +447,7 @@ impl<'a> Exchange<'a> {
             etag: text(ETAG),
             transformed: self.backend.transformed(headers),
         };
-        let last_modified = text(LAST_MODIFIED).and_then(|v| httpdate::parse_http_date(v).ok());
+        let last_modified = LastModified::of(headers);
         let verdict = check::check_head(expect, &head);
         if let Some(failure) = self.keep_to_one_version(&verdict, status) {
             answer.abandon();
@@ -517,7 +541,7 @@ impl<'a> Exchange<'a> {
             delivered,
             etag: receipt.etag,
             total: receipt.total,
-            last_modified: None,
+            last_modified: LastModified::default(),
         })
     }
 
@@ -828,8 +852,8 @@ enum Answered {
     Body {
         answer: Answer,
         receipt: Receipt,
-        /// The answer's `Last-Modified`, when it sent a valid one.
-        last_modified: Option<SystemTime>,
+        /// The answer's `Last-Modified`, as sent.
+        last_modified: LastModified,
     },
     /// Nothing: the answer said where the object ends (a 416), and its body was read.
     Done(Success),

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use karu_config::Settings;
 use tracing::Instrument;
@@ -14,7 +14,7 @@ use crate::check::{Expectation, is_single_strong};
 use crate::credentials::Authority;
 use crate::hedge::HedgePolicy;
 use crate::http::endpoint::Timed;
-use crate::http::exchange::{Exchange, Failure, Limits, Success};
+use crate::http::exchange::{Exchange, Failure, LastModified, Limits, Success};
 use crate::http::hedging::{Race, outcome_of};
 use crate::http::landing::Landing;
 use crate::http::redirects::Reuse;
@@ -43,8 +43,8 @@ pub(crate) struct Fetched {
     pub(crate) etag: Option<String>,
     /// The object's size, when a response stated it.
     pub(crate) total: Option<u64>,
-    /// The answer's `Last-Modified`, when it sent a valid one.
-    pub(crate) last_modified: Option<SystemTime>,
+    /// The answer's `Last-Modified`, as sent.
+    pub(crate) last_modified: LastModified,
 }
 
 /// One logical read of a range into a destination.
@@ -490,7 +490,7 @@ mod tests {
             },
             etag: None,
             total,
-            last_modified: None,
+            last_modified: LastModified::default(),
         }
     }
 

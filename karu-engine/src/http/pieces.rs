@@ -31,6 +31,7 @@ use std::sync::Arc;
 
 use crate::batch::versions::VersionPins;
 use crate::check::is_single_strong;
+use crate::http::exchange::LastModified;
 use crate::http::fetch::{Fetch, Fetched, agrees_with_size};
 use crate::http::landing::Landing;
 use crate::http::{Held, LoopCtx, Permits};
@@ -170,7 +171,10 @@ pub(crate) fn join(
         ends_early: ended,
         etag: etag.map(str::to_string),
         total,
-        last_modified: fetched.iter().find_map(|f| f.last_modified),
+        last_modified: fetched
+            .iter()
+            .map(|f| f.last_modified.clone())
+            .fold(LastModified::default(), LastModified::or),
     }))
 }
 
@@ -284,7 +288,7 @@ fn past_the_end(head: &Fetched) -> Fetched {
         ends_early: true,
         etag: None,
         total: head.total,
-        last_modified: head.last_modified,
+        last_modified: head.last_modified.clone(),
     }
 }
 
@@ -403,7 +407,7 @@ mod tests {
             ends_early: false,
             etag: etag.map(str::to_string),
             total,
-            last_modified: None,
+            last_modified: LastModified::default(),
         }
     }
 
@@ -441,7 +445,7 @@ mod tests {
                 ends_early: true,
                 etag: Some("\"a\"".into()),
                 total: Some(125),
-                last_modified: None,
+                last_modified: LastModified::default(),
             })
         );
     }

@@ -278,7 +278,7 @@ impl Remote {
             Ok(Stated {
                 size,
                 etag: fetched.etag,
-                last_modified: fetched.last_modified,
+                last_modified: fetched.last_modified.time(),
             })
         })
     }
