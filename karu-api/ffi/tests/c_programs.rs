@@ -85,15 +85,22 @@ fn many_threads_drain_one_batch_from_c() {
     let program = compile(Lang::C, &["tests/c/threads.c"]);
     let output = program.run(&[file.to_str().unwrap(), &server.url("/object")]);
     assert_success(&output);
-    // One request per planned remote transfer: none lost, none repeated.
+    // One request per planned remote transfer, none lost, none repeated but by a duplicate
+    // hedging sent (a loaded machine can keep a request waiting past the automatic delay; a
+    // duplicate cancelled just as its original was answered may never reach the server).
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let transfers: usize = stdout
+    let (transfers, hedges): (usize, usize) = stdout
         .trim()
         .strip_prefix("remote_transfers=")
-        .and_then(|n| n.parse().ok())
+        .and_then(|rest| rest.split_once(" hedges="))
+        .and_then(|(t, h)| Some((t.parse().ok()?, h.parse().ok()?)))
         .unwrap_or_else(|| panic!("unexpected output: {stdout}"));
     let requests = server.requests();
-    assert_eq!(requests.len(), transfers);
+    assert!(
+        (transfers..=transfers + hedges).contains(&requests.len()),
+        "{} requests for {transfers} transfers and {hedges} duplicates",
+        requests.len()
+    );
     assert!(requests.iter().all(|r| r.status == 206), "{requests:?}");
     let mut ranges: Vec<_> = requests.iter().map(|r| r.byte_range).collect();
     ranges.sort_unstable();

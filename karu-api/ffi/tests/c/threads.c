@@ -2,7 +2,8 @@
    with exact bytes, whether the read had a caller buffer or a Karu-allocated one.
 
    argv: LOCAL_FILE (1 MiB of pattern) OBJECT_URL (1 MiB of pattern)
-   stdout: "remote_transfers=N", for the driver to compare with the server's request count. */
+   stdout: "remote_transfers=N hedges=H", for the driver to compare with the server's request
+   count (a transfer's request, and any duplicate hedging sent of it). */
 #define _POSIX_C_SOURCE 200809L /* pthread barriers, fork, waitpid */
 
 #include <pthread.h>
@@ -82,11 +83,14 @@ int main(int argc, char **argv) {
     for (int i = 0; i < READS; i++) CHECK(atomic_load(&taken[i]) == 1);
     pthread_barrier_destroy(&start);
 
+    karu_transport_stats transport;
+    CHECK_OK(karu_client_transport_stats(client, &transport));
     CHECK_OK(karu_batch_free(batch));
     free(buffers);
     CHECK_OK(karu_locator_free(local));
     CHECK_OK(karu_locator_free(remote));
     CHECK_OK(karu_client_free(client));
-    printf("remote_transfers=%" PRIu64 "\n", stats.transfers - LOCAL_READS);
+    printf("remote_transfers=%" PRIu64 " hedges=%" PRIu64 "\n", stats.transfers - LOCAL_READS,
+           transport.hedges);
     return 0;
 }
