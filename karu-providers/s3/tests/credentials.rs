@@ -63,10 +63,7 @@ fn explicit_keys_in_the_configuration_beat_keys_in_the_environment() {
     let s3 = mock();
     let from_env = env_keys();
     s3.add_credentials(from_env.clone());
-    let env = AwsEnv::new()
-        .set("AWS_ACCESS_KEY_ID", from_env.access_key_id.clone())
-        .set("AWS_SECRET_ACCESS_KEY", from_env.secret_access_key.clone())
-        .set("AWS_SESSION_TOKEN", from_env.session_token.clone().unwrap());
+    let env = AwsEnv::new().keys(&from_env);
     let client = build(explicit(&s3, &env));
     assert_signed_by(&read_three(&s3, &client), "AKIDEXAMPLE");
     let log = s3.server().requests();
@@ -82,10 +79,7 @@ fn keys_in_the_environment_are_discovered_with_their_session_token() {
     let s3 = mock();
     let from_env = env_keys();
     s3.add_credentials(from_env.clone());
-    let env = AwsEnv::new()
-        .set("AWS_ACCESS_KEY_ID", from_env.access_key_id.clone())
-        .set("AWS_SECRET_ACCESS_KEY", from_env.secret_access_key.clone())
-        .set("AWS_SESSION_TOKEN", from_env.session_token.clone().unwrap());
+    let env = AwsEnv::new().keys(&from_env);
     let client = build(discovering(&s3, &env));
     assert_signed_by(&read_three(&s3, &client), &from_env.access_key_id);
     let log = s3.server().requests();
@@ -406,9 +400,7 @@ fn without_discovery_and_without_keys_every_read_fails_with_credentials_and_noth
     let env = container_env(&fakes)
         .unset("AWS_EC2_METADATA_DISABLED")
         .set("AWS_EC2_METADATA_SERVICE_ENDPOINT", fakes.imds_endpoint())
-        .set("AWS_ACCESS_KEY_ID", from_env.access_key_id.clone())
-        .set("AWS_SECRET_ACCESS_KEY", from_env.secret_access_key.clone())
-        .set("AWS_SESSION_TOKEN", from_env.session_token.clone().unwrap());
+        .keys(&from_env);
     let client = build(discovering(&s3, &env).set("s3.discovery", false));
     let object = locate(&client, BUCKET, "a.bin");
     let done = read_all(&client, &object, &[(0, 10), (MIB / 2, 10)]);

@@ -64,6 +64,18 @@ impl AwsEnv {
         .set("AWS_CONTAINER_AUTHORIZATION_TOKEN", token)
     }
 
+    /// `creds` as keys in the environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, and
+    /// `AWS_SESSION_TOKEN` when they have one).
+    pub(crate) fn keys(self, creds: &MockCredentials) -> Self {
+        let env = self
+            .set("AWS_ACCESS_KEY_ID", creds.access_key_id.clone())
+            .set("AWS_SECRET_ACCESS_KEY", creds.secret_access_key.clone());
+        match &creds.session_token {
+            Some(token) => env.set("AWS_SESSION_TOKEN", token.clone()),
+            None => env,
+        }
+    }
+
     /// Set (or replace) a variable.
     pub(crate) fn set(mut self, name: &str, value: impl Into<String>) -> Self {
         self.vars.retain(|(n, _)| n != name);
