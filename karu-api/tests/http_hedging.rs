@@ -100,6 +100,8 @@ fn a_batch_with_one_slowed_request_delivers_every_read_with_one_duplicate() {
     assert_eq!(twice, [0, 206], "{}", describe(&log));
     let stats = client.transport_stats();
     assert_eq!((stats.hedges, stats.hedges_won), (1, 1));
+    // The batch counts the duplicate of its request too.
+    assert_eq!(batch.stats().hedges, 1);
 }
 
 #[test]
@@ -129,6 +131,11 @@ fn a_slowed_server_gets_no_more_duplicates_than_the_budget() {
     let duplicates = (log.len() - reads.len()) as u64;
     assert!(duplicates <= stats.hedges, "{}", describe(&log));
     assert_eq!(stats.retries, 0);
+    assert_eq!(
+        batch.stats().hedges,
+        stats.hedges,
+        "the batch's duplicates are the client's"
+    );
     // 200 ordinary requests at 5 %: at most 10 duplicates, and the budget was used.
     assert!(
         (1..=10).contains(&stats.hedges),

@@ -665,6 +665,7 @@ fn add_stats(total: &mut BatchStats, batch: &BatchStats) {
     total.requested_bytes += batch.requested_bytes;
     total.fetched_bytes += batch.fetched_bytes;
     total.planned_bytes += batch.planned_bytes;
+    total.hedges += batch.hedges;
 }
 
 /// The reads' timings, in milliseconds from the command's start.

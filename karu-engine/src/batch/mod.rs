@@ -56,6 +56,9 @@ pub struct BatchStats {
     /// Bytes the planned transfers span: what they fetch if every answer is whole and none
     /// is retried (less the gaps of merged requests that came apart as they started).
     pub planned_bytes: u64,
+    /// Duplicates sent so far of the transfers' requests still waiting for their answers
+    /// (`[hedge]`): requests beyond one per attempt. Final once the batch is drained.
+    pub hedges: u64,
 }
 
 /// A submission's completions, arriving as work finishes.
@@ -163,6 +166,7 @@ impl Batch {
         let shared = &self.shared;
         BatchStats {
             fetched_bytes: shared.received.load(Ordering::Relaxed),
+            hedges: shared.hedges.load(Ordering::Relaxed),
             transfers: self.stats.transfers + shared.came_apart.load(Ordering::Relaxed),
             planned_bytes: (self.stats.planned_bytes)
                 .saturating_sub(shared.unplanned.load(Ordering::Relaxed)),
@@ -270,6 +274,8 @@ pub(crate) struct BatchShared {
     queued: Instant,
     /// Bytes its transfers received so far.
     received: AtomicU64,
+    /// Duplicates its transfers' requests were sent so far.
+    hedges: AtomicU64,
     /// Transfers added, and planned bytes no longer fetched, by merged transfers that came
     /// apart as they started (see `http::reprice`).
     came_apart: AtomicUsize,
@@ -408,6 +414,7 @@ impl BatchShared {
             reported_elsewhere: AtomicUsize::new(0),
             queued: Instant::now(),
             received: AtomicU64::new(0),
+            hedges: AtomicU64::new(0),
             came_apart: AtomicUsize::new(0),
             unplanned: AtomicU64::new(0),
         })
@@ -435,6 +442,11 @@ impl BatchShared {
     /// `n` more bytes received by the batch's transfers.
     pub(crate) fn add_received(&self, n: u64) {
         self.received.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// A duplicate of one of the batch's requests was sent.
+    pub(crate) fn add_hedge(&self) {
+        self.hedges.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Stamp the completions of a transfer with what it did (see [`Timing`]).

@@ -59,6 +59,7 @@ impl Engine {
             requested_bytes: saturate(plan.requested_bytes()),
             fetched_bytes: 0,
             planned_bytes: saturate(plan.fetched_bytes()),
+            hedges: 0,
         };
         early.extend(plan.rejected);
 

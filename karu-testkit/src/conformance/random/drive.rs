@@ -20,6 +20,9 @@ pub(super) fn locate_all(ctx: &Ctx<'_>, client: &Client) -> Result<Vec<Locator>,
 pub(super) struct Delivered {
     pub(super) done: Vec<(usize, usize, Completion)>,
     pub(super) buffers: Vec<Vec<u8>>,
+    /// Duplicates of waiting requests the batches sent (`[hedge]`): requests beyond the ones
+    /// their reads need.
+    pub(super) hedges: u64,
 }
 
 /// Submit every batch of `case` before the first is drained, and drain them as the case says
@@ -66,6 +69,8 @@ pub(super) fn run_batches(
         }
         done.extend(completions.into_iter().map(|c| (b, start + c.index(), c)));
     };
+    let hedges = AtomicU64::new(0);
+    let hedges = &hedges;
     let (drained, client, objects) = if case.borrowed {
         let drained = client.scope(|scope| {
             // Each batch's own buffers.
@@ -91,6 +96,7 @@ pub(super) fn run_batches(
                 },
                 case,
                 timer,
+                hedges,
             )
         })?;
         (drained, client, objects)
@@ -107,20 +113,29 @@ pub(super) fn run_batches(
             let batches = (0..ranges.len()).map(|b| submit(b, ())).collect();
             // The batches keep the engine running; the probes and readers use a new client.
             drop(client);
-            let drained = drain(batches, 0, case, timer);
+            let drained = drain(batches, 0, case, timer, hedges);
             let client = ctx.client(settings)?;
             let objects = locate_all(ctx, &client)?;
             (drained?, client, objects)
         } else {
             let inputs = vec![(); ranges.len()];
-            let drained = submit_and_drain(inputs, submit, case, timer)?;
+            let drained = submit_and_drain(inputs, submit, case, timer, hedges)?;
             (drained, client, objects)
         }
     };
     for (b, completions) in drained.into_iter().enumerate() {
         collect(b, completions);
     }
-    Ok((Delivered { done, buffers }, client, objects))
+    let hedges = hedges.load(Ordering::Relaxed);
+    Ok((
+        Delivered {
+            done,
+            buffers,
+            hedges,
+        },
+        client,
+        objects,
+    ))
 }
 
 /// A batch a case drains: an owned one or a scoped one.
@@ -143,19 +158,20 @@ impl Drainable for ScopedBatch<'_> {
 /// Submit a batch per input (`submit` of its index and input) and drain them: every batch
 /// from this thread, submitted before any is drained ([`drain`]), or in a threaded case each
 /// on a thread of its own, all submitting at once. The completions of every batch, or the first
-/// hang (by batch).
+/// hang (by batch). The duplicates the batches sent are added to `hedges`.
 pub(super) fn submit_and_drain<I: Send, B: Drainable + Send>(
     inputs: Vec<I>,
     submit: impl Fn(usize, I) -> B + Sync,
     case: &Case,
     timer: &Timer,
+    hedges: &AtomicU64,
 ) -> Result<Vec<Vec<Completion>>, String> {
     if !case.threaded {
         let batches = inputs
             .into_iter()
             .enumerate()
             .map(|(b, input)| submit(b, input));
-        return drain(batches.collect(), 0, case, timer);
+        return drain(batches.collect(), 0, case, timer, hedges);
     }
     let start = Barrier::new(inputs.len());
     let (start, submit) = (&start, &submit);
@@ -166,7 +182,7 @@ pub(super) fn submit_and_drain<I: Send, B: Drainable + Send>(
             .map(|(b, input)| {
                 s.spawn(move || {
                     start.wait();
-                    drain(vec![submit(b, input)], b, case, timer)
+                    drain(vec![submit(b, input)], b, case, timer, hedges)
                 })
             })
             .collect();
@@ -187,13 +203,20 @@ pub(super) fn submit_and_drain<I: Send, B: Drainable + Send>(
 /// the first among the case's batches); the batch [`Case::abandon`] names is dropped once that
 /// many of its completions are taken. In an asynchronous case the batches are polled together
 /// as `Stream`s on this thread (which never blocks in them), else drained one after another.
-/// `Err` if no completion comes within [`PATIENCE`].
+/// `Err` if no completion comes within [`PATIENCE`]. The duplicates each batch sent are added
+/// to `hedges` as it is drained or dropped.
 pub(super) fn drain<B: Drainable>(
     batches: Vec<B>,
     first: usize,
     case: &Case,
     timer: &Timer,
+    hedges: &AtomicU64,
 ) -> Result<Vec<Vec<Completion>>, String> {
+    let retire = |slot: &mut Option<B>| {
+        if let Some(batch) = slot.take() {
+            hedges.fetch_add(batch.batch().stats().hedges, Ordering::Relaxed);
+        }
+    };
     let mut all: Vec<Vec<Completion>> = batches.iter().map(|_| Vec::new()).collect();
     let mut batches: Vec<Option<B>> = batches.into_iter().map(Some).collect();
     let hang = |batches: &[Option<B>]| {
@@ -207,7 +230,7 @@ pub(super) fn drain<B: Drainable>(
                 let mut progressed = false;
                 for (b, slot) in batches.iter_mut().enumerate() {
                     if case.abandon == Some((first + b, all[b].len())) {
-                        *slot = None;
+                        retire(slot);
                     }
                     let Some(batch) = slot else { continue };
                     match Pin::new(batch).poll_next(cx) {
@@ -215,7 +238,7 @@ pub(super) fn drain<B: Drainable>(
                             all[b].push(c);
                             progressed = true;
                         }
-                        Poll::Ready(None) => *slot = None,
+                        Poll::Ready(None) => retire(slot),
                         Poll::Pending => {}
                     }
                 }
@@ -261,7 +284,7 @@ pub(super) fn drain<B: Drainable>(
                 }
                 None => return Err(hang(std::slice::from_ref(slot))),
             }
-            *slot = None;
+            retire(slot);
         }
     }
     for completions in &mut all {

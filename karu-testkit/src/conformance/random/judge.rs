@@ -85,7 +85,7 @@ pub(super) fn judge(
 /// Judge every read a case's batches delivered (see the module's rules), noting what is wrong
 /// in `wrong`.
 pub(super) fn judge_reads(case: &Case, delivered: &Delivered, wrong: &mut String) {
-    let Delivered { done, buffers } = delivered;
+    let Delivered { done, buffers, .. } = delivered;
     // The versions of the changing object each read of it can be of (all, for a read that
     // delivered nothing), with the read's batch and index.
     let mut seen_versions: Vec<(usize, usize, Vec<Version>)> = Vec::new();
@@ -183,11 +183,13 @@ pub(super) fn judge_reads(case: &Case, delivered: &Delivered, wrong: &mut String
 }
 
 /// On a well-behaved server, whether a case asked for any byte of an object more often than
-/// it may (noted in `wrong`).
+/// it may (noted in `wrong`), beside the `hedges` duplicates its batches sent of requests
+/// still waiting (each asks for its request's bytes once more).
 pub(super) fn judge_requests(
     case: &Case,
     mock: &dyn MockControl,
     log: &[RequestRecord],
+    hedges: u64,
     wrong: &mut String,
 ) {
     // On a well-behaved server no byte is asked for twice, except where merging is off (a
@@ -214,7 +216,8 @@ pub(super) fn judge_requests(
             case.changing_etags[0],
         ));
         for (name, _, etag) in OBJECTS.into_iter().chain(changing) {
-            let most = case.batches * if split && !strong(etag) { 2 } else { 1 };
+            let most = case.batches * if split && !strong(etag) { 2 } else { 1 }
+                + usize::try_from(hedges).unwrap_or(usize::MAX);
             if let Some(why) = requested_too_often(log, &mock.path_of(name), most) {
                 let _ = writeln!(wrong, "{name}: {why}");
             }

@@ -38,7 +38,8 @@
 //!   tell (strong tags) or the server enforces the condition;
 //! - on a well-behaved server, no byte of an object is requested twice (unless merging is off,
 //!   reads require different versions, or the object has no strong ETag and a read of it is
-//!   fetched in parts; not counted on the client cases share).
+//!   fetched in parts; not counted on the client cases share), beyond the duplicates hedging
+//!   sent of requests still waiting (counted by the batches' stats).
 //!
 //! Some cases share one client for the whole run, as a program keeps one: nothing an earlier
 //! case left in it may make a later read wrong or hang. Some submit and drain each batch on a
@@ -189,7 +190,7 @@ fn run_case(
     let log = take_log();
     judge_reads(case, &delivered, &mut wrong);
     if let Some((mock, _)) = mock {
-        judge_requests(case, mock, &log, &mut wrong);
+        judge_requests(case, mock, &log, delivered.hedges, &mut wrong);
     }
     judge_probes(case, &client, &objects, timer, &mut wrong).map_err(|e| hung(e, &log))?;
     for probe in &case.readers {
