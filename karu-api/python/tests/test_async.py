@@ -174,3 +174,26 @@ def test_read_batch_into_async_fills_buffers_in_place_in_one_batch(mock, client)
     assert isinstance(results[4][1], karu.InvalidRange)
     # One batch: the two neighbouring reads share a request.
     assert sorted(r[2] for r in mock.requests()) == [(0, 199), (len(DATA) - 5, len(DATA) + 14)]
+
+
+def test_reads_land_back_to_back_in_one_buffer(mock, client):
+    # (What KaruStore.get_partial_values reads its chunks with.) Each read lands after the
+    # lengths of those before it, a read that fails before the batch included.
+    url = mock.insert("/one.bin", DATA)
+    reads = [(url, 10, 30), (url, -1, 7), (url, 500, 40), ("nope://x", 0, 5), (url, len(DATA) - 4, 12)]
+    buffer = bytearray(b"\xee" * 100)
+    mock.clear()
+    results = asyncio.run(client._read_batch_into_one_async(reads, buffer))
+    assert results[0] == (30, None) and buffer[0:30] == DATA[10:40]
+    assert results[1][0] == 0 and isinstance(results[1][1], karu.InvalidRange)
+    assert buffer[30:37] == b"\xee" * 7, "nothing lands where the failed read would have"
+    assert results[2] == (40, None) and buffer[37:77] == DATA[500:540]
+    assert results[3][0] == 0 and isinstance(results[3][1], karu.KaruError)
+    received, error = results[4]
+    assert received == 4 and isinstance(error, karu.RangeNotSatisfiable)
+    assert buffer[82:86] == DATA[-4:] and buffer[86:] == b"\xee" * 14
+    # A buffer too short for the reads: the reads past its end fail alone, before the batch.
+    results = asyncio.run(client._read_batch_into_one_async([(url, 0, 60), (url, 60, 60)], bytearray(100)))
+    assert results[0] == (60, None) and isinstance(results[1][1], karu.InvalidRange)
+    # One batch for the first call's three valid reads, and one request for the second's.
+    assert sorted(r[2] for r in mock.requests()) == [(0, 59), (10, 539), (len(DATA) - 4, len(DATA) + 7)]

@@ -824,13 +824,40 @@ class Client:
                 continue
             items.append((os.fspath(address), offset, export.size, export.address, if_match))
             pins.append(export.pin)
+        return await self._read_exported_async(items, pins, early)
+
+    async def _read_batch_into_one_async(
+        self, reads: Sequence[Tuple[str, int, int]], buffer
+    ) -> List[Tuple[int, Optional[KaruError]]]:
+        """As :meth:`read_batch_into_async`, the ``(address, offset, length)`` reads landing
+        back to back in one writable, C-contiguous ``buffer`` at least as long as their
+        lengths together: one export for the whole batch (``_Export`` costs microseconds per
+        buffer; ``KaruStore.get_partial_values`` reads hundreds of chunks at once)."""
+        export = _Export(buffer, "read_batch_into_async")
+        items, early, at = [], {}, 0
+        for position, (address, offset, length) in enumerate(reads):
+            # Read i lands after the lengths of the reads before it, failed or not.
+            start, at = at, at + max(0, length)
+            error = _byte_counts(offset=offset, length=length)
+            if error is None and at > export.size:
+                error = InvalidRange(f"invalid_range: the buffer ends before read {position}")
+            if error is not None:
+                early[position] = (0, error)
+                continue
+            items.append((os.fspath(address), offset, length, export.address + start, None))
+        return await self._read_exported_async(items, [export.pin], early)
+
+    async def _read_exported_async(self, items, pins, early):
+        """The reads ``items`` into exported memory (kept exported by ``pins``) as one batch,
+        with the reads that failed before it (``early``, by position), in the order given."""
         positions = [p for p in range(len(items) + len(early)) if p not in early]
         results = []
         if items:
             results = await _awaiting(
                 lambda done: self._native.read_many_into_async(items, pins, done)
             )
-        out: List = [None] * len(positions + list(early))
+        out: List = [None] * len(positions)
+        out += [None] * len(early)
         for position, value in early.items():
             out[position] = value
         for index, received, error in results:

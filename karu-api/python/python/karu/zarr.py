@@ -67,10 +67,12 @@ class _Landing:
         self.direct = issubclass(prototype.buffer, cpu.Buffer)
         self.array = np.empty(length, dtype="B") if self.direct else bytearray(length)
 
-    def buffer(self, received: int) -> Buffer:
+    def buffer(self, received: int, start: int = 0) -> Buffer:
+        """The ``received`` bytes from ``start`` (a view of the array, for a CPU buffer)."""
+        view = self.array[start : start + received]
         if self.direct:
-            return self.prototype.buffer.from_array_like(self.array[:received])
-        return self.prototype.buffer.from_bytes(bytes(self.array[:received]))
+            return self.prototype.buffer.from_array_like(view)
+        return self.prototype.buffer.from_bytes(bytes(view))
 
 
 def _from_bytes(prototype: BufferPrototype, data) -> Buffer:
@@ -228,30 +230,34 @@ class KaruStore(Store):
         missing key."""
         key_ranges = list(key_ranges)
         out: List[Optional[Buffer]] = [None] * len(key_ranges)
-        reads, landings, others = [], {}, []
+        # The bounded ranges land back to back in one array (one allocation and one export
+        # for the batch, not one per range); each value is a view of its part.
+        reads, slots, starts, others = [], [], [], []
+        total = 0
         for slot, (key, byte_range) in enumerate(key_ranges):
             if isinstance(byte_range, RangeByteRequest) and byte_range.end > byte_range.start:
-                landing = _Landing(prototype, byte_range.end - byte_range.start)
-                landings[slot] = landing
-                reads.append((self._address(key), byte_range.start, landing.array, slot))
+                length = byte_range.end - byte_range.start
+                reads.append((self._address(key), byte_range.start, length))
+                slots.append(slot)
+                starts.append(total)
+                total += length
             else:
                 others.append((slot, key, byte_range))
+        landing = _Landing(prototype, total)
 
         async def batch():
             if not reads:
                 return []
-            return await self.client.read_batch_into_async(
-                [(address, start, array) for address, start, array, _ in reads]
-            )
+            return await self.client._read_batch_into_one_async(reads, landing.array)
 
         async def other(slot, key, byte_range):
             out[slot] = await self.get(key, prototype, byte_range)
 
         results, *_ = await asyncio.gather(batch(), *(other(*o) for o in others))
         failure = None
-        for (*_, slot), (received, error) in zip(reads, results):
+        for slot, start, (received, error) in zip(slots, starts, results):
             if error is None or isinstance(error, RangeNotSatisfiable):
-                out[slot] = landings[slot].buffer(received)
+                out[slot] = landing.buffer(received, start)
             elif not isinstance(error, NotFound) and failure is None:
                 failure = error
         if failure is not None:
