@@ -62,6 +62,20 @@ fn shares(concurrency: usize, io_threads: usize) -> Vec<usize> {
         .collect()
 }
 
+/// `future` run as a task of the current (single-threaded) runtime, to its end: what an event
+/// loop's thread blocks on. A task woken on its own thread is queued there; the future a
+/// runtime blocks on is woken through its driver instead (a write to its eventfd, then
+/// `epoll_wait` returns): the loop's future, woken as every few requests end and give back
+/// their permits, cost a pair of system calls each time. A panic goes on from here, as it
+/// would have from the future itself.
+async fn spawned(future: impl Future<Output = ()> + Send + 'static) {
+    if let Err(error) = tokio::spawn(future).await
+        && error.is_panic()
+    {
+        std::panic::resume_unwind(error.into_panic());
+    }
+}
+
 /// What a remote stat learned of an object.
 pub(crate) struct Stated {
     pub(crate) size: u64,
@@ -139,7 +153,7 @@ impl Remote {
                 })?;
             let thread = std::thread::Builder::new()
                 .name(format!("karu-io-{i}"))
-                .spawn(move || runtime.block_on(run_loop(receiver, ctx)))
+                .spawn(move || runtime.block_on(spawned(run_loop(receiver, ctx))))
                 .map_err(|e| {
                     Error::new(Status::Io, format!("cannot start an event loop: {e}"))
                         .with_source(e)
