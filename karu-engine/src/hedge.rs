@@ -55,8 +55,6 @@ pub(crate) const MAX_HEDGES: u32 = 2;
 pub(crate) const BURST: u64 = 16;
 /// The answers whose failures stop hedging.
 pub(crate) const HEALTH_MEMORY: u32 = 16;
-/// New samples after which the quantiles are computed again.
-const RECOMPUTE_EVERY: u32 = 16;
 /// A token, in millionths.
 const TOKEN: u64 = Share::WHOLE as u64;
 
@@ -139,13 +137,14 @@ impl Refusal {
 pub(crate) struct Hedger {
     /// Times to the head, in microseconds, a ring of the last [`WINDOW`].
     samples: Box<[u32; WINDOW]>,
+    /// The same samples in ascending order: the quantiles are read from it.
+    sorted: Box<[u32; WINDOW]>,
     /// Samples held (at most [`WINDOW`]).
     len: usize,
     /// Where the next sample goes.
     next: usize,
-    /// Samples since the quantiles were computed.
-    fresh: u32,
-    /// The median and the 95th percentile, once [`MIN_SAMPLES`] were measured.
+    /// The median and the 95th percentile of the samples, once [`MIN_SAMPLES`] were measured
+    /// (read on every request, changed on every answer).
     quantiles: Option<(Duration, Duration)>,
     /// Tokens, in millionths.
     tokens: u64,
@@ -164,9 +163,9 @@ impl Hedger {
     pub(crate) fn new() -> Self {
         Hedger {
             samples: Box::new([0; WINDOW]),
+            sorted: Box::new([0; WINDOW]),
             len: 0,
             next: 0,
-            fresh: 0,
             quantiles: None,
             tokens: 0,
             failures: 0,
@@ -185,14 +184,34 @@ impl Hedger {
     pub(crate) fn handle_answer(&mut self, ttfb: Duration) {
         self.failures = (self.failures << 1) & Self::memory_mask();
         let micros = u32::try_from(ttfb.as_micros()).unwrap_or(u32::MAX);
+        // The sorted samples keep their order: the new one goes in after the samples not
+        // above it, and, once the window is full, the one it replaces in the ring comes out,
+        // in one shift of the samples between the two places.
+        let sorted = &mut self.sorted[..];
+        let len = self.len;
+        let new_at = sorted[..len].partition_point(|&s| s <= micros);
+        if len == WINDOW {
+            let old = self.samples[self.next];
+            let old_at = sorted.partition_point(|&s| s < old);
+            debug_assert_eq!(
+                sorted[old_at], old,
+                "the ring's samples are the sorted ones"
+            );
+            if new_at > old_at {
+                sorted.copy_within(old_at + 1..new_at, old_at);
+                sorted[new_at - 1] = micros;
+            } else {
+                sorted.copy_within(new_at..old_at, new_at + 1);
+                sorted[new_at] = micros;
+            }
+        } else {
+            sorted.copy_within(new_at..len, new_at + 1);
+            sorted[new_at] = micros;
+            self.len += 1;
+        }
         self.samples[self.next] = micros;
         self.next = (self.next + 1) % WINDOW;
-        self.len = (self.len + 1).min(WINDOW);
-        self.fresh += 1;
-        if self.len >= MIN_SAMPLES && (self.quantiles.is_none() || self.fresh >= RECOMPUTE_EVERY) {
-            self.quantiles = Some(self.compute());
-            self.fresh = 0;
-        }
+        self.quantiles = self.compute();
     }
 
     /// A request failed in transport (a connection refused, reset or timed out) or with a
@@ -233,29 +252,17 @@ impl Hedger {
         Verdict::Refused(refusal)
     }
 
-    /// The median and 95th percentile of the samples held: each the smallest sample at or
-    /// above its percentile, found by selection (linear; a sort of the window every 16
-    /// answers cost more than the rest of the policy per request).
-    fn compute(&self) -> (Duration, Duration) {
-        let mut copy = *self.samples;
-        let held = &mut copy[..self.len];
-        let rank = |q: usize| {
-            (self.len * q)
-                .div_ceil(100)
-                .saturating_sub(1)
-                .min(self.len - 1)
+    /// The median and 95th percentile of the samples held, once [`MIN_SAMPLES`] were
+    /// measured: each the smallest sample at or above its percentile.
+    fn compute(&self) -> Option<(Duration, Duration)> {
+        if self.len < MIN_SAMPLES {
+            return None;
+        }
+        let at = |q: usize| {
+            let rank = (self.len * q).div_ceil(100).saturating_sub(1);
+            Duration::from_micros(u64::from(self.sorted[rank.min(self.len - 1)]))
         };
-        let (median, p95) = (rank(50), rank(95));
-        let (below, &mut at_p95, _) = held.select_nth_unstable(p95);
-        // The samples before the 95th percentile's are the smallest, in some order: the
-        // median is among them.
-        let at_median = if median < p95 {
-            *below.select_nth_unstable(median).1
-        } else {
-            at_p95
-        };
-        let micros = |m: u32| Duration::from_micros(u64::from(m));
-        (micros(at_median), micros(at_p95))
+        Some((at(50), at(95)))
     }
 
     fn memory_mask() -> u32 {
@@ -328,7 +335,7 @@ mod tests {
         }
         assert_eq!(h.poll_wait(&auto()), Wait::For(450 * MS));
         // The endpoint got fast: once the window is full of new answers, the old are gone
-        // (the quantiles follow within 16 answers of a change).
+        // (the quantiles follow every answer).
         for _ in 0..WINDOW {
             h.handle_answer(80 * MS);
         }
@@ -417,7 +424,7 @@ mod tests {
     }
 
     proptest! {
-        /// The quantiles found by selection are those of the sorted window.
+        /// The samples kept in order are the window's, sorted; the quantiles are read there.
         #[test]
         fn the_quantiles_are_those_of_the_sorted_window(
             answers in prop::collection::vec(0u32..5_000, MIN_SAMPLES..700),
@@ -428,11 +435,12 @@ mod tests {
             }
             let mut sorted: Vec<u32> = h.samples[..h.len].to_vec();
             sorted.sort_unstable();
+            prop_assert_eq!(&h.sorted[..h.len], &sorted[..]);
             let at = |q: usize| {
                 let index = (sorted.len() * q).div_ceil(100).saturating_sub(1);
                 Duration::from_micros(u64::from(sorted[index.min(sorted.len() - 1)]))
             };
-            prop_assert_eq!(h.compute(), (at(50), at(95)));
+            prop_assert_eq!(h.quantiles, Some((at(50), at(95))));
         }
 
         /// Whatever the order of requests, answers, failures and attempts, the duplicates
