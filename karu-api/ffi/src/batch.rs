@@ -562,6 +562,9 @@ mod tests {
             "a write lease: {}",
             std::io::Error::last_os_error()
         );
+        // SAFETY: as above.
+        let held = unsafe { libc::fcntl(lease.as_raw_fd(), libc::F_GETLEASE) };
+        assert_eq!(held, libc::F_WRLCK, "the lease reads as held");
 
         let client = crate::client::karu_client {
             client: karu::Client::builder()
@@ -594,6 +597,19 @@ mod tests {
             .batch
             .wait_for_active(1, Duration::from_secs(20));
         assert!(began, "no worker began the read");
+        // Begun is not yet reading: a cancel between the two ends the transfer before it opens
+        // the file (nothing is written, and freeing returns at once). The worker's open of the
+        // file starts the lease's break, and from then on the lease reads as the type it will
+        // be downgraded to: the worker is inside its read, waiting for the lease.
+        let breaking = std::time::Instant::now() + Duration::from_secs(20);
+        // SAFETY: fcntl with integer arguments on a descriptor this test owns.
+        while unsafe { libc::fcntl(lease.as_raw_fd(), libc::F_GETLEASE) } == libc::F_WRLCK {
+            assert!(
+                std::time::Instant::now() < breaking,
+                "the worker never opened the file"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
 
         let (freed, has_freed) = mpsc::channel();
         let (batch, dst) = (batch as usize, destination.as_ptr() as usize);
@@ -605,8 +621,8 @@ mod tests {
             let seen = unsafe { std::slice::from_raw_parts(dst as *const u8, 64) }.to_vec();
             freed.send((status, seen)).unwrap();
         });
-        // The worker is still inside its transfer: freeing must not have returned. (A free
-        // that did not wait would have returned at once.)
+        // The worker is inside its transfer, waiting for the lease: freeing must not have
+        // returned. (A free that did not wait would have returned at once.)
         assert!(
             matches!(
                 has_freed.recv_timeout(Duration::from_millis(300)),
