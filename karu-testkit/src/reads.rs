@@ -142,6 +142,22 @@ pub fn assert_failed(c: &Completion, status: Status) {
     assert_eq!(c.error().map(karu::Error::status), Some(status), "{c:?}");
 }
 
+/// Assert that a server saw `seen` requests where `expected` were due, beside up to `hedges`
+/// duplicates hedging sent of requests kept waiting (a loaded machine can hold a request past
+/// the automatic delay; a duplicate cancelled just as its original was answered never reaches
+/// the server). Exact when no duplicate was sent.
+///
+/// # Panics
+/// If `seen` is outside `expected..=expected + hedges`.
+#[track_caller]
+pub fn assert_requests(seen: usize, expected: usize, hedges: u64) {
+    let most = expected + usize::try_from(hedges).unwrap_or(usize::MAX - expected);
+    assert!(
+        (expected..=most).contains(&seen),
+        "the server saw {seen} requests; expected {expected}, and up to {hedges} duplicates"
+    );
+}
+
 /// Write a file of `len` pattern bytes, `dir/name`, and return its path.
 ///
 /// # Panics
@@ -181,4 +197,23 @@ pub fn rustls_cause(error: &(dyn std::error::Error + 'static)) -> Option<rustls:
         };
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::assert_requests;
+
+    #[test]
+    fn the_requests_seen_are_those_due_and_at_most_the_duplicates_more() {
+        assert_requests(3, 3, 0);
+        assert_requests(3, 3, 2);
+        assert_requests(5, 3, 2);
+        for (seen, expected, hedges) in [(4, 3, 0), (2, 3, 2), (6, 3, 2)] {
+            let held = std::panic::catch_unwind(|| assert_requests(seen, expected, hedges));
+            assert!(
+                held.is_err(),
+                "{seen} requests for {expected} and {hedges} duplicates"
+            );
+        }
+    }
 }

@@ -86,21 +86,16 @@ fn many_threads_drain_one_batch_from_c() {
     let output = program.run(&[file.to_str().unwrap(), &server.url("/object")]);
     assert_success(&output);
     // One request per planned remote transfer, none lost, none repeated but by a duplicate
-    // hedging sent (a loaded machine can keep a request waiting past the automatic delay; a
-    // duplicate cancelled just as its original was answered may never reach the server).
+    // hedging sent.
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let (transfers, hedges): (usize, usize) = stdout
+    let (transfers, hedges): (usize, u64) = stdout
         .trim()
         .strip_prefix("remote_transfers=")
         .and_then(|rest| rest.split_once(" hedges="))
         .and_then(|(t, h)| Some((t.parse().ok()?, h.parse().ok()?)))
         .unwrap_or_else(|| panic!("unexpected output: {stdout}"));
     let requests = server.requests();
-    assert!(
-        (transfers..=transfers + hedges).contains(&requests.len()),
-        "{} requests for {transfers} transfers and {hedges} duplicates",
-        requests.len()
-    );
+    karu_testkit::reads::assert_requests(requests.len(), transfers, hedges);
     assert!(requests.iter().all(|r| r.status == 206), "{requests:?}");
     let mut ranges: Vec<_> = requests.iter().map(|r| r.byte_range).collect();
     ranges.sort_unstable();
