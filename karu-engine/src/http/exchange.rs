@@ -90,9 +90,9 @@ impl LastModified {
         httpdate::parse_http_date(text).ok()
     }
 
-    /// This one if it was sent, else `other`.
-    pub(crate) fn or(self, other: LastModified) -> LastModified {
-        if self.0.is_some() { self } else { other }
+    /// Whether the answer sent one.
+    pub(crate) fn is_sent(&self) -> bool {
+        self.0.is_some()
     }
 }
 

@@ -230,7 +230,11 @@ impl<'x, 'e> Race<'x, 'e> {
                     let admission = match endpoint.try_admit_hedge(&policy) {
                         Ok(admission) => admission,
                         Err(refusal) => {
-                            tracing::debug!(target: "karu::http", ?refusal, "a duplicate was refused");
+                            tracing::debug!(
+                                target: "karu::http",
+                                ?refusal,
+                                "a duplicate was refused"
+                            );
                             // Asked again while the request waits: a token or room comes
                             // back within a few requests, an endpoint's health later.
                             due = refusal.again().map(|again| Instant::now() + again);

@@ -31,7 +31,6 @@ use std::sync::Arc;
 
 use crate::batch::versions::VersionPins;
 use crate::check::is_single_strong;
-use crate::http::exchange::LastModified;
 use crate::http::fetch::{Fetch, Fetched, agrees_with_size};
 use crate::http::landing::Landing;
 use crate::http::{Held, LoopCtx, Permits};
@@ -173,8 +172,10 @@ pub(crate) fn join(
         total,
         last_modified: fetched
             .iter()
-            .map(|f| f.last_modified.clone())
-            .fold(LastModified::default(), LastModified::or),
+            .map(|f| &f.last_modified)
+            .find(|m| m.is_sent())
+            .cloned()
+            .unwrap_or_default(),
     }))
 }
 
@@ -399,6 +400,7 @@ async fn run_pieces(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::exchange::LastModified;
     use proptest::prelude::*;
 
     fn full(len: u64, etag: Option<&str>, total: Option<u64>) -> Fetched {

@@ -856,8 +856,7 @@ class Client:
             results = await _awaiting(
                 lambda done: self._native.read_many_into_async(items, pins, done)
             )
-        out: List = [None] * len(positions)
-        out += [None] * len(early)
+        out: List = [None] * (len(items) + len(early))
         for position, value in early.items():
             out[position] = value
         for index, received, error in results:
