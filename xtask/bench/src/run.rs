@@ -286,6 +286,9 @@ impl Bench {
         let new_connections = self.server.connections_accepted() - accepted;
         let peak = self.server.max_in_flight();
         let connections: HashSet<u64> = log.iter().map(|r| r.connection).collect();
+        let check = verify(&self.workload, &outcome.pieces);
+        drop(outcome.pieces);
+        give_back_freed_memory();
         Ok(Run {
             wall: outcome.wall,
             requests: log.len() as u64,
@@ -294,7 +297,7 @@ impl Bench {
             peak,
             bytes_sent: log.iter().map(|r| r.body_bytes).sum(),
             karu: outcome.karu,
-            check: verify(&self.workload, &outcome.pieces),
+            check,
             client_cpu,
             done: outcome.done,
         })
@@ -338,6 +341,61 @@ fn client_cpu() -> Duration {
             .unwrap_or(0);
     }
     Duration::from_nanos(total)
+}
+
+/// Hands the memory freed by a batch's pieces back to the kernel before the next batch.
+///
+/// glibc keeps freed memory in the arena of the thread that allocated it, for that thread's
+/// next allocations; methods allocate on threads of their own (Karu's I/O threads, the bench's
+/// runtime, the main thread), so what one method's batch freed stayed with the process but
+/// out of the next method's reach, and that batch took fresh memory on top of it. On `tensors`
+/// (2.8 GiB a batch) the process then outgrew the memory this VM keeps ready and the batch
+/// paid for memory the host had to find (see [`ready_memory`]): Karu's first steady batch,
+/// right after plain hyper's cold one, took 3.2 to 7.4 s (up to 9.5 s of client CPU) in five
+/// of seven runs, and 1.1 to 1.3 s in the same runs after a batch of its own. Handed back, every batch starts from the same state: its
+/// destinations are fresh memory whatever ran before it, as in a process of its own.
+fn give_back_freed_memory() {
+    // SAFETY: `malloc_trim` only returns free memory of glibc's arenas to the kernel; no
+    // allocation is live in what it returns.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Batches that together hold at least this much get their memory readied first.
+const READY_FROM: u64 = 1 << 30;
+
+/// Writes every page of `bytes` of fresh memory once, then gives it back; returns how long it
+/// took.
+///
+/// On this VM, memory the guest has not used lately is several times slower to fault in than
+/// memory it just freed (the host has to find it): one 16 GiB buffer faulted in at 0.4 to 0.5 s
+/// a GiB for its first 4 to 7 GiB and at 2.8 s a GiB beyond, and a minute later the same again.
+/// A workload whose batches fill gigabytes (`tensors`: 2.8 GiB a batch) would otherwise
+/// measure, in its first batch, which memory the kernel happened to hand out: Karu's first
+/// batch in `bench all`'s first `tensors` run took 3.0 to 5.4 s (up to 8 s of client CPU) in
+/// its last four runs, 1.7 to 2.1 s in runs of the workload alone. Readied, the first batch,
+/// like every later one, takes memory just freed (its pages still fault in: it is fresh to
+/// the process).
+fn ready_memory(bytes: u64) -> Duration {
+    const PAGE: usize = 4096;
+    let started = std::time::Instant::now();
+    let Ok(len) = usize::try_from(bytes) else {
+        return Duration::ZERO;
+    };
+    let mut room: Vec<u8> = Vec::new();
+    if room.try_reserve_exact(len).is_err() {
+        return Duration::ZERO;
+    }
+    let base = room.as_mut_ptr();
+    for at in (0..len).step_by(PAGE) {
+        // SAFETY: `at < len`, the reserved capacity; a byte written and never read as a
+        // value of the vector (its length stays 0).
+        unsafe { base.add(at).write_volatile(1) };
+    }
+    drop(room);
+    started.elapsed()
 }
 
 /// Compares every piece with the pattern of its object.
@@ -400,6 +458,16 @@ pub(crate) fn reads(shape: Shape, options: &Options, link_too: bool) -> Result<(
     );
     let bench = Bench::start_with(workload, latency, options.tls, options.http2)?;
     println!("Transport: {}", crate::transport::current().describe());
+    let room = bench.workload.requested_bytes().saturating_mul(2);
+    if room >= READY_FROM {
+        let took = ready_memory(room);
+        println!(
+            "Memory readied before the first batch: {} touched and given back in {} ms (see \
+             `ready_memory`)",
+            bytes(room),
+            ms(took)
+        );
+    }
     println!(
         "Columns: requests, conns (distinct connections; in brackets those opened during the batch), \
          peak (most requests in flight at once) and bytes sent come from the server; \
