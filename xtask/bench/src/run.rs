@@ -288,7 +288,9 @@ impl Bench {
         let connections: HashSet<u64> = log.iter().map(|r| r.connection).collect();
         let check = verify(&self.workload, &outcome.pieces);
         drop(outcome.pieces);
-        give_back_freed_memory();
+        if self.workload.requested_bytes() >= LARGE {
+            give_back_freed_memory();
+        }
         Ok(Run {
             wall: outcome.wall,
             requests: log.len() as u64,
@@ -343,6 +345,13 @@ fn client_cpu() -> Duration {
     Duration::from_nanos(total)
 }
 
+/// A workload whose batches hold at least this much has its memory handed back after each
+/// batch ([`give_back_freed_memory`]) and readied before the first ([`ready_memory`]). The
+/// others keep glibc's recycling: handing back a batch's few megabytes would add the same
+/// page faults to every method's batch, and `cpu`'s ratio to plain hyper would drift towards
+/// 1 with them.
+const LARGE: u64 = 1 << 30;
+
 /// Hands the memory freed by a batch's pieces back to the kernel before the next batch.
 ///
 /// glibc keeps freed memory in the arena of the thread that allocated it, for that thread's
@@ -362,9 +371,6 @@ fn give_back_freed_memory() {
         libc::malloc_trim(0);
     }
 }
-
-/// Batches that together hold at least this much get their memory readied first.
-const READY_FROM: u64 = 1 << 30;
 
 /// Writes every page of `bytes` of fresh memory once, then gives it back; returns how long it
 /// took.
@@ -458,8 +464,8 @@ pub(crate) fn reads(shape: Shape, options: &Options, link_too: bool) -> Result<(
     );
     let bench = Bench::start_with(workload, latency, options.tls, options.http2)?;
     println!("Transport: {}", crate::transport::current().describe());
-    let room = bench.workload.requested_bytes().saturating_mul(2);
-    if room >= READY_FROM {
+    if bench.workload.requested_bytes() >= LARGE {
+        let room = bench.workload.requested_bytes().saturating_mul(2);
         let took = ready_memory(room);
         println!(
             "Memory readied before the first batch: {} touched and given back in {} ms (see \
