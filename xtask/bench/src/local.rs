@@ -357,6 +357,10 @@ impl Bench<'_> {
                 _ => return Err("no client".into()),
             };
             check(&method.label(), pieces, &delivered)?;
+            // Every batch's allocated destinations are fresh memory, whichever method's freed
+            // buffers glibc would otherwise recycle (see `run::give_back_freed_memory`).
+            drop(delivered);
+            crate::run::give_back_freed_memory();
             Ok(wall)
         };
         let cold = methods

@@ -363,7 +363,7 @@ const LARGE: u64 = 1 << 30;
 /// right after plain hyper's cold one, took 3.2 to 7.4 s (up to 9.5 s of client CPU) in five
 /// of seven runs, and 1.1 to 1.3 s in the same runs after a batch of its own. Handed back, every batch starts from the same state: its
 /// destinations are fresh memory whatever ran before it, as in a process of its own.
-fn give_back_freed_memory() {
+pub(crate) fn give_back_freed_memory() {
     // SAFETY: `malloc_trim` only returns free memory of glibc's arenas to the kernel; no
     // allocation is live in what it returns.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
