@@ -356,13 +356,15 @@ const LARGE: u64 = 1 << 30;
 ///
 /// glibc keeps freed memory in the arena of the thread that allocated it, for that thread's
 /// next allocations; methods allocate on threads of their own (Karu's I/O threads, the bench's
-/// runtime, the main thread), so what one method's batch freed stayed with the process but
-/// out of the next method's reach, and that batch took fresh memory on top of it. On `tensors`
-/// (2.8 GiB a batch) the process then outgrew the memory this VM keeps ready and the batch
-/// paid for memory the host had to find (see [`ready_memory`]): Karu's first steady batch,
-/// right after plain hyper's cold one, took 3.2 to 7.4 s (up to 9.5 s of client CPU) in five
-/// of seven runs, and 1.1 to 1.3 s in the same runs after a batch of its own. Handed back, every batch starts from the same state: its
-/// destinations are fresh memory whatever ran before it, as in a process of its own.
+/// runtime, the main thread), so what one method's batch freed stayed with the process but out
+/// of the next method's reach, and that batch took fresh memory on top of it. On `tensors` (2.8
+/// GiB a batch) the process then outgrew the memory this VM keeps ready and the batch paid for
+/// memory the host had to find (see [`ready_memory`]): Karu's first steady batch, right after
+/// plain hyper's cold one, took 3.2 to 7.4 s (up to 9.5 s of client CPU) in five of seven runs,
+/// and 1.1 to 1.3 s in the same runs after a batch of its own. Handed back, every batch starts
+/// from the same state: its destinations are fresh memory whatever ran before it, as in a
+/// process of its own. `local` hands back after every batch too (its allocated-buffer rows
+/// measure what allocating costs).
 pub(crate) fn give_back_freed_memory() {
     // SAFETY: `malloc_trim` only returns free memory of glibc's arenas to the kernel; no
     // allocation is live in what it returns.
