@@ -506,53 +506,47 @@ fn group(g: usize) -> RecordBatch {
 mod tests {
     use super::*;
 
-    fn query(ms: u64, rows: usize, error: Option<&str>) -> Query {
-        Query {
-            wall: Duration::from_millis(ms),
-            requests: 16,
-            heads: 0,
-            bytes_sent: 0,
-            rows,
-            digest: 7,
-            error: error.map(str::to_string),
-        }
+    const EXPECTED: (usize, u64) = (10, 7);
+
+    /// Queries of these walls (ms), each with the expected batches unless `odd` says otherwise
+    /// for one of them: (its index, rows, digest, error).
+    fn queries(walls: &[u64], odd: Option<(usize, usize, u64, Option<&str>)>) -> Vec<Query> {
+        walls
+            .iter()
+            .enumerate()
+            .map(|(i, &ms)| {
+                let (rows, digest, error) = match odd {
+                    Some((at, rows, digest, error)) if at == i => (rows, digest, error),
+                    _ => (EXPECTED.0, EXPECTED.1, None),
+                };
+                Query {
+                    wall: Duration::from_millis(ms),
+                    requests: 16,
+                    heads: 0,
+                    bytes_sent: 0,
+                    rows,
+                    digest,
+                    error: error.map(str::to_string),
+                }
+            })
+            .collect()
     }
 
     #[test]
     fn a_phase_reports_its_median_unless_a_query_failed_or_read_other_batches() {
-        let expected = (10, 7);
-        let median = reported(
-            vec![
-                query(150, 10, None),
-                query(140, 10, None),
-                query(160, 10, None),
-            ],
-            expected,
-        );
-        assert_eq!(median.map(|q| q.wall), Some(Duration::from_millis(150)));
+        let walls = [150, 140, 160];
+        let median = reported(queries(&walls, None), EXPECTED).unwrap();
+        assert_eq!(median.wall, Duration::from_millis(150));
 
-        let failed = reported(
-            vec![
-                query(150, 10, None),
-                query(140, 0, Some("refused")),
-                query(160, 10, None),
-            ],
-            expected,
-        )
-        .unwrap();
-        assert_eq!(failed.error.as_deref(), Some("refused"));
+        let failed = reported(queries(&walls, Some((1, 0, 0, Some("refused")))), EXPECTED);
+        assert_eq!(failed.unwrap().error.as_deref(), Some("refused"));
 
-        let wrong = reported(
-            vec![
-                query(150, 10, None),
-                query(140, 10, None),
-                query(160, 9, None),
-            ],
-            expected,
-        )
-        .unwrap();
-        assert_eq!((wrong.rows, wrong.wall), (9, Duration::from_millis(160)));
+        let short = reported(queries(&walls, Some((2, 9, 7, None))), EXPECTED).unwrap();
+        assert_eq!((short.rows, short.wall), (9, Duration::from_millis(160)));
 
-        assert!(reported(Vec::new(), expected).is_none());
+        let other = reported(queries(&walls, Some((0, 10, 8, None))), EXPECTED).unwrap();
+        assert_eq!((other.digest, other.wall), (8, Duration::from_millis(150)));
+
+        assert!(reported(Vec::new(), EXPECTED).is_none());
     }
 }

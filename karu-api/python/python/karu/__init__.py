@@ -850,13 +850,14 @@ class Client:
     async def _read_exported_async(self, items, pins, early):
         """The reads ``items`` into exported memory (kept exported by ``pins``) as one batch,
         with the reads that failed before it (``early``, by position), in the order given."""
-        positions = [p for p in range(len(items) + len(early)) if p not in early]
+        total = len(items) + len(early)
+        positions = [p for p in range(total) if p not in early]
         results = []
         if items:
             results = await _awaiting(
                 lambda done: self._native.read_many_into_async(items, pins, done)
             )
-        out: List = [None] * (len(items) + len(early))
+        out: List = [None] * total
         for position, value in early.items():
             out[position] = value
         for index, received, error in results:
