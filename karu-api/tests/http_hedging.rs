@@ -227,7 +227,10 @@ fn a_duplicate_answered_by_another_version_fails_a_one_version_read() {
     let server = server();
     server.set_etag("/o", Some("\"v1\""));
     // Of the two reads' requests, the second to arrive is never answered; its duplicate (the
-    // third request) finds the object changed. The first answer pinned the batch to "v1".
+    // third request) finds the object changed. The first answer pinned the batch to "v1", but
+    // only once both requests had arrived (a barrier holds the first until the second is
+    // there): neither asked for "v1", and neither does the duplicate, a copy of its original.
+    server.add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
     server.add_fault(FaultRule::new(Fault::NeverAnswer).skip(1).times(1));
     server.add_fault(FaultRule::new(Fault::ChangeEtag).skip(2).times(1));
     let client = build(hedging("300ms", "100%"));
@@ -240,6 +243,11 @@ fn a_duplicate_answered_by_another_version_fails_a_one_version_read() {
     let done = drain(&batch);
     let log = server.requests();
     assert_eq!(log.len(), 3, "{}", describe(&log));
+    assert!(
+        log.iter().all(|r| r.header("if-match").is_none()),
+        "{}",
+        describe(&log)
+    );
     let slowed = never_answered(&log);
     let hedged = reads
         .iter()
