@@ -186,6 +186,9 @@ fn a_duplicate_refused_for_want_of_a_token_is_sent_once_ordinary_requests_refill
 fn a_throttling_endpoint_gets_no_duplicates() {
     let run = |throttle: bool| {
         let server = server();
+        // A first read of another object of the endpoint, never hedged (a duplicate that won
+        // before the 503 arrived would leave the window as it was).
+        server.insert_virtual("/first", MIB);
         if throttle {
             // One `503 SlowDown`: the endpoint's window is cut (from 32 to 16) and stays
             // below its ceiling for well over the reads below (each answer widens it by
@@ -196,14 +199,20 @@ fn a_throttling_endpoint_gets_no_duplicates() {
                     code: 503,
                     retry_after: None,
                 })
+                .path("/first")
                 .times(1),
             );
         }
-        let client = build(hedging("5ms", "100%").set("concurrency", 32));
-        let object = locate(&client, &server, "/o");
-        assert_ok(&read_one(&client, &object, 0, 100), 0, 100);
+        let client = build(hedging("5ms", "100%").set("concurrency", 32).path_set(
+            &server.url("/first"),
+            "hedge.enabled",
+            false,
+        ));
+        let first = locate(&client, &server, "/first");
+        assert_ok(&read_one(&client, &first, 0, 100), 0, 100);
         // Then every request is slow: each is due a duplicate after 5 ms.
         server.add_fault(FaultRule::new(Fault::Latency(Duration::from_millis(50))));
+        let object = locate(&client, &server, "/o");
         let reads: Vec<(u64, u64)> = (1..=24).map(|i| (i * MIB, 4 * KIB)).collect();
         let batch = client.submit_with(
             reads.iter().map(|&(o, l)| Read::new(&object, o, l)),
