@@ -590,6 +590,11 @@ impl Client {
     /// The first `head_len` and last `tail_len` bytes (each clamped to the size), the size
     /// and the ETag, for formats with a header and a footer.
     ///
+    /// Remote objects: the head and a suffix range for the tail are requested together, one
+    /// round trip; a tail alone (`head_len` 0) is one request, whose answer states the size.
+    /// Where the service ignores suffix ranges (Azure), the tail follows the head, pinned to
+    /// its ETag.
+    ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
     /// # let path = dir.path().join("a"); std::fs::write(&path, b"HEADER....body....FOOTER")?;

@@ -727,6 +727,59 @@ fn read_ends_of_objects_smaller_than_head_and_tail_and_of_an_empty_object() {
 }
 
 #[test]
+fn a_tail_alone_is_one_suffix_request_whose_answer_states_the_size() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", 10 * MIB);
+    server.set_etag("/o", Some("\"v1\""));
+    server.insert("/small", pattern(0, 100));
+    server.insert("/empty", Vec::new());
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    let ends = client.read_ends(&object, 0, 65_536).unwrap();
+    assert_eq!(
+        (ends.size, ends.etag.as_deref()),
+        (10 * MIB, Some("\"v1\""))
+    );
+    assert!(ends.head.is_empty());
+    assert_eq!(ends.tail, pattern(10 * MIB - 65_536, 65_536));
+    assert!(ends.last_modified.is_some());
+    assert_eq!(range_headers(&server.take_requests()), ["bytes=-65536"]);
+
+    // Longer than the object: all of it; an empty object: its 416 states the size.
+    let small = locate(&client, &server, "/small");
+    let ends = client.read_ends(&small, 0, 500).unwrap();
+    assert_eq!((ends.size, ends.tail), (100, pattern(0, 100)));
+    assert_eq!(range_headers(&server.take_requests()), ["bytes=-500"]);
+    let ends = client
+        .read_ends(&locate(&client, &server, "/empty"), 0, 10)
+        .unwrap();
+    assert_eq!(ends.size, 0);
+    assert!(ends.head.is_empty() && ends.tail.is_empty());
+    let log = server.take_requests();
+    assert_eq!(
+        (log.len(), log[0].range.as_deref(), log[0].status),
+        (1, Some("bytes=-10"), 416),
+        "{}",
+        describe(&log)
+    );
+
+    // An unbounded window: only what follows its start, however long the suffix.
+    let start = 9 * MIB + 1;
+    let open = object.with_window(start, None).unwrap();
+    let ends = client.read_ends(&open, 0, 2 * MIB).unwrap();
+    assert_eq!(ends.size, 10 * MIB - start);
+    assert_eq!(ends.tail, pattern(start, (10 * MIB - start) as usize));
+    assert_eq!(range_headers(&server.take_requests()), ["bytes=-2097152"]);
+
+    // A server that ignores the range sends the whole object: the tail is its end.
+    server.add_fault(FaultRule::new(Fault::IgnoreRange).times(1));
+    let ends = client.read_ends(&small, 0, 30).unwrap();
+    assert_eq!((ends.size, ends.tail), (100, pattern(70, 30)));
+    let log = server.take_requests();
+    assert_eq!((log.len(), log[0].status), (1, 200), "{}", describe(&log));
+}
+
+#[test]
 fn read_ends_of_a_window_uses_closed_ranges_inside_it() {
     let server = MockServer::start();
     server.insert_virtual("/o", 10 * MIB);

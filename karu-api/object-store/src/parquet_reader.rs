@@ -18,12 +18,12 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 /// door parquet 60 keeps: it deprecates `ParquetObjectReader` in favour of readers like this
 /// one).
 ///
-/// - [`get_metadata`](AsyncFileReader::get_metadata) reads the footer in **one round trip**:
+/// - [`get_metadata`](AsyncFileReader::get_metadata) reads the footer in **one request**:
 ///   the last [`footer_hint`](ParquetReader::with_footer_hint) bytes (64 KiB by default) as a
-///   suffix read, whose answer also states the file's size and ETag (Karu's
-///   [`read_ends`](karu::Client::read_ends) sends a 1-byte read of the head beside it, in the
-///   same round trip). Only metadata longer than that (or a page index before it) takes a
-///   second read, of the missing bytes alone.
+///   suffix read, whose answer also states the file's size and ETag (where a service ignores
+///   suffix ranges, as Azure does, Karu's [`read_ends`](karu::Client::read_ends) reads one
+///   byte of the head first, for the size). Only metadata longer than that (or a page index
+///   before it) takes a second read, of the missing bytes alone.
 /// - [`get_bytes`](AsyncFileReader::get_bytes) is one read;
 ///   [`get_byte_ranges`](AsyncFileReader::get_byte_ranges) (the column chunks of a row group)
 ///   is one Karu batch, merged where Karu's planner and its guards say it pays.

@@ -26,10 +26,10 @@ use crate::get::{self, DEFAULT_CHUNK, First, Layout};
 /// - [`get_opts`](ObjectStore::get_opts) takes every [`GetRange`](object_store::GetRange)
 ///   form and none. The first request is the read itself (no HEAD, no size probe before
 ///   it): the object's size comes from its `Content-Range`, its version from its ETag. A
-///   range of up to one part (`http.part_size`, 8 MiB by default) is one request (a suffix
-///   goes with the 1-byte head read [`read_ends`](karu::Client::read_ends) sends beside it, in
-///   the same round trip; where a service ignores suffix ranges, as Azure does, the tail
-///   follows the head); a longer
+///   range of up to one part (`http.part_size`, 8 MiB by default) is one request (where a
+///   service ignores suffix ranges, as Azure does, a suffix is two: Karu's
+///   [`read_ends`](karu::Client::read_ends) reads one byte of the head for the size, then the
+///   tail, pinned to the head's ETag); a longer
 ///   one, or the whole object, goes on as a stream of part-sized chunks, eight in flight,
 ///   each pinned to the first answer's strong ETag (`If-Match`), so a replaced object fails
 ///   the stream instead of mixing versions. `if_match` is compared with that answer's strong

@@ -82,9 +82,9 @@ fn faults_under_a_parquet_read_leave_exact_batches() {
     for fault in faults {
         for through_store in [false, true] {
             let (server, file) = serve();
-            // The footer's two requests go untouched; the first row group's request meets
-            // the fault.
-            server.add_fault(FaultRule::new(fault.clone()).skip(2).times(1));
+            // The footer's request goes untouched; the first row group's request meets the
+            // fault.
+            server.add_fault(FaultRule::new(fault.clone()).skip(1).times(1));
             let batches = if through_store {
                 let store = KaruStore::new(client(), &server.base_url()).unwrap();
                 query_store(store, PATH)
@@ -98,7 +98,7 @@ fn faults_under_a_parquet_read_leave_exact_batches() {
                 log.iter().any(|r| r.fault.is_some()),
                 "{fault:?}: the fault met a request"
             );
-            let expected = if fault == Fault::IgnoreRange { 4 } else { 5 };
+            let expected = if fault == Fault::IgnoreRange { 3 } else { 4 };
             assert_eq!(log.len(), expected, "{fault:?}: {log:#?}");
         }
     }
@@ -166,7 +166,7 @@ fn prefetch_puts_every_row_group_of_a_query_in_flight_at_once() {
     let (server, file) = serve();
     // The two row groups' requests are held until both have arrived: a stream reading row
     // groups one after another would wait here forever (until the read's deadline).
-    server.add_fault(FaultRule::new(Fault::Barrier(2)).skip(2).times(2));
+    server.add_fault(FaultRule::new(Fault::Barrier(2)).skip(1).times(2));
     let mut reader = ParquetReader::new(&client(), &server.url(PATH)).unwrap();
     let batches = futures::executor::block_on(async {
         let metadata = ArrowReaderMetadata::load_async(&mut reader, Default::default())

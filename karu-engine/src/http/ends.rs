@@ -1,5 +1,5 @@
 //! `read_ends`: the head and the tail of an object together, in one round trip where the
-//! service honours suffix ranges, and agreeing on size and ETag.
+//! service honours suffix ranges, and agreeing on size and ETag; a tail alone is one request.
 
 use std::future::Future;
 use std::time::{Instant, SystemTime};
@@ -75,6 +75,27 @@ pub(crate) async fn read_ends(
         });
     }
 
+    // No head to read: the suffix's answer alone states the size and the version, in one
+    // request.
+    if head_len == 0 && suffix_ok && tail_len > 0 {
+        let tail_dst = Dest::Vec {
+            buf: &mut tail,
+            limit: tail_len,
+        };
+        let suffix = RangeSpec::Suffix { len: tail_len };
+        let tf = probe.range(Some(suffix), None, tail_dst).await?;
+        let size = stated_size(&tf, &whole)?;
+        let visible = size.saturating_sub(base);
+        let tail = visible_tail(tail, &tf, tail_len.min(visible), &whole)?;
+        return Ok(RemoteEnds {
+            size: visible,
+            etag: tf.etag,
+            last_modified: tf.last_modified.time(),
+            head,
+            tail,
+        });
+    }
+
     let head_range = RangeSpec::closed(base, head_len.max(1));
     let mut one = [0u8; 1];
     let head_dst = if head_len == 0 {
@@ -100,12 +121,7 @@ pub(crate) async fn read_ends(
     } else {
         (probe.range(head_range, None, head_dst).await?, None)
     };
-    let size = hf.total.ok_or_else(|| {
-        Error::new(
-            Status::Protocol,
-            format!("the server did not state the size of {}", whole.canonical()),
-        )
-    })?;
+    let size = stated_size(&hf, &whole)?;
     let visible = size.saturating_sub(base);
     let h = head_len.min(visible);
     if hf.available < h || (h > 0 && (head.len() as u64) < h) {
@@ -122,18 +138,7 @@ pub(crate) async fn read_ends(
             if tf.total != Some(size) {
                 return Err(changed(&whole, "size"));
             }
-            // The suffix may reach before the window's start: keep only the visible part.
-            let got = tf.available.min(tail.len() as u64);
-            let skip = (got - t.min(got)) as usize;
-            tail.truncate(got as usize);
-            let tail = tail.split_off(skip);
-            if tail.len() as u64 != t {
-                return Err(Error::new(
-                    Status::Protocol,
-                    format!("the tail of {} arrived short", whole.canonical()),
-                ));
-            }
-            (etag, tail)
+            (etag, visible_tail(tail, &tf, t, &whole)?)
         }
         None if t == 0 => (hf.etag.clone(), Vec::new()),
         None => {
@@ -242,6 +247,40 @@ impl Probe<'_> {
         self.range(RangeSpec::closed(offset, length), if_match, dst)
             .await
     }
+}
+
+/// The object's size, as the answer `f` stated it.
+fn stated_size(f: &Fetched, locator: &Locator) -> Result<u64, Error> {
+    f.total.ok_or_else(|| {
+        Error::new(
+            Status::Protocol,
+            format!(
+                "the server did not state the size of {}",
+                locator.canonical()
+            ),
+        )
+    })
+}
+
+/// The last `t` bytes of what a suffix answer `f` delivered into `tail`: the suffix may reach
+/// before the window's start, and only the visible part is kept.
+fn visible_tail(
+    mut tail: Vec<u8>,
+    f: &Fetched,
+    t: u64,
+    locator: &Locator,
+) -> Result<Vec<u8>, Error> {
+    let got = f.available.min(tail.len() as u64);
+    let skip = (got - t.min(got)) as usize;
+    tail.truncate(got as usize);
+    let tail = tail.split_off(skip);
+    if tail.len() as u64 != t {
+        return Err(Error::new(
+            Status::Protocol,
+            format!("the tail of {} arrived short", locator.canonical()),
+        ));
+    }
+    Ok(tail)
 }
 
 fn exact(f: &Fetched, offset: u64, want: u64, locator: &Locator) -> Result<(), Error> {

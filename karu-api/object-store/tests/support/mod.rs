@@ -195,9 +195,9 @@ pub(crate) fn overlaps(a: &Range<u64>, b: &Range<u64>) -> bool {
 }
 
 /// The evidence a Parquet read through Karu leaves in a mock server's log, for the selective
-/// query over `file`: no HEAD; the footer in one suffix request (beside the 1-byte size probe
-/// Karu's `read_ends` sends in the same round trip); the selected column chunks of each row
-/// group in one request; nothing of the row groups not selected.
+/// query over `file`: no HEAD; the footer in one suffix request (its answer states the size:
+/// no request probes it); the selected column chunks of each row group in one request;
+/// nothing of the row groups not selected.
 pub(crate) fn assert_selective_log(log: &[RequestRecord], file: &Bytes) {
     let shown: Vec<String> = log.iter().map(|r| r.to_string()).collect();
     assert!(log.iter().all(|r| r.method == "GET"), "{shown:#?}");
@@ -207,15 +207,12 @@ pub(crate) fn assert_selective_log(log: &[RequestRecord], file: &Bytes) {
         .collect();
     assert_eq!(suffixes.len(), 1, "one footer request: {shown:#?}");
     assert_eq!(suffixes[0].range.as_deref(), Some("bytes=-65536"));
-    let closed = requested(log);
-    let probes = closed.iter().filter(|r| **r == (0..1)).count();
-    assert_eq!(probes, 1, "the size probe of read_ends: {shown:#?}");
     let metadata = metadata(file);
-    let data: Vec<Range<u64>> = closed.into_iter().filter(|r| *r != (0..1)).collect();
+    let data: Vec<Range<u64>> = requested(log);
     assert_eq!(
-        data.len(),
-        ROW_GROUPS.len(),
-        "one merged request per row group: {shown:#?}"
+        (log.len(), data.len()),
+        (1 + ROW_GROUPS.len(), ROW_GROUPS.len()),
+        "the footer, then one merged request per row group: {shown:#?}"
     );
     for chunk in chunk_ranges(&metadata, &ROW_GROUPS, &COLUMNS) {
         assert!(
