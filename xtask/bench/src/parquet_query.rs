@@ -312,11 +312,7 @@ impl Readers {
                     .map_err(|e| format!("cannot build object_store's HTTP store: {e}"))?,
             )),
             Method::OpenDal => {
-                opendal::install_default();
-                let operator = opendal::Operator::new(
-                    opendal::services::Http::default().endpoint(&server.base_url()),
-                )
-                .map_err(|e| format!("cannot build OpenDAL's HTTP operator: {e}"))?;
+                let operator = crate::methods::opendal_http::operator(&server.base_url())?;
                 Readers::Store(Arc::new(object_store_opendal::OpendalStore::new(operator)))
             }
         })

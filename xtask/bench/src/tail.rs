@@ -184,6 +184,7 @@ pub(crate) fn run(args: &TailArgs) -> Result<(), String> {
                         .into_iter()
                         .map(|m| (m, runs, merging.options()))
                         .collect(),
+                    1,
                 )?;
                 failed |= report(&bench, merging, tail, runs, &all, &baseline, latency);
                 if tail == Tail::None {

@@ -4,7 +4,7 @@
 
 mod karu_batch;
 mod object_store_http;
-mod opendal_http;
+pub(crate) mod opendal_http;
 mod plain;
 
 pub(crate) use opendal_http::GAP as OPENDAL_GAP;

@@ -38,25 +38,34 @@ pub(super) struct OpenDalSession<'a> {
     each: bool,
 }
 
-impl<'a> OpenDalSession<'a> {
-    pub(super) fn open(ctx: Context<'a>, gap: usize, each: bool) -> Result<Self, String> {
-        // The process-wide HTTP transport (reqwest with rustls); idempotent.
-        opendal::install_default();
-        let mut operator = Operator::new(Http::default().endpoint(&ctx.server.base_url()))
-            .map_err(|e| format!("cannot build OpenDAL's HTTP operator: {e}"))?;
-        if let Some((pem, _)) = &crate::transport::current().tls {
-            // Over TLS: its reqwest transport with a client that trusts the mock's CA (and
-            // takes HTTP/2 where ALPN offers it).
+/// OpenDAL's HTTP operator for `base_url`, with a reqwest client of its own, as each other
+/// method's client has: the process-wide one would carry its connections from one operator to
+/// the next, and a new operator's first batch would not be cold. In cleartext the client is the
+/// default transport's (`reqwest::Client::new()`); over TLS it trusts the mock's CA (and takes
+/// HTTP/2 where ALPN offers it).
+pub(crate) fn operator(base_url: &str) -> Result<Operator, String> {
+    // The registry of services (and the process-wide transport, not used here); idempotent.
+    opendal::install_default();
+    let client = match &crate::transport::current().tls {
+        None => reqwest::Client::new(),
+        Some((pem, _)) => {
             let ca = reqwest::Certificate::from_pem(pem.as_bytes())
                 .map_err(|e| format!("cannot read the mock's CA: {e}"))?;
-            let client = reqwest::Client::builder()
+            reqwest::Client::builder()
                 .tls_certs_merge([ca])
                 .build()
-                .map_err(|e| format!("cannot build a reqwest client: {e}"))?;
-            let transport = HttpTransporter::new(ReqwestTransport::new(client));
-            operator =
-                operator.with_context(OperationContext::new().with_http_transport(transport));
+                .map_err(|e| format!("cannot build a reqwest client: {e}"))?
         }
+    };
+    let transport = HttpTransporter::new(ReqwestTransport::new(client));
+    Ok(Operator::new(Http::default().endpoint(base_url))
+        .map_err(|e| format!("cannot build OpenDAL's HTTP operator: {e}"))?
+        .with_context(OperationContext::new().with_http_transport(transport)))
+}
+
+impl<'a> OpenDalSession<'a> {
+    pub(super) fn open(ctx: Context<'a>, gap: usize, each: bool) -> Result<Self, String> {
+        let operator = operator(&ctx.server.base_url())?;
         Ok(OpenDalSession {
             ctx,
             operator,
