@@ -40,7 +40,7 @@ use parquet::file::properties::WriterProperties;
 
 use crate::all::{Row, record};
 use crate::report::{Align, Table, bytes, count};
-use crate::run::LINK;
+use crate::run::{COLD_CLIENTS, LINK};
 
 /// The object's path on the mock.
 const PATH: &str = "/tables/trips.parquet";
@@ -197,7 +197,7 @@ pub(crate) fn run(args: &ParquetArgs) -> Result<(), String> {
             ("check", Align::Left),
         ]);
         for method in Method::ALL {
-            // Cold: the first query of each of COLD_CLIENTS new clients (or stores); steady:
+            // Cold: the first query of each of `COLD_CLIENTS` new clients (or stores); steady:
             // the later queries of the last one.
             let mut colds = Vec::with_capacity(COLD_CLIENTS);
             let mut reader = Readers::open(method, &server)?;
@@ -263,23 +263,14 @@ pub(crate) fn run(args: &ParquetArgs) -> Result<(), String> {
     }
 }
 
-/// New clients (or stores) per method whose first query makes its cold figure: one first
-/// query (about 150 ms on loopback) swings by more than the 3 % a tie allows (Karu over
-/// `KaruStore` 0.96 × object_store's in one `bench all` cold batch, 1.07 × in a run of the
-/// workload alone right after), so the median of three is reported.
-const COLD_CLIENTS: usize = 3;
-
-/// The query a phase reports: one that failed or read other batches than `expected` (rows,
-/// digest) if any (a median must not hide it), else the median by wall.
-fn reported(mut queries: Vec<Query>, expected: (usize, u64)) -> Option<Query> {
-    if let Some(i) = queries
-        .iter()
-        .position(|q| q.error.is_some() || (q.rows, q.digest) != expected)
-    {
-        return Some(queries.swap_remove(i));
-    }
-    queries.sort_by_key(|q| q.wall);
-    (!queries.is_empty()).then(|| queries.swap_remove(queries.len() / 2))
+/// The query a phase reports of `queries`: one that failed or read other batches than
+/// `expected` (rows, digest) if any, else the median by wall ([`crate::run::reported`]).
+fn reported(queries: Vec<Query>, expected: (usize, u64)) -> Option<Query> {
+    crate::run::reported(
+        queries,
+        |q| q.error.is_some() || (q.rows, q.digest) != expected,
+        |q| q.wall,
+    )
 }
 
 /// What a method reads with: a client or a store, built once per method and scenario.
@@ -312,7 +303,7 @@ impl Readers {
                     .map_err(|e| format!("cannot build object_store's HTTP store: {e}"))?,
             )),
             Method::OpenDal => {
-                let operator = crate::methods::opendal_http::operator(&server.base_url())?;
+                let operator = crate::methods::opendal_operator(&server.base_url())?;
                 Readers::Store(Arc::new(object_store_opendal::OpendalStore::new(operator)))
             }
         })

@@ -4,10 +4,11 @@
 
 mod karu_batch;
 mod object_store_http;
-pub(crate) mod opendal_http;
+mod opendal_http;
 mod plain;
 
 pub(crate) use opendal_http::GAP as OPENDAL_GAP;
+pub(crate) use opendal_http::operator as opendal_operator;
 
 pub(crate) use karu_batch::client as karu_client;
 pub(crate) use karu_batch::client_with as karu_client_with;
