@@ -700,6 +700,21 @@ fn read_ends_is_one_round_trip_of_a_head_and_a_suffix() {
     assert_eq!(ranges, ["bytes=-65536", "bytes=0-4095"]);
 }
 
+/// `read_ends(head, tail)` of the server's empty `/empty`: nothing, size 0; the requests it took.
+fn ends_of_empty(
+    client: &Client,
+    server: &MockServer,
+    head: u64,
+    tail: u64,
+) -> Vec<karu_testkit::RequestRecord> {
+    let ends = client
+        .read_ends(&locate(client, server, "/empty"), head, tail)
+        .unwrap();
+    assert_eq!(ends.size, 0);
+    assert!(ends.head.is_empty() && ends.tail.is_empty());
+    server.take_requests()
+}
+
 #[test]
 fn read_ends_of_objects_smaller_than_head_and_tail_and_of_an_empty_object() {
     let server = MockServer::start();
@@ -716,12 +731,7 @@ fn read_ends_of_objects_smaller_than_head_and_tail_and_of_an_empty_object() {
     ranges.sort();
     assert_eq!(ranges, ["bytes=-80", "bytes=0-79"]);
 
-    let ends = client
-        .read_ends(&locate(&client, &server, "/empty"), 10, 10)
-        .unwrap();
-    assert_eq!(ends.size, 0);
-    assert!(ends.head.is_empty() && ends.tail.is_empty());
-    let log = server.take_requests();
+    let log = ends_of_empty(&client, &server, 10, 10);
     assert_eq!(log.len(), 2, "{}", describe(&log));
     assert!(log.iter().all(|r| r.status == 416), "{}", describe(&log));
 }
@@ -750,12 +760,7 @@ fn a_tail_alone_is_one_suffix_request_whose_answer_states_the_size() {
     let ends = client.read_ends(&small, 0, 500).unwrap();
     assert_eq!((ends.size, ends.tail), (100, pattern(0, 100)));
     assert_eq!(range_headers(&server.take_requests()), ["bytes=-500"]);
-    let ends = client
-        .read_ends(&locate(&client, &server, "/empty"), 0, 10)
-        .unwrap();
-    assert_eq!(ends.size, 0);
-    assert!(ends.head.is_empty() && ends.tail.is_empty());
-    let log = server.take_requests();
+    let log = ends_of_empty(&client, &server, 0, 10);
     assert_eq!(
         (log.len(), log[0].range.as_deref(), log[0].status),
         (1, Some("bytes=-10"), 416),
