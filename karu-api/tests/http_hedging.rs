@@ -72,6 +72,36 @@ fn a_request_that_is_never_answered_is_hedged_and_its_duplicate_delivers_the_byt
 }
 
 #[test]
+fn a_request_that_may_be_hedged_still_gives_up_waiting_for_its_head_in_time() {
+    let server = server();
+    // The original and its duplicate are never answered. The original's wait for its head
+    // has no timer of its own before its duplicate is due (the hedging timer polls it then):
+    // from then on it must, and it gives up after the low-speed time, as its duplicate does.
+    server.add_fault(FaultRule::new(Fault::NeverAnswer).times(2));
+    let client = build(hedging("100ms", "100%").set("http.low_speed_time", "1s"));
+    let object = locate(&client, &server, "/o");
+    let c = read_one(&client, &object, 3 * MIB, 4 * KIB);
+    assert_ok(&c, 3 * MIB, 4 * KIB);
+    let log = server.requests();
+    assert_eq!(
+        sorted_ranges(&log),
+        [(3 * MIB, 3 * MIB + 4 * KIB - 1); 3],
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(
+        log.iter().map(|r| r.status).collect::<Vec<_>>(),
+        [0, 0, 206],
+        "{}",
+        describe(&log)
+    );
+    let stats = client.transport_stats();
+    assert_eq!((stats.requests, stats.hedges, stats.hedges_won), (3, 1, 0));
+    // Both requests of the first attempt gave up; the second attempt was answered.
+    assert_eq!(c.timing().attempts(), 2);
+}
+
+#[test]
 fn a_batch_with_one_slowed_request_delivers_every_read_with_one_duplicate() {
     let server = server();
     let reads: Vec<(u64, u64)> = (0..8).map(|i| (i * 4 * MIB + 17, 4 * KIB)).collect();

@@ -523,6 +523,51 @@ fn redirects_are_followed_and_credentials_never_leave_their_origin() {
     for r in a.iter().chain(&b) {
         assert_eq!(r.header("user-agent"), Some(KARU_AGENT), "{r:?}");
     }
+
+    // Away and back: what stayed behind at another origin does not return with a redirect
+    // to the first (each hop's headers are prepared again, then stripped).
+    first.set_gate(Some(Arc::new(Redirect {
+        from: "/bounce".into(),
+        to: second.url("/back"),
+    })));
+    let object = locate(&client, &first, "/bounce");
+    assert_ok(&read_one(&client, &object, 3000, 100), 3000, 100);
+    let a = first.requests();
+    let b = second.requests();
+    let hops: Vec<_> = a[3..]
+        .iter()
+        .chain(&b[1..])
+        .map(|r| {
+            (
+                r.path.as_str(),
+                r.status,
+                r.range.as_deref(),
+                r.header("authorization"),
+                r.header("x-api-key"),
+                r.header("user-agent"),
+            )
+        })
+        .collect();
+    let range = Some("bytes=3000-3099");
+    let agent = Some(KARU_AGENT);
+    assert_eq!(
+        hops,
+        [
+            (
+                "/bounce",
+                302,
+                range,
+                Some("Bearer tok"),
+                Some("key"),
+                agent
+            ),
+            ("/here", 206, range, None, None, agent),
+            ("/back", 302, range, None, None, agent),
+        ],
+        "{}\n{}",
+        describe(&a),
+        describe(&b)
+    );
 }
 
 /// The `User-Agent` Karu sends when none is configured.

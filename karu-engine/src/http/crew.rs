@@ -102,16 +102,18 @@ impl<W> Crew<W> {
         self.wake.notify_waiters();
     }
 
-    /// A member's life: run jobs with `run` until [`next`](Crew::next) says to end. `alive`
-    /// is dropped when the member ends, also by unwinding (the loop waits for every one).
-    pub(super) async fn serve<F, Fut, T>(self: Arc<Self>, alive: T, mut run: F)
+    /// A member's life: run jobs with `run` until [`next`](Crew::next) says to end, each job
+    /// with the member's `state`, which `run` hands back for the next one (what a member
+    /// keeps from job to job instead of allocating it again). `alive` is dropped when the
+    /// member ends, also by unwinding (the loop waits for every one).
+    pub(super) async fn serve<F, Fut, T, S>(self: Arc<Self>, alive: T, mut state: S, mut run: F)
     where
-        F: FnMut(W) -> Fut,
-        Fut: Future<Output = ()>,
+        F: FnMut(W, S) -> Fut,
+        Fut: Future<Output = S>,
     {
         let _alive = alive;
         while let Some(work) = self.next().await {
-            run(work).await;
+            state = run(work, state).await;
         }
     }
 }
@@ -153,7 +155,8 @@ mod tests {
                 let ran = Arc::clone(&self.ran);
                 tokio::spawn(Arc::clone(&self.crew).serve(
                     Arc::clone(&self.alive),
-                    move |(n, gate): TestJob| {
+                    (),
+                    move |(n, gate): TestJob, ()| {
                         let ran = Arc::clone(&ran);
                         async move {
                             if let Some(gate) = gate {

@@ -227,7 +227,9 @@ impl Fetch<'_> {
                 };
                 race.run(prepared, admission, &mut timed, kept).await
             } else {
-                let result = exchange.run(prepared, expect, &mut timed, kept).await;
+                let result = exchange
+                    .run(prepared, &prepare, expect, &mut timed, kept)
+                    .await;
                 (result, admission)
             };
             tracing::debug!(

@@ -2,7 +2,7 @@
 //! races its duplicates (the driver around the pure [`crate::hedge`] policy).
 //!
 //! When the endpoint's policy says a duplicate is due ([`Endpoint::hedge_wait`]), the attempt
-//! takes permits like any request (this loop's share, then the client's limit), room in the
+//! takes permits like any request (of this loop's share of the client's limit), room in the
 //! endpoint's window and a token of its budget ([`Endpoint::try_admit_hedge`]), prepares the
 //! request afresh through the backend (signed again) and sends it on another connection
 //! ([`Route::Fresh`]); a second duplicate may follow when the first has waited as long
@@ -28,7 +28,7 @@ use tokio::time::sleep_until;
 use crate::check::Expectation;
 use crate::hedge::{HedgePolicy, MAX_HEDGES, Wait};
 use crate::http::endpoint::{Admission, Endpoint, Outcome};
-use crate::http::exchange::{Exchange, Failure, Headed, Route, Success};
+use crate::http::exchange::{Exchange, Failure, Headed, Prepare, Route, Success};
 use crate::http::landing::Landing;
 use crate::http::{LoopCtx, Permits};
 use crate::retry::FailureClass;
@@ -46,7 +46,7 @@ pub(crate) struct Race<'x, 'e> {
     pub(crate) policy: HedgePolicy,
     pub(crate) expect: &'x Expectation<'x>,
     /// Prepares the request again for a duplicate (signed again, checked as the original).
-    pub(crate) prepare: &'x (dyn Fn() -> Result<PreparedRequest, Error> + Sync),
+    pub(crate) prepare: &'x Prepare<'x>,
 }
 
 /// What happened next in a race.
@@ -93,10 +93,23 @@ impl<'x, 'e> Race<'x, 'e> {
         admission: Admission,
     ) -> (Result<Headed<'e>, Failure>, Admission) {
         let sent = admission.sent();
-        let mut original = pin!(Some(self.exchange.head(request, self.expect, Route::Any)));
+        let mut due = next_due(self.endpoint, &self.policy, sent, Instant::now());
+        // The timer for the first duplicate polls the original again when it is due: the
+        // original needs no timer of its own before then.
+        let polled_by = match due {
+            Due::At(at) => Some(at),
+            Due::Now | Due::Never => None,
+        };
+        let mut original = pin!(Some(self.exchange.head(
+            request,
+            self.prepare,
+            self.expect,
+            Route::Any,
+            polled_by,
+        )));
         // Most answers come before a duplicate is due: a timer is all they cost.
         loop {
-            let at = match next_due(self.endpoint, &self.policy, sent, Instant::now()) {
+            let at = match due {
                 // Due: the race, boxed (rare, and its state is large).
                 Due::Now => return Box::pin(self.race(original, admission)).await,
                 Due::At(at) => at,
@@ -110,6 +123,7 @@ impl<'x, 'e> Race<'x, 'e> {
                 result = head => return (result, admission),
                 () = sleep_until(at.into()) => {}
             }
+            due = next_due(self.endpoint, &self.policy, sent, Instant::now());
         }
         match original.as_mut().as_pin_mut() {
             Some(head) => (head.await, admission),
@@ -260,7 +274,12 @@ impl<'x, 'e> Race<'x, 'e> {
                         // Held while the duplicate is in flight; the winner lands on the
                         // transfer's own.
                         let _held = held;
-                        (i, exchange.head(request, expect, Route::Fresh).await)
+                        (
+                            i,
+                            exchange
+                                .head(request, prepare, expect, Route::Fresh, None)
+                                .await,
+                        )
                     }));
                     // The original's admission and one per duplicate sent.
                     if admissions.len() <= MAX_HEDGES as usize {

@@ -147,19 +147,15 @@ pub(crate) struct LoopCtx {
 
 impl LoopCtx {
     /// Permits nobody waits for, if there are: room for one more request on this loop (its
-    /// share bounds the connections of its pool) within the client's limit.
+    /// share of the client's limit bounds the connections of its pool).
     pub(crate) fn idle_permits(&self) -> Option<Permits> {
-        let local = Arc::clone(&self.share).try_acquire_owned().ok()?;
-        let global = Arc::clone(&self.shared.limit).try_acquire_owned().ok()?;
-        Some((local, global))
+        Arc::clone(&self.share).try_acquire_owned().ok()
     }
 
-    /// Permits for one more request: this loop's share first, then the client's limit, as
-    /// the loop takes them for a job; `None` once the limit is closed.
+    /// Permits for one more request, of this loop's share of the client's limit, as the loop
+    /// takes them for a job; `None` once the share is closed.
     pub(super) async fn permits(&self) -> Option<Permits> {
-        let local = Arc::clone(&self.share).acquire_owned().await.ok()?;
-        let global = Arc::clone(&self.shared.limit).acquire_owned().await.ok()?;
-        Some((local, global))
+        Arc::clone(&self.share).acquire_owned().await.ok()
     }
 
     pub(super) fn client(&self, settings: &Settings) -> HttpClient {
@@ -268,12 +264,12 @@ pub(super) async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Ar
             }
             job => job,
         };
-        // The job's permits, which a waiting follower hands back (see `Held`).
-        let held = Arc::new(Held::new(&ctx, permits));
-        if crew.hand((job, held, load)) == Handed::NeedsMember {
-            let member = Arc::clone(&crew).serve(running.clone(), {
+        if crew.hand((job, permits, load)) == Handed::NeedsMember {
+            let member = Arc::clone(&crew).serve(running.clone(), None, {
                 let ctx = Arc::clone(&ctx);
-                move |(job, held, load)| run_job(job, held, load, Arc::clone(&ctx))
+                move |(job, permits, load), spare| {
+                    run_job(job, permits, spare, load, Arc::clone(&ctx))
+                }
             });
             // Boxed: a member's future holds a job's (~7.5 KiB), and tokio moves an unboxed
             // future by value several times as it spawns it.
@@ -285,17 +281,39 @@ pub(super) async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Ar
     let _ = finished.recv().await;
 }
 
-/// Run one job under its permits (the task-local [`task_permits`](super::task_permits) its fetches hand back while
-/// they wait); the permits and the job's place in the loop's load are given back when it ends.
-async fn run_job(job: Job, held: Arc<Held>, load: Load, ctx: Arc<LoopCtx>) {
+/// Run one job under its `permits`, held in a [`Held`] its fetches hand back while they wait
+/// for another request's redirect location: a transfer's own, a task's the task-local
+/// [`task_permits`](super::task_permits) (a scope is entered and left on every poll:
+/// transfers, a request each, do without). The permits and the job's place in the loop's load
+/// are given back when it ends; the `Held` (the member's `spare`, if it kept one) is handed
+/// back for the member's next job unless a clone of it outlives this one (an allocation less
+/// a request).
+async fn run_job(
+    job: Job,
+    permits: Permits,
+    spare: Option<Arc<Held>>,
+    load: Load,
+    ctx: Arc<LoopCtx>,
+) -> Option<Arc<Held>> {
     let _load = load;
-    TASK_PERMITS
-        .scope(held, async move {
-            match job {
-                Job::Transfer(t) => run_transfer(*t, ctx).await,
-                Job::Task(f) => f(ctx).await,
-                Job::Credential(w) => w.run(&ctx).await,
-            }
-        })
-        .await;
+    let held = match spare {
+        Some(held) => {
+            held.hold(permits);
+            held
+        }
+        None => Arc::new(Held::new(&ctx, permits)),
+    };
+    match job {
+        Job::Transfer(t) => run_transfer(*t, Arc::clone(&held), ctx).await,
+        Job::Task(f) => TASK_PERMITS.scope(Arc::clone(&held), f(ctx)).await,
+        Job::Credential(w) => {
+            TASK_PERMITS
+                .scope(Arc::clone(&held), async move { w.run(&ctx).await })
+                .await
+        }
+    }
+    (Arc::strong_count(&held) == 1).then(|| {
+        held.release();
+        held
+    })
 }

@@ -1,4 +1,4 @@
-//! Permits: a request's place under its loop's share and the client's concurrency limit,
+//! Permits: a request's place under its loop's share of the client's concurrency limit,
 //! which a request waiting without sending hands back and takes again ([`Held`]).
 
 use std::fmt;
@@ -8,8 +8,11 @@ use crate::http::loops::LoopCtx;
 use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// A request's place under the limits: this loop's share, then the client's limit.
-pub(crate) type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+/// A request's place under the client's concurrency limit: a permit of its loop's share. The
+/// loops' shares add up to the limit exactly (`remote::shares`), so the requests in flight
+/// never exceed it; a semaphore of the whole limit besides, which no request could ever wait
+/// for, cost every request a lock shared by all the loops' threads to give its permit back.
+pub(crate) type Permits = OwnedSemaphorePermit;
 
 tokio::task_local! {
     /// The permits the running task was started with (see [`Held`]).
@@ -32,17 +35,21 @@ pub(crate) fn task_permits() -> Option<Arc<Held>> {
 pub(crate) struct Held {
     permits: Mutex<Option<Permits>>,
     share: Arc<Semaphore>,
-    limit: Arc<Semaphore>,
 }
 
 impl Held {
-    /// Permits taken from `ctx`'s share and the client's limit.
+    /// Permits taken from `ctx`'s share.
     pub(crate) fn new(ctx: &LoopCtx, permits: Permits) -> Self {
         Held {
             permits: Mutex::new(Some(permits)),
             share: Arc::clone(&ctx.share),
-            limit: Arc::clone(&ctx.shared.limit),
         }
+    }
+
+    /// Hold `permits` again, for another job: a [`Held`] whose permits were handed back (a
+    /// crew member keeps one from job to job, see `loops::run_job`).
+    pub(crate) fn hold(&self, permits: Permits) {
+        *self.permits.lock() = Some(permits);
     }
 
     /// Hand the permits back; `true` if this call did (the caller must then
@@ -51,16 +58,13 @@ impl Held {
         self.permits.lock().take().is_some()
     }
 
-    /// Take permits again (this loop's share first, then the client's limit, as the loop
-    /// does); `false` if the limit was closed.
+    /// Take permits again (of this loop's share, in its queue as the loop takes them);
+    /// `false` if the share was closed.
     pub(crate) async fn reacquire(&self) -> bool {
-        let Ok(local) = Arc::clone(&self.share).acquire_owned().await else {
+        let Ok(permits) = Arc::clone(&self.share).acquire_owned().await else {
             return false;
         };
-        let Ok(global) = Arc::clone(&self.limit).acquire_owned().await else {
-            return false;
-        };
-        *self.permits.lock() = Some((local, global));
+        *self.permits.lock() = Some(permits);
         true
     }
 

@@ -18,7 +18,7 @@
 //! one request).
 //!
 //! Concurrency: the transfer's own permit carries one piece; each further piece runs only on
-//! a permit nobody waits for (this loop's share and the client's limit), taken when the
+//! a permit nobody waits for (of this loop's share of the client's limit), taken when the
 //! transfer starts and whenever one of its pieces ends. So a split never delays another
 //! transfer, never exceeds the limit, and its memory is its destinations (no piece is
 //! buffered).

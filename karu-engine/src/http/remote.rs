@@ -34,7 +34,6 @@ use crate::transfer::Transfer;
 /// State every loop shares.
 pub(super) struct Shared {
     pub(super) snapshot: Snapshot,
-    pub(super) limit: Arc<Semaphore>,
     pub(super) stats: RemoteStats,
     pub(super) tls: Arc<TlsConfig>,
     pub(super) dns: Arc<DnsCache>,
@@ -117,7 +116,6 @@ impl Remote {
             CredentialWorkers::new(global.credential_workers, credentials, Arc::new(tokens));
         let shared = Arc::new(Shared {
             snapshot: snapshot.clone(),
-            limit: Arc::new(Semaphore::new(global.concurrency.max(1))),
             stats: RemoteStats::default(),
             tls,
             dns,

@@ -12,7 +12,7 @@ use crate::http::fetch::{Fetch, Fetched};
 use crate::http::landing::{Dest, Landing, Scatter};
 use crate::http::loops::{LoopCtx, catch_panic};
 use crate::http::meter::Metered;
-use crate::http::permits::task_permits;
+use crate::http::permits::Held;
 use crate::http::pieces;
 use crate::sdk::{Error, Evidence, RangeSpec, Status};
 use crate::transfer::Transfer;
@@ -47,13 +47,14 @@ pub(super) fn reprice(ctx: &LoopCtx, mut transfer: Box<Transfer>) -> Box<Transfe
     transfer
 }
 
-/// Run one remote transfer and complete each of its parts.
+/// Run one remote transfer on the permits `held` (which its fetches hand back while they wait
+/// for another request's redirect location) and complete each of its parts.
 ///
 /// The transfer is active (its batch's release and scope wait for it) exactly while `active`
 /// lives; destinations are reachable only through a borrow of it. A panic in a backend hook
 /// (`prepare`, `correction`, `transformed`) is caught here, so every part still gets exactly
 /// one completion ([`Status::Internal`]) before the transfer ends.
-pub(super) async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
+pub(super) async fn run_transfer(mut transfer: Transfer, held: Arc<Held>, ctx: Arc<LoopCtx>) {
     let batch = Arc::clone(&transfer.batch);
     let Some(active) = batch.begin() else {
         transfer.cancel();
@@ -77,7 +78,7 @@ pub(super) async fn run_transfer(mut transfer: Transfer, ctx: Arc<LoopCtx>) {
         auth: transfer.auth.take().map(|auth| *auth),
         started,
         pins: None,
-        held: task_permits(),
+        held: Some(held),
     };
     let mut meter = None;
     let result = {
