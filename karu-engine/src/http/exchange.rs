@@ -404,16 +404,11 @@ impl<'a> Exchange<'a> {
                 .unwrap_or("-"),
             "request"
         );
-        let mut request = Request::builder()
-            .method(Method::GET)
-            .uri(url)
-            .body(Empty::<Bytes>::new())
-            .map_err(|_| {
-                Failure::new(
-                    Error::internal("cannot build an HTTP request"),
-                    FailureClass::Permanent,
-                )
-            })?;
+        // Set in place: the builder moves the request's parts by value at every step, and
+        // nothing here can fail.
+        let mut request = Request::new(Empty::<Bytes>::new());
+        *request.method_mut() = Method::GET;
+        *request.uri_mut() = url;
         *request.headers_mut() = headers;
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         // No body byte arrives while waiting for the head.

@@ -125,8 +125,12 @@ pub(super) async fn run_transfer(mut transfer: Transfer, held: Arc<Held>, ctx: A
     active.complete(completions);
 }
 
-/// Turn a fetch result into one completion per part (the bytes are already in place).
-fn complete_parts(transfer: &mut Transfer, result: Result<Fetched, Error>) -> Vec<Completion> {
+/// Turn a fetch result into one completion per part (the bytes are already in place). Most
+/// transfers carry one read: its completion needs no allocation.
+fn complete_parts(
+    transfer: &mut Transfer,
+    result: Result<Fetched, Error>,
+) -> SmallVec<[Completion; 1]> {
     let parts = std::mem::take(&mut transfer.parts);
     let first = transfer.start;
     match result {
