@@ -895,8 +895,6 @@ fn rejected(rejection: Rejection, status: u16) -> Failure {
     Failure::new(error, FailureClass::Permanent)
 }
 
-/// Every entry of `headers`, in order (a name with several values once for each), to build
-/// the same map again.
 /// Remove what must never go to another origin: `Authorization` and the backend's sensitive
 /// headers.
 fn strip_credentials(headers: &mut HeaderMap, sensitive: &[HeaderName]) {

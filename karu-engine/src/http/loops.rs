@@ -251,7 +251,7 @@ pub(super) async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Ar
             }
             job => job,
         };
-        // This loop's share first, then the client-wide limit.
+        // A permit of this loop's share of the client's limit.
         let Some(permits) = ctx.permits().await else {
             if let Job::Transfer(t) = job {
                 t.fail(&Error::internal("the concurrency limit was closed"));
