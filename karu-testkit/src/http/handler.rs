@@ -17,7 +17,7 @@ use super::conn::ConnShared;
 use super::fault::Fault;
 use super::pattern::pattern;
 use super::range::{self, RangeSpec, Resolved};
-use super::state::{Data, LiveRecord, Shared};
+use super::state::{Data, LiveRecord, RecordedHeaders, Shared};
 use super::{GateResponse, MAX_REQUEST_BODY, RequestHead};
 
 /// Source of the ids in error answers (`<RequestId>`, `x-amz-request-id`).
@@ -285,16 +285,7 @@ where
         method,
         path,
         query: parts.uri.query().map(str::to_owned),
-        headers: parts
-            .headers
-            .iter()
-            .map(|(n, v)| {
-                (
-                    n.as_str().to_owned(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect(),
+        headers: RecordedHeaders::of(&parts.headers),
         connection: conn.id,
         fault,
         status: AtomicU16::new(0),
@@ -393,7 +384,7 @@ where
         method: record.method.clone(),
         path: record.path.clone(),
         query: record.query.clone(),
-        headers: record.headers.clone(),
+        headers: record.headers.pairs(),
         body,
     });
     let mut object_path = None;
