@@ -61,7 +61,7 @@ struct Pacer {
 /// A pair of strings for each header cost the mock ~2,200 instructions a header on every
 /// request, so a client that sends more headers (Karu's `User-Agent` and
 /// `Accept-Encoding: identity`) paid for the mock's log in a benchmark sharing its cores.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct RecordedHeaders(String);
 
 impl RecordedHeaders {
