@@ -49,7 +49,7 @@ pub use azure::{AuthFailure, AuthRecord, AzureMock, Identity};
 pub use gcs::{GcsAuthFakes, GcsMock};
 pub use hf::{HfMock, RepoAccess};
 pub use http::{
-    Fault, FaultRule, Gate, GateResponse, MAX_REQUEST_BODY, MockServer, MockServerBuilder,
+    ChangingEtag, ChangingObject, Fault, FaultRule, Gate, GateResponse, MAX_REQUEST_BODY, MockServer, MockServerBuilder,
     PARETO_CAP, RequestHead, RequestRecord, Route, fill_pattern, pattern, pattern_byte, url_path,
 };
 pub use rng::Rng;

@@ -52,6 +52,7 @@
 
 mod barrier;
 mod body;
+mod changing;
 mod conn;
 mod fault;
 mod handler;
@@ -71,6 +72,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+pub use changing::{ChangingEtag, ChangingObject};
 pub use fault::{Fault, FaultRule, PARETO_CAP};
 pub use pattern::{fill_pattern, pattern, pattern_byte};
 

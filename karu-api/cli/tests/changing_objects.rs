@@ -1,0 +1,128 @@
+//! `karu read` of an object that changes between requests returns the bytes of one version or
+//! fails, never an OK read of two: the mock's object answers every request from a new version
+//! whose bytes differ from the others' at every offset, so bytes of two versions in one read
+//! would show.
+
+mod support;
+
+use std::sync::Arc;
+
+use karu_testkit::{ChangingEtag, ChangingObject, Fault, FaultRule, MockServer};
+use serde_json::json;
+use support::{karu, sha256};
+
+const SIZE: u64 = 1 << 20;
+const PIECE: u64 = 64 << 10;
+
+/// Pieces of 64 KiB, so a read of the whole object could take sixteen requests; no duplicate
+/// requests, so the log holds exactly what the command asked for.
+const FLAGS: [&str; 4] = [
+    "--set",
+    "http.part_size=64KiB",
+    "--set",
+    "hedge.enabled=false",
+];
+
+fn args<'a>(command: &[&'a str]) -> Vec<&'a str> {
+    let mut args = FLAGS.to_vec();
+    args.extend_from_slice(command);
+    args
+}
+
+fn changing_server(etag: ChangingEtag) -> (MockServer, String) {
+    let server = MockServer::start();
+    server.set_route(Some(Arc::new(ChangingObject::new("/o", SIZE, etag))));
+    let url = server.url("/o");
+    (server, url)
+}
+
+/// The ranges the server was asked for, in order.
+fn ranges(server: &MockServer) -> Vec<Option<(u64, u64)>> {
+    server.requests().iter().map(|r| r.byte_range).collect()
+}
+
+#[test]
+fn an_object_without_a_strong_etag_is_read_as_one_version() {
+    for etag in [ChangingEtag::None, ChangingEtag::Weak("W/\"same\"".into())] {
+        // To stdout.
+        let (server, url) = changing_server(etag.clone());
+        let home = tempfile::tempdir().unwrap();
+        let out = karu(home.path(), args(&["read", &url, "0:1MiB"]));
+        assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{etag:?}");
+        assert_eq!(out.stdout.len() as u64, SIZE);
+        // The stat, the first piece (whose answer names no version, so no other piece is
+        // asked for), then the whole range in one request: the version its bytes are of.
+        assert_eq!(
+            ranges(&server),
+            [Some((0, 0)), Some((0, PIECE - 1)), Some((0, SIZE - 1))],
+            "{etag:?}"
+        );
+        assert_eq!(
+            ChangingObject::version_of(&out.stdout, 0),
+            Some(2),
+            "{etag:?}: one version, the last request's"
+        );
+
+        // To a file, and as JSON, from an offset, to the end of the object.
+        let (server, url) = changing_server(etag.clone());
+        let out_dir = home.path().join("out");
+        let out = karu(
+            home.path(),
+            args(&[
+                "--json",
+                "read",
+                &url,
+                "100:end",
+                "--output",
+                out_dir.to_str().unwrap(),
+            ]),
+        );
+        assert_eq!(out.code, 0, "{etag:?}: {out:?}");
+        let written = std::fs::read(out_dir.join("0.bin")).unwrap();
+        assert_eq!(written.len() as u64, SIZE - 100);
+        let version = ChangingObject::version_of(&written, 100);
+        assert_eq!(version, Some(2), "{etag:?}: {:?}", ranges(&server));
+        assert_eq!(out.json_lines()[0]["sha256"], json!(sha256(&written)));
+
+        // The whole range's answer cut short: it is asked for again from its start (no tag
+        // to resume it by), and every byte is of that answer's version.
+        let (server, url) = changing_server(etag.clone());
+        server.add_fault(FaultRule::new(Fault::CutBodyAfter(300 << 10)).skip(2).times(1));
+        let out = karu(home.path(), args(&["read", &url, "0:1MiB"]));
+        assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{etag:?}");
+        assert_eq!(
+            ranges(&server),
+            [
+                Some((0, 0)),
+                Some((0, PIECE - 1)),
+                Some((0, SIZE - 1)),
+                Some((0, SIZE - 1))
+            ],
+            "{etag:?}"
+        );
+        assert_eq!(ChangingObject::version_of(&out.stdout, 0), Some(3));
+    }
+}
+
+#[test]
+fn an_object_whose_strong_etag_changes_fails_instead_of_mixing() {
+    let (server, url) = changing_server(ChangingEtag::Strong);
+    let home = tempfile::tempdir().unwrap();
+    let out = karu(home.path(), args(&["read", &url, "0:1MiB"]));
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr
+            .starts_with("karu: read 0 (0:1048576): precondition_failed: "),
+        "{out:?}"
+    );
+    // Pinned to the stat's version, every piece was refused: nothing was written.
+    assert!(out.stdout.is_empty(), "{} bytes", out.stdout.len());
+    let log = server.requests();
+    assert_eq!(log[0].header("if-match"), None);
+    assert!(
+        log[1..]
+            .iter()
+            .all(|r| r.header("if-match") == Some("\"v0\"") && !(200..300).contains(&r.status)),
+        "{log:?}"
+    );
+}
