@@ -72,10 +72,13 @@ pub(crate) enum Command {
                       that fails after some of its pieces were written to stdout has written \
                       them: the exit status says it failed.\n\n\
                       With --output, a file under its name is always a whole read: bytes go to \
-                      a hidden temporary file beside it, renamed when the read is OK. A read \
-                      that reached the end of the object keeps the bytes that exist as \
-                      NAME.partial; any other failure keeps nothing, and a NAME (or \
-                      NAME.partial) left by an earlier run is removed."
+                      a hidden temporary file beside it (created new, never through a link), \
+                      renamed over the name when the read is OK. A read that fails or is \
+                      interrupted (Ctrl-C, SIGTERM, SIGHUP) removes its temporary file and \
+                      leaves what was under the name before as it was, and says so; one that \
+                      reached the end of the object keeps the bytes that exist as NAME.partial \
+                      if no file has that name. An output that is an input of the command (the \
+                      same file by any name or link, standard output too) is refused."
     )]
     Read(ReadArgs),
     /// Print the size and ETag.

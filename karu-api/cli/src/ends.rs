@@ -2,13 +2,16 @@
 //! length and SHA-256), as raw bytes (`--head-only`, `--tail-only`), as files (`--output DIR`)
 //! or in a JSON line with the bytes encoded.
 
+use std::path::{Path, PathBuf};
+
 use base64::Engine as _;
 use karu::Client;
 use serde_json::json;
 
 use crate::cli::{Encoding, EndsArgs};
-use crate::files::{Ending, OutputFile};
-use crate::outcome::{OK, Stop};
+use crate::files::{Ending, OutputFile, check_outputs};
+use crate::interrupt;
+use crate::outcome::{OK, Stop, say};
 use crate::output::Stdout;
 use crate::{locate, operation_failed, sha256};
 
@@ -21,9 +24,37 @@ pub(crate) fn run(
     out: &mut Stdout,
 ) -> Result<u8, Stop> {
     let locator = locate(client, &args.address, window)?;
+    let paths: Vec<PathBuf> = match &args.output {
+        Some(dir) => [("head", !args.tail_only), ("tail", !args.head_only)]
+            .iter()
+            .filter(|(_, wanted)| *wanted)
+            .map(|(name, _)| dir.join(format!("{name}.bin")))
+            .collect(),
+        None => Vec::new(),
+    };
+    let inputs: Vec<&Path> = locator.file_path().into_iter().collect();
+    let raw_only = args.head_only || args.tail_only;
+    // Stdout has the summary or the JSON line, or the bytes without --output.
+    let to_stdout = !(raw_only && args.output.is_some());
+    check_outputs(&inputs, &paths, to_stdout)?;
+    if args.output.is_some() {
+        interrupt::protect_output_files();
+    }
     let ends = match client.read_ends(&locator, args.head, args.tail) {
         Ok(ends) => ends,
-        Err(e) => return Ok(operation_failed(&e)),
+        Err(e) => {
+            let status = operation_failed(&e);
+            for path in paths
+                .iter()
+                .filter(|p| std::fs::symlink_metadata(p).is_ok())
+            {
+                say(&format!(
+                    "karu: {} is left as it was before this run",
+                    path.display()
+                ));
+            }
+            return Ok(status);
+        }
     };
     let wanted = [
         ("head", &ends.head, !args.tail_only),
@@ -35,11 +66,10 @@ pub(crate) fn run(
             if *wanted {
                 let mut file = OutputFile::new(dir.join(format!("{name}.bin")));
                 file.write(bytes)?;
-                files[at] = file.finish(Ending::Whole)?;
+                files[at] = file.finish(Ending::Whole)?.file;
             }
         }
     }
-    let raw_only = args.head_only || args.tail_only;
     if raw_only && args.output.is_none() {
         let bytes = if args.head_only {
             &ends.head

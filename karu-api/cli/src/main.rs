@@ -19,6 +19,7 @@
 mod cli;
 mod ends;
 mod files;
+mod interrupt;
 mod log;
 mod numbers;
 mod outcome;

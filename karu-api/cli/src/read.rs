@@ -8,7 +8,7 @@
 //! end (`7:end`) and suffixes (`-500`) are placed with the same stat, and pinned likewise.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -23,7 +23,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::cli::ReadArgs;
-use crate::files::{Ending, OutputFile};
+use crate::files::{Ending, Finished, OutputFile, check_outputs};
 use crate::numbers::Range;
 use crate::outcome::{FAILED, OK, Stop};
 use crate::output::Stdout;
@@ -31,7 +31,7 @@ use crate::place::{Outcome, Placed, place};
 use crate::plan::{Fetch, Pacer, Unit};
 use crate::report::{Failures, Reporter};
 use crate::requests::{Request, Requests};
-use crate::{locate, milliseconds, wait};
+use crate::{interrupt, locate, milliseconds, wait};
 
 /// The default file name of a read under `--output DIR`.
 const DEFAULT_TEMPLATE: &str = "{tag}.bin";
@@ -100,6 +100,18 @@ pub(crate) fn run(
     } else {
         None
     };
+    let mut inputs: Vec<&Path> = locators.iter().filter_map(Locator::file_path).collect();
+    if let Some(path) = args.ranges_from.as_deref().filter(|p| *p != "-") {
+        inputs.push(Path::new(path));
+    }
+    check_outputs(
+        &inputs,
+        files.as_deref().unwrap_or_default(),
+        json || !to_files,
+    )?;
+    if files.is_some() {
+        interrupt::protect_output_files();
+    }
     if let (Some(dir), Some(_)) = (&args.output, &files) {
         std::fs::create_dir_all(dir)
             .map_err(|e| Stop::Output(format!("cannot create {}: {e}", dir.display())))?;
@@ -550,8 +562,8 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// `read` ended with `outcome`: its pieces still in flight are cancelled, then its error
-    /// line, its file, its JSON line, the counters.
+    /// `read` ended with `outcome`: its pieces still in flight are cancelled, then its file, its
+    /// error line, its JSON line, the counters.
     fn end(
         &mut self,
         read: usize,
@@ -581,10 +593,9 @@ impl Run<'_> {
         }
         if outcome.status != Status::Ok {
             *failed = true;
-            self.report_failure(read, &outcome, received);
         }
-        let kept = match (&self.files, outcome.status) {
-            (None, _) => None,
+        let finished = match (&self.files, outcome.status) {
+            (None, _) => Finished::default(),
             (Some(files), status) => {
                 let ending = match status {
                     Status::Ok => Ending::Whole,
@@ -595,8 +606,11 @@ impl Run<'_> {
                 file.finish(ending)?
             }
         };
+        if outcome.status != Status::Ok {
+            self.report_failure(read, &outcome, received, &finished.note);
+        }
         if self.json {
-            let line = self.json_line(read, &outcome, received, hasher, kept, timing);
+            let line = self.json_line(read, &outcome, received, hasher, finished, timing);
             out.line(&line.to_string())?;
         }
         self.reporter
@@ -604,12 +618,16 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The stderr line of a failed read, unless one of its kind was printed.
-    fn report_failure(&mut self, read: usize, outcome: &Outcome, received: u64) {
+    /// The stderr line of a failed read, unless one of its kind was printed; `note` says what
+    /// it left of its files.
+    fn report_failure(&mut self, read: usize, outcome: &Outcome, received: u64, note: &str) {
         let request = self.requests.reads[read];
         let status = outcome.status;
         let message = outcome.message.as_deref().unwrap_or_default();
         if !self.failures.record(status, message) {
+            if !note.is_empty() {
+                self.failures.notes_unsaid += 1;
+            }
             return;
         }
         let place = if self.requests.addresses.len() > 1 {
@@ -624,7 +642,7 @@ impl Run<'_> {
             String::new()
         };
         self.reporter.line(&format!(
-            "karu: read {read} ({place}): {status}: {message}{delivered}"
+            "karu: read {read} ({place}): {status}: {message}{delivered}{note}"
         ));
     }
 
@@ -635,7 +653,7 @@ impl Run<'_> {
         outcome: &Outcome,
         received: u64,
         hasher: Option<Sha256>,
-        kept: Option<PathBuf>,
+        finished: Finished,
         timing: Option<ReadTiming>,
     ) -> serde_json::Value {
         let request = self.requests.reads[read];
@@ -651,7 +669,8 @@ impl Run<'_> {
             "bytes_received": received,
             "error": outcome.message,
             "sha256": hex::encode(hasher.unwrap_or_default().finalize()),
-            "file": kept.map(|p| p.display().to_string()),
+            "file": finished.file.map(|p| p.display().to_string()),
+            "earlier_file": finished.earlier.map(|p| p.display().to_string()),
             "timing": timing.map(|t| t.json()),
         })
     }

@@ -31,6 +31,8 @@ pub(crate) struct Failures {
     unshown: u64,
     /// Reads that failed.
     pub(crate) count: u64,
+    /// Failed reads not printed whose name holds a file from before this run.
+    pub(crate) notes_unsaid: u64,
 }
 
 impl Failures {
@@ -72,6 +74,17 @@ impl Failures {
             lines.push(format!(
                 "karu: {} more reads failed in other ways (not shown; --json lists every read)",
                 self.unshown
+            ));
+        }
+        if self.notes_unsaid > 0 {
+            let (reads, them) = match self.notes_unsaid {
+                1 => ("read", "its name"),
+                _ => ("reads", "their names"),
+            };
+            lines.push(format!(
+                "karu: {} more failed {reads} left the files from before this run under {them} \
+                 as they were (--json names each as earlier_file)",
+                self.notes_unsaid
             ));
         }
         lines

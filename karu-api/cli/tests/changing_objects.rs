@@ -87,7 +87,11 @@ fn an_object_without_a_strong_etag_is_read_as_one_version() {
         // The whole range's answer cut short: it is asked for again from its start (no tag
         // to resume it by), and every byte is of that answer's version.
         let (server, url) = changing_server(etag.clone());
-        server.add_fault(FaultRule::new(Fault::CutBodyAfter(300 << 10)).skip(2).times(1));
+        server.add_fault(
+            FaultRule::new(Fault::CutBodyAfter(300 << 10))
+                .skip(2)
+                .times(1),
+        );
         let out = karu(home.path(), args(&["read", &url, "0:1MiB"]));
         assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{etag:?}");
         assert_eq!(

@@ -86,6 +86,7 @@ fn json_lines_carry_each_read_and_the_batch_figures() {
                 "error": null,
                 "sha256": sha256(&pattern(offset, len)),
                 "file": null,
+                "earlier_file": null,
             })
         );
     }

@@ -57,7 +57,9 @@ fn an_earlier_file_survives_a_failed_read() {
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(
         errors[0].starts_with("karu: read 0 (0:10): not_found: ")
-            && errors[0].ends_with(&format!("; {earlier_text} is left as it was before this run")),
+            && errors[0].ends_with(&format!(
+                "; {earlier_text} is left as it was before this run"
+            )),
         "{errors:?}"
     );
     // The JSON line names it too.
@@ -143,7 +145,11 @@ fn a_read_past_the_end_keeps_its_prefix_beside_the_earlier_file() {
     assert_eq!(out.code, 1, "{out:?}");
     assert_eq!(std::fs::read(&partial).unwrap(), b"an earlier prefix");
     assert_eq!(std::fs::read(out_dir.join("0.bin")).unwrap(), EARLIER);
-    assert_eq!(names(&out_dir), ["0.bin", "0.bin.partial"], "no temporary left");
+    assert_eq!(
+        names(&out_dir),
+        ["0.bin", "0.bin.partial"],
+        "no temporary left"
+    );
     assert!(
         out.stderr.contains(&format!(
             "the bytes that exist are not kept: {} is left as it was before this run",
@@ -370,7 +376,11 @@ fn a_whole_read_replaces_the_earlier_file_in_one_rename() {
     // With a umask of 027 a new file is rw-r----- (0640), as any file the user creates.
     let mut command = Command::new("/bin/sh");
     command
-        .args(["-c", "umask 027; exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_karu")])
+        .args([
+            "-c",
+            "umask 027; exec \"$0\" \"$@\"",
+            env!("CARGO_BIN_EXE_karu"),
+        ])
         .args(["read", &data, "0:10", "--output", &out_text]);
     let out = support::run(isolate(&mut command, home.path()));
     assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
@@ -475,4 +485,50 @@ fn an_output_that_is_an_input_is_refused() {
         "{out:?}"
     );
     assert_eq!(std::fs::read(&data).unwrap(), pattern(0, 100));
+}
+
+#[test]
+fn an_output_name_holding_a_directory_or_a_fifo_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let data = pattern_file(home.path(), "data.bin", 100);
+    let out_dir = home.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    std::fs::create_dir(out_dir.join("0.bin")).unwrap();
+    karu_testkit::make_fifo(&out_dir.join("1.bin"));
+    let out_text = out_dir.to_str().unwrap();
+    for (template, what) in [("0.bin", "a directory"), ("1.bin", "a FIFO")] {
+        let out = karu(
+            home.path(),
+            [
+                "read",
+                &data,
+                "0:10",
+                "--output",
+                out_text,
+                "--out-template",
+                template,
+            ],
+        );
+        assert_eq!(out.code, 2, "{template}: {out:?}");
+        assert!(
+            out.stderr.starts_with(&format!(
+                "karu: {} is {what}: ",
+                out_dir.join(template).display()
+            )),
+            "{out:?}"
+        );
+        assert_eq!(
+            names(&out_dir),
+            ["0.bin", "1.bin"],
+            "{template}: nothing left"
+        );
+    }
+    assert!(std::fs::metadata(out_dir.join("0.bin")).unwrap().is_dir());
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(out_dir.join("1.bin"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
 }

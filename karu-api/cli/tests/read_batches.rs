@@ -205,8 +205,8 @@ fn output_writes_one_file_per_read() {
         ["0.bin", "1.bin", "2.bin.partial"],
         "no 2.bin, no temporary file"
     );
-    // A missing object: nothing at all, and a file an earlier run left under the name goes.
-    std::fs::write(out_dir.join("0.bin"), "stale").unwrap();
+    // A missing object writes nothing, and leaves what an earlier run wrote under the name.
+    std::fs::write(out_dir.join("0.bin"), "earlier").unwrap();
     let missing = dir.path().join("missing.bin");
     let out = karu(
         dir.path(),
@@ -219,8 +219,10 @@ fn output_writes_one_file_per_read() {
         ],
     );
     assert_eq!(out.code, 1, "{out:?}");
-    assert_eq!(names(&out_dir), ["1.bin", "2.bin.partial"]);
-    // The same range, now within the object: the whole file takes the name, the partial goes.
+    assert_eq!(names(&out_dir), ["0.bin", "1.bin", "2.bin.partial"]);
+    assert_eq!(std::fs::read(out_dir.join("0.bin")).unwrap(), b"earlier");
+    // The same range, now within the object: the whole file takes the name (the prefix of
+    // the earlier run stays).
     let out = karu(
         dir.path(),
         [
@@ -234,7 +236,10 @@ fn output_writes_one_file_per_read() {
         ],
     );
     assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:?}");
-    assert_eq!(names(&out_dir), ["0.bin", "1.bin", "2.bin"]);
+    assert_eq!(
+        names(&out_dir),
+        ["0.bin", "1.bin", "2.bin", "2.bin.partial"]
+    );
     assert_eq!(
         std::fs::read(out_dir.join("2.bin")).unwrap(),
         pattern(90, 10)

@@ -108,8 +108,7 @@ impl Route for ChangingObject {
         if let Some(condition) = request.header("if-match") {
             let passes = condition.trim() == "*"
                 || etag.as_deref().is_some_and(|tag| {
-                    !tag.starts_with("W/")
-                        && condition.split(',').any(|c| c.trim() == tag)
+                    !tag.starts_with("W/") && condition.split(',').any(|c| c.trim() == tag)
                 });
             if !passes {
                 return Some(GateResponse::new(412, "precondition failed"));
