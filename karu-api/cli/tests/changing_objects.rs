@@ -6,6 +6,7 @@
 mod support;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use karu_testkit::{ChangingEtag, ChangingObject, Fault, FaultRule, MockServer};
 use serde_json::json;
@@ -129,4 +130,91 @@ fn an_object_whose_strong_etag_changes_fails_instead_of_mixing() {
             .all(|r| r.header("if-match") == Some("\"v0\"") && !(200..300).contains(&r.status)),
         "{log:?}"
     );
+}
+
+/// A local file of 1 MiB read to a pipe in pieces of 64 KiB, four at a time, that the test
+/// changes with `change` once the first piece reached the pipe: the pipe (64 KiB) is full then,
+/// so the command waits to write the second piece, and no piece after the fifth was read yet.
+fn local_read_changed_midway(change: impl FnOnce(&std::path::Path)) -> support::Run {
+    use std::io::Read as _;
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("data.bin");
+    std::fs::write(&file, ChangingObject::bytes(0, 0, SIZE as usize)).unwrap();
+    // A modification time long past, so that a write now is seen as one.
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_000_000))
+        .unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_karu"));
+    support::isolate(&mut command, dir.path())
+        .args([
+            "--set",
+            "http.part_size=64KiB",
+            "--set",
+            "planner.max_span=256KiB",
+            "read",
+            file.to_str().unwrap(),
+            "0:1MiB",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+    change(&file);
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let mut bytes = first.to_vec();
+    bytes.extend(rest);
+    support::Run {
+        code: output.status.code().unwrap(),
+        stdout: bytes,
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+#[test]
+fn a_local_file_changed_during_a_read_fails_it() {
+    // Replaced by a rename, as editors and `karu --output` write files.
+    let out = local_read_changed_midway(|file| {
+        let new = file.with_file_name("new.bin");
+        std::fs::write(&new, ChangingObject::bytes(1, 0, SIZE as usize)).unwrap();
+        std::fs::rename(&new, file).unwrap();
+    });
+    assert_eq!(out.code, 1, "{:?}", out.stderr);
+    assert!(
+        out.stderr
+            .starts_with("karu: read 0 (0:1048576): precondition_failed: ")
+            && out.stderr.contains(" changed while it was read"),
+        "{:?}",
+        out.stderr
+    );
+    assert!(out.stdout.len() < SIZE as usize);
+    assert_eq!(
+        ChangingObject::version_of(&out.stdout, 0),
+        Some(0),
+        "a prefix of one version"
+    );
+
+    // Rewritten in place.
+    let out = local_read_changed_midway(|file| {
+        use std::io::{Seek as _, SeekFrom, Write as _};
+        let mut f = std::fs::File::options().write(true).open(file).unwrap();
+        f.seek(SeekFrom::Start(SIZE / 2)).unwrap();
+        f.write_all(&ChangingObject::bytes(1, SIZE / 2, (SIZE / 2) as usize))
+            .unwrap();
+    });
+    assert_eq!(out.code, 1, "{:?}", out.stderr);
+    assert!(
+        out.stderr.contains(" changed while it was read"),
+        "{:?}",
+        out.stderr
+    );
+    assert_eq!(ChangingObject::version_of(&out.stdout, 0), Some(0));
 }
