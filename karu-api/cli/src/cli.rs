@@ -68,7 +68,10 @@ pub(crate) enum Command {
                       http.part_size (8 MiB) goes in pieces of that size, in order, with at \
                       most planner.max_span (64 MiB) of them in memory; the pieces of a remote \
                       read are pinned to one version of the object by the ETag of a stat made \
-                      first (an object without a strong ETag is read in one piece). A read \
+                      first (an object without a strong ETag is read in one piece), and those \
+                      of a local file are checked against the file, its size and its \
+                      modification time (a file replaced or rewritten meanwhile fails the \
+                      read). A read \
                       that fails after some of its pieces were written to stdout has written \
                       them: the exit status says it failed.\n\n\
                       With --output, a file under its name is always a whole read: bytes go to \

@@ -1,9 +1,12 @@
 //! Where each read of `karu read` lies in its object, and how it is fetched: ranges written
 //! against the end (`7:end`, `-500`) are placed with the object's size, and reads longer than
 //! a piece are split, pinned to one version of a remote object, with the ETag of one stat of
-//! each object that needs it (all stats at once).
+//! each object that needs it (all stats at once). A local file has no ETag: the pieces of its
+//! read are checked against its [`FileVersion`] instead.
 
 use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 
 use karu::{Client, Error, Locator, ObjectInfo, Status};
 
@@ -48,6 +51,9 @@ pub(crate) struct Placed {
     pub(crate) if_match: Option<String>,
     /// The outcome of a read that needs no request.
     pub(crate) settled: Option<Outcome>,
+    /// For a local file read in pieces: the file's version when the read was placed, which
+    /// each piece is checked against as it arrives.
+    pub(crate) version: Option<FileVersion>,
 }
 
 impl Placed {
@@ -59,6 +65,7 @@ impl Placed {
             fetch: Fetch::Settled,
             if_match: None,
             settled: Some(outcome),
+            version: None,
         }
     }
 
@@ -70,6 +77,7 @@ impl Placed {
             fetch: Fetch::Whole { length },
             if_match,
             settled: None,
+            version: None,
         }
     }
 }
@@ -183,7 +191,17 @@ fn fetched(
     placed_by_size: bool,
 ) -> Placed {
     let pin = if_match.map(str::to_owned).or_else(|| info.etag.clone());
-    let pinned = locator.file_path().is_some() || pin.is_some();
+    // A local file's pieces are checked against its version, which must be the one the stat
+    // saw (a file that cannot be looked at now fails its read as it will).
+    let version = locator
+        .file_path()
+        .and_then(|path| FileVersion::of(path).ok());
+    if let (Some(version), Some(size), None) = (&version, info.size, locator.window())
+        && version.size != size
+    {
+        return Placed::settled(Some(offset), version.changed(locator));
+    }
+    let pinned = version.is_some() || pin.is_some();
     if length > piece && pinned {
         return Placed {
             offset: Some(offset),
@@ -195,6 +213,7 @@ fn fetched(
             },
             if_match: pin,
             settled: None,
+            version,
         };
     }
     let condition = if placed_by_size {
@@ -203,4 +222,42 @@ fn fetched(
         if_match.map(str::to_owned)
     };
     Placed::whole(offset, length, condition)
+}
+
+/// What tells two versions of a local file apart: the file itself (device and inode: a file
+/// replaced by a rename is another one), its size, and when its contents and its inode last
+/// changed. A file rewritten in place within one tick of the clock that stamps it keeps its
+/// times, and is not told apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileVersion {
+    device: u64,
+    inode: u64,
+    size: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+}
+
+impl FileVersion {
+    /// The version of the file at `path` now.
+    pub(crate) fn of(path: &Path) -> std::io::Result<FileVersion> {
+        let metadata = std::fs::metadata(path)?;
+        Ok(FileVersion {
+            device: metadata.dev(),
+            inode: metadata.ino(),
+            size: metadata.size(),
+            modified: (metadata.mtime(), metadata.mtime_nsec()),
+            changed: (metadata.ctime(), metadata.ctime_nsec()),
+        })
+    }
+
+    /// The outcome of a read of `locator`'s file, which is no longer at this version.
+    pub(crate) fn changed(&self, locator: &Locator) -> Outcome {
+        Outcome::failed(
+            Status::PreconditionFailed,
+            format!(
+                "{locator} changed while it was read (it is another file, or its size or \
+                 modification time changed): its pieces would not be of one version"
+            ),
+        )
+    }
 }

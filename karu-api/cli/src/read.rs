@@ -27,7 +27,7 @@ use crate::files::{Ending, Finished, OutputFile, check_outputs};
 use crate::numbers::Range;
 use crate::outcome::{FAILED, OK, Stop};
 use crate::output::Stdout;
-use crate::place::{Outcome, Placed, place};
+use crate::place::{FileVersion, Outcome, Placed, place};
 use crate::plan::{Fetch, Pacer, Unit};
 use crate::report::{Failures, Reporter};
 use crate::requests::{Request, Requests};
@@ -520,6 +520,12 @@ impl Run<'_> {
                     submitted,
                 } => {
                     self.states[read].timing.add(completion.timing(), submitted);
+                    if let Some(changed) = self.local_change(read) {
+                        self.pacer.handle_piece(read, false);
+                        self.pacer.handle_consumed(consumed);
+                        self.end(read, changed, out, failed)?;
+                        continue;
+                    }
                     let whole = completion.is_ok();
                     self.deliver(read, completion.bytes(), out)?;
                     if split {
@@ -537,6 +543,19 @@ impl Run<'_> {
                     }
                 }
             }
+        }
+    }
+
+    /// For a local file read in pieces, whether the file is still the version the read
+    /// began with: the failed outcome if not. A piece is checked when it arrives, so every
+    /// piece delivered was read before any change the check did not see.
+    fn local_change(&self, read: usize) -> Option<Outcome> {
+        let version = self.placed[read].version?;
+        let locator = &self.locators[self.requests.reads[read].address];
+        let path = locator.file_path()?;
+        match FileVersion::of(path) {
+            Ok(now) if now == version => None,
+            _ => Some(version.changed(locator)),
         }
     }
 
