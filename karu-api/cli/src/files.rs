@@ -63,7 +63,6 @@ pub(crate) struct OutputFile {
     path: PathBuf,
     /// Created with the first bytes (a read that fails before any leaves no trace).
     temporary: Option<Temporary>,
-    written: u64,
 }
 
 impl OutputFile {
@@ -72,7 +71,6 @@ impl OutputFile {
         OutputFile {
             path,
             temporary: None,
-            written: 0,
         }
     }
 
@@ -88,9 +86,7 @@ impl OutputFile {
         temporary
             .file
             .write_all(bytes)
-            .map_err(|e| cannot_write(&self.path, &e))?;
-        self.written += bytes.len() as u64;
-        Ok(())
+            .map_err(|e| cannot_write(&self.path, &e))
     }
 
     /// Ends the file as the read ended: says where its bytes are, and what it left alone.

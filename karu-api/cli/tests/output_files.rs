@@ -15,20 +15,10 @@ use std::time::Duration;
 
 use karu_testkit::{Fault, FaultRule, GateResponse, MockServer, RequestHead, Route};
 use serde_json::json;
-use support::{isolate, karu, pattern, pattern_file};
+use support::{isolate, karu, names, pattern, pattern_file};
 
 /// What an earlier run left under the name.
 const EARLIER: &[u8] = b"the whole read of an earlier run";
-
-/// The names in `dir`, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
 
 /// A directory `out` in `home` holding `0.bin` from an earlier run.
 fn earlier_output(home: &Path) -> (std::path::PathBuf, String) {

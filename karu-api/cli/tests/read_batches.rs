@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use karu_testkit::{Fault, FaultRule, GateResponse, MockServer, RequestHead, Route};
 use serde_json::json;
-use support::{isolate, karu, pattern, pattern_file, sha256};
+use support::{isolate, karu, names, pattern, pattern_file, sha256};
 
 /// `karu ARGS` with `input` on stdin.
 fn karu_stdin(home: &std::path::Path, args: &[&str], input: &str) -> support::Run {
@@ -159,16 +159,6 @@ fn several_raw_ranges_need_concat() {
     );
     let out = karu(dir.path(), ["--json", "read", &file, "0:4", "--concat"]);
     assert_eq!(out.code, 2, "--concat is for raw output: {out:?}");
-}
-
-/// The names in `dir`, sorted.
-fn names(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]
