@@ -167,8 +167,9 @@ const PIECE: u64 = 64 << 10;
 /// A `karu read` of three pieces of 64 KiB into `out_dir` (two pieces in flight at most),
 /// stopped while it waits for its third piece: the first piece has been written by then (the
 /// third is asked for only once the first was consumed). Returns the child and the server,
-/// which holds the third piece at a barrier whose round never fills.
-fn read_held_at_the_third_piece(home: &Path, out_dir: &str) -> (Child, MockServer) {
+/// which holds the third piece at a barrier whose round never fills. The command starts with
+/// the `ignored` signals (names, such as `HUP INT`) ignored, as a shell's `trap '' …` leaves them.
+fn read_held_at_the_third_piece(home: &Path, out_dir: &str, ignored: &str) -> (Child, MockServer) {
     let server = MockServer::start();
     server.insert_virtual("/big.bin", 3 * PIECE);
     let (arrived, arrivals) = mpsc::channel();
@@ -182,9 +183,16 @@ fn read_held_at_the_third_piece(home: &Path, out_dir: &str) -> (Child, MockServe
             .times(1),
     );
     let url = server.url("/big.bin");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_karu"));
+    let trap = match ignored {
+        "" => String::new(),
+        ignored => format!("trap '' {ignored}; "),
+    };
+    let mut command = Command::new("/bin/sh");
     isolate(&mut command, home)
         .args([
+            "-c",
+            &format!("{trap}exec \"$0\" \"$@\""),
+            env!("CARGO_BIN_EXE_karu"),
             "--set",
             "http.part_size=64KiB",
             "--set",
@@ -231,7 +239,7 @@ fn an_interrupted_read_leaves_the_earlier_file_and_no_temporary() {
     for (signal, number) in [("INT", 2), ("TERM", 15), ("HUP", 1)] {
         let home = tempfile::tempdir().unwrap();
         let (out_dir, out_text) = earlier_output(home.path());
-        let (child, server) = read_held_at_the_third_piece(home.path(), &out_text);
+        let (child, server) = read_held_at_the_third_piece(home.path(), &out_text, "");
         let during = names(&out_dir);
         assert_eq!(during.len(), 2, "{signal}: {during:?}");
         assert!(
@@ -260,10 +268,31 @@ fn an_interrupted_read_leaves_the_earlier_file_and_no_temporary() {
 }
 
 #[test]
+fn a_signal_ignored_when_the_command_started_stays_ignored() {
+    // As under `nohup` (SIGHUP), or for a command a script started in the background (SIGINT).
+    let home = tempfile::tempdir().unwrap();
+    let (out_dir, out_text) = earlier_output(home.path());
+    let (child, server) = read_held_at_the_third_piece(home.path(), &out_text, "HUP INT");
+    kill(&child, "HUP");
+    kill(&child, "INT");
+    kill(&child, "TERM");
+    let output = child.wait_with_output().unwrap();
+    drop(server);
+    assert_eq!(output.status.signal(), Some(15), "{output:?}");
+    assert!(
+        String::from_utf8(output.stderr)
+            .unwrap()
+            .starts_with("karu: interrupted by SIGTERM: ")
+    );
+    assert_eq!(std::fs::read(out_dir.join("0.bin")).unwrap(), EARLIER);
+    assert_eq!(names(&out_dir), ["0.bin"]);
+}
+
+#[test]
 fn a_crash_between_write_and_rename_leaves_the_earlier_file() {
     let home = tempfile::tempdir().unwrap();
     let (out_dir, out_text) = earlier_output(home.path());
-    let (child, server) = read_held_at_the_third_piece(home.path(), &out_text);
+    let (child, server) = read_held_at_the_third_piece(home.path(), &out_text, "");
     kill(&child, "KILL");
     let output = child.wait_with_output().unwrap();
     drop(server);
