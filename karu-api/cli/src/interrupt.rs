@@ -5,8 +5,10 @@
 //!
 //! A thread waits for the signals (signal-hook's self-pipe iterator): nothing but a write to
 //! that pipe runs inside the signal handler. Commands that write only to stdout keep the
-//! default handling.
+//! default handling, and a signal ignored when the command started (`nohup` ignores SIGHUP, a
+//! shell ignores SIGINT for a command it starts in the background) stays ignored.
 
+use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -22,7 +24,14 @@ use crate::outcome::say;
 pub(crate) fn protect_output_files() {
     static INSTALLED: OnceLock<()> = OnceLock::new();
     INSTALLED.get_or_init(|| {
-        let Ok(mut signals) = Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        let watched: Vec<i32> = [SIGINT, SIGTERM, SIGHUP]
+            .into_iter()
+            .filter(|&signal| !ignored(signal))
+            .collect();
+        if watched.is_empty() {
+            return;
+        }
+        let Ok(mut signals) = Signals::new(watched) else {
             return;
         };
         let _ = std::thread::Builder::new()
@@ -42,4 +51,19 @@ pub(crate) fn protect_output_files() {
                 }
             });
     });
+}
+
+/// Whether `signal` is ignored now (`SIG_IGN`, as the command's parent left it).
+fn ignored(signal: i32) -> bool {
+    let mut current = MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: with a null new action, `sigaction` only writes the current action of `signal`
+    // into `current`, which is valid for writes of a `sigaction`; nothing is changed.
+    let status = unsafe { libc::sigaction(signal, std::ptr::null(), current.as_mut_ptr()) };
+    if status != 0 {
+        return false;
+    }
+    // SAFETY: `sigaction` succeeded, so it filled `current` (and zeroed memory is a valid
+    // `sigaction` in any case: a plain C struct of integers and a signal set).
+    let current = unsafe { current.assume_init() };
+    current.sa_sigaction == libc::SIG_IGN
 }
