@@ -191,17 +191,15 @@ fn fetched(
     placed_by_size: bool,
 ) -> Placed {
     let pin = if_match.map(str::to_owned).or_else(|| info.etag.clone());
-    // A local file's pieces are checked against its version, which must be the one the stat
-    // saw (a file that cannot be looked at now fails its read as it will).
-    let version = locator
-        .file_path()
-        .and_then(|path| FileVersion::of(path).ok());
+    // The pieces of a local file are checked against its version, which must be the one the
+    // stat saw (a file that cannot be looked at now fails its read as it will).
+    let version = locator.file_path().and_then(FileVersion::of);
     if let (Some(version), Some(size), None) = (&version, info.size, locator.window())
         && version.size != size
     {
         return Placed::settled(Some(offset), version.changed(locator));
     }
-    let pinned = version.is_some() || pin.is_some();
+    let pinned = locator.file_path().is_some() || pin.is_some();
     if length > piece && pinned {
         return Placed {
             offset: Some(offset),
@@ -238,10 +236,11 @@ pub(crate) struct FileVersion {
 }
 
 impl FileVersion {
-    /// The version of the file at `path` now.
-    pub(crate) fn of(path: &Path) -> std::io::Result<FileVersion> {
-        let metadata = std::fs::metadata(path)?;
-        Ok(FileVersion {
+    /// The version of the regular file at `path` now; `None` for anything else (a device or
+    /// a FIFO has no versions) or a path that cannot be looked at.
+    pub(crate) fn of(path: &Path) -> Option<FileVersion> {
+        let metadata = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
+        Some(FileVersion {
             device: metadata.dev(),
             inode: metadata.ino(),
             size: metadata.size(),

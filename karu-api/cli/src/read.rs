@@ -554,7 +554,7 @@ impl Run<'_> {
         let locator = &self.locators[self.requests.reads[read].address];
         let path = locator.file_path()?;
         match FileVersion::of(path) {
-            Ok(now) if now == version => None,
+            Some(now) if now == version => None,
             _ => Some(version.changed(locator)),
         }
     }
