@@ -3,10 +3,13 @@
 >>> store = karu.zarr.KaruStore("s3://bucket/data.zarr")
 >>> array = zarr.open_array(store=store, path="temperature", mode="r")
 
-A key is an object under ``base`` (``base + "/" + key``), at any address Karu resolves
-(``s3://``, ``gs://``, ``az://``, ``hf://``, ``https://``, local paths). Reads only: Karu does
-not write or list, so ``supports_writes``, ``supports_deletes`` and ``supports_listing`` are
-``False``; zarr reads arrays and groups (consolidated or not) without listing.
+A key is an object under ``base``, at any address Karu resolves (``s3://``, ``gs://``,
+``az://``, ``hf://``, ``https://``, local paths): each of its segments is the object's name as
+it is, percent-encoded in an ``http(s)://`` or ``file://`` base (the key ``a#b`` is the object
+``a#b``, not ``a``), and a key that would leave the base (``../x``) is refused with
+``karu.InvalidArgument`` before any request. Reads only: Karu does not write or list, so
+``supports_writes``, ``supports_deletes`` and ``supports_listing`` are ``False``; zarr reads
+arrays and groups (consolidated or not) without listing.
 
 - ``get`` takes every byte-range form: ``RangeByteRequest`` (a range reaching past the end
   gives the bytes that exist), ``OffsetByteRequest`` and a whole value (one round trip up to
@@ -39,6 +42,7 @@ from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.core.buffer import cpu
 
 from . import Client, NotFound, RangeNotSatisfiable
+from ._address import Base
 
 __all__ = ["KaruStore"]
 
@@ -47,14 +51,6 @@ __all__ = ["KaruStore"]
 _FIRST_READ = 8 << 20
 
 _NO_WRITES = "Karu reads only: KaruStore cannot {}"
-
-
-def _join(base: str, key: str) -> str:
-    if not key:
-        return base
-    if not base:
-        return key
-    return base + key.lstrip("/") if base.endswith("/") else f"{base}/{key.lstrip('/')}"
 
 
 class _Landing:
@@ -84,7 +80,8 @@ def _from_bytes(prototype: BufferPrototype, data) -> Buffer:
 class KaruStore(Store):
     """A read-only zarr 3 store over Karu.
 
-    ``base``: the address keys are under (``"s3://bucket/data.zarr"``). ``client``: the
+    ``base``: the address keys are under (``"s3://bucket/data.zarr"``; one with a query, a
+    fragment or a user is refused with ``karu.InvalidArgument``). ``client``: the
     :class:`karu.Client` to read with; otherwise one is made from ``config`` and
     ``settings`` (as ``karu.Client(config, **settings)``). ``read_only`` must be ``True``.
     """
@@ -107,8 +104,9 @@ class KaruStore(Store):
             raise ValueError(_NO_WRITES.format("be opened with read_only=False"))
         if client is not None and (config is not None or settings):
             raise TypeError("give either client= or config=/settings=, not both")
+        self._base = Base(base)
         super().__init__(read_only=True)
-        self.base = str(base).rstrip("/")
+        self.base = self._base.address
         self.client = client if client is not None else Client(config, **(settings or {}))
 
     def with_read_only(self, read_only: bool = False) -> "KaruStore":
@@ -147,7 +145,7 @@ class KaruStore(Store):
     # -- reads ------------------------------------------------------------------------------
 
     def _address(self, key: str) -> str:
-        return _join(self.base, key)
+        return self._base.join(key)
 
     async def get(
         self, key: str, prototype: BufferPrototype, byte_range: Optional[ByteRequest] = None
