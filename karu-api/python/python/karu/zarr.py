@@ -13,8 +13,9 @@ arrays and groups (consolidated or not) without listing.
 
 - ``get`` takes every byte-range form: ``RangeByteRequest`` (a range reaching past the end
   gives the bytes that exist), ``OffsetByteRequest`` and a whole value (one round trip up to
-  8 MiB: the answer states the size), ``SuffixByteRequest`` (one round trip where the store
-  honours suffix ranges). A missing key is ``None``.
+  8 MiB: the answer states the size; a longer value is of one version, or the read fails),
+  ``SuffixByteRequest`` (one round trip where the store honours suffix ranges). A missing key
+  is ``None``.
 - ``get_partial_values`` is one Karu batch across all its keys: ranges of one object are
   merged under Karu's guards and the requests run concurrently. ``get_ranges`` (the coalescing
   read of a shard's chunks that zarr's next releases call) is one batch too.
@@ -43,14 +44,16 @@ from zarr.core.buffer import cpu
 
 from . import Client, NotFound, RangeNotSatisfiable
 from ._address import Base
+from ._to_end import read_to_end, read_to_end_async
 
 __all__ = ["KaruStore"]
 
-# A whole value, or a value from an offset to its end, is read in one round trip of at most
-# this many bytes; what lies beyond is one more read, pinned to the first answer's ETag.
-_FIRST_READ = 8 << 20
-
 _NO_WRITES = "Karu reads only: KaruStore cannot {}"
+
+
+def _bytes_array(size: int) -> np.ndarray:
+    """Where a value read to its end lands when it takes more than one request."""
+    return np.empty(size, dtype="B")
 
 
 class _Landing:
@@ -187,10 +190,7 @@ class KaruStore(Store):
             if isinstance(byte_range, SuffixByteRequest):
                 return _from_bytes(prototype, client.read_ends(address, 0, byte_range.suffix)[1])
             offset = byte_range.offset if isinstance(byte_range, OffsetByteRequest) else 0
-            head, _, size, etag = client.read_ends(address, _FIRST_READ, 0, offset=offset)
-            if size > len(head):
-                head += client.read(address, offset + len(head), size - len(head), if_match=etag)
-            return _from_bytes(prototype, head)
+            return _from_bytes(prototype, read_to_end(client, address, offset, _bytes_array))
         except NotFound:
             return None
 
@@ -206,17 +206,9 @@ class KaruStore(Store):
         return landing.buffer(len(landing.array))
 
     async def _from(self, address, offset: int, prototype) -> Buffer:
-        """From ``offset`` to the end: one round trip up to ``_FIRST_READ`` bytes (the answer
-        states the size), then the rest, pinned to the first answer's ETag."""
-        client = self.client
-        head, _, size, etag = await client.read_ends_async(address, _FIRST_READ, 0, offset=offset)
-        if size <= len(head):
-            return _from_bytes(prototype, head)
-        landing = _Landing(prototype, size)
-        landing.array[: len(head)] = np.frombuffer(head, dtype="B") if landing.direct else head
-        rest = memoryview(landing.array)[len(head) :]
-        await client.read_into_async(address, offset + len(head), rest, if_match=etag)
-        return landing.buffer(size)
+        """From ``offset`` to the end, of one version (see ``karu._to_end``)."""
+        data = await read_to_end_async(self.client, address, offset, _bytes_array)
+        return _from_bytes(prototype, data)
 
     async def get_partial_values(
         self,
