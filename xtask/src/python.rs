@@ -16,8 +16,9 @@ use crate::{cargo, target_dir, workspace_root};
 /// The tools the environment holds, pinned (PyPI): every version the Python tests use is
 /// here. h5py and tifffile are the format readers the fsspec tests read real files with;
 /// zarr, pandas, pyarrow and dask (with distributed, for a LocalCluster) are the data stack
-/// the zarr, Parquet and Dask tests read through Karu.
-const TOOLS: [&str; 12] = [
+/// the zarr, Parquet and Dask tests read through Karu; cloudpickle (which Dask falls back to
+/// and Ray uses) is the pickler the pickling tests carry credential callbacks with.
+const TOOLS: [&str; 13] = [
     "maturin==1.16.0",
     "pytest==9.2.0",
     "fsspec==2026.9.0",
@@ -30,6 +31,7 @@ const TOOLS: [&str; 12] = [
     "dask[array,dataframe]==2026.8.0",
     "distributed==2026.8.0",
     "pytest-asyncio==1.5.0",
+    "cloudpickle==3.1.3",
 ];
 
 /// Where the environment, the wheels and the clean-install check live: `target/python`, or

@@ -1,14 +1,19 @@
 """Fixtures: the testkit's mock object server as a process (``karu-testkit serve``, path in
-``TESTKIT_BINARY``), driven over its ``/_testkit/`` control routes, and an isolated client."""
+``TESTKIT_BINARY``), driven over its ``/_testkit/`` control routes, nginx, SeaweedFS, the
+credential mocks, a server of objects that change between answers without a strong ETag, and
+an isolated client."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
+import re
 import subprocess
+import threading
 import urllib.parse
 import urllib.request
-from typing import Optional
+from typing import Dict, List, Optional, Sequence
 
 import pytest
 
@@ -243,3 +248,105 @@ def credential_mocks():
         yield mocks
     finally:
         mocks.stop()
+
+
+class ChangingServer:
+    """An HTTP server on 127.0.0.1 (in this process) whose objects change between answers and
+    carry no strong ETag: what the testkit's mock does not serve (``karu-testkit serve`` gives
+    every object a strong ETag and has no control route to send none or a weak one).
+
+    ``put(path, versions, etag)``: the n-th request for ``path`` (counted from 0) gets
+    ``versions[min(n, len(versions) - 1)]``, without an ``ETag`` (``etag="none"``) or with a
+    weak one (``"weak"``: ``W/"n"``). Single byte ranges are answered as an object store
+    answers them (206 with ``Content-Range``, 416 past the end); ``requests()`` is the log,
+    ``(method, path, Range header or None, status)``."""
+
+    _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
+
+    def __init__(self):
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                owner._answer(self)
+
+            def log_message(self, *args):
+                pass
+
+        self._objects: Dict[str, List] = {}
+        self._log: List = []
+        self._lock = threading.Lock()
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    def put(self, path: str, versions: Sequence[bytes], etag: str = "none") -> str:
+        assert etag in ("none", "weak"), etag
+        with self._lock:
+            self._objects[path] = [list(versions), etag, 0]
+        return self.url(path)
+
+    def requests(self):
+        with self._lock:
+            return list(self._log)
+
+    def _answer(self, handler):
+        with self._lock:
+            entry = self._objects.get(handler.path)
+            if entry is not None:
+                versions, etag, served = entry
+                entry[2] += 1
+        if entry is None:
+            return self._send(handler, 404, {}, b"", handler.headers.get("Range"))
+        body = versions[min(served, len(versions) - 1)]
+        size = len(body)
+        headers = {"Accept-Ranges": "bytes"}
+        if etag == "weak":
+            headers["ETag"] = f'W/"{served}"'
+        asked = handler.headers.get("Range")
+        if asked is None:
+            return self._send(handler, 200, headers, body, asked)
+        match = self._RANGE.match(asked.strip())
+        if not match or not (match[1] or match[2]):
+            return self._send(handler, 400, {}, b"", asked)
+        if not match[1]:
+            first, last = max(0, size - int(match[2])), size - 1
+        else:
+            first = int(match[1])
+            last = min(int(match[2]), size - 1) if match[2] else size - 1
+        if first >= size:
+            headers["Content-Range"] = f"bytes */{size}"
+            return self._send(handler, 416, headers, b"", asked)
+        headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+        return self._send(handler, 206, headers, body[first : last + 1], asked)
+
+    def _send(self, handler, status, headers, body, asked):
+        with self._lock:
+            self._log.append(("GET", handler.path, asked, status))
+        handler.send_response(status)
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def stop(self):
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+@pytest.fixture
+def changing():
+    server = ChangingServer()
+    try:
+        yield server
+    finally:
+        server.stop()

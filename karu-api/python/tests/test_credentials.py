@@ -217,7 +217,7 @@ def test_a_client_with_a_callback_pickles_when_the_callback_does(credential_mock
         "credentials[gcp]": gcs_token_from_module
     }
     closure = client_for(credential_mocks, {"gcp": lambda path: None})
-    with pytest.raises(pickle.PicklingError, match=r"its credentials\[gcp\] callback .*lambda"):
+    with pytest.raises((pickle.PicklingError, AttributeError), match="<lambda>"):
         pickle.dumps(closure)
 
 

@@ -22,7 +22,6 @@ import collections
 import ctypes
 import json
 import os
-import pickle
 from typing import Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _native
@@ -509,12 +508,13 @@ class Client:
     holds one of Karu's credential threads, and its reads fail with :class:`TimedOut` at their
     deadline (``retry.deadline``): give it a timeout of its own.
 
-    Callbacks a client is given (the credentials callback) are part of its configuration: the
-    client pickles if each of them pickles (a module-level function does; a lambda or a
-    closure does not), and otherwise pickling fails with an error naming the callback, never
-    silently leaving it behind. Such callbacks live in ``self._callbacks`` (name -> callable:
-    ``"credentials"``, or ``"credentials[FAMILY]"`` for each of a dict's), which
-    :meth:`__reduce__` checks and carries.
+    Callbacks a client is given (the credentials callback) are part of its configuration and
+    travel with it, pickled by the pickler that pickles the client: ``pickle`` (multiprocessing)
+    carries a module-level function and refuses a lambda or a closure with its own error naming
+    it; cloudpickle (Dask falls back to it, Ray uses it) carries those too, and the process that
+    unpickles the client calls them. A callback is never silently left behind. Such callbacks
+    live in ``self._callbacks`` (name -> callable: ``"credentials"``, or
+    ``"credentials[FAMILY]"`` for each of a dict's), which :meth:`__reduce__` carries.
     """
 
     def __init__(
@@ -574,17 +574,8 @@ class Client:
 
     def __reduce__(self):
         """Pickle as the configuration (see the class docstring): a fresh client where it is
-        unpickled."""
-        for name, callback in self._callbacks.items():
-            try:
-                pickle.dumps(callback)
-            except Exception as error:
-                raise pickle.PicklingError(
-                    f"cannot pickle this karu.Client: its {name} callback {callback!r} does not "
-                    f"pickle ({error}); give the client a module-level function (or another "
-                    f"picklable callable) as its {name} callback, or build the client where "
-                    f"it is used"
-                ) from error
+        unpickled. The callbacks are left to the pickler at work (a test with ``pickle`` here
+        would refuse what cloudpickle carries)."""
         state = {
             "config_text": self._native.captured_config(),
             "settings": self._flat,

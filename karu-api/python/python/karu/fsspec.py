@@ -10,7 +10,11 @@ means them, negative from the end), ``cat_ranges`` (one Karu batch across every 
 ``max_gap`` is the batch's merge gap), ``open(path, "rb")`` (a file object pyarrow reads
 without copies), ``read_block``, ``info``, ``exists``, ``size``/``sizes``, ``ukey``, ``get``
 (download), and ``expand_path`` of literal paths. A whole object, or the bytes from an offset
-to its end, take one round trip (Karu learns the size from the answer), not a stat first.
+to its end, take one round trip up to 8 MiB (Karu learns the size from the answer), not a stat
+first; a longer one is of one version, or the read fails. A file reads the version it was
+opened on: its reads carry the ETag its ``info`` gave (``karu.PreconditionFailed`` once the
+object changed), or, for an object with no strong ETag, a read reaching the end checks that
+the object still ends where it did.
 
 Listing, globbing and writing raise ``NotImplementedError``: Karu is read-only and does not
 list.
@@ -34,16 +38,12 @@ from fsspec.asyn import AsyncFileSystem
 from fsspec.caching import BaseCache, register_cache
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
-from . import Client, RangeNotSatisfiable
+from . import Client, PreconditionFailed, RangeNotSatisfiable
+from ._to_end import read_to_end, read_to_end_async
 
 __all__ = ["KaruFileSystem", "AsyncKaruFileSystem", "KaruFile", "register", "PROTOCOLS"]
 
 _READ_ONLY = "Karu is read-only and does not list: {} is not supported"
-
-# A whole object, or an object from an offset to its end, is read in one round trip of at
-# most this many bytes (the answer states the size); what lies beyond is a second read, pinned
-# to the first answer's ETag.
-_FIRST_READ = 8 << 20
 
 # The protocols ``register`` serves by default: those Karu has providers for.
 PROTOCOLS = ("s3", "gs", "az", "abfs", "hf", "http", "https")
@@ -120,6 +120,22 @@ class _Plan:
         elif isinstance(result, BaseException) and on_error == "raise":
             raise result
         self.out[slot] = result
+
+
+def _to_end_window(data, end) -> bytes:
+    """fsspec's ``[start, end)`` (``end`` ``None`` or negative) out of the bytes from ``start``
+    to the end of one version (what :func:`read_to_end` gave: bytes, or a buffer)."""
+    keep = len(data) if end is None else max(0, len(data) + end)
+    return data[:keep] if isinstance(data, bytes) else bytes(memoryview(data)[:keep])
+
+
+def _tail_window(ends, start, end) -> bytes:
+    """fsspec's ``[start, end)`` (``start`` negative) out of one answer's last ``-start`` bytes
+    (``Client.read_ends``' tuple; the answer states the size the window is counted from)."""
+    _, tail, size, _ = ends
+    first, last = _window(start, end, size)
+    at = size - len(tail)
+    return tail[first - at : last - at] if last > first else b""
 
 
 def _window(start, end, size):
@@ -252,19 +268,12 @@ class _KaruMethods:
         return self.cat_ranges([path], [start], [end], on_error="raise")[0]
 
     def _read_open(self, path, start, end):
-        """An open-ended range (``end`` ``None`` or negative, or ``start`` negative)."""
-        client = self.client
-        if end is None and start >= 0:
-            head, _, size, etag = client.read_ends(path, _FIRST_READ, 0, offset=start)
-            if size <= len(head):
-                return head
-            rest = client.read(path, start + len(head), size - len(head), if_match=etag)
-            return head + rest
-        if end is None:
-            return client.read_ends(path, 0, -start)[1]
-        size = self.size(path)
-        first, last = _window(start, end, size)
-        return client.read(path, first, last - first) if last > first else b""
+        """An open-ended range (``end`` ``None`` or negative, or ``start`` negative): one
+        answer's window, or a read to the end of one version, never a size from one answer
+        applied to another."""
+        if start >= 0:
+            return _to_end_window(read_to_end(self.client, path, start), end)
+        return _tail_window(self.client.read_ends(path, 0, -start), start, end)
 
     def info(self, path, **kwargs):
         path = self._strip_protocol(path)
@@ -414,18 +423,9 @@ class AsyncKaruFileSystem(_KaruMethods, AsyncFileSystem):
         return (await self._cat_ranges([path], [start], [end], on_error="raise"))[0]
 
     async def _read_open_async(self, path, start, end):
-        client = self.client
-        if end is None and start >= 0:
-            head, _, size, etag = await client.read_ends_async(path, _FIRST_READ, 0, offset=start)
-            if size <= len(head):
-                return head
-            rest = await client.read_async(path, start + len(head), size - len(head), if_match=etag)
-            return head + rest
-        if end is None:
-            return (await client.read_ends_async(path, 0, -start))[1]
-        size = await self._size(path)
-        first, last = _window(start, end, size)
-        return await client.read_async(path, first, last - first) if last > first else b""
+        if start >= 0:
+            return _to_end_window(await read_to_end_async(self.client, path, start), end)
+        return _tail_window(await self.client.read_ends_async(path, 0, -start), start, end)
 
     async def _info(self, path, **kwargs):
         path = self._strip_protocol(path)
@@ -516,20 +516,52 @@ register_cache(_ReadAhead, clobber=True)
 
 
 class KaruFile(AbstractBufferedFile):
-    """A read-only file; each fetch is a Karu read. ``readinto`` and ``read_buffer`` (which
-    pyarrow uses when present) read large ranges straight into the buffer they return or are
-    given: no copy. Block fetches follow :class:`_ReadAhead` with ``block_size`` (default
-    1 MiB)."""
+    """A read-only file; each fetch is a Karu read of the version the file was opened on: with
+    the strong ETag its ``info`` gave as ``if_match`` (once the object changed, reads fail with
+    ``karu.PreconditionFailed``); for an object without one (or a file opened with ``size=``),
+    a fetch reaching the end checks in the same request that the object still ends there.
+    ``readinto`` and ``read_buffer`` (which pyarrow uses when present) read large ranges
+    straight into the buffer they return or are given: no copy. Block fetches follow
+    :class:`_ReadAhead` with ``block_size`` (default 1 MiB)."""
 
     DEFAULT_BLOCK_SIZE = 1 << 20
 
+    @property
+    def etag(self) -> Optional[str]:
+        """The strong ETag of the version this file reads (from the ``info`` it was opened
+        with), or ``None``."""
+        return self._details.get("etag") if self._details is not None else None
+
     def _fetch_range(self, start, end):
-        if end <= start:
-            return b""
+        end = min(end, self.size)
+        return self._read(start, end) if end > start else b""
+
+    def _read(self, start: int, end: int, into=None):
+        """The bytes ``[start, end)`` of the version this file was opened on, or, given
+        ``into`` (a writable byte view of ``end - start`` bytes), their count, read there."""
+        client, etag = self.fs.client, self.etag
         try:
-            return self.fs.client.read(self.path, start, end - start)
+            if etag is not None or end < self.size:
+                if into is None:
+                    return client.read(self.path, start, end - start, if_match=etag)
+                return client.read_into(self.path, start, into, if_match=etag)
+            # No version to pin the read to: its answer, which states the size, must show the
+            # object ending where it did.
+            data, _, size, _ = client.read_ends(self.path, end - start, 0, offset=start)
         except RangeNotSatisfiable as error:
-            return bytes(error.valid_prefix)
+            raise self._changed(f"it ends before byte {end}") from error
+        if start + size != self.size:
+            raise self._changed(f"it is {start + size} bytes long")
+        if into is None:
+            return data
+        into[: len(data)] = data
+        return len(data)
+
+    def _changed(self, now: str) -> PreconditionFailed:
+        return PreconditionFailed(
+            f"precondition_failed: {self.path} changed since it was opened ({self.size} "
+            f"bytes then; {now} now)"
+        )
 
     def _direct(self, n: int) -> bool:
         """Whether a read of ``n`` bytes from here skips the block cache (goes straight into
@@ -545,7 +577,7 @@ class KaruFile(AbstractBufferedFile):
             data = self.read(n)
             view[: len(data)] = data
             return len(data)
-        self.fs.client.read_into(self.path, self.loc, view[:n])
+        self._read(self.loc, self.loc + n, view[:n])
         self.loc += n
         return n
 

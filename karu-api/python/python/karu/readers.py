@@ -6,6 +6,11 @@ backends (``open``, ``close``, ``filesize``, ``read(offset, size)``; the async o
 >>> reader = backend.sync_reader()("shard-0001.bin")
 >>> reader.open(); data = reader.read(4096, 512); reader.close()
 
+A path is joined under ``base`` as ``karu.zarr.KaruStore`` joins keys: each segment is the
+object's name as it is (percent-encoded in an ``http(s)://`` or ``file://`` base), and a path
+that would leave the base (``../x``) is refused with ``karu.InvalidArgument``; without a base,
+the path is the whole address.
+
 ``read`` returns exactly ``size`` bytes as a ``bytearray``; a range past the end raises
 ``IndexError`` (after ``karu.RangeNotSatisfiable``), a negative offset ``IndexError``; other
 failures raise Karu's typed exceptions (``karu.NotFound`` is a ``FileNotFoundError``).
@@ -15,16 +20,19 @@ from __future__ import annotations
 
 import os
 from functools import partial
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from . import Client, RangeNotSatisfiable
+from ._address import Base
 
 
-def _address(base: str, path) -> str:
-    path = path.as_posix() if hasattr(path, "as_posix") else os.fspath(path)
-    if not base:
-        return path
-    return base + path.lstrip("/") if base.endswith("/") else f"{base}/{path.lstrip('/')}"
+def _address(base: Union[str, Base], path) -> str:
+    """``path`` joined under ``base``; the path itself without a base."""
+    if isinstance(base, Base):
+        return base.join(path)
+    if base:
+        return Base(base).join(path)
+    return path.as_posix() if hasattr(path, "as_posix") else os.fspath(path)
 
 
 def _check(offset: int, size: int, filesize: Optional[int]) -> bool:
@@ -40,7 +48,7 @@ class SyncReader:
     """Positional reads of one object through a Karu client (blocking; the GIL is released
     while Karu reads)."""
 
-    def __init__(self, path, *, client: Client, base: str = ""):
+    def __init__(self, path, *, client: Client, base: Union[str, Base] = ""):
         self._client = client
         self.address = _address(base, path)
         self._filesize: Optional[int] = None
@@ -75,7 +83,7 @@ class SyncReader:
 class AsyncReader:
     """:class:`SyncReader` on asyncio."""
 
-    def __init__(self, path, *, client: Client, base: str = ""):
+    def __init__(self, path, *, client: Client, base: Union[str, Base] = ""):
         self._client = client
         self.address = _address(base, path)
         self._filesize: Optional[int] = None
@@ -109,11 +117,12 @@ class AsyncReader:
 
 
 class KaruIO:
-    """The backend: reader constructors taking a path, joined onto ``base``."""
+    """The backend: reader constructors taking a path, joined under ``base`` (a base a path
+    cannot be joined under raises ``karu.InvalidArgument`` here)."""
 
     def __init__(self, client: Optional[Client] = None, base: str = ""):
         self._client = client if client is not None else Client()
-        self._base = base
+        self._base = Base(base) if base else ""
 
     @staticmethod
     def is_supported() -> bool:

@@ -3,15 +3,19 @@
 >>> store = karu.zarr.KaruStore("s3://bucket/data.zarr")
 >>> array = zarr.open_array(store=store, path="temperature", mode="r")
 
-A key is an object under ``base`` (``base + "/" + key``), at any address Karu resolves
-(``s3://``, ``gs://``, ``az://``, ``hf://``, ``https://``, local paths). Reads only: Karu does
-not write or list, so ``supports_writes``, ``supports_deletes`` and ``supports_listing`` are
-``False``; zarr reads arrays and groups (consolidated or not) without listing.
+A key is an object under ``base``, at any address Karu resolves (``s3://``, ``gs://``,
+``az://``, ``hf://``, ``https://``, local paths): each of its segments is the object's name as
+it is, percent-encoded in an ``http(s)://`` or ``file://`` base (the key ``a#b`` is the object
+``a#b``, not ``a``), and a key that would leave the base (``../x``) is refused with
+``karu.InvalidArgument`` before any request. Reads only: Karu does not write or list, so
+``supports_writes``, ``supports_deletes`` and ``supports_listing`` are ``False``; zarr reads
+arrays and groups (consolidated or not) without listing.
 
 - ``get`` takes every byte-range form: ``RangeByteRequest`` (a range reaching past the end
   gives the bytes that exist), ``OffsetByteRequest`` and a whole value (one round trip up to
-  8 MiB: the answer states the size), ``SuffixByteRequest`` (one round trip where the store
-  honours suffix ranges). A missing key is ``None``.
+  8 MiB: the answer states the size; a longer value is of one version, or the read fails),
+  ``SuffixByteRequest`` (one round trip where the store honours suffix ranges). A missing key
+  is ``None``.
 - ``get_partial_values`` is one Karu batch across all its keys: ranges of one object are
   merged under Karu's guards and the requests run concurrently. ``get_ranges`` (the coalescing
   read of a shard's chunks that zarr's next releases call) is one batch too.
@@ -39,22 +43,17 @@ from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.core.buffer import cpu
 
 from . import Client, NotFound, RangeNotSatisfiable
+from ._address import Base
+from ._to_end import read_to_end, read_to_end_async
 
 __all__ = ["KaruStore"]
-
-# A whole value, or a value from an offset to its end, is read in one round trip of at most
-# this many bytes; what lies beyond is one more read, pinned to the first answer's ETag.
-_FIRST_READ = 8 << 20
 
 _NO_WRITES = "Karu reads only: KaruStore cannot {}"
 
 
-def _join(base: str, key: str) -> str:
-    if not key:
-        return base
-    if not base:
-        return key
-    return base + key.lstrip("/") if base.endswith("/") else f"{base}/{key.lstrip('/')}"
+def _bytes_array(size: int) -> np.ndarray:
+    """Where a value read to its end lands when it takes more than one request."""
+    return np.empty(size, dtype="B")
 
 
 class _Landing:
@@ -84,7 +83,8 @@ def _from_bytes(prototype: BufferPrototype, data) -> Buffer:
 class KaruStore(Store):
     """A read-only zarr 3 store over Karu.
 
-    ``base``: the address keys are under (``"s3://bucket/data.zarr"``). ``client``: the
+    ``base``: the address keys are under (``"s3://bucket/data.zarr"``; one with a query, a
+    fragment or a user is refused with ``karu.InvalidArgument``). ``client``: the
     :class:`karu.Client` to read with; otherwise one is made from ``config`` and
     ``settings`` (as ``karu.Client(config, **settings)``). ``read_only`` must be ``True``.
     """
@@ -107,8 +107,9 @@ class KaruStore(Store):
             raise ValueError(_NO_WRITES.format("be opened with read_only=False"))
         if client is not None and (config is not None or settings):
             raise TypeError("give either client= or config=/settings=, not both")
+        self._base = Base(base)
         super().__init__(read_only=True)
-        self.base = str(base).rstrip("/")
+        self.base = self._base.address
         self.client = client if client is not None else Client(config, **(settings or {}))
 
     def with_read_only(self, read_only: bool = False) -> "KaruStore":
@@ -147,7 +148,7 @@ class KaruStore(Store):
     # -- reads ------------------------------------------------------------------------------
 
     def _address(self, key: str) -> str:
-        return _join(self.base, key)
+        return self._base.join(key)
 
     async def get(
         self, key: str, prototype: BufferPrototype, byte_range: Optional[ByteRequest] = None
@@ -189,10 +190,7 @@ class KaruStore(Store):
             if isinstance(byte_range, SuffixByteRequest):
                 return _from_bytes(prototype, client.read_ends(address, 0, byte_range.suffix)[1])
             offset = byte_range.offset if isinstance(byte_range, OffsetByteRequest) else 0
-            head, _, size, etag = client.read_ends(address, _FIRST_READ, 0, offset=offset)
-            if size > len(head):
-                head += client.read(address, offset + len(head), size - len(head), if_match=etag)
-            return _from_bytes(prototype, head)
+            return _from_bytes(prototype, read_to_end(client, address, offset, _bytes_array))
         except NotFound:
             return None
 
@@ -208,17 +206,9 @@ class KaruStore(Store):
         return landing.buffer(len(landing.array))
 
     async def _from(self, address, offset: int, prototype) -> Buffer:
-        """From ``offset`` to the end: one round trip up to ``_FIRST_READ`` bytes (the answer
-        states the size), then the rest, pinned to the first answer's ETag."""
-        client = self.client
-        head, _, size, etag = await client.read_ends_async(address, _FIRST_READ, 0, offset=offset)
-        if size <= len(head):
-            return _from_bytes(prototype, head)
-        landing = _Landing(prototype, size)
-        landing.array[: len(head)] = np.frombuffer(head, dtype="B") if landing.direct else head
-        rest = memoryview(landing.array)[len(head) :]
-        await client.read_into_async(address, offset + len(head), rest, if_match=etag)
-        return landing.buffer(size)
+        """From ``offset`` to the end, of one version (see ``karu._to_end``)."""
+        data = await read_to_end_async(self.client, address, offset, _bytes_array)
+        return _from_bytes(prototype, data)
 
     async def get_partial_values(
         self,
