@@ -13,9 +13,9 @@
 //! - The endpoint is *throttling* (no request is hedged, see [`crate::hedge`]) from a throttled
 //!   answer until a window's worth of answers (as many as it allows in flight: about one
 //!   round trip of them) has come without another. A duplicate sent to a server that throttled
-//!   a moment ago only adds to its load; one `503` in a thousand answers is no reason to stop
-//!   hedging for long. (The window itself grows back much more slowly: after one cut from 64
-//!   to 32, some 1,500 answers. Waiting for that stopped duplicates for as long.)
+//!   a moment ago only adds to its load; but one `503` in a thousand answers is no reason to
+//!   stop hedging until the window has grown back, which takes far longer (some 1,500 answers
+//!   after one cut from 64 to 32).
 //!
 //! A cut to three quarters (rather than TCP's half) keeps the sawtooth under a server's limit
 //! `n` between `0.75 n` and `n`: ~88 % of the limit used on average, with one throttled answer
