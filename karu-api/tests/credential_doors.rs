@@ -223,3 +223,191 @@ fn a_gcp_auth_token_provider_reads_from_the_gcs_mock() {
         .collect();
     assert_eq!(identities, ["door:first", "door:first", "door:second"]);
 }
+
+/// The application's `gcp_auth::TokenProvider` of tokens the GCS mock knows, counting calls.
+#[derive(Debug)]
+struct Counting {
+    calls: AtomicUsize,
+    token: String,
+}
+
+#[async_trait::async_trait]
+impl gcp_auth::TokenProvider for Counting {
+    async fn token(&self, _scopes: &[&str]) -> Result<Arc<gcp_auth::Token>, gcp_auth::Error> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let answer = serde_json::json!({ "access_token": self.token, "expires_in": 3600 });
+        Ok(Arc::new(serde_json::from_value(answer).unwrap()))
+    }
+
+    async fn project_id(&self) -> Result<Arc<str>, gcp_auth::Error> {
+        Ok(Arc::from("karu-test"))
+    }
+}
+
+/// An `azure_core` credential issuing tokens the Azure mock accepts, counting calls.
+#[derive(Debug)]
+struct AzureCounting {
+    calls: AtomicUsize,
+    token: String,
+}
+
+#[async_trait::async_trait]
+impl azure_core::credentials::TokenCredential for AzureCounting {
+    async fn get_token(
+        &self,
+        _scopes: &[&str],
+        _options: Option<azure_core::credentials::TokenRequestOptions<'_>>,
+    ) -> azure_core::Result<azure_core::credentials::AccessToken> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let expires =
+            azure_core::time::OffsetDateTime::now_utc() + std::time::Duration::from_secs(3600);
+        Ok(azure_core::credentials::AccessToken::new(
+            self.token.clone(),
+            expires,
+        ))
+    }
+}
+
+#[test]
+fn a_door_answers_only_for_the_paths_under_its_prefix() {
+    // A door given for one bucket: a read of another bucket of the family is not its to
+    // authenticate. It fails with Credentials, naming the door's prefix, without asking the
+    // door, and nothing reaches storage.
+    let gcs = GcsMock::start();
+    gcs.insert("bkt", "a.bin", pattern(0, 1000));
+    gcs.insert("other", "a.bin", pattern(0, 1000));
+    gcs.add_token("ya29.door", "door");
+    let provider = Arc::new(Counting {
+        calls: AtomicUsize::new(0),
+        token: "ya29.door".into(),
+    });
+    let client = isolated()
+        .set("gcs.endpoint", gcs.endpoint())
+        .gcp_token_provider("gs://bkt", provider.clone())
+        .build()
+        .unwrap();
+    let other = client.locate("gs://other/a.bin").unwrap();
+    for _ in 0..2 {
+        let error = client.read(&other, 0, 10).unwrap_err();
+        assert_eq!(error.status(), karu::Status::Credentials, "{error}");
+        assert!(error.message().contains("gs://bkt"), "{error}");
+    }
+    assert_eq!(provider.calls.load(Ordering::SeqCst), 0);
+    assert!(gcs.authenticated().is_empty());
+    // Under the prefix: one call, cached.
+    let object = client.locate("gs://bkt/a.bin").unwrap();
+    assert_eq!(client.read(&object, 0, 10).unwrap(), pattern(0, 10));
+    assert_eq!(client.read(&object, 10, 10).unwrap(), pattern(10, 10));
+    assert_eq!(provider.calls.load(Ordering::SeqCst), 1);
+
+    let mock = AzureMock::start();
+    mock.insert("data", "a.bin", pattern(0, 1000));
+    mock.insert("other", "a.bin", pattern(0, 1000));
+    let credential = Arc::new(AzureCounting {
+        calls: AtomicUsize::new(0),
+        token: mock.issue_token("door", std::time::Duration::from_secs(3600)),
+    });
+    let client = isolated()
+        .set("azure.endpoint", mock.endpoint())
+        .azure_token_credential("az://data", credential.clone())
+        .build()
+        .unwrap();
+    let other = client.locate("az://other/a.bin").unwrap();
+    for _ in 0..2 {
+        let error = client.read(&other, 0, 10).unwrap_err();
+        assert_eq!(error.status(), karu::Status::Credentials, "{error}");
+        assert!(error.message().contains("az://data"), "{error}");
+    }
+    assert_eq!(credential.calls.load(Ordering::SeqCst), 0);
+    assert!(mock.take_auth_log().is_empty());
+    let object = client.locate("az://data/a.bin").unwrap();
+    assert_eq!(client.read(&object, 0, 10).unwrap(), pattern(0, 10));
+    assert_eq!(credential.calls.load(Ordering::SeqCst), 1);
+}
+
+/// Tells a channel when it is dropped: a lookup's future that was cancelled.
+struct Dropped(std::sync::Mutex<std::sync::mpsc::Sender<()>>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        let _ = self.0.lock().unwrap().send(());
+    }
+}
+
+/// Credentials that never come: each call waits forever, and says when it was given up.
+#[derive(Debug)]
+struct Never(std::sync::Mutex<std::sync::mpsc::Sender<()>>);
+
+impl Never {
+    fn new() -> (Arc<Never>, std::sync::mpsc::Receiver<()>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        (Arc::new(Never(std::sync::Mutex::new(tx))), rx)
+    }
+
+    async fn wait(&self) {
+        let _dropped = Dropped(std::sync::Mutex::new(self.0.lock().unwrap().clone()));
+        std::future::pending::<()>().await;
+    }
+}
+
+#[async_trait::async_trait]
+impl gcp_auth::TokenProvider for Never {
+    async fn token(&self, _scopes: &[&str]) -> Result<Arc<gcp_auth::Token>, gcp_auth::Error> {
+        self.wait().await;
+        unreachable!()
+    }
+
+    async fn project_id(&self) -> Result<Arc<str>, gcp_auth::Error> {
+        Ok(Arc::from("karu-test"))
+    }
+}
+
+#[async_trait::async_trait]
+impl azure_core::credentials::TokenCredential for Never {
+    async fn get_token(
+        &self,
+        _scopes: &[&str],
+        _options: Option<azure_core::credentials::TokenRequestOptions<'_>>,
+    ) -> azure_core::Result<azure_core::credentials::AccessToken> {
+        self.wait().await;
+        unreachable!()
+    }
+}
+
+#[test]
+fn a_doors_lookup_ends_at_the_reads_deadline() {
+    // A credential that never answers: the read fails at its deadline, and the lookup is
+    // given up then too (not after a fixed limit of its own, holding a credential worker and
+    // every later read of the family meanwhile).
+    let gcs = GcsMock::start();
+    gcs.insert("bkt", "a.bin", pattern(0, 1000));
+    let (never, dropped) = Never::new();
+    let client = isolated()
+        .set("gcs.endpoint", gcs.endpoint())
+        .set("retry.deadline", "300ms")
+        .gcp_token_provider("gs://bkt", never)
+        .build()
+        .unwrap();
+    let object = client.locate("gs://bkt/a.bin").unwrap();
+    let error = client.read(&object, 0, 10).unwrap_err();
+    assert_eq!(error.status(), karu::Status::TimedOut, "{error}");
+    dropped
+        .recv_timeout(karu_testkit::reads::PATIENCE)
+        .expect("the gcp_auth lookup is given up at the read's deadline");
+
+    let mock = AzureMock::start();
+    mock.insert("data", "a.bin", pattern(0, 1000));
+    let (never, dropped) = Never::new();
+    let client = isolated()
+        .set("azure.endpoint", mock.endpoint())
+        .set("retry.deadline", "300ms")
+        .azure_token_credential("az://data", never)
+        .build()
+        .unwrap();
+    let object = client.locate("az://data/a.bin").unwrap();
+    let error = client.read(&object, 0, 10).unwrap_err();
+    assert_eq!(error.status(), karu::Status::TimedOut, "{error}");
+    dropped
+        .recv_timeout(karu_testkit::reads::PATIENCE)
+        .expect("the azure_core lookup is given up at the read's deadline");
+}

@@ -18,7 +18,7 @@ use http_support::{
     sorted_ranges,
 };
 use karu::{BatchOptions, ClientBuilder, Evidence, Read, Rejection, Status};
-use karu_testkit::{Fault, FaultRule, MockServer};
+use karu_testkit::{Fault, FaultRule, MockServer, pattern};
 
 /// A client whose requests are hedged after `after`, with a budget of `budget`.
 fn hedging(after: &str, budget: &str) -> ClientBuilder {
@@ -220,10 +220,9 @@ fn a_throttling_endpoint_gets_no_duplicates() {
         // before the 503 arrived would leave the window as it was).
         server.insert_virtual("/first", MIB);
         if throttle {
-            // One `503 SlowDown`: the endpoint's window is cut (from 32 to 16) and stays
-            // below its ceiling for well over the reads below (each answer widens it by
-            // 1 / its width: back to 32 after some 380 answers, where 8 would be back after
-            // 24, while the last of these reads may still wait for a duplicate).
+            // One `503 SlowDown`: the endpoint's window is cut (from 32 to 16), and it is
+            // throttling until 16 answers have come without another: longer than the eight
+            // reads below take, all in flight at once.
             server.add_fault(
                 FaultRule::new(Fault::Status {
                     code: 503,
@@ -243,7 +242,7 @@ fn a_throttling_endpoint_gets_no_duplicates() {
         // Then every request is slow: each is due a duplicate after 5 ms.
         server.add_fault(FaultRule::new(Fault::Latency(Duration::from_millis(50))));
         let object = locate(&client, &server, "/o");
-        let reads: Vec<(u64, u64)> = (1..=24).map(|i| (i * MIB, 4 * KIB)).collect();
+        let reads: Vec<(u64, u64)> = (1..=8).map(|i| (i * MIB, 4 * KIB)).collect();
         let batch = client.submit_with(
             reads.iter().map(|&(o, l)| Read::new(&object, o, l)),
             &BatchOptions::new().max_gap(0),
@@ -254,11 +253,11 @@ fn a_throttling_endpoint_gets_no_duplicates() {
         (server.requests().len(), client.transport_stats().hedges)
     };
     // The 503 and its retry, then one request per read: not one duplicate.
-    assert_eq!(run(true), (2 + 24, 0));
+    assert_eq!(run(true), (2 + 8, 0));
     // The same reads of an endpoint that did not throttle are hedged.
     let (requests, hedges) = run(false);
     assert!(hedges > 0, "{requests} requests");
-    assert!((1 + 24..=1 + 24 + hedges).contains(&(requests as u64)));
+    assert!((1 + 8..=1 + 8 + hedges).contains(&(requests as u64)));
 }
 
 #[test]
@@ -314,15 +313,30 @@ fn a_duplicate_answered_by_another_version_fails_a_one_version_read() {
 #[test]
 fn when_both_answers_arrive_only_one_lands_in_the_destination() {
     // The original is held at a barrier until its duplicate arrives; then both are answered
-    // at once, the duplicate from a new version of the object (so the two answers differ).
-    let server = server();
+    // at once, the duplicate from a new version of the object whose every byte differs from
+    // the first's: bytes of the two mixed in the destination would show.
+    let server = MockServer::start();
+    let size = 4 * MIB as usize;
+    let first = pattern(0, size);
+    let second: Vec<u8> = first.iter().map(|b| !b).collect();
+    server.insert("/o", first.clone());
     server.add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
-    server.add_fault(FaultRule::new(Fault::ChangeEtag).skip(1).times(1));
+    server.add_fault(FaultRule::new(Fault::ChangeContent).skip(1).times(1));
     let client = build(hedging("50ms", "100%"));
     let object = locate(&client, &server, "/o");
-    let length = 256 * KIB;
-    let done = drain(&client.submit([Read::new(&object, 3 * MIB, length)]));
-    assert_ok(&done[0], 3 * MIB, length);
+    let (offset, length) = (3 * MIB as usize, 256 * KIB as usize);
+    let done = drain(&client.submit([Read::new(&object, offset as u64, length as u64)]));
+    assert_eq!(done[0].status(), Status::Ok, "{:?}", done[0]);
+    let got = done[0].bytes();
+    let wanted = [&first[offset..][..length], &second[offset..][..length]];
+    if !wanted.contains(&got) {
+        let from_first = got.iter().zip(wanted[0]).filter(|(a, b)| a == b).count();
+        panic!(
+            "the destination holds {from_first} bytes of the first version and {} of the \
+             second: two answers landed",
+            length - from_first
+        );
+    }
     let log = server.requests();
     // Both passed the barrier together and were answered by the server (the loser's head
     // may still be on its way when the winner's has passed the checks and the loser is
@@ -337,10 +351,155 @@ fn when_both_answers_arrive_only_one_lands_in_the_destination() {
     assert_eq!(log[0].byte_range, log[1].byte_range);
     assert_ne!(log[0].connection, log[1].connection);
     // ...and the bytes of exactly one landed: the transfer received one body.
-    assert_eq!(done[0].timing().transfer_bytes(), length);
+    assert_eq!(done[0].timing().transfer_bytes(), length as u64);
     let stats = client.transport_stats();
     assert_eq!(stats.hedges, 1);
     assert!(stats.hedges_won <= 1);
+}
+
+#[test]
+fn a_throttled_answer_to_a_request_that_lost_its_race_still_reaches_the_endpoint() {
+    let server = server();
+    // The original is held until its duplicate has arrived and answered 500 ms after it
+    // arrived; the duplicate is answered `503 SlowDown` at once. The 503 comes first, while
+    // the original still races, which then wins.
+    server.add_fault(FaultRule::new(Fault::Barrier(2)).path("/o").times(2));
+    server.add_fault(
+        FaultRule::new(Fault::Latency(Duration::from_millis(500)))
+            .path("/o")
+            .times(1),
+    );
+    server.add_fault(
+        FaultRule::new(Fault::Status {
+            code: 503,
+            retry_after: None,
+        })
+        .path("/o")
+        .skip(1)
+        .times(1),
+    );
+    let client = build(hedging("50ms", "100%"));
+    let object = locate(&client, &server, "/o");
+    assert_ok(&read_one(&client, &object, 0, 4 * KIB), 0, 4 * KIB);
+    let log = server.requests();
+    assert_eq!(
+        log.iter().map(|r| r.status).collect::<Vec<_>>(),
+        [206, 503],
+        "{}",
+        describe(&log)
+    );
+    let stats = client.transport_stats();
+    assert_eq!((stats.hedges, stats.hedges_won, stats.retries), (1, 0, 0));
+    // The endpoint throttled a moment ago: a slow request of another object of it gets no
+    // duplicate (one that lost its race answered 503 all the same).
+    server.insert_virtual("/slow", MIB);
+    server.add_fault(FaultRule::new(Fault::Latency(Duration::from_millis(300))).path("/slow"));
+    let slow = locate(&client, &server, "/slow");
+    assert_ok(&read_one(&client, &slow, 0, 4 * KIB), 0, 4 * KIB);
+    let log = server.requests();
+    let slowed: Vec<_> = log.iter().filter(|r| r.path == "/slow").collect();
+    assert_eq!(slowed.len(), 1, "{}", describe(&log));
+}
+
+#[test]
+fn after_one_throttled_answer_duplicates_resume_within_a_window_of_answers() {
+    let server = server();
+    // One `503 SlowDown` to a read never hedged: the window (64) is cut, to 32.
+    server.insert_virtual("/first", MIB);
+    server.add_fault(
+        FaultRule::new(Fault::Status {
+            code: 503,
+            retry_after: None,
+        })
+        .path("/first")
+        .times(1),
+    );
+    let client =
+        build(hedging("20ms", "100%").path_set(&server.url("/first"), "hedge.enabled", false));
+    let first = locate(&client, &server, "/first");
+    assert_ok(&read_one(&client, &first, 0, 100), 0, 100);
+    // 64 answers without throttling: more than the 32 in flight when the window was cut.
+    let object = locate(&client, &server, "/o");
+    let reads: Vec<(u64, u64)> = (0..64).map(|i| (i * MIB, 4 * KIB)).collect();
+    let batch = client.submit_with(
+        reads.iter().map(|&(o, l)| Read::new(&object, o, l)),
+        &BatchOptions::new().max_gap(0),
+    );
+    for (c, &(o, l)) in drain(&batch).iter().zip(&reads) {
+        assert_ok(c, o, l);
+    }
+    // The throttling is over: a slow request is hedged again.
+    server.insert_virtual("/slow", MIB);
+    server.add_fault(
+        FaultRule::new(Fault::Latency(Duration::from_millis(500)))
+            .path("/slow")
+            .times(1),
+    );
+    let slow = locate(&client, &server, "/slow");
+    assert_ok(&read_one(&client, &slow, 0, 4 * KIB), 0, 4 * KIB);
+    let log = server.requests();
+    let slowed: Vec<_> = log.iter().filter(|r| r.path == "/slow").collect();
+    assert_eq!(slowed.len(), 2, "{}", describe(&log));
+}
+
+#[test]
+fn the_automatic_delay_counts_the_originals_that_lost_their_race() {
+    // Answers with a heavy tail (Pareto: median 50 ms, 99th percentile 1 s) and a budget that
+    // never runs out: only the automatic delay (the 95th percentile of the times to the head)
+    // decides which requests get a duplicate, about one in twenty. Learning from the winners
+    // alone, it would forget every slow original a duplicate beat, so that the percentile
+    // falls, more requests are hedged, and it falls again: about twice as many.
+    let server = server();
+    server.add_fault(
+        FaultRule::new(Fault::ParetoLatency {
+            median: Duration::from_millis(50),
+            p99: Duration::from_millis(1000),
+        })
+        .seed(7),
+    );
+    let client = build(quick().set("hedge.budget", "100%"));
+    let object = locate(&client, &server, "/o");
+    let reads: Vec<(u64, u64)> = (0..3000).map(|i| (i * 20 * KIB, KIB)).collect();
+    let batch = client.submit_with(
+        reads.iter().map(|&(o, l)| Read::new(&object, o, l)),
+        &BatchOptions::new().max_gap(0),
+    );
+    for (c, &(o, l)) in drain(&batch).iter().zip(&reads) {
+        assert_ok(c, o, l);
+    }
+    let duplicates = server.request_count() - reads.len();
+    assert!(
+        duplicates * 40 <= reads.len() * 3,
+        "{duplicates} duplicates of {} requests (at most 7.5 %)",
+        reads.len()
+    );
+}
+
+#[test]
+fn over_http2_a_duplicate_goes_on_another_connection_than_its_original() {
+    for version in ["http2", "auto"] {
+        let server = MockServer::builder().tls(true).http2(true).start().unwrap();
+        server.insert_virtual("/o", 64 * MIB);
+        // The first request is never answered.
+        server.add_fault(FaultRule::new(Fault::NeverAnswer).times(1));
+        let ca = server.ca_file().unwrap();
+        let client = build(
+            hedging("100ms", "100%")
+                .set("http.version", version)
+                .set("http.ca_file", ca.to_str().unwrap()),
+        );
+        let object = locate(&client, &server, "/o");
+        assert_ok(&read_one(&client, &object, MIB, 4 * KIB), MIB, 4 * KIB);
+        let log = server.requests();
+        assert_eq!(log.len(), 2, "{version}: {}", describe(&log));
+        assert_eq!((log[0].status, log[1].status), (0, 206), "{version}");
+        assert_ne!(
+            log[0].connection,
+            log[1].connection,
+            "{version}: the duplicate went on its original's connection: {}",
+            describe(&log)
+        );
+    }
 }
 
 #[test]

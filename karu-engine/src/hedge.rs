@@ -6,11 +6,13 @@
 //! drive it with a simulated clock.
 //!
 //! Call order, per endpoint: [`Hedger::handle_sent`] for every ordinary request (each attempt:
-//! it refills the budget), [`Hedger::handle_answer`] with the time to the head of every answer
-//! that passed the checks and [`Hedger::handle_failure`] for every request that failed in
-//! transport or with a server error (hedges included); per request, [`Hedger::poll_wait`] says
-//! how long it may wait before a duplicate is due, and when it is, [`Hedger::poll_hedge`] says
-//! whether one may be sent now (and pays for it).
+//! it refills the budget); then one call per request that ended (duplicates included, winners
+//! and losers of a race alike): [`Hedger::handle_answer`] with the time to the head of an
+//! answer that passed the checks, [`Hedger::handle_failure`] for a request that failed in
+//! transport or with a server error, [`Hedger::handle_lost`] with how long a request waited
+//! before it was cancelled because another request of its race won. Per request,
+//! [`Hedger::poll_wait`] says how long it may wait before a duplicate is due, and when it is,
+//! [`Hedger::poll_hedge`] says whether one may be sent now (and pays for it).
 //!
 //! The rules:
 //!
@@ -18,7 +20,13 @@
 //!   to the head over the endpoint's last [`WINDOW`] answers, at least [`MEDIAN_FACTOR`] times
 //!   their median (a tight distribution's p95 is within noise of its median, and hedging the
 //!   noise only doubles requests) and never below [`FLOOR`]; nothing is known before
-//!   [`MIN_SAMPLES`] answers, and a waiting request asks again after [`FLOOR`]. A second
+//!   [`MIN_SAMPLES`] answers, and a waiting request asks again after [`FLOOR`]. A request that
+//!   lost its race counts too, with the time it waited (at least its time to the head would
+//!   have been), when that is not below the delay in force: an original overtaken by its
+//!   duplicate was slower than the delay, and leaving it out would take the slowest requests
+//!   out of the window whenever a duplicate beats them, so that the percentile falls, more
+//!   requests are hedged, and it falls again. A duplicate overtaken by its original waited less
+//!   than the delay: a bound that low says nothing of the tail, and is left out. A second
 //!   duplicate is due when the first has waited as long, at most [`MAX_HEDGES`] per attempt
 //!   (with a 2 % tail, one duplicate in fifty is slow too: the second bounds the read). A
 //!   duplicate refused (below) is asked for again while its request waits: after
@@ -28,10 +36,10 @@
 //!   share of a token, a duplicate takes a whole one, and the bucket holds at most [`BURST`]
 //!   tokens and starts empty: the duplicates an endpoint was ever sent never exceed the budget's
 //!   share of its ordinary requests, and never more than [`BURST`] of them in a row.
-//! - **Health**: no duplicate while the endpoint is throttling (the caller says so: its
-//!   adaptive window has been cut by a `429` or `503` and has not grown back), nor while any of
-//!   its last [`HEALTH_MEMORY`] answers failed in transport or with a server error: a duplicate
-//!   of a request to a failing endpoint only doubles the load of an outage.
+//! - **Health**: no duplicate while the endpoint is throttling (the caller says so: a `429` or
+//!   `503` came within about a round trip of answers, see the endpoint's window), nor while any
+//!   of its last [`HEALTH_MEMORY`] answers failed in transport or with a server error: a
+//!   duplicate of a request to a failing endpoint only doubles the load of an outage.
 
 use std::time::Duration;
 
@@ -183,6 +191,22 @@ impl Hedger {
     /// An answer passed the checks `ttfb` after its request was sent.
     pub(crate) fn handle_answer(&mut self, ttfb: Duration) {
         self.failures = (self.failures << 1) & Self::memory_mask();
+        self.sample(ttfb);
+    }
+
+    /// A request was cancelled after waiting `waited` for its answer's head, because another
+    /// request of its race won: its time to the head would have been at least that. It counts
+    /// among the samples when it waited at least the automatic delay in force ([`FLOOR`]
+    /// while the delay is unknown): see the module's documentation. It is no answer, so the
+    /// endpoint's health does not change.
+    pub(crate) fn handle_lost(&mut self, waited: Duration) {
+        if waited >= self.automatic().unwrap_or(FLOOR) {
+            self.sample(waited);
+        }
+    }
+
+    /// Add a time to the head to the window.
+    fn sample(&mut self, ttfb: Duration) {
         let micros = u32::try_from(ttfb.as_micros()).unwrap_or(u32::MAX);
         // The sorted samples keep their order: the new one goes in after the samples not
         // above it, and, once the window is full, the one it replaces in the ring comes out,
@@ -228,10 +252,16 @@ impl Hedger {
         if let Some(after) = policy.after {
             return Wait::For(after);
         }
-        match self.quantiles {
+        match self.automatic() {
             None => Wait::Unknown(FLOOR),
-            Some((median, p95)) => Wait::For(p95.max(median.mul_f64(MEDIAN_FACTOR)).max(FLOOR)),
+            Some(delay) => Wait::For(delay),
         }
+    }
+
+    /// The automatic delay, once [`MIN_SAMPLES`] were measured.
+    fn automatic(&self) -> Option<Duration> {
+        let (median, p95) = self.quantiles?;
+        Some(p95.max(median.mul_f64(MEDIAN_FACTOR)).max(FLOOR))
     }
 
     /// Whether a duplicate may go out now under `policy`, the endpoint `throttling` or not;
@@ -465,15 +495,27 @@ mod tests {
         }
     }
 
+    /// How a simulated transport reports to the hedger.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Reports {
+        /// Every request that ended: a race's winner answered, its losers lost (the
+        /// transport's way).
+        Everyone,
+        /// The winners' answers alone (what the transport reported before losers counted).
+        WinnersOnly,
+    }
+
     /// A simulated batch: `reads` requests, `concurrency` in flight, each answered after
-    /// `latency(request number)`; a request still waiting when its duplicate is due gets one
-    /// if the policy allows, as the transport does (the simulation has no limit on
-    /// duplicates in flight). Returns when the last read was answered and the duplicates sent.
-    fn simulate(
+    /// `latency(request number)`, under `p`; a request still waiting when its duplicate is due
+    /// gets one if the policy allows, as the transport does (the simulation has no limit on
+    /// duplicates in flight), and the first answer of a read wins. Returns when the last read
+    /// was answered and the duplicates sent.
+    fn simulate_with(
         reads: usize,
         concurrency: usize,
         latency: impl Fn(u64) -> Duration,
-        hedging: bool,
+        p: HedgePolicy,
+        reports: Reports,
     ) -> (Duration, u64) {
         #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
         enum Event {
@@ -483,14 +525,16 @@ mod tests {
             /// at `last`.
             Check { read: usize, k: u32, last: Duration },
         }
-        let p = if hedging { auto() } else { off() };
         let mut h = Hedger::new();
         let mut events: BinaryHeap<Reverse<(Duration, Event)>> = BinaryHeap::new();
         let mut done = vec![false; reads];
+        // When each read's requests went out.
+        let racing = std::cell::RefCell::new(vec![Vec::<Duration>::new(); reads]);
         let mut requests = 0u64;
         let mut send = |events: &mut BinaryHeap<_>, read: usize, now: Duration| {
             let at = now + latency(requests);
             requests += 1;
+            racing.borrow_mut()[read].push(now);
             events.push(Reverse((at, Event::Answer { read, sent: now })));
         };
         // When the next check of a read whose last request went out at `last` is, at `now`.
@@ -531,6 +575,14 @@ mod tests {
                     done[read] = true;
                     wall = now;
                     h.handle_answer(now - sent);
+                    if reports == Reports::Everyone {
+                        // The others are cancelled: they lost.
+                        for &other in racing.borrow().get(read).into_iter().flatten() {
+                            if other != sent {
+                                h.handle_lost(now - other);
+                            }
+                        }
+                    }
                     start(&mut h, &mut events, &mut send, now);
                 }
                 Event::Check { read, k, last } => {
@@ -564,6 +616,87 @@ mod tests {
         }
         assert!(done.iter().all(|&d| d));
         (wall, hedges)
+    }
+
+    /// [`simulate_with`] the default policy (`hedging`) or hedging off, every request
+    /// reported.
+    fn simulate(
+        reads: usize,
+        concurrency: usize,
+        latency: impl Fn(u64) -> Duration,
+        hedging: bool,
+    ) -> (Duration, u64) {
+        let p = if hedging { auto() } else { off() };
+        simulate_with(reads, concurrency, latency, p, Reports::Everyone)
+    }
+
+    /// A uniform draw in `(0, 1]` for request `n` of the sequence `seed` (SplitMix64, as the
+    /// mock's seeded faults draw by arrival).
+    fn uniform(seed: u64, n: u64) -> f64 {
+        let mut z = (seed << 32 ^ n).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64 + f64::EPSILON
+    }
+
+    /// Times to the head from a Pareto distribution of this median and 99th percentile (the
+    /// mock's `Fault::ParetoLatency`), drawn by request number.
+    fn pareto(seed: u64, median: Duration, p99: Duration) -> impl Fn(u64) -> Duration {
+        let shape = 50f64.ln() / (p99.as_secs_f64() / median.as_secs_f64()).ln();
+        let scale = median.as_secs_f64() / 2f64.powf(1.0 / shape);
+        move |n| Duration::from_secs_f64(scale / uniform(seed, n).powf(1.0 / shape)).min(p99 * 10)
+    }
+
+    #[test]
+    fn under_a_heavy_tail_and_an_ample_budget_the_originals_that_lost_keep_the_delay_up() {
+        // Times to the head with a heavy tail (median 20 ms, 99th percentile 400 ms) and a
+        // budget that never runs out: the automatic delay alone decides which requests get a
+        // duplicate. Counting the originals that lost their race, about one in fifteen is
+        // hedged; from the winners alone, every slow original a duplicate beat leaves the
+        // window, the percentile falls and more are hedged (one in eight).
+        let ample = policy(HedgeAfter::Auto, 100);
+        let reads = 3_000;
+        for seed in 0..10 {
+            let tail = || pareto(seed, 20 * MS, 400 * MS);
+            let (_, everyone) = simulate_with(reads, 64, tail(), ample, Reports::Everyone);
+            let (_, winners) = simulate_with(reads, 64, tail(), ample, Reports::WinnersOnly);
+            assert!(
+                everyone * 100 <= reads as u64 * 8,
+                "seed {seed}: {everyone} duplicates"
+            );
+            assert!(
+                winners * 100 >= reads as u64 * 11,
+                "seed {seed}: {winners} duplicates"
+            );
+        }
+    }
+
+    #[test]
+    fn a_request_that_lost_counts_only_when_it_waited_at_least_the_delay() {
+        let mut h = Hedger::new();
+        // Unknown delay: a request that waited at least the floor counts.
+        h.handle_lost(FLOOR - MS);
+        assert_eq!(h.len, 0);
+        h.handle_lost(FLOOR);
+        assert_eq!(h.len, 1);
+        for _ in 0..MIN_SAMPLES {
+            h.handle_answer(100 * MS);
+        }
+        // The delay is 150 ms (1.5 × the median): an original overtaken after 200 ms counts,
+        // a duplicate overtaken after 30 ms does not.
+        assert_eq!(h.poll_wait(&auto()), Wait::For(150 * MS));
+        let before = h.len;
+        h.handle_lost(30 * MS);
+        assert_eq!(h.len, before);
+        h.handle_lost(200 * MS);
+        assert_eq!(h.len, before + 1);
+        // A loss is not an answer: the endpoint's health is as it was.
+        h.handle_failure();
+        h.handle_lost(200 * MS);
+        assert_eq!(
+            h.poll_hedge(&auto(), false),
+            Verdict::Refused(Refusal::Failing)
+        );
     }
 
     /// 20 ms for every request, plus one second for 2 % of them (drawn from a seeded

@@ -8,7 +8,9 @@
 //! starts then and covers credential lookup, requests and waits), then after each failed
 //! attempt [`RetryState::handle_failure`], which returns a [`Decision`]. The caller carries it
 //! out: waits and tries again, goes back to request preparation or to a credential worker, or
-//! fails with the last error.
+//! fails with the last error. A credential exchange (a token endpoint, a metadata server) is
+//! retried by the same rules, its budget started with [`RetryState::until`] so that it also
+//! ends by the deadline of the read it serves.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -152,6 +154,16 @@ impl RetryState {
             reprepared: false,
             reauthenticated: false,
         }
+    }
+
+    /// Start the budget of an exchange at `now` that must also end by `deadline` (the read's
+    /// it serves, if any): the policy's deadline from now, or `deadline` if sooner.
+    pub(crate) fn until(policy: RetryPolicy, now: Instant, deadline: Option<Instant>) -> Self {
+        let mut state = RetryState::new(policy, now);
+        if let Some(deadline) = deadline {
+            state.deadline = state.deadline.min(deadline);
+        }
+        state
     }
 
     /// The read's monotonic deadline.
@@ -438,6 +450,43 @@ mod tests {
             &mut rng,
         );
         assert!(matches!(d, Decision::RetryAfter(_)), "{d:?}");
+    }
+
+    #[test]
+    fn an_exchange_ends_by_the_reads_deadline_or_its_own_whichever_is_first() {
+        let now = Instant::now();
+        let soon = now + Duration::from_secs(2);
+        assert_eq!(
+            RetryState::until(policy(), now, Some(soon)).deadline(),
+            soon
+        );
+        let own = now + Duration::from_secs(120);
+        assert_eq!(RetryState::until(policy(), now, None).deadline(), own);
+        let later = now + Duration::from_secs(600);
+        assert_eq!(
+            RetryState::until(policy(), now, Some(later)).deadline(),
+            own
+        );
+        // Waits that no longer fit before the read's deadline end the exchange.
+        let mut s = RetryState::until(policy(), now, Some(now + Duration::from_millis(150)));
+        s.start_attempt();
+        let d = s.handle_failure(
+            FailureClass::RetryableStatus(503),
+            None,
+            Duration::from_millis(10),
+            now + Duration::from_millis(10),
+            &mut fastrand::Rng::with_seed(1),
+        );
+        assert!(matches!(d, Decision::RetryAfter(_)), "{d:?}");
+        s.start_attempt();
+        let d = s.handle_failure(
+            FailureClass::RetryableStatus(503),
+            None,
+            Duration::from_millis(10),
+            now + Duration::from_millis(80),
+            &mut fastrand::Rng::with_seed(1),
+        );
+        assert_eq!(d, Decision::Fail(FailReason::DeadlineExhausted));
     }
 
     #[test]

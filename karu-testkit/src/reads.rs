@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use karu::{Batch, Client, ClientBuilder, Completion, Locator, Next, Read, Status};
 
-use crate::http::{pattern, pattern_byte};
+use crate::http::{RequestRecord, pattern, pattern_byte};
 
 /// One kibibyte.
 pub const KIB: u64 = 1 << 10;
@@ -142,20 +142,31 @@ pub fn assert_failed(c: &Completion, status: Status) {
     assert_eq!(c.error().map(karu::Error::status), Some(status), "{c:?}");
 }
 
-/// Assert that a server saw `seen` requests where `expected` were due, beside up to `hedges`
-/// duplicates hedging sent of requests kept waiting (a loaded machine can hold a request past
-/// the automatic delay; a duplicate cancelled just as its original was answered never reaches
-/// the server). Exact when no duplicate was sent.
+/// `builder` with hedging off (`hedge.enabled = false`): a client whose requests a test
+/// counts ([`assert_requests`]) must send no duplicates of requests kept waiting, which a
+/// loaded machine would otherwise make it send.
+pub fn without_hedging(builder: ClientBuilder) -> ClientBuilder {
+    builder.set("hedge.enabled", false)
+}
+
+/// Assert that a server's request `log` holds exactly `expected` requests: none lost, none
+/// repeated. The count is the server's, never the client's own counters (a bound taken from
+/// the client's count of its duplicates would pass any request it repeated and counted);
+/// the client must run [`without_hedging`].
 ///
 /// # Panics
-/// If `seen` is outside `expected..=expected + hedges`.
+/// If the log holds another number of requests (the message lists the first of them).
 #[track_caller]
-pub fn assert_requests(seen: usize, expected: usize, hedges: u64) {
-    let most = expected.saturating_add(usize::try_from(hedges).unwrap_or(usize::MAX));
-    assert!(
-        (expected..=most).contains(&seen),
-        "the server saw {seen} requests; expected {expected}, and up to {hedges} duplicates"
-    );
+pub fn assert_requests(log: &[RequestRecord], expected: usize) {
+    if log.len() != expected {
+        let shown: Vec<String> = log.iter().take(20).map(ToString::to_string).collect();
+        panic!(
+            "the server saw {} requests; expected {expected}:\n{}{}",
+            log.len(),
+            shown.join("\n"),
+            if log.len() > shown.len() { "\n..." } else { "" }
+        );
+    }
 }
 
 /// Write a file of `len` pattern bytes, `dir/name`, and return its path.
@@ -202,18 +213,40 @@ pub fn rustls_cause(error: &(dyn std::error::Error + 'static)) -> Option<rustls:
 #[cfg(test)]
 mod tests {
     use super::assert_requests;
+    use crate::RequestRecord;
+
+    /// A log of requests for these ranges.
+    fn log(ranges: &[(u64, u64)]) -> Vec<RequestRecord> {
+        ranges
+            .iter()
+            .enumerate()
+            .map(|(i, &range)| RequestRecord {
+                method: "GET".into(),
+                path: "/o".into(),
+                query: None,
+                headers: Vec::new(),
+                range: Some(format!("bytes={}-{}", range.0, range.1)),
+                byte_range: Some(range),
+                status: 206,
+                body_bytes: range.1 - range.0 + 1,
+                connection: i as u64 + 1,
+                fault: None,
+                latency: std::time::Duration::ZERO,
+                paced_bytes: 0,
+            })
+            .collect()
+    }
 
     #[test]
-    fn the_requests_seen_are_those_due_and_at_most_the_duplicates_more() {
-        assert_requests(3, 3, 0);
-        assert_requests(3, 3, 2);
-        assert_requests(5, 3, 2);
-        for (seen, expected, hedges) in [(4, 3, 0), (2, 3, 2), (6, 3, 2)] {
-            let held = std::panic::catch_unwind(|| assert_requests(seen, expected, hedges));
-            assert!(
-                held.is_err(),
-                "{seen} requests for {expected} and {hedges} duplicates"
-            );
+    fn the_requests_seen_are_exactly_those_due() {
+        assert_requests(&log(&[(0, 9), (10, 19), (20, 29)]), 3);
+        // A request repeated, or lost: whatever the client says it sent.
+        for (seen, expected) in [
+            (log(&[(0, 9), (10, 19), (10, 19), (20, 29)]), 3),
+            (log(&[(0, 9), (20, 29)]), 3),
+        ] {
+            let held = std::panic::catch_unwind(|| assert_requests(&seen, expected));
+            assert!(held.is_err(), "{} requests for {expected}", seen.len());
         }
     }
 }

@@ -694,3 +694,26 @@ fn a_pareto_tail_logs_each_requests_own_delay() {
     delays.dedup();
     assert!(delays.len() > 40, "each request draws its own delay");
 }
+
+#[test]
+fn change_content_gives_the_object_new_bytes_at_every_offset_and_a_new_etag() {
+    for virtual_object in [false, true] {
+        let server = MockServer::start();
+        if virtual_object {
+            server.insert_virtual("/a", 100);
+        } else {
+            server.insert("/a", pattern(0, 100));
+        }
+        server.add_fault(FaultRule::new(Fault::ChangeContent).skip(1).times(1));
+        let mut client = Client::connect(server.addr());
+        let first = client.get_range("/a", "bytes=10-19");
+        let second = client.get_range("/a", "bytes=10-19");
+        let third = client.get_range("/a", "bytes=10-19");
+        assert_eq!(first.body, pattern(10, 10));
+        let inverted: Vec<u8> = pattern(10, 10).iter().map(|b| !b).collect();
+        assert_eq!(second.body, inverted);
+        assert_eq!(third.body, inverted, "the new version stays");
+        assert_ne!(first.header("etag"), second.header("etag"));
+        assert_eq!(second.header("etag"), third.header("etag"));
+    }
+}

@@ -147,12 +147,14 @@ impl FlightOwner {
 
     /// Look up (blocking) and land the flight with the result, which is also returned. A
     /// panic of the provider or callback lands as a [`Status::Credentials`] failure. A
-    /// provider is told `ctx`: the deadline of the read that started the flight, and the
-    /// client's token client.
+    /// provider or callback is told `ctx`: the deadline of the read that started the flight
+    /// (and a provider the client's token client).
     pub(crate) fn fly(mut self, call: Call<'_>, ctx: &FetchContext) -> Result<Credential, Error> {
         let answer = catch_unwind(AssertUnwindSafe(|| match (call, &self.key) {
             (Call::Provider(provider), _) => provider.fetch(ctx).map(CallbackCredential::once),
-            (Call::Callback(callback), Key::Callback { path, .. }) => callback.credential(path),
+            (Call::Callback(callback), Key::Callback { path, .. }) => {
+                callback.credential_within(path, ctx)
+            }
             (Call::Callback(_), Key::Scope(_)) => Err(Error::internal(
                 "a callback was asked for a native credential scope",
             )),
@@ -224,10 +226,7 @@ impl FlightOwner {
                 calls.flying.retain(|f| !Arc::ptr_eq(f, &self.flight));
                 match answer {
                     Ok(answer) => {
-                        let cacheable = answer
-                            .prefix
-                            .as_deref()
-                            .is_some_and(|p| prefix_contains(p, path.as_str()));
+                        let cacheable = answer.prefix.as_deref().is_some_and(|p| path.is_under(p));
                         calls.uncacheable = !cacheable;
                         match answer.prefix {
                             Some(prefix) if cacheable => {
@@ -454,7 +453,7 @@ impl CredentialCache {
         let found = state.prefixed.get(family).and_then(|entries| {
             entries
                 .iter()
-                .filter(|e| prefix_contains(&e.prefix, path.as_str()))
+                .filter(|e| path.is_under(&e.prefix))
                 .filter(|e| freshness(e.obtained, e.credential.expires(), now) == Freshness::Fresh)
                 .max_by_key(|e| e.prefix.len())
                 .map(|e| e.credential.clone())
@@ -506,16 +505,4 @@ impl fmt::Debug for CredentialCache {
             .field("stats", &state.stats)
             .finish_non_exhaustive()
     }
-}
-
-/// Whether `prefix` contains `path` on whole segments (`s3://b/p` contains `s3://b/p/x`
-/// but not `s3://b/px`; a prefix ending in `/` contains everything below it).
-pub(crate) fn prefix_contains(prefix: &str, path: &str) -> bool {
-    if !path.starts_with(prefix) {
-        return false;
-    }
-    prefix.ends_with('/')
-        || path.len() == prefix.len()
-        || path.as_bytes()[prefix.len()] == b'/'
-        || (prefix.ends_with("://") && path.len() > prefix.len())
 }

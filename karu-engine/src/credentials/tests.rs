@@ -8,7 +8,6 @@ use std::time::{Duration, Instant, SystemTime};
 use karu_config::Origin;
 use parking_lot::{Condvar, Mutex};
 
-use super::cache::prefix_contains;
 use super::*;
 use crate::sdk::{
     CallbackCredential, CanonicalPath, Clock, Credential, CredentialProvider, CredentialScope,
@@ -326,12 +325,12 @@ fn callback_values_expire() {
 
 #[test]
 fn prefix_containment() {
-    assert!(prefix_contains("s3://b", "s3://b"));
-    assert!(prefix_contains("s3://b", "s3://b/k"));
-    assert!(!prefix_contains("s3://b", "s3://bb/k"));
-    assert!(prefix_contains("s3://b/", "s3://b/k"));
-    assert!(prefix_contains("s3://", "s3://b/k"));
-    assert!(!prefix_contains("s3://b/k/", "s3://b/k"));
+    assert!(CanonicalPath::new("s3://b").is_under("s3://b"));
+    assert!(CanonicalPath::new("s3://b/k").is_under("s3://b"));
+    assert!(!CanonicalPath::new("s3://bb/k").is_under("s3://b"));
+    assert!(CanonicalPath::new("s3://b/k").is_under("s3://b/"));
+    assert!(CanonicalPath::new("s3://b/k").is_under("s3://"));
+    assert!(!CanonicalPath::new("s3://b/k").is_under("s3://b/k/"));
 }
 
 /// Wait until `cache` counts `n` requests that joined a flight (polling: the joining

@@ -103,9 +103,10 @@ impl HttpClient {
     }
 
     /// Send `request` (its URL absolute) and wait for the response's head. The response comes
-    /// with the connection that carries it. `fresh`: on a new connection where the host has a
-    /// free slot (an HTTP/1 host; a host's HTTP/2 connection carries every request), else an
-    /// idle one, as for any request.
+    /// with the connection that carries it. `fresh` (a duplicate of a request still waiting):
+    /// on a new connection where the host has a free slot, else an idle HTTP/1 one, else the
+    /// first of the two to come; never the host's shared HTTP/2 connection, which carries the
+    /// request it duplicates.
     pub(crate) async fn request(
         &self,
         mut request: Request<Body>,
@@ -130,7 +131,7 @@ impl HttpClient {
             let (mut conn, reused) = match self.pool.take(&key, fresh) {
                 Ok(conn) => (conn, true),
                 // Rare, and its future is large: boxed, so the common path stays small.
-                Err(step) => Box::pin(self.pool.checkout(&key, &uri, step)).await?,
+                Err(step) => Box::pin(self.pool.checkout(&key, &uri, step, fresh)).await?,
             };
             let sent = match &mut conn.sender {
                 Sender::Http1(tx) => {
@@ -303,11 +304,26 @@ enum Step<'a> {
 }
 
 impl Pool {
-    /// A connection to `key`'s host at hand, or what to do for one; `fresh`: a new one if the
-    /// host has a free slot (not while its first connection decides the protocol).
+    /// A connection to `key`'s host at hand, or what to do for one; `fresh`: one other than
+    /// those a waiting request may be on (see [`HttpClient::request`]).
     fn take<'a>(&'a self, key: &'a HostKey, fresh: bool) -> Result<Conn, Step<'a>> {
         let mut hosts = self.hosts.lock();
         let host = self.host(&mut hosts, key);
+        if fresh {
+            // A new connection of its own where there is room: it opens no first connection
+            // others wait for, and an HTTP/2 one is shared only if the host has none. Else an
+            // idle HTTP/1 connection (the original's is busy with it), or the first to come
+            // back or to free a slot.
+            if let Ok(slot) = Arc::clone(&host.slots).try_acquire_owned() {
+                return Err(Step::Open(slot, None));
+            }
+            if let Some(conn) = host.take_idle(Instant::now()) {
+                return Ok(conn);
+            }
+            let (tx, rx) = oneshot::channel();
+            host.waiting.push_back(tx);
+            return Err(Step::WaitOrOpen(rx, Arc::clone(&host.slots)));
+        }
         if let Some(shared) = host.shared.as_ref() {
             if !shared.is_closed()
                 && let Some(conn) = shared.share()
@@ -320,12 +336,6 @@ impl Pool {
         // has learned the host's protocol).
         let first = self.connector.http2_only()
             || (self.learns_protocol && key.scheme == Scheme::HTTPS && !host.knows_protocol);
-        if fresh
-            && !first
-            && let Ok(slot) = Arc::clone(&host.slots).try_acquire_owned()
-        {
-            return Err(Step::Open(slot, None));
-        }
         if let Some(conn) = host.take_idle(Instant::now()) {
             return Ok(conn);
         }
@@ -350,13 +360,14 @@ impl Pool {
         }
     }
 
-    /// A connection for a request to `key` that found none at hand and was told to `step`,
-    /// and whether it carried requests before.
+    /// A connection for a request to `key` that found none at hand and was told to `step`
+    /// (`fresh`: as [`take`](Pool::take) says), and whether it carried requests before.
     async fn checkout<'a>(
         &'a self,
         key: &'a HostKey,
         uri: &Uri,
         mut step: Step<'a>,
+        fresh: bool,
     ) -> Result<(Conn, bool), RequestFailed> {
         // The client's TLS configuration is built at its first TLS connection (it reads the
         // platform's roots): before the connect timeout starts, which is the server's.
@@ -400,7 +411,7 @@ impl Pool {
                     },
                 },
             }
-            step = match self.take(key, false) {
+            step = match self.take(key, fresh) {
                 Ok(conn) => return Ok((conn, true)),
                 Err(step) => step,
             };
@@ -454,6 +465,7 @@ impl Pool {
     ) -> Result<(Conn, bool), RequestFailed> {
         let opened = self.handshake(uri, slot, deadline).await;
         // Opened or failed: the waiting are handed the connection, or let go, below.
+        let opener = opening.is_some();
         if let Some(opening) = opening {
             opening.finish();
         }
@@ -461,7 +473,9 @@ impl Pool {
         let Some(host) = Pool::find(&mut hosts, key) else {
             return opened.map(|conn| (conn, false));
         };
-        let first = std::mem::take(&mut host.opening_first);
+        // The first connection is the opener's to finish (another request's, a duplicate's
+        // own, may come first).
+        let first = opener && std::mem::take(&mut host.opening_first);
         match &opened {
             Ok(conn) => {
                 host.knows_protocol = true;

@@ -14,6 +14,11 @@
 //! the others racing; any other failure (a refused answer, another version of the object, a
 //! missing object) ends the attempt, as it would without duplicates. Everything stays inside
 //! the exchange's deadline.
+//!
+//! Every request of a race tells the endpoint how it ended, as it ends: a failure at once
+//! (a `503` cuts the endpoint's window even if another request then wins), a request cancelled
+//! because another won as [`Outcome::Lost`] (its wait is a bound of its time to the head that
+//! the automatic delay learns from), the winner through the caller.
 
 use std::future::Future;
 use std::pin::{Pin, pin};
@@ -156,7 +161,9 @@ impl<'x, 'e> Race<'x, 'e> {
         let mut permits: Option<Pin<Box<dyn Future<Output = Option<Permits>> + Send + 'x>>> =
             Some(Box::pin(ctx.permits()));
         let mut due: Option<Instant> = None;
-        let mut failed: Option<(usize, Failure)> = None;
+        // The first failure a retry could fix, kept while the others race on: it speaks for
+        // the attempt if they all fail so (its request's admission is already finished).
+        let mut failed: Option<Failure> = None;
         loop {
             let event = tokio::select! {
                 biased;
@@ -189,12 +196,12 @@ impl<'x, 'e> Race<'x, 'e> {
             match event {
                 Event::Headed(i, Ok(headed)) => {
                     // The others are cancelled before a byte of the winner lands (the caller
-                    // receives its body).
+                    // receives its body): they lost.
                     original.set(None);
                     racers.clear();
                     drop(permits.take());
                     let winner = admissions[i].take();
-                    admissions.clear();
+                    lose_the_rest(&mut admissions);
                     if i > 0 {
                         exchange.stats.hedges_won.fetch_add(1, Ordering::Relaxed);
                         tracing::debug!(target: "karu::http", duplicate = i, "a duplicate won");
@@ -204,31 +211,27 @@ impl<'x, 'e> Race<'x, 'e> {
                 Event::Headed(i, Err(failure)) => {
                     let racing = usize::from(original.is_some()) + racers.len();
                     if racing > 0 && retryable(&failure) {
-                        // The others race on; this request is over.
-                        match &failed {
-                            None => failed = Some((i, failure)),
-                            Some(_) => finish(&mut admissions, i, &failure),
-                        }
+                        // This request is over, and what it showed of the endpoint counts
+                        // now, whoever wins; the others race on.
+                        finish(&mut admissions, i, &failure);
+                        failed.get_or_insert(failure);
                         continue;
                     }
                     original.set(None);
                     racers.clear();
+                    let admission = admissions[i].take();
+                    lose_the_rest(&mut admissions);
                     // A failure no retry could fix speaks for the attempt; when every request
                     // failed as a retry could fix, the first one does.
-                    let (i, failure) = match failed.take() {
+                    return match failed.take() {
                         Some(first) if retryable(&failure) => {
-                            finish(&mut admissions, i, &failure);
-                            first
+                            if let Some(admission) = admission {
+                                admission.finish(outcome_of(&failure));
+                            }
+                            (Err(first), Admission::detached())
                         }
-                        Some((j, earlier)) => {
-                            finish(&mut admissions, j, &earlier);
-                            (i, failure)
-                        }
-                        None => (i, failure),
+                        _ => (Err(failure), admission.unwrap_or_else(Admission::detached)),
                     };
-                    let admission = admissions[i].take();
-                    admissions.clear();
-                    return (Err(failure), admission.unwrap_or_else(Admission::detached));
                 }
                 Event::Due => match next_due(endpoint, &policy, last_sent, Instant::now()) {
                     Due::Now => {
@@ -336,6 +339,14 @@ fn next_due(endpoint: &Endpoint, policy: &HedgePolicy, sent: Instant, now: Insta
 fn finish(admissions: &mut [Option<Admission>], i: usize, failure: &Failure) {
     if let Some(admission) = admissions[i].take() {
         admission.finish(outcome_of(failure));
+    }
+}
+
+/// Finish the admissions of the requests still racing, cancelled now: they lost.
+fn lose_the_rest(admissions: &mut SmallVec<[Option<Admission>; 3]>) {
+    let at = Instant::now();
+    for admission in admissions.drain(..).flatten() {
+        admission.finish(Outcome::Lost { at });
     }
 }
 

@@ -28,6 +28,7 @@ use crate::http::stats::{RemoteStats, TransportStats};
 use crate::http::tokens::HttpTokenClient;
 use crate::http::transport::{DnsCache, TlsConfig};
 use crate::reply::{self, Reply};
+use crate::retry::RetryPolicy;
 use crate::sdk::{Error, Locator, RangeSpec, Status};
 use crate::transfer::Transfer;
 
@@ -111,6 +112,7 @@ impl Remote {
             Arc::clone(&tls),
             Arc::clone(&dns),
             global.http.connect_timeout.0,
+            RetryPolicy::from(&global.retry),
         );
         let workers =
             CredentialWorkers::new(global.credential_workers, credentials, Arc::new(tokens));

@@ -10,10 +10,17 @@
 //! endpoints are small answers, and ALPN never depends on `http.version`. A transport failure
 //! is reported with its cause named as reads name it (an untrusted certificate points at
 //! `http.ca_file`) and its source chain kept.
+//!
+//! An exchange ([`TokenClient::exchange`]) is tried again as a read's request would be, under
+//! the client's retry policy (`[retry]`, the pure [`crate::retry`] core): after a `408`,
+//! `425`, `429` or `5xx` answer (its `Retry-After` honoured) or a retryable transport failure
+//! (a connection refused or reset), with waits that grow and carry jitter, within the policy's
+//! attempts and deadline and the lookup's own (the read's). A token endpoint that throttles or
+//! restarts for a moment so no longer fails every read waiting for its credential.
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -24,7 +31,9 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::http::failure::{TransportKind, classify};
 use crate::http::transport::{BoxError, DnsCache, Resolver, TlsConfig};
+use crate::retry::{Decision, FailureClass, RetryAfter, RetryPolicy, RetryState};
 use crate::sdk::token::{SendFuture, TOKEN_ANSWER_MAX, TokenClient, TokenReply, TokenRequest};
+use crate::sdk::{classify_status, redact};
 
 /// How long an idle connection to a token endpoint is kept.
 const IDLE: Duration = Duration::from_secs(90);
@@ -36,13 +45,21 @@ type Http = HttpConnector<Resolver>;
 pub(crate) struct HttpTokenClient {
     tls: Arc<TlsConfig>,
     http: Http,
+    /// The client's retry policy, for exchanges.
+    retry: RetryPolicy,
     plain: tokio::sync::OnceCell<Client<Http, Full<Bytes>>>,
     https: tokio::sync::OnceCell<Client<HttpsConnector<Http>, Full<Bytes>>>,
 }
 
 impl HttpTokenClient {
-    /// A token client on the client's TLS configuration, DNS cache and connect timeout.
-    pub(crate) fn new(tls: Arc<TlsConfig>, dns: Arc<DnsCache>, connect_timeout: Duration) -> Self {
+    /// A token client on the client's TLS configuration, DNS cache and connect timeout,
+    /// trying exchanges again under `retry`.
+    pub(crate) fn new(
+        tls: Arc<TlsConfig>,
+        dns: Arc<DnsCache>,
+        connect_timeout: Duration,
+        retry: RetryPolicy,
+    ) -> Self {
         let mut http = HttpConnector::new_with_resolver(Resolver::new(dns));
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -50,6 +67,7 @@ impl HttpTokenClient {
         HttpTokenClient {
             tls,
             http,
+            retry,
             plain: tokio::sync::OnceCell::new(),
             https: tokio::sync::OnceCell::new(),
         }
@@ -65,7 +83,55 @@ impl HttpTokenClient {
             .build(connector)
     }
 
-    async fn send(&self, request: TokenRequest) -> Result<TokenReply, BoxError> {
+    /// Send `request`, and again after each failure another attempt may not meet, as the
+    /// retry policy allows within it and `deadline`: the last answer or failure.
+    async fn exchange(
+        &self,
+        request: TokenRequest,
+        deadline: Option<Instant>,
+    ) -> Result<TokenReply, BoxError> {
+        let mut retry = RetryState::until(self.retry, Instant::now(), deadline);
+        let mut rng = fastrand::Rng::new();
+        loop {
+            let attempt = retry.start_attempt();
+            let started = Instant::now();
+            let sent = self.send(request.clone()).await;
+            let (class, retry_after) = match &sent {
+                Ok(sent) => (status_class(sent.reply.status), sent.retry_after),
+                Err(error) => (
+                    Some(
+                        error
+                            .downcast_ref::<TokenTransport>()
+                            .map_or(FailureClass::Permanent, |failure| failure.kind.class()),
+                    ),
+                    None,
+                ),
+            };
+            let now = Instant::now();
+            let decision = match class {
+                // An answer to read (a token, or a refusal to report).
+                None => return sent.map(|sent| sent.reply),
+                Some(class) => {
+                    retry.handle_failure(class, retry_after, now - started, now, &mut rng)
+                }
+            };
+            let Decision::RetryAfter(wait) = decision else {
+                return sent.map(|sent| sent.reply);
+            };
+            tracing::debug!(
+                target: "karu::credentials",
+                url = %redact::address(request.url()),
+                attempt,
+                ?class,
+                wait_ms = wait.as_millis() as u64,
+                "a token exchange failed; trying again"
+            );
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Send `request` once.
+    async fn send(&self, request: TokenRequest) -> Result<Sent, BoxError> {
         let https = request.url().starts_with("https://");
         let mut builder = http::Request::builder()
             .method(request.method().clone())
@@ -100,6 +166,12 @@ impl HttpTokenClient {
             failed(e, connecting)
         })?;
         let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(RetryAfter::parse)
+            .map(|after| after.wait(SystemTime::now()));
         let body = Limited::new(response.into_body(), TOKEN_ANSWER_MAX)
             .collect()
             .await
@@ -108,8 +180,25 @@ impl HttpTokenClient {
                 Err(e) => e,
             })?
             .to_bytes();
-        Ok(TokenReply { status, body })
+        Ok(Sent {
+            reply: TokenReply { status, body },
+            retry_after,
+        })
     }
+}
+
+/// One exchange's answer, and the wait its `Retry-After` asks for.
+struct Sent {
+    reply: TokenReply,
+    retry_after: Option<Duration>,
+}
+
+/// The retry class of an answer's status; `None` for an answer to read as it is (a token, or
+/// a refusal no other attempt would change).
+fn status_class(status: u16) -> Option<FailureClass> {
+    classify_status(status)
+        .retryable
+        .then_some(FailureClass::RetryableStatus(status))
 }
 
 /// A transport failure, its kind named as reads name it.
@@ -132,7 +221,11 @@ pub(crate) struct TokenTransport {
 
 impl TokenClient for HttpTokenClient {
     fn send(&self, request: TokenRequest) -> SendFuture<'_> {
-        Box::pin(HttpTokenClient::send(self, request))
+        Box::pin(async move { HttpTokenClient::send(self, request).await.map(|s| s.reply) })
+    }
+
+    fn exchange(&self, request: TokenRequest, deadline: Option<Instant>) -> SendFuture<'_> {
+        Box::pin(HttpTokenClient::exchange(self, request, deadline))
     }
 }
 

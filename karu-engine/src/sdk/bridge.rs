@@ -82,6 +82,13 @@ where
     block_on_within(ctx, LOOKUP_LIMIT, what, future)
 }
 
+/// When a lookup that starts `now` for `ctx` must end: the read's deadline, or
+/// [`LOOKUP_LIMIT`] from now if that is sooner ([`block_on`]'s bound).
+pub(crate) fn lookup_ends(ctx: &FetchContext, now: Instant) -> Instant {
+    let limit = crate::sdk::time::instant_after(now, LOOKUP_LIMIT);
+    ctx.deadline().map_or(limit, |deadline| deadline.min(limit))
+}
+
 /// [`block_on`] with another limit than [`LOOKUP_LIMIT`].
 fn block_on_within<T, E, F>(
     ctx: &FetchContext,

@@ -196,9 +196,28 @@ impl CallbackCredential {
 /// An application callback providing credentials for one family, e.g. from a vendor SDK or
 /// a secret manager. Calls for different paths may run concurrently: it must be thread safe
 /// and bound its own input and output.
+///
+/// A value returned with a prefix ([`CallbackCredential::for_prefix`]) is cached for every
+/// path under it, and only when the path asked for is under it; a callback should not answer
+/// for a path it has no credential for, but fail (a value returned for another scope is used
+/// for that one read and not cached).
 pub trait CredentialCallback: Send + Sync {
     /// A credential for `path`.
     fn credential(&self, path: &CanonicalPath) -> Result<CallbackCredential, Error>;
+
+    /// A credential for `path`, for a lookup that should end by `ctx`'s
+    /// [`deadline`](FetchContext::deadline) (the read's that asked for it): what the engine
+    /// calls. A callback that waits on input and output bounds it so, as
+    /// [`bridge::block_on`](crate::sdk::bridge::block_on) does with the context; the default
+    /// calls [`credential`](CredentialCallback::credential).
+    fn credential_within(
+        &self,
+        path: &CanonicalPath,
+        ctx: &FetchContext,
+    ) -> Result<CallbackCredential, Error> {
+        let _ = ctx;
+        self.credential(path)
+    }
 }
 
 impl<F> CredentialCallback for F

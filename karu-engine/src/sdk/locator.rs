@@ -34,6 +34,30 @@ impl CanonicalPath {
     pub fn redacted(&self) -> &str {
         redact::without_query(&self.0)
     }
+
+    /// Whether the canonical `prefix` contains this path on whole segments, as a credential
+    /// callback's prefix and a path rule do: `s3://b/p` contains `s3://b/p` and `s3://b/p/x`
+    /// but not `s3://b/px`; a prefix ending in `/` contains everything below it, and a scheme
+    /// alone (`s3://`) every path of its scheme.
+    ///
+    /// ```
+    /// use karu_engine::sdk::CanonicalPath;
+    ///
+    /// let path = CanonicalPath::new("gs://bucket/dir/a.bin");
+    /// assert!(path.is_under("gs://bucket"));
+    /// assert!(path.is_under("gs://"));
+    /// assert!(!path.is_under("gs://bucket/di"));
+    /// ```
+    pub fn is_under(&self, prefix: &str) -> bool {
+        let path = self.as_str();
+        if !path.starts_with(prefix) {
+            return false;
+        }
+        prefix.ends_with('/')
+            || path.len() == prefix.len()
+            || path.as_bytes()[prefix.len()] == b'/'
+            || (prefix.ends_with("://") && path.len() > prefix.len())
+    }
 }
 
 impl fmt::Display for CanonicalPath {

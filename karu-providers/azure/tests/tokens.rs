@@ -227,3 +227,91 @@ fn a_service_principal_certificate() {
     assert!(error.message().contains("AADSTS700027"), "{error}");
     assert!(identities(&mock).is_empty());
 }
+
+/// The statuses the identity fakes' server answered, in order.
+fn token_statuses(fakes: &karu_testkit::azure::IdentityFakes) -> Vec<u16> {
+    fakes.server().requests().iter().map(|r| r.status).collect()
+}
+
+#[test]
+fn an_entra_id_or_managed_identity_exchange_that_meets_a_429_a_5xx_or_a_reset_is_tried_again() {
+    use karu_testkit::{Fault, FaultRule};
+    let status = |code: u16, retry_after: Option<&str>| Fault::Status {
+        code,
+        retry_after: retry_after.map(str::to_string),
+    };
+    // The fault, the statuses of the token requests, and the calls the endpoints answered (a
+    // status fault answers in their place; a reset cuts an answer of theirs).
+    for (fault, answered, calls) in [
+        // Entra ID throttles with 429 and a Retry-After.
+        (status(429, Some("0")), vec![429, 200], 1),
+        (status(503, None), vec![503, 200], 1),
+        (Fault::ResetAfter(0), vec![200, 200], 2),
+    ] {
+        // A service principal's secret (a POST to the tenant's token endpoint).
+        let mock = start();
+        let fakes = mock.identity_fakes();
+        fakes.add_client_secret(TENANT, "app-1", "s3cret");
+        fakes
+            .server()
+            .add_fault(FaultRule::new(fault.clone()).times(1));
+        let client = builder(&mock, &[])
+            .set("azure.tenant_id", TENANT)
+            .set("azure.client_id", "app-1")
+            .set("azure.client_secret", "s3cret")
+            .set("azure.authority_host", fakes.authority_host())
+            .set("retry.initial_backoff", "10ms")
+            .build()
+            .unwrap();
+        read_twice(&client);
+        assert_eq!(token_statuses(&fakes), answered, "{fault:?}");
+        assert_eq!(
+            identities(&mock),
+            [bearer("sp:app-1"), bearer("sp:app-1")],
+            "{fault:?}"
+        );
+
+        // A managed identity on IMDS (a GET).
+        let mock = start();
+        let fakes = mock.identity_fakes();
+        fakes
+            .server()
+            .add_fault(FaultRule::new(fault.clone()).times(1));
+        let client = builder(&mock, &[])
+            .set("azure.use_managed_identity", true)
+            .set("azure.msi_endpoint", fakes.imds_endpoint())
+            .set("retry.initial_backoff", "10ms")
+            .build()
+            .unwrap();
+        read_twice(&client);
+        assert_eq!(token_statuses(&fakes), answered, "{fault:?}");
+        assert_eq!(fakes.calls(), vec![TokenCall::Imds; calls], "{fault:?}");
+    }
+}
+
+#[test]
+fn a_refused_entra_id_exchange_is_not_tried_again() {
+    use karu_testkit::{Fault, FaultRule};
+    let mock = start();
+    let fakes = mock.identity_fakes();
+    fakes.add_client_secret(TENANT, "app-1", "s3cret");
+    fakes.server().add_fault(
+        FaultRule::new(Fault::Status {
+            code: 401,
+            retry_after: None,
+        })
+        .times(1),
+    );
+    let client = builder(&mock, &[])
+        .set("azure.tenant_id", TENANT)
+        .set("azure.client_id", "app-1")
+        .set("azure.client_secret", "s3cret")
+        .set("azure.authority_host", fakes.authority_host())
+        .build()
+        .unwrap();
+    let object = client.locate("az://data/a.bin").unwrap();
+    let error = client.read(&object, 0, 10).unwrap_err();
+    assert_eq!(error.status(), Status::Credentials, "{error}");
+    assert_eq!(token_statuses(&fakes), [401]);
+    assert!(identities(&mock).is_empty());
+}

@@ -617,3 +617,176 @@ fn a_token_s_lifetime_goes_into_the_credential_cache() {
         ]
     );
 }
+
+/// The token requests (to the metadata server or the token endpoint) in the fakes' log, and
+/// the status each was answered with.
+fn token_statuses(fakes: &karu_testkit::gcs::GcsAuthFakes) -> Vec<u16> {
+    fakes
+        .server()
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/token"))
+        .map(|r| r.status)
+        .collect()
+}
+
+/// A client of the metadata server's token, with short waits between attempts.
+fn metadata_client(gcs: &GcsMock, fakes: &karu_testkit::gcs::GcsAuthFakes) -> ClientBuilder {
+    let home = std::env::temp_dir().join("karu-no-such-home");
+    builder(
+        gcs,
+        &[
+            ("HOME", home.to_str().unwrap()),
+            ("GCE_METADATA_HOST", &fakes.metadata_host()),
+        ],
+    )
+    .set("retry.initial_backoff", "10ms")
+    .set("retry.max_backoff", "50ms")
+}
+
+#[test]
+fn a_token_exchange_that_meets_a_429_a_5xx_or_a_reset_is_tried_again() {
+    use karu_testkit::{Fault, FaultRule};
+    let status = |code| Fault::Status {
+        code,
+        retry_after: None,
+    };
+    // The fault, how many times, the statuses of the token requests, and how many of them
+    // the metadata server answered (a status fault answers in its place).
+    for (fault, times, answered, tokens) in [
+        (status(429), 1, vec![429, 200], 1),
+        (status(503), 2, vec![503, 503, 200], 1),
+        (status(500), 1, vec![500, 200], 1),
+        // Headers, then the connection reset before the body: no token to read (the log
+        // shows the status the server began to send).
+        (Fault::ResetAfter(0), 1, vec![200, 200], 2),
+    ] {
+        let gcs = mock();
+        let fakes = gcs.start_auth_fakes();
+        fakes
+            .server()
+            .add_fault(FaultRule::new(fault.clone()).times(times));
+        let client = metadata_client(&gcs, &fakes).build().unwrap();
+        // Four reads wait for the one lookup: each of them gets its bytes.
+        let objects: Vec<_> = (0..4)
+            .map(|i| {
+                let key = format!("o{i}.bin");
+                gcs.insert_virtual(BUCKET, &key, SIZE);
+                client.locate(&format!("gs://{BUCKET}/{key}")).unwrap()
+            })
+            .collect();
+        let batch = client.submit(objects.iter().map(|o| Read::new(o, 100, 50)));
+        for c in karu_testkit::reads::drain(&batch) {
+            assert_eq!(c.status(), Status::Ok, "{fault:?}: {c:?}");
+            assert_eq!(c.bytes(), pattern(100, 50), "{fault:?}");
+        }
+        assert_eq!(token_statuses(&fakes), answered, "{fault:?}");
+        assert_eq!(fakes.calls().metadata, tokens, "{fault:?}");
+        let stats = client.credential_stats();
+        assert_eq!(
+            (stats.lookups, stats.failures),
+            (1, 0),
+            "{fault:?}: {stats:?}"
+        );
+        assert!(
+            gcs.authenticated()
+                .iter()
+                .all(|a| a.identity == "metadata:default"),
+            "{fault:?}"
+        );
+    }
+}
+
+#[test]
+fn a_service_account_exchange_answered_503_is_tried_again() {
+    use karu_testkit::{Fault, FaultRule};
+    let gcs = mock();
+    let fakes = gcs.start_auth_fakes();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "sa.json",
+        &fakes.add_service_account("sa@p.iam"),
+    );
+    fakes.server().add_fault(
+        FaultRule::new(Fault::Status {
+            code: 503,
+            retry_after: Some("0".into()),
+        })
+        .method("POST")
+        .times(1),
+    );
+    let client = builder(&gcs, &[("GCE_METADATA_HOST", &dead_host())])
+        .set("gcs.credentials_file", file)
+        .set("retry.initial_backoff", "10ms")
+        .build()
+        .unwrap();
+    assert_eq!(read_twice(&gcs, &client), ["service-account:sa@p.iam"]);
+    assert_eq!(token_statuses(&fakes), [503, 200]);
+    assert_eq!(fakes.calls().service_account, 1);
+}
+
+#[test]
+fn a_refused_token_exchange_is_not_tried_again_and_a_failing_one_only_as_often_as_the_policy_allows()
+ {
+    use karu_testkit::{Fault, FaultRule};
+    let status = |code| Fault::Status {
+        code,
+        retry_after: None,
+    };
+    // A refusal (403) is not retried; an endpoint that keeps answering 503 is asked
+    // `retry.attempts` times. Either way the read fails with Credentials, naming the answer.
+    for (fault, attempts, answered) in [
+        (status(403), 8, vec![403]),
+        (status(503), 3, vec![503, 503, 503]),
+    ] {
+        let gcs = mock();
+        let fakes = gcs.start_auth_fakes();
+        fakes.server().add_fault(FaultRule::new(fault.clone()));
+        let client = metadata_client(&gcs, &fakes)
+            .set("retry.attempts", attempts)
+            .build()
+            .unwrap();
+        let object = client.locate(&format!("gs://{BUCKET}/{KEY}")).unwrap();
+        let error = client.read(&object, 0, 10).unwrap_err();
+        assert_eq!(error.status(), Status::Credentials, "{fault:?}: {error}");
+        assert!(
+            error.message().contains(&answered[0].to_string()),
+            "{fault:?}: {error}"
+        );
+        assert_eq!(token_statuses(&fakes), answered, "{fault:?}");
+        assert!(
+            gcs.server().requests().is_empty(),
+            "nothing reached storage"
+        );
+    }
+}
+
+#[test]
+fn a_token_exchange_is_tried_again_only_within_the_reads_deadline() {
+    use karu_testkit::{Fault, FaultRule};
+    // An endpoint that keeps answering 503, a budget of 1,000 attempts and a read's deadline
+    // of one second: the waits (at least 25 ms each) leave room for at most 40 exchanges, and
+    // the read fails with what the endpoint answered (or at its deadline), not after 1,000.
+    let gcs = mock();
+    let fakes = gcs.start_auth_fakes();
+    fakes.server().add_fault(FaultRule::new(Fault::Status {
+        code: 503,
+        retry_after: None,
+    }));
+    let client = metadata_client(&gcs, &fakes)
+        .set("retry.attempts", 1000)
+        .set("retry.initial_backoff", "50ms")
+        .set("retry.deadline", "1s")
+        .build()
+        .unwrap();
+    let object = client.locate(&format!("gs://{BUCKET}/{KEY}")).unwrap();
+    let error = client.read(&object, 0, 10).unwrap_err();
+    assert!(
+        matches!(error.status(), Status::Credentials | Status::TimedOut),
+        "{error}"
+    );
+    let answered = token_statuses(&fakes);
+    assert!((2..=40).contains(&answered.len()), "{answered:?}");
+    assert!(answered.iter().all(|&s| s == 503), "{answered:?}");
+}

@@ -387,8 +387,15 @@ impl IdentityFakes {
         self.endpoints.registry.lock().app_service_header = Some(header.into());
     }
 
-    /// Every call so far, in order.
+    /// Every call so far, in order (the requests the endpoints answered; one answered by a
+    /// fault of [`server`](IdentityFakes::server) instead is only in the server's log).
     pub fn calls(&self) -> Vec<TokenCall> {
         self.endpoints.registry.lock().calls.clone()
+    }
+
+    /// The server the endpoints run on: its request log, and its fault plan (a token endpoint
+    /// that answers `503`, or resets the connection).
+    pub fn server(&self) -> &MockServer {
+        &self.server
     }
 }

@@ -80,6 +80,11 @@ pub enum Fault {
     Gzip,
     /// Give the object a new ETag (a new generated strong one) before answering this request.
     ChangeEtag,
+    /// Give the object new bytes, every byte inverted, and a new generated ETag before
+    /// answering this request, where [`Fault::ChangeEtag`] acts: a new version that differs
+    /// from the old one at every offset, so that bytes of the two mixed in one buffer show.
+    /// A virtual object becomes stored bytes of its size.
+    ChangeContent,
     /// Hold the request until this many requests with a `Barrier` fault have arrived (a
     /// round), then let them read the object and build their answers one at a time, in
     /// arrival order (the order their faults were chosen in): requests that overlap for

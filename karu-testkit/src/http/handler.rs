@@ -466,6 +466,9 @@ where
     if has(&Fault::ChangeEtag) {
         ctx.shared.change_etag(object_path);
     }
+    if has(&Fault::ChangeContent) {
+        ctx.shared.change_content(object_path);
+    }
     let Some(object) = ctx.shared.object(object_path) else {
         return ctx.error(
             StatusCode::NOT_FOUND,

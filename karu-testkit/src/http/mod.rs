@@ -24,8 +24,9 @@
 //! 7. the [`Route`], if one is set, may answer (body faults apply to its answer too);
 //! 8. methods other than GET and HEAD get 405;
 //! 9. [`Fault::Barrier`] requests wait for their round and their turn; [`Fault::ChangeEtag`]
-//!    gives the object a new ETag; a missing object gets 404 (the object
-//!    is looked up at [`Gate::object_path`] if the gate names one, else at the request path);
+//!    gives the object a new ETag, [`Fault::ChangeContent`] new bytes and a new ETag; a
+//!    missing object gets 404 (the object is looked up at [`Gate::object_path`] if the gate
+//!    names one, else at the request path);
 //! 10. `If-Match` is checked (412), then the `Range` (206, 200, or 416 with
 //!     `Content-Range: bytes */SIZE` and, as S3 does, `<ActualObjectSize>` in its body);
 //! 11. the body is streamed in 64 KiB frames, paced by the bandwidth cap and the body faults

@@ -132,7 +132,8 @@ impl LiveRecord {
 pub(crate) struct Shared {
     timer: Timer,
     objects: RwLock<HashMap<String, Object>>,
-    /// Source of ETag versions; bumped on every insert and every [`Fault::ChangeEtag`].
+    /// Source of ETag versions; bumped on every insert, every [`Fault::ChangeEtag`] and every
+    /// [`Fault::ChangeContent`].
     version: AtomicU64,
     log: Mutex<Vec<Arc<LiveRecord>>>,
     faults: Mutex<FaultPlan>,
@@ -242,6 +243,24 @@ impl Shared {
         let mut objects = self.objects.write();
         if let Some(object) = objects.get_mut(path) {
             object.etag = Some(self.next_etag(object.data.len()));
+            object.last_modified = http_now();
+        }
+    }
+
+    /// Gives the object new bytes, each one inverted, and a new generated ETag
+    /// ([`Fault::ChangeContent`]).
+    pub(crate) fn change_content(&self, path: &str) {
+        let mut objects = self.objects.write();
+        if let Some(object) = objects.get_mut(path) {
+            let mut bytes = match &object.data {
+                Data::Stored(bytes) => bytes.to_vec(),
+                Data::Virtual(size) => crate::pattern(0, *size as usize),
+            };
+            for byte in &mut bytes {
+                *byte = !*byte;
+            }
+            object.etag = Some(self.next_etag(bytes.len() as u64));
+            object.data = Data::Stored(Bytes::from(bytes));
             object.last_modified = http_now();
         }
     }

@@ -9,6 +9,11 @@
 //!
 //! The gate counts requests in flight, not transfers: a transfer waiting out a retry's back-off
 //! holds no room in the window. Waiting exchanges are woken one at a time as room frees up.
+//!
+//! Every request admitted reports once how it ended ([`Admission::finish`], an [`Outcome`]),
+//! duplicates and the requests a race cancelled included: one observation per request, and
+//! each part of the state takes what it measures (the meter and the window answers, the
+//! hedger times to the head and failures, and the waits of the requests that lost a race).
 
 mod meter;
 mod window;
@@ -159,8 +164,11 @@ pub(crate) enum Outcome {
     /// Failed in transport (connecting, sending or receiving) or with another server error
     /// (`5xx`).
     Failed,
-    /// Anything else (another error status, a refused answer, a cancellation, a duplicate
-    /// that lost its race).
+    /// Cancelled at `at`, before its answer's head, because another request of its race won
+    /// (or failed for good): it waited that long at least. Not an answer: the window and the
+    /// meter are unchanged.
+    Lost { at: Instant },
+    /// Anything else (another error status, a refused answer, a cancellation).
     Other,
 }
 
@@ -223,7 +231,7 @@ impl Endpoint {
             if self.adaptive && state.in_flight >= state.window.allowed() {
                 return Err(Refusal::Window);
             }
-            let throttling = state.window.is_cut();
+            let throttling = state.window.is_throttling();
             if let Verdict::Refused(why) = state.hedger.poll_hedge(hedging, throttling) {
                 tracing::trace!(target: "karu::http", ?why, "no duplicate");
                 return Err(why);
@@ -259,6 +267,9 @@ impl Endpoint {
                     state.window.handle_throttled(sent, at);
                 }
                 Outcome::Failed => state.hedger.handle_failure(),
+                Outcome::Lost { at } => {
+                    state.hedger.handle_lost(at.saturating_duration_since(sent))
+                }
                 Outcome::Other => {}
             }
             state.window.allowed().saturating_sub(state.in_flight)
@@ -448,6 +459,57 @@ mod tests {
         drop(admitted);
         drop(held);
         assert_eq!(e.state.lock().in_flight, 0);
+    }
+
+    /// Hedging on, with a budget of a whole token per ordinary request.
+    fn hedged() -> HedgePolicy {
+        let mut settings = karu_config::HedgeSettings::default();
+        settings.budget = karu_config::Share::from_percent(100);
+        HedgePolicy::from(&settings)
+    }
+
+    #[test]
+    fn one_throttled_answer_stops_duplicates_for_about_one_window_of_answers() {
+        // 64 requests in flight at the default concurrency, one answered `503`: the window is
+        // cut to 32. Duplicates are refused while the endpoint throttles, and that must end
+        // once the requests in flight at the cut have been answered without throttling: not
+        // after the ~1,500 answers the window takes to grow back to 64.
+        let t0 = Instant::now();
+        let endpoints = Endpoints::new(64, true, t0);
+        let e = endpoints.get("http://h:1/a");
+        let policy = hedged();
+        let mut held: Vec<Admission> = (0..64).map(|_| e.try_admit(&policy).unwrap()).collect();
+        let throttled = held.pop().unwrap();
+        let at = throttled.sent() + Duration::from_millis(20);
+        throttled.finish(Outcome::Throttled { at });
+        let answer = |admission: Admission| {
+            let head = admission.sent() + Duration::from_millis(20);
+            admission.finish(Outcome::Received {
+                head,
+                done: head,
+                bytes: 100,
+            });
+        };
+        let mut answers = 0;
+        let resumed = loop {
+            assert!(answers < 10_000, "still refused after {answers} answers");
+            // The requests in flight are answered, and new ones sent as the window allows.
+            let next = held.pop().unwrap_or_else(|| e.try_admit(&policy).unwrap());
+            answer(next);
+            answers += 1;
+            match e.try_admit_hedge(&policy) {
+                Ok(duplicate) => {
+                    drop(duplicate);
+                    break answers;
+                }
+                Err(Refusal::Throttling | Refusal::Window) => {}
+                Err(other) => panic!("refused for {other:?}"),
+            }
+        };
+        assert!(
+            (32..=64).contains(&resumed),
+            "duplicates resumed after {resumed} answers"
+        );
     }
 
     #[tokio::test]

@@ -10,6 +10,12 @@
 //! - Every other answer widens it by `1 / window`: about one request more per round trip of
 //!   answers, up to the configured concurrency (its start). When throttling stops, the window
 //!   grows back to it.
+//! - The endpoint is *throttling* (no request is hedged, see [`crate::hedge`]) from a throttled
+//!   answer until a window's worth of answers (as many as it allows in flight: about one
+//!   round trip of them) has come without another. A duplicate sent to a server that throttled
+//!   a moment ago only adds to its load; but one `503` in a thousand answers is no reason to
+//!   stop hedging until the window has grown back, which takes far longer (some 1,500 answers
+//!   after one cut from 64 to 32).
 //!
 //! A cut to three quarters (rather than TCP's half) keeps the sawtooth under a server's limit
 //! `n` between `0.75 n` and `n`: ~88 % of the limit used on average, with one throttled answer
@@ -36,6 +42,8 @@ pub(crate) struct Window {
     size: f64,
     /// When the window was last cut.
     cut_at: Option<Instant>,
+    /// Answers without throttling since the last throttled one (`None`: none was).
+    calm: Option<usize>,
 }
 
 impl Window {
@@ -46,6 +54,7 @@ impl Window {
             max,
             size: max as f64,
             cut_at: None,
+            calm: None,
         }
     }
 
@@ -54,8 +63,15 @@ impl Window {
         (self.size as usize).clamp(1, self.max)
     }
 
+    /// Whether the endpoint is throttling: a throttled answer came, and fewer answers than
+    /// the window allows in flight have come since without another (no request is hedged).
+    pub(crate) fn is_throttling(&self) -> bool {
+        self.calm.is_some_and(|calm| calm < self.allowed())
+    }
+
     /// Whether a throttled answer cut the window and it has not yet grown back to the
-    /// configured concurrency: the endpoint is throttling (no request is hedged).
+    /// configured concurrency.
+    #[cfg(test)]
     pub(crate) fn is_cut(&self) -> bool {
         self.size < self.max as f64
     }
@@ -63,11 +79,16 @@ impl Window {
     /// An answer that was not throttled.
     pub(crate) fn handle_success(&mut self) {
         self.size = (self.size + 1.0 / self.size).min(self.max as f64);
+        if let Some(calm) = &mut self.calm {
+            *calm = calm.saturating_add(1);
+        }
     }
 
     /// A throttled answer, at `now`, to a request sent at `sent`. Returns whether it cut the
-    /// window (not when the request was sent before the last cut).
+    /// window (not when the request was sent before the last cut: it speaks of the wider
+    /// window already cut, though it still says the endpoint is throttling).
     pub(crate) fn handle_throttled(&mut self, sent: Instant, now: Instant) -> bool {
+        self.calm = Some(0);
         if self.cut_at.is_some_and(|cut| sent < cut) {
             return false;
         }
@@ -161,6 +182,7 @@ mod tests {
         assert!(window.handle_throttled(t0 + RTT, t0 + 2 * RTT));
         assert_eq!(window.allowed(), 24);
         assert!(window.is_cut());
+        assert!(window.is_throttling());
     }
 
     #[test]
@@ -203,10 +225,43 @@ mod tests {
             &rounds[300..]
         );
         assert_eq!(window.allowed(), 64);
-        assert!(
-            !window.is_cut(),
-            "throttling is over once the window is whole again"
-        );
+        assert!(!window.is_cut(), "the window is whole again");
+        assert!(!window.is_throttling());
+    }
+
+    #[test]
+    fn throttling_lasts_until_a_window_of_answers_came_without_a_throttled_one() {
+        let mut window = Window::new(64);
+        let t0 = Instant::now();
+        assert!(!window.is_throttling(), "never throttled");
+        // One throttled answer: cut to 32, and throttling for the next 32 or so answers,
+        // though the window grows back to 64 only after ~1,500.
+        assert!(window.handle_throttled(t0, t0 + RTT));
+        assert!(window.is_throttling());
+        let calm = (1..)
+            .find(|_| {
+                window.handle_success();
+                !window.is_throttling()
+            })
+            .unwrap();
+        assert_eq!(calm, 32);
+        let regrown = (calm + 1..)
+            .find(|_| {
+                window.handle_success();
+                !window.is_cut()
+            })
+            .unwrap();
+        assert!((1_400..1_700).contains(&regrown), "{regrown}");
+        // A throttled answer to a request sent before the last cut does not cut again, but
+        // says the server still throttles.
+        let mut window = Window::new(64);
+        assert!(window.handle_throttled(t0 + RTT, t0 + 2 * RTT));
+        for _ in 0..40 {
+            window.handle_success();
+        }
+        assert!(!window.is_throttling());
+        assert!(!window.handle_throttled(t0, t0 + 3 * RTT));
+        assert!(window.is_throttling());
     }
 
     proptest! {

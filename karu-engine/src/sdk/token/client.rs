@@ -7,6 +7,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
@@ -133,6 +134,18 @@ impl fmt::Debug for TokenReply {
 pub trait TokenClient: Send + Sync + fmt::Debug {
     /// Send `request` and read the answer.
     fn send(&self, request: TokenRequest) -> SendFuture<'_>;
+
+    /// Send `request` as [`send`](TokenClient::send) does, and again after a failure another
+    /// attempt may not meet, until an answer comes that is worth reading or `deadline` (when
+    /// the lookup must end) leaves no room for another attempt: what
+    /// [`fetch_token`](crate::sdk::token::fetch_token) sends with. Returns the last answer or
+    /// failure. The engine's client retries under the client's retry policy (`[retry]`: a
+    /// `408`, `425`, `429` or `5xx` answer, a connection refused or reset; waits that grow,
+    /// with jitter, and honour `Retry-After`); this default sends once.
+    fn exchange(&self, request: TokenRequest, deadline: Option<Instant>) -> SendFuture<'_> {
+        let _ = deadline;
+        self.send(request)
+    }
 }
 
 #[cfg(test)]

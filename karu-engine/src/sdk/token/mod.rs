@@ -7,9 +7,11 @@
 //!   `http.ca_file`, aws-lc-rs), the connect timeout and the DNS cache, with connections kept
 //!   and reused, and hands it to every lookup in its [`FetchContext`];
 //! - [`fetch_token`]: send a request with it on the credential runtime ([`bridge`]), bounded
-//!   by the read's deadline, and read the answer with [`parse_answer`] (every form of lifetime
-//!   Google and Entra ID send) into an [`AccessToken`]; a refusal's OAuth `error` and
-//!   `error_description` are quoted, redacted;
+//!   by the read's deadline and tried again under the client's retry policy after a failure
+//!   another attempt may not meet ([`TokenClient::exchange`]: a `429`, a `5xx`, a reset), and
+//!   read the answer with [`parse_answer`] (every form of lifetime Google and Entra ID send)
+//!   into an [`AccessToken`]; a refusal's OAuth `error` and `error_description` are quoted,
+//!   redacted;
 //! - [`Rs256Key`]: the RS256 signer of JWT assertions.
 //!
 //! ```
@@ -51,7 +53,7 @@ mod form;
 mod jwt;
 
 use std::convert::Infallible;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 pub use answer::{AccessToken, AnswerError, parse_answer};
 pub use client::{BoxError, SendFuture, TOKEN_ANSWER_MAX, TokenClient, TokenReply, TokenRequest};
@@ -92,23 +94,26 @@ enum ExchangeError {
 }
 
 /// Send `request` with the token client of `ctx`, on the credential runtime and bounded by
-/// the read's deadline ([`bridge::block_on`]), and parse the answer; `what` names the exchange
-/// in errors (`"the service-account token exchange"`).
+/// the read's deadline ([`bridge::block_on`]), tried again as the client's retry policy allows
+/// ([`TokenClient::exchange`]) within the same bound, and parse the answer; `what` names the
+/// exchange in errors (`"the service-account token exchange"`).
 ///
 /// Errors are [`Status::Credentials`] (or [`Status::TimedOut`] at the read's deadline): a
 /// transport failure with its cause (its source chain is the error's, so an untrusted
 /// certificate is there as rustls reported it, and the message names `http.ca_file`), a
 /// status other than 2xx with the endpoint's OAuth `error: error_description` (or its JSON
-/// message, or a summary), redacted, and an answer that holds no token.
+/// message, or a summary), redacted, and an answer that holds no token. When the exchange
+/// was tried again, the error is the last attempt's.
 pub fn fetch_token(
     ctx: &FetchContext,
     what: &str,
     request: TokenRequest,
 ) -> Result<AccessToken, Error> {
     let client = ctx.token_client();
+    let until = bridge::lookup_ends(ctx, Instant::now());
     // The exchange's own failure comes back as a value, so the error keeps it as its source.
     let outcome = bridge::block_on(ctx, what, async move {
-        Ok::<_, Infallible>(exchange(client.as_deref(), request).await)
+        Ok::<_, Infallible>(exchange(client.as_deref(), request, until).await)
     })?;
     outcome.map_err(|e| {
         Error::new(
@@ -122,11 +127,12 @@ pub fn fetch_token(
 async fn exchange(
     client: Option<&dyn TokenClient>,
     request: TokenRequest,
+    until: Instant,
 ) -> Result<AccessToken, ExchangeError> {
     let client = client.ok_or(ExchangeError::NoClient)?;
     let url = redact::address(request.url());
     let reply = client
-        .send(request)
+        .exchange(request, Some(until))
         .await
         .map_err(|source| ExchangeError::Transport {
             url: url.clone(),
@@ -258,6 +264,54 @@ mod tests {
             assert!(!error.message().contains("SECRET"), "{error}");
             if let Some(quoted) = quoted {
                 assert!(error.message().contains(quoted), "{error}");
+            }
+        }
+    }
+
+    /// Records the deadline each exchange is given, and answers with a token.
+    #[derive(Debug, Default)]
+    struct Deadlines(Mutex<Vec<Option<std::time::Instant>>>);
+
+    impl TokenClient for Deadlines {
+        fn send(&self, _request: TokenRequest) -> SendFuture<'_> {
+            unreachable!("fetch_token sends through exchange")
+        }
+
+        fn exchange(
+            &self,
+            _request: TokenRequest,
+            deadline: Option<std::time::Instant>,
+        ) -> SendFuture<'_> {
+            self.0.lock().push(deadline);
+            Box::pin(async {
+                Ok(TokenReply {
+                    status: 200,
+                    body: Bytes::from_static(br#"{"access_token":"t","expires_in":10}"#),
+                })
+            })
+        }
+    }
+
+    #[test]
+    fn an_exchange_is_told_when_its_lookup_must_end() {
+        use std::time::{Duration, Instant};
+        let client = Arc::new(Deadlines::default());
+        let soon = Instant::now() + Duration::from_secs(5);
+        let far = Instant::now() + Duration::from_secs(3600);
+        for deadline in [Some(soon), Some(far), None] {
+            let before = Instant::now();
+            let ctx = FetchContext::new(deadline).with_token_client(client.clone());
+            let token = fetch_token(&ctx, "x", TokenRequest::get("http://h/t")).unwrap();
+            assert_eq!(token.token, "t");
+            let told = client.0.lock().pop().flatten().expect("a deadline");
+            match deadline {
+                // The read's deadline when it comes first...
+                Some(d) if d == soon => assert_eq!(told, soon),
+                // ...else the bridge's limit on every lookup.
+                _ => assert!(
+                    (before + bridge::LOOKUP_LIMIT..=Instant::now() + bridge::LOOKUP_LIMIT)
+                        .contains(&told)
+                ),
             }
         }
     }
