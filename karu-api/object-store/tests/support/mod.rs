@@ -67,11 +67,17 @@ pub(crate) fn content_of(name: &str) -> Bytes {
 /// A Parquet file of [`ROWS`] rows in row groups of [`ROW_GROUP`]: `id` (i64), `score`
 /// (f64), `name` (a string of 4-20 characters) and `flag` (i32), no compression.
 pub(crate) fn parquet_file() -> Bytes {
+    parquet_file_padded_with('x')
+}
+
+/// The file of [`parquet_file`] with names padded with `padding` instead of `x`: another
+/// version of it, the same size and layout, whose `name` column holds other bytes.
+pub(crate) fn parquet_file_padded_with(padding: char) -> Bytes {
     let ids: Vec<i64> = (0..ROWS as i64).collect();
     let scores = Float64Array::from_iter_values(ids.iter().map(|&i| i as f64 * 0.5 - 7.0));
     let names = StringArray::from_iter_values(
         ids.iter()
-            .map(|&i| format!("name-{i}-{}", "x".repeat((i % 13) as usize))),
+            .map(|&i| format!("name-{i}-{}", padding.to_string().repeat((i % 13) as usize))),
     );
     let flags = Int32Array::from_iter_values(ids.iter().map(|&i| (i % 7) as i32));
     let batch = RecordBatch::try_from_iter([
