@@ -323,18 +323,7 @@ impl ParquetReader {
         let mut batch = self
             .client
             .submit_with(reads, &BatchOptions::new().one_version());
-        let mut bytes = vec![Bytes::new(); ranges.len()];
-        while let Some(completion) = batch.next().await {
-            let i = usize::try_from(completion.tag()).unwrap_or(usize::MAX);
-            let Some(range) = ranges.get(i) else {
-                return Err(external(karu::Error::new(
-                    Status::Internal,
-                    "a completion has a tag it was not given",
-                )));
-            };
-            bytes[i] = exact(Some(completion), range.end - range.start)?;
-        }
-        Ok(bytes)
+        tagged(&mut batch, &ranges).await
     }
 
     /// The footer: one suffix read (which states the size and version), parsed with parquet's
@@ -418,8 +407,25 @@ pub(crate) fn external(error: karu::Error) -> ParquetError {
     ParquetError::External(Box::new(error))
 }
 
+/// The bytes of each of `ranges` from the batch that reads them, tagged by index (an empty
+/// range, not read, is empty): exactly, or the first error.
+pub(crate) async fn tagged(batch: &mut Batch, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+    let mut bytes = vec![Bytes::new(); ranges.len()];
+    while let Some(completion) = batch.next().await {
+        let i = usize::try_from(completion.tag()).unwrap_or(usize::MAX);
+        let Some(range) = ranges.get(i) else {
+            return Err(external(karu::Error::new(
+                Status::Internal,
+                "a completion has a tag it was not given",
+            )));
+        };
+        bytes[i] = exact(Some(completion), range.end - range.start)?;
+    }
+    Ok(bytes)
+}
+
 /// The bytes of a completion of a read of `length` bytes: all of them, or its error.
-pub(crate) fn exact(completion: Option<Completion>, length: u64) -> Result<Bytes> {
+fn exact(completion: Option<Completion>, length: u64) -> Result<Bytes> {
     let completion = completion.ok_or_else(|| {
         external(karu::Error::new(
             Status::Internal,

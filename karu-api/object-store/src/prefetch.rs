@@ -19,11 +19,10 @@ use std::collections::VecDeque;
 use std::ops::Range;
 
 use bytes::Bytes;
-use futures_util::StreamExt;
 use karu::{Batch, Status};
 use parquet::errors::Result;
 
-use crate::parquet_reader::{exact, external};
+use crate::parquet_reader::{external, tagged};
 
 /// The default budget: the bytes a reader's prefetch holds at most.
 pub(crate) const DEFAULT_BUDGET: u64 = 128 << 20;
@@ -141,7 +140,7 @@ impl Prefetched {
         };
         let holders: Vec<usize> = ranges.iter().map(holder).collect::<Option<_>>()?;
         if let State::Reading(batch) = &mut group.state {
-            match arrived(batch, &group.ranges).await {
+            match tagged(batch, &group.ranges).await {
                 Ok(bytes) => group.state = State::Arrived(bytes),
                 Err(error) => {
                     self.release_first(1);
@@ -167,20 +166,4 @@ impl Prefetched {
         }
         Some(Ok(out))
     }
-}
-
-/// The bytes of each of `ranges` from the batch that reads them (tagged by index), exactly.
-async fn arrived(batch: &mut Batch, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-    let mut bytes = vec![Bytes::new(); ranges.len()];
-    while let Some(completion) = batch.next().await {
-        let i = usize::try_from(completion.tag()).unwrap_or(usize::MAX);
-        let Some(range) = ranges.get(i) else {
-            return Err(external(karu::Error::new(
-                Status::Internal,
-                "a completion has a tag it was not given",
-            )));
-        };
-        bytes[i] = exact(Some(completion), range.end - range.start)?;
-    }
-    Ok(bytes)
 }

@@ -73,15 +73,20 @@ fn access_log(nginx: &Nginx, n: usize) -> Vec<String> {
     }
 }
 
-#[test]
-fn nginx_never_sees_a_path_that_would_leave_the_base() {
+/// nginx serving `root` (it must be installed: the test fails, never skips, without it).
+fn nginx(root: &FsPath) -> Nginx {
     assert!(
         Nginx::available(),
         "nginx is not installed: run `cargo xtask test`, which installs it"
     );
+    Nginx::start(root).expect("nginx starts")
+}
+
+#[test]
+fn nginx_never_sees_a_path_that_would_leave_the_base() {
     let root = tempfile::tempdir().unwrap();
     secret_beside_sub(root.path());
-    let nginx = Nginx::start(root.path()).expect("nginx starts");
+    let nginx = nginx(root.path());
     let store = KaruStore::new(client(), &nginx.url("/sub")).unwrap();
     assert_escapes_refused(&store);
     // One line per read of `ok.txt`, and no other request.
@@ -94,14 +99,14 @@ fn nginx_never_sees_a_path_that_would_leave_the_base() {
     );
 }
 
-/// A SeaweedFS bucket with `secret.txt` beside `sub/ok.txt` under the target's prefix, and a
-/// store based at that `sub`.
+/// A bucket on `weed`, and a client of it.
 fn seaweedfs_target(weed: &SeaweedFs, bucket: &str) -> (S3Target, karu::Client) {
     let target = S3Target::on_seaweedfs(weed, bucket).expect("the bucket is created");
     let client = target.builder().build().unwrap();
     (target, client)
 }
 
+/// SeaweedFS started (it must be installed: the test fails, never skips, without it).
 fn seaweedfs() -> SeaweedFs {
     assert!(
         SeaweedFs::available(),
@@ -165,13 +170,9 @@ fn local_names_with_reserved_characters_read_exactly_their_file() {
 
 #[test]
 fn nginx_names_with_reserved_characters_read_exactly_their_file() {
-    assert!(
-        Nginx::available(),
-        "nginx is not installed: run `cargo xtask test`, which installs it"
-    );
     let root = tempfile::tempdir().unwrap();
     write_names(&root.path().join("names"));
-    let nginx = Nginx::start(root.path()).expect("nginx starts");
+    let nginx = nginx(root.path());
     assert_names_read_exactly(&KaruStore::new(client(), &nginx.url("/names")).unwrap());
 }
 
