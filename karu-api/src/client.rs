@@ -623,6 +623,22 @@ impl Client {
     ) -> impl Future<Output = Result<Ends, Error>> + Send + 'static + use<> {
         self.engine.read_ends_async(locator, head_len, tail_len)
     }
+
+    /// [`Client::read_ends_async`] under an `If-Match` condition (a strong ETag, a list of
+    /// them, or `*`, as [`Read::if_match`] takes): every request carries it and every answer
+    /// is checked against it, so an object that does not match fails with
+    /// [`Status::PreconditionFailed`] on its first answer, before any body is read. Remote
+    /// objects only ([`Status::InvalidArgument`] for a local file, which has no versions).
+    pub fn read_ends_if_match_async(
+        &self,
+        locator: &Locator,
+        head_len: u64,
+        tail_len: u64,
+        if_match: Option<&str>,
+    ) -> impl Future<Output = Result<Ends, Error>> + Send + 'static + use<> {
+        self.engine
+            .read_ends_if_match_async(locator, head_len, tail_len, if_match)
+    }
 }
 
 /// The bytes of the completion of a read of `length` bytes at `offset` of `locator`, or its

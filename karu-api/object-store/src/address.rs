@@ -6,6 +6,13 @@
 //! `karu read` does; the name is then written the way Karu's addresses spell names: literally
 //! after a provider scheme (`s3://bucket/a b+c%d é`) or a local directory, percent-encoded in an
 //! `http(s)://` or `file://` URL (`https://host/dir/a%20b%2Bc%25d%20%C3%A9`).
+//!
+//! A segment names one level below the base, never a way out of it: a name that is only dots
+//! (`.`, `..`, `...`), or that holds `/`, `\` or NUL, is refused. Decoded and written literally,
+//! `..%2Fsecret` would be `../secret` to a local file system and to S3-compatible servers that
+//! resolve dot segments; percent-encoded in a URL it is decoded by the server (nginx serves
+//! `/sub/..%2Fsecret` as `/secret`). A backslash separates names in Windows paths, and some
+//! servers and tools read it as `/`; NUL ends a path in the kernel's eyes.
 
 use std::fmt;
 
@@ -52,10 +59,19 @@ pub(crate) enum AddressError {
         /// The segment as the path holds it.
         segment: String,
     },
-    /// A segment stands for `.` or `..`, which would leave the base.
+    /// A segment stands for a name made only of dots (`.`, `..`, `...`), which would name the
+    /// directory it is in or one above it.
     DotSegment {
         /// The segment as the path holds it.
         segment: String,
+    },
+    /// A segment decodes to a name holding a character that separates or ends names on some
+    /// provider (`/`, `\`, NUL): joined under the base, it could name an object outside it.
+    Separator {
+        /// The segment as the path holds it.
+        segment: String,
+        /// The character.
+        character: char,
     },
 }
 
@@ -75,7 +91,17 @@ impl fmt::Display for AddressError {
             }
             AddressError::DotSegment { segment } => write!(
                 f,
-                "the path segment {segment:?} stands for `.` or `..`, which would leave the base"
+                "the path segment {segment:?} is a name made only of dots, which would name a \
+                 directory at or above its own instead of an object under the base"
+            ),
+            AddressError::Separator { segment, character } => write!(
+                f,
+                "the path segment {segment:?} decodes to a name holding {}, which separates or \
+                 ends names on some providers and could name an object outside the base",
+                match character {
+                    '\0' => "NUL".to_string(),
+                    c => format!("`{c}`"),
+                }
             ),
         }
     }
@@ -126,11 +152,7 @@ impl Base {
                     .map_err(|_| AddressError::NotUtf8 {
                         segment: segment.to_string(),
                     })?;
-            if name == "." || name == ".." {
-                return Err(AddressError::DotSegment {
-                    segment: segment.to_string(),
-                });
-            }
+            check_name(segment, &name)?;
             address.push('/');
             match self.spelling {
                 Spelling::Url => address.extend(utf8_percent_encode(&name, URL_SEGMENT)),
@@ -143,6 +165,23 @@ impl Base {
         }
         Ok(address)
     }
+}
+
+/// Refuse a decoded segment `name` that could leave its directory on some provider: only dots,
+/// or a separator or terminator in it.
+fn check_name(segment: &str, name: &str) -> Result<(), AddressError> {
+    if let Some(character) = name.chars().find(|c| matches!(c, '/' | '\\' | '\0')) {
+        return Err(AddressError::Separator {
+            segment: segment.to_string(),
+            character,
+        });
+    }
+    if !name.is_empty() && name.chars().all(|c| c == '.') {
+        return Err(AddressError::DotSegment {
+            segment: segment.to_string(),
+        });
+    }
+    Ok(())
 }
 
 impl fmt::Display for Base {
@@ -200,9 +239,10 @@ mod tests {
         // `Path::parse` keeps what it is given: `%41` is the letter A.
         let path = Path::parse("percent%41.bin").unwrap();
         assert_eq!(join("s3://b", &path), "s3://b/percentA.bin");
-        // A segment holding an encoded slash names an object below the base all the same.
-        let path = Path::from_iter(["a", "b/c"]);
-        assert_eq!(join("s3://b", &path), "s3://b/a/b/c");
+        // A name holding `%2F` literally (object_store's `%252F`) is a name, not a separator.
+        let path = Path::from_iter(["a%2Fb"]);
+        assert_eq!(join("s3://b", &path), "s3://b/a%2Fb");
+        assert_eq!(join("https://h", &path), "https://h/a%252Fb");
     }
 
     #[test]
@@ -214,12 +254,23 @@ mod tests {
     #[test]
     fn dot_segments_and_bytes_that_are_not_utf8_are_refused() {
         let base = Base::parse("/data").unwrap();
-        for path in [Path::from_iter(["a", ".."]), Path::from_iter(["."])] {
-            assert!(matches!(
-                base.join(&path),
-                Err(AddressError::DotSegment { .. })
-            ));
+        for path in [
+            Path::from_iter(["a", ".."]),
+            Path::from_iter(["."]),
+            Path::parse("%2E%2E/x").unwrap(),
+            Path::parse("a/.%2E").unwrap(),
+            Path::from_iter(["..."]),
+        ] {
+            assert!(
+                matches!(base.join(&path), Err(AddressError::DotSegment { .. })),
+                "{path}"
+            );
         }
+        // Names with dots among other characters are names.
+        assert_eq!(
+            base.join(&Path::from_iter(["..a", "b..", ".hidden"])),
+            Ok("/data/..a/b../.hidden".to_string())
+        );
         let path = Path::parse("a/%FF").unwrap();
         assert_eq!(
             base.join(&path),
@@ -227,6 +278,42 @@ mod tests {
                 segment: "%FF".into()
             })
         );
+    }
+
+    #[test]
+    fn segments_holding_a_separator_or_nul_are_refused_by_name() {
+        let cases = [
+            (Path::from_iter(["../secret.txt"]), "..%2Fsecret.txt", '/'),
+            (Path::from_iter(["sub", "../../s"]), "..%2F..%2Fs", '/'),
+            (Path::parse("a/..%2Fs").unwrap(), "..%2Fs", '/'),
+            (Path::parse("a/%2f").unwrap(), "%2f", '/'),
+            (Path::from_iter(["..\\s"]), "..%5Cs", '\\'),
+            (Path::from_iter(["a\0b"]), "a%00b", '\0'),
+        ];
+        for base in [
+            "/data",
+            "file:///data",
+            "https://h/d",
+            "s3://b/p",
+            "az://c/p",
+        ] {
+            let base = Base::parse(base).unwrap();
+            for (path, segment, character) in &cases {
+                let error = base.join(path).unwrap_err();
+                assert_eq!(
+                    error,
+                    AddressError::Separator {
+                        segment: segment.to_string(),
+                        character: *character
+                    },
+                    "{base}: {path}"
+                );
+                assert!(
+                    error.to_string().contains(&format!("{segment:?}")),
+                    "{error}"
+                );
+            }
+        }
     }
 
     #[test]

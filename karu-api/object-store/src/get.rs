@@ -1,17 +1,26 @@
 //! `get_opts`: one request for the first answer (its `Content-Range` states the size, its
-//! ETag the version), then, for what that answer did not hold, reads pinned to that version,
+//! ETag the version), then, for what that answer did not hold, reads of that same version,
 //! delivered in order as a stream of chunks.
 //!
 //! The first request is [`Client::read_ends`](karu::Client::read_ends) of a window starting
 //! where the range does: the head of that window for a bounded range, an offset or the whole
 //! object, the tail of the object for a suffix. So no request asks for the size on its own (no
 //! HEAD, no probe before the read): a range of up to one chunk is one request. A longer range
-//! continues with chunks of `http.part_size` (8 MiB by default), a few in flight at once, each
-//! carrying the first answer's strong ETag as `If-Match`: a replaced object fails the stream
-//! instead of mixing two versions.
+//! continues with chunks of `http.part_size` (8 MiB by default), a few in flight at once, kept
+//! to the first answer's version:
+//!
+//! - an object with a strong ETag: each chunk carries it as `If-Match`, so a replaced object
+//!   fails the stream instead of mixing two versions;
+//! - a local file (no ETag): what identifies its version to Karu, its size and modification
+//!   time, is read again once the last chunk has arrived and must equal what the first answer
+//!   stated, else the stream ends with [`PreconditionFailed`](karu::Status::PreconditionFailed)
+//!   instead of its last chunk;
+//! - a remote object without a strong ETag cannot be pinned: the store reads its range again
+//!   in one request instead (see `KaruStore`), never through this stream.
 
 use std::collections::VecDeque;
 use std::ops::Range;
+use std::time::SystemTime;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -165,30 +174,52 @@ pub(crate) fn pieces(layout: &Layout, first: First, held: Vec<u8>, chunk: u64) -
     pieces
 }
 
+/// How the chunks of a stream are kept to the first answer's version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Version {
+    /// Every read carries this strong ETag as `If-Match`.
+    Etag(String),
+    /// A local file: its size and modification time, as the first answer stated them, checked
+    /// again once every chunk has been read.
+    File {
+        size: u64,
+        modified: Option<SystemTime>,
+    },
+}
+
+/// The bytes of `pieces` when none is still to be read (the first answer held the whole
+/// range), else the pieces back.
+pub(crate) fn all_known(pieces: Vec<Piece>) -> Result<Bytes, Vec<Piece>> {
+    match pieces.as_slice() {
+        [] => Ok(Bytes::new()),
+        [Piece::Known(bytes)] => Ok(bytes.clone()),
+        _ => Err(pieces),
+    }
+}
+
+/// The stream of bytes the first answer holds: the whole range of a get.
+pub(crate) fn in_hand(bytes: Bytes) -> BoxStream<'static, object_store::Result<Bytes>> {
+    if bytes.is_empty() {
+        return stream::empty().boxed();
+    }
+    stream::once(async move { Ok(bytes) }).boxed()
+}
+
 /// The stream of a get's pieces: known bytes as they are, ranges read as single-read batches
 /// (so the planner never merges them into one giant transfer), [`CHUNKS_IN_FLIGHT`] at once,
-/// each pinned to `etag` when there is one, yielded in order.
+/// kept to `version`, yielded in order.
 pub(crate) fn stream(
     client: Client,
     locator: Locator,
     path: Path,
-    etag: Option<String>,
+    version: Version,
     pieces: Vec<Piece>,
 ) -> BoxStream<'static, object_store::Result<Bytes>> {
-    if pieces.is_empty() {
-        return stream::empty().boxed();
-    }
-    if let [Piece::Known(_)] = pieces.as_slice() {
-        let Some(Piece::Known(bytes)) = pieces.into_iter().next() else {
-            unreachable!("matched above");
-        };
-        return stream::once(async move { Ok(bytes) }).boxed();
-    }
     let state = Chunks {
         client,
         locator,
         path,
-        etag,
+        version,
         pending: pieces.into(),
         in_flight: VecDeque::new(),
         failed: false,
@@ -206,7 +237,7 @@ struct Chunks {
     client: Client,
     locator: Locator,
     path: Path,
-    etag: Option<String>,
+    version: Version,
     /// Pieces not started yet, in order.
     pending: VecDeque<Piece>,
     /// Pieces started, in order: known bytes, or the batch of a read and its range.
@@ -226,13 +257,21 @@ impl Chunks {
             return None;
         }
         self.start_more();
-        let result = match self.in_flight.pop_front()? {
+        let mut result = match self.in_flight.pop_front()? {
             Started::Known(bytes) => Ok(bytes),
             Started::Read(mut batch, range) => {
                 let completion = batch.next().await;
                 self.exact(completion, range)
             }
         };
+        // The last piece: every read has completed.
+        if result.is_ok()
+            && self.pending.is_empty()
+            && self.in_flight.is_empty()
+            && let Err(error) = self.same_file().await
+        {
+            result = Err(error);
+        }
         if result.is_err() {
             self.failed = true;
             self.in_flight.clear();
@@ -257,13 +296,44 @@ impl Chunks {
                 Piece::Known(bytes) => Started::Known(bytes),
                 Piece::Read(range) => {
                     let mut read = Read::new(&self.locator, range.start, range.end - range.start);
-                    if let Some(etag) = &self.etag {
+                    if let Version::Etag(etag) = &self.version {
                         read = read.if_match(etag.clone());
                     }
                     Started::Read(self.client.submit([read]), range)
                 }
             });
         }
+    }
+
+    /// For a local file: whether it still has the size and modification time the first answer
+    /// stated, now that every chunk has been read (a file rewritten meanwhile has another).
+    async fn same_file(&self) -> object_store::Result<()> {
+        let Version::File { size, modified } = &self.version else {
+            return Ok(());
+        };
+        let now = self
+            .client
+            .stat_async(&self.locator)
+            .await
+            .map_err(|e| from_karu(e, &self.path))?;
+        if now.size == Some(*size) && now.last_modified == *modified {
+            return Ok(());
+        }
+        Err(from_karu(
+            karu::Error::new(
+                karu::Status::PreconditionFailed,
+                format!(
+                    "{} changed while it was read in parts: it had {size} bytes, modified {}; \
+                     it now has {}, modified {}",
+                    self.locator,
+                    describe_time(*modified),
+                    now.size
+                        .map_or("no size".to_string(), |n| format!("{n} bytes")),
+                    describe_time(now.last_modified),
+                ),
+            ),
+            &self.path,
+        ))
     }
 
     /// The bytes of a chunk: all of them, or the error (a chunk past the end means the object
@@ -300,6 +370,15 @@ impl Chunks {
             ));
         }
         Ok(Bytes::from(bytes))
+    }
+}
+
+/// A modification time for messages: seconds and nanoseconds since the Unix epoch.
+fn describe_time(time: Option<SystemTime>) -> String {
+    match time.map(|t| t.duration_since(SystemTime::UNIX_EPOCH)) {
+        Some(Ok(since)) => format!("at {}.{:09} s", since.as_secs(), since.subsec_nanos()),
+        Some(Err(_)) => "before 1970".to_string(),
+        None => "at no recorded time".to_string(),
     }
 }
 

@@ -64,13 +64,17 @@
 //!
 //! See [`KaruStore`] for each operation: no HEAD before a read (the size comes from the
 //! answer's `Content-Range`), `get_ranges` as one Karu batch whose merging Karu's planner and
-//! guards decide, whole objects as a stream of part-sized chunks pinned to one version.
+//! guards decide, whole objects as a stream of part-sized chunks of one version (pinned by its
+//! strong ETag; a local file checked against its size and modification time; a remote object
+//! without a strong ETag read in one request). No path leaves the base.
 
 mod address;
 mod error;
 mod get;
 #[cfg(feature = "parquet")]
 mod parquet_reader;
+#[cfg(feature = "parquet")]
+mod prefetch;
 mod store;
 
 #[cfg(feature = "parquet")]

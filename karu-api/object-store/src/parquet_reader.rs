@@ -14,6 +14,8 @@ use parquet::arrow::async_reader::{AsyncFileReader, MetadataFetch};
 use parquet::errors::{ParquetError, Result};
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
+use crate::prefetch::{DEFAULT_BUDGET, Prefetched};
+
 /// Parquet's [`AsyncFileReader`] for one file at any Karu address, implemented directly (the
 /// door parquet 60 keeps: it deprecates `ParquetObjectReader` in favour of readers like this
 /// one).
@@ -33,10 +35,11 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 ///   row groups of two files. Reads before the footer keep to one version within their batch.
 ///   Files without a strong ETag (local files, some servers) cannot be pinned: their reads
 ///   follow the file as it is.
-/// - [`prefetch`](ParquetReader::prefetch) hands Karu a whole query's column chunks at once
-///   (the projected columns of every selected row group), before parquet's stream asks for
-///   them one row group after another: the stream's reads are then served from batches
-///   already in flight, so the query costs about one round trip instead of one per row group.
+/// - [`prefetch`](ParquetReader::prefetch) hands Karu a query's column chunks ahead of
+///   parquet's stream (the projected columns of the selected row groups, as many as a byte
+///   budget allows), which asks for them one row group after another: the stream's reads are
+///   then served from batches already in flight, so the query costs about one round trip
+///   instead of one per row group.
 /// - Every read returns exactly the bytes asked for or an error; errors are
 ///   [`ParquetError::External`] holding Karu's [`karu::Error`] (its status and evidence).
 ///
@@ -67,22 +70,32 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 /// assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 1000);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone)]
 pub struct ParquetReader {
     client: Client,
     locator: Locator,
     footer_hint: u64,
     /// The version the first footer answer stated, shared with clones.
     version: Arc<OnceLock<Version>>,
-    /// Batches started by [`ParquetReader::prefetch`], shared with clones: each with the
-    /// ranges it reads, in tag order.
-    prefetched: Arc<Mutex<Vec<Prefetch>>>,
+    /// The row groups [`ParquetReader::prefetch`] reads ahead of the stream (this reader's
+    /// own: a clone starts with none).
+    prefetched: Mutex<Prefetched>,
+    /// The most bytes `prefetched` holds.
+    prefetch_budget: u64,
 }
 
-/// One row group's column chunks, in flight.
-struct Prefetch {
-    ranges: Vec<Range<u64>>,
-    batch: Batch,
+/// A clone reads the same file, pinned to the same version, with the same settings; it starts
+/// with nothing prefetched (a prefetch serves the one stream its reader is given to).
+impl Clone for ParquetReader {
+    fn clone(&self) -> ParquetReader {
+        ParquetReader {
+            client: self.client.clone(),
+            locator: self.locator.clone(),
+            footer_hint: self.footer_hint,
+            version: self.version.clone(),
+            prefetched: Mutex::new(Prefetched::default()),
+            prefetch_budget: self.prefetch_budget,
+        }
+    }
 }
 
 /// One version of the file: its size and strong ETag.
@@ -113,7 +126,8 @@ impl ParquetReader {
             locator: locator.clone(),
             footer_hint: DEFAULT_FOOTER_HINT,
             version: Arc::new(OnceLock::new()),
-            prefetched: Arc::new(Mutex::new(Vec::new())),
+            prefetched: Mutex::new(Prefetched::default()),
+            prefetch_budget: DEFAULT_BUDGET,
         }
     }
 
@@ -123,6 +137,24 @@ impl ParquetReader {
     pub fn with_footer_hint(mut self, bytes: u64) -> ParquetReader {
         self.footer_hint = bytes.max(FOOTER);
         self
+    }
+
+    /// Let [`prefetch`](ParquetReader::prefetch) hold at most `bytes` (default 128 MiB): the
+    /// column chunks of the row groups in flight or arrived that the stream has not taken. A
+    /// row group that does not fit waits, unread, until the stream has taken or passed enough
+    /// of those before it; one larger than the budget is read alone.
+    pub fn with_prefetch_budget(mut self, bytes: u64) -> ParquetReader {
+        self.prefetch_budget = bytes;
+        self
+    }
+
+    /// The bytes [`prefetch`](ParquetReader::prefetch) holds now: column chunks in flight or
+    /// arrived that the stream has not taken, of row groups it has not passed.
+    pub fn prefetched_bytes(&self) -> u64 {
+        self.prefetched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .held()
     }
 
     /// The file.
@@ -141,15 +173,22 @@ impl ParquetReader {
         self.version.get().and_then(|v| v.etag.as_deref())
     }
 
-    /// Start reading the column chunks of `projection` in each of `row_groups` now: one Karu
-    /// batch per row group (merged where Karu's planner says it pays, pinned to the version
-    /// the footer stated), all in flight together under the client's concurrency limit.
-    /// When parquet's stream later asks for a row group's chunks
-    /// ([`get_byte_ranges`](AsyncFileReader::get_byte_ranges) of ranges inside a prefetched
-    /// batch's), it takes that batch's bytes instead of reading again. Call it with the
-    /// metadata, row groups and projection the stream is built with (reads it does not match
-    /// are read as usual); the bytes of a prefetched row group are held until the stream takes
-    /// them, so a query prefetches what it will read, not a whole table.
+    /// Read the column chunks of `projection` in each of `row_groups` ahead of parquet's
+    /// stream: one Karu batch per row group (merged where Karu's planner says it pays, pinned
+    /// to the version the footer stated), started in the order given, as many at once as the
+    /// [prefetch budget](ParquetReader::with_prefetch_budget) allows (all of them, for most
+    /// queries), under the client's concurrency limit. When parquet's stream asks for chunks a
+    /// prefetched row group holds ([`get_byte_ranges`](AsyncFileReader::get_byte_ranges)), it
+    /// takes them instead of reading again.
+    ///
+    /// Call it with the metadata, row groups (in the stream's order) and projection the
+    /// stream is built with; reads it does not match are read as usual. What is prefetched
+    /// is held until the stream takes it, and no longer: a row group is released once the
+    /// stream has taken all its chunks (a row filter's two reads of a row group are both
+    /// served) or reads in a later row group (another projection, a row group skipped), and
+    /// everything with the reader (a limit reached, a stream dropped). Row groups the budget
+    /// keeps waiting are not read until the stream gets near them, so a stream that stops
+    /// early leaves them unread.
     ///
     /// ```no_run
     /// # async fn query(client: &karu::Client) -> Result<(), Box<dyn std::error::Error>> {
@@ -178,111 +217,39 @@ impl ParquetReader {
         row_groups: &[usize],
         projection: &ProjectionMask,
     ) -> Result<()> {
-        let mut started = Vec::with_capacity(row_groups.len());
-        for &g in row_groups {
-            if g >= metadata.num_row_groups() {
-                return Err(ParquetError::General(format!(
-                    "row group {g} of {} row groups",
-                    metadata.num_row_groups()
-                )));
-            }
-            let group = metadata.row_group(g);
-            let ranges: Vec<Range<u64>> = (0..group.num_columns())
-                .filter(|&c| projection.leaf_included(c))
-                .map(|c| {
-                    let (start, length) = group.column(c).byte_range();
-                    start..start.saturating_add(length)
-                })
-                .filter(|r| !r.is_empty())
-                .collect();
-            if ranges.is_empty() {
-                continue;
-            }
-            let reads: Vec<Read<'static>> = ranges
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    self.pin(Read::new(&self.locator, r.start, r.end - r.start).tag(i as u64))
-                })
-                .collect();
-            let batch = self
-                .client
-                .submit_with(reads, &BatchOptions::new().one_version());
-            started.push(Prefetch { ranges, batch });
+        if let Some(g) = row_groups.iter().find(|&&g| g >= metadata.num_row_groups()) {
+            return Err(ParquetError::General(format!(
+                "row group {g} of {} row groups",
+                metadata.num_row_groups()
+            )));
         }
-        self.prefetched
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .extend(started);
-        Ok(())
-    }
-
-    /// The prefetched batch that holds every one of `ranges`, taken from the list.
-    fn take_prefetched(&self, ranges: &[Range<u64>]) -> Option<Prefetch> {
-        let mut list = self
+        let mut prefetched = self
             .prefetched
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let holds = |p: &Prefetch| {
-            ranges.iter().filter(|r| !r.is_empty()).all(|r| {
-                p.ranges
-                    .iter()
-                    .any(|held| held.start <= r.start && r.end <= held.end)
-            })
-        };
-        let i = list.iter().position(holds)?;
-        Some(list.swap_remove(i))
-    }
-
-    /// `ranges` cut from the bytes of a prefetched batch.
-    async fn serve_prefetched(
-        &self,
-        prefetch: Prefetch,
-        ranges: &[Range<u64>],
-    ) -> Result<Vec<Bytes>> {
-        let Prefetch {
-            ranges: held,
-            mut batch,
-        } = prefetch;
-        let mut bytes = vec![Bytes::new(); held.len()];
-        while let Some(completion) = batch.next().await {
-            let i = usize::try_from(completion.tag()).unwrap_or(usize::MAX);
-            let Some(range) = held.get(i) else {
-                return Err(external(karu::Error::new(
-                    Status::Internal,
-                    "a completion has a tag it was not given",
-                )));
+        for &g in row_groups {
+            let group = metadata.row_group(g);
+            let chunk = |c: usize| {
+                let (start, length) = group.column(c).byte_range();
+                start..start.saturating_add(length)
             };
-            bytes[i] = exact(Some(completion), range.end - range.start)?;
+            let all: Vec<Range<u64>> = (0..group.num_columns()).map(chunk).collect();
+            let extent = all.iter().map(|r| r.start).min().unwrap_or(0)
+                ..all.iter().map(|r| r.end).max().unwrap_or(0);
+            let ranges: Vec<Range<u64>> = (0..group.num_columns())
+                .filter(|&c| projection.leaf_included(c))
+                .map(chunk)
+                .filter(|r| !r.is_empty())
+                .collect();
+            if !ranges.is_empty() {
+                prefetched.push(extent, ranges);
+            }
         }
-        ranges
-            .iter()
-            .map(|r| {
-                if r.is_empty() {
-                    return Ok(Bytes::new());
-                }
-                let i = held
-                    .iter()
-                    .position(|h| h.start <= r.start && r.end <= h.end)
-                    .ok_or_else(|| {
-                        external(karu::Error::new(
-                            Status::Internal,
-                            "a prefetched range went missing",
-                        ))
-                    })?;
-                let from = (r.start - held[i].start) as usize;
-                let to = (r.end - held[i].start) as usize;
-                bytes[i]
-                    .get(from..to)
-                    .map(|_| bytes[i].slice(from..to))
-                    .ok_or_else(|| {
-                        external(karu::Error::new(
-                            Status::Internal,
-                            "a prefetched read came back short",
-                        ))
-                    })
-            })
-            .collect()
+        let etag = self.etag().map(str::to_owned);
+        prefetched.start_within(self.prefetch_budget, |ranges| {
+            start_group(&self.client, &self.locator, etag.as_deref(), ranges)
+        });
+        Ok(())
     }
 
     /// The read, pinned to the file's version once it is known.
@@ -305,10 +272,45 @@ impl ParquetReader {
         exact(batch.next().await, length)
     }
 
-    /// Exactly the bytes of every range, in one batch.
-    async fn read_many(&self, ranges: Vec<Range<u64>>) -> Result<Vec<Bytes>> {
-        if let Some(prefetch) = self.take_prefetched(&ranges) {
-            return self.serve_prefetched(prefetch, &ranges).await;
+    /// Exactly the bytes of every range: from a prefetched row group that holds them all,
+    /// else in one batch.
+    async fn read_many(&mut self, ranges: Vec<Range<u64>>) -> Result<Vec<Bytes>> {
+        for range in &ranges {
+            checked_length(range)?;
+        }
+        if ranges.iter().all(|r| r.is_empty()) {
+            // Nothing to read, and nothing of a prefetch to take.
+            return Ok(vec![Bytes::new(); ranges.len()]);
+        }
+        let wanted: Vec<Range<u64>> = ranges.iter().filter(|r| !r.is_empty()).cloned().collect();
+        let etag = self.etag().map(str::to_owned);
+        let ParquetReader {
+            client,
+            locator,
+            prefetched,
+            prefetch_budget,
+            ..
+        } = self;
+        let prefetched = prefetched
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let served = prefetched
+            .serve(&wanted, *prefetch_budget, |ranges| {
+                start_group(client, locator, etag.as_deref(), ranges)
+            })
+            .await;
+        if let Some(served) = served {
+            let mut served = served?.into_iter();
+            return Ok(ranges
+                .iter()
+                .map(|r| {
+                    if r.is_empty() {
+                        Bytes::new()
+                    } else {
+                        served.next().unwrap_or_default()
+                    }
+                })
+                .collect());
         }
         let mut reads = Vec::with_capacity(ranges.len());
         for (i, range) in ranges.iter().enumerate() {
@@ -321,18 +323,7 @@ impl ParquetReader {
         let mut batch = self
             .client
             .submit_with(reads, &BatchOptions::new().one_version());
-        let mut bytes = vec![Bytes::new(); ranges.len()];
-        while let Some(completion) = batch.next().await {
-            let i = usize::try_from(completion.tag()).unwrap_or(usize::MAX);
-            let Some(range) = ranges.get(i) else {
-                return Err(external(karu::Error::new(
-                    Status::Internal,
-                    "a completion has a tag it was not given",
-                )));
-            };
-            bytes[i] = exact(Some(completion), range.end - range.start)?;
-        }
-        Ok(bytes)
+        tagged(&mut batch, &ranges).await
     }
 
     /// The footer: one suffix read (which states the size and version), parsed with parquet's
@@ -377,6 +368,28 @@ impl ParquetReader {
     }
 }
 
+/// The batch reading a prefetched row group's `ranges` (tagged by index), pinned to `etag`
+/// when the footer stated one, keeping to one version on its own otherwise.
+fn start_group(
+    client: &Client,
+    locator: &Locator,
+    etag: Option<&str>,
+    ranges: &[Range<u64>],
+) -> Batch {
+    let reads: Vec<Read<'static>> = ranges
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let read = Read::new(locator, r.start, r.end - r.start).tag(i as u64);
+            match etag {
+                Some(etag) => read.if_match(etag),
+                None => read,
+            }
+        })
+        .collect();
+    client.submit_with(reads, &BatchOptions::new().one_version())
+}
+
 /// The length of a range, or an error for one that ends before it starts.
 fn checked_length(range: &Range<u64>) -> Result<u64> {
     range.end.checked_sub(range.start).ok_or_else(|| {
@@ -390,8 +403,25 @@ fn checked_length(range: &Range<u64>) -> Result<u64> {
     })
 }
 
-fn external(error: karu::Error) -> ParquetError {
+pub(crate) fn external(error: karu::Error) -> ParquetError {
     ParquetError::External(Box::new(error))
+}
+
+/// The bytes of each of `ranges` from the batch that reads them, tagged by index (an empty
+/// range, not read, is empty): exactly, or the first error.
+pub(crate) async fn tagged(batch: &mut Batch, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+    let mut bytes = vec![Bytes::new(); ranges.len()];
+    while let Some(completion) = batch.next().await {
+        let i = usize::try_from(completion.tag()).unwrap_or(usize::MAX);
+        let Some(range) = ranges.get(i) else {
+            return Err(external(karu::Error::new(
+                Status::Internal,
+                "a completion has a tag it was not given",
+            )));
+        };
+        bytes[i] = exact(Some(completion), range.end - range.start)?;
+    }
+    Ok(bytes)
 }
 
 /// The bytes of a completion of a read of `length` bytes: all of them, or its error.
@@ -469,6 +499,7 @@ impl fmt::Debug for ParquetReader {
             .field("footer_hint", &self.footer_hint)
             .field("size", &self.size())
             .field("pinned", &self.etag().is_some())
+            .field("prefetch_budget", &self.prefetch_budget)
             .finish_non_exhaustive()
     }
 }

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
-use karu::{Client, Locator, Read, Status};
+use karu::{BatchOptions, Client, Ends, Locator, Read, Status};
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
@@ -18,7 +18,7 @@ use object_store::{
 
 use crate::address::Base;
 use crate::error::{STORE, from_address, from_karu, not_supported, read_only};
-use crate::get::{self, DEFAULT_CHUNK, First, Layout};
+use crate::get::{self, CHUNKS_IN_FLIGHT, DEFAULT_CHUNK, First, Layout, Version};
 
 /// An [`ObjectStore`] that reads through a Karu [`Client`]: every `object_store` path is joined
 /// under one base address, and reads get Karu's planner, checks and recovery.
@@ -29,19 +29,32 @@ use crate::get::{self, DEFAULT_CHUNK, First, Layout};
 ///   range of up to one part (`http.part_size`, 8 MiB by default) is one request (where a
 ///   service ignores suffix ranges, as Azure does, a suffix is two: Karu's
 ///   [`read_ends`](karu::Client::read_ends) reads one byte of the head for the size, then the
-///   tail, pinned to the head's ETag); a longer
-///   one, or the whole object, goes on as a stream of part-sized chunks, eight in flight,
-///   each pinned to the first answer's strong ETag (`If-Match`), so a replaced object fails
-///   the stream instead of mixing versions. `if_match` is compared with that answer's strong
-///   ETag (a mismatch, or an answer without one, is [`Error::Precondition`](object_store::Error::Precondition);
-///   `*` matches any). `head: true` is a stat. `if_none_match`, `if_modified_since`,
-///   `if_unmodified_since` and `version` are refused with
-///   [`Error::NotSupported`](object_store::Error::NotSupported), never ignored.
+///   tail, pinned to the head's ETag). A longer one, or the whole object, is one version or
+///   an error, never parts of two:
+///   - with a strong ETag, it goes on as a stream of part-sized chunks, eight in flight, each
+///     pinned to the first answer's ETag (`If-Match`), so a replaced object fails the stream
+///     with [`Error::Precondition`](object_store::Error::Precondition);
+///   - a local file (no ETag) streams the same way, and its size and modification time, what
+///     identifies its version, must be unchanged once the last chunk is read, else the stream
+///     ends with `Precondition`;
+///   - a remote object without a strong ETag (none, or a weak one) cannot be pinned: the
+///     range is read again in one request, up to the eight parts a stream holds at once
+///     (64 MiB by default), and is an error beyond.
+///
+///   `if_match` (a strong ETag, a list of them, or `*`) goes out with the first request and
+///   every later one, and Karu compares it with each answer's ETag as RFC 9110 says (strong
+///   comparison; a tag may hold a comma), so a mismatch is `Precondition` before any body is
+///   read; an answer without a strong ETag (a local file has none) proves only `*`.
+///   `head: true` is a stat (a one-byte read carrying `if_match`, when there is one).
+///   `if_none_match`, `if_modified_since`, `if_unmodified_since` and `version` are refused
+///   with [`Error::NotSupported`](object_store::Error::NotSupported), never ignored.
 /// - [`get_ranges`](ObjectStore::get_ranges) is one Karu batch: Karu's planner and its four
 ///   guards decide what is merged (not object_store's fixed 1 MiB), every range is in flight
 ///   at once under the client's concurrency limit, and each range's bytes are the buffer Karu
-///   filled (no copy). As object_store's contract says, a range reaching past the end of the
-///   object returns what exists; one starting at or past the end is an error.
+///   filled (no copy). The batch keeps to one version: the first strong ETag an answer states
+///   pins the other requests, and an answer of another version fails the call. As
+///   object_store's contract says, a range reaching past the end of the object returns what
+///   exists; one starting at or past the end is an error.
 /// - [`head`](object_store::ObjectStoreExt::head) is Karu's stat (one ranged GET of byte 0):
 ///   the size, the strong ETag and `last_modified`: the answer's `Last-Modified` (a local
 ///   file's modification time), or the Unix epoch when the answer has none, as object_store's
@@ -62,7 +75,12 @@ use crate::get::{self, DEFAULT_CHUNK, First, Layout};
 /// scheme (`s3://bucket/prefix/a b+c%d é`) or a local directory, percent-encoded in an
 /// `http(s)://` or `file://` URL. So `Path::from("a b+c%d é")` reaches the same object as
 /// `karu read` of that name. (object_store's own S3 store would ask for the key
-/// `a b+c%25d %C3%A9`.) A segment standing for `.` or `..` is refused.
+/// `a b+c%25d %C3%A9`.)
+///
+/// A path never leaves the base: a segment that decodes to a name made only of dots, or to a
+/// name holding `/` (object_store's `%2F`, as in `Path::from_iter(["../secret"])`), `\` or
+/// NUL, fails that call with [`karu::Status::InvalidArgument`] naming the segment, before
+/// anything is read.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -131,8 +149,36 @@ impl KaruStore {
         }
     }
 
-    /// The stat behind `head` and `get_opts` with `head: true`.
-    async fn stat(&self, location: &Path, locator: &Locator) -> object_store::Result<ObjectMeta> {
+    /// The most bytes a get holds at once: [`CHUNKS_IN_FLIGHT`] chunks, which is also the most
+    /// it reads in one request from an object that cannot be pinned to a version.
+    fn held_at_most(&self) -> u64 {
+        self.chunk().saturating_mul(CHUNKS_IN_FLIGHT as u64)
+    }
+
+    /// The metadata behind `head` and `get_opts` with `head: true`: Karu's stat, or, under an
+    /// `if_match` condition, a one-byte read of a remote object carrying it (a local file has
+    /// no ETag: only `*` matches it).
+    async fn head_meta(
+        &self,
+        location: &Path,
+        locator: &Locator,
+        if_match: Option<&str>,
+    ) -> object_store::Result<ObjectMeta> {
+        if let (Some(condition), None) = (if_match, locator.file_path()) {
+            let ends = self
+                .client
+                .read_ends_if_match_async(locator, 0, 0, Some(condition))
+                .await
+                .map_err(|e| from_karu(e, location))?;
+            proven(condition, ends.etag.as_deref(), location)?;
+            return Ok(ObjectMeta {
+                location: location.clone(),
+                last_modified: last_modified(ends.last_modified),
+                size: ends.size,
+                e_tag: ends.etag,
+                version: None,
+            });
+        }
         let info = self
             .client
             .stat_async(locator)
@@ -147,6 +193,9 @@ impl KaruStore {
                 location,
             ));
         };
+        if let Some(condition) = if_match {
+            proven(condition, info.etag.as_deref(), location)?;
+        }
         Ok(ObjectMeta {
             location: location.clone(),
             last_modified: last_modified(info.last_modified),
@@ -156,12 +205,104 @@ impl KaruStore {
         })
     }
 
+    /// The first answer of a get: `read_ends` of `window`, carrying the caller's `if_match`
+    /// (a local file, which has no ETag, is stat-ed first so that a missing one is not found).
+    async fn first_answer(
+        &self,
+        location: &Path,
+        window: &Locator,
+        first: First,
+        if_match: Option<&str>,
+    ) -> object_store::Result<Ends> {
+        let local = window.file_path().is_some();
+        if let (true, Some(condition)) = (local, if_match) {
+            self.client
+                .stat_async(window)
+                .await
+                .map_err(|e| from_karu(e, location))?;
+            proven(condition, None, location)?;
+        }
+        let condition = if local { None } else { if_match };
+        let ends = self
+            .client
+            .read_ends_if_match_async(window, first.head, first.tail, condition)
+            .await
+            .map_err(|e| from_karu(e, location))?;
+        if let Some(condition) = condition {
+            proven(condition, ends.etag.as_deref(), location)?;
+        }
+        Ok(ends)
+    }
+
+    /// The range of an object without a strong ETag read again in one request (one answer is
+    /// one version), its size checked against the first answer's; the answer's metadata with
+    /// the bytes.
+    async fn in_one_request(
+        &self,
+        location: &Path,
+        locator: &Locator,
+        layout: &Layout,
+        if_match: Option<&str>,
+    ) -> object_store::Result<(ObjectMeta, Bytes)> {
+        let range = &layout.range;
+        let length = range.end - range.start;
+        let most = self.held_at_most();
+        if length > most {
+            return Err(from_karu(
+                karu::Error::new(
+                    Status::Unsupported,
+                    format!(
+                        "{locator} has no strong ETag, so the {length} bytes asked for cannot be \
+                         read in parts pinned to one version, and a get reads at most {most} \
+                         bytes in one request ({CHUNKS_IN_FLIGHT} parts of http.part_size); ask \
+                         for ranges of at most {most} bytes (each one version), or serve the \
+                         object with strong ETags"
+                    ),
+                ),
+                location,
+            ));
+        }
+        let window = locator
+            .with_window(range.start, None)
+            .map_err(|e| from_karu(e, location))?;
+        let again = self
+            .client
+            .read_ends_if_match_async(&window, length, 0, if_match)
+            .await
+            .map_err(|e| from_karu(e, location))?;
+        let size = range.start.saturating_add(again.size);
+        if size != layout.size || again.head.len() as u64 != length {
+            return Err(from_karu(
+                karu::Error::new(
+                    Status::PreconditionFailed,
+                    format!(
+                        "{locator} changed between two answers: the first stated {} bytes, the \
+                         read of bytes {}..{} in one request {size}",
+                        layout.size, range.start, range.end
+                    ),
+                ),
+                location,
+            ));
+        }
+        if let Some(condition) = if_match {
+            proven(condition, again.etag.as_deref(), location)?;
+        }
+        let meta = ObjectMeta {
+            location: location.clone(),
+            last_modified: last_modified(again.last_modified),
+            size,
+            e_tag: again.etag,
+            version: None,
+        };
+        Ok((meta, Bytes::from(again.head)))
+    }
+
     async fn get(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
         refuse_unsupported(&options)?;
         let locator = self.locate(location)?;
+        let if_match = options.if_match.as_deref();
         if options.head {
-            let meta = self.stat(location, &locator).await?;
-            check_if_match(&options, &meta)?;
+            let meta = self.head_meta(location, &locator, if_match).await?;
             return Ok(GetResult {
                 payload: GetResultPayload::Stream(stream::empty().boxed()),
                 range: 0..meta.size,
@@ -183,10 +324,8 @@ impl KaruStore {
             locator.clone()
         };
         let ends = self
-            .client
-            .read_ends_async(&window, first.head, first.tail)
-            .await
-            .map_err(|e| from_karu(e, location))?;
+            .first_answer(location, &window, first, if_match)
+            .await?;
         let layout = Layout::of(
             options.range.as_ref(),
             first,
@@ -202,23 +341,37 @@ impl KaruStore {
             e_tag: ends.etag.clone(),
             version: None,
         };
-        check_if_match(&options, &meta)?;
         let held = if first.tail > 0 { ends.tail } else { ends.head };
-        let pieces = get::pieces(&layout, first, held, chunk);
+        let pieces = match get::all_known(get::pieces(&layout, first, held, chunk)) {
+            Ok(bytes) => return Ok(result(meta, layout.range, get::in_hand(bytes))),
+            Err(pieces) => pieces,
+        };
+        // The rest of the range is read in parts kept to the first answer's version: pinned
+        // to its strong ETag, or, for a local file, checked against its size and
+        // modification time once read. A remote object without a strong ETag is read again
+        // in one request instead.
+        let version = match (ends.etag, locator.file_path()) {
+            (Some(etag), _) => Version::Etag(etag),
+            (None, Some(_)) => Version::File {
+                size: layout.size,
+                modified: ends.last_modified,
+            },
+            (None, None) => {
+                drop(pieces);
+                let (meta, bytes) = self
+                    .in_one_request(location, &locator, &layout, if_match)
+                    .await?;
+                return Ok(result(meta, layout.range, get::in_hand(bytes)));
+            }
+        };
         let payload = get::stream(
             self.client.clone(),
             locator,
             location.clone(),
-            ends.etag,
+            version,
             pieces,
         );
-        Ok(GetResult {
-            payload: GetResultPayload::Stream(payload),
-            meta,
-            range: layout.range,
-            attributes: Default::default(),
-            extensions: Default::default(),
-        })
+        Ok(result(meta, layout.range, payload))
     }
 
     async fn ranges(
@@ -236,12 +389,15 @@ impl KaruStore {
             ));
         }
         let locator = self.locate(location)?;
-        let mut batch = self.client.submit(
+        // One version of the object for every range: the first strong ETag an answer states
+        // pins the others.
+        let mut batch = self.client.submit_with(
             ranges
                 .iter()
                 .enumerate()
                 .filter(|(_, r)| r.end > r.start)
                 .map(|(i, r)| Read::new(&locator, r.start, r.end - r.start).tag(i as u64)),
+            &BatchOptions::new().one_version(),
         );
         let mut bytes = vec![Bytes::new(); ranges.len()];
         let mut first_error: Option<(usize, karu::Error)> = None;
@@ -314,29 +470,39 @@ fn refuse_unsupported(options: &GetOptions) -> object_store::Result<()> {
     Ok(())
 }
 
-/// `if_match` against the ETag the answer stated (RFC 9110: a list of tags, or `*`; an answer
-/// without a strong ETag matches no tag).
-fn check_if_match(options: &GetOptions, meta: &ObjectMeta) -> object_store::Result<()> {
-    let Some(wanted) = &options.if_match else {
-        return Ok(());
-    };
-    if wanted.trim() == "*" {
+/// A get's result: its metadata, the range it returns and the stream of those bytes.
+fn result(
+    meta: ObjectMeta,
+    range: Range<u64>,
+    payload: BoxStream<'static, object_store::Result<Bytes>>,
+) -> GetResult {
+    GetResult {
+        payload: GetResultPayload::Stream(payload),
+        meta,
+        range,
+        attributes: Default::default(),
+        extensions: Default::default(),
+    }
+}
+
+/// Whether an answer that stated `etag` (its strong ETag, if any) proves the caller's
+/// `if_match` condition. The condition went out with the request, and Karu compared it with
+/// the ETag the answer stated (RFC 9110's strong comparison of a list of entity tags), so an
+/// answer with a strong ETag has matched; an answer without one proves only `*` (the server
+/// did not refuse, but nothing shows that a tag matched).
+fn proven(condition: &str, etag: Option<&str>, location: &Path) -> object_store::Result<()> {
+    if etag.is_some() || condition.trim() == "*" {
         return Ok(());
     }
-    let matches = meta
-        .e_tag
-        .as_deref()
-        .is_some_and(|etag| wanted.split(',').map(str::trim).any(|w| w == etag));
-    if matches {
-        return Ok(());
-    }
-    let stated = meta.e_tag.as_deref().unwrap_or("no strong ETag");
     Err(from_karu(
         karu::Error::new(
             Status::PreconditionFailed,
-            format!("if_match {wanted} does not match the object's {stated}"),
+            format!(
+                "if_match {condition} cannot be proven: the object states no strong ETag (a \
+                 local file has none)"
+            ),
         ),
-        &meta.location,
+        location,
     ))
 }
 
@@ -439,37 +605,21 @@ impl fmt::Debug for KaruStore {
 mod tests {
     use super::*;
 
-    fn meta(etag: Option<&str>) -> ObjectMeta {
-        ObjectMeta {
-            location: Path::from("a"),
-            last_modified: DateTime::UNIX_EPOCH,
-            size: 1,
-            e_tag: etag.map(str::to_string),
-            version: None,
-        }
-    }
-
-    fn if_match(tag: &str) -> GetOptions {
-        GetOptions::new().with_if_match(Some(tag))
-    }
-
     #[test]
-    fn if_match_takes_a_tag_a_list_or_a_star() {
-        let m = meta(Some("\"v2\""));
-        assert!(check_if_match(&GetOptions::new(), &m).is_ok());
-        assert!(check_if_match(&if_match("\"v2\""), &m).is_ok());
-        assert!(check_if_match(&if_match("\"v1\", \"v2\""), &m).is_ok());
-        assert!(check_if_match(&if_match("*"), &m).is_ok());
-        assert!(matches!(
-            check_if_match(&if_match("\"v1\""), &m),
-            Err(object_store::Error::Precondition { .. })
-        ));
-        // Without a strong ETag in the answer, no tag can be proven to match.
-        assert!(matches!(
-            check_if_match(&if_match("\"v2\""), &meta(None)),
-            Err(object_store::Error::Precondition { .. })
-        ));
-        assert!(check_if_match(&if_match("*"), &meta(None)).is_ok());
+    fn only_star_is_proven_by_an_answer_without_a_strong_etag() {
+        let path = Path::from("a");
+        assert!(proven("\"v\"", Some("\"v\""), &path).is_ok());
+        assert!(proven("*", None, &path).is_ok());
+        assert!(proven(" * ", None, &path).is_ok());
+        for condition in ["\"v\"", "\"v\", \"w\"", "W/\"v\""] {
+            assert!(
+                matches!(
+                    proven(condition, None, &path),
+                    Err(object_store::Error::Precondition { .. })
+                ),
+                "{condition}"
+            );
+        }
     }
 
     #[test]

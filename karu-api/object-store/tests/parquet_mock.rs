@@ -104,16 +104,62 @@ fn faults_under_a_parquet_read_leave_exact_batches() {
     }
 }
 
+/// Every row of a file in memory, all columns.
+fn whole(file: &bytes::Bytes) -> Vec<arrow_array::RecordBatch> {
+    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file.clone())
+        .unwrap()
+        .build()
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// The `name` column of `batches`, row after row.
+fn names(batches: &[arrow_array::RecordBatch]) -> Vec<String> {
+    batches
+        .iter()
+        .flat_map(|batch| {
+            let column = batch.column_by_name("name").unwrap();
+            let strings = column
+                .as_any()
+                .downcast_ref::<arrow_array::StringArray>()
+                .unwrap();
+            strings
+                .iter()
+                .map(|s| s.unwrap_or_default().to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 #[test]
 fn a_file_replaced_during_a_read_fails_instead_of_mixing_versions() {
-    let (server, _) = serve();
+    let (server, file) = serve();
+    // Another version of the file: the same layout, other names (a read that mixed the two
+    // would return rows of the second under the first's footer, and show it).
+    let replacement = support::parquet_file_padded_with('y');
+    assert_eq!(replacement.len(), file.len());
+    assert_ne!(replacement, file);
     let reader = ParquetReader::new(&client(), &server.url(PATH)).unwrap();
     let error = futures::executor::block_on(async {
         let builder = ParquetRecordBatchStreamBuilder::new(reader).await.unwrap();
-        // Another file takes the name after the footer was read.
-        server.insert(PATH, parquet_file());
+        // The other version takes the name after the footer was read.
+        server.insert(PATH, replacement.clone());
         match builder.build().unwrap().try_collect::<Vec<_>>().await {
-            Ok(_) => panic!("a read of a replaced file succeeded"),
+            Ok(batches) => {
+                let got = names(&batches);
+                let first = got == names(&whole(&file));
+                let second = got == names(&whole(&replacement));
+                panic!(
+                    "a read of a replaced file succeeded: {} rows, {}",
+                    got.len(),
+                    match (first, second) {
+                        (true, _) => "the first version's",
+                        (_, true) => "the second version's",
+                        _ => "rows of both versions",
+                    }
+                )
+            }
             Err(e) => e,
         }
     });
@@ -189,4 +235,277 @@ fn prefetch_puts_every_row_group_of_a_query_in_flight_at_once() {
     let log = server.requests();
     assert_selective_log(&log, &file);
     assert_eq!(log.iter().filter(|r| r.fault.is_some()).count(), 2);
+}
+
+/// A reader of the served file with its metadata loaded; the footer's request is taken from
+/// the log.
+fn opened(
+    server: &MockServer,
+) -> (
+    ParquetReader,
+    parquet::arrow::arrow_reader::ArrowReaderMetadata,
+) {
+    let mut reader = ParquetReader::new(&client(), &server.url(PATH)).unwrap();
+    let metadata = futures::executor::block_on(
+        parquet::arrow::arrow_reader::ArrowReaderMetadata::load_async(
+            &mut reader,
+            Default::default(),
+        ),
+    )
+    .unwrap();
+    server.take_requests();
+    (reader, metadata)
+}
+
+/// The bytes of `ranges` together.
+fn total(ranges: &[std::ops::Range<u64>]) -> u64 {
+    ranges.iter().map(|r| r.end - r.start).sum()
+}
+
+/// `ranges` read through `reader` as parquet's stream asks (`get_byte_ranges`), checked
+/// against the file's bytes.
+fn fetch(reader: &mut ParquetReader, file: &bytes::Bytes, ranges: &[std::ops::Range<u64>]) {
+    use parquet::arrow::async_reader::AsyncFileReader;
+    let got = futures::executor::block_on(reader.get_byte_ranges(ranges.to_vec())).unwrap();
+    for (range, bytes) in ranges.iter().zip(got) {
+        assert_eq!(
+            bytes,
+            file.slice(range.start as usize..range.end as usize),
+            "{range:?}"
+        );
+    }
+}
+
+/// The closed ranges of a log's data requests, for messages and coverage checks.
+fn data_requests(log: &[karu_testkit::RequestRecord]) -> Vec<std::ops::Range<u64>> {
+    support::requested(log)
+}
+
+/// Row groups the stream passes over, and those it has read every prefetched chunk of, are
+/// released; a row group read in part is kept for the rest of its chunks.
+#[test]
+fn prefetched_row_groups_are_released_when_the_stream_moves_past_or_takes_them() {
+    use support::{COLUMNS, chunk_ranges};
+    let (server, file) = serve();
+    let (mut reader, metadata) = opened(&server);
+    let meta = metadata.metadata().clone();
+    let mask = parquet::arrow::ProjectionMask::roots(metadata.parquet_schema(), COLUMNS);
+    let g = |group: usize| chunk_ranges(&meta, &[group], &COLUMNS);
+    reader.prefetch(&meta, &[0, 1, 3], &mask).unwrap();
+    assert_eq!(
+        reader.prefetched_bytes(),
+        total(&g(0)) + total(&g(1)) + total(&g(3))
+    );
+    // One column of row group 0, then the other: kept until both were taken.
+    fetch(&mut reader, &file, &g(0)[..1]);
+    assert_eq!(
+        reader.prefetched_bytes(),
+        total(&g(0)) + total(&g(1)) + total(&g(3))
+    );
+    fetch(&mut reader, &file, &g(0)[1..]);
+    assert_eq!(reader.prefetched_bytes(), total(&g(1)) + total(&g(3)));
+    // The stream skips row group 1: it is released when row group 3 is asked for.
+    fetch(&mut reader, &file, &g(3));
+    assert_eq!(reader.prefetched_bytes(), 0);
+    // Row groups 0 and 3 came from their prefetch's one request each, nothing twice; row
+    // group 1's reads were cancelled on release (whether its request had gone out by then is
+    // a race, and either way it is never read again).
+    let asked = data_requests(&server.take_requests());
+    for chunk in g(0).iter().chain(&g(3)) {
+        assert!(support::covered(chunk, &asked), "{chunk:?}: {asked:?}");
+    }
+    for (i, a) in asked.iter().enumerate() {
+        for b in &asked[i + 1..] {
+            assert!(!support::overlaps(a, b), "requested twice: {a:?}, {b:?}");
+        }
+    }
+}
+
+/// Another projection than the prefetched one: the stream's reads go to the server, and the
+/// prefetched row groups it passes are released.
+#[test]
+fn prefetched_row_groups_of_another_projection_are_released_as_the_stream_passes() {
+    use support::{COLUMNS, chunk_ranges};
+    let (server, file) = serve();
+    let (mut reader, metadata) = opened(&server);
+    let meta = metadata.metadata().clone();
+    let mask = parquet::arrow::ProjectionMask::roots(metadata.parquet_schema(), COLUMNS);
+    let g = |group: usize, columns: &[usize]| chunk_ranges(&meta, &[group], columns);
+    reader.prefetch(&meta, &[1, 3], &mask).unwrap();
+    let held = total(&g(1, &COLUMNS)) + total(&g(3, &COLUMNS));
+    assert_eq!(reader.prefetched_bytes(), held);
+    // The stream reads column 1 (`score`), which no prefetch holds.
+    fetch(&mut reader, &file, &g(1, &[1]));
+    assert_eq!(
+        reader.prefetched_bytes(),
+        held,
+        "row group 1 may still be asked for"
+    );
+    fetch(&mut reader, &file, &g(3, &[1]));
+    assert_eq!(
+        reader.prefetched_bytes(),
+        total(&g(3, &COLUMNS)),
+        "row group 1 was passed"
+    );
+    drop(reader);
+    let asked = data_requests(&server.take_requests());
+    for chunk in g(1, &[1]).iter().chain(&g(3, &[1])) {
+        assert!(support::covered(chunk, &asked), "{chunk:?}: {asked:?}");
+    }
+}
+
+/// A call with no ranges (or only empty ones) returns empty buffers and leaves the prefetched
+/// row groups alone: the stream's read after it is served from them, with no request.
+#[test]
+fn a_read_of_no_ranges_leaves_prefetched_row_groups_alone() {
+    use support::{COLUMNS, ROW_GROUPS, chunk_ranges};
+    let (server, file) = serve();
+    let (mut reader, metadata) = opened(&server);
+    let meta = metadata.metadata().clone();
+    let mask = parquet::arrow::ProjectionMask::roots(metadata.parquet_schema(), COLUMNS);
+    reader.prefetch(&meta, &ROW_GROUPS, &mask).unwrap();
+    let held = reader.prefetched_bytes();
+    fetch(&mut reader, &file, &[]);
+    fetch(&mut reader, &file, &[10..10, 20..20]);
+    assert_eq!(reader.prefetched_bytes(), held);
+    for group in ROW_GROUPS {
+        fetch(&mut reader, &file, &chunk_ranges(&meta, &[group], &COLUMNS));
+    }
+    let asked = data_requests(&server.take_requests());
+    assert_eq!(
+        asked.len(),
+        ROW_GROUPS.len(),
+        "only the prefetch's requests: {asked:?}"
+    );
+}
+
+/// The bytes a prefetch holds (in flight or arrived, not yet taken) stay within its budget:
+/// a row group starts when the stream has taken enough of those before it. The first always
+/// starts, whatever the budget.
+#[test]
+fn prefetch_holds_at_most_its_budget() {
+    use support::{COLUMNS, chunk_ranges};
+    let (server, file) = serve();
+    let (reader, metadata) = opened(&server);
+    let meta = metadata.metadata().clone();
+    let mask = parquet::arrow::ProjectionMask::roots(metadata.parquet_schema(), COLUMNS);
+    let g = |group: usize| chunk_ranges(&meta, &[group], &COLUMNS);
+    let budget = total(&g(0)) + total(&g(1));
+    let mut reader = reader.with_prefetch_budget(budget);
+    reader.prefetch(&meta, &[0, 1, 2, 3], &mask).unwrap();
+    assert_eq!(reader.prefetched_bytes(), total(&g(0)) + total(&g(1)));
+    for group in 0..4 {
+        fetch(&mut reader, &file, &g(group));
+        // Held: the row groups after this one, from the next, as many as fit the budget.
+        let held = reader.prefetched_bytes();
+        let mut fit = 0;
+        let mut next = group + 1;
+        while next < 4 && (fit == 0 || fit + total(&g(next)) <= budget) {
+            fit += total(&g(next));
+            next += 1;
+        }
+        assert_eq!(held, fit, "after row group {group} (budget {budget})");
+        assert!(held <= budget);
+    }
+    assert_eq!(reader.prefetched_bytes(), 0);
+    let asked = data_requests(&server.take_requests());
+    assert_eq!(asked.len(), 4, "{asked:?}");
+    // A budget smaller than a row group still prefetches one at a time.
+    let reader = reader.with_prefetch_budget(1);
+    reader.prefetch(&meta, &[0, 1], &mask).unwrap();
+    assert_eq!(reader.prefetched_bytes(), total(&g(0)));
+}
+
+/// Parquet's stream with a limit it reaches in the first row group: the row groups a budget
+/// kept waiting are never requested, and dropping the stream drops what was held.
+#[test]
+fn a_stream_that_stops_early_leaves_later_row_groups_unread() {
+    use futures::StreamExt;
+    use support::chunk_ranges;
+    let all = [0usize, 1, 2, 3];
+    let columns = [0usize, 2];
+    for limit in [Some(10), None] {
+        let (server, _) = serve();
+        let (reader, metadata) = opened(&server);
+        let meta = metadata.metadata().clone();
+        let mask = parquet::arrow::ProjectionMask::roots(metadata.parquet_schema(), columns);
+        let budget = total(&chunk_ranges(&meta, &[0], &columns));
+        let reader = reader.with_prefetch_budget(budget);
+        reader.prefetch(&meta, &all, &mask).unwrap();
+        let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
+            .with_projection(mask)
+            .with_row_groups(all.to_vec());
+        let builder = match limit {
+            Some(n) => builder.with_limit(n),
+            None => builder,
+        };
+        let mut stream = builder.build().unwrap();
+        // A limit of 10 rows ends the stream in row group 0; without one, the stream is
+        // dropped after its first batch.
+        let first = futures::executor::block_on(stream.next()).unwrap().unwrap();
+        assert!(first.num_rows() > 0);
+        if limit.is_some() {
+            assert!(futures::executor::block_on(stream.next()).is_none());
+        }
+        drop(stream);
+        let asked = data_requests(&server.take_requests());
+        for chunk in chunk_ranges(&meta, &[2, 3], &columns) {
+            assert!(
+                !asked.iter().any(|r| support::overlaps(r, &chunk)),
+                "{limit:?}: {chunk:?} of a row group the stream never reached was read: {asked:?}"
+            );
+        }
+    }
+}
+
+/// A row filter makes the stream fetch a row group twice (the filter's column, then the
+/// projection's): both are served by one prefetch, and no byte is requested twice.
+#[test]
+fn a_row_filter_that_fetches_twice_is_served_by_one_prefetch() {
+    use futures::TryStreamExt;
+    use parquet::arrow::ProjectionMask;
+    use parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter};
+    use support::{COLUMNS, ROW_GROUPS, chunk_ranges};
+    let (server, file) = serve();
+    let (reader, metadata) = opened(&server);
+    let meta = metadata.metadata().clone();
+    let schema = metadata.parquet_schema();
+    // The filter reads `flag` (column 3); the query returns `id` and `name`.
+    let prefetched = ProjectionMask::roots(schema, [0, 2, 3]);
+    reader.prefetch(&meta, &ROW_GROUPS, &prefetched).unwrap();
+    let predicate = ArrowPredicateFn::new(ProjectionMask::roots(schema, [3]), |batch| {
+        let flags = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow_array::Int32Array>()
+            .unwrap();
+        Ok(flags.iter().map(|f| Some(f == Some(0))).collect())
+    });
+    let batches: Vec<_> = futures::executor::block_on(
+        ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata.clone())
+            .with_projection(ProjectionMask::roots(schema, COLUMNS))
+            .with_row_groups(ROW_GROUPS.to_vec())
+            .with_row_filter(RowFilter::new(vec![Box::new(predicate)]))
+            .build()
+            .unwrap()
+            .try_collect(),
+    )
+    .unwrap();
+    let expected: Vec<(i64, String)> = rows(&local_batches(&file))
+        .into_iter()
+        .filter(|(id, _)| id % 7 == 0)
+        .collect();
+    assert_eq!(rows(&batches), expected);
+    let asked = data_requests(&server.take_requests());
+    for (i, a) in asked.iter().enumerate() {
+        for b in &asked[i + 1..] {
+            assert!(
+                !support::overlaps(a, b),
+                "requested twice: {a:?} and {b:?} in {asked:?}"
+            );
+        }
+    }
+    for chunk in chunk_ranges(&meta, &ROW_GROUPS, &[0, 2, 3]) {
+        assert!(support::covered(&chunk, &asked), "{chunk:?}: {asked:?}");
+    }
 }

@@ -176,6 +176,263 @@ fn an_object_replaced_under_a_stream_fails_it_instead_of_mixing_versions() {
     assert!(server.requests().iter().skip(1).any(|r| r.status == 412));
 }
 
+/// Where `bytes` stop being `v1`'s prefix, for messages: "the first N bytes of v1, then …".
+fn provenance(bytes: &[u8], v1: &[u8], v2: &[u8]) -> String {
+    let from_v1 = bytes.iter().zip(v1).take_while(|(a, b)| a == b).count();
+    let rest = if bytes.len() >= from_v1
+        && v2.len() >= bytes.len()
+        && bytes[from_v1..] == v2[from_v1..bytes.len()]
+    {
+        "the second version's"
+    } else {
+        "other"
+    };
+    format!(
+        "{} bytes: the first {from_v1} of the first version, then {} bytes of {rest}",
+        bytes.len(),
+        bytes.len() - from_v1
+    )
+}
+
+/// The bytes of a get of `range`, read to the end of its stream, or its first error.
+fn get_all(
+    store: &KaruStore,
+    path: &str,
+    range: Option<GetRange>,
+) -> object_store::Result<(Range<u64>, Bytes)> {
+    block_on(async {
+        let result = store
+            .get_opts(&Path::from(path), GetOptions::new().with_range(range))
+            .await?;
+        let range = result.range.clone();
+        let mut stream = result.into_stream();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            bytes.extend_from_slice(&chunk?);
+        }
+        Ok((range, Bytes::from(bytes)))
+    })
+}
+
+/// 20 MiB served without a strong ETag (none, or a weak one) and replaced after the first
+/// request of a read: every read returns the bytes of one version (or fails), never the first
+/// part of one and the rest of the other.
+#[test]
+fn a_changing_object_without_a_strong_etag_is_read_as_one_version() {
+    let size: u64 = 20 << 20;
+    let (v1, v2) = (pattern(0, size as usize), pattern(7, size as usize));
+    for etag in [None, Some("W/\"weak\"")] {
+        let server = MockServer::start();
+        server.insert("/v1", v1.clone());
+        server.insert("/v2", v2.clone());
+        server.set_etag("/v1", etag);
+        server.set_etag("/v2", etag);
+        let store = store(&server);
+        let cases = [
+            None,
+            Some(GetRange::Bounded(0..size)),
+            Some(GetRange::Offset(1 << 20)),
+            Some(GetRange::Suffix(12 << 20)),
+        ];
+        for range in cases {
+            support::Versions::install(&server, "/obj", "/v1", "/v2", 1);
+            server.take_requests();
+            let outcome = get_all(&store, "obj", range.clone());
+            let log = server.take_requests();
+            let shown: Vec<String> = log.iter().map(ToString::to_string).collect();
+            match outcome {
+                Ok((got, bytes)) => {
+                    let (a, b) = (got.start as usize, got.end as usize);
+                    assert!(
+                        bytes[..] == v1[a..b] || bytes[..] == v2[a..b],
+                        "{etag:?} {range:?}: two versions under one OK, {}: {shown:#?}",
+                        provenance(&bytes, &v1[a..], &v2[a..])
+                    );
+                    // The first answer, then the whole range in one request.
+                    assert_eq!(log.len(), 2, "{etag:?} {range:?}: {shown:#?}");
+                    assert_eq!(
+                        log[1].byte_range,
+                        Some((got.start, got.end - 1)),
+                        "{shown:#?}"
+                    );
+                }
+                Err(error) => panic!("{etag:?} {range:?}: {error} {shown:#?}"),
+            }
+        }
+    }
+}
+
+/// Past the bytes a get may hold at once, an object without a strong ETag cannot be read in
+/// one request nor pinned: the get fails, saying why, after the first answer alone.
+#[test]
+fn a_long_read_of_an_object_without_a_strong_etag_fails_clearly() {
+    let server = MockServer::start();
+    let size = (1 << 20) + 1;
+    server.insert_virtual("/big.bin", size);
+    server.set_etag("/big.bin", None);
+    let client = isolated().set("http.part_size", "64KiB").build().unwrap();
+    let store = KaruStore::new(client, &server.base_url()).unwrap();
+    // 8 parts of 64 KiB are held at most: 512 KiB in one request is fine, 1 MiB + 1 is not.
+    let (_, bytes) = get_all(&store, "big.bin", Some(GetRange::Bounded(0..512 << 10))).unwrap();
+    assert_eq!(bytes[..], pattern(0, 512 << 10)[..]);
+    server.take_requests();
+    let error = get_all(&store, "big.bin", None)
+        .map(|(range, bytes)| (range, bytes.len()))
+        .unwrap_err();
+    let karu = karu_error(&error);
+    assert_eq!(karu.status(), Status::Unsupported, "{error}");
+    assert!(karu.message().contains("strong ETag"), "{}", karu.message());
+    assert_eq!(server.take_requests().len(), 1);
+}
+
+/// 20 MiB with a strong ETag, read with Karu's default part size: the first answer (8 MiB),
+/// then the rest in parts carrying its ETag as `If-Match`; replaced after the first answer (a
+/// second version with other bytes), the read fails instead of mixing them.
+#[test]
+fn an_object_over_8_mib_is_read_through_parts_pinned_to_its_first_answer() {
+    let size: u64 = 20 << 20;
+    let (v1, v2) = (pattern(0, size as usize), pattern(7, size as usize));
+    let server = MockServer::start();
+    server.insert("/v1", v1.clone());
+    server.insert("/v2", v2.clone());
+    let store = store(&server);
+    // Unchanged: exact bytes, every request after the first pinned.
+    support::Versions::install(&server, "/obj", "/v1", "/v2", u64::MAX);
+    let (range, bytes) = get_all(&store, "obj", None).unwrap();
+    assert_eq!(range, 0..size);
+    assert!(bytes[..] == v1[..], "{}", provenance(&bytes, &v1, &v2));
+    let log = server.take_requests();
+    let shown: Vec<String> = log.iter().map(ToString::to_string).collect();
+    assert_eq!(log.len(), 3, "{shown:#?}");
+    assert_eq!(log[0].byte_range, Some((0, (8 << 20) - 1)));
+    assert_eq!(log[0].header("if-match"), None);
+    let etag = block_on(store.head(&Path::from("v1")))
+        .unwrap()
+        .e_tag
+        .unwrap();
+    server.take_requests();
+    let mut rest: Vec<_> = log[1..].iter().map(|r| r.byte_range.unwrap()).collect();
+    rest.sort();
+    assert_eq!(
+        rest,
+        [(8 << 20, (16 << 20) - 1), (16 << 20, size - 1)],
+        "{shown:#?}"
+    );
+    assert!(
+        log[1..]
+            .iter()
+            .all(|r| r.header("if-match") == Some(etag.as_str()) && r.status == 206),
+        "{shown:#?}"
+    );
+    // Replaced after the first answer: the pinned parts are refused (412), the read fails.
+    support::Versions::install(&server, "/obj", "/v1", "/v2", 1);
+    let error = match get_all(&store, "obj", None) {
+        Ok((_, bytes)) => panic!(
+            "a replaced object read OK: {}",
+            provenance(&bytes, &v1, &v2)
+        ),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(error, object_store::Error::Precondition { .. }),
+        "{error:?}"
+    );
+    let log = server.take_requests();
+    let shown: Vec<String> = log.iter().map(ToString::to_string).collect();
+    assert!(
+        log[1..]
+            .iter()
+            .all(|r| r.header("if-match") == Some(etag.as_str()) && r.status == 412),
+        "{shown:#?}"
+    );
+}
+
+/// `if_match` goes out with the first request: a condition that fails costs one request and
+/// no body, not a chunk of the object.
+#[test]
+fn if_match_is_sent_with_the_first_request() {
+    let server = MockServer::start();
+    server.insert("/big.bin", pattern(0, 20 << 20));
+    let store = store(&server);
+    let path = Path::from("big.bin");
+    let etag = block_on(store.head(&path)).unwrap().e_tag.unwrap();
+    server.take_requests();
+    for options in [
+        GetOptions::new(),
+        GetOptions::new().with_range(Some(GetRange::Suffix(100))),
+        GetOptions::new().with_range(Some(GetRange::Bounded(5..10))),
+        GetOptions::new().with_head(true),
+    ] {
+        let options = options.with_if_match(Some("\"other\""));
+        let error = block_on(store.get_opts(&path, options.clone())).unwrap_err();
+        assert!(
+            matches!(error, object_store::Error::Precondition { .. }),
+            "{options:?}: {error:?}"
+        );
+        let log = server.take_requests();
+        let shown: Vec<String> = log.iter().map(ToString::to_string).collect();
+        assert_eq!(log.len(), 1, "{options:?}: {shown:#?}");
+        assert_eq!(log[0].header("if-match"), Some("\"other\""), "{shown:#?}");
+        // The refusal's small error document, none of the object's bytes.
+        assert_eq!(log[0].status, 412, "{shown:#?}");
+        assert!(log[0].body_bytes < 1024, "{shown:#?}");
+    }
+    // A condition that holds: every request of the read carries it (the first the caller's,
+    // the others the first answer's ETag, which it matched).
+    let options = GetOptions::new().with_if_match(Some(format!("\"other\", {etag}")));
+    let bytes = block_on(async { store.get_opts(&path, options).await?.bytes().await }).unwrap();
+    assert_eq!(bytes[..], pattern(0, 20 << 20)[..]);
+    let log = server.take_requests();
+    assert_eq!(log.len(), 3);
+    assert_eq!(
+        log[0].header("if-match"),
+        Some(format!("\"other\", {etag}").as_str())
+    );
+    assert!(
+        log[1..]
+            .iter()
+            .all(|r| r.header("if-match") == Some(etag.as_str()))
+    );
+}
+
+/// RFC 9110's If-Match: a list of quoted entity tags (a tag may hold a comma), `*`, strong
+/// comparison (a weak tag never matches).
+#[test]
+fn if_match_compares_entity_tags_as_rfc_9110_says() {
+    let server = MockServer::start();
+    server.insert("/c", Bytes::from_static(b"comma"));
+    server.set_etag("/c", Some("\"a,b\""));
+    let store = store(&server);
+    let path = Path::from("c");
+    let read = |condition: &str| {
+        let options = GetOptions::new().with_if_match(Some(condition));
+        block_on(async { store.get_opts(&path, options).await?.bytes().await })
+    };
+    for condition in ["\"a,b\"", "\"x\", \"a,b\"", "\"a,b\",\"y\"", "*"] {
+        assert_eq!(
+            read(condition).unwrap_or_else(|e| panic!("{condition}: {e}")),
+            "comma"
+        );
+    }
+    for condition in ["\"a\"", "\"b\"", "W/\"a,b\"", "\"a\", \"b\""] {
+        let error = read(condition).unwrap_err();
+        assert!(
+            matches!(error, object_store::Error::Precondition { .. }),
+            "{condition}: {error:?}"
+        );
+    }
+    // An answer that states no strong ETag cannot prove a tag matched, even when the server
+    // ignores the condition.
+    server.set_etag("/c", None);
+    server.add_fault(FaultRule::new(Fault::IgnoreIfMatch));
+    let error = read("\"a,b\"").unwrap_err();
+    assert!(
+        matches!(error, object_store::Error::Precondition { .. }),
+        "{error:?}"
+    );
+    assert_eq!(read("*").unwrap(), "comma");
+}
+
 #[test]
 fn if_match_fails_a_changed_object_with_precondition() {
     let server = MockServer::start();
@@ -389,6 +646,44 @@ fn get_ranges_is_one_karu_batch_merged_by_karus_planner() {
     assert_eq!(asked[2], (size - 100, size + 99));
 }
 
+/// `get_ranges` of two clusters far apart (two requests) of an object replaced between them:
+/// the read fails instead of returning ranges of two versions.
+#[test]
+fn get_ranges_returns_ranges_of_one_version() {
+    let server = MockServer::start();
+    let size = 16 << 20;
+    server.insert("/v1", pattern(0, size));
+    server.insert("/v2", pattern(7, size));
+    support::Versions::install(&server, "/obj", "/v1", "/v2", 1);
+    let store = store(&server);
+    let mut ranges = cluster(0);
+    ranges.extend(cluster(10 << 20));
+    let outcome = block_on(store.get_ranges(&Path::from("obj"), &ranges));
+    let log = server.requests();
+    let shown: Vec<String> = log.iter().map(ToString::to_string).collect();
+    assert_eq!(log.len(), 2, "{shown:#?}");
+    match outcome {
+        Ok(got) => {
+            let of = |seed: u64| {
+                ranges
+                    .iter()
+                    .zip(&got)
+                    .filter(|(r, b)| b[..] == pattern(seed + r.start, 4096)[..])
+                    .count()
+            };
+            panic!(
+                "OK with {} ranges of the first version and {} of the second: {shown:#?}",
+                of(0),
+                of(7)
+            );
+        }
+        Err(error) => assert!(
+            matches!(error, object_store::Error::Precondition { .. }),
+            "{error:?}"
+        ),
+    }
+}
+
 #[test]
 fn faults_under_get_ranges_leave_exact_bytes() {
     let faults = [
@@ -445,6 +740,61 @@ fn names_reach_the_object_karu_read_reaches() {
     // `..` never leaves the base.
     let error = block_on(store.get_range(&Path::from_iter(["dir", ".."]), 0..1)).unwrap_err();
     assert_eq!(karu_error(&error).status(), Status::InvalidArgument);
+}
+
+#[test]
+fn paths_that_would_leave_the_base_are_refused_before_any_request() {
+    let server = MockServer::start();
+    server.insert("/secret.txt", Bytes::from_static(b"secret"));
+    server.insert("/sub/ok.txt", Bytes::from_static(b"fine"));
+    let store = KaruStore::new(isolated().build().unwrap(), &server.url("/sub")).unwrap();
+    for path in support::escaping_paths() {
+        let messages = support::refused_everywhere(&store, &path);
+        assert_eq!(
+            server.request_count(),
+            0,
+            "{path}: {:#?}",
+            server.requests()
+        );
+        // The call alone failed: the store reads on.
+        assert_eq!(
+            block_on(store.get_range(&Path::from("ok.txt"), 0..4)).unwrap(),
+            "fine",
+            "{path}: {messages:?}"
+        );
+        assert_eq!(server.take_requests().len(), 1);
+    }
+}
+
+#[test]
+fn keys_with_reserved_characters_read_exactly_the_object_they_name() {
+    let server = MockServer::start();
+    for (name, decoy) in support::RESERVED_NAMES {
+        server.insert(&url_path(name), support::content_of(name));
+        server.insert(&url_path(decoy), support::content_of(decoy));
+    }
+    let store = store(&server);
+    for (name, decoy) in support::RESERVED_NAMES {
+        let path = Path::from_iter([name]);
+        let got = block_on(async { store.get(&path).await?.bytes().await })
+            .unwrap_or_else(|e| panic!("{name:?} (beside {decoy:?}): {e}"));
+        assert_eq!(
+            got,
+            support::content_of(name),
+            "{name:?} (beside {decoy:?})"
+        );
+        let got = block_on(store.get_range(&path, 1..5)).unwrap();
+        assert_eq!(got, support::content_of(name).slice(1..5), "{name:?}");
+    }
+    // Every request asked for the name as the testkit's own encoder spells it.
+    let asked: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
+    for (name, _) in support::RESERVED_NAMES {
+        assert_eq!(
+            asked.iter().filter(|p| **p == url_path(name)).count(),
+            2,
+            "{name:?}: {asked:#?}"
+        );
+    }
 }
 
 #[test]

@@ -14,19 +14,42 @@ pub fn is_single_strong(condition: &str) -> bool {
 }
 
 /// RFC 9110 `If-Match` evaluation with strong comparison: `*` matches anything; a list
-/// matches if any member is strongly equal to the response's tag. Weak tags never match.
+/// matches if any member is strongly equal to the response's tag. Weak tags never match, and
+/// neither does a condition that is not a list of entity tags.
 pub fn if_match_satisfied(condition: &str, actual: &str) -> bool {
-    let condition = condition.trim();
-    if condition == "*" {
+    if condition.trim() == "*" {
         return true;
     }
     let Some(actual) = strong_etag(Some(actual)) else {
         return false;
     };
-    condition
-        .split(',')
-        .map(str::trim)
-        .any(|candidate| !candidate.starts_with("W/") && candidate == actual)
+    entity_tags(condition).is_some_and(|tags| {
+        tags.iter()
+            .any(|tag| !tag.starts_with("W/") && *tag == actual)
+    })
+}
+
+/// The entity tags of a list such as an `If-Match` value, each with its quotes and any `W/`,
+/// in order; `None` when the value is not a list of entity tags. An entity tag is a quoted
+/// string holding no quote (RFC 9110 §8.8.3), so a comma inside the quotes belongs to the tag
+/// (`"a,b"` is one tag); empty list elements are skipped (§5.6.1).
+pub(crate) fn entity_tags(list: &str) -> Option<Vec<&str>> {
+    let mut tags = Vec::new();
+    let mut rest = list;
+    loop {
+        rest = rest.trim_start_matches([' ', '\t', ',']);
+        if rest.is_empty() {
+            return (!tags.is_empty()).then_some(tags);
+        }
+        let quoted = rest.strip_prefix("W/").unwrap_or(rest);
+        let inner = quoted.strip_prefix('"')?;
+        let end = (rest.len() - inner.len()) + inner.find('"')? + 1;
+        tags.push(&rest[..end]);
+        rest = rest[end..].trim_start_matches([' ', '\t']);
+        if !rest.is_empty() && !rest.starts_with(',') {
+            return None;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -46,5 +69,38 @@ mod tests {
         assert!(!is_single_strong("\"a\", \"b\""));
         assert_eq!(strong_etag(Some("W/\"x\"")), None);
         assert_eq!(strong_etag(Some(" \"x\" ")).as_deref(), Some("\"x\""));
+    }
+
+    #[test]
+    fn a_comma_inside_an_entity_tag_belongs_to_it() {
+        assert!(if_match_satisfied("\"a,b\"", "\"a,b\""));
+        assert!(if_match_satisfied("\"x\", \"a,b\"", "\"a,b\""));
+        assert!(if_match_satisfied("\"a,b\",\"x\"", "\"a,b\""));
+        assert!(!if_match_satisfied("\"a,b\"", "\"a\""));
+        assert!(!if_match_satisfied("\"a\", \"b\"", "\"a,b\""));
+        assert!(!if_match_satisfied("W/\"a,b\"", "\"a,b\""));
+        assert!(is_single_strong("\"a,b\""));
+    }
+
+    #[test]
+    fn entity_tag_lists_are_parsed_as_quoted_strings() {
+        assert_eq!(entity_tags("\"a\""), Some(vec!["\"a\""]));
+        assert_eq!(
+            entity_tags(" \"a,b\" ,W/\"c\",, \"\" "),
+            Some(vec!["\"a,b\"", "W/\"c\"", "\"\""])
+        );
+        for malformed in [
+            "",
+            " , ",
+            "a",
+            "\"a",
+            "\"a\" b",
+            "\"a\"\"b\"",
+            "W/a",
+            "*, \"a\"",
+        ] {
+            assert_eq!(entity_tags(malformed), None, "{malformed:?}");
+            assert!(!if_match_satisfied(malformed, "\"a\""), "{malformed:?}");
+        }
     }
 }

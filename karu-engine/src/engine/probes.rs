@@ -125,7 +125,7 @@ impl Engine {
         if let Target::Remote = locator.target() {
             let remote = self.running().remote()?;
             return remote
-                .read_ends(locator, head_len, tail_len)
+                .read_ends(locator, head_len, tail_len, None)
                 .wait()
                 .map(Ends::from);
         }
@@ -144,15 +144,40 @@ impl Engine {
         head_len: u64,
         tail_len: u64,
     ) -> impl Future<Output = Result<Ends, Error>> + Send + 'static + use<> {
+        self.read_ends_if_match_async(locator, head_len, tail_len, None)
+    }
+
+    /// [`Engine::read_ends_async`] under a caller's `If-Match` condition (one strong ETag, a
+    /// list of them, or `*`, as [`Read::if_match`] takes): every request carries it and every
+    /// answer is checked against it, so an object that does not match fails with
+    /// [`Status::PreconditionFailed`] on the first answer. Remote objects only: a local file
+    /// has no versions, and the condition is then [`Status::InvalidArgument`].
+    pub fn read_ends_if_match_async(
+        &self,
+        locator: &Locator,
+        head_len: u64,
+        tail_len: u64,
+        if_match: Option<&str>,
+    ) -> impl Future<Output = Result<Ends, Error>> + Send + 'static + use<> {
         let engine = self.clone();
         let locator = locator.clone();
+        let if_match = if_match.map(str::to_owned);
         async move {
             if let Target::Remote = locator.target() {
                 let remote = engine.running().remote()?;
                 return remote
-                    .read_ends(&locator, head_len, tail_len)
+                    .read_ends(&locator, head_len, tail_len, if_match)
                     .await
                     .map(Ends::from);
+            }
+            if if_match.is_some() {
+                return Err(Error::new(
+                    Status::InvalidArgument,
+                    format!(
+                        "an if-match condition applies only to remote objects, not to {}",
+                        locator.canonical()
+                    ),
+                ));
             }
             let info = engine.stat_reply(&locator).await?;
             let size = known_size(&locator, &info)?;

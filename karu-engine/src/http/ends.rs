@@ -1,5 +1,7 @@
 //! `read_ends`: the head and the tail of an object together, in one round trip where the
 //! service honours suffix ranges, and agreeing on size and ETag; a tail alone is one request.
+//! A caller's `If-Match` condition goes out with every request (and is checked on every
+//! answer), so a read that does not match fails on its first answer.
 
 use std::future::Future;
 use std::time::{Instant, SystemTime};
@@ -29,6 +31,7 @@ pub(crate) async fn read_ends(
     locator: &Locator,
     head_len: u64,
     tail_len: u64,
+    if_match: Option<&str>,
 ) -> Result<RemoteEnds, Error> {
     let whole = locator.whole();
     let settings = ctx.settings_for(&whole);
@@ -56,8 +59,8 @@ pub(crate) async fn read_ends(
         let t = tail_len.min(len);
         let (hr, tr) = both(
             ctx,
-            probe.closed(base, h, None, &mut head),
-            probe.closed(base + len - t, t, None, &mut tail),
+            probe.closed(base, h, if_match, &mut head),
+            probe.closed(base + len - t, t, if_match, &mut tail),
         )
         .await;
         let (hf, tf) = (hr?, tr?);
@@ -83,7 +86,7 @@ pub(crate) async fn read_ends(
             limit: tail_len,
         };
         let suffix = RangeSpec::Suffix { len: tail_len };
-        let tf = probe.range(Some(suffix), None, tail_dst).await?;
+        let tf = probe.range(Some(suffix), if_match, tail_dst).await?;
         let size = stated_size(&tf, &whole)?;
         let visible = size.saturating_sub(base);
         let tail = visible_tail(tail, &tf, tail_len.min(visible), &whole)?;
@@ -113,13 +116,17 @@ pub(crate) async fn read_ends(
         };
         let (hr, tr) = both(
             ctx,
-            probe.range(head_range, None, head_dst),
-            probe.range(Some(RangeSpec::Suffix { len: tail_len }), None, tail_dst),
+            probe.range(head_range, if_match, head_dst),
+            probe.range(
+                Some(RangeSpec::Suffix { len: tail_len }),
+                if_match,
+                tail_dst,
+            ),
         )
         .await;
         (hr?, Some(tr?))
     } else {
-        (probe.range(head_range, None, head_dst).await?, None)
+        (probe.range(head_range, if_match, head_dst).await?, None)
     };
     let size = stated_size(&hf, &whole)?;
     let visible = size.saturating_sub(base);
@@ -142,8 +149,9 @@ pub(crate) async fn read_ends(
         }
         None if t == 0 => (hf.etag.clone(), Vec::new()),
         None => {
-            // No suffix ranges: the tail follows the head, pinned to the head's version.
-            let condition = hf.etag.clone();
+            // No suffix ranges: the tail follows the head, pinned to the head's version (or,
+            // when the head stated no strong ETag, under the caller's condition).
+            let condition = hf.etag.clone().or_else(|| if_match.map(str::to_owned));
             let tf = probe
                 .closed(size - t, t, condition.as_deref(), &mut tail)
                 .await?;

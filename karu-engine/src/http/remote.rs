@@ -299,17 +299,19 @@ impl Remote {
 
     /// The absolute ranges `head` and `tail` of an object together: both requests in flight at
     /// once when the backend honours suffix ranges, else the tail after the head with
-    /// `If-Match` on its ETag. Both answers must agree on size and ETag.
+    /// `If-Match` on its ETag. Both answers must agree on size and ETag. A caller's `if_match`
+    /// goes out with every request.
     pub(crate) fn read_ends(
         &self,
         locator: &Locator,
         head_len: u64,
         tail_len: u64,
+        if_match: Option<String>,
     ) -> Reply<RemoteEnds> {
         let locator = locator.clone();
-        self.spawn(
-            move |ctx| async move { ends::read_ends(&ctx, &locator, head_len, tail_len).await },
-        )
+        self.spawn(move |ctx| async move {
+            ends::read_ends(&ctx, &locator, head_len, tail_len, if_match.as_deref()).await
+        })
     }
 }
 

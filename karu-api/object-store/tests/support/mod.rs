@@ -9,10 +9,12 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
 use bytes::Bytes;
 use futures::TryStreamExt;
+use karu::Status;
 use karu::{Client, ClientBuilder};
 use karu_object_store::{KaruStore, ParquetReader};
 use karu_testkit::RequestRecord;
 use object_store::path::Path;
+use object_store::{GetOptions, ObjectStore, ObjectStoreExt};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder, ProjectionMask};
@@ -43,14 +45,39 @@ pub(crate) fn client() -> Client {
     isolated().build().unwrap()
 }
 
+/// Names holding characters an address must encode (`#`, `?`, `%`, a space, letters beyond
+/// ASCII), each beside the name a wrong encoding would read instead (the fragment dropped,
+/// the query cut off, a `%` decoded, a space sent as `+`, a name encoded twice): tests store
+/// both, with different bytes, so reading the wrong one shows.
+pub(crate) const RESERVED_NAMES: [(&str, &str); 7] = [
+    ("a#b", "a"),
+    ("q?x", "q"),
+    ("p%41", "pA"),
+    ("two words", "two+words"),
+    ("é", "%C3%A9"),
+    ("naïve ü#?%.bin", "na"),
+    ("100%", "100"),
+];
+
+/// The bytes stored under `name`: different for every name.
+pub(crate) fn content_of(name: &str) -> Bytes {
+    Bytes::from(format!("the object named {name:?}"))
+}
+
 /// A Parquet file of [`ROWS`] rows in row groups of [`ROW_GROUP`]: `id` (i64), `score`
 /// (f64), `name` (a string of 4-20 characters) and `flag` (i32), no compression.
 pub(crate) fn parquet_file() -> Bytes {
+    parquet_file_padded_with('x')
+}
+
+/// The file of [`parquet_file`] with names padded with `padding` instead of `x`: another
+/// version of it, the same size and layout, whose `name` column holds other bytes.
+pub(crate) fn parquet_file_padded_with(padding: char) -> Bytes {
     let ids: Vec<i64> = (0..ROWS as i64).collect();
     let scores = Float64Array::from_iter_values(ids.iter().map(|&i| i as f64 * 0.5 - 7.0));
     let names = StringArray::from_iter_values(
         ids.iter()
-            .map(|&i| format!("name-{i}-{}", "x".repeat((i % 13) as usize))),
+            .map(|&i| format!("name-{i}-{}", padding.to_string().repeat((i % 13) as usize))),
     );
     let flags = Int32Array::from_iter_values(ids.iter().map(|&i| (i % 7) as i32));
     let batch = RecordBatch::try_from_iter([
@@ -233,4 +260,130 @@ pub(crate) fn assert_selective_log(log: &[RequestRecord], file: &Bytes) {
         log.iter().all(|r| r.status == 206),
         "every answer a 206: {shown:#?}"
     );
+}
+
+/// The paths of `secret.txt` beside a base `…/sub`, in each form a caller may hand over: a
+/// segment holding a slash (object_store encodes it as `%2F`), the same parsed from its
+/// encoded form, and dot segments.
+pub(crate) fn escaping_paths() -> Vec<Path> {
+    vec![
+        Path::from_iter(["../secret.txt"]),
+        Path::from_iter(["sub", "../../secret.txt"]),
+        Path::parse("..%2Fsecret.txt").unwrap(),
+        Path::parse("x/..%2F..%2Fsecret.txt").unwrap(),
+        Path::parse("%2E%2E/secret.txt").unwrap(),
+        Path::from_iter(["..\\secret.txt"]),
+        Path::from_iter(["a\0b"]),
+    ]
+}
+
+/// Every read of `path` through `store`: each must fail with `InvalidArgument` naming the
+/// offending segment; returns the errors' messages.
+pub(crate) fn refused_everywhere(store: &KaruStore, path: &Path) -> Vec<String> {
+    let outcomes: Vec<(&str, object_store::Result<String>)> = futures::executor::block_on(async {
+        vec![
+            (
+                "get",
+                async { Ok(format!("{:?}", store.get(path).await?.bytes().await?)) }.await,
+            ),
+            (
+                "get_range",
+                store.get_range(path, 0..4).await.map(|b| format!("{b:?}")),
+            ),
+            (
+                "get_ranges",
+                store
+                    .get_ranges(path, &[0..2, 4..6])
+                    .await
+                    .map(|b| format!("{b:?}")),
+            ),
+            (
+                "head",
+                store.head(path).await.map(|m| format!("{} bytes", m.size)),
+            ),
+            (
+                "get_opts(head)",
+                store
+                    .get_opts(path, GetOptions::new().with_head(true))
+                    .await
+                    .map(|r| format!("{} bytes", r.meta.size)),
+            ),
+        ]
+    });
+    let offending = path
+        .parts()
+        .find(|part| {
+            let name = percent_encoding::percent_decode_str(part.as_ref()).decode_utf8_lossy();
+            name.contains(['/', '\\', '\0']) || name.trim_end_matches('.').is_empty()
+        })
+        .map(|part| part.as_ref().to_string())
+        .unwrap_or_else(|| panic!("{path} has no offending segment"));
+    outcomes
+        .into_iter()
+        .map(|(call, outcome)| {
+            let error = match outcome {
+                Ok(read) => panic!("{call}({path}) read {read}"),
+                Err(e) => e,
+            };
+            let karu = std::error::Error::source(&error)
+                .and_then(|s| s.downcast_ref::<karu::Error>())
+                .unwrap_or_else(|| panic!("{call}({path}): no Karu error behind {error:?}"));
+            assert_eq!(
+                karu.status(),
+                Status::InvalidArgument,
+                "{call}({path}): {error}"
+            );
+            assert!(
+                karu.message().contains(&format!("{offending:?}")),
+                "{call}({path}): the error does not name the segment {offending:?}: {}",
+                karu.message()
+            );
+            karu.message().to_string()
+        })
+        .collect()
+}
+
+/// A mock server gate that serves one name from two stored objects: its first `first`
+/// requests from `v1`, every later one from `v2` (an object replaced between two requests of
+/// one read, at a point the test chooses).
+#[derive(Debug)]
+pub(crate) struct Versions {
+    name: String,
+    v1: String,
+    v2: String,
+    first: u64,
+    seen: std::sync::atomic::AtomicU64,
+}
+
+impl Versions {
+    /// Serve `name` from `v1` for `first` requests, then from `v2`.
+    pub(crate) fn install(
+        server: &karu_testkit::MockServer,
+        name: &str,
+        v1: &str,
+        v2: &str,
+        first: u64,
+    ) {
+        server.set_gate(Some(Arc::new(Versions {
+            name: name.to_string(),
+            v1: v1.to_string(),
+            v2: v2.to_string(),
+            first,
+            seen: Default::default(),
+        })));
+    }
+}
+
+impl karu_testkit::Gate for Versions {
+    fn check(&self, _request: &karu_testkit::RequestHead) -> Option<karu_testkit::GateResponse> {
+        None
+    }
+
+    fn object_path(&self, request: &karu_testkit::RequestHead) -> Option<String> {
+        if request.path != self.name {
+            return None;
+        }
+        let n = self.seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(if n < self.first { &self.v1 } else { &self.v2 }.clone())
+    }
 }
