@@ -217,6 +217,8 @@ pub(crate) struct Window {
 /// two windows share a byte (two transfers must never write the same bytes).
 #[derive(Default)]
 pub(crate) struct Destinations {
+    /// Each export with the object it was taken from, compared by identity only (never
+    /// dereferenced): the export keeps the object alive, so its address names it.
     exports: Vec<(*mut PyObject, Export)>,
 }
 
@@ -290,7 +292,3 @@ impl Destinations {
         self.exports.into_iter().map(|(_, e)| e).collect()
     }
 }
-
-// SAFETY: the object pointers are only compared (identity of an exported object), never
-// dereferenced; the exports are `Send`.
-unsafe impl Send for Destinations {}
