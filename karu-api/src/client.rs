@@ -407,10 +407,10 @@ impl Client {
     ///
     /// The returned batch must be dropped before `'d` ends, never leaked (with
     /// [`std::mem::forget`] or a reference cycle): until it is dropped, Karu's threads may
-    /// write to the borrowed destinations. For destinations made from raw pointers (`'d = 'static`), each
-    /// must stay valid for writes and untouched by anyone else until its read's completion
-    /// has been taken (then it may be read) and until the batch has been dropped (then it may
-    /// be freed or reused).
+    /// write to the borrowed destinations. For foreign destinations ([`Read::from_raw_parts`]),
+    /// each must stay valid for writes and untouched by anyone else until its read's
+    /// completion has been taken (then it may be read) and until the batch has been dropped
+    /// (then it may be freed or reused).
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;

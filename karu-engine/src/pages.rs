@@ -59,14 +59,15 @@ fn room(base: usize, capacity: usize, from: usize, to: usize) -> Option<(usize, 
 /// end on page boundaries on every platform; the partial pages at the ends fault as before.
 const PAGE_ALIGN: usize = 64 << 10;
 
-/// Elsewhere the pages fault in as they fill.
-#[cfg(not(target_os = "linux"))]
+/// Elsewhere the pages fault in as they fill; so they do under Miri, which has no page tables
+/// to ask about (nor `madvise` and `mincore`).
+#[cfg(any(not(target_os = "linux"), miri))]
 fn populate(_lo: usize, _hi: usize) {}
 
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(miri)))]
 use linux::populate;
 
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(miri)))]
 mod linux {
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -174,7 +175,7 @@ mod tests {
 
     /// How many of the whole pages in `[from, to)` of `buf`'s allocation are resident, and
     /// how many there are.
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(miri)))]
     fn resident(buf: &[u8], from: usize, to: usize) -> (usize, usize) {
         let page = 4096;
         let start = (buf.as_ptr() as usize + from).next_multiple_of(page);
@@ -195,7 +196,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(miri)))]
     fn fresh_room_becomes_resident_a_step_ahead_of_the_bytes() {
         // 64 MiB is above glibc's largest mmap threshold: fresh pages from the kernel.
         let mut buf: Vec<u8> = Vec::with_capacity(64 * MIB);
@@ -219,7 +220,7 @@ mod tests {
     }
 
     #[test]
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(miri)))]
     fn recycled_room_is_not_advised_again() {
         let advised = || linux::ADVISED.with(|n| n.get());
         // Every page written once, as in a buffer glibc hands out again after a free.

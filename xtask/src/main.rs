@@ -11,6 +11,7 @@ mod header;
 mod install;
 mod install_check;
 mod layers;
+mod miri;
 mod public_api;
 mod python;
 mod python_bench;
@@ -60,6 +61,10 @@ enum Task {
         #[arg(long, value_name = "DIR")]
         engine_src: Option<PathBuf>,
     },
+    /// Run the unit tests of the modules whose unsafe code runs without sockets (batch
+    /// destinations, pages, the C ABI's argument checks) under Miri, installing the nightly
+    /// toolchain's `miri` component if missing.
+    Miri,
     /// Check that every type of Karu's crates that `karu` hands out (in a signature of an item
     /// it exports) is named by `karu`: re-exported, or hidden. Reads rustdoc's JSON, so it
     /// needs the nightly toolchain (`rustup toolchain install nightly`).
@@ -120,6 +125,7 @@ fn main() -> ExitCode {
         }
         Task::Header => header::write(&workspace_root()),
         Task::PublicApi => public_api::run(),
+        Task::Miri => miri::run(),
         Task::Install(args) => install::run(args),
         Task::Bench { args } => bench::run(&args),
         Task::Conformance(args) => conformance::run(*args),

@@ -1,8 +1,8 @@
 //! `cargo xtask test`: the C header check, karu-engine's layers, prerequisites, every test (each fuzz target's corpus
 //! replay among them: `karu-fuzz-targets`; the C and C++ programs of the C ABI too: `karu-ffi`'s
-//! tests compile and run them), the C ABI installed and built against with pkg-config and
-//! CMake, the Python wheel and its pytest suite, the provider-feature builds, format and lint
-//! checks.
+//! tests compile and run them), unit tests under Miri (`cargo xtask miri`), the C ABI
+//! installed and built against with pkg-config and CMake, the Python wheel and its pytest
+//! suite, the provider-feature builds, format and lint checks.
 
 use std::path::Path;
 use std::process::Command;
@@ -81,6 +81,9 @@ fn run_stages(
         stages.time("build and run the tests (cargo test)", || step(root, &args))?;
     }
     if extra.is_empty() {
+        // The unsafe code that runs without sockets (batch destinations, pages, the C ABI's
+        // argument checks), interpreted by Miri.
+        stages.time("Miri (cargo xtask miri)", crate::miri::run)?;
         // After every test of the C ABI has run: the installation's build of the FFI crate
         // sets a SONAME on the library those tests link (cargo relinks it for the next run).
         stages.time("C/C++ install (pkg-config, CMake)", || {

@@ -2,10 +2,11 @@
 //!
 //! # Caller destinations
 //!
-//! A read with a caller destination (`dst` not NULL) is submitted as a borrowed destination
-//! without a Rust scope ([`karu::Client::submit_unchecked`]): the batch keeps a
-//! `ScopedBatch<'static>` whose drop cancels the pending reads and waits until no transfer
-//! references a destination, exactly as the end of a scope does. `karu_batch_free` is that
+//! A read with a caller destination (`dst` not NULL) is submitted as a foreign destination
+//! ([`karu::Read::from_raw_parts`]: the pointer as it is, never made a Rust reference before
+//! the transfer that writes it) without a Rust scope ([`karu::Client::submit_unchecked`]):
+//! the batch keeps a `ScopedBatch<'static>` whose drop cancels the pending reads and waits
+//! until no transfer references a destination, exactly as the end of a scope does. `karu_batch_free` is that
 //! drop. The C contract — every caller destination stays valid, and untouched by the caller,
 //! until `karu_batch_free` returns (it may be read once its read's completion has been taken)
 //! — is what the unchecked submission requires; this module keeps the rest of it: it never
@@ -273,11 +274,14 @@ fn check_destinations(reads: &[karu_read]) -> Result<(), String> {
     Ok(())
 }
 
-/// The Rust read of one C descriptor.
+/// The Rust read of one C descriptor; a caller destination is carried as the pointer it is
+/// ([`Read::from_raw_parts`]), never as a Rust reference.
 ///
 /// # Safety
 ///
-/// As for `karu_client_submit`, for this descriptor; `check_destinations` accepted it.
+/// As for `karu_client_submit`, for this descriptor; `check_destinations` accepted it; the
+/// read is submitted only with `submit_unchecked`, in a batch dropped before `dst` is the
+/// caller's again (`karu_batch_free`).
 unsafe fn to_read(index: usize, read: &karu_read) -> Result<Read<'static>, String> {
     // SAFETY: the caller's contract: NULL or a live locator.
     let Some(locator) = (unsafe { read.locator.as_ref() }) else {
@@ -288,19 +292,21 @@ unsafe fn to_read(index: usize, read: &karu_read) -> Result<Read<'static>, Strin
         .map_err(|_| format!("read {index}: if_match is not UTF-8"))?;
     let read_of = if read.dst.is_null() {
         Read::new(&locator.locator, read.offset, read.length)
-    } else if read.length == 0 {
-        // Refused by the planner (a zero length) without touching the destination.
-        Read::borrowed(&locator.locator, read.offset, &mut [])
     } else {
-        // `check_destinations` proved the length fits in memory.
-        let len = read.length as usize;
-        // SAFETY: `dst` is the caller's, valid for writes of `len` bytes and not aliased by
-        // another destination of the batch (`check_destinations`); the slice only becomes a
-        // `RawSlice` in the read, dereferenced by Karu's workers while the batch lives, which
-        // is within the contract of `karu_read.dst`.
-        let destination: &'static mut [u8] =
-            unsafe { std::slice::from_raw_parts_mut(read.dst, len) };
-        Read::borrowed(&locator.locator, read.offset, destination)
+        // `check_destinations` proved the length fits in memory (a zero length, refused by
+        // the planner, writes nothing).
+        let len = usize::try_from(read.length).map_err(|_| {
+            format!(
+                "read {index}: a destination of {} bytes cannot exist",
+                read.length
+            )
+        })?;
+        // SAFETY: `dst` is the caller's, valid for writes of `len` bytes, untouched by the
+        // caller until its read's completion is taken and lent until `karu_batch_free`
+        // returns (`karu_read.dst`), and no other destination of the batch overlaps it
+        // (`check_destinations`): `from_raw_parts`'s contract. Our caller submits it with
+        // `submit_unchecked`, whose batch `karu_batch_free` drops (waiting for its transfers).
+        unsafe { Read::from_raw_parts(&locator.locator, read.offset, read.dst, len) }
     };
     let read_of = read_of.tag(read.tag);
     Ok(match if_match {
@@ -525,6 +531,49 @@ mod tests {
         );
     }
 
+    /// A caller's destination reaches Karu as its pointer and length (no Rust reference is
+    /// made of it), for exactly the read's bytes; the caller's memory is its own again once
+    /// the read is dropped. Run under Miri, which checks the caller's later use.
+    #[test]
+    fn a_caller_destination_is_carried_as_its_pointer() {
+        let registry = karu::sdk::testing::registry();
+        let object = registry.resolve("/karu-test/object").unwrap();
+        let locator = crate::locator::karu_locator::new(object);
+        let mut foreign = vec![0u8; 16];
+        let base = foreign.as_mut_ptr();
+        let mut descriptor = karu_read {
+            locator: &locator,
+            offset: 3,
+            length: 8,
+            // SAFETY: 8 of `foreign`'s 16 bytes.
+            dst: unsafe { base.add(4) },
+            tag: 9,
+            if_match: std::ptr::null(),
+        };
+        assert_eq!(check_destinations(&[descriptor]), Ok(()));
+        // SAFETY: a live locator, a destination valid for its length, never submitted.
+        let read = unsafe { to_read(0, &descriptor) }.unwrap();
+        assert_eq!((read.offset(), read.length()), (3, 8));
+        // The caller may use its buffer around the destination meanwhile.
+        // SAFETY: bytes 0..4 of `foreign`, outside the destination.
+        unsafe { base.write_bytes(0xCC, 4) };
+        drop(read);
+        // A zero length at any address, and a Karu-allocated destination, are read as such.
+        descriptor.length = 0;
+        // SAFETY: as above; 0 bytes.
+        assert_eq!(unsafe { to_read(1, &descriptor) }.unwrap().length(), 0);
+        descriptor.dst = std::ptr::null_mut();
+        descriptor.length = 5;
+        // SAFETY: as above; no destination.
+        assert_eq!(unsafe { to_read(2, &descriptor) }.unwrap().length(), 5);
+        descriptor.locator = std::ptr::null();
+        // SAFETY: no locator: refused before anything is read.
+        let refused = unsafe { to_read(3, &descriptor) }.unwrap_err();
+        assert_eq!(refused, "read 3 has no locator");
+        foreign[15] = 1;
+        assert_eq!(foreign[..5], [0xCC, 0xCC, 0xCC, 0xCC, 0]);
+    }
+
     #[test]
     fn destinations_must_fit_in_memory() {
         assert!(check_destinations(&[read(1000, u64::MAX)]).is_err());
@@ -536,6 +585,10 @@ mod tests {
     /// that may write to one is active, it does not return, and when it returns the transfer
     /// has written what it read.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "file leases and Karu's worker threads: Miri has no shims for them"
+    )]
     fn freeing_a_batch_waits_for_its_active_transfers() {
         use std::os::fd::AsRawFd;
         use std::sync::mpsc;

@@ -10,6 +10,7 @@
 //! by `convert::error` with the status's name, the HTTP status, and for a range past the end
 //! the bytes that exist.
 
+mod buffer;
 mod convert;
 mod credentials;
 mod runtime;
@@ -17,6 +18,7 @@ mod runtime;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use buffer::{Destinations, Export, Window};
 use karu::{BatchOptions, Completion, Locator, Next, Read, ScopedBatch, Status};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -143,48 +145,43 @@ impl Client {
         }
     }
 
-    /// Fill `length` bytes at `address` (a writable, C-contiguous buffer the Python half has
-    /// exported and keeps exported for the whole call) from `offset`, in place; the bytes
-    /// received, or the exception (for a range past the end, its `received` bytes are at the
-    /// buffer's start).
+    /// Fill `buffer` (any object exporting a writable, C-contiguous buffer) from `offset`,
+    /// in place; the bytes received, or the exception (for a range past the end, its
+    /// `received` bytes are at the buffer's start).
     ///
-    /// The Python half passes the address of a buffer it holds exported (a `ctypes` array made
-    /// `from_buffer` of the caller's object) until this call returns; the call returns only
-    /// when no Karu thread references the buffer any more (the scoped batch's drop waits for
-    /// that, on success, failure and interruption alike).
-    #[pyo3(signature = (address, offset, buffer, length, if_match=None))]
-    fn read_into_address(
+    /// The buffer stays exported (it can be neither resized nor freed) until the read's batch
+    /// has been dropped, which waits until no Karu thread writes into it, on success, failure
+    /// and interruption alike: only then does this call return.
+    #[pyo3(signature = (address, offset, buffer, if_match=None))]
+    fn read_into(
         &self,
         py: Python<'_>,
         address: &str,
         offset: u64,
-        buffer: usize,
-        length: usize,
+        buffer: &Bound<'_, PyAny>,
         if_match: Option<String>,
     ) -> PyResult<u64> {
         let locator = self.locate(py, address)?;
+        let mut destinations = Destinations::default();
+        let window = destinations.window(buffer, 0, None, "read_into")?;
+        let length = window.length as u64;
         let spec = Spec {
             index: 0,
             locator,
             offset,
-            length: length as u64,
-            buffer: Some(buffer),
+            length,
+            destination: Some(window),
             if_match,
         };
-        check_destinations(std::slice::from_ref(&spec))?;
-        // SAFETY: `buffer` is the address of a writable, contiguous buffer of `length` bytes
-        // that the Python half keeps exported (so it neither moves nor is freed) until this
-        // call returns, and to which nothing else writes meanwhile; the batch is dropped
-        // (waiting for every transfer) before this function returns.
-        let batch = unsafe { submit_specs(&self.inner, vec![spec], Vec::new()) };
+        let batch = submit_specs(&self.inner, vec![spec], destinations)?;
         let completion = wait_one(py, &batch.batch);
-        py.detach(|| drop(batch));
+        batch.release(py);
         let completion = completion?;
         let received = completion.bytes_received();
         match completion.error() {
             None => Ok(received),
             Some(e) => {
-                let e = convert::with_end_evidence(e.clone(), offset, length as u64, received);
+                let e = convert::with_end_evidence(e.clone(), offset, length, received);
                 Err(error(py, &e, None))
             }
         }
@@ -262,31 +259,27 @@ impl Client {
         ends_tuple(py, ends)
     }
 
-    /// Submit `(address, offset, length, buffer, if_match)` reads; a batch yielding
-    /// completions as they arrive, and `(position, exception)` of each read whose address
-    /// does not resolve (which fails alone: it is not submitted). `buffer` is `None` (Karu
-    /// allocates the bytes) or the address of a caller's writable buffer of `length` bytes,
-    /// exported by the Python half through the objects in `pins`, which the batch keeps until
-    /// no Karu thread references any buffer (the bytes are written there in place). Buffers
-    /// that overlap make this raise (nothing is submitted).
+    /// Submit `(address, offset, length, buffer, at, if_match)` reads ([`SubmittedRead`]); a
+    /// batch yielding completions as they arrive, and `(position, exception)` of each read
+    /// whose address does not resolve (which fails alone: it is not submitted). A read with a
+    /// buffer is written there in place, and the batch keeps the buffer exported until no
+    /// Karu thread writes into it. A buffer that is read-only, not C-contiguous or too short,
+    /// or two reads' bytes that overlap, make this raise (nothing is submitted).
     fn submit(
         &self,
         py: Python<'_>,
         reads: Vec<SubmittedRead>,
-        pins: Vec<Py<PyAny>>,
     ) -> PyResult<(Batch, Vec<Unresolved>)> {
-        let (specs, unresolved) = self.locate_specs(reads);
+        let Located {
+            specs,
+            destinations,
+            failures: unresolved,
+        } = self.locate_specs(py, reads, "submit")?;
         let failures: Vec<Unresolved> = unresolved
             .into_iter()
             .map(|(index, e)| (index, error(py, &e, None).into_value(py).into_any()))
             .collect();
-        check_destinations(&specs)?;
-        // SAFETY: each buffer is a caller's writable buffer of its read's length, kept
-        // exported by `pins` (so it neither moves nor is freed) for as long as the `Pinned`
-        // lives, and the Python half hands it to this batch alone; `check_destinations` made
-        // sure no two overlap. `Pinned` drops its batch (cancelling and waiting for every
-        // transfer) before the pins, and is never leaked in this process.
-        let batch = unsafe { submit_specs(&self.inner, specs, pins) };
+        let batch = submit_specs(&self.inner, specs, destinations)?;
         let transfers = batch.batch.stats().transfers;
         let batch = Batch {
             inner: Mutex::new(Some(batch)),
@@ -374,37 +367,33 @@ impl Client {
         })
     }
 
-    /// [`Client::read_into_address`] on asyncio, in place: `done(True, received)` or
-    /// `done(False, exception)`. `pin` (the Python half's export of the buffer) is held by
-    /// the running future and released only after its batch was dropped, which waits until no
-    /// transfer references the buffer: whether the read completes or the task is cancelled.
-    #[pyo3(signature = (address, offset, buffer, length, pin, done, if_match=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn read_into_async_address(
+    /// [`Client::read_into`] on asyncio, in place: `done(True, received)` or
+    /// `done(False, exception)`. The buffer's export is held by the running future and
+    /// released only after its batch was dropped, which waits until no transfer writes into
+    /// the buffer: whether the read completes or the task is cancelled.
+    #[pyo3(signature = (address, offset, buffer, done, if_match=None))]
+    fn read_into_async(
         &self,
         py: Python<'_>,
         address: &str,
         offset: u64,
-        buffer: usize,
-        length: usize,
-        pin: Py<PyAny>,
+        buffer: &Bound<'_, PyAny>,
         done: Py<PyAny>,
         if_match: Option<String>,
     ) -> PyResult<runtime::Task> {
+        let locator = self.locate(py, address)?;
+        let mut destinations = Destinations::default();
+        let window = destinations.window(buffer, 0, None, "read_into_async")?;
+        let length = window.length as u64;
         let spec = Spec {
             index: 0,
-            locator: self.locate(py, address)?,
+            locator,
             offset,
-            length: length as u64,
-            buffer: Some(buffer),
+            length,
+            destination: Some(window),
             if_match,
         };
-        check_destinations(std::slice::from_ref(&spec))?;
-        // SAFETY: `buffer` is a writable buffer of `length` bytes that `pin` keeps exported
-        // (it neither moves nor is freed) while `pin` lives; the Python half hands it to this
-        // read alone. `Pinned` drops the batch (cancelling it and waiting for its transfers)
-        // before `pin`, when the future completes or is dropped (task cancelled).
-        let mut batch = unsafe { submit_specs(&self.inner, vec![spec], vec![pin]) };
+        let mut batch = submit_specs(&self.inner, vec![spec], destinations)?;
         runtime::spawn(py, done, async move {
             let completion = runtime::next_completion(&mut batch.batch).await;
             drop(batch);
@@ -416,8 +405,7 @@ impl Client {
                 match completion.error() {
                     None => Ok(received.into_pyobject(py)?.into_any().unbind()),
                     Some(e) => {
-                        let e =
-                            convert::with_end_evidence(e.clone(), offset, length as u64, received);
+                        let e = convert::with_end_evidence(e.clone(), offset, length, received);
                         Err(error(py, &e, None))
                     }
                 }
@@ -425,32 +413,29 @@ impl Client {
         })
     }
 
-    /// Submit `(address, offset, length, buffer, if_match)` reads into caller buffers (as
-    /// [`Client::submit`] takes them, with their `pins`) and call `done(True, results)` once,
-    /// when every read has completed: `results` holds `(index, bytes received, exception or
-    /// None)` per read (a read whose address does not resolve: its exception, nothing
-    /// received). One callback for the whole batch, however many reads it has.
+    /// Submit [`SubmittedRead`]s into caller buffers (as [`Client::submit`] takes them) and
+    /// call `done(True, results)` once, when every read has completed: `results` holds
+    /// `(index, bytes received, exception or None)` per read (a read whose address does not
+    /// resolve: its exception, nothing received). One callback for the whole batch, however
+    /// many reads it has; one export per buffer, however many reads land in it.
     fn read_many_into_async(
         &self,
         py: Python<'_>,
         reads: Vec<SubmittedRead>,
-        pins: Vec<Py<PyAny>>,
         done: Py<PyAny>,
     ) -> PyResult<runtime::Task> {
         let count = reads.len();
-        let (specs, failures) = self.locate_specs(reads);
-        check_destinations(&specs)?;
+        let Located {
+            specs,
+            destinations,
+            failures,
+        } = self.locate_specs(py, reads, "read_batch_into_async")?;
         // Each submitted read's extent by index, for the evidence of a read that ends early.
         let mut extents = vec![(0, 0); count];
         for spec in &specs {
             extents[spec.index] = (spec.offset, spec.length);
         }
-        // SAFETY: as in `submit`: each buffer is a caller's writable buffer of its read's
-        // length, kept exported by `pins` for as long as the `Pinned` lives, handed to this
-        // batch alone, and no two overlap (`check_destinations`). The future owns the
-        // `Pinned` and drops it (cancelling and waiting for every transfer) before the pins,
-        // when it completes or is dropped (task cancelled); it is never leaked.
-        let mut batch = unsafe { submit_specs(&self.inner, specs, pins) };
+        let mut batch = submit_specs(&self.inner, specs, destinations)?;
         runtime::spawn(py, done, async move {
             let mut outcomes = Vec::new();
             while let Some(completion) = runtime::next_completion(&mut batch.batch).await {
@@ -544,25 +529,56 @@ impl Client {
         self.inner.locate(address).map_err(|e| error(py, &e, None))
     }
 
-    /// The reads of `submit` and `read_many_into_async` located, each tagged with its position;
-    /// by position, the error of each whose address does not resolve (that read fails alone).
-    fn locate_specs(&self, reads: Vec<SubmittedRead>) -> (Vec<Spec>, Vec<(usize, karu::Error)>) {
+    /// The reads of `submit` and `read_many_into_async` located, each tagged with its position,
+    /// with their buffers exported (for the method `what`, named in errors); by position, the
+    /// error of each whose address does not resolve (that read fails alone, and its buffer is
+    /// not exported).
+    fn locate_specs(
+        &self,
+        py: Python<'_>,
+        reads: Vec<SubmittedRead>,
+        what: &str,
+    ) -> PyResult<Located> {
         let mut specs = Vec::with_capacity(reads.len());
+        let mut destinations = Destinations::default();
         let mut failures = Vec::new();
-        for (index, (address, offset, length, buffer, if_match)) in reads.into_iter().enumerate() {
-            match self.inner.locate(&address) {
-                Ok(locator) => specs.push(Spec {
-                    index,
-                    locator,
-                    offset,
-                    length,
-                    buffer,
-                    if_match,
-                }),
-                Err(e) => failures.push((index, e)),
-            }
+        for (index, (address, offset, length, buffer, at, if_match)) in
+            reads.into_iter().enumerate()
+        {
+            let locator = match self.inner.locate(&address) {
+                Ok(locator) => locator,
+                Err(e) => {
+                    failures.push((index, e));
+                    continue;
+                }
+            };
+            let (length, destination) = match (buffer, length) {
+                (Some(buffer), length) => {
+                    let what = format!("{what}: read {index}");
+                    let window = destinations.window(buffer.bind(py), at, length, &what)?;
+                    (window.length as u64, Some(window))
+                }
+                (None, Some(length)) => (length, None),
+                (None, None) => {
+                    return Err(PyValueError::new_err(format!(
+                        "{what}: read {index} has neither a length nor a buffer"
+                    )));
+                }
+            };
+            specs.push(Spec {
+                index,
+                locator,
+                offset,
+                length,
+                destination,
+                if_match,
+            });
         }
-        (specs, failures)
+        Ok(Located {
+            specs,
+            destinations,
+            failures,
+        })
     }
 
     /// The object at `address` as seen from `offset` on (a window to its end).
@@ -653,92 +669,95 @@ type Unresolved = (usize, Py<PyAny>);
 /// `(address, offset, length, if_match)`: a read of `read_many`.
 type ManyRead = (String, u64, u64, Option<String>);
 
-/// `(address, offset, length, buffer address or None, if_match)`, as the Python half submits
-/// a read.
-type SubmittedRead = (String, u64, u64, Option<usize>, Option<String>);
+/// `(address, offset, length, buffer, at, if_match)`, as the Python half submits a read:
+/// `buffer` is `None` (Karu allocates `length` bytes) or an object exporting a writable,
+/// C-contiguous buffer, into which the read lands from byte `at`, for `length` bytes (`None`:
+/// to the buffer's end).
+type SubmittedRead = (
+    String,
+    u64,
+    Option<u64>,
+    Option<Py<PyAny>>,
+    usize,
+    Option<String>,
+);
 
-/// One read as the Python half describes it: `buffer` is the address of a caller's buffer
-/// of `length` bytes, or `None` for a buffer Karu allocates.
+/// The reads of one submission located ([`Client::locate_specs`]).
+struct Located {
+    specs: Vec<Spec>,
+    /// The buffers the specs land in, exported.
+    destinations: Destinations,
+    /// By position, the error of each read whose address does not resolve.
+    failures: Vec<(usize, karu::Error)>,
+}
+
+/// One read as the Python half describes it, located: `destination` is its window in an
+/// exported caller buffer, or `None` for a buffer Karu allocates.
 struct Spec {
     /// The read's position among the reads the Python half submitted: Karu's tag for it.
     index: usize,
     locator: Locator,
     offset: u64,
     length: u64,
-    buffer: Option<usize>,
+    destination: Option<Window>,
     if_match: Option<String>,
 }
 
-/// Caller buffers must exist (not null unless empty), be addressable as one slice, and not
-/// overlap: two transfers must never write the same bytes.
-fn check_destinations(specs: &[Spec]) -> PyResult<()> {
-    let mut spans = Vec::new();
-    for spec in specs {
-        let Some(address) = spec.buffer else { continue };
-        let Ok(length) = usize::try_from(spec.length) else {
-            return Err(PyValueError::new_err("a buffer larger than memory"));
-        };
-        if length == 0 {
-            continue;
-        }
-        if address == 0 || length > isize::MAX as usize || address.checked_add(length).is_none() {
-            return Err(PyValueError::new_err(
-                "a buffer that cannot exist (null or past the end of memory)",
-            ));
-        }
-        spans.push((address, address + length));
-    }
-    spans.sort_unstable();
-    if spans.windows(2).any(|pair| pair[1].0 < pair[0].1) {
-        return Err(PyValueError::new_err(
-            "two reads' buffers overlap: each read needs its own bytes",
-        ));
-    }
-    Ok(())
-}
-
-/// A batch whose reads may write into caller buffers, and the Python objects that keep those
-/// buffers exported. The fields drop in order: the batch first (its drop cancels what has not
-/// completed and waits until no transfer references a buffer), then the pins (whose release
-/// lets Python move or free the buffers).
+/// A batch whose reads may write into caller buffers, and the exports of those buffers. The
+/// fields drop in order: the batch first (its drop cancels what has not completed and waits
+/// until no transfer writes into a buffer), then the exports (whose release lets Python move
+/// or free the buffers). Leaking one leaks its exports too: the buffers then stay valid.
 pub(crate) struct Pinned {
     pub(crate) batch: ScopedBatch<'static>,
-    _pins: Vec<Py<PyAny>>,
+    _exports: Vec<Export>,
 }
 
-/// Submit `specs`, the caller buffers among them written in place.
-///
-/// # Safety
-/// Each `Some(buffer)` is the address of a writable buffer of its spec's length that stays
-/// valid (neither moved nor freed) and that nobody else reads or writes for as long as the
-/// returned [`Pinned`] lives (the objects in `pins` keep it exported), the buffers do not
-/// overlap ([`check_destinations`]), and the returned value is dropped, never leaked, in this
-/// process.
-unsafe fn submit_specs(client: &karu::Client, specs: Vec<Spec>, pins: Vec<Py<PyAny>>) -> Pinned {
+impl Pinned {
+    /// Drop the batch without the GIL (its drop may wait for transfers, and Karu's threads
+    /// need the GIL for nothing), then release the exports with it.
+    fn release(self, py: Python<'_>) {
+        let Pinned { batch, _exports } = self;
+        py.detach(|| drop(batch));
+        drop(_exports);
+    }
+}
+
+/// Submit `specs`, the reads with a destination written in place, into the exported buffers
+/// of `destinations`; refuses (submitting nothing) reads whose bytes overlap.
+fn submit_specs(
+    client: &karu::Client,
+    specs: Vec<Spec>,
+    destinations: Destinations,
+) -> PyResult<Pinned> {
+    destinations.check_disjoint(specs.iter().filter_map(|s| s.destination.as_ref()))?;
     let reads: Vec<Read<'static>> = specs
         .into_iter()
         .map(|spec| {
-            let read = match spec.buffer {
+            let read = match &spec.destination {
                 None => Read::new(&spec.locator, spec.offset, spec.length),
-                Some(_) if spec.length == 0 => Read::borrowed(&spec.locator, spec.offset, &mut []),
-                Some(address) => {
-                    // SAFETY: the caller's contract: `address` is a writable buffer of
-                    // `spec.length` bytes (checked to fit in memory), valid and untouched by
-                    // others while the returned `Pinned` lives.
-                    let destination = unsafe {
-                        std::slice::from_raw_parts_mut(address as *mut u8, spec.length as usize)
-                    };
-                    Read::borrowed(&spec.locator, spec.offset, destination)
+                Some(window) => {
+                    let pointer = destinations.pointer(window);
+                    // SAFETY: `window.length` bytes at `pointer` lie inside a writable,
+                    // C-contiguous buffer exported by `destinations` (checked there), whose
+                    // export the returned `Pinned` releases only after dropping the batch;
+                    // no two reads' bytes overlap (checked above); the batch is submitted
+                    // with `submit_unchecked` below. That the caller leaves the bytes alone
+                    // until the read completes is the Python API's rule (see `buffer`).
+                    unsafe {
+                        Read::from_raw_parts(&spec.locator, spec.offset, pointer, window.length)
+                    }
                 }
             };
             with_if_match(read.tag(spec.index as u64), spec.if_match)
         })
         .collect();
-    // SAFETY: the caller's contract is `submit_unchecked`'s for raw-pointer destinations:
-    // valid for writes and untouched until the batch is dropped, which `Pinned` does before
-    // it releases the pins.
+    // SAFETY: `from_raw_parts`'s contract, kept above; the batch is dropped before the
+    // exports (`Pinned`'s field order), and a leaked `Pinned` keeps them exported forever.
     let batch = unsafe { client.submit_unchecked(reads, &BatchOptions::new()) };
-    Pinned { batch, _pins: pins }
+    Ok(Pinned {
+        batch,
+        _exports: destinations.into_exports(),
+    })
 }
 
 /// Submitted reads: iterating yields `(status name, data, exception or None, index, bytes
@@ -761,7 +780,7 @@ impl Drop for Batch {
             .unwrap_or_else(|p| p.into_inner())
             .take();
         if let Some(pinned) = pinned {
-            Python::attach(|py| py.detach(|| drop(pinned)));
+            Python::attach(|py| pinned.release(py));
         }
     }
 }
@@ -832,7 +851,9 @@ impl Batch {
     /// GIL) until no transfer references a caller buffer.
     fn cancel(&self, py: Python<'_>) {
         let pinned = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
-        py.detach(|| drop(pinned));
+        if let Some(pinned) = pinned {
+            pinned.release(py);
+        }
     }
 
     /// The transfers the planner made for this batch.

@@ -54,6 +54,64 @@ impl Read<'static> {
         self.destination = Destination::Owned(buffer);
         self
     }
+
+    /// A read of `length` bytes at `offset` straight into memory that Rust does not own: the
+    /// `length` bytes at `destination`, lent by a foreign caller (a C program's buffer, a
+    /// Python object's exported buffer) for the life of a batch.
+    ///
+    /// No Rust reference to that memory is made here, nor while the read waits: the pointer
+    /// travels as it is to the one transfer that fills it, which makes a slice of it only
+    /// while it writes (and only of the bytes the read asked for). So Karu claims the bytes
+    /// only while it writes them, never for the whole life of the program, as a
+    /// `&'static mut [u8]` made from the pointer would.
+    ///
+    /// ```
+    /// # let registry = karu_engine::sdk::testing::registry();
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("f");
+    /// # std::fs::write(&path, b"abcdef").unwrap();
+    /// # let object = registry.resolve(path.to_str().unwrap()).unwrap();
+    /// # let engine = karu_engine::Engine::new(karu_config::Snapshot::defaults()).unwrap();
+    /// let mut foreign = vec![0u8; 4]; // stands for a C caller's buffer
+    /// let destination = foreign.as_mut_ptr();
+    /// // SAFETY: `destination` is valid for 4 bytes, which nothing else touches until the
+    /// // batch (which waits for its transfers when dropped) is dropped at the end of the block.
+    /// let status = unsafe {
+    ///     let read = karu_engine::Read::from_raw_parts(&object, 2, destination, 4);
+    ///     let batch = engine.submit_unchecked([read], &karu_engine::BatchOptions::new());
+    ///     batch.wait()[0].status()
+    /// };
+    /// assert_eq!((status, foreign.as_slice()), (karu_engine::Status::Ok, &b"cdef"[..]));
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// - `destination` is valid for writes of `length` bytes (it may be dangling or null
+    ///   only when `length` is 0), and these bytes overlap no other destination of the batch;
+    /// - the read is submitted only in a batch that waits for its transfers when it is dropped
+    ///   ([`Engine::submit_unchecked`](crate::Engine::submit_unchecked) or a
+    ///   [`Scope`](crate::Scope)), never with [`Engine::submit`](crate::Engine::submit),
+    ///   whose batch does not wait;
+    /// - from the submission until that batch has been dropped, nobody else writes these
+    ///   bytes, nobody reads them before the read's completion has been taken, and they are
+    ///   neither freed nor reused: the batch's drop is what gives them back.
+    ///
+    /// A read that is never submitted writes nothing.
+    pub unsafe fn from_raw_parts(
+        locator: &Locator,
+        offset: u64,
+        destination: *mut u8,
+        length: usize,
+    ) -> Self {
+        Read {
+            locator: locator.clone(),
+            offset,
+            length: length as u64,
+            destination: Destination::Borrowed(RawSlice::from_raw_parts(destination, length)),
+            tag: None,
+            if_match: None,
+        }
+    }
 }
 
 impl<'d> Read<'d> {
@@ -121,17 +179,22 @@ impl fmt::Debug for Destination<'_> {
     }
 }
 
-/// A mutable slice whose borrow is enforced by a scope rather than by the type system, so that
-/// it can travel to a worker thread.
+/// A caller's destination as a pointer and a length, whose borrow is enforced by a scope (or
+/// a batch that waits as a scope does) rather than by the type system, so that it can travel
+/// to a worker thread. Made from a `&'d mut [u8]` ([`Read::borrowed`]) or from a foreign
+/// caller's pointer ([`Read::from_raw_parts`]); it is turned into a slice only by
+/// [`Sink::open`], for the transfer that writes it.
 pub(crate) struct RawSlice<'d> {
     ptr: NonNull<u8>,
     len: usize,
     _borrow: PhantomData<&'d mut [u8]>,
 }
 
-// SAFETY: a RawSlice is created from a `&'d mut [u8]`, which is `Send`; it is only dereferenced
+// SAFETY: a RawSlice is made from a `&'d mut [u8]`, which is `Send`, or from a pointer whose
+// bytes its caller lends to the batch alone (`Read::from_raw_parts`); it is only dereferenced
 // by the one worker that owns the transfer holding it, while that transfer is active. The scope
-// that submitted it waits until no transfer of its batches is active before `'d` ends.
+// or waiting batch that submitted it waits until no transfer of its batches is active before
+// `'d` ends (or the foreign caller takes its bytes back).
 unsafe impl Send for RawSlice<'_> {}
 
 impl<'d> RawSlice<'d> {
@@ -139,6 +202,17 @@ impl<'d> RawSlice<'d> {
         RawSlice {
             ptr: NonNull::from(&mut *slice).cast(),
             len: slice.len(),
+            _borrow: PhantomData,
+        }
+    }
+
+    /// `len` bytes at `ptr`, valid for writes as [`Read::from_raw_parts`] requires (a null
+    /// pointer, allowed only for 0 bytes, becomes a dangling one, which a slice of 0 bytes
+    /// may have).
+    fn from_raw_parts(ptr: *mut u8, len: usize) -> Self {
+        RawSlice {
+            ptr: NonNull::new(ptr).unwrap_or(NonNull::dangling()),
+            len,
             _borrow: PhantomData,
         }
     }
@@ -218,11 +292,14 @@ impl Sink {
                             ),
                         )
                     })?;
-                // SAFETY: the pointer came from a live `&mut [u8]` of `len` bytes (see
-                // `RawSlice`) submitted through a scope, which waits until no transfer of its
-                // batches is active; this one is, for as long as `active` is borrowed, and the
-                // returned slice cannot outlive that borrow. `n <= len`; the transfer owns the
-                // sink exclusively (`&'s mut self`), so the slice is not aliased.
+                // SAFETY: the pointer came from a live `&mut [u8]` of `len` bytes, or from a
+                // foreign caller's `len` bytes lent to this batch alone (see `RawSlice`),
+                // submitted through a scope or a batch that waits as one does, until no
+                // transfer of its batches is active; this one is, for as long as `active` is
+                // borrowed, and the returned slice cannot outlive that borrow. `n <= len`;
+                // the transfer owns the sink exclusively (`&'s mut self`), and the caller
+                // neither reads nor writes these bytes before the read's completion, so the
+                // slice is not aliased while it lives.
                 Ok(Open::Slice(unsafe {
                     std::slice::from_raw_parts_mut(ptr.as_ptr(), n)
                 }))
@@ -345,5 +422,104 @@ impl fmt::Debug for Completion {
             .field("error", &self.error().map(|e| e.message()))
             .field("timing", &self.timing)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Run under Miri too (a stage of `cargo xtask test`): the pointer of a foreign
+    //! destination must reach the transfer that writes it with the caller's permission intact.
+
+    use super::*;
+    use crate::batch::BatchShared;
+
+    fn locator() -> Locator {
+        crate::sdk::testing::registry()
+            .resolve("/karu-test/object")
+            .unwrap()
+    }
+
+    /// The transfer's write through the opened slice of `sink` of `length` bytes: `fill`.
+    fn write(batch: &BatchShared, sink: &mut Sink, length: u64, fill: u8) -> Result<(), Error> {
+        let active = batch.begin().expect("not cancelled");
+        match sink.open(&active, length)? {
+            Open::Slice(slice) => slice.fill(fill),
+            Open::Vec(_) => panic!("a foreign destination opened as a vector"),
+        }
+        active.complete([]);
+        Ok(())
+    }
+
+    /// Two reads into one foreign buffer (as the Python face reads a zarr chunk batch, back to
+    /// back): the first is written and then read by its caller through the caller's own
+    /// pointer while the second still waits; then the second is written. Each write goes
+    /// through the pointer the caller lent, and nothing but the transfer claims the bytes.
+    #[test]
+    fn foreign_destinations_are_written_in_place_by_their_transfers_alone() {
+        let object = locator();
+        let mut foreign = vec![0u8; 12];
+        let base = foreign.as_mut_ptr();
+        // SAFETY: bytes 0..4 and 4..10 of `foreign`, disjoint, written only by the transfers
+        // below; `foreign` is read through `base` only after the first one's write.
+        let (first, second) = unsafe {
+            (
+                Read::from_raw_parts(&object, 0, base, 4),
+                Read::from_raw_parts(&object, 100, base.add(4), 6),
+            )
+        };
+        assert_eq!((first.length(), second.length()), (4, 6));
+        let mut first = Sink::from_destination(first.destination);
+        let mut second = Sink::from_destination(second.destination);
+        let batch = BatchShared::new(Box::new([0, 1]), false);
+        write(&batch, &mut first, 4, 0xA1).unwrap();
+        // The first read's completion was taken: its caller may read its bytes.
+        // SAFETY: `base` is `foreign`'s, 12 bytes; no transfer is active.
+        let seen = unsafe { std::slice::from_raw_parts(base, 4) }.to_vec();
+        assert_eq!(seen, [0xA1; 4]);
+        write(&batch, &mut second, 6, 0xB2).unwrap();
+        assert!(first.into_buffer(4).is_none() && second.into_buffer(6).is_none());
+        assert_eq!(
+            foreign,
+            [[0xA1; 4].as_slice(), &[0xB2; 6], &[0; 2]].concat()
+        );
+    }
+
+    #[test]
+    fn a_foreign_destination_is_never_written_past_its_length() {
+        let object = locator();
+        let mut foreign = [7u8; 8];
+        // SAFETY: the first 4 bytes of `foreign`, written only by the transfer below.
+        let read = unsafe { Read::from_raw_parts(&object, 0, foreign.as_mut_ptr(), 4) };
+        let mut sink = Sink::from_destination(read.destination);
+        let batch = BatchShared::new(Box::new([0]), false);
+        let refused = write(&batch, &mut sink, 5, 0xFF).unwrap_err();
+        assert_eq!(refused.status(), Status::InvalidArgument);
+        assert_eq!(foreign, [7; 8], "nothing written");
+        // A transfer that delivers less than the length writes only what arrived.
+        write(&batch, &mut sink, 3, 0xFF).unwrap();
+        assert_eq!(foreign, [0xFF, 0xFF, 0xFF, 7, 7, 7, 7, 7]);
+    }
+
+    #[test]
+    fn an_empty_foreign_destination_may_be_null() {
+        // SAFETY: 0 bytes: nothing is written.
+        let read = unsafe { Read::from_raw_parts(&locator(), 0, std::ptr::null_mut(), 0) };
+        assert_eq!(read.length(), 0);
+        let mut sink = Sink::from_destination(read.destination);
+        let batch = BatchShared::new(Box::new([0]), false);
+        write(&batch, &mut sink, 0, 0xFF).unwrap();
+        assert_eq!(format!("{sink:?}"), "Borrowed(len 0)");
+    }
+
+    /// A scope's borrowed slice takes the same road.
+    #[test]
+    fn a_borrowed_slice_is_written_in_place() {
+        let mut buffer = [0u8; 5];
+        let read = Read::borrowed(&locator(), 0, &mut buffer);
+        let mut sink = Sink::from_destination(read.destination);
+        let batch = BatchShared::new(Box::new([0]), false);
+        write(&batch, &mut sink, 5, 3).unwrap();
+        drop(sink);
+        assert_eq!(buffer, [3; 5]);
     }
 }

@@ -30,11 +30,11 @@ impl Engine {
     ///
     /// The returned batch must be dropped before `'d` ends (never leaked with
     /// [`std::mem::forget`] or a reference cycle): until it has been dropped, transfers may
-    /// write to the borrowed destinations from Karu's threads. With `'d = 'static` (slices
-    /// made from raw pointers), the caller must ensure instead that each destination stays
-    /// valid for writes, and is neither read nor written by anyone else, until the batch has
-    /// been dropped or its read's completion has been taken, whichever comes first for
-    /// reading it, and until the batch has been dropped for freeing it.
+    /// write to the borrowed destinations from Karu's threads. For foreign destinations
+    /// ([`Read::from_raw_parts`]), the caller keeps that constructor's contract instead: each
+    /// stays valid for writes, and is neither read nor written by anyone else, until the
+    /// batch has been dropped or its read's completion has been taken, whichever comes first
+    /// for reading it, and until the batch has been dropped for freeing it.
     pub unsafe fn submit_unchecked<'d>(
         &self,
         reads: impl IntoIterator<Item = Read<'d>>,

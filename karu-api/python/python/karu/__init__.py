@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
-import ctypes
 import json
 import os
 from typing import Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -339,28 +338,6 @@ def _merge_results(results, bad, count: int) -> list:
     return [bad[position] if position in bad else next(taken) for position in range(count)]
 
 
-class _Export:
-    """A caller's buffer exported for Karu to write into: ``address`` and ``size`` of its
-    memory, and ``pin``, the object that keeps it exported (it can be neither resized nor
-    freed) for as long as ``pin`` lives."""
-
-    def __init__(self, buffer, what: str):
-        view = memoryview(buffer)
-        if view.readonly:
-            raise TypeError(f"{what} needs a writable buffer")
-        if not view.c_contiguous:
-            raise BufferError(f"{what} needs a C-contiguous buffer")
-        flat = view if view.format == "B" and view.ndim == 1 else view.cast("B")
-        self.size = flat.nbytes
-        if self.size == 0:
-            self.address = 0
-            self.pin = (view, flat)
-        else:
-            window = (ctypes.c_char * self.size).from_buffer(flat)
-            self.address = ctypes.addressof(window)
-            self.pin = (window, flat, view)
-
-
 class Batch:
     """Submitted reads. Iterate (or ``async for``) to get each :class:`Completion` as it
     arrives; ``cancel()`` (or dropping the batch) cancels what has not completed (and waits
@@ -611,17 +588,13 @@ class Client:
         ``buffer`` holding the bytes that exist. ``if_match`` as for :meth:`read`."""
         path = os.fspath(address)
         _check_byte_counts(offset=offset)
-        export = _Export(buffer, "read_into")
-        size = export.size
         try:
-            self._native.read_into_address(path, offset, export.address, export.size, if_match)
+            # The native call exports the buffer itself (the buffer protocol) and returns once
+            # Karu no longer writes into it.
+            return self._native.read_into(path, offset, buffer, if_match)
         except RangeNotSatisfiable as error:
             error.valid_prefix = _bytes_view(buffer)[: error.received]
             raise
-        finally:
-            # The call returned: Karu no longer references the buffer.
-            del export
-        return size
 
     def read_ranges(
         self,
@@ -688,7 +661,6 @@ class Client:
         items = []
         tags = []
         buffers = []
-        pins = []
         early = []
 
         def failed(tag, target, error):
@@ -713,19 +685,16 @@ class Client:
             else:
                 # The native batch names each read by its position here; the batch maps it
                 # back to the tag and the buffer.
-                if buffer is None:
-                    items.append((os.fspath(address), offset, target, None, if_match))
-                else:
-                    export = _Export(buffer, "submit")
-                    where = export.address
-                    items.append((os.fspath(address), offset, export.size, where, if_match))
-                    pins.append(export.pin)
+                # A buffer is exported by the native call, which lands the read in all of it.
+                length = target if buffer is None else None
+                items.append((os.fspath(address), offset, length, buffer, 0, if_match))
                 tags.append(tag)
                 buffers.append(buffer)
-        native, unresolved = self._native.submit(items, pins)
+        native, unresolved = self._native.submit(items)
         for position, error in unresolved:
             early.append(failed(tags[position], buffers[position], error))
-        return Batch(native, tags, buffers if pins else None, early)
+        has_buffers = any(b is not None for b in buffers)
+        return Batch(native, tags, buffers if has_buffers else None, early)
 
     def transport_stats(self) -> TransportStats:
         """The remote path's counters since the client started: ``(requests, body_bytes,
@@ -752,19 +721,15 @@ class Client:
         released only once Karu no longer writes into it."""
         path = os.fspath(address)
         _check_byte_counts(offset=offset)
-        export = _Export(buffer, "read_into_async")
-        address_, size, pin = export.address, export.size, export.pin
-        del export
         try:
-            await _awaiting(
-                lambda done: self._native.read_into_async_address(
-                    path, offset, address_, size, pin, done, if_match
-                )
+            # The native call exports the buffer and holds it until Karu no longer writes
+            # into it (also when this task is cancelled).
+            return await _awaiting(
+                lambda done: self._native.read_into_async(path, offset, buffer, done, if_match)
             )
         except RangeNotSatisfiable as error:
             error.valid_prefix = _bytes_view(buffer)[: error.received]
             raise
-        return size
 
     async def read_ranges_async(
         self,
@@ -805,48 +770,48 @@ class Client:
         :class:`RangeNotSatisfiable`, the bytes that exist at the buffer's start). The whole
         batch settles in one step on the event loop, however many reads it has. Buffers must
         not overlap; they stay exported until the batch is done (or cancelled)."""
-        items, pins, early = [], [], {}
+        items, early = [], {}
         for position, read in enumerate(reads):
             address, offset, buffer = read
             error = _byte_counts(offset=offset)
-            export = _Export(buffer, "read_batch_into_async")
             if error is not None:
                 early[position] = (0, error)
                 continue
-            items.append((os.fspath(address), offset, export.size, export.address, if_match))
-            pins.append(export.pin)
-        return await self._read_exported_async(items, pins, early)
+            items.append((os.fspath(address), offset, None, buffer, 0, if_match))
+        return await self._read_exported_async(items, early)
 
     async def _read_batch_into_one_async(
         self, reads: Sequence[Tuple[str, int, int]], buffer
     ) -> List[Tuple[int, Optional[KaruError]]]:
         """As :meth:`read_batch_into_async`, the ``(address, offset, length)`` reads landing
         back to back in one writable, C-contiguous ``buffer`` at least as long as their
-        lengths together: one export for the whole batch (``_Export`` costs microseconds per
-        buffer; ``KaruStore.get_partial_values`` reads hundreds of chunks at once)."""
-        export = _Export(buffer, "read_batch_into_async")
+        lengths together: one export for the whole batch (the native call exports each buffer
+        once, however many reads land in it; ``KaruStore.get_partial_values`` reads hundreds
+        of chunks at once)."""
+        size = memoryview(buffer).nbytes
         items, early, at = [], {}, 0
         for position, (address, offset, length) in enumerate(reads):
             # Read i lands after the lengths of the reads before it, failed or not.
             start, at = at, at + max(0, length)
             error = _byte_counts(offset=offset, length=length)
-            if error is None and at > export.size:
+            if error is None and at > size:
                 error = InvalidRange(f"invalid_range: the buffer ends before read {position}")
             if error is not None:
                 early[position] = (0, error)
                 continue
-            items.append((os.fspath(address), offset, length, export.address + start, None))
-        return await self._read_exported_async(items, [export.pin], early)
+            items.append((os.fspath(address), offset, length, buffer, start, None))
+        return await self._read_exported_async(items, early)
 
-    async def _read_exported_async(self, items, pins, early):
-        """The reads ``items`` into exported memory (kept exported by ``pins``) as one batch,
-        with the reads that failed before it (``early``, by position), in the order given."""
+    async def _read_exported_async(self, items, early):
+        """The reads ``items`` into caller buffers (exported by the native call until Karu no
+        longer writes into them) as one batch, with the reads that failed before it
+        (``early``, by position), in the order given."""
         total = len(items) + len(early)
         positions = [p for p in range(total) if p not in early]
         results = []
         if items:
             results = await _awaiting(
-                lambda done: self._native.read_many_into_async(items, pins, done)
+                lambda done: self._native.read_many_into_async(items, done)
             )
         out: List = [None] * total
         for position, value in early.items():
