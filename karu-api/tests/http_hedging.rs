@@ -23,6 +23,7 @@ use karu_testkit::{Fault, FaultRule, MockServer, pattern};
 /// A client whose requests are hedged after `after`, with a budget of `budget`.
 fn hedging(after: &str, budget: &str) -> ClientBuilder {
     quick()
+        .set("hedge.enabled", true)
         .set("hedge.after", after)
         .set("hedge.budget", budget)
 }
@@ -457,7 +458,7 @@ fn the_automatic_delay_counts_the_originals_that_lost_their_race() {
         })
         .seed(7),
     );
-    let client = build(quick().set("hedge.budget", "100%"));
+    let client = build(quick().set("hedge.enabled", true).set("hedge.budget", "100%"));
     let object = locate(&client, &server, "/o");
     let reads: Vec<(u64, u64)> = (0..3000).map(|i| (i * 20 * KIB, KIB)).collect();
     let batch = client.submit_with(

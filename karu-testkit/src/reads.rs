@@ -34,12 +34,19 @@ pub const MIB: u64 = 1 << 20;
 /// How long a test waits for something that must happen; only reached when the code is broken.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
-/// A builder that reads no config file and no process environment.
+/// A builder that reads no config file and no process environment, with hedging off.
+///
+/// Tests count the requests a server saw exactly ([`assert_requests`]); a hedged request is
+/// sent twice, and whether it is depends on how long the server took, so on a loaded machine
+/// a count would change from run to run. Tests of hedging turn it on
+/// (`.set("hedge.enabled", true)`).
 pub fn isolated() -> ClientBuilder {
-    Client::builder()
-        .user_config_file(None)
-        .project_config_file(None)
-        .environment(Vec::<(String, String)>::new())
+    without_hedging(
+        Client::builder()
+            .user_config_file(None)
+            .project_config_file(None)
+            .environment(Vec::<(String, String)>::new()),
+    )
 }
 
 /// [`isolated`] with short waits between attempts (10 ms, at most 50 ms), so that tests of
@@ -50,7 +57,7 @@ pub fn quick() -> ClientBuilder {
         .set("retry.max_backoff", "50ms")
 }
 
-/// A client with Karu's defaults only ([`isolated`]).
+/// A client with Karu's defaults, hedging off ([`isolated`]).
 ///
 /// # Panics
 /// If the client does not build.
