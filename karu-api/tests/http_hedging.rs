@@ -319,7 +319,7 @@ fn when_both_answers_arrive_only_one_lands_in_the_destination() {
     let server = MockServer::start();
     let size = 4 * MIB as usize;
     let first = pattern(0, size);
-    let second: Vec<u8> = first.iter().map(|b| !b).collect();
+    let second = karu_testkit::pattern_version(1, 0, size);
     server.insert("/o", first.clone());
     server.add_fault(FaultRule::new(Fault::Barrier(2)).times(2));
     server.add_fault(FaultRule::new(Fault::ChangeContent).skip(1).times(1));
@@ -458,7 +458,11 @@ fn the_automatic_delay_counts_the_originals_that_lost_their_race() {
         })
         .seed(7),
     );
-    let client = build(quick().set("hedge.enabled", true).set("hedge.budget", "100%"));
+    let client = build(
+        quick()
+            .set("hedge.enabled", true)
+            .set("hedge.budget", "100%"),
+    );
     let object = locate(&client, &server, "/o");
     let reads: Vec<(u64, u64)> = (0..3000).map(|i| (i * 20 * KIB, KIB)).collect();
     let batch = client.submit_with(

@@ -49,9 +49,9 @@ pub use azure::{AuthFailure, AuthRecord, AzureMock, Identity};
 pub use gcs::{GcsAuthFakes, GcsMock};
 pub use hf::{HfMock, RepoAccess};
 pub use http::{
-    ChangingEtag, ChangingObject, Fault, FaultRule, Gate, GateResponse, MAX_REQUEST_BODY,
-    MockServer, MockServerBuilder, PARETO_CAP, RequestHead, RequestRecord, Route, fill_pattern,
-    pattern, pattern_byte, url_path,
+    Fault, FaultRule, Gate, GateResponse, MAX_REQUEST_BODY, MockServer, MockServerBuilder,
+    PARETO_CAP, RequestHead, RequestRecord, Route, fill_pattern, pattern, pattern_byte,
+    pattern_version, url_path, version_of_pattern,
 };
 pub use rng::Rng;
 pub use s3::{S3Mock, S3MockBuilder, SignatureFailure, SignatureFailureKind};

@@ -5,7 +5,7 @@ mod support;
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-use karu_testkit::{Fault, FaultRule, MockServer, pattern};
+use karu_testkit::{Fault, FaultRule, MockServer, pattern, pattern_version, version_of_pattern};
 use support::{BodyEnd, Client, request, wait_until};
 
 fn server_with(path: &str, len: usize) -> (MockServer, Vec<u8>) {
@@ -710,10 +710,47 @@ fn change_content_gives_the_object_new_bytes_at_every_offset_and_a_new_etag() {
         let second = client.get_range("/a", "bytes=10-19");
         let third = client.get_range("/a", "bytes=10-19");
         assert_eq!(first.body, pattern(10, 10));
-        let inverted: Vec<u8> = pattern(10, 10).iter().map(|b| !b).collect();
-        assert_eq!(second.body, inverted);
-        assert_eq!(third.body, inverted, "the new version stays");
+        assert_eq!(second.body, pattern_version(1, 10, 10));
+        assert_eq!(
+            third.body,
+            pattern_version(1, 10, 10),
+            "the new version stays"
+        );
         assert_ne!(first.header("etag"), second.header("etag"));
         assert_eq!(second.header("etag"), third.header("etag"));
+    }
+}
+
+#[test]
+fn change_content_on_every_request_keeps_the_kind_of_etag_and_gives_each_answer_its_version() {
+    for etag in [None, Some("W/\"same\""), Some("\"strong\"")] {
+        let server = MockServer::start();
+        server.insert("/a", pattern(0, 100));
+        server.set_etag("/a", etag);
+        server.add_fault(FaultRule::new(Fault::ChangeContent).path("/a"));
+        let mut client = Client::connect(server.addr());
+        let mut tags = Vec::new();
+        for version in 1..=3 {
+            let answer = client.get_range("/a", "bytes=10-19");
+            assert_eq!(
+                version_of_pattern(&answer.body, 10),
+                Some(version),
+                "{etag:?}"
+            );
+            tags.push(answer.header("etag").map(str::to_string));
+        }
+        match etag {
+            None => assert_eq!(tags, [None, None, None]),
+            Some(weak) if weak.starts_with("W/") => {
+                assert!(tags.iter().all(|t| t.as_deref() == Some(weak)), "{tags:?}");
+            }
+            Some(strong) => {
+                assert!(
+                    tags.iter().all(|t| t.as_deref() != Some(strong)),
+                    "{tags:?}"
+                );
+                assert!(tags[0] != tags[1] && tags[1] != tags[2], "{tags:?}");
+            }
+        }
     }
 }

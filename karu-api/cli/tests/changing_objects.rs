@@ -1,14 +1,13 @@
 //! `karu read` of an object that changes between requests returns the bytes of one version or
-//! fails, never an OK read of two: the mock's object answers every request from a new version
-//! whose bytes differ from the others' at every offset, so bytes of two versions in one read
-//! would show.
+//! fails, never an OK read of two: the mock gives its object a new version before every answer
+//! ([`Fault::ChangeContent`] on every request), whose bytes differ from the others' at every
+//! offset, so bytes of two versions in one read would show.
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use karu_testkit::{ChangingEtag, ChangingObject, Fault, FaultRule, MockServer};
+use karu_testkit::{Fault, FaultRule, MockServer, pattern, pattern_version, version_of_pattern};
 use serde_json::json;
 use support::{karu, sha256};
 
@@ -30,9 +29,14 @@ fn args<'a>(command: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
-fn changing_server(etag: ChangingEtag) -> (MockServer, String) {
+/// A server whose object `/o` is served with `etag` (`None`: no ETag header; a weak tag stays
+/// as it is; a strong one is replaced with each version), and answers its `n`-th request (from
+/// 1) from version `n`.
+fn changing_server(etag: Option<&str>) -> (MockServer, String) {
     let server = MockServer::start();
-    server.set_route(Some(Arc::new(ChangingObject::new("/o", SIZE, etag))));
+    server.insert("/o", pattern(0, SIZE as usize));
+    server.set_etag("/o", etag);
+    server.add_fault(FaultRule::new(Fault::ChangeContent).path("/o"));
     let url = server.url("/o");
     (server, url)
 }
@@ -44,9 +48,9 @@ fn ranges(server: &MockServer) -> Vec<Option<(u64, u64)>> {
 
 #[test]
 fn an_object_without_a_strong_etag_is_read_as_one_version() {
-    for etag in [ChangingEtag::None, ChangingEtag::Weak("W/\"same\"".into())] {
+    for etag in [None, Some("W/\"same\"")] {
         // To stdout.
-        let (server, url) = changing_server(etag.clone());
+        let (server, url) = changing_server(etag);
         let home = tempfile::tempdir().unwrap();
         let out = karu(home.path(), args(&["read", &url, "0:1MiB"]));
         assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{etag:?}");
@@ -59,13 +63,13 @@ fn an_object_without_a_strong_etag_is_read_as_one_version() {
             "{etag:?}"
         );
         assert_eq!(
-            ChangingObject::version_of(&out.stdout, 0),
-            Some(2),
+            version_of_pattern(&out.stdout, 0),
+            Some(3),
             "{etag:?}: one version, the last request's"
         );
 
         // To a file, and as JSON, from an offset, to the end of the object.
-        let (server, url) = changing_server(etag.clone());
+        let (server, url) = changing_server(etag);
         let out_dir = home.path().join("out");
         let out = karu(
             home.path(),
@@ -81,13 +85,13 @@ fn an_object_without_a_strong_etag_is_read_as_one_version() {
         assert_eq!(out.code, 0, "{etag:?}: {out:?}");
         let written = std::fs::read(out_dir.join("0.bin")).unwrap();
         assert_eq!(written.len() as u64, SIZE - 100);
-        let version = ChangingObject::version_of(&written, 100);
-        assert_eq!(version, Some(2), "{etag:?}: {:?}", ranges(&server));
+        let version = version_of_pattern(&written, 100);
+        assert_eq!(version, Some(3), "{etag:?}: {:?}", ranges(&server));
         assert_eq!(out.json_lines()[0]["sha256"], json!(sha256(&written)));
 
         // The whole range's answer cut short: it is asked for again from its start (no tag
         // to resume it by), and every byte is of that answer's version.
-        let (server, url) = changing_server(etag.clone());
+        let (server, url) = changing_server(etag);
         server.add_fault(
             FaultRule::new(Fault::CutBodyAfter(300 << 10))
                 .skip(2)
@@ -105,13 +109,13 @@ fn an_object_without_a_strong_etag_is_read_as_one_version() {
             ],
             "{etag:?}"
         );
-        assert_eq!(ChangingObject::version_of(&out.stdout, 0), Some(3));
+        assert_eq!(version_of_pattern(&out.stdout, 0), Some(4));
     }
 }
 
 #[test]
 fn an_object_whose_strong_etag_changes_fails_instead_of_mixing() {
-    let (server, url) = changing_server(ChangingEtag::Strong);
+    let (server, url) = changing_server(Some("\"v0\""));
     let home = tempfile::tempdir().unwrap();
     let out = karu(home.path(), args(&["read", &url, "0:1MiB"]));
     assert_eq!(out.code, 1, "{out:?}");
@@ -122,12 +126,15 @@ fn an_object_whose_strong_etag_changes_fails_instead_of_mixing() {
     );
     // Pinned to the stat's version, every piece was refused: nothing was written.
     assert!(out.stdout.is_empty(), "{} bytes", out.stdout.len());
+    // Every piece asked for the stat's version, which no later answer was.
     let log = server.requests();
     assert_eq!(log[0].header("if-match"), None);
+    let pinned = log[1].header("if-match");
+    assert!(pinned.is_some_and(|tag| tag != "\"v0\""), "{log:?}");
     assert!(
         log[1..]
             .iter()
-            .all(|r| r.header("if-match") == Some("\"v0\"") && !(200..300).contains(&r.status)),
+            .all(|r| r.header("if-match") == pinned && !(200..300).contains(&r.status)),
         "{log:?}"
     );
 }
@@ -141,7 +148,7 @@ fn local_read_changed_midway(change: impl FnOnce(&std::path::Path)) -> support::
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("data.bin");
-    std::fs::write(&file, ChangingObject::bytes(0, 0, SIZE as usize)).unwrap();
+    std::fs::write(&file, pattern(0, SIZE as usize)).unwrap();
     // A modification time long past, so that a write now is seen as one.
     std::fs::File::options()
         .write(true)
@@ -184,7 +191,7 @@ fn a_local_file_changed_during_a_read_fails_it() {
     // Replaced by a rename, as editors and `karu --output` write files.
     let out = local_read_changed_midway(|file| {
         let new = file.with_file_name("new.bin");
-        std::fs::write(&new, ChangingObject::bytes(1, 0, SIZE as usize)).unwrap();
+        std::fs::write(&new, pattern_version(1, 0, SIZE as usize)).unwrap();
         std::fs::rename(&new, file).unwrap();
     });
     assert_eq!(out.code, 1, "{:?}", out.stderr);
@@ -197,7 +204,7 @@ fn a_local_file_changed_during_a_read_fails_it() {
     );
     assert!(out.stdout.len() < SIZE as usize);
     assert_eq!(
-        ChangingObject::version_of(&out.stdout, 0),
+        version_of_pattern(&out.stdout, 0),
         Some(0),
         "a prefix of one version"
     );
@@ -207,7 +214,7 @@ fn a_local_file_changed_during_a_read_fails_it() {
         use std::io::{Seek as _, SeekFrom, Write as _};
         let mut f = std::fs::File::options().write(true).open(file).unwrap();
         f.seek(SeekFrom::Start(SIZE / 2)).unwrap();
-        f.write_all(&ChangingObject::bytes(1, SIZE / 2, (SIZE / 2) as usize))
+        f.write_all(&pattern_version(1, SIZE / 2, (SIZE / 2) as usize))
             .unwrap();
     });
     assert_eq!(out.code, 1, "{:?}", out.stderr);
@@ -216,5 +223,5 @@ fn a_local_file_changed_during_a_read_fails_it() {
         "{:?}",
         out.stderr
     );
-    assert_eq!(ChangingObject::version_of(&out.stdout, 0), Some(0));
+    assert_eq!(version_of_pattern(&out.stdout, 0), Some(0));
 }

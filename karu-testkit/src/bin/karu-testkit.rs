@@ -44,7 +44,12 @@
 //! - `PUT /_testkit/tail?ms=<n>&share=<fraction>&seed=<s>`: a heavy tail, `n` ms more before
 //!   the answer of a seeded random share of the requests (`share=0.02`: about one in fifty);
 //!   with `median_ms=<m>&p99_ms=<p>` instead of `ms`, a Pareto-distributed delay with that
-//!   median and 99th percentile ([`Fault::ParetoLatency`]); until `DELETE /_testkit/faults`.
+//!   median and 99th percentile ([`Fault::ParetoLatency`]); until `DELETE /_testkit/faults`;
+//! - `PUT /_testkit/etag?path=<path>[&value=<tag>]`: serve the object at `<path>` with the
+//!   ETag `<tag>` (percent-encoded: `W%2F%22x%22` is `W/"x"`), or with none;
+//! - `PUT /_testkit/change-content?path=<path>`: give the object a new version before each
+//!   answer ([`Fault::ChangeContent`]: every byte one more, the ETag of the same kind), until
+//!   `DELETE /_testkit/faults`; with `&times=<n>`, before the next `n` answers only.
 
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Weak};
@@ -149,6 +154,26 @@ fn control(server: &MockServer, request: &RequestHead, rest: &str) -> Result<Gat
         ("PUT", "never-answer") => {
             let path = query(request, "path").ok_or("never-answer needs ?path=<path>")?;
             let mut rule = FaultRule::new(Fault::NeverAnswer).path(percent_decode(path));
+            if let Some(times) = query(request, "times") {
+                rule = rule.times(times.parse().map_err(|_| format!("bad times {times:?}"))?);
+            }
+            server.add_fault(rule);
+            Ok(GateResponse::new(204, ""))
+        }
+        ("PUT", "etag") => {
+            let path = query(request, "path").ok_or("etag needs ?path=<path>")?;
+            let value = query(request, "value").map(percent_decode);
+            if let Some(tag) = &value
+                && !tag.bytes().all(|b| (0x20..0x7f).contains(&b))
+            {
+                return Err(format!("{tag:?} is not an ETag header value"));
+            }
+            server.set_etag(&percent_decode(path), value.as_deref());
+            Ok(GateResponse::new(204, ""))
+        }
+        ("PUT", "change-content") => {
+            let path = query(request, "path").ok_or("change-content needs ?path=<path>")?;
+            let mut rule = FaultRule::new(Fault::ChangeContent).path(percent_decode(path));
             if let Some(times) = query(request, "times") {
                 rule = rule.times(times.parse().map_err(|_| format!("bad times {times:?}"))?);
             }

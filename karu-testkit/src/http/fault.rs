@@ -80,10 +80,15 @@ pub enum Fault {
     Gzip,
     /// Give the object a new ETag (a new generated strong one) before answering this request.
     ChangeEtag,
-    /// Give the object new bytes, every byte inverted, and a new generated ETag before
-    /// answering this request, where [`Fault::ChangeEtag`] acts: a new version that differs
-    /// from the old one at every offset, so that bytes of the two mixed in one buffer show.
-    /// A virtual object becomes stored bytes of its size.
+    /// Give the object its next version before answering this request, where
+    /// [`Fault::ChangeEtag`] acts: every byte one more than before (wrapping), so that bytes of
+    /// two versions mixed in one buffer show ([`version_of_pattern`] tells which version of a
+    /// pattern object bytes are of), and a new ETag of the kind it had: none stays none, a weak
+    /// tag stays as it is (it promises only equivalent content), a strong one becomes a new
+    /// generated strong one. A virtual object becomes stored bytes of its size. On every
+    /// request of a path (a rule without `times`), every answer is of another version.
+    ///
+    /// [`version_of_pattern`]: crate::version_of_pattern
     ChangeContent,
     /// Hold the request until this many requests with a `Barrier` fault have arrived (a
     /// round), then let them read the object and build their answers one at a time, in

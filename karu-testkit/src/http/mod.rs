@@ -53,7 +53,6 @@
 
 mod barrier;
 mod body;
-mod changing;
 mod conn;
 mod fault;
 mod handler;
@@ -73,9 +72,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-pub use changing::{ChangingEtag, ChangingObject};
 pub use fault::{Fault, FaultRule, PARETO_CAP};
-pub use pattern::{fill_pattern, pattern, pattern_byte};
+pub use pattern::{fill_pattern, pattern, pattern_byte, pattern_version, version_of_pattern};
 
 use server::{Protocol, Running};
 use state::{Data, Shared};

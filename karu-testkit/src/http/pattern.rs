@@ -62,6 +62,40 @@ pub fn pattern(offset: u64, len: usize) -> Vec<u8> {
     out
 }
 
+/// The `len` bytes at `offset` of version `version` of a pattern object: what an object
+/// inserted as [`pattern`] holds after `version` [`Fault::ChangeContent`]s, each adding one to
+/// every byte. The first 256 versions differ from each other at every offset.
+///
+/// ```
+/// use karu_testkit::{pattern, pattern_version, version_of_pattern};
+/// assert_eq!(pattern_version(0, 100, 10), pattern(100, 10));
+/// assert_eq!(version_of_pattern(&pattern_version(3, 100, 10), 100), Some(3));
+/// let mut mixed = pattern_version(0, 0, 8);
+/// mixed.extend(pattern_version(1, 8, 8));
+/// assert_eq!(version_of_pattern(&mixed, 0), None);
+/// ```
+///
+/// [`Fault::ChangeContent`]: crate::Fault::ChangeContent
+pub fn pattern_version(version: u64, offset: u64, len: usize) -> Vec<u8> {
+    let mut out = pattern(offset, len);
+    for byte in &mut out {
+        *byte = byte.wrapping_add(version as u8);
+    }
+    out
+}
+
+/// The one version (below 256) of a pattern object that `bytes`, read at `offset`, are all of
+/// ([`pattern_version`]); `None` when they mix versions, hold other bytes, or are empty.
+pub fn version_of_pattern(bytes: &[u8], offset: u64) -> Option<u64> {
+    let first = *bytes.first()?;
+    let version = first.wrapping_sub(pattern_byte(offset));
+    bytes
+        .iter()
+        .zip(offset..)
+        .all(|(&b, i)| b == pattern_byte(i).wrapping_add(version))
+        .then_some(u64::from(version))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

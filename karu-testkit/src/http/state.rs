@@ -247,8 +247,9 @@ impl Shared {
         }
     }
 
-    /// Gives the object new bytes, each one inverted, and a new generated ETag
-    /// ([`Fault::ChangeContent`]).
+    /// Gives the object its next version ([`Fault::ChangeContent`]): every byte one more, and
+    /// a new ETag of the kind it had (none stays none, a weak one stays, a strong one is
+    /// replaced).
     pub(crate) fn change_content(&self, path: &str) {
         let mut objects = self.objects.write();
         if let Some(object) = objects.get_mut(path) {
@@ -257,9 +258,15 @@ impl Shared {
                 Data::Virtual(size) => crate::pattern(0, *size as usize),
             };
             for byte in &mut bytes {
-                *byte = !*byte;
+                *byte = byte.wrapping_add(1);
             }
-            object.etag = Some(self.next_etag(bytes.len() as u64));
+            let weak = object
+                .etag
+                .as_ref()
+                .is_some_and(|tag| tag.as_bytes().starts_with(b"W/"));
+            if object.etag.is_some() && !weak {
+                object.etag = Some(self.next_etag(bytes.len() as u64));
+            }
             object.data = Data::Stored(Bytes::from(bytes));
             object.last_modified = http_now();
         }
