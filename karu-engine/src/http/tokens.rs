@@ -166,13 +166,14 @@ impl HttpTokenClient {
             failed(e, connecting)
         })?;
         let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
+        let (parts, body) = response.into_parts();
+        let retry_after = parts
+            .headers
             .get(http::header::RETRY_AFTER)
             .and_then(|value| value.to_str().ok())
             .and_then(RetryAfter::parse)
             .map(|after| after.wait(SystemTime::now()));
-        let body = Limited::new(response.into_body(), TOKEN_ANSWER_MAX)
+        let body = Limited::new(body, TOKEN_ANSWER_MAX)
             .collect()
             .await
             .map_err(|e| match e.downcast::<hyper::Error>() {
@@ -181,7 +182,11 @@ impl HttpTokenClient {
             })?
             .to_bytes();
         Ok(Sent {
-            reply: TokenReply { status, body },
+            reply: TokenReply {
+                status,
+                headers: parts.headers,
+                body,
+            },
             retry_after,
         })
     }

@@ -83,8 +83,10 @@ where
 }
 
 /// When a lookup that starts `now` for `ctx` must end: the read's deadline, or
-/// [`LOOKUP_LIMIT`] from now if that is sooner ([`block_on`]'s bound).
-pub(crate) fn lookup_ends(ctx: &FetchContext, now: Instant) -> Instant {
+/// [`LOOKUP_LIMIT`] from now if that is sooner ([`block_on`]'s bound). What a vendor SDK's
+/// requests, sent with [`TokenClient::exchange`](crate::sdk::token::TokenClient::exchange),
+/// are tried again within.
+pub fn lookup_ends(ctx: &FetchContext, now: Instant) -> Instant {
     let limit = crate::sdk::time::instant_after(now, LOOKUP_LIMIT);
     ctx.deadline().map_or(limit, |deadline| deadline.min(limit))
 }

@@ -7,13 +7,18 @@
 //! container credentials, instance metadata.
 //!
 //! Lookups run on Karu's credential workers (they may block); aws-config's asynchronous
-//! providers run through the SDK's [`bridge`], bounded by the read's deadline. One
+//! providers run through the SDK's [`bridge`], bounded by the read's deadline, and send their
+//! requests with Karu's token client ([`transport`]), which tries them again under the
+//! client's retry policy. One
 //! [`Discovery`] serves each credential scope ([`PerScope`](karu_engine::sdk::PerScope)
 //! in the backend), so aws-config's default chain is built once per scope.
+
+mod transport;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use aws_config::BehaviorVersion;
@@ -26,6 +31,7 @@ use karu_engine::sdk::{Credential, CredentialProvider, Error, FetchContext, Stat
 use parking_lot::Mutex;
 
 use crate::config::Effective;
+use transport::{Lookups, Transport};
 
 /// The secret the engine carries for S3 requests.
 #[derive(Clone)]
@@ -97,6 +103,8 @@ pub(crate) struct Discovery {
     options: Effective,
     env: HashMap<String, String>,
     chain: Mutex<Option<(SharedCredentialsProvider, Option<String>)>>,
+    /// The lookup under way, whose token client and deadline the chain's requests use.
+    lookups: Arc<Lookups>,
 }
 
 impl Discovery {
@@ -105,6 +113,7 @@ impl Discovery {
             options,
             env,
             chain: Mutex::new(None),
+            lookups: Arc::default(),
         }
     }
 
@@ -132,8 +141,9 @@ impl Discovery {
         if let Some(built) = chain.as_ref() {
             return Ok(built.clone());
         }
-        let mut loader =
-            aws_config::defaults(BehaviorVersion::latest()).env(Env::from(self.env.clone()));
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .env(Env::from(self.env.clone()))
+            .http_client(Transport(self.lookups.clone()));
         if let Some(profile) = &self.options.profile {
             loader = loader.profile_name(profile);
         }
@@ -176,6 +186,7 @@ impl CredentialProvider for Discovery {
                  s3.discovery, or set s3.anonymous for public buckets",
             ));
         }
+        let _lookup = self.lookups.enter(ctx);
         let (provider, region) = self.chain(ctx)?;
         self.provide(ctx, &provider, region)
     }

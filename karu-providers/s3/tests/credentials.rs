@@ -336,6 +336,119 @@ fn instance_metadata_takes_a_token_then_the_role_then_its_credentials() {
     assert_eq!(d.client.credential_stats().lookups, 1);
 }
 
+/// A discovery whose credential endpoint fails for a moment: `paths` names the path answered
+/// by a throttle and then a server error, and the path whose first answer is cut by a
+/// connection reset.
+fn discovered_through_failures(
+    env: fn(&CredentialFakes) -> AwsEnv,
+    paths: fn(&CredentialFakes) -> (String, String),
+) -> Discovered {
+    let s3 = mock();
+    let (fakes, issued) = accepted_fakes(&s3);
+    let (path, reset_path) = paths(&fakes);
+    // Rules count their matching requests separately: each fault takes the next request of
+    // its path that the earlier ones let through.
+    let reset_first = u64::from(reset_path == path);
+    let server = fakes.server();
+    server.add_fault(
+        FaultRule::new(Fault::ResetAfter(0))
+            .path(&reset_path)
+            .times(1),
+    );
+    server.add_fault(
+        FaultRule::new(Fault::Status {
+            code: 429,
+            retry_after: Some("0".into()),
+        })
+        .path(&path)
+        .skip(reset_first)
+        .times(1),
+    );
+    server.add_fault(
+        FaultRule::new(Fault::Status {
+            code: 503,
+            retry_after: None,
+        })
+        .path(&path)
+        .skip(reset_first + 1)
+        .times(1),
+    );
+    let env = env(&fakes);
+    let client = build(discovering(&s3, &env).set("retry.deadline", "20s"));
+    assert_signed_by(&read_three(&s3, &client), &issued.access_key_id);
+    Discovered {
+        s3,
+        fakes,
+        issued,
+        client,
+        _env: env,
+    }
+}
+
+/// Each request the fakes received: its method, its path and the status it was answered with.
+fn exchanges(fakes: &CredentialFakes) -> Vec<(String, String, u16)> {
+    fakes
+        .server()
+        .requests()
+        .into_iter()
+        .map(|r| (r.method.clone(), r.path.clone(), r.status))
+        .collect()
+}
+
+fn role_path(fakes: &CredentialFakes) -> String {
+    format!(
+        "/latest/meta-data/iam/security-credentials/{}",
+        fakes.imds_role()
+    )
+}
+
+#[test]
+fn instance_metadata_is_asked_again_after_a_reset_a_throttle_and_a_server_error() {
+    let d = discovered_through_failures(imds_env, |fakes| {
+        (role_path(fakes), "/latest/api/token".into())
+    });
+    let role = role_path(&d.fakes);
+    let sent = exchanges(&d.fakes);
+    let asked: Vec<(&str, &str)> = sent
+        .iter()
+        .map(|(m, p, _)| (m.as_str(), p.as_str()))
+        .collect();
+    // The token twice (the first reset), the role list once, the role's credentials three
+    // times (429, 503, then the answer): the lookup never failed.
+    assert_eq!(
+        asked,
+        [
+            ("PUT", "/latest/api/token"),
+            ("PUT", "/latest/api/token"),
+            ("GET", "/latest/meta-data/iam/security-credentials/"),
+            ("GET", role.as_str()),
+            ("GET", role.as_str()),
+            ("GET", role.as_str()),
+        ],
+        "{sent:?}"
+    );
+    let statuses: Vec<u16> = sent.iter().map(|(_, _, s)| *s).collect();
+    assert_eq!(statuses[3..], [429, 503, 200], "{sent:?}");
+    let stats = d.client.credential_stats();
+    assert_eq!((stats.lookups, stats.failures), (1, 0));
+}
+
+#[test]
+fn container_credentials_are_asked_again_after_a_throttle_a_server_error_and_a_reset() {
+    let d = discovered_through_failures(container_env, |_| {
+        ("/ecs/creds".into(), "/ecs/creds".into())
+    });
+    let sent = exchanges(&d.fakes);
+    assert_eq!(sent.len(), 4, "{sent:?}");
+    assert!(sent.iter().all(|(m, p, _)| m == "GET" && p == "/ecs/creds"));
+    // The fakes answered two of them with credentials: the one cut by the reset, and the last.
+    let statuses: Vec<u16> = sent.iter().map(|(_, _, s)| *s).collect();
+    assert_eq!(statuses, [200, 429, 503, 200], "{sent:?}");
+    assert_eq!(d.fakes.calls().container, 2);
+    let stats = d.client.credential_stats();
+    assert_eq!((stats.lookups, stats.failures), (1, 0));
+}
+
 #[test]
 fn discovery_follows_the_documented_order() {
     let s3 = mock();

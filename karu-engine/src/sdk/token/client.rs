@@ -26,9 +26,11 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// What [`TokenClient::send`] returns.
 pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Result<TokenReply, BoxError>> + Send + 'a>>;
 
-/// One request to a token endpoint or a metadata server: a `GET`, or a `POST` of a form.
-/// Its `Debug` shows the method and the address without its query; never a header value or
-/// the body (they hold secrets: a client secret, an assertion, an identity header).
+/// One request to a token endpoint or a metadata server: a `GET`, a `POST` of a form, or
+/// (for a vendor SDK's own exchanges, such as IMDSv2's `PUT` of a session token) any method
+/// with a text body. Its `Debug` shows the method and the address without its query; never
+/// a header value or the body (they hold secrets: a client secret, an assertion, an identity
+/// header).
 #[derive(Clone)]
 pub struct TokenRequest {
     method: Method,
@@ -40,14 +42,37 @@ pub struct TokenRequest {
 impl TokenRequest {
     /// A `GET` of `url` (a metadata server's or a managed identity's token).
     pub fn get(url: impl Into<String>) -> Self {
-        let mut headers = HeaderMap::new();
-        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        let mut request = TokenRequest::new(Method::GET, url);
+        request
+            .headers
+            .insert(ACCEPT, HeaderValue::from_static("application/json"));
+        request
+    }
+
+    /// A request of `method` to `url` with no header and no body: what a vendor SDK's
+    /// exchange is built from ([`with_header`](TokenRequest::with_header),
+    /// [`with_body`](TokenRequest::with_body)).
+    pub fn new(method: Method, url: impl Into<String>) -> Self {
         TokenRequest {
-            method: Method::GET,
+            method,
             url: url.into(),
-            headers,
+            headers: HeaderMap::new(),
             body: None,
         }
+    }
+
+    /// Send `body` with the request.
+    pub fn with_body(mut self, body: impl Into<String>) -> Self {
+        self.body = Some(body.into());
+        self
+    }
+
+    /// Add a header, marked sensitive (its value may be a secret); a second value of a name
+    /// is added beside the first.
+    pub fn with_header(mut self, name: HeaderName, mut value: HeaderValue) -> Self {
+        value.set_sensitive(true);
+        self.headers.append(name, value);
+        self
     }
 
     /// A `POST` of the form `pairs` to `url` (`application/x-www-form-urlencoded`, see
@@ -73,7 +98,7 @@ impl TokenRequest {
         self
     }
 
-    /// The method: `GET` or `POST`.
+    /// The method.
     pub fn method(&self) -> &Method {
         &self.method
     }
@@ -88,7 +113,7 @@ impl TokenRequest {
         &self.headers
     }
 
-    /// The form body of a `POST`.
+    /// The body: a `POST`'s form, or what [`with_body`](TokenRequest::with_body) gave.
     pub fn body(&self) -> Option<&str> {
         self.body.as_deref()
     }
@@ -104,12 +129,15 @@ impl fmt::Debug for TokenRequest {
     }
 }
 
-/// What a token endpoint answered: its status and at most [`TOKEN_ANSWER_MAX`] bytes of its
-/// body. Its `Debug` shows the status and the body's length only.
+/// What a token endpoint answered: its status, its headers and at most [`TOKEN_ANSWER_MAX`]
+/// bytes of its body. Its `Debug` shows the status, the headers' names and the body's length
+/// only.
 #[derive(Clone)]
 pub struct TokenReply {
     /// The HTTP status.
     pub status: u16,
+    /// The headers (IMDSv2 states a session token's lifetime in one).
+    pub headers: HeaderMap,
     /// The body.
     pub body: Bytes,
 }
@@ -118,6 +146,7 @@ impl fmt::Debug for TokenReply {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenReply")
             .field("status", &self.status)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("body_len", &self.body.len())
             .finish()
     }
@@ -167,6 +196,7 @@ mod tests {
         assert!(shown.contains("x-identity-header"), "{shown}");
         let reply = TokenReply {
             status: 200,
+            headers: HeaderMap::new(),
             body: Bytes::from_static(b"{\"access_token\":\"SECRET\"}"),
         };
         assert!(!format!("{reply:?}").contains("SECRET"));

@@ -28,7 +28,11 @@
 //! impl TokenClient for Answers {
 //!     fn send(&self, _request: TokenRequest) -> SendFuture<'_> {
 //!         Box::pin(async {
-//!             Ok(TokenReply { status: 200, body: r#"{"access_token":"t0k","expires_in":60}"#.into() })
+//!             Ok(TokenReply {
+//!                 status: 200,
+//!                 headers: Default::default(),
+//!                 body: r#"{"access_token":"t0k","expires_in":60}"#.into(),
+//!             })
 //!         })
 //!     }
 //! }
@@ -208,6 +212,7 @@ mod tests {
                 match reply {
                     Some((status, body)) => Ok(TokenReply {
                         status,
+                        headers: Default::default(),
                         body: Bytes::from_static(body.as_bytes()),
                     }),
                     None => Err(BoxError::from(std::io::Error::other(
@@ -286,6 +291,7 @@ mod tests {
             Box::pin(async {
                 Ok(TokenReply {
                     status: 200,
+                    headers: Default::default(),
                     body: Bytes::from_static(br#"{"access_token":"t","expires_in":10}"#),
                 })
             })
