@@ -80,6 +80,17 @@ def _from_bytes(prototype: BufferPrototype, data) -> Buffer:
     return prototype.buffer.from_bytes(bytes(data))
 
 
+def _missing(address: str) -> FileNotFoundError:
+    return FileNotFoundError(address)
+
+
+def _check_concurrency(max_concurrency) -> None:
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
+        raise TypeError(f"max_concurrency takes an int, found {type(max_concurrency).__name__}")
+    if max_concurrency < 1:
+        raise ValueError(f"max_concurrency takes a number >= 1, found {max_concurrency}")
+
+
 class KaruStore(Store):
     """A read-only zarr 3 store over Karu.
 
@@ -264,19 +275,91 @@ class KaruStore(Store):
         max_gap_bytes: int = 1 << 20,
         max_coalesced_bytes: int = 16 << 20,
     ) -> AsyncIterator[Sequence[Tuple[int, Optional[Buffer]]]]:
-        """Many ranges of one key (the shape of zarr's coalescing shard reads): one Karu
-        batch, merged by Karu's planner under its own guards (``max_gap_bytes`` is the
-        batch's merge gap; concurrency and span are the client's), each range yielded as its
-        read completes. A missing key raises ``FileNotFoundError`` (in an exception group, as
-        zarr's own implementation does)."""
-        results = await self.get_partial_values(prototype, [(key, r) for r in byte_ranges])
-        missing = [i for i, r in enumerate(results) if r is None]
-        if missing:
-            raise BaseExceptionGroup(
-                f"{key}: missing", [FileNotFoundError(self._address(key))]
-            )
-        for index, result in enumerate(results):
-            yield [(index, result)]
+        """Many ranges of one key, as zarr's partial shard reads ask for them (zarr >= 3.3):
+        the bounded ranges are one Karu batch, landing back to back in one array, with
+        ``max_gap_bytes`` as the planner's merge gap (a negative gap: no merging) and
+        ``max_coalesced_bytes`` as its largest merged span; each range is yielded, as
+        ``[(index, buffer)]``, as soon as its read completes (not after the last one). A
+        whole value, an offset or a suffix request is a read of its own beside the batch.
+
+        Failures are raised as zarr's own ``Store.get_ranges`` raises them: in a
+        ``BaseExceptionGroup``, a missing key as ``FileNotFoundError``; the ranges that
+        completed before are yielded first. A range reaching past the end yields the bytes
+        that exist (as :meth:`get`)."""
+        _check_concurrency(max_concurrency)
+        byte_ranges = list(byte_ranges)
+        address = self._address(key)
+        # The bounded ranges: (index, start in the landing array, length, offset).
+        bounded, others, total = [], [], 0
+        for index, byte_range in enumerate(byte_ranges):
+            if isinstance(byte_range, RangeByteRequest) and byte_range.end > byte_range.start:
+                length = byte_range.end - byte_range.start
+                bounded.append((index, total, length, byte_range.start))
+                total += length
+            else:
+                others.append((index, byte_range))
+        landing = _Landing(prototype, total)
+        queue: asyncio.Queue = asyncio.Queue()
+        pending = len(byte_ranges)
+        tasks = []
+
+        async def whole(index, byte_range):
+            # A range with nothing in it, a whole value, an offset or a suffix.
+            try:
+                if isinstance(byte_range, RangeByteRequest):
+                    buffer = _from_bytes(prototype, b"")
+                else:
+                    buffer = await self.get(key, prototype, byte_range)
+                queue.put_nowait((index, buffer, None if buffer is not None else _missing(address)))
+            except Exception as error:  # handed to the caller in the group
+                queue.put_nowait((index, None, error))
+
+        async def batch():
+            try:
+                submitted = self.client.submit(
+                    [
+                        (address, offset, landing.array[start : start + length], index)
+                        for index, start, length, offset in bounded
+                    ],
+                    max_gap=max(0, max_gap_bytes),
+                    max_span=max(0, max_coalesced_bytes),
+                )
+            except Exception as error:
+                for index, *_ in bounded:
+                    queue.put_nowait((index, None, error))
+                return
+            start_of = {index: start for index, start, _, _ in bounded}
+            starts = dict(start_of)  # the reads not completed yet
+            try:
+                async for done in submitted:
+                    index = done.tag
+                    del starts[index]
+                    if done.error is None or isinstance(done.error, RangeNotSatisfiable):
+                        start = start_of[index]
+                        queue.put_nowait((index, landing.buffer(len(done.data), start), None))
+                    elif isinstance(done.error, NotFound):
+                        queue.put_nowait((index, None, _missing(address)))
+                    else:
+                        queue.put_nowait((index, None, done.error))
+            except Exception as error:
+                for index in starts:
+                    queue.put_nowait((index, None, error))
+
+        try:
+            if bounded:
+                tasks.append(asyncio.ensure_future(batch()))
+            tasks.extend(asyncio.ensure_future(whole(*other)) for other in others)
+            while pending:
+                index, buffer, error = await queue.get()
+                pending -= 1
+                if error is not None:
+                    raise BaseExceptionGroup(f"{key}: a read of get_ranges failed", [error])
+                yield [(index, buffer)]
+        finally:
+            # An early exit (a failure, or the caller closing the iterator) cancels the reads
+            # still running (the batch's cancellation waits until none writes into the array).
+            for task in tasks:
+                task.cancel()
 
     async def exists(self, key: str) -> bool:
         try:
