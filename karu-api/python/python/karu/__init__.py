@@ -387,7 +387,10 @@ class Batch:
         queue: asyncio.Queue = asyncio.Queue()
 
         def each(raw):
-            loop.call_soon_threadsafe(queue.put_nowait, raw)
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, raw)
+            except RuntimeError:
+                pass  # the loop has closed: nobody is waiting any more
 
         task = self._native.stream(each)
         try:

@@ -198,7 +198,13 @@ class _KaruMethods:
         return path
 
     def unstrip_protocol(self, name: str) -> str:
-        return name
+        """``name`` as an address fsspec (and an engine such as DuckDB, which opens the paths
+        ``glob`` gave through it) maps back to this filesystem: ``karu://`` before it, for
+        ``KaruFileSystem``; as it is, for a protocol ``register`` serves (its paths keep
+        their scheme)."""
+        if self._registered or name.startswith("karu://"):
+            return name
+        return "karu://" + name
 
     @staticmethod
     def _get_kwargs_from_urls(path):

@@ -360,6 +360,7 @@ class KaruStore(Store):
             # still running (the batch's cancellation waits until none writes into the array).
             for task in tasks:
                 task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def exists(self, key: str) -> bool:
         try:
