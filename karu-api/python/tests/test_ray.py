@@ -1,6 +1,10 @@
-"""Ray Data through Karu on a local Ray cluster (127.0.0.1, worker processes):
-``ray.data.read_parquet`` and ``read_binary_files`` with ``filesystem=PyFileSystem(
-FSSpecHandler(karu.fsspec.KaruFileSystem(...)))`` give what the local files hold. The
+"""Ray Data through Karu on a local Ray cluster (worker processes; the stage runs it in a
+network namespace of its own, where only the loopback interface exists, as Ray's servers bind
+every interface): ``ray.data.read_parquet`` and ``read_binary_files`` of ``http://`` paths with
+``filesystem=PyFileSystem(FSSpecHandler(fs))``, ``fs`` the filesystem fsspec makes for
+``http`` once ``karu.fsspec.register`` took it over, give what the local files hold. (Ray
+strips the scheme off the paths it hands any fsspec filesystem but fsspec's own HTTP one; a
+filesystem ``register`` made for a protocol puts it back.) The
 filesystem and its client travel to the workers by pickling (cloudpickle); the driver's client
 sends no request while the workers read, and the mock's log holds the workers' reads.
 
@@ -32,7 +36,6 @@ def cluster():
     ray.init(
         num_cpus=2,
         include_dashboard=False,
-        _node_ip_address="127.0.0.1",
         object_store_memory=200 << 20,
         log_to_driver=False,
         configure_logging=False,
@@ -63,22 +66,28 @@ def parquet_files(tmp_path_factory):
 
 
 def _filesystem(client):
-    return PyFileSystem(FSSpecHandler(karu.fsspec.KaruFileSystem(client=client, skip_instance_cache=True)))
+    import fsspec
 
-
-def _worker_pid():
-    return os.getpid()
+    karu.fsspec.register(["http"], clobber=True, client=client)
+    fs = fsspec.filesystem("http")
+    assert isinstance(fs, karu.fsspec.AsyncKaruFileSystem) and fs.client is client
+    return PyFileSystem(FSSpecHandler(fs))
 
 
 def test_the_workers_are_other_processes(cluster):
-    pids = set(ray.get([ray.remote(_worker_pid).remote() for _ in range(4)]))
+    # Defined here, cloudpickle carries the function itself (not a reference to this module,
+    # which the workers cannot import).
+    def worker_pid():
+        return os.getpid()
+
+    pids = set(ray.get([ray.remote(worker_pid).remote() for _ in range(4)]))
     assert os.getpid() not in pids
 
 
-def test_read_parquet_through_karu_on_the_workers(cluster, mock, parquet_files):
+def test_read_parquet_through_karu_on_the_workers(cluster, mock, parquet_files, registry_restored):
     urls = [mock.insert_file(f"/data/{p.name}", str(p)) for p in parquet_files]
     client = karu.Client(isolated=True)
-    ds = ray.data.read_parquet(["karu://" + u for u in urls], filesystem=_filesystem(client))
+    ds = ray.data.read_parquet(urls, filesystem=_filesystem(client))
     # Ray reads lazily: from here on only the workers read.
     mock.clear()
     sent = client.transport_stats().requests
@@ -94,12 +103,12 @@ def test_read_parquet_through_karu_on_the_workers(cluster, mock, parquet_files):
     assert {p for _, p, _, _ in log} == {f"/data/{p.name}" for p in parquet_files}
 
 
-def test_read_binary_files_through_karu_on_the_workers(cluster, mock, tmp_path):
+def test_read_binary_files_through_karu_on_the_workers(cluster, mock, registry_restored):
     blobs = {f"/bin/{i}.bin": bytes((j * (i + 3)) % 256 for j in range(50_000 + i * 1000)) for i in range(5)}
     urls = {mock.insert(path, data): path for path, data in blobs.items()}
     client = karu.Client(isolated=True)
     ds = ray.data.read_binary_files(
-        ["karu://" + u for u in urls], filesystem=_filesystem(client), include_paths=True
+        list(urls), filesystem=_filesystem(client), include_paths=True
     )
     mock.clear()
     sent = client.transport_stats().requests
