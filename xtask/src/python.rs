@@ -68,8 +68,9 @@ const ZARR_FLOOR_TOOLS: [&str; 5] = [
 ];
 
 /// The test modules that need zarr (run on the zarr floor; left out on CPython 3.9).
-const ZARR_MODULES: [&str; 5] = [
+const ZARR_MODULES: [&str; 6] = [
     "test_zarr.py",
+    "test_zarr_get_ranges.py",
     "test_zarr_store_suite.py",
     "test_keys.py",
     "test_one_version.py",

@@ -579,6 +579,10 @@ class _ReadAhead(BaseCache):
     def __init__(self, blocksize, fetcher, size, **kwargs):
         super().__init__(blocksize, fetcher, size)
         self.blocks: List = []  # (start, bytes), newest last
+        # fsspec's counters (fsspec before 2024.2 has none: they start here).
+        for counter in ("hit_count", "miss_count", "total_requested_bytes"):
+            if not hasattr(self, counter):
+                setattr(self, counter, 0)
 
     def _fetch(self, start, end):
         start = 0 if start is None else start

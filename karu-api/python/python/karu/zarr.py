@@ -103,6 +103,8 @@ class KaruStore(Store):
     supports_writes = False
     supports_deletes = False
     supports_listing = False
+    # Abstract in zarr 3.1.0 (gone from the abstract store in later releases).
+    supports_partial_writes = False
     supports_consolidated_metadata = True
 
     def __init__(
@@ -381,6 +383,10 @@ class KaruStore(Store):
     # -- not Karu's: writing and listing ----------------------------------------------------
 
     async def set(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        raise NotImplementedError(_NO_WRITES.format("write"))
+
+    async def set_partial_values(self, key_start_values) -> None:
         self._check_writable()
         raise NotImplementedError(_NO_WRITES.format("write"))
 
