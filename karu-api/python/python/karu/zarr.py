@@ -17,8 +17,12 @@ arrays and groups (consolidated or not) without listing.
   ``SuffixByteRequest`` (one round trip where the store honours suffix ranges). A missing key
   is ``None``.
 - ``get_partial_values`` is one Karu batch across all its keys: ranges of one object are
-  merged under Karu's guards and the requests run concurrently. ``get_ranges`` (the coalescing
-  read of a shard's chunks that zarr's next releases call) is one batch too.
+  merged under Karu's guards and the requests run concurrently. ``get_ranges`` (zarr >= 3.3
+  reads a partial shard's chunks with one call per shard) is one batch too, zarr's
+  ``max_gap_bytes`` and ``max_coalesced_bytes`` its planner's gap and span, each range yielded
+  as it lands; a missing key raises zarr's ``BaseExceptionGroup`` of ``FileNotFoundError``.
+  (``max_concurrency`` is checked but does not bound the batch: Karu's client concurrency
+  bounds its transfers.)
 - Bytes land in buffers of the ``prototype`` (zarr's CPU buffers: Karu writes into the
   NumPy array the buffer wraps, no copy).
 - ``exists`` and ``getsize`` are a stat.
@@ -287,7 +291,9 @@ class KaruStore(Store):
         Failures are raised as zarr's own ``Store.get_ranges`` raises them: in a
         ``BaseExceptionGroup``, a missing key as ``FileNotFoundError``; the ranges that
         completed before are yielded first. A range reaching past the end yields the bytes
-        that exist (as :meth:`get`)."""
+        that exist (as :meth:`get`). ``max_concurrency`` must be at least 1; the batch's
+        transfers in flight are bounded by the client's concurrency, not by it (a batch has
+        no bound of its own in Karu yet)."""
         _check_concurrency(max_concurrency)
         byte_ranges = list(byte_ranges)
         address = self._address(key)
