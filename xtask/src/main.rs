@@ -70,12 +70,17 @@ enum Task {
     /// needs the nightly toolchain (`rustup toolchain install nightly`).
     PublicApi,
     /// Build the Python wheel (karu-api/python) with maturin (from PyPI, in a virtual
-    /// environment under target/python/venv) and install it there; `--test` also runs the
-    /// pytest suite against the testkit's mock server.
+    /// environment of the newest CPython >= 3.12 under target/python/venv) and install it
+    /// there; `--test` also runs the pytest suite against the testkit's mock server (on the
+    /// newest stack, then on the oldest versions Karu declares), `--ray` the Ray Data module
+    /// on a local Ray cluster.
     Python {
         /// Run the pytest suite after installing.
         #[arg(long)]
         test: bool,
+        /// Run the Ray Data module (tests/test_ray.py) after installing.
+        #[arg(long)]
+        ray: bool,
         /// Extra arguments for pytest (with `--test`).
         #[arg(last = true)]
         args: Vec<String>,
@@ -116,9 +121,12 @@ fn main() -> ExitCode {
         Task::Test { no_lint, args } => test::run(!no_lint, &args),
         Task::Features => features::check(&workspace_root()),
         Task::Layers { engine_src } => layers::run(&workspace_root(), engine_src.as_deref()),
-        Task::Python { test, args } => {
+        Task::Python { test, ray, args } => {
             if test {
                 python::test(&args)
+                    .and_then(|()| if ray { python::test_ray(false) } else { Ok(()) })
+            } else if ray {
+                python::test_ray(true)
             } else {
                 python::build(python::Profile::Debug).map(drop)
             }

@@ -94,6 +94,9 @@ fn run_stages(
         // `workspace-build` feature it resolves the features of this run's test build, so it
         // reuses that build and compiles only pyo3 and itself) and its pytest suite.
         stages.time("Python wheel and pytest", || crate::python::test(&[]))?;
+        stages.time("Ray Data through Karu (local Ray cluster)", || {
+            crate::python::test_ray(false)
+        })?;
     }
     if lint && extra.is_empty() {
         stages.time("provider feature builds", || crate::features::check(root))?;

@@ -6,11 +6,11 @@ zarr workloads (arrays written locally by zarr, served by the mock):
 - ``zarr chunked``: a 2000 x 2000 float32 array in 50 x 50 chunks; a selection of 300 chunks,
   read with ``array[...]`` (zarr reads chunks 10 at a time: its ``async.concurrency``);
 - ``zarr sharded``: the same array in 500 x 500 shards of 50 x 50 chunks; a selection of 300
-  chunks in partial shards, read with ``array[...]`` (zarr 3.1 reads a shard's chunks one
-  after another);
+  chunks in partial shards, read with ``array[...]`` (zarr >= 3.3 reads a partial shard's
+  chunks with one ``Store.get_ranges`` call per shard: Karu's is one batch, obstore's and
+  fsspec's coalesce with zarr's gap and span);
 - ``zarr sharded, get_partial_values``: the same chunks, one ``get_partial_values`` per shard
-  (their byte ranges from the shards' indexes), all shards at once: the store-level read a
-  shard-aware reader makes (zarr's next releases coalesce a shard's chunks through the store).
+  (their byte ranges from the shards' indexes), all shards at once.
 Stores: ``karu.zarr.KaruStore``; zarr's ``FsspecStore`` over fsspec's ``HTTPFileSystem``;
 zarr's ``ObjectStore`` over obstore's ``HTTPStore``; and ``FsspecStore`` over
 ``karu.fsspec.AsyncKaruFileSystem``.
@@ -22,7 +22,13 @@ Parquet workloads (a 24-column table of 600,000 rows in 60 row groups):
 - ``parquet column, open_parquet_file``: fsspec's Parquet path (Dask's): the footer, then the
   column chunks in one ``cat_ranges``.
 Filesystems: ``karu.fsspec.KaruFileSystem``, fsspec's ``HTTPFileSystem``, obstore's
-``FsspecStore``. Both Parquet workloads run on loopback (latency only) and again on a 1 Gbit/s
+``FsspecStore``.
+
+DuckDB workload: ``SELECT ... FROM read_parquet(url)`` over the same table (3 of its 24
+columns, a filter), DuckDB's default threads, through ``con.register_filesystem`` of
+``KaruFileSystem`` (a ``karu://`` URL) and of fsspec's ``HTTPFileSystem`` (DuckDB asks every
+filesystem for ``modified``, which fsspec's HTTP filesystem does not answer: the peer is a
+subclass answering with a fixed time; DuckDB's own HTTP extension is not loaded). Both Parquet workloads run on loopback (latency only) and again on a 1 Gbit/s
 link (the mock's shared bandwidth cap), where what a file object reads ahead costs time.
 
 Each method runs ``--runs`` rounds, interleaved; the first is cold (new store or filesystem),
@@ -43,6 +49,7 @@ import time
 import urllib.parse
 
 import fsspec
+import fsspec.implementations.http
 import fsspec.parquet
 import numpy as np
 import obstore
@@ -229,6 +236,45 @@ class ParquetRead:
             raise SystemExit(f"{self.name}: wrong table")
 
 
+DUCKDB_QUERY = (
+    "SELECT count(*), count(*) FILTER (WHERE c07 > 0.5), min(c03), max(c11) "
+    "FROM read_parquet('{}') WHERE c03 < 0.9"
+)
+
+
+class HTTPWithModified(fsspec.implementations.http.HTTPFileSystem):
+    """fsspec's HTTP filesystem with the ``modified`` DuckDB requires (a fixed time)."""
+
+    def modified(self, path):
+        import datetime
+
+        return datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+DUCKDB_FILESYSTEMS = [
+    ("karu KaruFileSystem", lambda: KaruFileSystem(client=karu.Client(isolated=True), skip_instance_cache=True), "karu://"),
+    ("fsspec HTTPFileSystem", lambda: HTTPWithModified(skip_instance_cache=True), ""),
+]
+
+
+class DuckDBQuery:
+    def __init__(self, name, make, prefix, url, expected):
+        self.name, self.make, self.url, self.expected = name, make, prefix + url, expected
+
+    def cold(self):
+        import duckdb
+
+        self.con = duckdb.connect()
+        self.con.sql("SET autoinstall_known_extensions = false")
+        self.con.sql("SET autoload_known_extensions = false")
+        self.con.register_filesystem(self.make())
+
+    def run(self):
+        got = self.con.sql(DUCKDB_QUERY.format(self.url)).fetchall()
+        if got != self.expected:
+            raise SystemExit(f"{self.name}: wrong answer {got} (expected {self.expected})")
+
+
 def measure(mock, methods, runs, sizes):
     figures = {m.name: [] for m in methods}
     for round_ in range(runs):
@@ -309,6 +355,9 @@ def main() -> int:
     values = write_data(root)
     shards = shard_requests(root, SHARDED_SELECTION)
     column = pq.read_table(f"{root}/t.parquet", columns=["c07"])
+    import duckdb
+
+    duckdb_answer = duckdb.connect().sql(DUCKDB_QUERY.format(f"{root}/t.parquet")).fetchall()
     mock = Mock(args.testkit)
     try:
         sizes = upload(mock, root)
@@ -316,7 +365,8 @@ def main() -> int:
         base = mock.base
         print(
             f"bench python (stack): zarr {zarr.__version__}, pyarrow {pa.__version__}, "
-            f"fsspec {fsspec.__version__}, obstore {obstore.__version__}; mock `karu-testkit "
+            f"fsspec {fsspec.__version__}, obstore {obstore.__version__}, duckdb "
+            f"{__import__('duckdb').__version__}; mock `karu-testkit "
             f"serve`, {args.latency_ms} ms latency per request; {args.runs} rounds, "
             f"interleaved; every value checked"
         )
@@ -350,6 +400,21 @@ def main() -> int:
             ):
                 methods = [ParquetRead(name, make, url, column, via) for name, make in FILESYSTEMS]
                 report(title, measure(mock, methods, args.runs, sizes), column.nbytes)
+            methods = []
+            for name, make, prefix in DUCKDB_FILESYSTEMS:
+                method = DuckDBQuery(name, make, prefix, url, duckdb_answer)
+                try:
+                    method.cold()
+                    method.run()
+                    methods.append(method)
+                except Exception as error:  # a peer DuckDB cannot query through
+                    print(f"  duckdb{where}: {name} fails ({str(error).strip()[:120]!r}): not measured")
+            needed = pq.read_table(f"{root}/t.parquet", columns=["c03", "c07", "c11"]).nbytes
+            report(
+                f"duckdb{where}: {DUCKDB_QUERY.format('t.parquet')} (3 of 24 columns)",
+                measure(mock, methods, args.runs, sizes),
+                needed,
+            )
     finally:
         mock.stop()
     return 0

@@ -173,7 +173,7 @@ impl Client {
             destination: Some(window),
             if_match,
         };
-        let batch = submit_specs(&self.inner, vec![spec], destinations)?;
+        let batch = submit_specs(&self.inner, vec![spec], destinations, &BatchOptions::new())?;
         let completion = wait_one(py, &batch.batch);
         batch.release(py);
         let completion = completion?;
@@ -201,7 +201,7 @@ impl Client {
         let (reads_to_submit, mut failures) = self.locate_many(py, &reads, strict)?;
         let batch = self
             .inner
-            .submit_with(reads_to_submit, &batch_options(max_gap));
+            .submit_with(reads_to_submit, &batch_options(max_gap, None));
         let completions = wait_all(py, &batch)?;
         let mut out: Vec<Option<Py<PyAny>>> = (0..reads.len()).map(|_| None).collect();
         for completion in completions {
@@ -264,11 +264,16 @@ impl Client {
     /// whose address does not resolve (which fails alone: it is not submitted). A read with a
     /// buffer is written there in place, and the batch keeps the buffer exported until no
     /// Karu thread writes into it. A buffer that is read-only, not C-contiguous or too short,
-    /// or two reads' bytes that overlap, make this raise (nothing is submitted).
+    /// or two reads' bytes that overlap, make this raise (nothing is submitted). `max_gap`
+    /// and `max_span`: the planner's merge gap and largest merged span for this batch (the
+    /// client's when `None`).
+    #[pyo3(signature = (reads, max_gap=None, max_span=None))]
     fn submit(
         &self,
         py: Python<'_>,
         reads: Vec<SubmittedRead>,
+        max_gap: Option<u64>,
+        max_span: Option<u64>,
     ) -> PyResult<(Batch, Vec<Unresolved>)> {
         let Located {
             specs,
@@ -279,7 +284,8 @@ impl Client {
             .into_iter()
             .map(|(index, e)| (index, error(py, &e, None).into_value(py).into_any()))
             .collect();
-        let batch = submit_specs(&self.inner, specs, destinations)?;
+        let options = batch_options(max_gap, max_span);
+        let batch = submit_specs(&self.inner, specs, destinations, &options)?;
         let transfers = batch.batch.stats().transfers;
         let batch = Batch {
             inner: Mutex::new(Some(batch)),
@@ -329,7 +335,7 @@ impl Client {
         let (batch_reads, mut failures) = self.locate_many(py, &reads, strict)?;
         let count = reads.len();
         let client = self.inner.clone();
-        let options = batch_options(max_gap);
+        let options = batch_options(max_gap, None);
         runtime::spawn(py, done, async move {
             let mut batch = client.submit_with(batch_reads, &options);
             let mut completions: Vec<Option<Completion>> = (0..count).map(|_| None).collect();
@@ -393,7 +399,7 @@ impl Client {
             destination: Some(window),
             if_match,
         };
-        let mut batch = submit_specs(&self.inner, vec![spec], destinations)?;
+        let mut batch = submit_specs(&self.inner, vec![spec], destinations, &BatchOptions::new())?;
         runtime::spawn(py, done, async move {
             let completion = runtime::next_completion(&mut batch.batch).await;
             drop(batch);
@@ -435,7 +441,7 @@ impl Client {
         for spec in &specs {
             extents[spec.index] = (spec.offset, spec.length);
         }
-        let mut batch = submit_specs(&self.inner, specs, destinations)?;
+        let mut batch = submit_specs(&self.inner, specs, destinations, &BatchOptions::new())?;
         runtime::spawn(py, done, async move {
             let mut outcomes = Vec::new();
             while let Some(completion) = runtime::next_completion(&mut batch.batch).await {
@@ -618,11 +624,16 @@ impl Client {
     }
 }
 
-/// A batch's options: the client's, with `max_gap` as the planner's merge gap when given.
-fn batch_options(max_gap: Option<u64>) -> BatchOptions {
-    match max_gap {
+/// A batch's options: the client's, with `max_gap` as the planner's merge gap and `max_span`
+/// as its largest merged span when given.
+fn batch_options(max_gap: Option<u64>, max_span: Option<u64>) -> BatchOptions {
+    let options = match max_gap {
         Some(gap) => BatchOptions::new().max_gap(gap),
         None => BatchOptions::new(),
+    };
+    match max_span {
+        Some(span) => options.max_span(span),
+        None => options,
     }
 }
 
@@ -728,6 +739,7 @@ fn submit_specs(
     client: &karu::Client,
     specs: Vec<Spec>,
     destinations: Destinations,
+    options: &BatchOptions,
 ) -> PyResult<Pinned> {
     destinations.check_disjoint(specs.iter().filter_map(|s| s.destination.as_ref()))?;
     let reads: Vec<Read<'static>> = specs
@@ -753,7 +765,7 @@ fn submit_specs(
         .collect();
     // SAFETY: `from_raw_parts`'s contract, kept above; the batch is dropped before the
     // exports (`Pinned`'s field order), and a leaked `Pinned` keeps them exported forever.
-    let batch = unsafe { client.submit_unchecked(reads, &BatchOptions::new()) };
+    let batch = unsafe { client.submit_unchecked(reads, options) };
     Ok(Pinned {
         batch,
         _exports: destinations.into_exports(),

@@ -350,3 +350,17 @@ def changing():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def registry_restored():
+    """fsspec's registry of imported implementations, as it was before the test."""
+    import sys
+
+    import fsspec.registry  # noqa: F401 (the module, for its registry)
+
+    registry = sys.modules["fsspec.registry"]._registry
+    saved = dict(registry)
+    yield
+    registry.clear()
+    registry.update(saved)

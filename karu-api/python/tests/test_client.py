@@ -303,7 +303,7 @@ def test_a_setting_no_key_can_hold_is_refused_naming_the_key(tmp_path, mock):
 
 
 def test_a_request_never_answered_is_hedged_and_counted(mock):
-    client = karu.Client(isolated=True, hedge={"after": "200ms", "budget": "100%"})
+    client = karu.Client(isolated=True, hedge={"enabled": True, "after": "200ms", "budget": "100%"})
     url = mock.insert("/h.bin", DATA)
     mock.never_answer("/h.bin", times=1)
     assert client.read(url, 100, 1000) == DATA[100:1100]

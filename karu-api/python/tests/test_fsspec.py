@@ -103,15 +103,20 @@ def test_local_paths(tmp_path, fs):
 
 def test_listing_and_writing_are_refused(mock, fs):
     a = mock.insert("/a.bin", DATA)
-    for call in (lambda: fs.ls(a), lambda: fs.glob(a + "*"), lambda: fs.find(a),
+    for call in (lambda: fs.ls(mock.url("/")), lambda: fs.glob(a + "*"), lambda: fs.find(a),
                  lambda: fs.pipe_file(a, b"x"), lambda: fs.rm(a), lambda: fs.open(a, "wb"),
                  lambda: fs.cat(a + "*"), lambda: fs.expand_path(a, recursive=True),
                  lambda: fs.put("/tmp/x", a)):
         with pytest.raises(NotImplementedError, match="read-only and does not list"):
             call()
-    with pytest.raises(NotImplementedError, match="modification times"):
-        fs.modified(a)
-    assert mock.requests() == []
+    with pytest.raises(NotImplementedError, match="creation times"):
+        fs.created(a)
+    # Each refusal that needed to know whether an object is there asked once (a stat); none
+    # listed or wrote.
+    assert sorted(mock.requests()) == [
+        ("GET", "/", (0, 0), 404),
+        ("GET", "/a.bin*", (0, 0), 404),
+    ]
 
 
 def test_cat_get_and_expand_path_of_literal_paths(mock, fs, tmp_path):

@@ -90,8 +90,9 @@ def test_blocking_methods_of_the_async_filesystem(mock, client):
     with fs.open(url) as f:
         f.seek(50_000)
         assert f.read(5) == DATA[50_000:50_005]
+    assert fs.ls(url, detail=False) == [url]
     with pytest.raises(NotImplementedError, match="does not list"):
-        fs.ls(url)
+        fs.glob(url + "*")
 
 
 def _table(rows=20_000):
@@ -118,18 +119,6 @@ def test_pyarrow_reads_parquet_through_karu(mock, client, tmp_path):
     mock.clear()
     with fsspec.parquet.open_parquet_file(url, fs=fs, columns=["x"]) as f:
         assert pq.read_table(f, columns=["x"]).equals(pq.read_table(local, columns=["x"]))
-
-
-@pytest.fixture
-def registry_restored():
-    """fsspec's registry of imported implementations, as it was before the test."""
-    import sys
-
-    registry = sys.modules["fsspec.registry"]._registry
-    saved = dict(registry)
-    yield
-    registry.clear()
-    registry.update(saved)
 
 
 def test_register_makes_karu_fsspecs_http(mock, registry_restored):

@@ -307,14 +307,14 @@ def _check_byte_counts(**counts) -> None:
         raise error
 
 
-def _check_gap(max_gap) -> None:
-    """Refuse a merge gap no batch can have, naming it."""
+def _check_gap(max_gap, name: str = "max_gap") -> None:
+    """Refuse a merge gap (or span, ``name``) no batch can have, naming it."""
     if max_gap is None:
         return
     if isinstance(max_gap, bool) or not isinstance(max_gap, int):
-        raise TypeError(f"max_gap takes an int (bytes) or None, found {type(max_gap).__name__}")
+        raise TypeError(f"{name} takes an int (bytes) or None, found {type(max_gap).__name__}")
     if not 0 <= max_gap <= _LARGEST:
-        raise ValueError(f"max_gap takes bytes from 0 to 2**64 - 1, found {max_gap}")
+        raise ValueError(f"{name} takes bytes from 0 to 2**64 - 1, found {max_gap}")
 
 
 def _split_reads(items, strict: bool):
@@ -387,7 +387,10 @@ class Batch:
         queue: asyncio.Queue = asyncio.Queue()
 
         def each(raw):
-            loop.call_soon_threadsafe(queue.put_nowait, raw)
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, raw)
+            except RuntimeError:
+                pass  # the loop has closed: nobody is waiting any more
 
         task = self._native.stream(each)
         try:
@@ -643,7 +646,14 @@ class Client:
         _check_byte_counts(head=head, tail=tail, offset=offset)
         return self._native.read_ends(os.fspath(address), head, tail, offset)
 
-    def submit(self, reads: Iterable[Sequence], *, if_match: Optional[str] = None) -> Batch:
+    def submit(
+        self,
+        reads: Iterable[Sequence],
+        *,
+        if_match: Optional[str] = None,
+        max_gap: Optional[int] = None,
+        max_span: Optional[int] = None,
+    ) -> Batch:
         """Submit ``(address, offset, length_or_buffer)`` or ``(address, offset,
         length_or_buffer, tag)`` reads (the tag, any object, comes back in the read's
         completion; it defaults to the read's index); returns a :class:`Batch`.
@@ -653,11 +663,14 @@ class Client:
         exported (it cannot be resized) until the batch is done with, and must not be read
         before its completion arrives; buffers of one batch must not overlap (``ValueError``,
         nothing submitted). ``if_match``: the ETag every read's object must still have
-        (:class:`PreconditionFailed` otherwise).
+        (:class:`PreconditionFailed` otherwise). ``max_gap`` and ``max_span`` (bytes): the
+        planner's merge gap and largest merged span for this batch (the client's otherwise).
 
         A read that cannot be one fails alone, its completion first in the batch: an offset or
         length that is negative or past 2**64 - 1 (:class:`InvalidRange`), an address that
         does not resolve (as :meth:`read` would raise)."""
+        _check_gap(max_gap)
+        _check_gap(max_span, "max_span")
         items = []
         tags = []
         buffers = []
@@ -690,7 +703,7 @@ class Client:
                 items.append((os.fspath(address), offset, length, buffer, 0, if_match))
                 tags.append(tag)
                 buffers.append(buffer)
-        native, unresolved = self._native.submit(items)
+        native, unresolved = self._native.submit(items, max_gap, max_span)
         for position, error in unresolved:
             early.append(failed(tags[position], buffers[position], error))
         has_buffers = any(b is not None for b in buffers)

@@ -16,8 +16,12 @@ opened on: its reads carry the ETag its ``info`` gave (``karu.PreconditionFailed
 object changed), or, for an object with no strong ETag, a read reaching the end checks that
 the object still ends where it did.
 
-Listing, globbing and writing raise ``NotImplementedError``: Karu is read-only and does not
-list.
+For a literal path, ``glob``, ``ls``, ``isdir`` and ``info`` answer as fsspec does for one
+file (what DuckDB and other engines ask before reading); ``modified`` gives a stand-in that
+changes with the ETag. Listing (a glob pattern, a prefix) and writing raise
+``NotImplementedError``: Karu is read-only and does not list. A file object may be shared by
+threads that each ``seek`` then ``read`` (as DuckDB's threads do): each thread has its own
+position.
 
 ``register(protocols=[...])`` makes Karu fsspec's implementation of ``s3``, ``gs``, ``az``,
 ``abfs``, ``hf``, ``http``, ``https`` in this process, so code that opens such URLs through
@@ -30,7 +34,10 @@ Filesystems pickle (for Dask and Ray) as their client's configuration: see
 from __future__ import annotations
 
 import asyncio
+import datetime
+import hashlib
 import os
+import threading
 from typing import Dict, List, Optional, Sequence
 
 import fsspec
@@ -191,7 +198,13 @@ class _KaruMethods:
         return path
 
     def unstrip_protocol(self, name: str) -> str:
-        return name
+        """``name`` as an address fsspec (and an engine such as DuckDB, which opens the paths
+        ``glob`` gave through it) maps back to this filesystem: ``karu://`` before it, for
+        ``KaruFileSystem``; as it is, for a protocol ``register`` serves (its paths keep
+        their scheme)."""
+        if self._registered or name.startswith("karu://"):
+            return name
+        return "karu://" + name
 
     @staticmethod
     def _get_kwargs_from_urls(path):
@@ -228,20 +241,60 @@ class _KaruMethods:
     def _isfilestore(self):
         return False
 
+    def glob(self, path, maxdepth=None, **kwargs):
+        """As fsspec answers for a path without glob characters: ``[path]`` when an object
+        is there (``{path: info}`` with ``detail=True``), ``[]`` when none is. A pattern that
+        names no object itself (``s3://bucket/*.parquet``) raises ``NotImplementedError``:
+        Karu does not list. (An engine asks for the glob of the literal path it was given,
+        as DuckDB's ``read_parquet`` does.)"""
+        detail = kwargs.pop("detail", False)
+        path = self._strip_protocol(path)
+        found = self._literal(path)
+        if found is None:
+            if _has_glob(path):
+                raise NotImplementedError(_READ_ONLY.format(f"the glob pattern {path!r}"))
+            return {} if detail else []
+        return {path: found} if detail else [path]
+
+    def ls(self, path, detail=True, **kwargs):
+        """As fsspec answers for a file: ``[info]`` (``[path]`` with ``detail=False``). For
+        an address where there is no object, ``NotImplementedError``: Karu does not list
+        prefixes or directories."""
+        path = self._strip_protocol(path)
+        found = self._literal(path)
+        if found is None:
+            raise NotImplementedError(
+                _READ_ONLY.format(f"listing {path!r} (no object at this address)")
+            )
+        return [found] if detail else [path]
+
+    def _literal(self, path):
+        """The ``info`` of the object at ``path``, or ``None`` when there is none."""
+        try:
+            return self.info(path)
+        except FileNotFoundError:
+            return None
+
     def isdir(self, path):
+        """``False``: every path Karu reads is an object (it has no directories)."""
         return False
 
     def isfile(self, path):
         return self.exists(path)
 
     def modified(self, path):
-        raise NotImplementedError(
-            "Karu does not report modification times: a stat gives the size and the ETag "
-            "(info(path)['etag'], which changes when the object does); use ukey(path) to tell "
-            "versions apart"
-        )
+        """A stand-in for a modification time, for engines that require one to tell versions
+        apart (DuckDB asks for it before reading a file): Karu reads no modification times.
+        For an object with an ETag, a time derived from the ETag (the same while the object
+        is unchanged, another once it changes); without one (local files, stores that state
+        none), the current time, so that no cache takes the object for unchanged."""
+        etag = self.info(path).get("etag")
+        return _stand_in_time(etag)
 
-    created = modified
+    def created(self, path):
+        raise NotImplementedError(
+            "Karu does not report creation times: a stat gives the size and the ETag"
+        )
 
     # -- blocking reads ---------------------------------------------------------------------
 
@@ -331,6 +384,14 @@ class _KaruMethods:
             f.write(data)
 
 
+def _stand_in_time(etag):
+    """``modified``'s answer for ``etag`` (see ``KaruFileSystem.modified``)."""
+    if etag is None:
+        return datetime.datetime.now(datetime.timezone.utc)
+    seconds = int.from_bytes(hashlib.sha256(etag.encode()).digest()[:4], "big")
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+
+
 def _info(path, size, etag):
     return {"name": path, "size": size, "type": "file", "etag": etag}
 
@@ -342,7 +403,7 @@ _FSSPEC_OPTIONS = frozenset(
 )
 
 _UNSUPPORTED = (
-    "ls", "find", "glob", "walk", "du", "mkdir", "makedirs", "rmdir", "rm_file", "rm",
+    "find", "walk", "du", "mkdir", "makedirs", "rmdir", "rm_file", "rm",
     "pipe_file", "put_file", "cp_file", "mv", "touch", "copy", "put", "pipe",
 )
 
@@ -450,6 +511,33 @@ class AsyncKaruFileSystem(_KaruMethods, AsyncFileSystem):
     async def _isdir(self, path):
         return False
 
+    async def _glob(self, path, maxdepth=None, **kwargs):
+        """As :meth:`KaruFileSystem.glob`, on asyncio."""
+        detail = kwargs.pop("detail", False)
+        path = self._strip_protocol(path)
+        found = await self._literal_async(path)
+        if found is None:
+            if _has_glob(path):
+                raise NotImplementedError(_READ_ONLY.format(f"the glob pattern {path!r}"))
+            return {} if detail else []
+        return {path: found} if detail else [path]
+
+    async def _ls(self, path, detail=True, **kwargs):
+        """As :meth:`KaruFileSystem.ls`, on asyncio."""
+        path = self._strip_protocol(path)
+        found = await self._literal_async(path)
+        if found is None:
+            raise NotImplementedError(
+                _READ_ONLY.format(f"listing {path!r} (no object at this address)")
+            )
+        return [found] if detail else [path]
+
+    async def _literal_async(self, path):
+        try:
+            return await self._info(path)
+        except FileNotFoundError:
+            return None
+
     async def _isfile(self, path):
         return await self._exists(path)
 
@@ -465,7 +553,7 @@ class AsyncKaruFileSystem(_KaruMethods, AsyncFileSystem):
 for _name in _UNSUPPORTED:
     setattr(AsyncKaruFileSystem, _name, _unsupported(_name))
     setattr(AsyncKaruFileSystem, "_" + _name, _unsupported(_name, coroutine=True))
-for _name in ("_ls", "_find", "_glob", "_walk", "_du", "_rm", "_pipe_file", "_put_file",
+for _name in ("_find", "_walk", "_du", "_rm", "_pipe_file", "_put_file",
               "_cp_file", "_mkdir", "_makedirs", "_rm_file"):
     setattr(AsyncKaruFileSystem, _name, _unsupported(_name.lstrip("_"), coroutine=True))
 
@@ -491,6 +579,10 @@ class _ReadAhead(BaseCache):
     def __init__(self, blocksize, fetcher, size, **kwargs):
         super().__init__(blocksize, fetcher, size)
         self.blocks: List = []  # (start, bytes), newest last
+        # fsspec's counters (fsspec before 2024.2 has none: they start here).
+        for counter in ("hit_count", "miss_count", "total_requested_bytes"):
+            if not hasattr(self, counter):
+                setattr(self, counter, 0)
 
     def _fetch(self, start, end):
         start = 0 if start is None else start
@@ -525,6 +617,25 @@ class KaruFile(AbstractBufferedFile):
     :class:`_ReadAhead` with ``block_size`` (default 1 MiB)."""
 
     DEFAULT_BLOCK_SIZE = 1 << 20
+
+    # The position is per thread: engines share one file object between threads that each
+    # seek, then read (DuckDB does), and the Python interpreter may switch threads between
+    # the two calls. A thread that has not moved the position yet starts where the file was
+    # last moved (a file handed from one thread to another reads on from there).
+    @property
+    def loc(self) -> int:
+        positions = self.__dict__.get("_positions")
+        if positions is None:
+            return self.__dict__.get("_last_loc", 0)
+        return getattr(positions, "loc", self.__dict__.get("_last_loc", 0))
+
+    @loc.setter
+    def loc(self, value: int) -> None:
+        positions = self.__dict__.get("_positions")
+        if positions is None:
+            positions = self.__dict__["_positions"] = threading.local()
+        positions.loc = value
+        self.__dict__["_last_loc"] = value
 
     @property
     def etag(self) -> Optional[str]:

@@ -17,8 +17,12 @@ arrays and groups (consolidated or not) without listing.
   ``SuffixByteRequest`` (one round trip where the store honours suffix ranges). A missing key
   is ``None``.
 - ``get_partial_values`` is one Karu batch across all its keys: ranges of one object are
-  merged under Karu's guards and the requests run concurrently. ``get_ranges`` (the coalescing
-  read of a shard's chunks that zarr's next releases call) is one batch too.
+  merged under Karu's guards and the requests run concurrently. ``get_ranges`` (zarr >= 3.3
+  reads a partial shard's chunks with one call per shard) is one batch too, zarr's
+  ``max_gap_bytes`` and ``max_coalesced_bytes`` its planner's gap and span, each range yielded
+  as it lands; a missing key raises zarr's ``BaseExceptionGroup`` of ``FileNotFoundError``.
+  (``max_concurrency`` is checked but does not bound the batch: Karu's client concurrency
+  bounds its transfers.)
 - Bytes land in buffers of the ``prototype`` (zarr's CPU buffers: Karu writes into the
   NumPy array the buffer wraps, no copy).
 - ``exists`` and ``getsize`` are a stat.
@@ -80,6 +84,17 @@ def _from_bytes(prototype: BufferPrototype, data) -> Buffer:
     return prototype.buffer.from_bytes(bytes(data))
 
 
+def _missing(address: str) -> FileNotFoundError:
+    return FileNotFoundError(address)
+
+
+def _check_concurrency(max_concurrency) -> None:
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
+        raise TypeError(f"max_concurrency takes an int, found {type(max_concurrency).__name__}")
+    if max_concurrency < 1:
+        raise ValueError(f"max_concurrency takes a number >= 1, found {max_concurrency}")
+
+
 class KaruStore(Store):
     """A read-only zarr 3 store over Karu.
 
@@ -92,6 +107,8 @@ class KaruStore(Store):
     supports_writes = False
     supports_deletes = False
     supports_listing = False
+    # Abstract in zarr 3.1.0 (gone from the abstract store in later releases).
+    supports_partial_writes = False
     supports_consolidated_metadata = True
 
     def __init__(
@@ -264,19 +281,94 @@ class KaruStore(Store):
         max_gap_bytes: int = 1 << 20,
         max_coalesced_bytes: int = 16 << 20,
     ) -> AsyncIterator[Sequence[Tuple[int, Optional[Buffer]]]]:
-        """Many ranges of one key (the shape of zarr's coalescing shard reads): one Karu
-        batch, merged by Karu's planner under its own guards (``max_gap_bytes`` is the
-        batch's merge gap; concurrency and span are the client's), each range yielded as its
-        read completes. A missing key raises ``FileNotFoundError`` (in an exception group, as
-        zarr's own implementation does)."""
-        results = await self.get_partial_values(prototype, [(key, r) for r in byte_ranges])
-        missing = [i for i, r in enumerate(results) if r is None]
-        if missing:
-            raise BaseExceptionGroup(
-                f"{key}: missing", [FileNotFoundError(self._address(key))]
-            )
-        for index, result in enumerate(results):
-            yield [(index, result)]
+        """Many ranges of one key, as zarr's partial shard reads ask for them (zarr >= 3.3):
+        the bounded ranges are one Karu batch, landing back to back in one array, with
+        ``max_gap_bytes`` as the planner's merge gap (a negative gap: no merging) and
+        ``max_coalesced_bytes`` as its largest merged span; each range is yielded, as
+        ``[(index, buffer)]``, as soon as its read completes (not after the last one). A
+        whole value, an offset or a suffix request is a read of its own beside the batch.
+
+        Failures are raised as zarr's own ``Store.get_ranges`` raises them: in a
+        ``BaseExceptionGroup``, a missing key as ``FileNotFoundError``; the ranges that
+        completed before are yielded first. A range reaching past the end yields the bytes
+        that exist (as :meth:`get`). ``max_concurrency`` must be at least 1; the batch's
+        transfers in flight are bounded by the client's concurrency, not by it (a batch has
+        no bound of its own in Karu yet)."""
+        _check_concurrency(max_concurrency)
+        byte_ranges = list(byte_ranges)
+        address = self._address(key)
+        # The bounded ranges: (index, start in the landing array, length, offset).
+        bounded, others, total = [], [], 0
+        for index, byte_range in enumerate(byte_ranges):
+            if isinstance(byte_range, RangeByteRequest) and byte_range.end > byte_range.start:
+                length = byte_range.end - byte_range.start
+                bounded.append((index, total, length, byte_range.start))
+                total += length
+            else:
+                others.append((index, byte_range))
+        landing = _Landing(prototype, total)
+        queue: asyncio.Queue = asyncio.Queue()
+        pending = len(byte_ranges)
+        tasks = []
+
+        async def whole(index, byte_range):
+            # A range with nothing in it, a whole value, an offset or a suffix.
+            try:
+                if isinstance(byte_range, RangeByteRequest):
+                    buffer = _from_bytes(prototype, b"")
+                else:
+                    buffer = await self.get(key, prototype, byte_range)
+                queue.put_nowait((index, buffer, None if buffer is not None else _missing(address)))
+            except Exception as error:  # handed to the caller in the group
+                queue.put_nowait((index, None, error))
+
+        async def batch():
+            try:
+                submitted = self.client.submit(
+                    [
+                        (address, offset, landing.array[start : start + length], index)
+                        for index, start, length, offset in bounded
+                    ],
+                    max_gap=max(0, max_gap_bytes),
+                    max_span=max(0, max_coalesced_bytes),
+                )
+            except Exception as error:
+                for index, *_ in bounded:
+                    queue.put_nowait((index, None, error))
+                return
+            start_of = {index: start for index, start, _, _ in bounded}
+            starts = dict(start_of)  # the reads not completed yet
+            try:
+                async for done in submitted:
+                    index = done.tag
+                    del starts[index]
+                    if done.error is None or isinstance(done.error, RangeNotSatisfiable):
+                        start = start_of[index]
+                        queue.put_nowait((index, landing.buffer(len(done.data), start), None))
+                    elif isinstance(done.error, NotFound):
+                        queue.put_nowait((index, None, _missing(address)))
+                    else:
+                        queue.put_nowait((index, None, done.error))
+            except Exception as error:
+                for index in starts:
+                    queue.put_nowait((index, None, error))
+
+        try:
+            if bounded:
+                tasks.append(asyncio.ensure_future(batch()))
+            tasks.extend(asyncio.ensure_future(whole(*other)) for other in others)
+            while pending:
+                index, buffer, error = await queue.get()
+                pending -= 1
+                if error is not None:
+                    raise BaseExceptionGroup(f"{key}: a read of get_ranges failed", [error])
+                yield [(index, buffer)]
+        finally:
+            # An early exit (a failure, or the caller closing the iterator) cancels the reads
+            # still running (the batch's cancellation waits until none writes into the array).
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def exists(self, key: str) -> bool:
         try:
@@ -297,6 +389,10 @@ class KaruStore(Store):
     # -- not Karu's: writing and listing ----------------------------------------------------
 
     async def set(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        raise NotImplementedError(_NO_WRITES.format("write"))
+
+    async def set_partial_values(self, key_start_values) -> None:
         self._check_writable()
         raise NotImplementedError(_NO_WRITES.format("write"))
 
