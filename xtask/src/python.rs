@@ -19,9 +19,10 @@ use crate::{cargo, target_dir, workspace_root};
 /// pandas, pyarrow and dask (with distributed, for a LocalCluster) are the data stack the
 /// zarr, Parquet and Dask tests read through Karu; duckdb is the SQL engine the DuckDB tests
 /// query through Karu's fsspec filesystem; cloudpickle (which Dask falls back to and Ray uses)
-/// is the pickler the pickling tests carry credential callbacks with. (dask stays at the
-/// newest release that the newest distributed accepts: distributed pins its dask.)
-const TOOLS: [&str; 14] = [
+/// is the pickler the pickling tests carry credential callbacks with; auditwheel checks the
+/// wheel's platform tag as PyPI would. (dask stays at the newest release that the newest
+/// distributed accepts: distributed pins its dask.)
+const TOOLS: [&str; 15] = [
     "maturin==1.16.0",
     "pytest==9.2.0",
     "fsspec==2026.9.0",
@@ -36,6 +37,7 @@ const TOOLS: [&str; 14] = [
     "pytest-asyncio==1.5.0",
     "cloudpickle==3.1.3",
     "duckdb==2.0.1",
+    "auditwheel==6.8.2",
 ];
 
 /// Ray Data, for the Ray stage only (`test_ray`): installed into the test environment when
@@ -308,7 +310,9 @@ pub(crate) fn build(profile: Profile) -> Result<PathBuf, String> {
     // (maturin); here without an isolated build environment (the venv's pinned maturin) and
     // with the test build's features and profile, so the build is the workspace's.
     println!("xtask python: pip wheel ./karu-api/python (build backend: maturin)");
-    let mut args = String::from("--features workspace-build");
+    // maturin's build backend tags a wheel for this machine only (`linux`) unless told the
+    // compatibility pyproject.toml states for `maturin build`; the test builds PyPI's wheel.
+    let mut args = String::from("--features workspace-build --compatibility manylinux_2_34");
     args.push_str(match profile {
         Profile::Debug => " --profile dev",
         Profile::Release => " --profile release",
@@ -339,9 +343,62 @@ pub(crate) fn build(profile: Profile) -> Result<PathBuf, String> {
         .env("CARGO_TARGET_DIR", target_dir())
         .current_dir(&root))?;
     let wheel = wheel()?;
+    check_platform_tag(&venv, &wheel)?;
     install_wheel(&venv, &wheel)?;
     clean_install(&wheel)?;
     Ok(venv)
+}
+
+/// The platform tag PyPI takes from a Linux wheel's name: `manylinux_X_Y_ARCH` (PEP 600), and
+/// `auditwheel show` agrees that the extension's symbols allow it.
+fn check_platform_tag(venv: &Path, wheel: &Path) -> Result<(), String> {
+    let name = wheel
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or("a wheel without a name")?;
+    let tag = name
+        .trim_end_matches(".whl")
+        .rsplit('-')
+        .next()
+        .filter(|tag| tag.starts_with("manylinux_"))
+        .ok_or_else(|| format!("{name} has no manylinux platform tag: PyPI refuses it"))?;
+    let shown = Command::new(python(venv))
+        .args(["-m", "auditwheel", "show"])
+        .arg(wheel)
+        .output()
+        .map_err(|e| format!("auditwheel: {e}"))?;
+    let text = String::from_utf8_lossy(&shown.stdout);
+    if !shown.status.success() || !text.contains("is consistent with") {
+        return Err(format!(
+            "auditwheel show {name} failed: {text}{}",
+            String::from_utf8_lossy(&shown.stderr)
+        ));
+    }
+    // auditwheel names the most specific tag the symbols allow, which is the wheel's own or
+    // an older one (a wheel may claim less than it could).
+    let allowed = text
+        .split('"')
+        .find(|part| part.starts_with("manylinux_"))
+        .ok_or_else(|| format!("auditwheel named no manylinux tag: {text}"))?;
+    if glibc(allowed) > glibc(tag) {
+        return Err(format!(
+            "{name} claims {tag}, but its symbols need {allowed} (auditwheel show)"
+        ));
+    }
+    println!("xtask python: {name}: auditwheel accepts {tag}");
+    Ok(())
+}
+
+/// The glibc version of a `manylinux_X_Y_ARCH` tag, as `(X, Y)`.
+fn glibc(tag: &str) -> (u32, u32) {
+    let mut parts = tag.trim_start_matches("manylinux_").split('_');
+    let mut number = || {
+        parts
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(u32::MAX)
+    };
+    (number(), number())
 }
 
 /// The wheel `build` made.
@@ -563,5 +620,19 @@ pub(crate) fn run(command: &mut Command) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("{command:?} failed ({status})"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glibc;
+
+    #[test]
+    fn manylinux_tags_compare_by_their_glibc() {
+        assert_eq!(glibc("manylinux_2_34_x86_64"), (2, 34));
+        assert!(glibc("manylinux_2_34_x86_64") > glibc("manylinux_2_28_aarch64"));
+        assert!(glibc("manylinux_2_5_x86_64") < glibc("manylinux_2_17_x86_64"));
+        // A tag that names no version never passes for an older one.
+        assert_eq!(glibc("manylinux2014_x86_64").0, u32::MAX);
     }
 }
