@@ -28,8 +28,7 @@ use crate::transfer::Transfer;
 /// a permit then fetch only the gaps worth fetching. Cutting only removes gaps, so every
 /// piece stays within the four guards, and no read's bytes or destination change.
 pub(super) fn reprice(ctx: &LoopCtx, mut transfer: Box<Transfer>) -> Box<Transfer> {
-    let canonical = transfer.locator.canonical().as_str();
-    let Some(price) = ctx.shared.endpoints.price(canonical, Instant::now()) else {
+    let Some(price) = ctx.shared.price(&transfer.locator, Instant::now()) else {
         return transfer;
     };
     let parts = transfer.parts.iter().map(|p| (p.offset_in_span, p.length));

@@ -9,6 +9,7 @@
 //! byte every method returns is checked against the pattern of the virtual objects.
 
 mod all;
+mod bill;
 mod callgrind;
 mod local;
 mod memory;
