@@ -182,10 +182,11 @@ pub(crate) fn run(args: &LargeArgs) -> Result<(), String> {
             };
             let best = runs.iter().map(|s| s.wall).min().unwrap_or(m.wall);
             let gib = size as f64 / f64::from(1u32 << 30);
-            let above = way
-                .holds_the_object()
-                .then(|| bytes(m.peak_rss.saturating_sub(size)))
-                .unwrap_or_else(|| "—".into());
+            let above = if way.holds_the_object() {
+                bytes(m.peak_rss.saturating_sub(size))
+            } else {
+                "—".into()
+            };
             table.row(vec![
                 format!("  {}", way.label()),
                 format!("{:.1}", best.as_secs_f64() * 1000.0),
@@ -261,37 +262,44 @@ fn read_once(way: Way, exe: &Path, cli: &Path, url: &str, size: u64) -> Result<S
     let child = command
         .spawn()
         .map_err(|e| format!("cannot start {:?}: {e}", command.get_program()))?;
-    let (output, usage) = wait_with_usage(child)?;
+    let ended = wait_with_usage(child)?;
     let process_wall = started.elapsed();
-    if !output.0 {
-        return Err(format!("exited with failure: {}", output.2.trim()));
+    if !ended.success {
+        return Err(format!("exited with failure: {}", ended.stderr.trim()));
     }
     match way {
-        Way::KaruInto | Way::KaruRead | Way::Plain => parse_report(&output.1),
+        Way::KaruInto | Way::KaruRead | Way::Plain => parse_report(&ended.stdout),
         Way::Curl => {
-            let got: u64 = output.1.trim().parse().unwrap_or(0);
+            let got: u64 = ended.stdout.trim().parse().unwrap_or(0);
             if got != size {
                 return Err(format!("curl received {got} bytes of {size}"));
             }
             Ok(Sample {
                 wall: process_wall,
-                cpu: usage.0,
-                peak_rss: usage.1,
+                cpu: ended.cpu,
+                peak_rss: ended.peak_rss,
             })
         }
         Way::Cli => Ok(Sample {
             wall: process_wall,
-            cpu: usage.0,
-            peak_rss: usage.1,
+            cpu: ended.cpu,
+            peak_rss: ended.peak_rss,
         }),
     }
 }
 
-/// Waits for `child`, collecting its stdout and stderr; returns (success, stdout, stderr) and
-/// its CPU time (user + system) and peak RSS (bytes) from `wait4`.
-fn wait_with_usage(
-    mut child: std::process::Child,
-) -> Result<((bool, String, String), (Duration, u64)), String> {
+/// A child process that ended: whether it succeeded, what it wrote, and its CPU time (user +
+/// system) and peak RSS (bytes) from `wait4`.
+struct Ended {
+    success: bool,
+    stdout: String,
+    stderr: String,
+    cpu: Duration,
+    peak_rss: u64,
+}
+
+/// Waits for `child`, collecting its stdout and stderr.
+fn wait_with_usage(mut child: std::process::Child) -> Result<Ended, String> {
     use std::io::Read;
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
@@ -318,10 +326,13 @@ fn wait_with_usage(
         return Err(format!("wait4: {}", std::io::Error::last_os_error()));
     }
     let success = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    Ok((
-        (success, out_text, err_text),
-        (cpu_of(&usage), rss_of(&usage)),
-    ))
+    Ok(Ended {
+        success,
+        stdout: out_text,
+        stderr: err_text,
+        cpu: cpu_of(&usage),
+        peak_rss: rss_of(&usage),
+    })
 }
 
 fn cpu_of(usage: &libc::rusage) -> Duration {
