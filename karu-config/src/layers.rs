@@ -252,6 +252,8 @@ fn syntax(text: &str, error: &toml::de::Error) -> Problem {
 /// - `KARU_<KEY>` is a top-level setting such as `io_threads`;
 /// - `KARU_<TABLE>__<KEY>` is a key of a settings table; an unknown key there (a typo such as
 ///   `KARU_PLANNER__MAX_GAPP`) is kept so that resolution reports it with a did-you-mean;
+///   `KARU_<TABLE>__<TABLE>__…__<KEY>` a key of a table inside it
+///   (`KARU_PLANNER__PRICES__S3__EGRESS_PER_GIB`);
 /// - `KARU_<SECTION>__<KEY>[__<KEY>…]` is a key of a declared provider section;
 /// - `KARU_CI_*` is left to Karu's own scripts, and a variable set to the empty string counts as
 ///   unset;
@@ -288,11 +290,16 @@ pub(crate) fn env_layers(
         let value = Value::from(raw.clone());
         let mut document = Document::default();
         match SCHEMA.get(first) {
-            Some(Value::Dict(..)) if !inner.is_empty() => {
-                let key = inner.join("__");
-                document
-                    .settings
-                    .insert(first.clone(), Value::from(Dict::from([(key, value)])));
+            Some(Value::Dict(_, table)) if !inner.is_empty() => {
+                // A table inside the table (`KARU_PLANNER__PRICES__S3__EGRESS_PER_GIB`) is
+                // nested; any other key is kept whole, to be reported with a did-you-mean.
+                let entry =
+                    if inner.len() > 1 && matches!(table.get(&inner[0]), Some(Value::Dict(..))) {
+                        nest(inner, value)
+                    } else {
+                        Value::from(Dict::from([(inner.join("__"), value)]))
+                    };
+                document.settings.insert(first.clone(), entry);
             }
             Some(Value::Dict(..)) => return unknown(Some(table_variable(first))),
             Some(_) if inner.is_empty() => {

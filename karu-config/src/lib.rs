@@ -84,6 +84,8 @@
 //! - `KARU_<TABLE>__<KEY>` sets a key of a settings table: `KARU_PLANNER__MAX_GAP=0`,
 //!   `KARU_RETRY__DEADLINE=5s`, `KARU_HTTP__VERSION=auto`, `KARU_HEDGE__BUDGET=2%`. A key that
 //!   is not in the table (`KARU_PLANNER__MAX_GAPP`) is an error, since it can only be a typo.
+//!   A table inside a table is one more `__` down:
+//!   `KARU_PLANNER__PRICES__S3__EGRESS_PER_GIB=0` is `planner.prices.s3.egress_per_gib`.
 //! - `KARU_<SECTION>__<KEY>` sets a key of a declared provider section:
 //!   `KARU_S3__REGION=eu-west-1` is `s3.region`.
 //! - Every other `KARU_*` name is an error with a did-you-mean (`KARU_IO_THREAD`: did you mean
@@ -144,6 +146,7 @@ mod file;
 mod integer;
 mod layers;
 mod lines;
+mod money;
 mod prefix;
 mod section;
 mod settings;
@@ -155,6 +158,7 @@ pub use builder::{ConfigBuilder, default_user_file};
 pub use error::{ConfigError, ConfigErrorKind, closest};
 pub use explain::{Explained, Explanation};
 pub use file::{read_regular_file, read_regular_text};
+pub use money::{Dollars, ParseDollarsError, PriceList, Prices};
 pub use section::{Discovered, InvalidKey, Key, Section, SectionConfig, SectionKeys};
 pub use settings::{
     HedgeAfter, HedgeSettings, HttpSettings, HttpVersion, PlannerSettings, RetrySettings, Settings,

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Problem;
 use crate::integer;
+use crate::money::Prices;
 use crate::units::{ByteSize, Seconds, Share};
 
 /// Every setting Karu's engine reads, resolved for the whole client or for one canonical path.
@@ -207,6 +208,11 @@ pub struct PlannerSettings {
     /// How a gap is judged inside the four guards (`planner.trade`: `"priced"`, the
     /// default, `"frugal"` or `"guards"`). See [`Trade`].
     pub trade: Trade,
+    /// What the object stores that bill reads charge per request and per byte
+    /// (`planner.prices.s3`, `.gcs`, `.azure`, each `requests_per_1000` and
+    /// `egress_per_gib` in US dollars); the priced trade weighs a gap in money with them. See
+    /// [`Prices`].
+    pub prices: Prices,
 }
 
 impl Default for PlannerSettings {
@@ -217,6 +223,7 @@ impl Default for PlannerSettings {
             max_parts: 1024,
             max_amplification: 16,
             trade: Trade::default(),
+            prices: Prices::default(),
         }
     }
 }
@@ -251,6 +258,13 @@ pub enum Trade {
     /// batch on, and 0.55x on the first batch too once merged requests were priced again as
     /// they start; `clustered`, 0.96x) and planned every other workload exactly as `guards`
     /// does.
+    ///
+    /// Where the object store bills reads (`planner.prices`: S3, GCS, Azure), a gap is also
+    /// weighed in money once the endpoint is measured: a gap whose egress costs less than a
+    /// request of its own joins even where time alone would not fetch it (on an endpoint
+    /// with almost no round trip, a few KB more save a request's fee: 4,772 bytes at S3's
+    /// list prices). Money only ever adds joins the guards allow; it never splits what time
+    /// joins.
     ///
     /// Besides, a plan of more than one round is fitted to its round trips: with
     /// `concurrency` requests in flight a plan of `T` transfers takes about ⌈T /

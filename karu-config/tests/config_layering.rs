@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use karu_config::{
-    ByteSize, ConfigBuilder, ConfigError, ConfigErrorKind, HedgeAfter, HttpVersion, InvalidKey,
-    Origin, Seconds, Section, SectionConfig, SectionKeys, Settings, Share, Snapshot, Trade,
+    ByteSize, ConfigBuilder, ConfigError, ConfigErrorKind, Dollars, HedgeAfter, HttpVersion,
+    InvalidKey, Origin, PriceList, Prices, Seconds, Section, SectionConfig, SectionKeys, Settings,
+    Share, Snapshot, Trade,
 };
 use serde::Deserialize;
 use tempfile::TempDir;
@@ -1671,4 +1672,74 @@ fn the_planner_trades_are_named_by_their_words() {
         let explicit = isolated().set("planner.trade", word).build().unwrap();
         assert_eq!(explicit.global().planner.trade, trade);
     }
+}
+
+/// The price lists of the priced trade and the benchmark's bill: the published list prices by
+/// default, each overridable from a file, the environment and an explicit option, key by key.
+#[test]
+fn the_price_lists_default_to_list_prices_and_are_overridden_key_by_key() {
+    let defaults = isolated().build().unwrap();
+    let prices = defaults.global().planner.prices;
+    assert_eq!(prices, Prices::default());
+    assert_eq!(prices.s3.requests_per_1000, Dollars(400_000), "$0.0004");
+    assert_eq!(prices.s3.egress_per_gib, Dollars(90_000_000), "$0.09");
+    assert_eq!(prices.gcs.egress_per_gib, Dollars(120_000_000), "$0.12");
+    assert_eq!(prices.azure.requests_per_1000, Dollars(440_000), "$0.00044");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "karu.toml",
+        "[planner.prices.s3]\negress_per_gib = 0\n\n[planner.prices.gcs]\nrequests_per_1000 = \"$0.001\"\n",
+    );
+    let snapshot = isolated()
+        .project_file(Some(file))
+        .environment([("KARU_PLANNER__PRICES__AZURE__EGRESS_PER_GIB", "0.05")])
+        .set("planner.prices.gcs.egress_per_gib", 0.08)
+        .build()
+        .unwrap();
+    let prices = snapshot.global().planner.prices;
+    // In the store's region: free egress, the request's fee as listed.
+    assert_eq!(
+        prices.s3,
+        PriceList::new(Dollars(400_000), Dollars(0)),
+        "the file sets one key; the other keeps its default"
+    );
+    assert_eq!(
+        prices.gcs,
+        PriceList::new(Dollars(1_000_000), Dollars(80_000_000)),
+        "the file and an explicit option set one key each"
+    );
+    assert_eq!(
+        prices.azure,
+        PriceList::new(Dollars(440_000), Dollars(50_000_000))
+    );
+
+    // A malformed price, and a provider that is not priced, are errors naming the key.
+    let negative = isolated().set("planner.prices.s3.egress_per_gib", -0.09);
+    let error = build_error(&negative);
+    assert!(
+        error
+            .to_string()
+            .contains("planner.prices.s3.egress_per_gib"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("US dollars"), "{error}");
+    let file = write(
+        &dir,
+        "karu.toml",
+        "[planner.prices.r2]\negress_per_gib = 0\n",
+    );
+    let error = build_error(&isolated().project_file(Some(file)));
+    assert!(error.to_string().contains("r2"), "{error}");
+    // A path rule may not price one prefix: the planner is global.
+    let file = write(
+        &dir,
+        "karu.toml",
+        "[paths.\"s3://b/\".planner.prices.s3]\negress_per_gib = 0\n",
+    );
+    assert_eq!(
+        build_error(&isolated().project_file(Some(file))).kind(),
+        ConfigErrorKind::Misplaced
+    );
 }

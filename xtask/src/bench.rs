@@ -10,6 +10,17 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if args.first().is_some_and(|a| a == "python") {
         return crate::python_bench::run(&args[1..]);
     }
+    if args.first().is_some_and(|a| a == "large") {
+        // `large` reads through the release `karu` command too, found beside karu-bench.
+        let status = Command::new(cargo())
+            .args(["build", "--release", "--package", "karu-cli"])
+            .current_dir(workspace_root())
+            .status()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        if !status.success() {
+            return Err(format!("building the karu command failed ({status})"));
+        }
+    }
     let mut command = Command::new(cargo());
     command
         .args(["run", "--release", "--package", "karu-bench", "--"])

@@ -21,6 +21,7 @@ use crate::batch::versions::VersionPins;
 use crate::batch::{BatchShared, released, until_cancelled};
 use crate::check::{self, Delivered, Expectation, Receipt, ResponseHead, Verdict};
 use crate::http::client::{Carrier, HttpClient};
+use crate::http::endpoint::Arrival;
 use crate::http::failure::{self, TransportKind};
 use crate::http::landing::Landing;
 use crate::http::redirects::{Leading, Replaced, Reuse, location_failed};
@@ -71,6 +72,8 @@ pub(crate) struct Success {
     pub(crate) total: Option<u64>,
     /// The answer's `Last-Modified`, as sent.
     pub(crate) last_modified: LastModified,
+    /// When its body arrived, for the endpoint's measurements.
+    pub(crate) arrival: Arrival,
 }
 
 /// An answer's `Last-Modified` as it was sent, read only where it is reported (a stat, the
@@ -516,6 +519,7 @@ impl<'a> Exchange<'a> {
                     etag,
                     total: size,
                     last_modified,
+                    arrival: Arrival::default(),
                 }))
             }
             Verdict::ErrorStatus(code) => {
@@ -545,18 +549,23 @@ impl<'a> Exchange<'a> {
                 FailureClass::Permanent,
             ));
         }
+        let mut arrival = Arrival::default();
         // Memory follows the data: room for what the head states will arrive.
-        if receipt.body_len.is_some()
-            && let Err(error) = dst.expect(base + receipt.keep)
-        {
-            return Err(Failure::new(error, FailureClass::Permanent));
+        if receipt.body_len.is_some() {
+            arrival.headed(Instant::now());
+            if let Err(error) = dst.expect(base + receipt.keep) {
+                return Err(Failure::new(error, FailureClass::Permanent));
+            }
         }
-        let delivered = self.body(answer, &receipt, dst, base, host, speed).await?;
+        let delivered = self
+            .body(answer, &receipt, dst, base, host, speed, &mut arrival)
+            .await?;
         Ok(Success {
             delivered,
             etag: receipt.etag,
             total: receipt.total,
             last_modified: LastModified::default(),
+            arrival,
         })
     }
 
@@ -588,7 +597,9 @@ impl<'a> Exchange<'a> {
         ))
     }
 
-    /// Receive a body the head accepted: skip, keep, then drain a small remainder or drop.
+    /// Receive a body the head accepted: skip, keep, then drain a small remainder or drop;
+    /// when the kept bytes landed goes into `arrival`.
+    #[allow(clippy::too_many_arguments)]
     async fn body(
         &self,
         answer: Answer,
@@ -597,6 +608,7 @@ impl<'a> Exchange<'a> {
         base: u64,
         host: &str,
         speed: &mut LowSpeed,
+        arrival: &mut Arrival,
     ) -> Result<Delivered, Failure> {
         let Answer {
             response,
@@ -669,7 +681,8 @@ impl<'a> Exchange<'a> {
                     };
                     let n = data.len() as u64;
                     seen += n;
-                    speed.handle_bytes(n, Instant::now());
+                    let now = Instant::now();
+                    speed.handle_bytes(n, now);
                     self.stats.body_bytes.fetch_add(n, Ordering::Relaxed);
                     let mut chunk: &[u8] = &data;
                     let skipped = skip_left.min(chunk.len() as u64);
@@ -677,6 +690,7 @@ impl<'a> Exchange<'a> {
                     chunk = &chunk[skipped as usize..];
                     let take = (keep - kept).min(chunk.len() as u64) as usize;
                     if take > 0 {
+                        arrival.landed(take as u64, now);
                         dst.put(base + kept, &chunk[..take]);
                         kept += take as u64;
                     }

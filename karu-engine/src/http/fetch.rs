@@ -13,7 +13,6 @@ use crate::batch::{BatchShared, until_cancelled};
 use crate::check::{Expectation, is_single_strong};
 use crate::credentials::Authority;
 use crate::hedge::HedgePolicy;
-use crate::http::endpoint::Timed;
 use crate::http::exchange::{Exchange, Failure, LastModified, Limits, Success};
 use crate::http::hedging::{Race, outcome_of};
 use crate::http::landing::Landing;
@@ -215,7 +214,6 @@ impl Fetch<'_> {
                 },
             };
             let attempt_started = admission.sent();
-            let mut timed = Timed::new(&mut *dst);
             let (result, admission) = if hedging.enabled {
                 let race = Race {
                     ctx,
@@ -225,10 +223,10 @@ impl Fetch<'_> {
                     expect: &expect,
                     prepare: &prepare,
                 };
-                race.run(prepared, admission, &mut timed, kept).await
+                race.run(prepared, admission, &mut *dst, kept).await
             } else {
                 let result = exchange
-                    .run(prepared, &prepare, expect, &mut timed, kept)
+                    .run(prepared, &prepare, expect, &mut *dst, kept)
                     .await;
                 (result, admission)
             };
@@ -243,7 +241,7 @@ impl Fetch<'_> {
                 "attempt ended"
             );
             admission.finish(match &result {
-                Ok(_) => timed.received(Instant::now()),
+                Ok(success) => success.arrival.received(Instant::now()),
                 Err(failure) => outcome_of(failure),
             });
             let failure = match result {
@@ -493,6 +491,7 @@ mod tests {
             etag: None,
             total,
             last_modified: LastModified::default(),
+            arrival: Default::default(),
         }
     }
 

@@ -7,9 +7,12 @@
 //! as bytes arrive, never beyond its read's length. A read of 8 GB of a 20 MiB object takes
 //! 20 MiB.
 
+use std::time::Instant;
+
 use smallvec::{SmallVec, smallvec};
 
 use crate::batch::read::Open;
+use crate::batch::timing::TransferMeter;
 use crate::sdk::{Error, Status};
 
 /// Receives the bytes of a transfer's span as they arrive, in order.
@@ -119,12 +122,15 @@ fn no_room(bytes: u64) -> Error {
 }
 
 /// The destinations of a transfer's parts, by their offset in the span (one part at offset 0
-/// for a transfer that is not merged).
+/// for a transfer that is not merged), and the transfer's meter: the attempts of its fetch
+/// and the bytes that land, the first one stamped (see [`Timing`](crate::Timing)). One
+/// layer between a response and its destinations, so a chunk of body costs one call.
 pub(crate) struct Scatter<'a> {
     /// `(offset in the span, destination)`, sorted by offset (the planner's order).
     parts: SmallVec<[(u64, Dest<'a>); 1]>,
     span: u64,
     failed: Option<Error>,
+    pub(crate) meter: TransferMeter,
 }
 
 impl<'a> Scatter<'a> {
@@ -134,6 +140,7 @@ impl<'a> Scatter<'a> {
             parts,
             span,
             failed: None,
+            meter: TransferMeter::start(),
         }
     }
 
@@ -160,6 +167,7 @@ impl Landing for Scatter<'_> {
     }
 
     fn put(&mut self, at: u64, bytes: &[u8]) {
+        self.meter.received(bytes.len() as u64, Instant::now);
         if self.failed.is_some() {
             return;
         }
@@ -183,6 +191,10 @@ impl Landing for Scatter<'_> {
 
     fn failure(&mut self) -> Option<Error> {
         self.failed.take()
+    }
+
+    fn attempt(&mut self, n: u32) {
+        self.meter.attempt(n);
     }
 }
 
@@ -229,6 +241,22 @@ mod tests {
             20,
             "grown by doubling, capped at the read's length"
         );
+    }
+
+    #[test]
+    fn the_meter_counts_what_lands_and_the_attempts() {
+        let mut dst = [0u8; 6];
+        let mut one = Scatter::one(Dest::Slice(&mut dst));
+        assert_eq!(one.meter.first_byte, None);
+        one.attempt(1);
+        one.put(0, b"");
+        assert_eq!(one.meter.first_byte, None, "no byte yet");
+        one.put(0, b"abc");
+        let first = one.meter.first_byte.expect("stamped");
+        one.attempt(2);
+        one.put(3, b"def");
+        assert_eq!(one.meter.first_byte, Some(first), "stamped once");
+        assert_eq!((one.meter.bytes, one.meter.attempts), (6, 2));
     }
 
     #[test]

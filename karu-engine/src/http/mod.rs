@@ -13,10 +13,10 @@
 //! [`fetch`] (one logical read: prepare late, retry, resume, correct, under one deadline),
 //! [`hedging`] (an attempt raced by its duplicates), [`exchange`] (one request: send, check
 //! the head, receive), [`redirects`] (reusable redirect locations, single flight) over
-//! the pure [`locations`], [`landing`] (where kept bytes land), [`client`] and [`transport`]
-//! (connections, TLS, DNS), [`endpoint`] (per-endpoint measurements and adaptive windows),
-//! [`speed`] (low-speed protection), [`failure`] (transport failures by kind), [`ends`]
-//! (`read_ends`), [`meter`] and [`stats`] (counts).
+//! the pure [`locations`], [`landing`] (where kept bytes land, metered), [`client`] and
+//! [`transport`] (connections, TLS, DNS), [`endpoint`] (per-endpoint measurements and adaptive
+//! windows), [`speed`] (low-speed protection), [`failure`] (transport failures by kind),
+//! [`ends`] (`read_ends`) and [`stats`] (counts).
 
 pub(crate) mod client;
 mod crew;
@@ -29,7 +29,6 @@ mod hedging;
 pub(crate) mod landing;
 pub(crate) mod locations;
 mod loops;
-pub(crate) mod meter;
 mod permits;
 pub(crate) mod pieces;
 pub(crate) mod redirects;

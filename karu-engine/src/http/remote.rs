@@ -51,6 +51,24 @@ pub(super) struct Shared {
     pub(super) reprice: bool,
 }
 
+impl Shared {
+    /// The priced trade's largest gap in `locator`'s object at `now`: what the endpoint's
+    /// measurements make worth a request's time ([`Endpoints::price`]), widened to what its
+    /// store's price list (`planner.prices`) makes worth a request's fee. `None` until the
+    /// endpoint has been measured: the guards alone plan.
+    pub(super) fn price(&self, locator: &Locator, now: Instant) -> Option<u64> {
+        let time = self.endpoints.price(locator.canonical().as_str(), now)?;
+        let money = self
+            .snapshot
+            .global()
+            .planner
+            .prices
+            .of(locator.backend().name())
+            .and_then(karu_config::PriceList::break_even_gap);
+        Some(crate::plan::price::worth_fetching(time, money))
+    }
+}
+
 /// Each event loop's share of the client's concurrency limit: shares that add up to the limit
 /// exactly, one loop per share (never more loops than the limit). A loop's pool needs at most
 /// its share of connections, so HTTP/1.1 never opens more connections than the limit.
@@ -241,9 +259,7 @@ impl Remote {
     /// The priced planner's price of a gap in `locator`'s object now, if the client has
     /// measured its endpoint enough (see [`Meter`](super::endpoint::Meter) and [`Endpoints::price`]).
     pub(crate) fn price(&self, locator: &Locator) -> Option<u64> {
-        self.shared
-            .endpoints
-            .price(locator.canonical().as_str(), Instant::now())
+        self.shared.price(locator, Instant::now())
     }
 
     pub(crate) fn stats(&self) -> TransportStats {

@@ -11,7 +11,6 @@ use crate::batch::read::Completion;
 use crate::http::fetch::{Fetch, Fetched};
 use crate::http::landing::{Dest, Landing, Scatter};
 use crate::http::loops::{LoopCtx, catch_panic};
-use crate::http::meter::Metered;
 use crate::http::permits::Held;
 use crate::http::pieces;
 use crate::sdk::{Error, Evidence, RangeSpec, Status};
@@ -28,8 +27,7 @@ use crate::transfer::Transfer;
 /// a permit then fetch only the gaps worth fetching. Cutting only removes gaps, so every
 /// piece stays within the four guards, and no read's bytes or destination change.
 pub(super) fn reprice(ctx: &LoopCtx, mut transfer: Box<Transfer>) -> Box<Transfer> {
-    let canonical = transfer.locator.canonical().as_str();
-    let Some(price) = ctx.shared.endpoints.price(canonical, Instant::now()) else {
+    let Some(price) = ctx.shared.price(&transfer.locator, Instant::now()) else {
         return transfer;
     };
     let parts = transfer.parts.iter().map(|p| (p.offset_in_span, p.length));
@@ -100,11 +98,10 @@ pub(super) async fn run_transfer(mut transfer: Transfer, held: Arc<Held>, ctx: A
             Some(e) => Err(e),
             None => {
                 let mut scatter = Scatter::new(transfer.length, dests);
-                let mut landing = Metered::new(&mut scatter);
                 let part_size = settings.http.part_size.0;
                 let outcome =
-                    catch_panic(pieces::fetch(&ctx, fetch, &mut landing, part_size)).await;
-                meter = Some(landing.meter);
+                    catch_panic(pieces::fetch(&ctx, fetch, &mut scatter, part_size)).await;
+                meter = Some(scatter.meter);
                 match outcome {
                     Ok(fetched) => match scatter.failure() {
                         Some(e) => Err(e),

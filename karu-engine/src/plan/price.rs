@@ -38,6 +38,14 @@ pub fn break_even_gap(measured: &Measured) -> u64 {
     u64::try_from(bytes).unwrap_or(u64::MAX)
 }
 
+/// The largest gap worth fetching, from its price in time (`time`, [`break_even_gap`]) and in
+/// money (`money`, the bytes whose egress costs one request's fee, where the store bills
+/// reads): a gap worth either a request's time or its fee is worth fetching. Money only
+/// widens what time allows; the four guards still bound every join.
+pub fn worth_fetching(time: u64, money: Option<u64>) -> u64 {
+    money.map_or(time, |money| time.max(money))
+}
+
 /// The throughput one of `connections` busy connections gets from an endpoint that delivers
 /// `capacity` bytes per second to all of them together (`connections` of 0 counts as 1).
 pub fn share(capacity: u64, connections: usize) -> u64 {
@@ -106,6 +114,18 @@ mod tests {
         };
         assert_eq!(break_even_gap(&huge), u64::MAX);
         assert_eq!(share(1000, 0), 1000, "no connections counts as one");
+    }
+
+    #[test]
+    fn a_gap_worth_a_requests_time_or_its_fee_is_worth_fetching() {
+        // No latency: time fetches no gap; S3's fee makes 4,772 bytes worth a request.
+        assert_eq!(worth_fetching(0, Some(4_772)), 4_772);
+        // On the link, time's 39 KB is the wider.
+        assert_eq!(worth_fetching(39_062, Some(4_772)), 39_062);
+        // A store that bills nothing, or no price list: time alone.
+        assert_eq!(worth_fetching(39_062, None), 39_062);
+        // Free egress: every gap the guards allow.
+        assert_eq!(worth_fetching(0, Some(u64::MAX)), u64::MAX);
     }
 
     fn r(offset: u64) -> PlanRead {

@@ -388,6 +388,8 @@ pub(crate) fn run(args: &AllArgs, steps: Vec<Step>) -> Result<(), String> {
     println!("######## summary ########");
     print_summary(&record.rows);
     println!();
+    crate::bill::print_record(&record.rows);
+    println!();
     println!("######## targets (xtask/bench/README.md) ########");
     for target in targets() {
         let verdict = (target.check)(&record);

@@ -9,7 +9,9 @@
 //! byte every method returns is checked against the pattern of the virtual objects.
 
 mod all;
+mod bill;
 mod callgrind;
+mod large;
 mod local;
 mod memory;
 mod methods;
@@ -78,6 +80,13 @@ enum Command {
     /// plus a heavy tail (2 % of requests + 1 s; a Pareto tail): Karu with hedging on and off,
     /// object_store and OpenDAL; p50/p99/max read completion, batch wall, requests, hedges.
     Tail(tail::TailArgs),
+    /// One object read whole (64 MiB, 512 MiB, 2 GiB by default), each read in a process of
+    /// its own: Karu's `Client::read_into` a caller buffer and `Client::read`, the `karu`
+    /// command, a plain hyper client and curl; wall, CPU per GiB and peak RSS.
+    Large(large::LargeArgs),
+    /// One read of the `large` workload, run by `large` in a process of its own.
+    #[command(name = "large-client", hide = true)]
+    LargeClient(large::LargeClientArgs),
     /// The `cpu` workload's client alone, run by `cpu` under callgrind.
     #[command(name = "cpu-client", hide = true)]
     CpuClient(callgrind::ClientArgs),
@@ -205,6 +214,8 @@ fn main() -> ExitCode {
         Command::Parquet(args) => parquet_query::run(&args),
         Command::Tail(args) => tail::run(&args),
         Command::CpuClient(args) => callgrind::client(&args),
+        Command::Large(args) => large::run(&args),
+        Command::LargeClient(args) => large::client(&args),
         Command::All(args) => all::run(&args, all::steps()),
     };
     match result {

@@ -741,10 +741,27 @@ fn print_scenario(
             }
         }
     }
+    print_bill(all);
     print_karu_counters(karu);
     print_targets(bench, all, &ideals);
     record(bench, &scenario.tag(), all, &ideals);
     failed
+}
+
+/// The bill of each method's cold and steady batch (see [`crate::bill`]).
+fn print_bill(all: &[Measured]) {
+    let mut lines = Vec::new();
+    for phase in [Phase::Cold, Phase::Steady] {
+        for m in all {
+            let Some(run) = m.pick(phase) else { continue };
+            lines.push(crate::bill::Line {
+                label: format!("{}, {}", m.method.label(), phase.name()),
+                requests: run.requests,
+                bytes_sent: run.bytes_sent,
+            });
+        }
+    }
+    crate::bill::print("bill", &lines);
 }
 
 /// Puts each method's cold and steady batch into `all`'s record.

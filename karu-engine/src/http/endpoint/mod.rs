@@ -26,9 +26,7 @@ use rustc_hash::FxHashMap;
 use tokio::sync::Notify;
 
 use crate::hedge::{HedgePolicy, Hedger, Refusal, Verdict, Wait};
-use crate::http::landing::Landing;
 use crate::plan::price::Measured;
-use crate::sdk::Error;
 
 pub(crate) use meter::Meter;
 pub(crate) use window::Window;
@@ -320,10 +318,11 @@ impl Drop for Admission {
     }
 }
 
-/// A destination that notes when an exchange's response head and body bytes arrived, for
-/// the endpoint's measurements; everything else goes to the destination it wraps.
-pub(crate) struct Timed<'a> {
-    inner: &'a mut dyn Landing,
+/// When an answer's body arrived, for the endpoint's measurements: one record per answer,
+/// kept by the exchange that receives the body (no layer between the body and its
+/// destinations).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Arrival {
     /// When the head said how much will arrive, or (without a length) the first byte came.
     head: Option<Instant>,
     /// When the last byte came.
@@ -331,14 +330,17 @@ pub(crate) struct Timed<'a> {
     bytes: u64,
 }
 
-impl<'a> Timed<'a> {
-    pub(crate) fn new(inner: &'a mut dyn Landing) -> Self {
-        Timed {
-            inner,
-            head: None,
-            last: None,
-            bytes: 0,
-        }
+impl Arrival {
+    /// The head stated the body's length at `now`.
+    pub(crate) fn headed(&mut self, now: Instant) {
+        self.head.get_or_insert(now);
+    }
+
+    /// `bytes` landed at `now`.
+    pub(crate) fn landed(&mut self, bytes: u64, now: Instant) {
+        self.head.get_or_insert(now);
+        self.last = Some(now);
+        self.bytes += bytes;
     }
 
     /// The exchange succeeded at `now`: what it showed of the endpoint.
@@ -348,29 +350,6 @@ impl<'a> Timed<'a> {
             done: self.last.unwrap_or(now),
             bytes: self.bytes,
         }
-    }
-}
-
-impl Landing for Timed<'_> {
-    fn span(&self) -> u64 {
-        self.inner.span()
-    }
-
-    fn expect(&mut self, end: u64) -> Result<(), Error> {
-        self.head.get_or_insert_with(Instant::now);
-        self.inner.expect(end)
-    }
-
-    fn put(&mut self, at: u64, bytes: &[u8]) {
-        let now = Instant::now();
-        self.head.get_or_insert(now);
-        self.last = Some(now);
-        self.bytes += bytes.len() as u64;
-        self.inner.put(at, bytes);
-    }
-
-    fn failure(&mut self) -> Option<Error> {
-        self.inner.failure()
     }
 }
 
