@@ -2,6 +2,7 @@
 //! the benchmarks, `conformance` the provider suite, `fuzz` the fuzz targets, `header` the C
 //! ABI's header, `install` the C ABI's libraries, headers and package files.
 
+mod abi;
 mod bench;
 mod conformance;
 mod demo;
@@ -12,6 +13,7 @@ mod install;
 mod install_check;
 mod layers;
 mod miri;
+mod package;
 mod public_api;
 mod python;
 mod python_bench;
@@ -85,6 +87,14 @@ enum Task {
     /// lib/pkgconfig/karu.pc and a CMake package (`find_package(karu)`: karu::karu,
     /// karu::karu_static); the libraries stripped of debug information. `DESTDIR` is honoured.
     Install(install::Args),
+    /// Compare the C ABI (the declarations of karu.h and the symbols libkaru.so exports) with
+    /// its committed baseline, karu-api/ffi/abi/ (`cargo xtask test` does too); `--bless`
+    /// rewrites the baseline, for a change of the C ABI that is meant (say it in CHANGELOG.md).
+    Abi {
+        /// Rewrite the baseline from the header and a build of the library.
+        #[arg(long)]
+        bless: bool,
+    },
     /// Generate the C ABI's header, karu-api/ffi/include/karu.h, from the FFI crate with the
     /// pinned cbindgen (`test` fails when the committed one is stale).
     Header,
@@ -124,6 +134,7 @@ fn main() -> ExitCode {
             }
         }
         Task::Header => header::write(&workspace_root()),
+        Task::Abi { bless } => abi::run(&workspace_root(), bless),
         Task::PublicApi => public_api::run(),
         Task::Miri => miri::run(),
         Task::Install(args) => install::run(args),
