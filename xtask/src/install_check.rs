@@ -1,5 +1,5 @@
 //! The installation as C and C++ projects meet it (a stage of `cargo xtask test`): the library
-//! is installed into a temporary prefix with `--libdir lib64` (and staged with `DESTDIR`), its
+//! is installed into a temporary prefix with a `--libdir` of its own (and staged with `DESTDIR`), its
 //! files and links are checked (the SONAME, no debug information, the exported symbols against
 //! the C ABI's baseline), the installed tree is moved elsewhere (the package files must find
 //! their files relative to themselves), then `karu-api/ffi/examples/read_ranges.c` is
@@ -27,8 +27,26 @@ const OBJECT_SIZE: u64 = 1 << 20;
 const RANGES: [&str; 3] = ["0:4096", "5000:100", "1048570:100"];
 
 /// The libraries' directory the check installs into (`--libdir`): not the default `lib`, so
-/// that the package files are shown to follow it.
-const LIBDIR: &str = "lib64";
+/// that the package files are shown to follow it. The compiler's multiarch directory
+/// (`lib/x86_64-linux-gnu` on Debian), where CMake looks by itself; `lib64` where there is
+/// none (CMake is then told where the package is).
+fn libdir() -> &'static str {
+    static LIBDIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LIBDIR.get_or_init(|| {
+        let multiarch = Command::new("cc")
+            .arg("-print-multiarch")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default();
+        if multiarch.is_empty() || multiarch.contains(char::is_whitespace) {
+            "lib64".to_owned()
+        } else {
+            format!("lib/{multiarch}")
+        }
+    })
+}
 
 pub(crate) fn check(root: &Path) -> Result<(), String> {
     let dir = tempfile::Builder::new()
@@ -36,10 +54,16 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
         .tempdir()
         .map_err(|e| format!("cannot make a temporary directory: {e}"))?;
     let installed_at = dir.path().join("prefix");
-    let installed = install::install(root, &installed_at, Path::new(LIBDIR), None, Profile::Test)?;
+    let installed = install::install(
+        root,
+        &installed_at,
+        Path::new(libdir()),
+        None,
+        Profile::Test,
+    )?;
     check_files(&installed.root)?;
     let real = format!("libkaru.so.{}", env!("CARGO_PKG_VERSION"));
-    crate::abi::check_library(root, &installed.root.join(LIBDIR).join(&real))?;
+    crate::abi::check_library(root, &installed.root.join(libdir()).join(&real))?;
     check_destdir(root, dir.path())?;
     // Every build below uses the tree moved away from where it was installed.
     let prefix = dir.path().join("moved");
@@ -53,7 +77,7 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
     let server = MockServer::start();
     server.insert(OBJECT, pattern(0, OBJECT_SIZE as usize));
     let url = server.url(OBJECT);
-    let lib = prefix.join(LIBDIR);
+    let lib = prefix.join(libdir());
 
     // pkg-config, as a Makefile would use it.
     let example = root.join("karu-api/ffi/examples/read_ranges.c");
@@ -104,13 +128,20 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
             .map_err(|e| format!("cannot run cmake: {e}"))?;
         succeeded("cmake", &output)
     };
-    cmake(&[
-        "-S".as_ref(),
-        project.as_os_str(),
-        "-B".as_ref(),
-        build.as_os_str(),
-        format!("-DCMAKE_PREFIX_PATH={}", prefix.display()).as_ref(),
-    ])?;
+    let mut configure: Vec<std::ffi::OsString> = vec![
+        "-S".into(),
+        project.clone().into_os_string(),
+        "-B".into(),
+        build.clone().into_os_string(),
+        format!("-DCMAKE_PREFIX_PATH={}", prefix.display()).into(),
+    ];
+    if libdir() == "lib64" {
+        // CMake searches `lib64` only on the platforms that use it.
+        let package = lib.join("cmake/karu");
+        configure.push(format!("-Dkaru_DIR={}", package.display()).into());
+    }
+    let configure: Vec<&std::ffi::OsStr> = configure.iter().map(|a| a.as_os_str()).collect();
+    cmake(&configure)?;
     cmake(&["--build".as_ref(), build.as_os_str()])?;
     println!("xtask test: a CMake project built against find_package(karu 0.1 REQUIRED)");
     let shared = build.join("read_ranges_shared");
@@ -142,7 +173,7 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
 /// The installed files: the library's links, its SONAME, no debug information, the headers
 /// and the package files.
 fn check_files(root: &Path) -> Result<(), String> {
-    let lib = root.join(LIBDIR);
+    let lib = root.join(libdir());
     let real = format!("libkaru.so.{}", env!("CARGO_PKG_VERSION"));
     let link_target = |name: &str| {
         std::fs::read_link(lib.join(name))
@@ -175,7 +206,7 @@ fn check_files(root: &Path) -> Result<(), String> {
         "LIBDIR/cmake/karu/karuConfig.cmake",
         "LIBDIR/cmake/karu/karuConfigVersion.cmake",
     ] {
-        let file = file.replace("LIBDIR", LIBDIR);
+        let file = file.replace("LIBDIR", libdir());
         if !root.join(&file).is_file() {
             return Err(format!("{file} was not installed"));
         }
@@ -190,7 +221,7 @@ fn check_destdir(root: &Path, dir: &Path) -> Result<(), String> {
     let installed = install::install(
         root,
         &prefix,
-        Path::new(LIBDIR),
+        Path::new(libdir()),
         Some(&stage),
         Profile::Test,
     )?;
@@ -203,9 +234,10 @@ fn check_destdir(root: &Path, dir: &Path) -> Result<(), String> {
             installed.root.display()
         ));
     }
-    let pc = std::fs::read_to_string(expected.join(LIBDIR).join("pkgconfig/karu.pc"))
+    let pc = std::fs::read_to_string(expected.join(libdir()).join("pkgconfig/karu.pc"))
         .map_err(|e| format!("the staged karu.pc: {e}"))?;
-    if pc.lines().next() != Some("prefix=${pcfiledir}/../..")
+    let up = vec![".."; libdir().split('/').count() + 1].join("/");
+    if pc.lines().next() != Some(&*format!("prefix=${{pcfiledir}}/{up}"))
         || pc.contains(&*dir.to_string_lossy())
     {
         return Err(format!(
