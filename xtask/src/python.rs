@@ -214,10 +214,13 @@ pub(crate) fn test(extra: &[String]) -> Result<(), String> {
         ])
         .current_dir(&root))?;
     let testkit = target_dir().join("debug").join("karu-testkit");
-    println!("xtask python: pytest karu-api/python/tests");
+    println!("xtask python: pytest karu-api/python/tests and the README's examples");
     run(Command::new(python(&venv))
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .arg(root.join("karu-api/python/tests"))
+        // The package README's examples, run by pytest's doctest.
+        .arg(root.join("karu-api/python/README.md"))
+        .arg("--doctest-glob=README.md")
         .args(extra)
         .env("TESTKIT_BINARY", testkit)
         .current_dir(&root))
