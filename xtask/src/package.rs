@@ -46,7 +46,7 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
     ];
     println!("xtask test: cargo {}", args.join(" "));
     let status = Command::new(cargo())
-        .args(&args)
+        .args(args)
         .current_dir(root)
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
