@@ -106,8 +106,10 @@
 //!
 //! # Providers
 //!
-//! Karu's own providers (local files, plain HTTP, S3) are chosen by cargo features, all on by
-//! default. A third-party provider crate is added in one line with
+//! Karu's own providers (local files, plain HTTP(S), Amazon S3 and S3-compatible stores, Google
+//! Cloud Storage, Azure Blob Storage and Data Lake Storage, the Hugging Face Hub, Source
+//! Cooperative) are chosen by cargo features, one each (`local`, `http`, `s3`, `gcs`, `azure`,
+//! `hf`, `source`), all on by default. A third-party provider crate is added in one line with
 //! [`ClientBuilder::provider`]`(its_crate::register)`; provider crates are written against the
 //! provider SDK, `karu_engine::sdk`, never against this crate. What an application calls of
 //! Karu's own providers (their credential families and the credential values a callback
@@ -181,3 +183,9 @@ pub use karu_engine::{
     CallbackCredential, Clock, Credential, CredentialCallback, CredentialStats, SystemClock,
 };
 pub use reader::ObjectReader;
+
+/// The repository README's Rust examples, compiled as this crate's documentation tests (with
+/// karu-object-store's `ParquetReader`, a dev-dependency, for the Rust data stack's example).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct Readme;

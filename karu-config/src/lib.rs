@@ -167,3 +167,8 @@ pub use settings::{
 pub use snapshot::{Origin, Scoped, Snapshot};
 pub use units::{ByteSize, ParseUnitError, Seconds, Share};
 pub use wording::Wording;
+
+/// This crate's README, whose example runs as a documentation test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct Readme;

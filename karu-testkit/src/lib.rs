@@ -69,3 +69,8 @@ pub fn make_fifo(path: &std::path::Path) {
         .expect("mkfifo runs");
     assert!(status.success(), "mkfifo {} failed", path.display());
 }
+
+/// This crate's README, whose example runs as a documentation test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct Readme;

@@ -1,19 +1,21 @@
 //! `cargo xtask install`: the C ABI installed the way C and C++ build systems find a library.
 //!
-//! Under `DESTDIR` + `--prefix` (default `/usr/local`):
+//! Under `DESTDIR` + `--prefix` (default `/usr/local`), with `LIBDIR` from `--libdir` (default
+//! `lib`; `lib64`, or a multiarch `lib/x86_64-linux-gnu`, as the system's layout wants):
 //!
 //! | file | what it is |
 //! | --- | --- |
-//! | `lib/libkaru.so.VERSION` | the shared library, SONAME `libkaru.so.0`, stripped of debug information |
-//! | `lib/libkaru.so.0`, `lib/libkaru.so` | links to it: what programs load, what `-lkaru` finds |
-//! | `lib/libkaru.a` | the static library, stripped of debug information |
+//! | `LIBDIR/libkaru.so.VERSION` | the shared library, SONAME `libkaru.so.0`, stripped of debug information |
+//! | `LIBDIR/libkaru.so.0`, `LIBDIR/libkaru.so` | links to it: what programs load, what `-lkaru` finds |
+//! | `LIBDIR/libkaru.a` | the static library, stripped of debug information |
 //! | `include/karu.h`, `include/karu.hpp` | the C header and the header-only C++17 facade |
-//! | `lib/pkgconfig/karu.pc` | `pkg-config --cflags --libs karu` (`--static` adds what `libkaru.a` needs) |
-//! | `lib/cmake/karu/karuConfig.cmake` (+ `karuConfigVersion.cmake`) | `find_package(karu)`: the imported targets `karu::karu` (shared) and `karu::karu_static` |
+//! | `LIBDIR/pkgconfig/karu.pc` | `pkg-config --cflags --libs karu` (`--static` adds what `libkaru.a` needs) |
+//! | `LIBDIR/cmake/karu/karuConfig.cmake` (+ `karuConfigVersion.cmake`) | `find_package(karu)`: the imported targets `karu::karu` (shared) and `karu::karu_static` |
 //!
-//! `DESTDIR` stages the files elsewhere (a package build): they land under `DESTDIR/PREFIX`,
-//! and name `PREFIX`, where they will live. The CMake package finds its files relative to
-//! itself, so a moved tree still works. Linux only (ELF shared libraries).
+//! `DESTDIR` stages the files elsewhere (a package build): they land under `DESTDIR/PREFIX`.
+//! Both package files find the others relative to themselves (`karu.pc` through pkg-config's
+//! `${pcfiledir}`, the CMake package through `CMAKE_CURRENT_LIST_DIR`), so a staged or moved
+//! tree works wherever it ends up. Linux only (ELF shared libraries).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -35,6 +37,10 @@ pub(crate) struct Args {
     /// environment, stages the files under `DESTDIR/PREFIX` instead.
     #[arg(long, default_value = "/usr/local")]
     prefix: PathBuf,
+    /// The libraries' directory under the prefix (`lib64`, `lib/x86_64-linux-gnu`, ...): a
+    /// relative path, or an absolute one inside the prefix.
+    #[arg(long, default_value = "lib")]
+    libdir: PathBuf,
 }
 
 /// How the library is built.
@@ -56,6 +62,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     let installed = install(
         &workspace_root(),
         &args.prefix,
+        &args.libdir,
         destdir.as_deref(),
         Profile::Release,
     )?;
@@ -63,7 +70,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         println!("xtask install: {}", file.display());
     }
     if destdir.is_none() {
-        refresh_loader_cache(&installed.prefix);
+        refresh_loader_cache(&installed.prefix, &installed.libdir);
     }
     Ok(())
 }
@@ -75,14 +82,18 @@ pub(crate) struct Installed {
     pub(crate) prefix: PathBuf,
     /// Where they are: `DESTDIR/PREFIX`, or the prefix.
     pub(crate) root: PathBuf,
+    /// The libraries' directory, relative to the prefix (`lib`, `lib64`, ...).
+    pub(crate) libdir: PathBuf,
     /// Every file and link written, in order.
     pub(crate) files: Vec<PathBuf>,
 }
 
-/// Build the library (`profile`) and install it under `destdir` + `prefix`.
+/// Build the library (`profile`) and install it under `destdir` + `prefix`, the libraries in
+/// `libdir` (relative to the prefix, or absolute inside it).
 pub(crate) fn install(
     root: &Path,
     prefix: &Path,
+    libdir: &Path,
     destdir: Option<&Path>,
     profile: Profile,
 ) -> Result<Installed, String> {
@@ -91,23 +102,24 @@ pub(crate) fn install(
     }
     let prefix =
         std::path::absolute(prefix).map_err(|e| format!("the prefix {}: {e}", prefix.display()))?;
-    let prefix_text = prefix
+    // pkg-config and CMake split paths at whitespace.
+    prefix
         .to_str()
         .filter(|p| !p.chars().any(char::is_whitespace))
         .ok_or_else(|| {
             format!(
-                "the prefix {} must be UTF-8 without spaces (pkg-config and CMake files name it)",
+                "the prefix {} must be UTF-8 without spaces (pkg-config and CMake files find it)",
                 prefix.display()
             )
-        })?
-        .to_owned();
+        })?;
+    let libdir = relative_libdir(&prefix, libdir)?;
     let built = build(root, profile)?;
     let link_libraries = link_libraries(&built.dylibs)?;
     let base = match destdir {
         Some(destdir) => destdir.join(prefix.strip_prefix("/").unwrap_or(&prefix)),
         None => prefix.clone(),
     };
-    let lib = base.join("lib");
+    let lib = base.join(&libdir);
     let include = base.join("include");
     let pkgconfig = lib.join("pkgconfig");
     let cmake = lib.join("cmake").join("karu");
@@ -136,11 +148,20 @@ pub(crate) fn install(
             Strip::No,
         )?);
     }
-    let pc = pkg_config_file(&prefix_text, &link_libraries);
+    let libdir_text = libdir
+        .to_str()
+        .filter(|p| !p.chars().any(char::is_whitespace))
+        .ok_or_else(|| {
+            format!(
+                "the libdir {} must be UTF-8 without spaces",
+                libdir.display()
+            )
+        })?;
+    let pc = pkg_config_file(libdir_text, &link_libraries);
     files.push(write(&pkgconfig.join("karu.pc"), &pc)?);
     files.push(write(
         &cmake.join("karuConfig.cmake"),
-        &cmake_config(&real, &link_libraries),
+        &cmake_config(libdir_text, &real, &link_libraries),
     )?);
     files.push(write(
         &cmake.join("karuConfigVersion.cmake"),
@@ -149,13 +170,56 @@ pub(crate) fn install(
     Ok(Installed {
         prefix,
         root: base,
+        libdir,
         files,
     })
 }
 
+/// `--libdir` as a path relative to the prefix: a relative one as given (without `.` parts),
+/// an absolute one with the prefix taken off. No `..`: the package files find the prefix by
+/// counting the libdir's directories.
+fn relative_libdir(prefix: &Path, libdir: &Path) -> Result<PathBuf, String> {
+    use std::path::Component;
+    let relative = if libdir.is_absolute() {
+        libdir.strip_prefix(prefix).map_err(|_| {
+            format!(
+                "the libdir {} is not inside the prefix {}",
+                libdir.display(),
+                prefix.display()
+            )
+        })?
+    } else {
+        libdir
+    };
+    let mut out = PathBuf::new();
+    for component in relative.components() {
+        match component {
+            Component::Normal(part) => out.push(part),
+            Component::CurDir => {}
+            _ => {
+                return Err(format!(
+                    "the libdir {} must be a directory under the prefix, without `..`",
+                    libdir.display()
+                ));
+            }
+        }
+    }
+    if out.as_os_str().is_empty() {
+        return Err("the libdir must name a directory under the prefix (e.g. lib)".into());
+    }
+    Ok(out)
+}
+
+/// `../` once per directory of `libdir` and `extra` more: from a file's directory `extra`
+/// levels below the libdir back up to the prefix.
+fn up_to_prefix(libdir: &str, extra: usize) -> String {
+    let depth = libdir.split('/').filter(|p| !p.is_empty()).count() + extra;
+    vec![".."; depth].join("/")
+}
+
 /// The libraries cargo built.
-struct Built {
-    cdylib: PathBuf,
+pub(crate) struct Built {
+    pub(crate) cdylib: PathBuf,
     staticlib: PathBuf,
     /// System libraries the dependencies' build scripts link (`-l` names).
     dylibs: Vec<String>,
@@ -163,7 +227,7 @@ struct Built {
 
 /// `cargo build` of the FFI crate with the SONAME set (`karu-api/ffi/build.rs`), reading the
 /// artifacts' paths from cargo's JSON messages.
-fn build(root: &Path, profile: Profile) -> Result<Built, String> {
+pub(crate) fn build(root: &Path, profile: Profile) -> Result<Built, String> {
     let mut command = Command::new(cargo());
     command.args([
         "build",
@@ -362,13 +426,15 @@ fn rename(from: &Path, to: &Path) -> Result<PathBuf, String> {
     Ok(to.to_path_buf())
 }
 
-/// `karu.pc`.
-fn pkg_config_file(prefix: &str, link_libraries: &[String]) -> String {
+/// `karu.pc`, in `LIBDIR/pkgconfig`: its prefix relative to itself (`${pcfiledir}`, which
+/// pkg-config and pkgconf set to the file's directory), so a moved tree still works.
+fn pkg_config_file(libdir: &str, link_libraries: &[String]) -> String {
     let private: Vec<String> = link_libraries.iter().map(|l| format!("-l{l}")).collect();
+    let up = up_to_prefix(libdir, 1);
     format!(
-        "prefix={prefix}\n\
+        "prefix=${{pcfiledir}}/{up}\n\
          exec_prefix=${{prefix}}\n\
-         libdir=${{exec_prefix}}/lib\n\
+         libdir=${{exec_prefix}}/{libdir}\n\
          includedir=${{prefix}}/include\n\
          \n\
          Name: karu\n\
@@ -382,18 +448,19 @@ fn pkg_config_file(prefix: &str, link_libraries: &[String]) -> String {
 }
 
 /// `karuConfig.cmake`: the imported targets, found relative to this file.
-fn cmake_config(real: &str, link_libraries: &[String]) -> String {
+fn cmake_config(libdir: &str, real: &str, link_libraries: &[String]) -> String {
+    let up = up_to_prefix(libdir, 2);
     format!(
         r#"# Karu's CMake package, written by `cargo xtask install`. find_package(karu) gives the imported
 # targets karu::karu (the shared library, {SONAME}) and karu::karu_static (libkaru.a), each
 # with karu.h and the C++17 facade karu.hpp on its include path. Files are found relative to
 # this one, so an installed tree may be moved.
-get_filename_component(_karu_prefix "${{CMAKE_CURRENT_LIST_DIR}}/../../.." ABSOLUTE)
+get_filename_component(_karu_prefix "${{CMAKE_CURRENT_LIST_DIR}}/{up}" ABSOLUTE)
 
 if(NOT TARGET karu::karu)
   add_library(karu::karu SHARED IMPORTED)
   set_target_properties(karu::karu PROPERTIES
-    IMPORTED_LOCATION "${{_karu_prefix}}/lib/{real}"
+    IMPORTED_LOCATION "${{_karu_prefix}}/{libdir}/{real}"
     IMPORTED_SONAME "{SONAME}"
     INTERFACE_INCLUDE_DIRECTORIES "${{_karu_prefix}}/include")
 endif()
@@ -401,7 +468,7 @@ endif()
 if(NOT TARGET karu::karu_static)
   add_library(karu::karu_static STATIC IMPORTED)
   set_target_properties(karu::karu_static PROPERTIES
-    IMPORTED_LOCATION "${{_karu_prefix}}/lib/libkaru.a"
+    IMPORTED_LOCATION "${{_karu_prefix}}/{libdir}/libkaru.a"
     IMPORTED_LINK_INTERFACE_LANGUAGES "C"
     INTERFACE_INCLUDE_DIRECTORIES "${{_karu_prefix}}/include"
     INTERFACE_LINK_LIBRARIES "{}")
@@ -447,8 +514,8 @@ endif()
 /// After an installation into the system (no `DESTDIR`), the dynamic loader's cache must learn
 /// the new library for programs to find `libkaru.so.0` in a standard directory: run `ldconfig`
 /// for `/usr` and `/usr/local` (as root), else say what to do.
-fn refresh_loader_cache(prefix: &Path) {
-    let lib = prefix.join("lib");
+fn refresh_loader_cache(prefix: &Path, libdir: &Path) {
+    let lib = prefix.join(libdir);
     let system = ["/usr", "/usr/local"]
         .iter()
         .any(|p| prefix == Path::new(p));
@@ -475,22 +542,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_pkg_config_file_names_the_prefix_and_what_a_static_link_needs() {
-        let pc = pkg_config_file("/opt/karu", &["pthread".into(), "dl".into()]);
-        assert!(pc.starts_with("prefix=/opt/karu\n"), "{pc}");
+    fn the_pkg_config_file_finds_the_prefix_from_itself_and_names_what_a_static_link_needs() {
+        let pc = pkg_config_file("lib", &["pthread".into(), "dl".into()]);
+        assert!(pc.starts_with("prefix=${pcfiledir}/../..\n"), "{pc}");
+        assert!(pc.contains("\nlibdir=${exec_prefix}/lib\n"), "{pc}");
         assert!(pc.contains("\nLibs: -L${libdir} -lkaru\n"), "{pc}");
+        let multiarch = pkg_config_file("lib/x86_64-linux-gnu", &[]);
+        assert!(
+            multiarch.starts_with("prefix=${pcfiledir}/../../..\n"),
+            "{multiarch}"
+        );
+        assert!(
+            multiarch.contains("\nlibdir=${exec_prefix}/lib/x86_64-linux-gnu\n"),
+            "{multiarch}"
+        );
         assert!(pc.contains("\nLibs.private: -lpthread -ldl\n"), "{pc}");
         assert!(pc.contains(&format!("\nVersion: {VERSION}\n")), "{pc}");
     }
 
     #[test]
     fn the_cmake_package_is_relocatable() {
-        let config = cmake_config("libkaru.so.0.1.0", &["pthread".into(), "m".into()]);
+        let config = cmake_config("lib", "libkaru.so.0.1.0", &["pthread".into(), "m".into()]);
         assert!(
             config.contains("${CMAKE_CURRENT_LIST_DIR}/../../.."),
             "{config}"
         );
+        let lib64 = cmake_config("lib64", "libkaru.so.0.1.0", &[]);
+        assert!(lib64.contains("${_karu_prefix}/lib64/libkaru.a"), "{lib64}");
         assert!(config.contains("\"pthread;m\""), "{config}");
         assert!(!config.contains("/usr/local"), "{config}");
+    }
+
+    #[test]
+    fn the_libdir_is_a_directory_under_the_prefix() {
+        let prefix = Path::new("/opt/karu");
+        let libdir = |dir: &str| relative_libdir(prefix, Path::new(dir));
+        assert_eq!(libdir("lib64"), Ok(PathBuf::from("lib64")));
+        assert_eq!(
+            libdir("./lib/x86_64-linux-gnu"),
+            Ok(PathBuf::from("lib/x86_64-linux-gnu"))
+        );
+        assert_eq!(libdir("/opt/karu/lib64"), Ok(PathBuf::from("lib64")));
+        assert!(libdir("/usr/lib").is_err());
+        assert!(libdir("../lib").is_err());
+        assert!(libdir(".").is_err());
     }
 }

@@ -1,7 +1,9 @@
 //! The installation as C and C++ projects meet it (a stage of `cargo xtask test`): the library
-//! is installed into a temporary prefix (and staged with `DESTDIR`), its files and links are
-//! checked (the SONAME, no debug information), then `karu-api/ffi/examples/read_ranges.c` is
-//! built with `pkg-config --cflags --libs karu` and by a small CMake project with
+//! is installed into a temporary prefix with a `--libdir` of its own (and staged with `DESTDIR`), its
+//! files and links are checked (the SONAME, no debug information, the exported symbols against
+//! the C ABI's baseline), the installed tree is moved elsewhere (the package files must find
+//! their files relative to themselves), then `karu-api/ffi/examples/read_ranges.c` is
+//! built from the moved tree with `pkg-config --cflags --libs karu` and by a small CMake project with
 //! `find_package(karu)` (against `karu::karu` and `karu::karu_static`, with a C++ program of
 //! the facade beside it), and every program runs against a mock HTTP server: the bytes each
 //! read delivered and the ranges the server was asked for are checked.
@@ -24,20 +26,58 @@ const OBJECT_SIZE: u64 = 1 << 20;
 /// past the end (its valid prefix, `range_not_satisfiable`: the example exits 1).
 const RANGES: [&str; 3] = ["0:4096", "5000:100", "1048570:100"];
 
+/// The libraries' directory the check installs into (`--libdir`): not the default `lib`, so
+/// that the package files are shown to follow it. The compiler's multiarch directory
+/// (`lib/x86_64-linux-gnu` on Debian), where CMake looks by itself; `lib64` where there is
+/// none (CMake is then told where the package is).
+fn libdir() -> &'static str {
+    static LIBDIR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LIBDIR.get_or_init(|| {
+        let multiarch = Command::new("cc")
+            .arg("-print-multiarch")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default();
+        if multiarch.is_empty() || multiarch.contains(char::is_whitespace) {
+            "lib64".to_owned()
+        } else {
+            format!("lib/{multiarch}")
+        }
+    })
+}
+
 pub(crate) fn check(root: &Path) -> Result<(), String> {
     let dir = tempfile::Builder::new()
         .prefix("karu-install-")
         .tempdir()
         .map_err(|e| format!("cannot make a temporary directory: {e}"))?;
-    let prefix = dir.path().join("prefix");
-    let installed = install::install(root, &prefix, None, Profile::Test)?;
+    let installed_at = dir.path().join("prefix");
+    let installed = install::install(
+        root,
+        &installed_at,
+        Path::new(libdir()),
+        None,
+        Profile::Test,
+    )?;
     check_files(&installed.root)?;
+    let real = format!("libkaru.so.{}", env!("CARGO_PKG_VERSION"));
+    crate::abi::check_library(root, &installed.root.join(libdir()).join(&real))?;
     check_destdir(root, dir.path())?;
+    // Every build below uses the tree moved away from where it was installed.
+    let prefix = dir.path().join("moved");
+    std::fs::rename(&installed_at, &prefix).map_err(|e| format!("cannot move the tree: {e}"))?;
+    println!(
+        "xtask test: the installed tree moved from {} to {}",
+        installed_at.display(),
+        prefix.display()
+    );
 
     let server = MockServer::start();
     server.insert(OBJECT, pattern(0, OBJECT_SIZE as usize));
     let url = server.url(OBJECT);
-    let lib = prefix.join("lib");
+    let lib = prefix.join(libdir());
 
     // pkg-config, as a Makefile would use it.
     let example = root.join("karu-api/ffi/examples/read_ranges.c");
@@ -52,6 +92,12 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
     };
     let flags = pkg_config(&["--cflags", "--libs", "karu"])?;
     println!("xtask test: cc read_ranges.c $(pkg-config --cflags --libs karu) = {flags}");
+    if !flags.contains(&prefix.display().to_string()) {
+        return Err(format!(
+            "pkg-config's flags do not point into the moved tree {}: {flags}",
+            prefix.display()
+        ));
+    }
     let program = dir.path().join("read_ranges-pkg-config");
     let output = Command::new("cc")
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
@@ -82,13 +128,20 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
             .map_err(|e| format!("cannot run cmake: {e}"))?;
         succeeded("cmake", &output)
     };
-    cmake(&[
-        "-S".as_ref(),
-        project.as_os_str(),
-        "-B".as_ref(),
-        build.as_os_str(),
-        format!("-DCMAKE_PREFIX_PATH={}", prefix.display()).as_ref(),
-    ])?;
+    let mut configure: Vec<std::ffi::OsString> = vec![
+        "-S".into(),
+        project.clone().into_os_string(),
+        "-B".into(),
+        build.clone().into_os_string(),
+        format!("-DCMAKE_PREFIX_PATH={}", prefix.display()).into(),
+    ];
+    if libdir() == "lib64" {
+        // CMake searches `lib64` only on the platforms that use it.
+        let package = lib.join("cmake/karu");
+        configure.push(format!("-Dkaru_DIR={}", package.display()).into());
+    }
+    let configure: Vec<&std::ffi::OsStr> = configure.iter().map(|a| a.as_os_str()).collect();
+    cmake(&configure)?;
     cmake(&["--build".as_ref(), build.as_os_str()])?;
     println!("xtask test: a CMake project built against find_package(karu 0.1 REQUIRED)");
     let shared = build.join("read_ranges_shared");
@@ -120,7 +173,7 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
 /// The installed files: the library's links, its SONAME, no debug information, the headers
 /// and the package files.
 fn check_files(root: &Path) -> Result<(), String> {
-    let lib = root.join("lib");
+    let lib = root.join(libdir());
     let real = format!("libkaru.so.{}", env!("CARGO_PKG_VERSION"));
     let link_target = |name: &str| {
         std::fs::read_link(lib.join(name))
@@ -149,22 +202,29 @@ fn check_files(root: &Path) -> Result<(), String> {
     for file in [
         "include/karu.h",
         "include/karu.hpp",
-        "lib/pkgconfig/karu.pc",
-        "lib/cmake/karu/karuConfig.cmake",
-        "lib/cmake/karu/karuConfigVersion.cmake",
+        "LIBDIR/pkgconfig/karu.pc",
+        "LIBDIR/cmake/karu/karuConfig.cmake",
+        "LIBDIR/cmake/karu/karuConfigVersion.cmake",
     ] {
-        if !root.join(file).is_file() {
+        let file = file.replace("LIBDIR", libdir());
+        if !root.join(&file).is_file() {
             return Err(format!("{file} was not installed"));
         }
     }
     Ok(())
 }
 
-/// `DESTDIR`: the files land under it, and name the prefix they will live in.
+/// `DESTDIR`: the files land under it, and `karu.pc` finds the prefix from its own directory.
 fn check_destdir(root: &Path, dir: &Path) -> Result<(), String> {
     let stage = dir.join("stage");
     let prefix = dir.join("not-written");
-    let installed = install::install(root, &prefix, Some(&stage), Profile::Test)?;
+    let installed = install::install(
+        root,
+        &prefix,
+        Path::new(libdir()),
+        Some(&stage),
+        Profile::Test,
+    )?;
     let expected = stage.join(prefix.strip_prefix("/").unwrap_or(&prefix));
     if installed.root != expected || prefix.exists() {
         return Err(format!(
@@ -174,10 +234,15 @@ fn check_destdir(root: &Path, dir: &Path) -> Result<(), String> {
             installed.root.display()
         ));
     }
-    let pc = std::fs::read_to_string(expected.join("lib/pkgconfig/karu.pc"))
+    let pc = std::fs::read_to_string(expected.join(libdir()).join("pkgconfig/karu.pc"))
         .map_err(|e| format!("the staged karu.pc: {e}"))?;
-    if pc.lines().next() != Some(&format!("prefix={}", prefix.display())) {
-        return Err(format!("the staged karu.pc names another prefix:\n{pc}"));
+    let up = vec![".."; libdir().split('/').count() + 1].join("/");
+    if pc.lines().next() != Some(&*format!("prefix=${{pcfiledir}}/{up}"))
+        || pc.contains(&*dir.to_string_lossy())
+    {
+        return Err(format!(
+            "the staged karu.pc names an absolute prefix:\n{pc}"
+        ));
     }
     check_files(&expected)
 }

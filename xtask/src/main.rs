@@ -2,6 +2,7 @@
 //! the benchmarks, `conformance` the provider suite, `fuzz` the fuzz targets, `header` the C
 //! ABI's header, `install` the C ABI's libraries, headers and package files.
 
+mod abi;
 mod bench;
 mod conformance;
 mod demo;
@@ -12,6 +13,7 @@ mod install;
 mod install_check;
 mod layers;
 mod miri;
+mod package;
 mod public_api;
 mod python;
 mod python_bench;
@@ -40,8 +42,9 @@ enum Task {
     /// Check the C header is current, install what the tests need, then build and run every
     /// test of the workspace (nextest if present, else cargo test; the C and C++ programs of
     /// the C ABI under AddressSanitizer among them), then the C ABI installed into a temporary
-    /// prefix and built against with pkg-config and CMake, the Python wheel and its tests, the
-    /// provider-feature builds, format and lint checks. Every fuzz target replays its corpus
+    /// prefix and built against with pkg-config and CMake (its symbols and header checked
+    /// against the C ABI's baseline), the Python wheel and its tests, `cargo publish
+    /// --workspace --dry-run`, the provider-feature builds, format and lint checks. Every fuzz target replays its corpus
     /// in the test run (`karu-fuzz-targets`).
     Test {
         /// Skip the provider-feature builds, `cargo fmt --check` and `cargo clippy`.
@@ -85,11 +88,21 @@ enum Task {
         #[arg(last = true)]
         args: Vec<String>,
     },
-    /// Build the C ABI in release mode and install it for C and C++ projects: lib/libkaru.so
-    /// (SONAME libkaru.so.0, with its links), lib/libkaru.a, include/karu.h and karu.hpp,
-    /// lib/pkgconfig/karu.pc and a CMake package (`find_package(karu)`: karu::karu,
-    /// karu::karu_static); the libraries stripped of debug information. `DESTDIR` is honoured.
+    /// Build the C ABI in release mode and install it for C and C++ projects: LIBDIR/libkaru.so
+    /// (SONAME libkaru.so.0, with its links), LIBDIR/libkaru.a, include/karu.h and karu.hpp,
+    /// LIBDIR/pkgconfig/karu.pc and a CMake package (`find_package(karu)`: karu::karu,
+    /// karu::karu_static), both finding the prefix relative to themselves; the libraries
+    /// stripped of debug information. LIBDIR is `lib` unless `--libdir` says otherwise;
+    /// `DESTDIR` is honoured.
     Install(install::Args),
+    /// Compare the C ABI (the declarations of karu.h and the symbols libkaru.so exports) with
+    /// its committed baseline, karu-api/ffi/abi/ (`cargo xtask test` does too); `--bless`
+    /// rewrites the baseline, for a change of the C ABI that is meant (say it in CHANGELOG.md).
+    Abi {
+        /// Rewrite the baseline from the header and a build of the library.
+        #[arg(long)]
+        bless: bool,
+    },
     /// Generate the C ABI's header, karu-api/ffi/include/karu.h, from the FFI crate with the
     /// pinned cbindgen (`test` fails when the committed one is stale).
     Header,
@@ -132,6 +145,7 @@ fn main() -> ExitCode {
             }
         }
         Task::Header => header::write(&workspace_root()),
+        Task::Abi { bless } => abi::run(&workspace_root(), bless),
         Task::PublicApi => public_api::run(),
         Task::Miri => miri::run(),
         Task::Install(args) => install::run(args),

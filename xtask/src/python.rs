@@ -600,7 +600,11 @@ fn pytest_command(command: &mut Command, testkit: &Path, args: &[String]) {
     let tests = root.join("karu-api/python/tests");
     command.args(["-m", "pytest", "-q", "-p", "no:cacheprovider"]);
     if !args.iter().any(|a| !a.starts_with('-')) {
-        command.arg(&tests);
+        // The suite, and the package README's examples (pytest's doctest).
+        command
+            .arg(&tests)
+            .arg(root.join("karu-api/python/README.md"))
+            .arg("--doctest-glob=README.md");
     }
     command
         .args(args)

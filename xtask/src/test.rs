@@ -1,8 +1,9 @@
 //! `cargo xtask test`: the C header check, karu-engine's layers, prerequisites, every test (each fuzz target's corpus
 //! replay among them: `karu-fuzz-targets`; the C and C++ programs of the C ABI too: `karu-ffi`'s
 //! tests compile and run them), unit tests under Miri (`cargo xtask miri`), the C ABI
-//! installed and built against with pkg-config and CMake, the Python wheel and its pytest
-//! suite, the provider-feature builds, format and lint checks.
+//! installed and built against with pkg-config and CMake (its exported symbols checked against
+//! the C ABI's baseline), the Python wheel and its pytest suite, every crate packaged as it
+//! would publish, the provider-feature builds, format and lint checks.
 
 use std::path::Path;
 use std::process::Command;
@@ -42,7 +43,12 @@ fn run_stages(
 ) -> Result<(), String> {
     // The committed C header must be what the FFI crate's sources make (checked first: a
     // stale header fails at once, before the long run).
-    stages.time("C header check", || crate::header::check(root))?;
+    // The header's declarations against the C ABI's baseline (the exported symbols are checked
+    // on the installed library, in the installation's stage).
+    stages.time("C header and ABI baseline check", || {
+        crate::header::check(root)?;
+        crate::abi::check_header(root)
+    })?;
     // karu-engine's layers (no import cycle, nothing pointing up) and what other crates name
     // of it: read from the sources, so it fails at once too.
     stages.time("layers (cargo xtask layers)", || {
@@ -96,6 +102,12 @@ fn run_stages(
         stages.time("Python wheel and pytest", || crate::python::test(&[]))?;
         stages.time("Ray Data through Karu (local Ray cluster)", || {
             crate::python::test_ray(false)
+        })?;
+    }
+    if extra.is_empty() {
+        // Every crate that may be published packages and builds from its `.crate` alone.
+        stages.time("packaging (cargo publish --dry-run)", || {
+            crate::package::check(root)
         })?;
     }
     if lint && extra.is_empty() {

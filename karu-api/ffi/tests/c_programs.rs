@@ -715,3 +715,66 @@ fn plant_faults(server: &MockServer, seed: u64, paths: &[String]) -> Vec<FaultRu
     }
     planted
 }
+
+/// The fenced blocks of `lang` in this crate's README.md, in order.
+fn readme_blocks(lang: &str) -> Vec<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let fence = format!("```{lang}\n");
+    let mut blocks = Vec::new();
+    let mut rest = readme.as_str();
+    while let Some(start) = rest.find(&fence) {
+        let body = &rest[start + fence.len()..];
+        let end = body.find("```\n").expect("a closed block");
+        blocks.push(body[..end].to_owned());
+        rest = &body[end..];
+    }
+    blocks
+}
+
+#[test]
+fn readme_programs_read_a_file_and_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = pattern_file(dir.path(), "local.bin", 1000);
+    let server = MockServer::start();
+    server.insert("/object", pattern(0, MIB));
+    let expected_head: String = pattern(0, 16).iter().map(|b| format!(" {b:02x}")).collect();
+    for (lang, extension) in [(Lang::C, "c"), (Lang::Cpp("c++17"), "cpp")] {
+        let blocks = readme_blocks(extension);
+        assert_eq!(blocks.len(), 1, "one {extension} program in README.md");
+        let source = dir.path().join(format!("first_read.{extension}"));
+        std::fs::write(&source, &blocks[0]).unwrap();
+        let program = compile(lang, &[source.to_str().unwrap()]);
+        for (address, size) in [
+            (file.to_str().unwrap().to_owned(), 1000),
+            (server.url("/object"), MIB),
+        ] {
+            let output = program.run(&[&address]);
+            assert_success_in(&output, &format!("the README's {extension} program"));
+            assert_eq!(
+                String::from_utf8_lossy(&output.stdout),
+                format!("{size} bytes; the first 16:{expected_head}\n"),
+                "{extension} on {address}"
+            );
+        }
+        let output = program.run(&[&server.url("/missing")]);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{extension}: a missing object"
+        );
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("not_found"),
+            "{extension}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    // Each run: the reader's probe of the size and version, then the read, pinned by it.
+    let ranges: Vec<String> = server
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/object")
+        .map(|r| r.range.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(ranges, ["bytes=0-0", "bytes=0-15"].repeat(2));
+}

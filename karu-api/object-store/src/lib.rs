@@ -53,12 +53,12 @@
 //! let ctx = SessionContext::new();
 //! ctx.register_object_store(&Url::parse("s3://my-bucket")?, store);
 //! // or: ctx.runtime_env().object_store_registry.register_store(&url, store);
-//! ctx.register_parquet("trips", "s3://my-bucket/trips/", Default::default()).await?;
+//! // A file's URL: DataFusion would list a directory to find its files, and Karu does not list.
+//! ctx.register_parquet("trips", "s3://my-bucket/trips/part-0.parquet", Default::default()).await?;
 //! ```
 //!
-//! DataFusion lists a table's directory to find its files, and Karu does not list: name the
-//! files (`register_parquet` of a file's URL, or a `ListingTable` given its files) instead of
-//! a directory.
+//! A table of several files names each of them (a `ListingTable` given its files' URLs), never
+//! their directory.
 //!
 //! # How it reads
 //!
@@ -81,9 +81,8 @@ mod store;
 pub use parquet_reader::ParquetReader;
 pub use store::KaruStore;
 
-/// The repository README's Rust examples, compiled as documentation tests here: this crate
-/// sees every Rust face (`karu`, and `karu_object_store` with `parquet`), so every snippet of
-/// the README can be checked in one place.
+/// This crate's README, whose examples are compiled (and the first one run) as documentation
+/// tests.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
+#[doc = include_str!("../README.md")]
 pub struct Readme;

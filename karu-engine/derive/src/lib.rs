@@ -128,3 +128,10 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
         }
     })
 }
+
+/// This crate's README, whose example runs as a documentation test (private: a proc-macro
+/// crate exports its macros only).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+#[allow(dead_code)]
+struct Readme;

@@ -1,6 +1,7 @@
 //! The client's [`TokenClient`]: token exchanges (service accounts, client secrets, managed
 //! identities, metadata servers) sent with the same transport settings as reads, so a
-//! deployment behind a private CA or proxy trusts its token endpoint as it trusts its store.
+//! deployment behind a private CA (`http.ca_file`) trusts its token endpoint as it trusts its
+//! store.
 //!
 //! Built once per client (per process: a forked child builds its own with its engine), on the
 //! client's [`TlsConfig`] (the platform's roots and `http.ca_file`, aws-lc-rs, built once and

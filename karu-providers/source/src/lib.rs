@@ -76,3 +76,9 @@ pub fn register(registry: &mut RegistryBuilder) {
         provider.prefix(pattern);
     }
 }
+
+/// This crate's README, whose examples are compiled (and run, where they need no network) as
+/// documentation tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct Readme;

@@ -57,7 +57,7 @@ pub(super) fn section() -> Result<(), String> {
 /// Build the library (one cargo build, the workspace's target directory) and the example.
 fn build(root: &Path, example: &Path) -> Result<PathBuf, String> {
     let status = Command::new(cargo())
-        .args(["build", "--quiet", "-p", "karu-ffi"])
+        .args(["build", "-p", "karu-ffi"])
         .current_dir(root)
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;

@@ -51,12 +51,12 @@ pub(super) fn section() -> Result<(), String> {
     Ok(())
 }
 
-/// Run the example (built with the crate's `parquet` feature) with `args`.
+/// Run the example (built with the crate's `parquet` feature) with `args`. Not `--quiet`: the
+/// first run compiles parquet and arrow, and cargo's progress shows it.
 fn example(args: &[&str]) -> Result<(), String> {
     let status = Command::new(cargo())
         .args([
             "run",
-            "--quiet",
             "-p",
             "karu-object-store",
             "--features",
