@@ -99,7 +99,9 @@ fn run_stages(
             crate::install_check::check(root)
         })?;
         // The DataFusion face: built once, here (its tests, documentation tests and example).
-        stages.time("DataFusion face (karu-datafusion)", || datafusion(root, nextest))?;
+        stages.time("DataFusion face (karu-datafusion)", || {
+            datafusion(root, nextest)
+        })?;
         // The Python binding: its wheel (built as `pip install ./karu-api/python` builds it, with
         // maturin as the build backend, on this target directory; with the
         // `workspace-build` feature it resolves the features of this run's test build, so it

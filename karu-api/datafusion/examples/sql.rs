@@ -47,7 +47,10 @@ fn parquet_file(first: i64, rows: i64) -> Result<Vec<u8>, Failure> {
 async fn main() -> Result<(), Failure> {
     let server = MockServer::start();
     server.insert("/tables/trips-0.parquet", parquet_file(0, 80_000)?.into());
-    server.insert("/tables/trips-1.parquet", parquet_file(80_000, 80_000)?.into());
+    server.insert(
+        "/tables/trips-1.parquet",
+        parquet_file(80_000, 80_000)?.into(),
+    );
 
     let client = karu::Client::builder()
         .user_config_file(None)

@@ -103,7 +103,7 @@ fn external(error: karu::Error) -> DataFusionError {
 /// The base as a URL: a local directory as a `file://` URL, ending in `/`.
 fn base_url(base: &str) -> Result<Url> {
     let base = base.trim();
-    let url = if base.contains("://") {
+    let mut url = if base.contains("://") {
         Url::parse(base).map_err(|e| {
             external(karu::Error::new(
                 Status::InvalidArgument,
@@ -124,7 +124,6 @@ fn base_url(base: &str) -> Result<Url> {
             ))
         })?
     };
-    let mut url = url;
     if !url.path().ends_with('/') {
         let path = format!("{}/", url.path());
         url.set_path(&path);

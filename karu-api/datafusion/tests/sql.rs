@@ -1,8 +1,9 @@
 //! SQL through Karu under DataFusion 55: a query (a filter on one column, aggregates of two
 //! others) over a table of two Parquet files named explicitly returns the same record batches
-//! as DataFusion over the local files, against the mock HTTP server and nginx; the mock's log
-//! shows the scan's row groups read in fewer requests than row groups, each footer with its
-//! metadata in one request; a directory gets an error saying Karu does not list.
+//! as DataFusion over the local files, against the mock HTTP server and nginx; the mock shows
+//! each file's row groups read in one round (a barrier holds them until all have arrived),
+//! each footer with its metadata and page index in one request; a directory gets an error
+//! saying Karu does not list.
 //!
 //! nginx must be installed (`cargo xtask test` installs it); its test fails, never skips,
 //! without it.
@@ -10,8 +11,8 @@
 mod support;
 
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
-use karu_testkit::MockServer;
 use karu_testkit::nginx::Nginx;
+use karu_testkit::{Fault, FaultRule, MockServer};
 use support::{FILES, QUERY, ROW_GROUPS, client, local_answer, pretty, write_files};
 
 /// The query through Karu's reader factory, over the table of `FILES` under `base`.
@@ -22,13 +23,24 @@ async fn karu_answer(base: &str) -> String {
     pretty(ctx.sql(QUERY).await.unwrap().collect().await.unwrap())
 }
 
+/// The scan's row group reads of each file (its reader's reads, pinned to the footer's ETag
+/// with `If-Match`) are held by the mock until all of them have arrived: a scan that asked for
+/// one row group, waited, then asked for the next would wait until its read's deadline and
+/// fail. So each file's row groups are read in one round.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sql_through_karu_equals_datafusion_over_the_local_files_on_the_mock() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_files(dir.path());
     let server = MockServer::start();
     for (name, bytes) in &files {
-        server.insert(&format!("/tables/{name}"), bytes.clone());
+        let path = format!("/tables/{name}");
+        server.insert(&path, bytes.clone());
+        server.add_fault(
+            FaultRule::new(Fault::Barrier(ROW_GROUPS as u64))
+                .path(path)
+                .header("if-match")
+                .times(ROW_GROUPS as u64),
+        );
     }
     let expected = local_answer(dir.path()).await;
     assert_eq!(karu_answer(&server.url("/tables")).await, expected);
@@ -37,20 +49,29 @@ async fn sql_through_karu_equals_datafusion_over_the_local_files_on_the_mock() {
     let shown: Vec<String> = log.iter().map(|r| r.to_string()).collect();
     assert!(log.iter().all(|r| r.method == "GET"), "{shown:#?}");
     assert!(log.iter().all(|r| r.status == 206), "{shown:#?}");
-    // The scan's reads of each file: its footer (a suffix) and its row groups' column chunks.
-    // With read-ahead, one file's row groups take fewer requests than it has row groups.
     for (name, bytes) in &files {
         let path = format!("/tables/{name}");
-        let reads: Vec<_> = log.iter().filter(|r| r.path == path).collect();
         let size = bytes.len() as u64;
-        let row_group_reads = reads
+        let of_file: Vec<_> = log.iter().filter(|r| r.path == path).collect();
+        // The reader's footer: one suffix read of DataFusion's metadata_size_hint, with the
+        // metadata and page index (nothing else read for them).
+        let footers = of_file
             .iter()
-            .filter(|r| r.byte_range.is_some_and(|(first, last)| first > 0 && last < size - 8))
+            .filter(|r| r.range.as_deref() == Some("bytes=-524288"))
             .count();
+        assert_eq!(footers, 1, "{name}: {shown:#?}");
+        // Its row groups: one request each, all in the barrier's round.
+        let pinned: Vec<_> = of_file
+            .iter()
+            .filter(|r| r.header("if-match").is_some())
+            .collect();
+        assert_eq!(pinned.len(), ROW_GROUPS, "{name}: {shown:#?}");
+        assert!(pinned.iter().all(|r| r.fault.is_some()), "{shown:#?}");
         assert!(
-            (1..ROW_GROUPS).contains(&row_group_reads),
-            "{name}: {row_group_reads} requests of row groups for {ROW_GROUPS} row groups: \
-             {shown:#?}"
+            pinned
+                .iter()
+                .all(|r| r.byte_range.is_some_and(|(_, last)| last < size - 8)),
+            "{shown:#?}"
         );
     }
 }

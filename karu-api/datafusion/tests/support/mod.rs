@@ -37,8 +37,10 @@ pub(crate) fn file(part: usize) -> Bytes {
     let first = (part * rows) as i64;
     let ids: Vec<i64> = (first..first + rows as i64).collect();
     let scores = Float64Array::from_iter_values(ids.iter().map(|&i| i as f64 * 0.25 - 3.0));
-    let names =
-        StringArray::from_iter_values(ids.iter().map(|&i| format!("n-{i}-{}", "x".repeat((i % 11) as usize))));
+    let names = StringArray::from_iter_values(
+        ids.iter()
+            .map(|&i| format!("n-{i}-{}", "x".repeat((i % 11) as usize))),
+    );
     let flags = Int32Array::from_iter_values(ids.iter().map(|&i| (i % 5) as i32));
     let extra = Int64Array::from_iter_values(ids.iter().map(|&i| i * 7));
     let batch = RecordBatch::try_from_iter([
