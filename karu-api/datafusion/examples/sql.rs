@@ -46,7 +46,10 @@ fn parquet_file(first: i64, rows: i64) -> Result<Vec<u8>, Failure> {
 #[tokio::main]
 async fn main() -> Result<(), Failure> {
     let server = MockServer::start();
-    server.insert("/tables/trips-0.parquet", parquet_file(0, 80_000)?.into());
+    server.insert(
+        "/tables/trips-0.parquet",
+        bytes::Bytes::from(parquet_file(0, 80_000)?),
+    );
     server.insert(
         "/tables/trips-1.parquet",
         parquet_file(80_000, 80_000)?.into(),

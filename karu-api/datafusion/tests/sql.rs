@@ -53,13 +53,14 @@ async fn sql_through_karu_equals_datafusion_over_the_local_files_on_the_mock() {
         let path = format!("/tables/{name}");
         let size = bytes.len() as u64;
         let of_file: Vec<_> = log.iter().filter(|r| r.path == path).collect();
-        // The reader's footer: one suffix read of DataFusion's metadata_size_hint, with the
-        // metadata and page index (nothing else read for them).
+        // Suffix reads of DataFusion's metadata_size_hint: the scan's reader's (metadata and
+        // page index; nothing else read for them), and at most one more at registration
+        // (through the store; DataFusion's metadata cache may already hold the file).
         let footers = of_file
             .iter()
             .filter(|r| r.range.as_deref() == Some("bytes=-524288"))
             .count();
-        assert_eq!(footers, 1, "{name}: {shown:#?}");
+        assert!((1..=2).contains(&footers), "{name}: {shown:#?}");
         // Its row groups: one request each, all in the barrier's round.
         let pinned: Vec<_> = of_file
             .iter()
