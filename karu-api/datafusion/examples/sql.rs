@@ -52,7 +52,7 @@ async fn main() -> Result<(), Failure> {
     );
     server.insert(
         "/tables/trips-1.parquet",
-        parquet_file(80_000, 80_000)?.into(),
+        bytes::Bytes::from(parquet_file(80_000, 80_000)?),
     );
 
     let client = karu::Client::builder()
