@@ -3,7 +3,7 @@
 //! - provider crates are built on the provider SDK only: no dependency on `karu-config`, the
 //!   `karu` facade or the other crates of Karu's own, and no path into `karu-engine` but
 //!   `karu_engine::sdk`;
-//! - the faces nested under `karu-api/` (the CLI, the C ABI, Python, object_store) use
+//! - the faces nested under `karu-api/` (the CLI, the C ABI, Python, object_store, DataFusion) use
 //!   `karu`'s public API: no dependency on `karu-engine`, `karu-config` or a provider crate,
 //!   no `karu_config` path, and no path into the engine but `karu_engine::sdk`;
 //! - no crate names an item the engine hides from its documentation (`#[doc(hidden)]`).

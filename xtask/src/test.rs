@@ -17,10 +17,19 @@ use karu_testkit::seaweedfs::{self, SeaweedFs};
 use crate::{cargo, workspace_root};
 
 /// Left out of the test run: the benchmarks (they pull object_store, a benchmark-only
-/// dependency; clippy still checks them) and the Python extension module (no Rust tests: its
+/// dependency; clippy still checks them), the Python extension module (no Rust tests: its
 /// tests are the pytest suite; left out, its pyo3 does not change the features of the test
-/// build's dependencies, see "Feature alignment" in the root Cargo.toml).
-const NOT_TESTED: [&str; 4] = ["--exclude", "karu-bench", "--exclude", "karu-python"];
+/// build's dependencies, see "Feature alignment" in the root Cargo.toml) and the DataFusion
+/// face (a large build of its own, tested in its own stage, so that DataFusion's dependencies
+/// do not change the features every other build resolves).
+const NOT_TESTED: [&str; 6] = [
+    "--exclude",
+    "karu-bench",
+    "--exclude",
+    "karu-python",
+    "--exclude",
+    "karu-datafusion",
+];
 
 pub(crate) fn run(lint: bool, extra: &[String]) -> Result<(), String> {
     let root = workspace_root();
@@ -94,6 +103,10 @@ fn run_stages(
         // sets a SONAME on the library those tests link (cargo relinks it for the next run).
         stages.time("C/C++ install (pkg-config, CMake)", || {
             crate::install_check::check(root)
+        })?;
+        // The DataFusion face: built once, here (its tests, documentation tests and example).
+        stages.time("DataFusion face (karu-datafusion)", || {
+            datafusion(root, nextest)
         })?;
         // The Python binding: its wheel (built as `pip install ./karu-api/python` builds it, with
         // maturin as the build backend, on this target directory; with the
@@ -293,6 +306,29 @@ fn apt_install(packages: &[&str]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// karu-datafusion's tests (with nextest when it is there), its documentation tests and its
+/// example, in one build of DataFusion.
+fn datafusion(root: &Path, nextest: bool) -> Result<(), String> {
+    const PACKAGE: [&str; 2] = ["-p", "karu-datafusion"];
+    if nextest {
+        let config = root.join("xtask").join("nextest.toml");
+        let config = config.to_str().ok_or("the checkout's path is not UTF-8")?;
+        let mut args = vec!["nextest", "run", "--no-fail-fast", "--config-file", config];
+        args.extend(PACKAGE);
+        step(root, &args)?;
+        let mut args = vec!["test", "--doc"];
+        args.extend(PACKAGE);
+        step(root, &args)?;
+    } else {
+        let mut args = vec!["test", "--no-fail-fast"];
+        args.extend(PACKAGE);
+        step(root, &args)?;
+    }
+    let mut args = vec!["run", "--quiet", "--example", "sql"];
+    args.extend(PACKAGE);
+    step(root, &args)
 }
 
 fn step(root: &Path, args: &[&str]) -> Result<(), String> {

@@ -1,6 +1,6 @@
-//! Where an `object_store` [`Path`] lives: the Karu address of a path under a store's base.
+//! Where an `object_store` `Path` lives: the Karu address of a path under a store's base.
 //!
-//! A [`Path`] holds its segments in object_store's encoded form (`%` is `%25`, `#` is `%23`,
+//! A `Path` (of either object_store major: both spell paths alike) holds its segments in object_store's encoded form (`%` is `%25`, `#` is `%23`,
 //! `é` is `%C3%A9`, a space stays a space). Each segment is decoded back to the name it stands for, so
 //! `Path::from("a b+c%d é")` reaches the object named `a b+c%d é` on every provider, as
 //! `karu read` does; the name is then written the way Karu's addresses spell names: literally
@@ -16,7 +16,6 @@
 
 use std::fmt;
 
-use object_store::path::Path;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
 /// What a URL path segment keeps unencoded: RFC 3986's unreserved characters.
@@ -141,11 +140,11 @@ impl Base {
         })
     }
 
-    /// The address of `path` under the base (the base itself for the empty path).
-    pub(crate) fn join(&self, path: &Path) -> Result<String, AddressError> {
+    /// The address of `path` under the base (the base itself for the empty path). `path` is
+    /// an object_store `Path`'s encoded form (`Path::as_ref`): segments separated by `/`.
+    pub(crate) fn join(&self, path: &str) -> Result<String, AddressError> {
         let mut address = self.prefix.clone();
-        for part in path.parts() {
-            let segment = part.as_ref();
+        for segment in path.split('/').filter(|s| !s.is_empty()) {
             let name =
                 percent_decode_str(segment)
                     .decode_utf8()
@@ -203,9 +202,10 @@ impl fmt::Debug for Base {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use object_store::path::Path;
 
     fn join(base: &str, path: &Path) -> String {
-        Base::parse(base).unwrap().join(path).unwrap()
+        Base::parse(base).unwrap().join(path.as_ref()).unwrap()
     }
 
     #[test]
@@ -262,18 +262,21 @@ mod tests {
             Path::from_iter(["..."]),
         ] {
             assert!(
-                matches!(base.join(&path), Err(AddressError::DotSegment { .. })),
+                matches!(
+                    base.join(path.as_ref()),
+                    Err(AddressError::DotSegment { .. })
+                ),
                 "{path}"
             );
         }
         // Names with dots among other characters are names.
         assert_eq!(
-            base.join(&Path::from_iter(["..a", "b..", ".hidden"])),
+            base.join(Path::from_iter(["..a", "b..", ".hidden"]).as_ref()),
             Ok("/data/..a/b../.hidden".to_string())
         );
         let path = Path::parse("a/%FF").unwrap();
         assert_eq!(
-            base.join(&path),
+            base.join(path.as_ref()),
             Err(AddressError::NotUtf8 {
                 segment: "%FF".into()
             })
@@ -299,7 +302,7 @@ mod tests {
         ] {
             let base = Base::parse(base).unwrap();
             for (path, segment, character) in &cases {
-                let error = base.join(path).unwrap_err();
+                let error = base.join(path.as_ref()).unwrap_err();
                 assert_eq!(
                     error,
                     AddressError::Separator {

@@ -26,9 +26,8 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
 use karu::{Batch, Client, Completion, Locator, Read};
-use object_store::{GetRange, path::Path};
 
-use crate::error::from_karu;
+use crate::error::{StoreError, from_karu};
 
 /// Chunks of a long range in flight at once: the memory a stream holds is at most this many
 /// chunks (64 MiB with the default part size).
@@ -36,6 +35,57 @@ pub(crate) const CHUNKS_IN_FLIGHT: usize = 8;
 
 /// The chunk size when `http.part_size` is 0 (never split): Karu's default part size.
 pub(crate) const DEFAULT_CHUNK: u64 = 8 << 20;
+
+/// The range a get asks for, as object_store's `GetRange` states it (each door converts its
+/// major's `GetRange` into this).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ByteRange {
+    /// These bytes (a range reaching past the end returns what exists).
+    Bounded(Range<u64>),
+    /// From this offset to the end.
+    Offset(u64),
+    /// The last this many bytes.
+    Suffix(u64),
+}
+
+impl ByteRange {
+    /// Whether object_store accepts the range at all: a bounded range must not be empty or
+    /// end before it starts (object_store's `GetRange::is_valid`, with its message).
+    pub(crate) fn is_valid(&self) -> Result<(), RangeError> {
+        if let ByteRange::Bounded(r) = self {
+            if r.end <= r.start {
+                return Err(format!("Range started at {} and ended at {}", r.start, r.end).into());
+            }
+            if r.end - r.start > usize::MAX as u64 {
+                return Err(format!(
+                    "Range {} is larger than system memory limit {}",
+                    r.start,
+                    usize::MAX
+                )
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The bytes of an object of `len` bytes the range stands for, as object_store's
+    /// `ByteRange::as_range` says (a start at or past the end is an error; a bounded range
+    /// past the end is cut to it; a suffix longer than the object is all of it).
+    pub(crate) fn as_range(&self, len: u64) -> Result<Range<u64>, RangeError> {
+        self.is_valid()?;
+        let start_too_large = |requested: u64| -> RangeError {
+            format!("Wanted range starting at {requested}, but object was only {len} bytes long")
+                .into()
+        };
+        match self {
+            ByteRange::Bounded(r) if r.start >= len => Err(start_too_large(r.start)),
+            ByteRange::Bounded(r) => Ok(r.start..r.end.min(len)),
+            ByteRange::Offset(o) if *o >= len => Err(start_too_large(*o)),
+            ByteRange::Offset(o) => Ok(*o..len),
+            ByteRange::Suffix(n) => Ok(len.saturating_sub(*n)..len),
+        }
+    }
+}
 
 /// The first request of a get: `read_ends(locator.with_window(start, None), head, tail)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,24 +100,24 @@ pub(crate) struct First {
 
 impl First {
     /// The first request for `range` (`None`: the whole object), reading at most `chunk` bytes.
-    pub(crate) fn of(range: Option<&GetRange>, chunk: u64) -> First {
+    pub(crate) fn of(range: Option<&ByteRange>, chunk: u64) -> First {
         match range {
             None => First {
                 start: 0,
                 head: chunk,
                 tail: 0,
             },
-            Some(GetRange::Bounded(r)) => First {
+            Some(ByteRange::Bounded(r)) => First {
                 start: r.start,
                 head: (r.end.saturating_sub(r.start)).min(chunk),
                 tail: 0,
             },
-            Some(GetRange::Offset(o)) => First {
+            Some(ByteRange::Offset(o)) => First {
                 start: *o,
                 head: chunk,
                 tail: 0,
             },
-            Some(GetRange::Suffix(n)) => First {
+            Some(ByteRange::Suffix(n)) => First {
                 start: 0,
                 head: 0,
                 tail: (*n).min(chunk),
@@ -76,7 +126,7 @@ impl First {
     }
 }
 
-/// object_store's error for a range the object cannot serve (its type is not exported).
+/// object_store's error for a range the object cannot serve (its message).
 pub(crate) type RangeError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What a get delivers once the first answer is in: the range of the object it returns, and
@@ -95,7 +145,7 @@ impl Layout {
     /// The layout of `range` once `first` was answered with `visible` bytes from its window's
     /// start, `head` bytes at the window's start and `tail` bytes at the object's end.
     pub(crate) fn of(
-        range: Option<&GetRange>,
+        range: Option<&ByteRange>,
         first: First,
         visible: u64,
         head: u64,
@@ -104,7 +154,7 @@ impl Layout {
         let size = first.start.saturating_add(visible);
         let range = match range {
             None => 0..size,
-            Some(r) => r.as_range(size).map_err(|e| Box::new(e) as RangeError)?,
+            Some(r) => r.as_range(size)?,
         };
         let known = if first.tail > 0 {
             size - tail..size
@@ -198,7 +248,7 @@ pub(crate) fn all_known(pieces: Vec<Piece>) -> Result<Bytes, Vec<Piece>> {
 }
 
 /// The stream of bytes the first answer holds: the whole range of a get.
-pub(crate) fn in_hand(bytes: Bytes) -> BoxStream<'static, object_store::Result<Bytes>> {
+pub(crate) fn in_hand(bytes: Bytes) -> BoxStream<'static, Result<Bytes, StoreError>> {
     if bytes.is_empty() {
         return stream::empty().boxed();
     }
@@ -211,10 +261,10 @@ pub(crate) fn in_hand(bytes: Bytes) -> BoxStream<'static, object_store::Result<B
 pub(crate) fn stream(
     client: Client,
     locator: Locator,
-    path: Path,
+    path: String,
     version: Version,
     pieces: Vec<Piece>,
-) -> BoxStream<'static, object_store::Result<Bytes>> {
+) -> BoxStream<'static, Result<Bytes, StoreError>> {
     let state = Chunks {
         client,
         locator,
@@ -236,7 +286,7 @@ pub(crate) fn stream(
 struct Chunks {
     client: Client,
     locator: Locator,
-    path: Path,
+    path: String,
     version: Version,
     /// Pieces not started yet, in order.
     pending: VecDeque<Piece>,
@@ -252,7 +302,7 @@ enum Started {
 }
 
 impl Chunks {
-    async fn next(&mut self) -> Option<object_store::Result<Bytes>> {
+    async fn next(&mut self) -> Option<Result<Bytes, StoreError>> {
         if self.failed {
             return None;
         }
@@ -307,7 +357,7 @@ impl Chunks {
 
     /// For a local file: whether it still has the size and modification time the first answer
     /// stated, now that every chunk has been read (a file rewritten meanwhile has another).
-    async fn same_file(&self) -> object_store::Result<()> {
+    async fn same_file(&self) -> Result<(), StoreError> {
         let Version::File { size, modified } = &self.version else {
             return Ok(());
         };
@@ -342,7 +392,7 @@ impl Chunks {
         &self,
         completion: Option<Completion>,
         range: Range<u64>,
-    ) -> object_store::Result<Bytes> {
+    ) -> Result<Bytes, StoreError> {
         let Some(completion) = completion else {
             return Err(from_karu(
                 karu::Error::new(
@@ -388,7 +438,7 @@ mod tests {
 
     const CHUNK: u64 = 100;
 
-    fn layout(range: Option<GetRange>, size: u64) -> Result<Layout, String> {
+    fn layout(range: Option<ByteRange>, size: u64) -> Result<Layout, String> {
         let first = First::of(range.as_ref(), CHUNK);
         let visible = size.saturating_sub(first.start);
         let head = first.head.min(visible);
@@ -398,7 +448,7 @@ mod tests {
 
     #[test]
     fn first_requests_read_at_most_a_chunk_where_the_range_starts_or_ends() {
-        let of = |r: Option<GetRange>| First::of(r.as_ref(), CHUNK);
+        let of = |r: Option<ByteRange>| First::of(r.as_ref(), CHUNK);
         assert_eq!(
             of(None),
             First {
@@ -408,7 +458,7 @@ mod tests {
             }
         );
         assert_eq!(
-            of(Some(GetRange::Bounded(10..30))),
+            of(Some(ByteRange::Bounded(10..30))),
             First {
                 start: 10,
                 head: 20,
@@ -416,7 +466,7 @@ mod tests {
             }
         );
         assert_eq!(
-            of(Some(GetRange::Bounded(10..1000))),
+            of(Some(ByteRange::Bounded(10..1000))),
             First {
                 start: 10,
                 head: CHUNK,
@@ -424,7 +474,7 @@ mod tests {
             }
         );
         assert_eq!(
-            of(Some(GetRange::Offset(7))),
+            of(Some(ByteRange::Offset(7))),
             First {
                 start: 7,
                 head: CHUNK,
@@ -432,7 +482,7 @@ mod tests {
             }
         );
         assert_eq!(
-            of(Some(GetRange::Suffix(5))),
+            of(Some(ByteRange::Suffix(5))),
             First {
                 start: 0,
                 head: 0,
@@ -440,7 +490,7 @@ mod tests {
             }
         );
         assert_eq!(
-            of(Some(GetRange::Suffix(500))),
+            of(Some(ByteRange::Suffix(500))),
             First {
                 start: 0,
                 head: 0,
@@ -452,24 +502,24 @@ mod tests {
     #[test]
     fn layouts_follow_object_stores_range_rules() {
         // A bounded range inside the object: all of it in the first answer.
-        let l = layout(Some(GetRange::Bounded(2..5)), 14).unwrap();
+        let l = layout(Some(ByteRange::Bounded(2..5)), 14).unwrap();
         assert_eq!((l.size, l.range.clone(), l.known.clone()), (14, 2..5, 2..5));
         assert!(l.before().is_empty() && l.after().is_empty());
         // Past the end: clamped to the object.
-        let l = layout(Some(GetRange::Bounded(2..100)), 14).unwrap();
+        let l = layout(Some(ByteRange::Bounded(2..100)), 14).unwrap();
         assert_eq!((l.range.clone(), l.known.clone()), (2..14, 2..14));
         // Starting at or past the end: object_store's error.
-        assert!(layout(Some(GetRange::Bounded(14..20)), 14).is_err());
-        assert!(layout(Some(GetRange::Offset(14)), 14).is_err());
-        assert!(layout(Some(GetRange::Bounded(0..1)), 0).is_err());
+        assert!(layout(Some(ByteRange::Bounded(14..20)), 14).is_err());
+        assert!(layout(Some(ByteRange::Offset(14)), 14).is_err());
+        assert!(layout(Some(ByteRange::Bounded(0..1)), 0).is_err());
         // Suffixes, longer than the object too; the empty object's whole is empty.
-        let l = layout(Some(GetRange::Suffix(2)), 14).unwrap();
+        let l = layout(Some(ByteRange::Suffix(2)), 14).unwrap();
         assert_eq!((l.range.clone(), l.known.clone()), (12..14, 12..14));
-        let l = layout(Some(GetRange::Suffix(100)), 14).unwrap();
+        let l = layout(Some(ByteRange::Suffix(100)), 14).unwrap();
         assert_eq!((l.range.clone(), l.known.clone()), (0..14, 0..14));
         let l = layout(None, 0).unwrap();
         assert_eq!((l.range.clone(), l.known.clone()), (0..0, 0..0));
-        let l = layout(Some(GetRange::Suffix(0)), 14).unwrap();
+        let l = layout(Some(ByteRange::Suffix(0)), 14).unwrap();
         assert_eq!((l.range.clone(), l.known.clone()), (14..14, 14..14));
     }
 
@@ -480,9 +530,9 @@ mod tests {
             (l.known.clone(), l.before(), l.after()),
             (0..100, 0..0, 100..250)
         );
-        let l = layout(Some(GetRange::Offset(30)), 250).unwrap();
+        let l = layout(Some(ByteRange::Offset(30)), 250).unwrap();
         assert_eq!((l.known.clone(), l.after()), (30..130, 130..250));
-        let l = layout(Some(GetRange::Suffix(230)), 250).unwrap();
+        let l = layout(Some(ByteRange::Suffix(230)), 250).unwrap();
         assert_eq!(
             (l.known.clone(), l.before(), l.after()),
             (150..250, 20..150, 250..250)
@@ -496,7 +546,7 @@ mod tests {
     #[test]
     fn pieces_put_the_known_bytes_in_their_place() {
         let object: Vec<u8> = (0..250u32).map(|i| i as u8).collect();
-        let check = |range: Option<GetRange>| {
+        let check = |range: Option<ByteRange>| {
             let first = First::of(range.as_ref(), CHUNK);
             let l = layout(range.clone(), 250).unwrap();
             let head_end = (first.start + first.head).min(250) as usize;
@@ -522,12 +572,12 @@ mod tests {
         };
         for range in [
             None,
-            Some(GetRange::Bounded(3..7)),
-            Some(GetRange::Bounded(3..240)),
-            Some(GetRange::Offset(120)),
-            Some(GetRange::Suffix(7)),
-            Some(GetRange::Suffix(230)),
-            Some(GetRange::Suffix(1000)),
+            Some(ByteRange::Bounded(3..7)),
+            Some(ByteRange::Bounded(3..240)),
+            Some(ByteRange::Offset(120)),
+            Some(ByteRange::Suffix(7)),
+            Some(ByteRange::Suffix(230)),
+            Some(ByteRange::Suffix(1000)),
         ] {
             check(range);
         }

@@ -1,22 +1,35 @@
-//! Karu inside the Rust data stack: the two doors format readers reach storage through.
+//! Karu inside the Rust data stack: the two doors format readers reach storage through, for
+//! each major of them the engines' newest releases use.
 //!
-//! - [`KaruStore`] implements [`object_store::ObjectStore`] (object_store **0.14**, the
-//!   major that `parquet` 60 depends on, so one object_store serves Karu, parquet, DataFusion,
-//!   Lance and delta-rs alike): anything that takes an `Arc<dyn ObjectStore>` reads through
-//!   Karu's planner, response checks and recovery, from any address Karu reads (`s3://`,
-//!   `gs://`, `az://`, `hf://`, `source://`, `http(s)://`, local directories).
-//! - [`ParquetReader`] (feature `parquet`) implements parquet's
-//!   [`AsyncFileReader`](parquet::arrow::async_reader::AsyncFileReader) directly, the door
-//!   parquet 60 keeps (it deprecates `ParquetObjectReader`): the footer in one round trip,
-//!   the column chunks of a read as one Karu batch, every read pinned to one version.
+//! - [`KaruStore`] implements `object_store::ObjectStore`: anything that takes an
+//!   `Arc<dyn ObjectStore>` reads through Karu's planner, response checks and recovery, from any
+//!   address Karu reads (`s3://`, `gs://`, `az://`, `hf://`, `source://`, `http(s)://`, local
+//!   directories).
+//! - [`ParquetReader`] implements parquet's `AsyncFileReader` directly, the door parquet keeps
+//!   (parquet 60 deprecates `ParquetObjectReader`): the footer in one round trip, the column
+//!   chunks of a read as one Karu batch with the next row groups' read ahead, every read pinned
+//!   to one version.
+//!
+//! The same two types implement the trait of each major enabled by a feature (one
+//! implementation of the behaviour; each major's door only converts types):
+//!
+//! | feature | trait | serves (newest releases) |
+//! | --- | --- | --- |
+//! | `object-store-0-14` (default) | `object_store` 0.14 `ObjectStore` | parquet 60's `ParquetObjectReader`, Lance 14 (`lance` 14.0) |
+//! | `object-store-0-13` | `object_store` 0.13 `ObjectStore` | DataFusion 55 (`register_object_store`), delta-rs 1.1 (`deltalake` 1.1) |
+//! | `parquet-60` (alias `parquet`) | parquet 60 `AsyncFileReader` | parquet 60's `ParquetRecordBatchStreamBuilder` |
+//! | `parquet-59` | parquet 59 `AsyncFileReader` | DataFusion 55's Parquet scan (see the `karu-datafusion` crate), delta-rs 1.1 |
+//!
+//! When DataFusion releases on object_store 0.14 and parquet 60 (its main branch has moved),
+//! the doors follow its newest release and keep the previous major while users are on it.
 //!
 //! Karu is read-only by contract: writes, deletes, copies and listings answer
-//! [`object_store::Error::NotImplemented`].
+//! object_store's `Error::NotImplemented`.
 //!
 //! # Reading Parquet
 //!
 //! ```no_run
-//! # #[cfg(feature = "parquet")]
+//! # #[cfg(feature = "parquet-60")]
 //! # async fn read() -> Result<(), Box<dyn std::error::Error>> {
 //! use futures::TryStreamExt;
 //! use karu_object_store::ParquetReader;
@@ -38,9 +51,10 @@
 //!
 //! # Registering with DataFusion
 //!
-//! DataFusion finds stores by URL in its `ObjectStoreRegistry`; register a `KaruStore` under
-//! the URL of the tables it serves (DataFusion is not a dependency of this crate, so this is
-//! text, not a tested example):
+//! DataFusion 55 finds stores by URL in its `ObjectStoreRegistry`; with `object-store-0-13`,
+//! register a `KaruStore` under the URL of the tables it serves (DataFusion is not a dependency
+//! of this crate, so this is text, not a tested example; the `karu-datafusion` crate does this
+//! and also gives DataFusion's scan Karu's `ParquetReader`, which reads ahead):
 //!
 //! ```text
 //! use std::sync::Arc;
@@ -71,18 +85,28 @@
 mod address;
 mod error;
 mod get;
-#[cfg(feature = "parquet")]
+#[cfg(feature = "object-store-0-13")]
+mod object_store_0_13;
+#[cfg(feature = "object-store-0-14")]
+mod object_store_0_14;
+#[cfg(feature = "parquet-59")]
+mod parquet_59;
+#[cfg(feature = "parquet-60")]
+mod parquet_60;
+#[cfg(any(feature = "parquet-59", feature = "parquet-60"))]
 mod parquet_reader;
-#[cfg(feature = "parquet")]
+#[cfg(any(feature = "parquet-59", feature = "parquet-60"))]
 mod prefetch;
 mod store;
 
-#[cfg(feature = "parquet")]
-pub use parquet_reader::ParquetReader;
+#[cfg(any(feature = "parquet-59", feature = "parquet-60"))]
+pub use parquet_reader::{FileLayout, ParquetMetadata, ParquetReader, WeakParquetReader};
+#[cfg(any(feature = "parquet-59", feature = "parquet-60"))]
+pub use prefetch::PrefetchedBytes;
 pub use store::KaruStore;
 
 /// This crate's README, whose examples are compiled (and the first one run) as documentation
 /// tests.
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "parquet-60", feature = "object-store-0-14"))]
 #[doc = include_str!("../README.md")]
 pub struct Readme;

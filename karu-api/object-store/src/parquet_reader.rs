@@ -1,47 +1,54 @@
-//! `ParquetReader`: parquet's `AsyncFileReader` over a Karu client, for one file.
+//! `ParquetReader`: parquet's `AsyncFileReader` over a Karu client, for one file, written once
+//! for every parquet major (each major's door, `parquet_door.rs`, converts types and parses the
+//! footer with that major's metadata reader).
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use bytes::{Bytes, BytesMut};
-use futures_util::future::BoxFuture;
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use karu::{Batch, BatchOptions, Client, Completion, Locator, Read, Status};
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
-use parquet::arrow::async_reader::{AsyncFileReader, MetadataFetch};
-use parquet::errors::{ParquetError, Result};
-use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
-use crate::prefetch::{DEFAULT_BUDGET, Prefetched};
+use crate::prefetch::{DEFAULT_BUDGET, Prefetched, PrefetchedBytes, Served};
 
-/// Parquet's [`AsyncFileReader`] for one file at any Karu address, implemented directly (the
-/// door parquet 60 keeps: it deprecates `ParquetObjectReader` in favour of readers like this
-/// one).
+/// Parquet's `AsyncFileReader` for one file at any Karu address, implemented directly (the
+/// door parquet keeps: parquet 60 deprecates `ParquetObjectReader` in favour of readers like
+/// this one), for parquet 60 (feature `parquet-60`, also named `parquet`) and parquet 59
+/// (feature `parquet-59`, the major DataFusion 55 uses): the same reader implements each
+/// enabled major's trait.
 ///
-/// - [`get_metadata`](AsyncFileReader::get_metadata) reads the footer in **one request**:
-///   the last [`footer_hint`](ParquetReader::with_footer_hint) bytes (64 KiB by default) as a
-///   suffix read, whose answer also states the file's size and ETag (where a service ignores
-///   suffix ranges, as Azure does, Karu's [`read_ends`](karu::Client::read_ends) reads one
-///   byte of the head first, for the size). Only metadata longer than that (or a page index
-///   before it) takes a second read, of the missing bytes alone.
-/// - [`get_bytes`](AsyncFileReader::get_bytes) is one read;
-///   [`get_byte_ranges`](AsyncFileReader::get_byte_ranges) (the column chunks of a row group)
-///   is one Karu batch, merged where Karu's planner and its guards say it pays.
+/// - `get_metadata` reads the footer in **one request**: the last
+///   [`footer_hint`](ParquetReader::with_footer_hint) bytes (64 KiB by default) as a suffix
+///   read, whose answer also states the file's size and ETag (where a service ignores suffix
+///   ranges, as Azure does, Karu's [`read_ends`](karu::Client::read_ends) reads one byte of
+///   the head first, for the size). Only metadata longer than that (or a page index before
+///   it) takes a second read, of the missing bytes alone. With
+///   [`with_page_index`](ParquetReader::with_page_index) the page index comes with the
+///   metadata (from the same suffix when it fits).
+/// - `get_bytes` is one read; `get_byte_ranges` (the column chunks of a row group) is one
+///   Karu batch, merged where Karu's planner and its guards say it pays.
+/// - **Read-ahead** (on by default): when parquet's stream asks for the column chunks of a
+///   row group, the same batch also reads the same columns of the row groups the stream will
+///   read next (the next ones in the file, or in the
+///   [selection](ParquetReader::with_row_groups) when the reader is told it), as many as the
+///   [budget](ParquetReader::with_prefetch_budget) allows (64 MiB by default). The stream's
+///   next reads are served from what arrived, or wait on it in flight, and each row group
+///   taken or passed makes room for the next. What the stream never asks for is released when
+///   it moves past it, or with the reader (a stream dropped). A stream that reads one row
+///   group after another so costs about one round trip per budget's worth of row groups
+///   instead of one per row group.
+/// - [`prefetch`](ParquetReader::prefetch) hands Karu a query's whole plan (its row groups
+///   and projection) up front, under the same budget, for callers who know it.
 /// - One version: the first footer answer's strong ETag is sent as `If-Match` with every later
 ///   read of this reader and of its clones (Karu also checks it on each answer), so a file
 ///   replaced while it is read fails with [`Status::PreconditionFailed`] instead of mixing
 ///   row groups of two files. Reads before the footer keep to one version within their batch.
 ///   Files without a strong ETag (local files, some servers) cannot be pinned: their reads
 ///   follow the file as it is.
-/// - [`prefetch`](ParquetReader::prefetch) hands Karu a query's column chunks ahead of
-///   parquet's stream (the projected columns of the selected row groups, as many as a byte
-///   budget allows), which asks for them one row group after another: the stream's reads are
-///   then served from batches already in flight, so the query costs about one round trip
-///   instead of one per row group.
-/// - Every read returns exactly the bytes asked for or an error; errors are
-///   [`ParquetError::External`] holding Karu's [`karu::Error`] (its status and evidence).
+/// - Every read returns exactly the bytes asked for or an error; errors are parquet's
+///   `ParquetError::External` holding Karu's [`karu::Error`] (its status and evidence).
 ///
 /// The futures are Karu's own (woken by Karu's threads): they need no runtime and run under
 /// tokio, smol or a plain executor alike.
@@ -73,14 +80,78 @@ use crate::prefetch::{DEFAULT_BUDGET, Prefetched};
 pub struct ParquetReader {
     client: Client,
     locator: Locator,
-    footer_hint: u64,
-    /// The version the first footer answer stated, shared with clones.
-    version: Arc<OnceLock<Version>>,
-    /// The row groups [`ParquetReader::prefetch`] reads ahead of the stream (this reader's
-    /// own: a clone starts with none).
+    settings: Settings,
+    /// What the footer told of the file (its version, its layout), shared with clones.
+    file: Arc<FileState>,
+    /// The row groups prefetched or read ahead of the stream (this reader's own: a clone
+    /// starts with none).
     prefetched: Mutex<Prefetched>,
-    /// The most bytes `prefetched` holds.
-    prefetch_budget: u64,
+}
+
+/// A reader's settings, kept by its clones.
+#[derive(Debug, Clone)]
+struct Settings {
+    footer_hint: u64,
+    page_index: bool,
+    /// The most bytes prefetched and read-ahead row groups hold.
+    budget: u64,
+    read_ahead: bool,
+    /// The row groups the stream reads, in its order, when the reader was told.
+    row_groups: Option<Arc<[usize]>>,
+    /// Only row groups whose first column chunk starts in here are read ahead.
+    starting_in: Option<Range<u64>>,
+}
+
+impl Settings {
+    /// The row groups the stream reads after `row_group`, in its order: the rest of the
+    /// selection the reader was told, else the rest of the file. `None` when `row_group` is
+    /// not in the selection.
+    fn after(&self, layout: &FileLayout, row_group: usize) -> Option<VecDeque<usize>> {
+        let inside = |g: &usize| {
+            *g < layout.len()
+                && self.starting_in.as_ref().is_none_or(|range| {
+                    layout
+                        .chunk(*g, 0)
+                        .is_some_and(|chunk| range.contains(&chunk.start))
+                })
+        };
+        match &self.row_groups {
+            Some(selected) => {
+                let at = selected.iter().position(|&g| g == row_group)?;
+                Some(selected[at + 1..].iter().copied().filter(inside).collect())
+            }
+            None => Some((row_group + 1..layout.len()).filter(inside).collect()),
+        }
+    }
+
+    /// Where `row_group` comes in the stream's order.
+    fn rank(&self, row_group: usize) -> Option<usize> {
+        match &self.row_groups {
+            Some(selected) => selected.iter().position(|&g| g == row_group),
+            None => Some(row_group),
+        }
+    }
+
+    /// Whether row group `g` comes before what the read-ahead queued, in the stream's order
+    /// (a row group passed, read again: the read-ahead leaves it alone); `Some(false)` when
+    /// reading ahead from it is right (nothing queued, or `g` beyond the queue); `None` when
+    /// `g` has no place in the stream's order, or a `prefetch` plan is queued.
+    fn behind_the_queue(&self, prefetched: &Prefetched, g: usize) -> Option<bool> {
+        let rank = self.rank(g)?;
+        match prefetched.front() {
+            None => Some(false),
+            Some(_) if !prefetched.reading_ahead() => None,
+            Some(front) => Some(rank < self.rank(front)?),
+        }
+    }
+}
+
+/// What the footer told of one file: its version, and where its row groups' column chunks
+/// lie.
+#[derive(Debug, Default)]
+struct FileState {
+    version: OnceLock<Version>,
+    layout: OnceLock<FileLayout>,
 }
 
 /// A clone reads the same file, pinned to the same version, with the same settings; it starts
@@ -90,19 +161,120 @@ impl Clone for ParquetReader {
         ParquetReader {
             client: self.client.clone(),
             locator: self.locator.clone(),
-            footer_hint: self.footer_hint,
-            version: self.version.clone(),
+            settings: self.settings.clone(),
+            file: self.file.clone(),
             prefetched: Mutex::new(Prefetched::default()),
-            prefetch_budget: self.prefetch_budget,
         }
+    }
+}
+
+/// A reader that does not keep its file's state alive: [`upgrade`](WeakParquetReader::upgrade)
+/// gives a clone of the reader while any reader of the file (a clone of it) is alive, so
+/// readers made for one scan share the footer's version and layout without holding them
+/// after the scan.
+#[derive(Debug, Clone)]
+pub struct WeakParquetReader {
+    client: Client,
+    locator: Locator,
+    settings: Settings,
+    file: Weak<FileState>,
+}
+
+impl WeakParquetReader {
+    /// A clone of the reader, if a reader of its file is still alive.
+    pub fn upgrade(&self) -> Option<ParquetReader> {
+        Some(ParquetReader {
+            client: self.client.clone(),
+            locator: self.locator.clone(),
+            settings: self.settings.clone(),
+            file: self.file.upgrade()?,
+            prefetched: Mutex::new(Prefetched::default()),
+        })
     }
 }
 
 /// One version of the file: its size and strong ETag.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Version {
-    size: u64,
-    etag: Option<String>,
+pub(crate) struct Version {
+    pub(crate) size: u64,
+    pub(crate) etag: Option<String>,
+}
+
+/// Where a Parquet file's row groups' column chunks lie, from its metadata (what
+/// [`ParquetMetadata`] tells [`ParquetReader::prefetch`]).
+#[derive(Debug, Clone)]
+pub struct FileLayout {
+    /// Each row group's column chunks, in column order.
+    row_groups: Vec<Vec<Range<u64>>>,
+}
+
+impl FileLayout {
+    /// The layout of row groups given as their column chunks' `(start, length)`.
+    pub(crate) fn new(row_groups: Vec<Vec<Range<u64>>>) -> FileLayout {
+        FileLayout { row_groups }
+    }
+
+    fn len(&self) -> usize {
+        self.row_groups.len()
+    }
+
+    /// The bytes of the whole row group (from its first chunk's start to its last's end).
+    pub(crate) fn extent(&self, row_group: usize) -> Range<u64> {
+        let chunks = self
+            .row_groups
+            .get(row_group)
+            .map_or(&[][..], Vec::as_slice);
+        let start = chunks.iter().map(|r| r.start).min().unwrap_or(0);
+        let end = chunks.iter().map(|r| r.end).max().unwrap_or(0);
+        start..end
+    }
+
+    /// The chunk of column `column` in `row_group`.
+    pub(crate) fn chunk(&self, row_group: usize, column: usize) -> Option<Range<u64>> {
+        self.row_groups.get(row_group)?.get(column).cloned()
+    }
+
+    /// The row group all of `ranges` lie in, if one does.
+    fn row_group_of(&self, ranges: &[Range<u64>]) -> Option<usize> {
+        let first = ranges.first()?;
+        let g = (0..self.len()).find(|&g| {
+            let extent = self.extent(g);
+            extent.start <= first.start && first.end <= extent.end
+        })?;
+        let extent = self.extent(g);
+        ranges
+            .iter()
+            .all(|r| extent.start <= r.start && r.end <= extent.end)
+            .then_some(g)
+    }
+
+    /// The columns of `row_group` whose chunks hold bytes of `ranges`.
+    fn columns_of(&self, row_group: usize, ranges: &[Range<u64>]) -> Vec<usize> {
+        self.row_groups[row_group]
+            .iter()
+            .enumerate()
+            .filter(|(_, chunk)| {
+                ranges
+                    .iter()
+                    .any(|r| r.start < chunk.end && chunk.start < r.end)
+            })
+            .map(|(c, _)| c)
+            .collect()
+    }
+}
+
+/// A parquet major's file metadata, which [`ParquetReader::prefetch`] takes: parquet 60's and
+/// parquet 59's `ParquetMetaData` (and an `Arc` of either), with that major's
+/// `ProjectionMask` as the projection (each implemented by the enabled majors' doors).
+pub trait ParquetMetadata {
+    /// The major's projection (`ProjectionMask`).
+    type Projection;
+    /// Where the row groups' column chunks lie.
+    #[doc(hidden)]
+    fn layout(&self) -> FileLayout;
+    /// Whether the projection includes leaf column `column`.
+    #[doc(hidden)]
+    fn includes(projection: &Self::Projection, column: usize) -> bool;
 }
 
 /// The bytes of a suffix read that sits beside the footer: the default covers the metadata
@@ -115,7 +287,7 @@ const FOOTER: u64 = 8;
 impl ParquetReader {
     /// A reader of the Parquet file at `address` (any Karu address). Nothing is read now;
     /// an address no provider of `client` serves is an error here.
-    pub fn new(client: &Client, address: &str) -> std::result::Result<ParquetReader, karu::Error> {
+    pub fn new(client: &Client, address: &str) -> Result<ParquetReader, karu::Error> {
         Ok(Self::from_locator(client, &client.locate(address)?))
     }
 
@@ -124,10 +296,16 @@ impl ParquetReader {
         ParquetReader {
             client: client.clone(),
             locator: locator.clone(),
-            footer_hint: DEFAULT_FOOTER_HINT,
-            version: Arc::new(OnceLock::new()),
+            settings: Settings {
+                footer_hint: DEFAULT_FOOTER_HINT,
+                page_index: false,
+                budget: DEFAULT_BUDGET,
+                read_ahead: true,
+                row_groups: None,
+                starting_in: None,
+            },
+            file: Arc::new(FileState::default()),
             prefetched: Mutex::new(Prefetched::default()),
-            prefetch_budget: DEFAULT_BUDGET,
         }
     }
 
@@ -135,26 +313,75 @@ impl ParquetReader {
     /// for files with long metadata (many row groups or columns, page indexes), so that the
     /// metadata still comes in one round trip.
     pub fn with_footer_hint(mut self, bytes: u64) -> ParquetReader {
-        self.footer_hint = bytes.max(FOOTER);
+        self.settings.footer_hint = bytes.max(FOOTER);
         self
     }
 
-    /// Let [`prefetch`](ParquetReader::prefetch) hold at most `bytes` (default 128 MiB): the
-    /// column chunks of the row groups in flight or arrived that the stream has not taken. A
-    /// row group that does not fit waits, unread, until the stream has taken or passed enough
-    /// of those before it; one larger than the budget is read alone.
+    /// Load the page index (column and offset indexes) with the metadata, whatever the
+    /// caller's options ask (off by default: then as the options say). It sits just before
+    /// the footer, so a [footer hint](ParquetReader::with_footer_hint) that covers it brings it
+    /// in the same round trip; engines that prune pages by it (DataFusion) then read nothing
+    /// more for it.
+    pub fn with_page_index(mut self, load: bool) -> ParquetReader {
+        self.settings.page_index = load;
+        self
+    }
+
+    /// Let prefetched and read-ahead row groups hold at most `bytes` (default 64 MiB): the
+    /// column chunks in flight or arrived that the stream has not taken. A row group that
+    /// does not fit waits, unread, until the stream has taken or passed enough of those
+    /// before it; one larger than the budget is read alone.
     pub fn with_prefetch_budget(mut self, bytes: u64) -> ParquetReader {
-        self.prefetch_budget = bytes;
+        self.settings.budget = bytes;
         self
     }
 
-    /// The bytes [`prefetch`](ParquetReader::prefetch) holds now: column chunks in flight or
-    /// arrived that the stream has not taken, of row groups it has not passed.
+    /// Read ahead of parquet's stream (on by default), or not: without it, each
+    /// `get_byte_ranges` reads what it asks for and no more (a [`prefetch`] still works).
+    ///
+    /// [`prefetch`]: ParquetReader::prefetch
+    pub fn with_read_ahead(mut self, on: bool) -> ParquetReader {
+        self.settings.read_ahead = on;
+        self
+    }
+
+    /// Tell the reader the row groups the stream reads, in its order (what parquet's builder
+    /// is given with `with_row_groups`): the read-ahead then reads only those, and never
+    /// past the last. Without it, it reads the row groups that follow in the file.
+    pub fn with_row_groups(mut self, row_groups: impl Into<Vec<usize>>) -> ParquetReader {
+        self.settings.row_groups = Some(row_groups.into().into());
+        self
+    }
+
+    /// Read ahead only row groups whose first column chunk starts in `range` (how DataFusion
+    /// and Spark split a file between partitions: each reads the row groups that start in its
+    /// byte range), so that two readers of one file never read ahead each other's row groups.
+    pub fn with_row_groups_starting_in(mut self, range: Range<u64>) -> ParquetReader {
+        self.settings.starting_in = Some(range);
+        self
+    }
+
+    /// The bytes prefetched or read ahead now: column chunks in flight or arrived that the
+    /// stream has not taken, of row groups it has not passed.
     pub fn prefetched_bytes(&self) -> u64 {
-        self.prefetched
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .held()
+        self.lock_prefetched().held()
+    }
+
+    /// A gauge of [`prefetched_bytes`](ParquetReader::prefetched_bytes) that outlives the
+    /// reader (it reads 0 once the reader and what it held are dropped).
+    pub fn prefetched_bytes_gauge(&self) -> PrefetchedBytes {
+        self.lock_prefetched().gauge()
+    }
+
+    /// A handle that gives clones of this reader while one is alive, without keeping its
+    /// file's state alive.
+    pub fn downgrade(&self) -> WeakParquetReader {
+        WeakParquetReader {
+            client: self.client.clone(),
+            locator: self.locator.clone(),
+            settings: self.settings.clone(),
+            file: Arc::downgrade(&self.file),
+        }
     }
 
     /// The file.
@@ -164,31 +391,38 @@ impl ParquetReader {
 
     /// The file's size, once its footer has been read.
     pub fn size(&self) -> Option<u64> {
-        self.version.get().map(|v| v.size)
+        self.file.version.get().map(|v| v.size)
     }
 
     /// The strong ETag reads are pinned to, once the footer has been read (none for files
     /// without one).
     pub fn etag(&self) -> Option<&str> {
-        self.version.get().and_then(|v| v.etag.as_deref())
+        self.file.version.get().and_then(|v| v.etag.as_deref())
+    }
+
+    fn lock_prefetched(&self) -> std::sync::MutexGuard<'_, Prefetched> {
+        self.prefetched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Read the column chunks of `projection` in each of `row_groups` ahead of parquet's
-    /// stream: one Karu batch per row group (merged where Karu's planner says it pays, pinned
-    /// to the version the footer stated), started in the order given, as many at once as the
-    /// [prefetch budget](ParquetReader::with_prefetch_budget) allows (all of them, for most
-    /// queries), under the client's concurrency limit. When parquet's stream asks for chunks a
-    /// prefetched row group holds ([`get_byte_ranges`](AsyncFileReader::get_byte_ranges)), it
-    /// takes them instead of reading again.
+    /// stream: started in the order given, as many at once as the
+    /// [budget](ParquetReader::with_prefetch_budget) allows (all of them, for most queries),
+    /// those started together in one Karu batch (merged where Karu's planner says it pays,
+    /// pinned to the version the footer stated), under the client's concurrency limit. When
+    /// parquet's stream asks for chunks a prefetched row group holds (`get_byte_ranges`), it
+    /// takes them instead of reading again. `metadata` is the file's `ParquetMetaData` (of
+    /// parquet 60 or 59), `projection` that major's `ProjectionMask`.
     ///
     /// Call it with the metadata, row groups (in the stream's order) and projection the
-    /// stream is built with; reads it does not match are read as usual. What is prefetched
-    /// is held until the stream takes it, and no longer: a row group is released once the
-    /// stream has taken all its chunks (a row filter's two reads of a row group are both
-    /// served) or reads in a later row group (another projection, a row group skipped), and
-    /// everything with the reader (a limit reached, a stream dropped). Row groups the budget
-    /// keeps waiting are not read until the stream gets near them, so a stream that stops
-    /// early leaves them unread.
+    /// stream is built with; reads it does not match are read as usual. It replaces what the
+    /// read-ahead would choose. What is prefetched is held until the stream takes it, and no
+    /// longer: a row group is released once the stream has taken all its chunks (a row
+    /// filter's two reads of a row group are both served) or reads in a later row group
+    /// (another projection, a row group skipped), and everything with the reader (a limit
+    /// reached, a stream dropped). Row groups the budget keeps waiting are not read until the
+    /// stream gets near them, so a stream that stops early leaves them unread.
     ///
     /// ```no_run
     /// # async fn query(client: &karu::Client) -> Result<(), Box<dyn std::error::Error>> {
@@ -211,42 +445,34 @@ impl ParquetReader {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn prefetch(
+    pub fn prefetch<M: ParquetMetadata + ?Sized>(
         &self,
-        metadata: &ParquetMetaData,
+        metadata: &M,
         row_groups: &[usize],
-        projection: &ProjectionMask,
-    ) -> Result<()> {
-        if let Some(g) = row_groups.iter().find(|&&g| g >= metadata.num_row_groups()) {
-            return Err(ParquetError::General(format!(
-                "row group {g} of {} row groups",
-                metadata.num_row_groups()
-            )));
+        projection: &M::Projection,
+    ) -> Result<(), karu::Error> {
+        let layout = metadata.layout();
+        if let Some(g) = row_groups.iter().find(|&&g| g >= layout.len()) {
+            return Err(karu::Error::new(
+                Status::InvalidArgument,
+                format!("row group {g} of {} row groups", layout.len()),
+            ));
         }
-        let mut prefetched = self
-            .prefetched
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let layout = self.file.layout.get_or_init(|| layout);
+        let mut prefetched = self.lock_prefetched();
+        prefetched.clear();
         for &g in row_groups {
-            let group = metadata.row_group(g);
-            let chunk = |c: usize| {
-                let (start, length) = group.column(c).byte_range();
-                start..start.saturating_add(length)
-            };
-            let all: Vec<Range<u64>> = (0..group.num_columns()).map(chunk).collect();
-            let extent = all.iter().map(|r| r.start).min().unwrap_or(0)
-                ..all.iter().map(|r| r.end).max().unwrap_or(0);
-            let ranges: Vec<Range<u64>> = (0..group.num_columns())
-                .filter(|&c| projection.leaf_included(c))
-                .map(chunk)
+            let ranges: Vec<Range<u64>> = (0..layout.row_groups[g].len())
+                .filter(|&c| M::includes(projection, c))
+                .filter_map(|c| layout.chunk(g, c))
                 .filter(|r| !r.is_empty())
                 .collect();
             if !ranges.is_empty() {
-                prefetched.push(extent, ranges);
+                prefetched.push(g, layout.extent(g), ranges);
             }
         }
         let etag = self.etag().map(str::to_owned);
-        prefetched.start_within(self.prefetch_budget, |ranges| {
+        prefetched.start_within(self.settings.budget, |ranges| {
             start_group(&self.client, &self.locator, etag.as_deref(), ranges)
         });
         Ok(())
@@ -261,7 +487,7 @@ impl ParquetReader {
     }
 
     /// Exactly the bytes of `range`, in one read.
-    async fn read(&self, range: Range<u64>) -> Result<Bytes> {
+    pub(crate) async fn read(&self, range: Range<u64>) -> Result<Bytes, karu::Error> {
         let length = checked_length(&range)?;
         if length == 0 {
             return Ok(Bytes::new());
@@ -272,9 +498,12 @@ impl ParquetReader {
         exact(batch.next().await, length)
     }
 
-    /// Exactly the bytes of every range: from a prefetched row group that holds them all,
-    /// else in one batch.
-    async fn read_many(&mut self, ranges: Vec<Range<u64>>) -> Result<Vec<Bytes>> {
+    /// Exactly the bytes of every range: from a prefetched or read-ahead row group that holds
+    /// them all; else, reading ahead from the row group they are in; else in one batch.
+    pub(crate) async fn read_many(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> Result<Vec<Bytes>, karu::Error> {
         for range in &ranges {
             checked_length(range)?;
         }
@@ -283,23 +512,31 @@ impl ParquetReader {
             return Ok(vec![Bytes::new(); ranges.len()]);
         }
         let wanted: Vec<Range<u64>> = ranges.iter().filter(|r| !r.is_empty()).cloned().collect();
-        let etag = self.etag().map(str::to_owned);
         let ParquetReader {
             client,
             locator,
+            settings,
+            file,
             prefetched,
-            prefetch_budget,
-            ..
         } = self;
+        let etag = file.version.get().and_then(|v| v.etag.clone());
+        let layout = file.layout.get();
+        let budget = settings.budget;
+        let start = |ranges: &[Range<u64>]| start_group(client, locator, etag.as_deref(), ranges);
         let prefetched = prefetched
             .get_mut()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let served = prefetched
-            .serve(&wanted, *prefetch_budget, |ranges| {
-                start_group(client, locator, etag.as_deref(), ranges)
-            })
-            .await;
-        if let Some(served) = served {
+        let mut served = prefetched.serve(&wanted, layout, budget, start).await;
+        if let (Served::NotQueued, true, Some(layout)) = (&served, settings.read_ahead, layout)
+            && let Some(g) = layout.row_group_of(&wanted)
+            && let Some(next) = settings.after(layout, g)
+            && settings.behind_the_queue(prefetched, g) == Some(false)
+        {
+            let columns = layout.columns_of(g, &wanted);
+            prefetched.read_ahead_from(layout, g, wanted.clone(), columns, next, budget, start);
+            served = prefetched.serve(&wanted, Some(layout), budget, start).await;
+        }
+        if let Served::Bytes(served) = served {
             let mut served = served?.into_iter();
             return Ok(ranges
                 .iter()
@@ -326,22 +563,20 @@ impl ParquetReader {
         tagged(&mut batch, &ranges).await
     }
 
-    /// The footer: one suffix read (which states the size and version), parsed with parquet's
-    /// metadata reader, whose reads beyond that suffix (longer metadata, page indexes) are
-    /// pinned reads of the missing bytes.
-    async fn metadata(&self, options: Option<&ArrowReaderOptions>) -> Result<ParquetMetaData> {
+    /// The footer's suffix read: pins the file's version (or fails when the file changed since
+    /// a reader of it first read its footer); the suffix and where it starts.
+    pub(crate) async fn footer(&self) -> Result<Footer, karu::Error> {
         let ends = self
             .client
-            .read_ends_async(&self.locator, 0, self.footer_hint)
-            .await
-            .map_err(external)?;
+            .read_ends_async(&self.locator, 0, self.settings.footer_hint)
+            .await?;
         let version = Version {
             size: ends.size,
             etag: ends.etag,
         };
-        let pinned = self.version.get_or_init(|| version.clone());
+        let pinned = self.file.version.get_or_init(|| version.clone());
         if *pinned != version {
-            return Err(external(karu::Error::new(
+            return Err(karu::Error::new(
                 Status::PreconditionFailed,
                 format!(
                     "{} changed since this reader first read its footer ({} bytes, {}; now {} \
@@ -352,23 +587,30 @@ impl ParquetReader {
                     version.size,
                     version.etag.as_deref().unwrap_or("no ETag"),
                 ),
-            )));
+            ));
         }
         let tail = Bytes::from(ends.tail);
-        let footer = Footer {
+        Ok(Footer {
             reader: self.clone(),
+            size: version.size,
             tail_start: version.size - tail.len() as u64,
-            tail: tail.clone(),
-        };
-        ParquetMetaDataReader::new()
-            .with_arrow_reader_options(options)
-            .with_prefetch_hint(Some(tail.len()))
-            .load_and_finish(footer, version.size)
-            .await
+            tail,
+        })
+    }
+
+    /// Whether the metadata is to be read with its page index.
+    pub(crate) fn page_index(&self) -> bool {
+        self.settings.page_index
+    }
+
+    /// Keep the file's layout (the first metadata read tells it; later ones agree, the file
+    /// being pinned).
+    pub(crate) fn learn_layout(&self, layout: impl FnOnce() -> FileLayout) {
+        self.file.layout.get_or_init(layout);
     }
 }
 
-/// The batch reading a prefetched row group's `ranges` (tagged by index), pinned to `etag`
+/// The batch reading prefetched row groups' `ranges` (tagged by index), pinned to `etag`
 /// when the footer stated one, keeping to one version on its own otherwise.
 fn start_group(
     client: &Client,
@@ -391,33 +633,32 @@ fn start_group(
 }
 
 /// The length of a range, or an error for one that ends before it starts.
-fn checked_length(range: &Range<u64>) -> Result<u64> {
+fn checked_length(range: &Range<u64>) -> Result<u64, karu::Error> {
     range.end.checked_sub(range.start).ok_or_else(|| {
-        external(karu::Error::new(
+        karu::Error::new(
             Status::InvalidRange,
             format!(
                 "the range {}..{} ends before it starts",
                 range.start, range.end
             ),
-        ))
+        )
     })
-}
-
-pub(crate) fn external(error: karu::Error) -> ParquetError {
-    ParquetError::External(Box::new(error))
 }
 
 /// The bytes of each of `ranges` from the batch that reads them, tagged by index (an empty
 /// range, not read, is empty): exactly, or the first error.
-pub(crate) async fn tagged(batch: &mut Batch, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+pub(crate) async fn tagged(
+    batch: &mut Batch,
+    ranges: &[Range<u64>],
+) -> Result<Vec<Bytes>, karu::Error> {
     let mut bytes = vec![Bytes::new(); ranges.len()];
     while let Some(completion) = batch.next().await {
         let i = usize::try_from(completion.tag()).unwrap_or(usize::MAX);
         let Some(range) = ranges.get(i) else {
-            return Err(external(karu::Error::new(
+            return Err(karu::Error::new(
                 Status::Internal,
                 "a completion has a tag it was not given",
-            )));
+            ));
         };
         bytes[i] = exact(Some(completion), range.end - range.start)?;
     }
@@ -425,70 +666,54 @@ pub(crate) async fn tagged(batch: &mut Batch, ranges: &[Range<u64>]) -> Result<V
 }
 
 /// The bytes of a completion of a read of `length` bytes: all of them, or its error.
-fn exact(completion: Option<Completion>, length: u64) -> Result<Bytes> {
-    let completion = completion.ok_or_else(|| {
-        external(karu::Error::new(
-            Status::Internal,
-            "a read produced no completion",
-        ))
-    })?;
-    let bytes = completion.into_result().map_err(external)?;
+pub(crate) fn exact(completion: Option<Completion>, length: u64) -> Result<Bytes, karu::Error> {
+    let completion = completion
+        .ok_or_else(|| karu::Error::new(Status::Internal, "a read produced no completion"))?;
+    let bytes = completion.into_result()?;
     if bytes.len() as u64 != length {
-        return Err(external(karu::Error::new(
+        return Err(karu::Error::new(
             Status::Internal,
             format!("a read of {length} bytes delivered {}", bytes.len()),
-        )));
+        ));
     }
     Ok(Bytes::from(bytes))
 }
 
 /// What parquet's metadata reader fetches while it parses the footer: from the suffix already
 /// read where it holds the range, else a pinned read of what it lacks.
-struct Footer {
+pub(crate) struct Footer {
     reader: ParquetReader,
+    /// The file's size.
+    pub(crate) size: u64,
     /// Where the suffix starts in the file.
     tail_start: u64,
     tail: Bytes,
 }
 
-impl MetadataFetch for Footer {
-    fn fetch(&mut self, range: Range<u64>) -> BoxFuture<'_, Result<Bytes>> {
-        async move {
-            let tail_end = self.tail_start + self.tail.len() as u64;
-            if range.start >= self.tail_start && range.end <= tail_end {
-                let from = (range.start - self.tail_start) as usize;
-                let to = (range.end - self.tail_start) as usize;
-                return Ok(self.tail.slice(from..to));
-            }
-            if range.end <= self.tail_start || range.end > tail_end || range.start > range.end {
-                return self.reader.read(range).await;
-            }
-            // The start is missing: read only that, and join it to the suffix.
-            let missing = self.reader.read(range.start..self.tail_start).await?;
-            let held = (range.end - self.tail_start) as usize;
-            let mut joined = BytesMut::with_capacity(missing.len() + held);
-            joined.extend_from_slice(&missing);
-            joined.extend_from_slice(&self.tail[..held]);
-            Ok(joined.freeze())
+impl Footer {
+    /// The bytes of the suffix read.
+    pub(crate) fn tail_len(&self) -> usize {
+        self.tail.len()
+    }
+
+    /// Exactly the bytes of `range`: from the suffix, else read (only what the suffix lacks).
+    pub(crate) async fn fetch_range(&self, range: Range<u64>) -> Result<Bytes, karu::Error> {
+        let tail_end = self.tail_start + self.tail.len() as u64;
+        if range.start >= self.tail_start && range.end <= tail_end {
+            let from = (range.start - self.tail_start) as usize;
+            let to = (range.end - self.tail_start) as usize;
+            return Ok(self.tail.slice(from..to));
         }
-        .boxed()
-    }
-}
-
-impl AsyncFileReader for ParquetReader {
-    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, Result<Bytes>> {
-        async move { self.read(range).await }.boxed()
-    }
-
-    fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, Result<Vec<Bytes>>> {
-        async move { self.read_many(ranges).await }.boxed()
-    }
-
-    fn get_metadata<'a>(
-        &'a mut self,
-        options: Option<&'a ArrowReaderOptions>,
-    ) -> BoxFuture<'a, Result<Arc<ParquetMetaData>>> {
-        async move { self.metadata(options).await.map(Arc::new) }.boxed()
+        if range.end <= self.tail_start || range.end > tail_end || range.start > range.end {
+            return self.reader.read(range).await;
+        }
+        // The start is missing: read only that, and join it to the suffix.
+        let missing = self.reader.read(range.start..self.tail_start).await?;
+        let held = (range.end - self.tail_start) as usize;
+        let mut joined = BytesMut::with_capacity(missing.len() + held);
+        joined.extend_from_slice(&missing);
+        joined.extend_from_slice(&self.tail[..held]);
+        Ok(joined.freeze())
     }
 }
 
@@ -496,10 +721,9 @@ impl fmt::Debug for ParquetReader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ParquetReader")
             .field("locator", &self.locator)
-            .field("footer_hint", &self.footer_hint)
+            .field("settings", &self.settings)
             .field("size", &self.size())
             .field("pinned", &self.etag().is_some())
-            .field("prefetch_budget", &self.prefetch_budget)
             .finish_non_exhaustive()
     }
 }

@@ -165,12 +165,17 @@ pub(crate) fn query<R: AsyncFileReader + Unpin + Send + 'static>(
     })
 }
 
-/// The selective query through `ParquetReader`.
+/// The selective query through `ParquetReader`, told the row groups the stream reads (its
+/// read-ahead reads those and no others).
 pub(crate) fn query_reader(
     client: &Client,
     address: &str,
 ) -> parquet::errors::Result<Vec<RecordBatch>> {
-    query(ParquetReader::new(client, address).unwrap())
+    query(
+        ParquetReader::new(client, address)
+            .unwrap()
+            .with_row_groups(ROW_GROUPS),
+    )
 }
 
 /// The selective query through parquet's `ParquetObjectReader` over `store`, asking for the
