@@ -31,7 +31,7 @@ fn nginx_serves_parquet_to_both_readers() {
     let nginx = Nginx::start(root.path()).expect("nginx starts");
     let client = client();
     let store = KaruStore::new(client.clone(), &nginx.base_url()).unwrap();
-    let address = store.address(&Path::from(NAME)).unwrap();
+    let address = store.address(Path::from(NAME)).unwrap();
     assert!(
         address.ends_with("/tables/trips%202024%2B%C3%A9.parquet"),
         "{address}"
@@ -67,7 +67,7 @@ fn seaweedfs_serves_parquet_to_both_readers() {
     let address = target.address(NAME);
     let base = address.strip_suffix(NAME).unwrap();
     let store = KaruStore::new(client.clone(), base).unwrap();
-    assert_eq!(store.address(&Path::from(NAME)).unwrap(), address);
+    assert_eq!(store.address(Path::from(NAME)).unwrap(), address);
 
     assert_eq!(
         rows(&query_reader(&client, &address).unwrap()),
@@ -89,7 +89,7 @@ fn local_files_serve_parquet_to_both_readers() {
     std::fs::write(root.path().join(NAME), &file).unwrap();
     let client = client();
     let store = KaruStore::new(client.clone(), root.path().to_str().unwrap()).unwrap();
-    let address = store.address(&Path::from(NAME)).unwrap();
+    let address = store.address(Path::from(NAME)).unwrap();
     assert_eq!(address, root.path().join(NAME).to_str().unwrap());
 
     assert_eq!(
