@@ -729,7 +729,7 @@ fn names_reach_the_object_karu_read_reaches() {
     for (k, name) in names.iter().enumerate() {
         let bytes = block_on(store.get_range(&Path::from(*name), 10..20)).unwrap();
         assert_eq!(bytes[..], pattern(k as u64 + 10, 10)[..], "{name}");
-        let address = store.address(&Path::from(*name)).unwrap();
+        let address = store.address(Path::from(*name)).unwrap();
         let client = store.client();
         let object = client.locate(&address).unwrap();
         assert_eq!(
