@@ -11,6 +11,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use aws_smithy_runtime_api::client::http::{
@@ -29,26 +30,49 @@ use karu_engine::sdk::token::{TokenClient, TokenRequest};
 use parking_lot::Mutex;
 
 /// The lookup under way: the token client its requests are sent with, and when it must end.
+/// When lookups of one scope overlap (one given up at its read's deadline while the next
+/// starts), the newest is the one requests are sent for, and the end of an older one leaves it.
 #[derive(Default)]
 pub(crate) struct Lookups {
-    current: Mutex<Option<(Arc<dyn TokenClient>, Instant)>>,
+    current: Mutex<Option<Current>>,
+    next: AtomicU64,
+}
+
+struct Current {
+    lookup: u64,
+    client: Arc<dyn TokenClient>,
+    until: Instant,
 }
 
 impl Lookups {
     /// Send aws-config's requests for the lookup of `ctx` until the guard is dropped.
     pub(crate) fn enter(self: &Arc<Self>, ctx: &FetchContext) -> Entered {
+        let lookup = self.next.fetch_add(1, Ordering::Relaxed);
         let until = bridge::lookup_ends(ctx, Instant::now());
-        *self.current.lock() = ctx.token_client().map(|client| (client, until));
-        Entered(self.clone())
+        *self.current.lock() = ctx.token_client().map(|client| Current {
+            lookup,
+            client,
+            until,
+        });
+        Entered {
+            lookups: self.clone(),
+            lookup,
+        }
     }
 }
 
-/// Clears [`Lookups`] at the end of a lookup.
-pub(crate) struct Entered(Arc<Lookups>);
+/// Ends a lookup entered in [`Lookups`].
+pub(crate) struct Entered {
+    lookups: Arc<Lookups>,
+    lookup: u64,
+}
 
 impl Drop for Entered {
     fn drop(&mut self) {
-        *self.0.current.lock() = None;
+        let mut current = self.lookups.current.lock();
+        if current.as_ref().is_some_and(|c| c.lookup == self.lookup) {
+            *current = None;
+        }
     }
 }
 
@@ -75,7 +99,12 @@ impl HttpClient for Transport {
 
 impl HttpConnector for Transport {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        let current = self.0.current.lock().clone();
+        let current = self
+            .0
+            .current
+            .lock()
+            .as_ref()
+            .map(|c| (c.client.clone(), c.until));
         HttpConnectorFuture::new(async move {
             let (client, until) = current.ok_or_else(|| {
                 ConnectorError::other(
@@ -163,6 +192,28 @@ mod tests {
         request.set_uri("https://sts.amazonaws.com/").unwrap();
         let built = token_request(&request).unwrap();
         assert_eq!(built.body(), Some("Action=AssumeRoleWithWebIdentity"));
+    }
+
+    #[derive(Debug)]
+    struct Unused;
+
+    impl TokenClient for Unused {
+        fn send(&self, _request: TokenRequest) -> karu_engine::sdk::token::SendFuture<'_> {
+            unreachable!("no request is sent")
+        }
+    }
+
+    #[test]
+    fn the_end_of_an_older_lookup_leaves_the_newer_one_in_place() {
+        let lookups = Arc::<Lookups>::default();
+        let ctx = FetchContext::new(None).with_token_client(Arc::new(Unused));
+        let older = lookups.enter(&ctx);
+        let newer = lookups.enter(&ctx);
+        drop(older);
+        let current = lookups.current.lock().as_ref().map(|c| c.lookup);
+        assert_eq!(current, Some(newer.lookup));
+        drop(newer);
+        assert!(lookups.current.lock().is_none());
     }
 
     #[test]
