@@ -182,8 +182,17 @@ struct Discovered {
 
 /// [`Discovered`], in the environment `env` sets up for the fakes.
 fn discovered(env: fn(&CredentialFakes) -> AwsEnv) -> Discovered {
+    discovered_with(env, |_| {})
+}
+
+/// [`discovered`], after `faults` has set the fakes' fault plan.
+fn discovered_with(
+    env: fn(&CredentialFakes) -> AwsEnv,
+    faults: impl FnOnce(&CredentialFakes),
+) -> Discovered {
     let s3 = mock();
     let (fakes, issued) = accepted_fakes(&s3);
+    faults(&fakes);
     let env = env(&fakes);
     let client = build(discovering(&s3, &env));
     assert_signed_by(&read_three(&s3, &client), &issued.access_key_id);
@@ -343,46 +352,36 @@ fn discovered_through_failures(
     env: fn(&CredentialFakes) -> AwsEnv,
     paths: fn(&CredentialFakes) -> (String, String),
 ) -> Discovered {
-    let s3 = mock();
-    let (fakes, issued) = accepted_fakes(&s3);
-    let (path, reset_path) = paths(&fakes);
-    // Rules count their matching requests separately: each fault takes the next request of
-    // its path that the earlier ones let through.
-    let reset_first = u64::from(reset_path == path);
-    let server = fakes.server();
-    server.add_fault(
-        FaultRule::new(Fault::ResetAfter(0))
-            .path(&reset_path)
+    discovered_with(env, |fakes| {
+        let (path, reset_path) = paths(fakes);
+        // Rules count their matching requests separately: each fault takes the next request
+        // of its path that the earlier ones let through.
+        let reset_first = u64::from(reset_path == path);
+        let server = fakes.server();
+        server.add_fault(
+            FaultRule::new(Fault::ResetAfter(0))
+                .path(&reset_path)
+                .times(1),
+        );
+        server.add_fault(
+            FaultRule::new(Fault::Status {
+                code: 429,
+                retry_after: Some("0".into()),
+            })
+            .path(&path)
+            .skip(reset_first)
             .times(1),
-    );
-    server.add_fault(
-        FaultRule::new(Fault::Status {
-            code: 429,
-            retry_after: Some("0".into()),
-        })
-        .path(&path)
-        .skip(reset_first)
-        .times(1),
-    );
-    server.add_fault(
-        FaultRule::new(Fault::Status {
-            code: 503,
-            retry_after: None,
-        })
-        .path(&path)
-        .skip(reset_first + 1)
-        .times(1),
-    );
-    let env = env(&fakes);
-    let client = build(discovering(&s3, &env).set("retry.deadline", "20s"));
-    assert_signed_by(&read_three(&s3, &client), &issued.access_key_id);
-    Discovered {
-        s3,
-        fakes,
-        issued,
-        client,
-        _env: env,
-    }
+        );
+        server.add_fault(
+            FaultRule::new(Fault::Status {
+                code: 503,
+                retry_after: None,
+            })
+            .path(&path)
+            .skip(reset_first + 1)
+            .times(1),
+        );
+    })
 }
 
 /// Each request the fakes received: its method, its path and the status it was answered with.
