@@ -44,20 +44,7 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
         "--allow-dirty",
         "--no-verify",
     ];
-    println!("xtask test: cargo {}", args.join(" "));
-    let status = Command::new(cargo())
-        .args(args)
-        .current_dir(root)
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`cargo {}` failed ({status}): a crate would not publish",
-            args.join(" ")
-        ))
-    }
+    crate::test::step(root, &args).map_err(|e| format!("{e}: a crate would not publish"))
 }
 
 /// The names of the packages that may be published, after checking their metadata and files.

@@ -331,7 +331,8 @@ fn datafusion(root: &Path, nextest: bool) -> Result<(), String> {
     step(root, &args)
 }
 
-fn step(root: &Path, args: &[&str]) -> Result<(), String> {
+/// Run `cargo ARGS` in `root`, saying so first.
+pub(crate) fn step(root: &Path, args: &[&str]) -> Result<(), String> {
     println!("xtask test: cargo {}", args.join(" "));
     let status = Command::new(cargo())
         .args(args)
