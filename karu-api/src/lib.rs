@@ -86,10 +86,8 @@
 //! until glibc's `malloc` starts recycling freed ones (it hands the first freed buffers of a
 //! few MiB back to the system and raises its threshold as it goes), and fresh memory pays the
 //! page faults of mapping its bytes (on Linux Karu makes a response's fresh room present 2 MiB
-//! ahead of its bytes, which makes those faults cheaper, not fewer). Measured in `cargo xtask
-//! bench tensors --runs 5 --all-runs` (2.8 GiB of 1-32 MiB reads on loopback): 1,650-1,800 ms
-//! for each of the first two batches into Karu's buffers and 1,030-1,100 ms for later ones,
-//! against 870-900 ms into slices of one reused buffer.
+//! ahead of its bytes, which makes those faults cheaper, not fewer). The `tensors` benchmark
+//! (`cargo xtask bench tensors`, figures in `xtask/bench/README.md`) compares the three.
 //!
 //! # Errors
 //!
@@ -143,7 +141,7 @@
 
 mod client;
 #[cfg(any(feature = "azure-core", feature = "gcp-auth"))]
-mod doors;
+mod credential_adapters;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod providers;

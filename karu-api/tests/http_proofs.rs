@@ -43,7 +43,7 @@ fn a_200_with_the_requested_content_range_fills_every_part_of_a_merged_transfer_
     let server = ok_with_content_range();
     let client = client();
     let object = locate(&client, &server, "/o");
-    // One merged transfer, bytes=5-19: today the read 5:8 got the bytes 10..17.
+    // One merged transfer, bytes=5-19: the read 5:8 gets the bytes 5..13, not 10..17.
     let done = read_all(&client, &object, &[(5, 8), (12, 8)]);
     assert_ok(&done[0], 5, 8);
     assert_ok(&done[1], 12, 8);
@@ -137,7 +137,7 @@ fn a_200_whose_content_range_names_other_bytes_is_a_protocol_error_and_not_retri
 fn a_close_delimited_whole_body_that_stops_early_is_a_truncation_and_the_read_resumes() {
     let server = server_with("/o", 4 << 20);
     // The whole object from byte 0 without a length, cut after 350,000 bytes: to the client a
-    // clean end of the body. Before issue 8's fix the read ended "at the end of the object".
+    // clean end of the body, which must not end the read "at the end of the object".
     let cut = |at| {
         for fault in [
             Fault::IgnoreRange,
@@ -384,7 +384,7 @@ fn a_200_without_content_range_holding_only_the_range_delivers_no_wrong_byte() {
     let client = client();
     let object = locate(&client, &server, "/o");
     let done = read_all(&client, &object, &[(100, 100), (250, 1000)]);
-    // Today: the read at 100 was OK with the bytes from 200.
+    // Taken at its word, the read at 100 would be OK with the bytes from 200.
     let unproven = Evidence::Response(Rejection::UnprovenWhole {
         expected: RangeSpec::Closed {
             first: 100,

@@ -264,6 +264,97 @@ fn a_huge_batch_never_has_more_requests_in_flight_than_the_concurrency_limit() {
     );
 }
 
+/// Reads 2 MiB apart (one request each) of a batch bounded to `limit` transfers in flight,
+/// on a client whose concurrency is 16: the server holds every answer until `limit` requests
+/// have arrived (rounds of `limit`), and each request takes a 20 ms link latency, so a batch
+/// whose transfers all started at once would have 16 in flight.
+fn bounded_batch_case(limit: usize, reads: u64, local: Option<&std::path::Path>) {
+    const STRIDE: u64 = 2 * MIB;
+    let server = MockServer::builder()
+        .latency(Duration::from_millis(20))
+        .start()
+        .unwrap();
+    server.insert_virtual("/o", reads * STRIDE);
+    server.add_fault(FaultRule::new(Fault::Barrier(limit as u64)).path("/o"));
+    let client = build(quick().concurrency(16).io_threads(4));
+    let object = locate(&client, &server, "/o");
+    let mut batch_reads: Vec<Read<'static>> = (0..reads)
+        .map(|i| Read::new(&object, i * STRIDE + i, 100 + i))
+        .collect();
+    // Local reads of the same batch share its bound (and never reach the server).
+    let file = local.map(|path| client.locate(path.to_str().unwrap()).unwrap());
+    if let Some(file) = &file {
+        batch_reads.extend((0..4).map(|i| Read::new(file, i * 10, 10)));
+    }
+    let batch = client.submit_with(
+        batch_reads,
+        &karu::BatchOptions::new().max_gap(0).max_in_flight(limit),
+    );
+    let done = drain(&batch);
+    for c in &done[..reads as usize] {
+        let i = c.index() as u64;
+        assert_eq!(c.status(), Status::Ok, "{c:?}");
+        assert_eq!(
+            c.bytes(),
+            pattern(i * STRIDE + i, 100 + i as usize),
+            "read {i}"
+        );
+    }
+    for c in &done[reads as usize..] {
+        let i = (c.index() - reads as usize) as u64;
+        assert_eq!(c.status(), Status::Ok, "{c:?}");
+        assert_eq!(c.bytes(), pattern(i * 10, 10), "local read {i}");
+    }
+    let log = server.requests();
+    karu_testkit::reads::assert_requests(&log, reads as usize);
+    let mut ranges: Vec<_> = log.iter().map(|r| r.byte_range.unwrap()).collect();
+    ranges.sort_unstable();
+    let want: Vec<_> = (0..reads)
+        .map(|i| (i * STRIDE + i, i * STRIDE + i + 100 + i - 1))
+        .collect();
+    assert_eq!(ranges, want, "{}", describe(&log));
+    // The barrier holds each round until `limit` requests are in flight: never fewer at the
+    // peak, and the bound allows no more.
+    assert_eq!(
+        server.max_in_flight(),
+        limit as u64,
+        "a batch bounded to {limit} transfers in flight"
+    );
+}
+
+#[test]
+fn a_batch_bounded_in_flight_never_has_more_requests_at_the_server() {
+    bounded_batch_case(3, 24, None);
+    bounded_batch_case(1, 5, None);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("local");
+    std::fs::write(&path, pattern(0, 40)).unwrap();
+    bounded_batch_case(2, 8, Some(&path));
+}
+
+#[test]
+fn dropping_a_bounded_batch_cancels_the_transfers_still_waiting() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", 64 * MIB);
+    // The first request is never answered: the batch's one place stays taken.
+    server.add_fault(FaultRule::new(Fault::NeverAnswer).path("/o").times(1));
+    let client = client();
+    let object = locate(&client, &server, "/o");
+    let batch = client.submit_with(
+        (0..6).map(|i| Read::new(&object, i * 2 * MIB, 10)),
+        &karu::BatchOptions::new().max_gap(0).max_in_flight(1),
+    );
+    wait_for_requests(&server, 1);
+    batch.cancel();
+    let done = drain(&batch);
+    assert_eq!(done.len(), 6);
+    for c in &done {
+        assert_eq!(c.status(), Status::Cancelled, "{c:?}");
+    }
+    // Only the first was ever sent: the others waited in the batch and were cancelled there.
+    karu_testkit::reads::assert_requests(&server.requests(), 1);
+}
+
 #[test]
 fn https_with_the_mocks_ca_delivers_exact_bytes() {
     let server = MockServer::builder().tls(true).start().unwrap();

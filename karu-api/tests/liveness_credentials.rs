@@ -304,7 +304,7 @@ fn a_panicking_callback_fails_its_read_with_credentials_and_the_family_recovers(
 
 /// A credential file a user names that is no regular file (a FIFO without a writer, a device)
 /// fails the reads that need it at once with `Credentials`, naming the file and why, before
-/// any request: it used to hold a credential worker forever (the FIFO) or fill memory
+/// any request, instead of holding a credential worker forever (the FIFO) or filling memory
 /// (`/dev/zero`).
 #[test]
 fn credential_files_that_are_no_regular_files_fail_their_reads_at_once() {

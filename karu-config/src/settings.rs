@@ -253,11 +253,8 @@ pub enum Trade {
     /// again (a client slowed down for a while by other work on its machine does not go on
     /// pricing gaps with what it measured then).
     ///
-    /// The default: in `cargo xtask bench all` it changed the plan only where bytes cost
-    /// time (`scattered-10k` on a 1 Gbit/s link, 0.55x the wall of `guards` from the second
-    /// batch on, and 0.55x on the first batch too once merged requests were priced again as
-    /// they start; `clustered`, 0.96x) and planned every other workload exactly as `guards`
-    /// does.
+    /// The default: in the benchmarks (`cargo xtask bench all`) it changes the plan only
+    /// where bytes cost time, and plans every other workload exactly as `guards` does.
     ///
     /// Where the object store bills reads (`planner.prices`: S3, GCS, Azure), a gap is also
     /// weighed in money once the endpoint is measured: a gap whose egress costs less than a
@@ -269,15 +266,14 @@ pub enum Trade {
     /// Besides, a plan of more than one round is fitted to its round trips: with
     /// `concurrency` requests in flight a plan of `T` transfers takes about ⌈T /
     /// concurrency⌉ rounds, and merged transfers are cut at their widest gaps (of 64 KiB or
-    /// more) into as many more transfers as the last round has room for. The same rounds, fewer bytes: on `scattered` (1,000 × 4 KiB over
-    /// 1 GiB) 2.3x the bytes asked instead of the guards' 2.7x, at the same wall.
+    /// more) into as many more transfers as the last round has room for: the same rounds,
+    /// fewer bytes.
     #[default]
     Priced,
     /// As `priced`, and no transfer fetches more than twice the bytes its reads ask for
     /// (`max_amplification` at most 2): for a store that bills or meters bytes, or a link
-    /// shared with other work. It spends round trips to save bytes: on `scattered` about
-    /// 1.0x the bytes asked, and about 16 rounds of 64 requests instead of 14 (some 7 %
-    /// slower on a 20 ms loopback).
+    /// shared with other work. It spends round trips to save bytes: nearly only the bytes
+    /// asked, in a few more rounds than `priced`.
     Frugal,
 }
 

@@ -1,20 +1,18 @@
 //! The room of a destination Karu owns is made present a step ahead of the bytes.
 //!
 //! A large destination Karu allocates is fresh memory from the kernel until glibc starts
-//! recycling freed buffers (in a new process, the first two `tensors` batches), and copying
-//! the bytes into fresh memory faults its 4 KiB pages in one at a time: 740,000 faults for the
-//! 2.8 GiB of a `tensors` batch. On Linux the room just ahead of the bytes is made present in
-//! steps of [`STEP`] instead, one `madvise(MADV_POPULATE_WRITE)` per step (Linux 5.14 and
-//! later; an older kernel refuses it once and the pages fault in as before). That cut the
-//! client's CPU of such a batch by a sixth (2,600 to 2,170 ms) and its wall by 7 %.
+//! recycling freed buffers (in a new process, the first batches of large reads), and copying
+//! the bytes into fresh memory faults its 4 KiB pages in one at a time. On Linux the room just
+//! ahead of the bytes is made present in steps of [`STEP`] instead, one
+//! `madvise(MADV_POPULATE_WRITE)` per step (Linux 5.14 and later; an older kernel refuses it
+//! once and the pages fault in as before): fewer, cheaper faults, less client CPU and wall.
 //!
 //! Room that is already resident is left as it is: once glibc recycles the freed buffers of
 //! earlier reads, advising them again would only walk their page tables. One `mincore` of the
 //! range's last page tells the two apart. With that check, both response bodies
 //! (`http::landing`) and local reads (`file::reads`, before each `pread` into a vector) use
-//! the advice: steady `tensors` batches, once glibc recycles, took 14 % less client CPU than
-//! advising every time, and large local reads into Karu's buffers about a fifth less wall than
-//! without the advice.
+//! the advice: for recycled memory the check costs less than advising again, and large local
+//! reads into Karu's buffers take less wall with the advice than without it.
 //!
 //! Memory still follows the data: a step is made present only once the bytes before it have
 //! arrived, so a body that stops early leaves at most two steps it did not fill resident.

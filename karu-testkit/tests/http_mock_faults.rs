@@ -418,7 +418,7 @@ fn trickle_paces_the_body() {
     let mut client = Client::connect(server.addr());
     // From before the request leaves: the server's pauses all come after it arrives, so the
     // elapsed time covers them however the threads are scheduled (taken after `send`, it
-    // missed by the time the server was already pacing: 159.98 ms on a loaded machine).
+    // would miss the time the server was already pacing on a loaded machine).
     let started = Instant::now();
     client.send("GET", "/a", &[]).unwrap();
     let mut arrivals = Vec::new();

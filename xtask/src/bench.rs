@@ -1,6 +1,8 @@
 //! `cargo xtask bench`: builds and runs `karu-bench` (`xtask/bench`) in release mode, passing
-//! the arguments through; numbers from a debug build mean nothing. `bench all` then runs the
-//! Python benchmark (`bench python`), whose target lines close the report.
+//! the arguments through; numbers from a debug build mean nothing. `bench parquet` and `bench
+//! all` then run the DataFusion workload (`karu-bench-datafusion`, `xtask/bench-datafusion`: a
+//! binary of its own, so that no other workload builds DataFusion), and `bench all` the Python
+//! benchmark (`bench python`), whose target lines close the report.
 
 use std::process::Command;
 
@@ -21,10 +23,13 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
             return Err(format!("building the karu command failed ({status})"));
         }
     }
+    let workload = args.first().map(String::as_str);
+    // `--pushdown-filters` is the DataFusion workload's own option.
+    let own: Vec<&String> = args.iter().filter(|a| *a != PUSHDOWN).collect();
     let mut command = Command::new(cargo());
     command
         .args(["run", "--release", "--package", "karu-bench", "--"])
-        .args(args)
+        .args(own)
         .current_dir(workspace_root());
     let status = command
         .status()
@@ -32,8 +37,43 @@ pub(crate) fn run(args: &[String]) -> Result<(), String> {
     if !status.success() {
         return Err(format!("karu-bench failed ({status})"));
     }
-    if args.first().is_some_and(|a| a == "all") {
-        crate::python_bench::run(&[])?;
+    let help = args.iter().any(|a| a == "--help" || a == "-h");
+    // `all --only LIST` runs the DataFusion workload when LIST names `parquet`.
+    let only = args.iter().any(|a| a.starts_with("--only"));
+    let parquet_chosen = !only || args.iter().any(|a| a.contains("parquet"));
+    match workload {
+        Some("parquet") if !help => datafusion(&args[1..])?,
+        Some("all") if !help => {
+            if parquet_chosen {
+                datafusion(&[])?;
+            }
+            crate::python_bench::run(&[])?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The DataFusion workload's option that `karu-bench parquet` does not take.
+const PUSHDOWN: &str = "--pushdown-filters";
+
+/// The DataFusion workload (`karu-bench-datafusion`, release build),
+/// with `parquet`'s options.
+fn datafusion(args: &[String]) -> Result<(), String> {
+    let status = Command::new(cargo())
+        .args([
+            "run",
+            "--release",
+            "--package",
+            "karu-bench-datafusion",
+            "--",
+        ])
+        .args(args)
+        .current_dir(workspace_root())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("karu-bench-datafusion failed ({status})"));
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! The provider features of `karu`: the build with none of them and with each one alone still
 //! compiles, and a build without `s3` (or `source`, which signs with it) carries no AWS SDK
-//! crate. The credential doors (`azure-core`, `gcp-auth`) are off by default, each builds
+//! crate. The credential adapters (`azure-core`, `gcp-auth`) are off by default, each builds
 //! alone, and neither brings openssl or native-tls. (That provider crates are built on the
 //! provider SDK only is `cargo xtask layers`'.)
 
@@ -12,26 +12,26 @@ use crate::cargo;
 /// The providers that bring AWS SDK crates: S3, and Source Cooperative through it.
 const AWS_PROVIDERS: [&str; 2] = ["s3", "source"];
 
-/// The credential doors: features of `karu` that accept another ecosystem's credential.
-const DOORS: [&str; 2] = ["azure-core", "gcp-auth"];
+/// The credential adapters: features of `karu` that accept another ecosystem's credential.
+const ADAPTERS: [&str; 2] = ["azure-core", "gcp-auth"];
 
-/// Crates a door must not bring: TLS is rustls only.
+/// Crates an adapter must not bring: TLS is rustls only.
 const NOT_RUSTLS: [&str; 3] = ["openssl", "openssl-sys", "native-tls"];
 
 /// Check the library with no provider and with each provider feature alone (a `cargo check`,
 /// not a test run), then that only the `s3` and `source` features bring AWS SDK crates.
 pub(crate) fn check(root: &Path) -> Result<(), String> {
     let providers = providers(root)?;
-    for door in DOORS {
-        if providers.iter().any(|p| p == door) {
+    for adapter in ADAPTERS {
+        if providers.iter().any(|p| p == adapter) {
             return Err(format!(
-                "the credential door `{door}` must be off by default"
+                "the credential adapter `{adapter}` must be off by default"
             ));
         }
     }
     let mut combinations = vec![None];
     combinations.extend(providers.iter().map(|p| Some(p.as_str())));
-    combinations.extend(DOORS.iter().map(|d| Some(*d)));
+    combinations.extend(ADAPTERS.iter().map(|d| Some(*d)));
     for feature in &combinations {
         let mut args = vec!["check", "--quiet", "-p", "karu", "--lib"];
         args.push("--no-default-features");
@@ -42,14 +42,14 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
         run(root, &args)?;
     }
     // Source Cooperative signs with the S3 provider's SigV4 and profile lookup.
-    for door in DOORS {
-        let tls: Vec<String> = normal_crates(root, door)?
+    for adapter in ADAPTERS {
+        let tls: Vec<String> = normal_crates(root, adapter)?
             .into_iter()
             .filter(|name| NOT_RUSTLS.contains(&name.as_str()))
             .collect();
         if !tls.is_empty() {
             return Err(format!(
-                "karu with the `{door}` feature depends on {} (TLS is rustls only)",
+                "karu with the `{adapter}` feature depends on {} (TLS is rustls only)",
                 tls.join(", ")
             ));
         }
@@ -67,10 +67,10 @@ pub(crate) fn check(root: &Path) -> Result<(), String> {
         }
     }
     println!(
-        "xtask test: karu builds with no provider and with each of {} alone; the doors {} are \
+        "xtask test: karu builds with no provider and with each of {} alone; the adapters {} are \
          off by default and bring no openssl or native-tls",
         providers.join(", "),
-        DOORS.join(", ")
+        ADAPTERS.join(", ")
     );
     Ok(())
 }
@@ -87,9 +87,12 @@ fn providers(root: &Path) -> Result<Vec<String>, String> {
         .and_then(|f| f.get("default"))
         .and_then(|d| d.as_array())
         .ok_or_else(|| format!("{} has no `features.default`", manifest.display()))?;
+    // Not a dependency's feature (`karu-providers/default`, which names the same providers).
     Ok(default
         .iter()
-        .filter_map(|f| f.as_str().map(str::to_string))
+        .filter_map(|f| f.as_str())
+        .filter(|f| !f.contains('/'))
+        .map(str::to_string)
         .collect())
 }
 

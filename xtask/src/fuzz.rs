@@ -19,7 +19,7 @@
 //! cargo-fuzz is installed (`cargo install cargo-fuzz --locked`) when missing. The targets
 //! are plain functions in the workspace crate `karu-fuzz-targets` (`xtask/fuzz-targets`); the
 //! harness binaries in `xtask/fuzz` are one line each. `cargo xtask test` does not build the
-//! harness (a cold nightly build of the instrumented dependencies costs about 15 CPU-minutes);
+//! harness (a cold nightly build of the instrumented dependencies is long);
 //! it runs `karu-fuzz-targets`' tests instead, which replay every target's committed corpus and
 //! seeded mutations of it in the shared stable build, so that no target can rot.
 //!

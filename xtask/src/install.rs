@@ -12,6 +12,10 @@
 //! | `LIBDIR/pkgconfig/karu.pc` | `pkg-config --cflags --libs karu` (`--static` adds what `libkaru.a` needs) |
 //! | `LIBDIR/cmake/karu/karuConfig.cmake` (+ `karuConfigVersion.cmake`) | `find_package(karu)`: the imported targets `karu::karu` (shared) and `karu::karu_static` |
 //!
+//! Cargo builds the library as `libkaru_ffi.so` and `libkaru_ffi.a` (the FFI crate's library is
+//! `karu_ffi`: the name `karu` is the Rust crate's); they are installed under the C library's
+//! name, `libkaru`.
+//!
 //! `DESTDIR` stages the files elsewhere (a package build): they land under `DESTDIR/PREFIX`.
 //! Both package files find the others relative to themselves (`karu.pc` through pkg-config's
 //! `${pcfiledir}`, the CMake package through `CMAKE_CURRENT_LIST_DIR`), so a staged or moved
@@ -304,15 +308,15 @@ pub(crate) fn build(root: &Path, profile: Profile) -> Result<Built, String> {
             staticlib,
             dylibs,
         }),
-        _ => Err("cargo built no libkaru.so and libkaru.a".into()),
+        _ => Err("cargo built no libkaru_ffi.so and libkaru_ffi.a".into()),
     }
 }
 
-/// Whether a `compiler-artifact` message is the FFI crate's library (`lib` named `karu`,
-/// built as a cdylib).
+/// Whether a `compiler-artifact` message is the FFI crate's library (`lib` named `karu_ffi`,
+/// built as a cdylib: `libkaru_ffi.so` and `libkaru_ffi.a`, installed as `libkaru`).
 fn is_ffi_library(message: &serde_json::Value) -> bool {
     let target = &message["target"];
-    target["name"] == "karu"
+    target["name"] == "karu_ffi"
         && target["kind"]
             .as_array()
             .is_some_and(|kinds| kinds.iter().any(|k| k == "cdylib"))

@@ -3,6 +3,7 @@
 //! ABI's header, `install` the C ABI's libraries, headers and package files.
 
 mod abi;
+mod align;
 mod bench;
 mod conformance;
 mod demo;
@@ -106,6 +107,10 @@ enum Task {
     /// Generate the C ABI's header, karu-api/ffi/include/karu.h, from the FFI crate with the
     /// pinned cbindgen (`test` fails when the committed one is stale).
     Header,
+    /// Check that every build of `cargo xtask test` (xtask itself, the documentation tests, the
+    /// C library, the mock server, the DataFusion example, the wheel) compiles nothing the test
+    /// build did not: cargo's unit graphs (nightly) compared unit by unit.
+    Align,
     /// Check that `karu` builds with no provider feature and with each one alone, and that
     /// only the `s3` and `source` features bring AWS SDK crates.
     Features,
@@ -133,6 +138,7 @@ fn main() -> ExitCode {
         Task::Demo => demo::run(),
         Task::Test { no_lint, args } => test::run(!no_lint, &args),
         Task::Features => features::check(&workspace_root()),
+        Task::Align => align::run(),
         Task::Layers { engine_src } => layers::run(&workspace_root(), engine_src.as_deref()),
         Task::Python { test, ray, args } => {
             if test {

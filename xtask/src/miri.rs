@@ -158,7 +158,7 @@ fn install() -> Result<(), String> {
 
 /// `cargo +nightly` in `dir`, without what the stable cargo running xtask put into the
 /// environment (its toolchain, its cargo, flags meant for the main build).
-fn nightly(dir: &Path) -> Command {
+pub(crate) fn nightly(dir: &Path) -> Command {
     let mut command = Command::new("cargo");
     command.arg("+nightly").current_dir(dir);
     for var in [

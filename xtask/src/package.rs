@@ -8,8 +8,7 @@
 //!
 //! Without cargo's verification (a build of each package from its `.crate`): it compiles every
 //! dependency again in `target/package` with each package's own features, about as long as
-//! the whole test build (karu-config alone, 30 dependencies, took 74 s on the 2-core CI
-//! machine). What it would catch beyond the checks here, a package that builds only with
+//! the whole test build. What it would catch beyond the checks here, a package that builds only with
 //! features the workspace unifies, the provider-feature builds check for `karu`.
 
 use std::path::{Path, PathBuf};

@@ -41,7 +41,7 @@ const TOOLS: [&str; 15] = [
 ];
 
 /// Ray Data, for the Ray stage only (`test_ray`): installed into the test environment when
-/// that stage runs. aiohttp: Ray's file listing imports fsspec's HTTP filesystem for `http://`
+/// that stage runs, or before, by [`prepare`]. aiohttp: Ray's file listing imports fsspec's HTTP filesystem for `http://`
 /// paths, whichever filesystem it is given.
 const RAY_TOOLS: [&str; 2] = ["ray[data]==2.60.0", "aiohttp==3.14.5"];
 
@@ -271,6 +271,16 @@ fn environment(env: Environment) -> Result<PathBuf, String> {
     }
     install(&venv, "karu-tools.txt", env.tools)?;
     Ok(venv)
+}
+
+/// Make every environment the Python stages use (the test environment with Ray's tools, the
+/// floors), so that `cargo xtask test` can download them while it compiles.
+pub(crate) fn prepare() -> Result<(), String> {
+    let venv = environment(CURRENT)?;
+    install(&venv, "karu-ray-tools.txt", &RAY_TOOLS)?;
+    environment(FLOOR)?;
+    environment(ZARR_FLOOR)?;
+    Ok(())
 }
 
 /// Install pinned `tools` into `venv` unless the stamp file `stamp` already lists them.

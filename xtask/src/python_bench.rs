@@ -5,7 +5,7 @@
 //! (`karu-testkit serve`, 20 ms of latency before every response, as the Rust benchmark's
 //! default), in the same run (`karu-api/python/bench/scattered.py`); then the data stack's
 //! workloads (`karu-api/python/bench/stack.py`): zarr arrays (chunked, sharded) through
-//! `karu.zarr.KaruStore`, zarr's `FsspecStore` over fsspec's HTTP and obstore's zarr store, and
+//! `karu.zarr.ZarrStore`, zarr's `FsspecStore` over fsspec's HTTP and obstore's zarr store, and
 //! a Parquet column through pyarrow with `KaruFileSystem`, fsspec's HTTP and obstore's fsspec,
 //! against a mock of the same latency. `cargo xtask bench all` runs it after `karu-bench all`.
 //!

@@ -16,20 +16,33 @@ use karu_testkit::seaweedfs::{self, SeaweedFs};
 
 use crate::{cargo, workspace_root};
 
-/// Left out of the test run: the benchmarks (they pull object_store, a benchmark-only
-/// dependency; clippy still checks them), the Python extension module (no Rust tests: its
+/// Left out of the test run: the benchmarks (they pull object_store's HTTP stores, benchmark-only
+/// dependencies; clippy still checks them) and the Python extension module (no Rust tests: its
 /// tests are the pytest suite; left out, its pyo3 does not change the features of the test
-/// build's dependencies, see "Feature alignment" in the root Cargo.toml) and the DataFusion
-/// face (a large build of its own, tested in its own stage, so that DataFusion's dependencies
-/// do not change the features every other build resolves).
-const NOT_TESTED: [&str; 6] = [
+/// build's dependencies, see "Feature alignment" in the root Cargo.toml). The DataFusion face is
+/// in: its tests build DataFusion once, in the test build, with the features every other stage
+/// resolves too (a stage of its own with `-p karu-datafusion` would resolve other features and
+/// compile a second variant of the stack below it).
+pub(crate) const NOT_TESTED: [&str; 6] = [
     "--exclude",
     "karu-bench",
     "--exclude",
-    "karu-python",
+    "karu-bench-datafusion",
     "--exclude",
-    "karu-datafusion",
+    "karu-python",
 ];
+
+/// The test build (nextest then runs on it), without [`NOT_TESTED`].
+pub(crate) const TEST_BUILD: [&str; 3] = ["test", "--workspace", "--no-run"];
+
+/// The documentation tests, without [`NOT_TESTED`]. karu-ffi has none: its examples are C and
+/// C++ programs, which its own tests build and run.
+pub(crate) const DOC_TESTS: [&str; 5] = ["test", "--workspace", "--doc", "--exclude", "karu-ffi"];
+
+/// The build of karu-datafusion's `sql` example, without [`NOT_TESTED`]: nothing to compile
+/// after the test build (selected with `--workspace`, cargo resolves the test build's
+/// features, where `cargo run -p karu-datafusion` would resolve that one package's).
+pub(crate) const DATAFUSION_EXAMPLE: [&str; 4] = ["build", "--workspace", "--example", "sql"];
 
 pub(crate) fn run(lint: bool, extra: &[String]) -> Result<(), String> {
     let root = workspace_root();
@@ -63,10 +76,39 @@ fn run_stages(
     stages.time("layers (cargo xtask layers)", || {
         crate::layers::run(root, None)
     })?;
-    stages.time("install test servers and tools", || {
-        install_servers()?;
-        install_build_tools()
-    })?;
+    // Each stage's build reuses the test build's dependencies (cargo's unit graphs, read
+    // without compiling): a dependency change that would make a stage compile a second
+    // variant of the stack fails here, at once.
+    stages.time("feature alignment (cargo xtask align)", crate::align::run)?;
+    if extra.is_empty() {
+        // The installs are downloads, the test build is CPU: on a fresh machine they overlap.
+        let mut build = TEST_BUILD.to_vec();
+        build.extend(NOT_TESTED);
+        stages.time("test build (servers, Python installing)", || {
+            std::thread::scope(|scope| {
+                let installs = scope.spawn(|| {
+                    install_servers()?;
+                    install_build_tools()?;
+                    // The Python stages make their environments themselves and report
+                    // what is missing (no CPython >= 3.12, say): not a reason to stop here.
+                    if let Err(e) = crate::python::prepare() {
+                        println!("xtask test: Python environments not made yet: {e}");
+                    }
+                    Ok::<(), String>(())
+                });
+                let built = step(root, &build);
+                let installed = installs
+                    .join()
+                    .unwrap_or_else(|_| Err("installing the test servers panicked".into()));
+                built.and(installed)
+            })
+        })?;
+    } else {
+        stages.time("install test servers and tools", || {
+            install_servers()?;
+            install_build_tools()
+        })?;
+    }
     let nextest = Command::new(cargo())
         .args(["nextest", "--version"])
         .output()
@@ -80,12 +122,10 @@ fn run_stages(
         args.extend(["--config-file", config]);
         args.extend(NOT_TESTED);
         args.extend(extra.iter().map(String::as_str));
-        stages.time("build and run the tests (nextest)", || step(root, &args))?;
+        stages.time("run the tests (nextest)", || step(root, &args))?;
         if extra.is_empty() {
-            // nextest does not run documentation tests. karu-ffi has none (its API is
-            // documented in karu.h), and its library shares the name `karu` with the `karu` package's, so
-            // rustdoc would see two crates named `karu` (`--doc` ignores `doctest = false`).
-            let mut args = vec!["test", "--workspace", "--doc", "--exclude", "karu-ffi"];
+            // nextest does not run documentation tests.
+            let mut args = DOC_TESTS.to_vec();
             args.extend(NOT_TESTED);
             stages.time("documentation tests", || step(root, &args))?;
         }
@@ -104,9 +144,10 @@ fn run_stages(
         stages.time("C/C++ install (pkg-config, CMake)", || {
             crate::install_check::check(root)
         })?;
-        // The DataFusion face: built once, here (its tests, documentation tests and example).
-        stages.time("DataFusion face (karu-datafusion)", || {
-            datafusion(root, nextest)
+        // The DataFusion face's example, as the test build compiled it (its tests and
+        // documentation tests ran with the others).
+        stages.time("DataFusion example (karu-datafusion)", || {
+            datafusion_example(root)
         })?;
         // The Python binding: its wheel (built as `pip install ./karu-api/python` builds it, with
         // maturin as the build backend, on this target directory; with the
@@ -308,27 +349,26 @@ fn apt_install(packages: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
-/// karu-datafusion's tests (with nextest when it is there), its documentation tests and its
-/// example, in one build of DataFusion.
-fn datafusion(root: &Path, nextest: bool) -> Result<(), String> {
-    const PACKAGE: [&str; 2] = ["-p", "karu-datafusion"];
-    if nextest {
-        let config = root.join("xtask").join("nextest.toml");
-        let config = config.to_str().ok_or("the checkout's path is not UTF-8")?;
-        let mut args = vec!["nextest", "run", "--no-fail-fast", "--config-file", config];
-        args.extend(PACKAGE);
-        step(root, &args)?;
-        let mut args = vec!["test", "--doc"];
-        args.extend(PACKAGE);
-        step(root, &args)?;
+/// Run karu-datafusion's `sql` example (a query over the mock), built as the test build
+/// compiled it ([`DATAFUSION_EXAMPLE`]).
+fn datafusion_example(root: &Path) -> Result<(), String> {
+    let mut args = DATAFUSION_EXAMPLE.to_vec();
+    args.extend(NOT_TESTED);
+    step(root, &args)?;
+    let example = crate::target_dir()
+        .join("debug")
+        .join("examples")
+        .join("sql");
+    println!("xtask test: {}", example.display());
+    let status = Command::new(&example)
+        .current_dir(root)
+        .status()
+        .map_err(|e| format!("{}: {e}", example.display()))?;
+    if status.success() {
+        Ok(())
     } else {
-        let mut args = vec!["test", "--no-fail-fast"];
-        args.extend(PACKAGE);
-        step(root, &args)?;
+        Err(format!("{} failed: {status}", example.display()))
     }
-    let mut args = vec!["run", "--quiet", "--example", "sql"];
-    args.extend(PACKAGE);
-    step(root, &args)
 }
 
 /// Run `cargo ARGS` in `root`, saying so first.

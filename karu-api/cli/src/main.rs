@@ -22,6 +22,7 @@ mod files;
 mod interrupt;
 mod log;
 mod numbers;
+mod out_template;
 mod outcome;
 mod output;
 mod place;

@@ -85,7 +85,7 @@ pub fn register(ctx: &SessionContext, base: &str, client: &Client) -> Result<Tab
         "file" => "/".to_string(),
         _ => store_url.as_str().trim_end_matches('/').to_string(),
     };
-    let store = KaruStore::new(client.clone(), &root).map_err(external)?;
+    let store = KaruStore::new(&root, client).map_err(external)?;
     ctx.register_object_store(&store_url, Arc::new(store.clone()));
     let factory = Arc::new(KaruReaderFactory::new(store));
     Ok(Tables {

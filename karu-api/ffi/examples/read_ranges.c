@@ -68,13 +68,17 @@ int main(int argc, char **argv) {
     karu_locator *object = NULL;
     if ((status = karu_client_locate(client, argv[1], &object)) != KARU_OK) die(client, argv[1], status);
 
-    /* One probe: the size, and the strong ETag that could pin later reads (if_match). */
-    uint64_t size = 0;
-    char etag[256];
-    if ((status = karu_client_stat(client, object, &size, etag, sizeof etag, NULL)) != KARU_OK) {
-        die(client, "stat", status);
+    /* One probe: the size, the strong ETag that could pin later reads (if_match), and when the
+       object was last modified. */
+    karu_object_info info = {0};
+    if ((status = karu_client_stat(client, object, &info)) != KARU_OK) die(client, "stat", status);
+    printf("object %s: %" PRIu64 " bytes%s%s", argv[1], info.size, info.etag ? ", etag " : "",
+           info.etag ? info.etag : "");
+    if (info.last_modified.known) {
+        printf(", last modified %" PRId64 " s after the Unix epoch", info.last_modified.seconds);
     }
-    printf("object %s: %" PRIu64 " bytes%s%s\n", argv[1], size, etag[0] ? ", etag " : "", etag);
+    printf("\n");
+    karu_object_info_clear(&info);
 
     /* The reads: even ones into one buffer of ours, odd ones into buffers Karu allocates. */
     karu_read *reads = calloc(count, sizeof *reads);

@@ -10,7 +10,7 @@
  * with karu_free; a NULL object or out-pointer, or any other invalid argument, is answered
  * KARU_ERR_INVALID, never a crash; no panic crosses this boundary (KARU_ERR_INTERNAL).
  * Thread safety is documented on each object and function. Names are karu_<object>_<verb>
- * (karu_client_locate, karu_client_submit, karu_batch_next, karu_credential_set_token).
+ * (karu_client_locate, karu_client_submit, karu_batch_next, karu_credential_set_bearer_token).
  */
 
 #ifndef KARU_H
@@ -50,8 +50,8 @@
 #define KARU_OPT_ONE_VERSION (1 << 4)
 
 /**
- * `*out_size` of `karu_client_stat` for an object that states no size (a local device or
- * FIFO: its metadata says nothing of what can be read).
+ * `size` of a `karu_object_info` for an object that states no size (a local device or FIFO:
+ * its metadata says nothing of what can be read).
  */
 #define KARU_SIZE_UNKNOWN UINT64_MAX
 
@@ -301,6 +301,53 @@ typedef uint32_t (*karu_credential_callback)(void *ctx,
                                              struct karu_credential_out *out);
 
 /**
+ * A point in time as `struct timespec` counts it (seconds and nanoseconds since
+ * 1970-01-01T00:00:00Z, UTC), or none: `known` is false when there is no time, and
+ * `seconds` and `nanoseconds` are then 0.
+ */
+typedef struct karu_time {
+    /**
+     * Whether there is a time (false: none).
+     */
+    bool known;
+    /**
+     * Whole seconds since the Unix epoch (negative before it).
+     */
+    int64_t seconds;
+    /**
+     * Nanoseconds after `seconds`, 0 to 999 999 999.
+     */
+    uint32_t nanoseconds;
+} karu_time;
+
+/**
+ * What `karu_client_stat` found of an object: its visible size, its strong ETag and when it
+ * was last modified. The ETag is Karu's allocation: release it with
+ * `karu_object_info_clear`, never with `free`.
+ *
+ * Thread safety: plain data; `karu_object_info_clear` changes it.
+ */
+typedef struct karu_object_info {
+    /**
+     * Visible size in bytes: for a windowed locator, the window's length clipped to what
+     * exists of the object; `KARU_SIZE_UNKNOWN` for a local device or FIFO, whose metadata
+     * states none.
+     */
+    uint64_t size;
+    /**
+     * The object's strong ETag, NUL-terminated, or NULL when it has none (local files never
+     * do). Pass it as `if_match` on later reads to pin them to this version.
+     */
+    const char *etag;
+    /**
+     * When the object was last modified: a remote answer's `Last-Modified` header or a local
+     * file's modification time; `known` is false when the answer has no (valid) header or the
+     * platform keeps no time.
+     */
+    struct karu_time last_modified;
+} karu_object_info;
+
+/**
  * One read: where the bytes live, which range, where they go, and the tag its completion
  * carries.
  */
@@ -529,7 +576,7 @@ karu_status karu_client_builder_config_toml(struct karu_client_builder *builder,
  * discovery: `"aws"` (S3 and S3-compatible stores) and `"source"` (Source Cooperative) take a
  * key pair, `karu_credential_set_aws`; `"gcp"` (Google Cloud Storage), `"azure"` (Azure Blob
  * and Data Lake Storage) and `"hf"` (Hugging Face) a bearer token,
- * `karu_credential_set_token`. Karu calls `callback(ctx, canonical_path, out)` from its
+ * `karu_credential_set_bearer_token`. Karu calls `callback(ctx, canonical_path, out)` from its
  * credential workers, possibly from several threads at once (for different paths), so
  * `callback` must be thread safe and bound its own input and output. The callback sets the
  * credential (and optionally `karu_credential_set_expiry`, `karu_credential_set_prefix`)
@@ -692,28 +739,21 @@ karu_status karu_client_read_ends(const struct karu_client *client,
                                   struct karu_ends **out_ends);
 
 /**
- * The object's visible size (for a windowed locator, the window's length clipped to what
- * exists of the object; `KARU_SIZE_UNKNOWN` for a local device or FIFO, whose metadata
- * states none) and its strong ETag when it has one, in one probe of the object, windowed or
- * not (a one-byte GET for a remote object; sizes are never cached).
- * The ETag, if `etag` is not NULL, is copied as `karu_client_last_error` copies text (empty
- * when the object has none; `*out_etag_len` gets its whole length). Pass it as `if_match` on
- * later reads to pin them to this version.
+ * The object's size, strong ETag and modification time (see `karu_object_info`), in one
+ * probe of the object, windowed or not (a one-byte GET for a remote object; sizes are never
+ * cached). `*out_info` is overwritten: clear one that holds an earlier answer first
+ * (`karu_object_info_clear`). When the call fails, `*out_info` is set empty (size 0, ETag
+ * NULL, no time), so clearing it is always safe.
  *
  * Blocks the calling thread. Thread safety: any threads at once.
  *
  * # Safety
  *
- * `client` and `locator` are NULL or live; `out_size` is NULL or valid for one write;
- * `etag` is NULL or valid for `etag_capacity` bytes; `out_etag_len` is NULL or valid for one
- * write.
+ * `client` and `locator` are NULL or live; `out_info` is NULL or valid for one write.
  */
 karu_status karu_client_stat(const struct karu_client *client,
                              const struct karu_locator *locator,
-                             uint64_t *out_size,
-                             char *etag,
-                             size_t etag_capacity,
-                             size_t *out_etag_len);
+                             struct karu_object_info *out_info);
 
 /**
  * Submit `count` reads (an array of `karu_read`) with optional planner overrides (`options`
@@ -872,6 +912,22 @@ karu_status karu_credential_set_aws(struct karu_credential_out *out,
                                     const char *session_token);
 
 /**
+ * Set a bearer token (without `Bearer `), sent as `Authorization: Bearer <token>`: for the
+ * families `"gcp"` (Google Cloud Storage: an OAuth 2 access token), `"azure"` (Azure Blob
+ * and Data Lake Storage: an Entra ID access token for `https://storage.azure.com/`) and
+ * `"hf"` (Hugging Face: a user access token). Karu copies it during the call; it never
+ * appears in a message or log. A callback of the `"aws"` or `"source"` family that sets one
+ * fails its reads with `KARU_ERR_CREDENTIALS` (they sign with key pairs:
+ * `karu_credential_set_aws`).
+ *
+ * # Safety
+ *
+ * `out` is the pointer the callback was given, during the call; `token` is NULL or
+ * NUL-terminated.
+ */
+karu_status karu_credential_set_bearer_token(struct karu_credential_out *out, const char *token);
+
+/**
  * When the credential expires, in seconds since the Unix epoch. Karu reuses it until then
  * (refreshing it by calling the callback again in the final tenth of its lifetime); without
  * an expiry, or with one past what the system clock can hold (`UINT64_MAX` for "never"), it
@@ -895,22 +951,6 @@ karu_status karu_credential_set_expiry(struct karu_credential_out *out, uint64_t
  * NUL-terminated.
  */
 karu_status karu_credential_set_prefix(struct karu_credential_out *out, const char *prefix);
-
-/**
- * Set a bearer token (without `Bearer `), sent as `Authorization: Bearer <token>`: for the
- * families `"gcp"` (Google Cloud Storage: an OAuth 2 access token), `"azure"` (Azure Blob
- * and Data Lake Storage: an Entra ID access token for `https://storage.azure.com/`) and
- * `"hf"` (Hugging Face: a user access token). Karu copies it during the call; it never
- * appears in a message or log. A callback of the `"aws"` or `"source"` family that sets one
- * fails its reads with `KARU_ERR_CREDENTIALS` (they sign with key pairs:
- * `karu_credential_set_aws`).
- *
- * # Safety
- *
- * `out` is the pointer the callback was given, during the call; `token` is NULL or
- * NUL-terminated.
- */
-karu_status karu_credential_set_token(struct karu_credential_out *out, const char *token);
 
 /**
  * The strong ETag both answers agreed on, NUL-terminated and borrowed (valid until
@@ -1028,6 +1068,19 @@ karu_status karu_locator_with_window(const struct karu_locator *locator,
                                      uint64_t start,
                                      uint64_t length,
                                      struct karu_locator **out_locator);
+
+/**
+ * Release what Karu allocated in `*info` (its ETag) and set it empty (size 0, ETag NULL, no
+ * time); NULL, and an info already empty, are ignored.
+ *
+ * Thread safety: one thread at a time per info.
+ *
+ * # Safety
+ *
+ * `info` is NULL, or a `karu_object_info` zeroed or filled by `karu_client_stat`, whose
+ * `etag` the caller has not changed.
+ */
+karu_status karu_object_info_clear(struct karu_object_info *info);
 
 /**
  * Release a reader (NULL is ignored).

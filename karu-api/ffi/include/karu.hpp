@@ -351,7 +351,7 @@ class Read {
 };
 
 /// Per-batch planner overrides; what is unset keeps the client's configuration.
-struct PlannerOptions {
+struct BatchOptions {
     std::optional<std::uint64_t> max_gap;            ///< 0 disables merging
     std::optional<std::uint64_t> max_span;
     std::optional<std::uint32_t> max_parts;
@@ -481,7 +481,7 @@ struct Next {
 };
 
 /// Figures of a plan.
-using Stats = karu_stats;
+using BatchStats = karu_stats;
 
 /// A client's transport counters: requests, body bytes, retries, duplicates sent and won.
 using TransportStats = karu_transport_stats;
@@ -523,8 +523,8 @@ class Batch {
     }
 
     /// Figures of the plan.
-    Expected<Stats> stats() const {
-        Stats stats{};
+    Expected<BatchStats> stats() const {
+        BatchStats stats{};
         karu_status s = karu_batch_stats(handle_.get(), &stats);
         if (s != KARU_OK) return unexpected(error(s));
         return stats;
@@ -608,10 +608,28 @@ class Batch {
 
 // ---- object information, both ends, readers -------------------------------------------------
 
-/// An object's visible size and strong ETag (empty when it has none).
+namespace detail {
+/// A `karu_time` that is known, as a `system_clock` time point (clamped to its range).
+inline std::chrono::system_clock::time_point time_point(const karu_time &time) {
+    using clock = std::chrono::system_clock;
+    using std::chrono::duration_cast;
+    using std::chrono::nanoseconds;
+    using std::chrono::seconds;
+    constexpr auto latest = duration_cast<seconds>(clock::duration::max()).count() - 1;
+    constexpr auto earliest = duration_cast<seconds>(clock::duration::min()).count() + 1;
+    if (time.seconds > latest) return clock::time_point::max();
+    if (time.seconds < earliest) return clock::time_point::min();
+    return clock::time_point(duration_cast<clock::duration>(seconds(time.seconds) + nanoseconds(time.nanoseconds)));
+}
+}  // namespace detail
+
+/// What `Client::stat` found of an object: its visible size (`KARU_SIZE_UNKNOWN` for a device
+/// or FIFO), its strong ETag (empty when it has none) and when it was last modified (none when
+/// the answer stated no time; a time beyond `system_clock`'s range is clamped to it).
 struct ObjectInfo {
     std::uint64_t size = 0;
     std::string etag;
+    std::optional<std::chrono::system_clock::time_point> last_modified;
 };
 
 /// Both ends of an object. Move-only.
@@ -687,7 +705,7 @@ struct AwsCredential {
 /// A bearer token from an application callback (families `"gcp"`: Google Cloud Storage,
 /// `"azure"`: Azure Blob and Data Lake Storage, `"hf"`: Hugging Face), sent as
 /// `Authorization: Bearer <token>`.
-struct TokenCredential {
+struct BearerToken {
     std::string token;                           ///< without `Bearer `
     std::optional<std::uint64_t> expires_unix;   ///< seconds since the epoch; none: never
     std::string prefix;                          ///< canonical prefix it is valid under; empty: this request only
@@ -695,7 +713,7 @@ struct TokenCredential {
 
 /// Credential callbacks: called from Karu's threads, possibly several at once.
 using AwsCredentialCallback = std::function<Expected<AwsCredential>(std::string_view canonical_path)>;
-using TokenCredentialCallback = std::function<Expected<TokenCredential>(std::string_view canonical_path)>;
+using BearerTokenCallback = std::function<Expected<BearerToken>(std::string_view canonical_path)>;
 
 namespace detail {
 /// One family's callback, as the C ABI calls it (`ctx` is the slot).
@@ -728,15 +746,15 @@ struct CallbackSlot {
         return karu_credential_set_aws(out, c.access_key_id.c_str(), c.secret_access_key.c_str(),
                                        c.session_token.empty() ? nullptr : c.session_token.c_str());
     }
-    static karu_status set(karu_credential_out *out, const TokenCredential &c) {
-        return karu_credential_set_token(out, c.token.c_str());
+    static karu_status set(karu_credential_out *out, const BearerToken &c) {
+        return karu_credential_set_bearer_token(out, c.token.c_str());
     }
 };
 
 /// The callbacks of one client, kept alive (and at one address) until its last object is freed.
 struct Callbacks {
     CallbackSlot<AwsCredential> aws;
-    CallbackSlot<TokenCredential> gcp, azure, hf;
+    CallbackSlot<BearerToken> gcp, azure, hf;
 };
 }  // namespace detail
 
@@ -749,9 +767,9 @@ struct ClientOptions {
     bool user_config_file = true;                                ///< read the user's config file
     bool project_config_file = true;                             ///< read ./karu.toml
     AwsCredentialCallback aws_credentials;                       ///< S3; none: Karu's own discovery
-    TokenCredentialCallback gcp_credentials;                     ///< Google Cloud Storage; none: Karu's own
-    TokenCredentialCallback azure_credentials;                   ///< Azure; none: Karu's own
-    TokenCredentialCallback hf_credentials;                      ///< Hugging Face; none: Karu's own
+    BearerTokenCallback gcp_credentials;                     ///< Google Cloud Storage; none: Karu's own
+    BearerTokenCallback azure_credentials;                   ///< Azure; none: Karu's own
+    BearerTokenCallback hf_credentials;                      ///< Hugging Face; none: Karu's own
 };
 
 /// Karu's engine, providers and configuration. Move-only; share one client across threads
@@ -810,7 +828,7 @@ class Client {
     }
 
     /// Submit reads (copied now; caller buffers stay borrowed until the batch is destroyed).
-    Expected<Batch> submit(span<const Read> reads, const PlannerOptions &options = {}) const {
+    Expected<Batch> submit(span<const Read> reads, const BatchOptions &options = {}) const {
         std::vector<karu_read> raw;
         raw.reserve(reads.size());
         for (const Read &read : reads) raw.push_back(read.raw());
@@ -821,14 +839,16 @@ class Client {
         return Batch(batch, callbacks_);
     }
 
-    /// Size and strong ETag in one probe (never cached).
+    /// Size, strong ETag and modification time in one probe (never cached).
     Expected<ObjectInfo> stat(const Locator &locator) const {
-        ObjectInfo info;
-        std::array<char, 512> etag{};
-        std::size_t etag_len = 0;
-        karu_status s = karu_client_stat(handle_.get(), locator.get(), &info.size, etag.data(), etag.size(), &etag_len);
+        karu_object_info raw{};
+        karu_status s = karu_client_stat(handle_.get(), locator.get(), &raw);
         if (s != KARU_OK) return unexpected(error(s));
-        info.etag.assign(etag.data(), std::min(etag_len, etag.size() - 1));
+        ObjectInfo info;
+        info.size = raw.size;
+        if (raw.etag != nullptr) info.etag = raw.etag;
+        if (raw.last_modified.known) info.last_modified = detail::time_point(raw.last_modified);
+        karu_object_info_clear(&raw);
         return info;
     }
 

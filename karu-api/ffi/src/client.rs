@@ -2,19 +2,21 @@
 
 use std::ffi::{CString, c_char, c_void};
 use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use karu::{Client, ClientBuilder, Ends};
 
 use crate::boundary::{
-    Out, c_string, copy_text, entry, into_handle, object, object_mut, optional_text, text,
+    OptionalOut, Out, c_string, copy_text, entry, into_handle, object, object_mut, optional_text,
+    text,
 };
 use crate::credential::{CCallback, karu_credential_callback};
 use crate::last_error::Owner;
 use crate::locator::karu_locator;
 use crate::status::karu_status;
 
-/// `*out_size` of `karu_client_stat` for an object that states no size (a local device or
-/// FIFO: its metadata says nothing of what can be read).
+/// `size` of a `karu_object_info` for an object that states no size (a local device or FIFO:
+/// its metadata says nothing of what can be read).
 pub const KARU_SIZE_UNKNOWN: u64 = u64::MAX;
 
 /// How configuration errors name the TOML given to [`karu_client_builder_config_toml`].
@@ -205,7 +207,7 @@ pub unsafe extern "C" fn karu_client_builder_set(
 /// discovery: `"aws"` (S3 and S3-compatible stores) and `"source"` (Source Cooperative) take a
 /// key pair, `karu_credential_set_aws`; `"gcp"` (Google Cloud Storage), `"azure"` (Azure Blob
 /// and Data Lake Storage) and `"hf"` (Hugging Face) a bearer token,
-/// `karu_credential_set_token`. Karu calls `callback(ctx, canonical_path, out)` from its
+/// `karu_credential_set_bearer_token`. Karu calls `callback(ctx, canonical_path, out)` from its
 /// credential workers, possibly from several threads at once (for different paths), so
 /// `callback` must be thread safe and bound its own input and output. The callback sets the
 /// credential (and optionally `karu_credential_set_expiry`, `karu_credential_set_prefix`)
@@ -410,55 +412,146 @@ pub unsafe extern "C" fn karu_client_transport_stats(
     })
 }
 
-/// The object's visible size (for a windowed locator, the window's length clipped to what
-/// exists of the object; `KARU_SIZE_UNKNOWN` for a local device or FIFO, whose metadata
-/// states none) and its strong ETag when it has one, in one probe of the object, windowed or
-/// not (a one-byte GET for a remote object; sizes are never cached).
-/// The ETag, if `etag` is not NULL, is copied as `karu_client_last_error` copies text (empty
-/// when the object has none; `*out_etag_len` gets its whole length). Pass it as `if_match` on
-/// later reads to pin them to this version.
+/// A point in time as `struct timespec` counts it (seconds and nanoseconds since
+/// 1970-01-01T00:00:00Z, UTC), or none: `known` is false when there is no time, and
+/// `seconds` and `nanoseconds` are then 0.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct karu_time {
+    /// Whether there is a time (false: none).
+    pub known: bool,
+    /// Whole seconds since the Unix epoch (negative before it).
+    pub seconds: i64,
+    /// Nanoseconds after `seconds`, 0 to 999 999 999.
+    pub nanoseconds: u32,
+}
+
+impl karu_time {
+    /// `time` as seconds and nanoseconds since the epoch, or none.
+    fn of(time: Option<SystemTime>) -> karu_time {
+        let Some(time) = time else {
+            return karu_time::default();
+        };
+        let (seconds, nanoseconds) = match time.duration_since(UNIX_EPOCH) {
+            Ok(after) => (i64::try_from(after.as_secs()).ok(), after.subsec_nanos()),
+            Err(before) => {
+                // Before the epoch: the second at or before the time, and the nanoseconds
+                // after that second (as `struct timespec` counts them).
+                let before = before.duration();
+                let whole = i64::try_from(before.as_secs()).ok();
+                match before.subsec_nanos() {
+                    0 => (whole.map(|s| -s), 0),
+                    nanos => (
+                        whole.and_then(|s| (-s).checked_sub(1)),
+                        1_000_000_000 - nanos,
+                    ),
+                }
+            }
+        };
+        match seconds {
+            Some(seconds) => karu_time {
+                known: true,
+                seconds,
+                nanoseconds,
+            },
+            // Beyond what 64-bit seconds count: no time Karu can state.
+            None => karu_time::default(),
+        }
+    }
+}
+
+/// What `karu_client_stat` found of an object: its visible size, its strong ETag and when it
+/// was last modified. The ETag is Karu's allocation: release it with
+/// `karu_object_info_clear`, never with `free`.
+///
+/// Thread safety: plain data; `karu_object_info_clear` changes it.
+#[repr(C)]
+#[derive(Debug)]
+pub struct karu_object_info {
+    /// Visible size in bytes: for a windowed locator, the window's length clipped to what
+    /// exists of the object; `KARU_SIZE_UNKNOWN` for a local device or FIFO, whose metadata
+    /// states none.
+    pub size: u64,
+    /// The object's strong ETag, NUL-terminated, or NULL when it has none (local files never
+    /// do). Pass it as `if_match` on later reads to pin them to this version.
+    pub etag: *const c_char,
+    /// When the object was last modified: a remote answer's `Last-Modified` header or a local
+    /// file's modification time; `known` is false when the answer has no (valid) header or the
+    /// platform keeps no time.
+    pub last_modified: karu_time,
+}
+
+impl karu_object_info {
+    /// No size, no ETag, no time: what a failed `karu_client_stat` leaves.
+    fn empty() -> karu_object_info {
+        karu_object_info {
+            size: 0,
+            etag: std::ptr::null(),
+            last_modified: karu_time::default(),
+        }
+    }
+}
+
+/// The object's size, strong ETag and modification time (see `karu_object_info`), in one
+/// probe of the object, windowed or not (a one-byte GET for a remote object; sizes are never
+/// cached). `*out_info` is overwritten: clear one that holds an earlier answer first
+/// (`karu_object_info_clear`). When the call fails, `*out_info` is set empty (size 0, ETag
+/// NULL, no time), so clearing it is always safe.
 ///
 /// Blocks the calling thread. Thread safety: any threads at once.
 ///
 /// # Safety
 ///
-/// `client` and `locator` are NULL or live; `out_size` is NULL or valid for one write;
-/// `etag` is NULL or valid for `etag_capacity` bytes; `out_etag_len` is NULL or valid for one
-/// write.
+/// `client` and `locator` are NULL or live; `out_info` is NULL or valid for one write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn karu_client_stat(
     client: *const karu_client,
     locator: *const karu_locator,
-    out_size: *mut u64,
-    etag: *mut c_char,
-    etag_capacity: usize,
-    out_etag_len: *mut usize,
+    out_info: *mut karu_object_info,
 ) -> karu_status {
+    // SAFETY: the caller's contract: NULL or valid for one write.
+    let empty = unsafe { OptionalOut::new(out_info) };
     entry(|| {
+        empty.set(karu_object_info::empty());
         // SAFETY: the caller's contract.
         let c = unsafe { object(client) }?;
         // SAFETY: the caller's contract.
         let l = unsafe { object(locator) }?;
         // SAFETY: the caller's contract.
-        let out_size = unsafe { Out::new(out_size) }?;
-        if etag.is_null() && etag_capacity > 0 {
-            return Err(c.owner.fail(
-                karu_status::KARU_ERR_INVALID,
-                "etag is NULL but etag_capacity is not 0",
-            ));
-        }
+        let out = unsafe { Out::new(out_info) }?;
         let info = c.client.stat(&l.locator).map_err(|e| c.owner.error(&e))?;
-        out_size.set(info.size.unwrap_or(KARU_SIZE_UNKNOWN));
-        if !etag.is_null() || !out_etag_len.is_null() {
-            // SAFETY: the caller's contract for `etag`, `etag_capacity` and `out_etag_len`.
-            unsafe {
-                copy_text(
-                    info.etag.as_deref().unwrap_or(""),
-                    etag,
-                    etag_capacity,
-                    out_etag_len,
-                )
-            }?;
+        out.set(karu_object_info {
+            size: info.size.unwrap_or(KARU_SIZE_UNKNOWN),
+            etag: info
+                .etag
+                .as_deref()
+                .map_or(std::ptr::null(), |etag| c_string(etag).into_raw()),
+            last_modified: karu_time::of(info.last_modified),
+        });
+        Ok(())
+    })
+}
+
+/// Release what Karu allocated in `*info` (its ETag) and set it empty (size 0, ETag NULL, no
+/// time); NULL, and an info already empty, are ignored.
+///
+/// Thread safety: one thread at a time per info.
+///
+/// # Safety
+///
+/// `info` is NULL, or a `karu_object_info` zeroed or filled by `karu_client_stat`, whose
+/// `etag` the caller has not changed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn karu_object_info_clear(info: *mut karu_object_info) -> karu_status {
+    entry(|| {
+        // SAFETY: the caller's contract: NULL or a live info.
+        if let Some(info) = unsafe { info.as_mut() } {
+            if !info.etag.is_null() {
+                // SAFETY: the caller's contract: the ETag `karu_client_stat` made with
+                // `CString::into_raw`, released once (the field is set NULL below).
+                drop(unsafe { CString::from_raw(info.etag.cast_mut()) });
+            }
+            *info = karu_object_info::empty();
         }
         Ok(())
     })
@@ -611,4 +704,31 @@ pub(crate) unsafe fn bytes_out(
     });
     len.set(bytes.len());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn times_count_as_timespec_does_on_both_sides_of_the_epoch() {
+        let at = |seconds: i64, nanoseconds: u32| karu_time {
+            known: true,
+            seconds,
+            nanoseconds,
+        };
+        assert_eq!(karu_time::of(None), karu_time::default());
+        assert!(!karu_time::of(None).known);
+        assert_eq!(karu_time::of(Some(UNIX_EPOCH)), at(0, 0));
+        let after = UNIX_EPOCH + Duration::new(1_700_000_000, 250);
+        assert_eq!(karu_time::of(Some(after)), at(1_700_000_000, 250));
+        // 1.25 s before the epoch: the second at or before it (-2), then 0.75 s.
+        let before = UNIX_EPOCH - Duration::new(1, 250_000_000);
+        assert_eq!(karu_time::of(Some(before)), at(-2, 750_000_000));
+        assert_eq!(
+            karu_time::of(Some(UNIX_EPOCH - Duration::from_secs(3))),
+            at(-3, 0)
+        );
+    }
 }

@@ -118,7 +118,7 @@ pub unsafe extern "C" fn karu_credential_set_aws(
 /// `out` is the pointer the callback was given, during the call; `token` is NULL or
 /// NUL-terminated.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn karu_credential_set_token(
+pub unsafe extern "C" fn karu_credential_set_bearer_token(
     out: *mut karu_credential_out,
     token: *const c_char,
 ) -> karu_status {
@@ -236,8 +236,8 @@ impl CredentialCallback for CCallback {
         let credential = match (out.aws, out.token) {
             (Some(_), Some(_)) => {
                 return Err(refuse(format!(
-                    "the {family} credential callback set both an AWS key pair and a token for \
-                     {path} (one credential, please)"
+                    "the {family} credential callback set both an AWS key pair and a bearer token \
+                     for {path} (one credential, please)"
                 )));
             }
             (None, None) => {
@@ -248,12 +248,12 @@ impl CredentialCallback for CCallback {
             (Some(_), None) if BEARER_FAMILIES.contains(&family.as_str()) => {
                 return Err(refuse(format!(
                     "the {family} credential callback set an AWS key pair for {path}, which \
-                     takes a token (karu_credential_set_token)"
+                     takes a bearer token (karu_credential_set_bearer_token)"
                 )));
             }
             (None, Some(_)) if AWS_KEY_FAMILIES.contains(&family.as_str()) => {
                 return Err(refuse(format!(
-                    "the {family} credential callback set a token for {path}, which takes an \
+                    "the {family} credential callback set a bearer token for {path}, which takes an \
                      AWS key pair (karu_credential_set_aws)"
                 )));
             }

@@ -51,7 +51,7 @@ pub use client::{
     karu_client_builder_user_config_file, karu_client_free, karu_client_last_error,
     karu_client_read_ends, karu_client_stat, karu_client_transport_stats, karu_ends,
     karu_ends_etag, karu_ends_free, karu_ends_head, karu_ends_size, karu_ends_tail,
-    karu_transport_stats,
+    karu_object_info, karu_object_info_clear, karu_time, karu_transport_stats,
 };
 pub use completion::{
     karu_completion, karu_completion_bytes_received, karu_completion_data, karu_completion_free,
@@ -60,7 +60,7 @@ pub use completion::{
 };
 pub use credential::{
     karu_credential_callback, karu_credential_out, karu_credential_set_aws,
-    karu_credential_set_expiry, karu_credential_set_prefix, karu_credential_set_token,
+    karu_credential_set_bearer_token, karu_credential_set_expiry, karu_credential_set_prefix,
 };
 pub use locator::{
     KARU_TO_END, karu_client_locate, karu_locator, karu_locator_free, karu_locator_last_error,

@@ -137,6 +137,15 @@ fn every_pointer_argument_may_be_null_and_is_refused() {
     let mut message: *const c_char = null();
     let mut stats = karu_stats::default();
     let mut transport = karu_transport_stats::default();
+    let mut info = karu_object_info {
+        size: 1,
+        etag: c"not Karu's".as_ptr(),
+        last_modified: karu_time {
+            known: true,
+            seconds: 1,
+            nanoseconds: 1,
+        },
+    };
     let mut client = null_mut();
     let mut locator = null_mut();
     let mut batch = null_mut();
@@ -283,26 +292,16 @@ fn every_pointer_argument_may_be_null_and_is_refused() {
         );
         invalid(
             "karu_client_stat",
-            karu_client_stat(null(), o.locator, &mut u64_out, buf, cap, &mut usize_out),
+            karu_client_stat(null(), o.locator, &mut info),
+        );
+        assert!(info.etag.is_null() && !info.last_modified.known);
+        invalid(
+            "karu_client_stat",
+            karu_client_stat(o.client, null(), &mut info),
         );
         invalid(
             "karu_client_stat",
-            karu_client_stat(o.client, null(), &mut u64_out, buf, cap, &mut usize_out),
-        );
-        invalid(
-            "karu_client_stat",
-            karu_client_stat(o.client, o.locator, null_mut(), buf, cap, &mut usize_out),
-        );
-        invalid(
-            "karu_client_stat",
-            karu_client_stat(
-                o.client,
-                o.locator,
-                &mut u64_out,
-                null_mut(),
-                cap,
-                &mut usize_out,
-            ),
+            karu_client_stat(o.client, o.locator, null_mut()),
         );
         invalid(
             "karu_client_read_ends",
@@ -541,12 +540,12 @@ fn every_pointer_argument_may_be_null_and_is_refused() {
             karu_credential_set_aws(cred, key, null(), null()),
         );
         invalid(
-            "karu_credential_set_token",
-            karu_credential_set_token(null_mut(), key),
+            "karu_credential_set_bearer_token",
+            karu_credential_set_bearer_token(null_mut(), key),
         );
         invalid(
-            "karu_credential_set_token",
-            karu_credential_set_token(cred, null()),
+            "karu_credential_set_bearer_token",
+            karu_credential_set_bearer_token(cred, null()),
         );
         invalid(
             "karu_credential_set_expiry",
@@ -591,6 +590,7 @@ fn every_pointer_argument_may_be_null_and_is_refused() {
             ("karu_completion_free", karu_completion_free(null_mut())),
             ("karu_ends_free", karu_ends_free(null_mut())),
             ("karu_reader_free", karu_reader_free(null_mut())),
+            ("karu_object_info_clear", karu_object_info_clear(null_mut())),
             ("karu_free", karu_free(null_mut(), 0)),
         ] {
             assert_eq!(status, KARU_OK, "{name}(NULL)");

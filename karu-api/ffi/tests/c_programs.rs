@@ -14,12 +14,23 @@ use support::{
 
 const MIB: u64 = 1 << 20;
 
+/// Now, in seconds since the Unix epoch.
+fn unix_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_secs_f64()
+}
+
 #[test]
 fn local_and_http_reads_from_c() {
     let dir = tempfile::tempdir().unwrap();
     let file = pattern_file(dir.path(), "local.bin", MIB);
     let server = MockServer::start();
+    // The mock states the time an object was stored as its Last-Modified (whole seconds).
+    let before = unix_seconds();
     server.insert("/object", pattern(0, MIB));
+    let after = unix_seconds();
     let program = compile(Lang::C, &["tests/c/reads.c"]);
     let output = program.run(&[
         file.to_str().unwrap(),
@@ -27,6 +38,18 @@ fn local_and_http_reads_from_c() {
         &server.url("/missing"),
     ]);
     assert_success(&output);
+    // The program checked the local file's time against stat(2) itself; the remote object's
+    // is the mock's Last-Modified.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let remote_modified: u64 = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("remote_last_modified="))
+        .and_then(|seconds| seconds.parse().ok())
+        .unwrap_or_else(|| panic!("no remote_last_modified in: {stdout}"));
+    assert!(
+        (before.floor()..=after).contains(&(remote_modified as f64)),
+        "the mock stored the object between {before} and {after}, not at {remote_modified}"
+    );
 
     // Every request the program's reads made, once each: the stat probes (of the object and of
     // a window of it, and of the missing object and a window of it), the two merged

@@ -1,5 +1,6 @@
 //! Why a `KaruStore` operation failed, before it is written as a given object_store major's
-//! error (each door maps [`StoreError`] the same way, see `object_store_door.rs`).
+//! error (each major's trait implementation maps [`StoreError`] the same way, see
+//! `object_store_impl.rs`).
 
 use karu::Status;
 
@@ -10,7 +11,7 @@ pub(crate) const STORE: &str = "Karu";
 
 /// A failed store operation, in no object_store major's types.
 ///
-/// Each door writes it as its major's `object_store::Error`:
+/// Each major's trait implementation writes it as that major's `object_store::Error`:
 ///
 /// | here | object_store error |
 /// | --- | --- |

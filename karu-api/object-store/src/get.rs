@@ -36,8 +36,8 @@ pub(crate) const CHUNKS_IN_FLIGHT: usize = 8;
 /// The chunk size when `http.part_size` is 0 (never split): Karu's default part size.
 pub(crate) const DEFAULT_CHUNK: u64 = 8 << 20;
 
-/// The range a get asks for, as object_store's `GetRange` states it (each door converts its
-/// major's `GetRange` into this).
+/// The range a get asks for, as object_store's `GetRange` states it (each major's trait
+/// implementation converts its major's `GetRange` into this).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ByteRange {
     /// These bytes (a range reaching past the end returns what exists).

@@ -1,17 +1,17 @@
-//! Karu inside the Rust data stack: the two doors format readers reach storage through, for
+//! Karu inside the Rust data stack: the two interfaces format readers reach storage through, for
 //! each major of them the engines' newest releases use.
 //!
 //! - [`KaruStore`] implements `object_store::ObjectStore`: anything that takes an
 //!   `Arc<dyn ObjectStore>` reads through Karu's planner, response checks and recovery, from any
 //!   address Karu reads (`s3://`, `gs://`, `az://`, `hf://`, `source://`, `http(s)://`, local
 //!   directories).
-//! - [`ParquetReader`] implements parquet's `AsyncFileReader` directly, the door parquet keeps
-//!   (parquet 60 deprecates `ParquetObjectReader`): the footer in one round trip, the column
+//! - [`ParquetReader`] implements parquet's `AsyncFileReader` directly, the interface parquet
+//!   keeps (parquet 60 deprecates `ParquetObjectReader`): the footer in one round trip, the column
 //!   chunks of a read as one Karu batch with the next row groups' read ahead, every read pinned
 //!   to one version.
 //!
 //! The same two types implement the trait of each major enabled by a feature (one
-//! implementation of the behaviour; each major's door only converts types):
+//! implementation of the behaviour; each major's trait implementation only converts types):
 //!
 //! | feature | trait | serves (newest releases) |
 //! | --- | --- | --- |
@@ -21,7 +21,8 @@
 //! | `parquet-59` | parquet 59 `AsyncFileReader` | DataFusion 55's Parquet scan (see the `karu-datafusion` crate), delta-rs 1.1 |
 //!
 //! When DataFusion releases on object_store 0.14 and parquet 60 (its main branch has moved),
-//! the doors follow its newest release and keep the previous major while users are on it.
+//! the trait implementations follow its newest release and keep the previous major while users
+//! are on it.
 //!
 //! Karu is read-only by contract: writes, deletes, copies and listings answer
 //! object_store's `Error::NotImplemented`.
@@ -63,7 +64,7 @@
 //! use url::Url;
 //!
 //! let client = karu::Client::builder().build()?;
-//! let store = Arc::new(KaruStore::new(client, "s3://my-bucket")?);
+//! let store = Arc::new(KaruStore::new("s3://my-bucket", &client)?);
 //! let ctx = SessionContext::new();
 //! ctx.register_object_store(&Url::parse("s3://my-bucket")?, store);
 //! // or: ctx.runtime_env().object_store_registry.register_store(&url, store);

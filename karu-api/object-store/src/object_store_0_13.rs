@@ -17,4 +17,4 @@ fn get_result(
     }
 }
 
-include!("object_store_door.rs");
+include!("object_store_impl.rs");

@@ -16,4 +16,4 @@ fn get_result(
     }
 }
 
-include!("object_store_door.rs");
+include!("object_store_impl.rs");

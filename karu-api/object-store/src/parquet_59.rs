@@ -3,4 +3,4 @@
 
 use parquet_59 as parquet;
 
-include!("parquet_door.rs");
+include!("parquet_impl.rs");

@@ -1,6 +1,6 @@
 //! `ParquetReader`: parquet's `AsyncFileReader` over a Karu client, for one file, written once
-//! for every parquet major (each major's door, `parquet_door.rs`, converts types and parses the
-//! footer with that major's metadata reader).
+//! for every parquet major (each major's trait implementation, `parquet_impl.rs`, converts types
+//! and parses the footer with that major's metadata reader).
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -14,7 +14,7 @@ use karu::{Batch, BatchOptions, Client, Completion, Locator, Read, Status};
 use crate::prefetch::{DEFAULT_BUDGET, Prefetched, PrefetchedBytes, Served};
 
 /// Parquet's `AsyncFileReader` for one file at any Karu address, implemented directly (the
-/// door parquet keeps: parquet 60 deprecates `ParquetObjectReader` in favour of readers like
+/// interface parquet keeps: parquet 60 deprecates `ParquetObjectReader` in favour of readers like
 /// this one), for parquet 60 (feature `parquet-60`, also named `parquet`) and parquet 59
 /// (feature `parquet-59`, the major DataFusion 55 uses): the same reader implements each
 /// enabled major's trait.
@@ -35,7 +35,11 @@ use crate::prefetch::{DEFAULT_BUDGET, Prefetched, PrefetchedBytes, Served};
 ///   [selection](ParquetReader::with_row_groups) when the reader is told it), as many as the
 ///   [budget](ParquetReader::with_prefetch_budget) allows (64 MiB by default). The stream's
 ///   next reads are served from what arrived, or wait on it in flight, and each row group
-///   taken or passed makes room for the next. What the stream never asks for is released when
+///   taken or passed makes room for the next. Each set of columns the stream asks for in a
+///   row group is read ahead (the columns of a row filter, then the rest of the projection
+///   for the rows that passed: the first read of a set it had not asked for goes out with
+///   that set's chunks of the row groups queued after it, in the same round), all under the
+///   one budget. What the stream never asks for is released when
 ///   it moves past it, or with the reader (a stream dropped). A stream that reads one row
 ///   group after another so costs about one round trip per budget's worth of row groups
 ///   instead of one per row group.
@@ -265,7 +269,7 @@ impl FileLayout {
 
 /// A parquet major's file metadata, which [`ParquetReader::prefetch`] takes: parquet 60's and
 /// parquet 59's `ParquetMetaData` (and an `Arc` of either), with that major's
-/// `ProjectionMask` as the projection (each implemented by the enabled majors' doors).
+/// `ProjectionMask` as the projection (each implemented by the enabled majors' implementations).
 pub trait ParquetMetadata {
     /// The major's projection (`ProjectionMask`).
     type Projection;
@@ -535,6 +539,23 @@ impl ParquetReader {
             let columns = layout.columns_of(g, &wanted);
             prefetched.read_ahead_from(layout, g, wanted.clone(), columns, next, budget, start);
             served = prefetched.serve(&wanted, Some(layout), budget, start).await;
+        }
+        // A read the read-ahead did not cover, in a row group the stream has reached (the
+        // projection after a row filter's columns, say): the read-ahead learns its columns
+        // and reads them ahead too, in the same round as this read.
+        if settings.read_ahead
+            && prefetched.reading_ahead()
+            && let Some(layout) = layout
+            && let Some(g) = layout.row_group_of(&wanted)
+        {
+            let reached = match &served {
+                Served::NotHeld => true,
+                Served::NotQueued => settings.behind_the_queue(prefetched, g) == Some(true),
+                Served::Bytes(_) => false,
+            };
+            if reached {
+                prefetched.learn(layout, g, &layout.columns_of(g, &wanted), budget, start);
+            }
         }
         if let Served::Bytes(served) = served {
             let mut served = served?.into_iter();

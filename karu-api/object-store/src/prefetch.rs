@@ -2,7 +2,11 @@
 //! those [`ParquetReader::prefetch`](crate::ParquetReader::prefetch) was given, or, by
 //! default, those its read-ahead chose (the columns the stream asked for in one row group, in
 //! the row groups it will read next). They are started in the stream's order, handed to the
-//! stream's reads, and released once the stream has taken them or moved past them.
+//! stream's reads, and released once the stream has taken them or moved past them. The
+//! read-ahead learns each set of columns the stream reads in a row group (a row filter's
+//! columns, then the rest of the projection): a set it had not read is read ahead too, in an
+//! entry of its own beside each queued row group's (a row group may have several entries,
+//! adjacent in the queue), and in every row group it queues after.
 //!
 //! A row group is *held* from the moment its reads start until it is released: its bytes are
 //! in flight or have arrived, and no one else frees them. The bytes held stay within the
@@ -96,6 +100,29 @@ struct Group {
     counted: Option<PrefetchedBytes>,
 }
 
+impl Group {
+    /// Row group `row_group` (its whole `extent`), to read `ranges` of it; not started.
+    fn new(row_group: usize, extent: Range<u64>, ranges: Vec<Range<u64>>) -> Group {
+        Group {
+            row_group,
+            extent,
+            taken: vec![false; ranges.len()],
+            bytes: ranges.iter().map(|r| r.end - r.start).sum(),
+            ranges,
+            state: State::Waiting,
+            counted: None,
+        }
+    }
+
+    /// Read `ranges` too (a group not started).
+    fn extend(&mut self, ranges: Vec<Range<u64>>) {
+        debug_assert!(matches!(self.state, State::Waiting));
+        self.bytes += ranges.iter().map(|r| r.end - r.start).sum::<u64>();
+        self.taken.extend(ranges.iter().map(|_| false));
+        self.ranges.extend(ranges);
+    }
+}
+
 impl Drop for Group {
     fn drop(&mut self) {
         if let Some(gauge) = &self.counted {
@@ -163,16 +190,61 @@ impl Prefetched {
 
     /// Add row group `row_group` (its whole `extent` and the ranges to read) after the others.
     pub(crate) fn push(&mut self, row_group: usize, extent: Range<u64>, ranges: Vec<Range<u64>>) {
-        let bytes = ranges.iter().map(|r| r.end - r.start).sum();
-        self.groups.push_back(Group {
-            row_group,
-            extent,
-            taken: vec![false; ranges.len()],
-            ranges,
-            bytes,
-            state: State::Waiting,
-            counted: None,
-        });
+        self.groups.push_back(Group::new(row_group, extent, ranges));
+    }
+
+    /// The stream reads `columns` in `row_group` (a row group it has reached, or passed and
+    /// reads again): where the read-ahead did not read some of them, it learns them and reads
+    /// them ahead too, in the row groups queued after `row_group` (added to a row group's
+    /// entry that has not started, else in an entry of their own right after that row
+    /// group's others) and in those it queues later; what fits in `budget` starts now. A
+    /// plan given by `prefetch` learns nothing.
+    pub(crate) fn learn(
+        &mut self,
+        layout: &FileLayout,
+        row_group: usize,
+        columns: &[usize],
+        budget: u64,
+        start: impl FnMut(&[Range<u64>]) -> Batch,
+    ) {
+        let Some(read_ahead) = &mut self.read_ahead else {
+            return;
+        };
+        let new: Vec<usize> = columns
+            .iter()
+            .copied()
+            .filter(|c| !read_ahead.columns.contains(c))
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        read_ahead.columns.extend(&new);
+        read_ahead.columns.sort_unstable();
+        let mut i = 0;
+        while i < self.groups.len() {
+            let g = self.groups[i].row_group;
+            let mut end = i + 1;
+            while end < self.groups.len() && self.groups[end].row_group == g {
+                end += 1;
+            }
+            let ranges: Vec<Range<u64>> = new
+                .iter()
+                .filter_map(|&c| layout.chunk(g, c))
+                .filter(|r| !r.is_empty())
+                .collect();
+            if g != row_group && !ranges.is_empty() {
+                let last = &mut self.groups[end - 1];
+                if matches!(last.state, State::Waiting) {
+                    last.extend(ranges);
+                } else {
+                    self.groups
+                        .insert(end, Group::new(g, layout.extent(g), ranges));
+                    end += 1;
+                }
+            }
+            i = end;
+        }
+        self.start_within(budget, start);
     }
 
     /// Read ahead from row group `row_group`, where the stream asks for `ranges` (none empty)
@@ -189,6 +261,14 @@ impl Prefetched {
         budget: u64,
         start: impl FnMut(&[Range<u64>]) -> Batch,
     ) {
+        // The column sets learned so far stay: the stream reads the same ones in every row
+        // group.
+        let mut columns = columns;
+        if let Some(previous) = &self.read_ahead {
+            columns.extend(&previous.columns);
+        }
+        columns.sort_unstable();
+        columns.dedup();
         self.clear();
         self.push(row_group, layout.extent(row_group), ranges);
         self.read_ahead = Some(ReadAhead { columns, next });
@@ -215,18 +295,9 @@ impl Prefetched {
             if ranges.is_empty() {
                 continue;
             }
-            let bytes: u64 = ranges.iter().map(|r| r.end - r.start).sum();
-            queued = queued.saturating_add(bytes);
-            let extent = layout.extent(g);
-            self.groups.push_back(Group {
-                row_group: g,
-                extent,
-                taken: vec![false; ranges.len()],
-                ranges,
-                bytes,
-                state: State::Waiting,
-                counted: None,
-            });
+            let group = Group::new(g, layout.extent(g), ranges);
+            queued = queued.saturating_add(group.bytes);
+            self.groups.push_back(group);
         }
     }
 
@@ -270,6 +341,18 @@ impl Prefetched {
     /// reads still in flight are cancelled).
     fn release_first(&mut self, n: usize) {
         self.groups.drain(..n);
+        self.drop_idle_flights();
+    }
+
+    /// Release the queued entry at `i`.
+    fn release_at(&mut self, i: usize) {
+        self.groups.remove(i);
+        self.drop_idle_flights();
+    }
+
+    /// Drop the flights no queued row group waits on (their reads still in flight are
+    /// cancelled).
+    fn drop_idle_flights(&mut self) {
         let groups = &self.groups;
         self.flights.retain(|flight| {
             groups
@@ -297,6 +380,9 @@ impl Prefetched {
             return Served::NotQueued;
         };
         self.release_first(at);
+        let mut start = start;
+        // What the release made room for starts before the stream waits.
+        self.start_within(budget, &mut start);
         let served = self.take(ranges).await;
         if let Some(layout) = layout {
             self.top_up(layout, budget);
@@ -305,52 +391,85 @@ impl Prefetched {
         served
     }
 
-    /// `ranges` from the first row group, if it holds them all.
+    /// `ranges` from the first row group's entries (one per column set the read-ahead
+    /// learned, or one), if they hold them all and have started. An entry the budget still
+    /// keeps waiting is released unread, and the read goes out on its own (the budget is a
+    /// bound on what is held).
     async fn take(&mut self, ranges: &[Range<u64>]) -> Served {
-        let Some(group) = self.groups.front() else {
+        let Some(front) = self.groups.front() else {
             return Served::NotQueued;
         };
+        let row_group = front.row_group;
+        let entries = self
+            .groups
+            .iter()
+            .take_while(|g| g.row_group == row_group)
+            .count();
+        let groups = &self.groups;
         let holder = |r: &Range<u64>| {
-            group
-                .ranges
-                .iter()
-                .position(|held| held.start <= r.start && r.end <= held.end)
+            (0..entries).find_map(|e| {
+                groups[e]
+                    .ranges
+                    .iter()
+                    .position(|held| held.start <= r.start && r.end <= held.end)
+                    .map(|i| (e, i))
+            })
         };
-        let Some(holders) = ranges.iter().map(holder).collect::<Option<Vec<usize>>>() else {
+        let Some(holders) = ranges
+            .iter()
+            .map(holder)
+            .collect::<Option<Vec<(usize, usize)>>>()
+        else {
             return Served::NotHeld;
         };
-        if let Err(error) = self.arrive_front().await {
-            self.release_first(1);
-            return Served::Bytes(Err(error));
+        let mut needed: Vec<usize> = holders.iter().map(|&(e, _)| e).collect();
+        needed.sort_unstable();
+        needed.dedup();
+        if let Some(&waiting) = needed
+            .iter()
+            .find(|&&e| matches!(self.groups[e].state, State::Waiting))
+        {
+            self.release_at(waiting);
+            return Served::NotHeld;
         }
-        let group = self
-            .groups
-            .front_mut()
-            .expect("the front group was just seen");
-        let State::Arrived(bytes) = &group.state else {
-            return Served::Bytes(Err(karu::Error::new(
-                Status::Internal,
-                "a prefetched row group was served before it was started",
-            )));
-        };
+        for &e in &needed {
+            if let Err(error) = self.arrive(e).await {
+                self.release_at(e);
+                return Served::Bytes(Err(error));
+            }
+        }
         let mut out = Vec::with_capacity(ranges.len());
-        for (range, &i) in ranges.iter().zip(&holders) {
+        for (range, &(e, i)) in ranges.iter().zip(&holders) {
+            let group = &mut self.groups[e];
+            let State::Arrived(bytes) = &group.state else {
+                return Served::Bytes(Err(karu::Error::new(
+                    Status::Internal,
+                    "a prefetched row group was served before it arrived",
+                )));
+            };
             let from = (range.start - group.ranges[i].start) as usize;
             let to = (range.end - group.ranges[i].start) as usize;
             out.push(bytes[i].slice(from..to));
             group.taken[i] = true;
         }
-        if group.taken.iter().all(|&t| t) {
-            self.release_first(1);
+        // A row group is released once every entry of it was taken whole (a stream that
+        // reads a column again in the row group, with the rest of the projection, is served).
+        if self
+            .groups
+            .iter()
+            .take(entries)
+            .all(|g| g.taken.iter().all(|&t| t))
+        {
+            self.release_first(entries);
         }
         Served::Bytes(Ok(out))
     }
 
-    /// Wait until every read of the first row group has arrived (completions of the other row
-    /// groups of its flight are kept for them), and mark it arrived.
-    async fn arrive_front(&mut self) -> Result<(), karu::Error> {
+    /// Wait until every read of queued entry `e` has arrived (completions of other entries
+    /// are kept for them), and mark it arrived.
+    async fn arrive(&mut self, e: usize) -> Result<(), karu::Error> {
         loop {
-            let Some(group) = self.groups.front_mut() else {
+            let Some(group) = self.groups.get_mut(e) else {
                 return Ok(());
             };
             let flight_id = match &mut group.state {

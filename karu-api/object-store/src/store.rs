@@ -85,7 +85,7 @@ use crate::get::{self, ByteRange, CHUNKS_IN_FLIGHT, DEFAULT_CHUNK, First, Layout
 /// # std::fs::write(dir.path().join("logs").join("day 1.txt"), b"hello, world")?;
 /// # let base = dir.path().to_str().unwrap();
 /// let client = karu::Client::builder().user_config_file(None).project_config_file(None).build()?;
-/// let store: Arc<dyn ObjectStore> = Arc::new(KaruStore::new(client, base)?);
+/// let store: Arc<dyn ObjectStore> = Arc::new(KaruStore::new(base, &client)?);
 /// futures::executor::block_on(async {
 ///     let path = Path::from("logs/day 1.txt");
 ///     assert_eq!(store.head(&path).await?.size, 12);
@@ -105,17 +105,22 @@ pub struct KaruStore {
 impl KaruStore {
     /// A store of the objects under `base`: any Karu address prefix (`s3://bucket/prefix`,
     /// `gs://bucket`, `az://container`, `hf://org/repo`, `https://host/dir`, a local
-    /// directory). Nothing is read now; the base is checked to be an address `client` can
-    /// resolve ([`karu::Status::InvalidArgument`] or [`karu::Status::Unsupported`] otherwise).
-    /// A URL base may not carry a query, a fragment or a user.
-    pub fn new(client: Client, base: &str) -> Result<KaruStore, karu::Error> {
+    /// directory), read with `client` (the store keeps a handle to it, as every face type
+    /// does: clones share one client). Nothing is read now; the base is checked to be an
+    /// address `client` can resolve ([`karu::Status::InvalidArgument`] or
+    /// [`karu::Status::Unsupported`] otherwise). A URL base may not carry a query, a fragment
+    /// or a user.
+    pub fn new(base: &str, client: &Client) -> Result<KaruStore, karu::Error> {
         let base = Base::parse(base)
             .map_err(|e| karu::Error::new(Status::InvalidArgument, e.to_string()))?;
         let probe = base
             .join("karu-object-store")
             .map_err(|e| karu::Error::new(Status::InvalidArgument, e.to_string()))?;
         client.locate(&probe)?;
-        Ok(KaruStore { client, base })
+        Ok(KaruStore {
+            client: client.clone(),
+            base,
+        })
     }
 
     /// The client the store reads with.
@@ -297,7 +302,8 @@ impl KaruStore {
         Ok((meta, Bytes::from(again.head)))
     }
 
-    /// A get (`get_opts`) in no major's types; the door has refused what Karu cannot honour.
+    /// A get (`get_opts`) in no major's types; the major's trait implementation has refused
+    /// what Karu cannot honour.
     pub(crate) async fn get(
         &self,
         location: &str,
@@ -438,7 +444,7 @@ impl KaruStore {
 }
 
 /// What a get or a head states about the object (object_store's `ObjectMeta` without the path,
-/// which the door adds).
+/// which the major's implementation adds).
 #[derive(Debug, Clone)]
 pub(crate) struct Meta {
     pub(crate) last_modified: DateTime<Utc>,
@@ -447,7 +453,7 @@ pub(crate) struct Meta {
 }
 
 /// A get's options that Karu honours (object_store's `GetOptions`, the others refused by the
-/// door).
+/// major's implementation).
 #[derive(Debug, Default)]
 pub(crate) struct GetRequest<'a> {
     pub(crate) range: Option<ByteRange>,

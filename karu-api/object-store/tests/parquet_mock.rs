@@ -38,7 +38,7 @@ fn parquet_reader_reads_the_footer_in_one_request_and_merges_column_chunks() {
 #[test]
 fn parquet_object_reader_over_karu_store_reads_the_same_in_the_same_requests() {
     let (server, file) = serve();
-    let store = KaruStore::new(client(), &server.base_url()).unwrap();
+    let store = KaruStore::new(&server.base_url(), &client()).unwrap();
     let batches = query_store(store, PATH).unwrap();
     assert_eq!(rows(&batches), rows(&local_batches(&file)));
     assert_selective_log(&server.requests(), &file);
@@ -86,7 +86,7 @@ fn faults_under_a_parquet_read_leave_exact_batches() {
             // fault.
             server.add_fault(FaultRule::new(fault.clone()).skip(1).times(1));
             let batches = if through_store {
-                let store = KaruStore::new(client(), &server.base_url()).unwrap();
+                let store = KaruStore::new(&server.base_url(), &client()).unwrap();
                 query_store(store, PATH)
             } else {
                 query_reader(&client(), &server.url(PATH))

@@ -1,15 +1,32 @@
 //! `ParquetReader`'s read-ahead against the mock HTTP server: parquet's own stream (no
 //! `prefetch` call) has the row groups it reads next in flight with the first, never those the
-//! reader was told it skips, never past its byte budget; a stream dropped midway leaves
-//! nothing held.
+//! reader was told it skips, never past its byte budget; each set of columns the stream reads
+//! in a row group (a row filter's, then the projection's) is read ahead; a stream dropped
+//! midway leaves nothing held.
+//!
+//! Tests that hold requests at the mock's barrier watch the stream ([`Watched`]): when one of
+//! its reads blocks and the reader has asked for nothing more that could fill the barrier's
+//! round, the read fails at once, saying so, instead of waiting for its deadline.
 
 mod support;
 
-use futures::{StreamExt, TryStreamExt};
-use karu_object_store::ParquetReader;
+use std::ops::Range;
+use std::task::Poll;
+
+use arrow_array::{Array, BooleanArray, Int64Array, RecordBatch, StringArray};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use karu_object_store::{ParquetReader, PrefetchedBytes};
 use karu_testkit::{Fault, FaultRule, MockServer};
-use parquet::arrow::arrow_reader::ArrowReaderMetadata;
+use parquet::arrow::arrow_reader::{
+    ArrowPredicateFn, ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    RowFilter,
+};
+use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::arrow::{ParquetRecordBatchStreamBuilder, ProjectionMask};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::ParquetMetaData;
 use support::{
     COLUMNS, ROW_GROUPS, assert_selective_log, chunk_ranges, client, local_batches, metadata,
     overlaps, parquet_file, requested, rows,
@@ -25,12 +42,12 @@ fn serve() -> (MockServer, bytes::Bytes) {
 }
 
 /// The bytes of `ranges` together.
-fn total(ranges: &[std::ops::Range<u64>]) -> u64 {
+fn total(ranges: &[Range<u64>]) -> u64 {
     ranges.iter().map(|r| r.end - r.start).sum()
 }
 
 /// The selective query read by parquet's stream over `reader` (its footer read first).
-fn stream_query(reader: ParquetReader) -> Vec<arrow_array::RecordBatch> {
+fn stream_query(reader: impl AsyncFileReader + Unpin + 'static) -> Vec<RecordBatch> {
     futures::executor::block_on(async {
         let builder = ParquetRecordBatchStreamBuilder::new(reader).await.unwrap();
         let mask = ProjectionMask::roots(builder.parquet_schema(), COLUMNS);
@@ -45,10 +62,81 @@ fn stream_query(reader: ParquetReader) -> Vec<arrow_array::RecordBatch> {
     })
 }
 
+/// What a watched stream's read is asked when it blocks: the read's number (0 for the
+/// stream's first `get_byte_ranges`), its ranges and the bytes the reader holds ahead of the
+/// stream (its gauge, final for this read once it blocks: the reader starts every request of a
+/// read before it waits). `Some(why)` when no request can come that would let the read
+/// through: the read then fails with `why`.
+type Stalled = dyn Fn(usize, &[Range<u64>], u64) -> Option<String> + Send + Sync;
+
+/// A `ParquetReader` whose stream is watched for a stall at the mock's barrier (a liveness
+/// check: it asks about the reader's state when a read blocks, never about time).
+struct Watched {
+    reader: ParquetReader,
+    held: PrefetchedBytes,
+    reads: usize,
+    stalled: Box<Stalled>,
+}
+
+impl Watched {
+    fn new(
+        reader: ParquetReader,
+        stalled: impl Fn(usize, &[Range<u64>], u64) -> Option<String> + Send + Sync + 'static,
+    ) -> Watched {
+        Watched {
+            held: reader.prefetched_bytes_gauge(),
+            reader,
+            reads: 0,
+            stalled: Box::new(stalled),
+        }
+    }
+}
+
+impl AsyncFileReader for Watched {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        self.reader.get_bytes(range)
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        let number = self.reads;
+        self.reads += 1;
+        let Watched {
+            reader,
+            held,
+            stalled,
+            ..
+        } = self;
+        let wanted = ranges.clone();
+        let mut read = reader.get_byte_ranges(ranges);
+        let mut checked = false;
+        futures::future::poll_fn(move |cx| {
+            let poll = read.as_mut().poll(cx);
+            if poll.is_pending() && !checked {
+                checked = true;
+                if let Some(why) = stalled(number, &wanted, held.get()) {
+                    return Poll::Ready(Err(ParquetError::General(why)));
+                }
+            }
+            poll
+        })
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<std::sync::Arc<ParquetMetaData>>> {
+        self.reader.get_metadata(options)
+    }
+}
+
 /// The stream asks for one row group, waits for it, then asks for the next: the two row
 /// groups' requests are held by the mock until both have arrived, so only a reader that read
-/// the second with the first gets past (one without read-ahead waits until its read's
-/// deadline and fails).
+/// the second with the first gets past. A reader without read-ahead fails at once: its first
+/// read blocks at the barrier holding nothing more, and no request will come.
 #[test]
 fn parquet_streams_row_groups_arrive_in_one_round_with_read_ahead() {
     let (server, file) = serve();
@@ -56,7 +144,17 @@ fn parquet_streams_row_groups_arrive_in_one_round_with_read_ahead() {
     let reader = ParquetReader::new(&client(), &server.url(PATH))
         .unwrap()
         .with_row_groups(ROW_GROUPS);
-    let batches = stream_query(reader);
+    let watched = Watched::new(reader, |number, wanted, held| {
+        let asked = total(wanted);
+        (number == 0 && held <= asked).then(|| {
+            format!(
+                "stalled: the stream's first read ({asked} bytes) waits at the mock's barrier \
+                 for a second request, and the reader holds {held} bytes, nothing beyond that \
+                 read: no request will come, so the round can never fill (no read-ahead)"
+            )
+        })
+    });
+    let batches = stream_query(watched);
     assert_eq!(rows(&batches), rows(&local_batches(&file)));
     let log = server.requests();
     // The footer, then each selected row group's chunks in one request, both in one round;
@@ -73,7 +171,7 @@ fn a_whole_file_stream_reads_each_chunk_once() {
     let (server, file) = serve();
     let reader = ParquetReader::new(&client(), &server.url(PATH)).unwrap();
     let gauge = reader.prefetched_bytes_gauge();
-    let batches: Vec<arrow_array::RecordBatch> = futures::executor::block_on(async {
+    let batches: Vec<RecordBatch> = futures::executor::block_on(async {
         let builder = ParquetRecordBatchStreamBuilder::new(reader).await.unwrap();
         let mask = ProjectionMask::roots(builder.parquet_schema(), COLUMNS);
         builder
@@ -220,4 +318,125 @@ fn read_ahead_can_be_turned_off() {
     let batches = support::query(reader).unwrap();
     assert_eq!(rows(&batches), rows(&local_batches(&file)));
     assert_selective_log(&server.requests(), &file);
+}
+
+/// The ids divisible by 10, and the names of those rows: the row filter's query.
+fn filtered(batches: &[RecordBatch]) -> Vec<String> {
+    let mut names = Vec::new();
+    for batch in batches {
+        let column = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        names.extend((0..column.len()).map(|i| column.value(i).to_string()));
+    }
+    names
+}
+
+/// The row filter `id % 10 == 0` over the `id` column.
+fn every_tenth_id(schema: &parquet::schema::types::SchemaDescriptor) -> RowFilter {
+    let predicate = ArrowPredicateFn::new(ProjectionMask::roots(schema, [0]), |batch| {
+        let ids = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("id is i64");
+        Ok(BooleanArray::from_iter(
+            ids.values().iter().map(|id| Some(id % 10 == 0)),
+        ))
+    });
+    RowFilter::new(vec![Box::new(predicate)])
+}
+
+/// A row filter makes two reads per row group: its column (`id`), then the projection
+/// (`name`) for the rows that passed. The read-ahead learns both sets: the `name` chunks of
+/// every row group (the first one's read by the stream, the next ones' read ahead with it)
+/// are held by the mock until all four have arrived, so only a reader that read the second
+/// set ahead gets past; one keyed to the first read's columns alone fails at once (its
+/// `name` read blocks while it holds only the `id` chunks ahead).
+#[test]
+fn a_row_filters_two_column_sets_are_both_read_ahead() {
+    let (server, file) = serve();
+    let meta = metadata(&file);
+    const ID: usize = 0;
+    const NAME: usize = 2;
+    let all = [0, 1, 2, 3];
+    for g in all {
+        let chunk = chunk_ranges(&meta, &[g], &[NAME])[0].clone();
+        server.add_fault(
+            FaultRule::new(Fault::Barrier(4))
+                .range_overlapping(chunk)
+                .times(1),
+        );
+    }
+    let ahead_ids = total(&chunk_ranges(&meta, &[1, 2, 3], &[ID]));
+    let ahead_names = total(&chunk_ranges(&meta, &[1, 2, 3], &[NAME]));
+    let reader = ParquetReader::new(&client(), &server.url(PATH)).unwrap();
+    let gauge = reader.prefetched_bytes_gauge();
+    let watched = Watched::new(reader, move |number, _, held| {
+        (number == 1 && held < ahead_ids + ahead_names).then(|| {
+            format!(
+                "stalled: the stream's read of row group 0's name chunk waits at the mock's \
+                 barrier for the name chunks of row groups 1-3, and the reader holds {held} \
+                 bytes ahead ({ahead_ids} of them the id chunks), not those name chunks: no \
+                 request will come, so the round can never fill (the read-ahead did not learn \
+                 the projection's columns)"
+            )
+        })
+    });
+    let batches: Vec<RecordBatch> = futures::executor::block_on(async {
+        let builder = ParquetRecordBatchStreamBuilder::new(watched).await.unwrap();
+        let filter = every_tenth_id(builder.parquet_schema());
+        let mask = ProjectionMask::roots(builder.parquet_schema(), [NAME]);
+        builder
+            .with_projection(mask)
+            .with_row_filter(filter)
+            .build()
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap()
+    });
+    let local = {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file.clone()).unwrap();
+        let filter = every_tenth_id(builder.parquet_schema());
+        let mask = ProjectionMask::roots(builder.parquet_schema(), [NAME]);
+        builder
+            .with_projection(mask)
+            .with_row_filter(filter)
+            .build()
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap()
+    };
+    assert_eq!(filtered(&batches), filtered(&local));
+    assert_eq!(filtered(&batches).len(), support::ROWS / 10);
+    assert_eq!(gauge.get(), 0, "nothing held once the stream ended");
+
+    let log = server.requests();
+    let shown: Vec<String> = log.iter().map(|r| r.to_string()).collect();
+    let data = requested(&log);
+    // Every id and name chunk requested once, each in a request of its own row group's
+    // chunks of that column; the name chunks all in the barrier's round.
+    for g in all {
+        for column in [ID, NAME] {
+            let chunk = chunk_ranges(&meta, &[g], &[column])[0].clone();
+            let hits: Vec<&Range<u64>> = data.iter().filter(|r| overlaps(r, &chunk)).collect();
+            assert_eq!(hits.len(), 1, "{chunk:?} of row group {g}: {shown:#?}");
+            assert!(
+                chunk.start <= hits[0].start && hits[0].end <= chunk.end,
+                "{shown:#?}"
+            );
+        }
+    }
+    assert_eq!(
+        log.iter().filter(|r| r.fault.is_some()).count(),
+        4,
+        "{shown:#?}"
+    );
+    // Nothing of the columns the stream never reads.
+    for chunk in chunk_ranges(&meta, &all, &[1, 3]) {
+        assert!(!data.iter().any(|r| overlaps(r, &chunk)), "{shown:#?}");
+    }
 }

@@ -30,7 +30,7 @@ fn nginx_serves_parquet_to_both_readers() {
     std::fs::write(root.path().join(NAME), &file).unwrap();
     let nginx = Nginx::start(root.path()).expect("nginx starts");
     let client = client();
-    let store = KaruStore::new(client.clone(), &nginx.base_url()).unwrap();
+    let store = KaruStore::new(&nginx.base_url(), &client).unwrap();
     let address = store.address(Path::from(NAME)).unwrap();
     assert!(
         address.ends_with("/tables/trips%202024%2B%C3%A9.parquet"),
@@ -66,7 +66,7 @@ fn seaweedfs_serves_parquet_to_both_readers() {
     let client = target.builder().build().unwrap();
     let address = target.address(NAME);
     let base = address.strip_suffix(NAME).unwrap();
-    let store = KaruStore::new(client.clone(), base).unwrap();
+    let store = KaruStore::new(base, &client).unwrap();
     assert_eq!(store.address(Path::from(NAME)).unwrap(), address);
 
     assert_eq!(
@@ -88,7 +88,7 @@ fn local_files_serve_parquet_to_both_readers() {
     std::fs::create_dir_all(root.path().join("tables")).unwrap();
     std::fs::write(root.path().join(NAME), &file).unwrap();
     let client = client();
-    let store = KaruStore::new(client.clone(), root.path().to_str().unwrap()).unwrap();
+    let store = KaruStore::new(root.path().to_str().unwrap(), &client).unwrap();
     let address = store.address(Path::from(NAME)).unwrap();
     assert_eq!(address, root.path().join(NAME).to_str().unwrap());
 

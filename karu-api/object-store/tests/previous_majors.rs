@@ -1,7 +1,7 @@
-//! The doors of the previous majors, object_store 0.13 and parquet 59 (DataFusion 55's), against
-//! the mock HTTP server: the same `KaruStore` answers 0.13's `ObjectStore` with the same bytes,
-//! requests and errors as 0.14's, and the same `ParquetReader` serves parquet 59's stream the
-//! same batches as a local read, with the same requests.
+//! The implementations for the previous majors, object_store 0.13 and parquet 59 (DataFusion
+//! 55's), against the mock HTTP server: the same `KaruStore` answers 0.13's `ObjectStore` with
+//! the same bytes, requests and errors as 0.14's, and the same `ParquetReader` serves parquet
+//! 59's stream the same batches as a local read, with the same requests.
 
 mod support;
 
@@ -29,7 +29,7 @@ fn karu_store_answers_object_store_0_13() {
     let server = MockServer::start();
     server.insert("/data/a.bin", hundred());
     let store: Arc<dyn ObjectStore> =
-        Arc::new(KaruStore::new(client(), &server.url("/data")).unwrap());
+        Arc::new(KaruStore::new(&server.url("/data"), &client()).unwrap());
     let path = Path::from("a.bin");
     futures::executor::block_on(async {
         assert_eq!(

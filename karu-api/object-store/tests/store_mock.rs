@@ -22,7 +22,7 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 }
 
 fn store(server: &MockServer) -> KaruStore {
-    KaruStore::new(isolated().build().unwrap(), &server.base_url()).unwrap()
+    KaruStore::new(&server.base_url(), &isolated().build().unwrap()).unwrap()
 }
 
 /// The Karu error behind an object_store error.
@@ -119,7 +119,7 @@ fn a_whole_object_streams_in_chunks_pinned_to_the_first_answers_version() {
     let size = (1 << 20) + 1000;
     server.insert("/big.bin", pattern(0, size));
     let client = isolated().set("http.part_size", "64KiB").build().unwrap();
-    let store = KaruStore::new(client, &server.base_url()).unwrap();
+    let store = KaruStore::new(&server.base_url(), &client).unwrap();
     let (chunks, etag) = block_on(async {
         let result = store.get(&Path::from("big.bin")).await.unwrap();
         assert_eq!(
@@ -152,7 +152,7 @@ fn an_object_replaced_under_a_stream_fails_it_instead_of_mixing_versions() {
     let size = 300 << 10;
     server.insert("/v.bin", pattern(0, size));
     let client = isolated().set("http.part_size", "64KiB").build().unwrap();
-    let store = KaruStore::new(client, &server.base_url()).unwrap();
+    let store = KaruStore::new(&server.base_url(), &client).unwrap();
     let error = block_on(async {
         let result = store.get(&Path::from("v.bin")).await.unwrap();
         // The first answer is in; the chunks after it start when the stream is polled.
@@ -271,7 +271,7 @@ fn a_long_read_of_an_object_without_a_strong_etag_fails_clearly() {
     server.insert_virtual("/big.bin", size);
     server.set_etag("/big.bin", None);
     let client = isolated().set("http.part_size", "64KiB").build().unwrap();
-    let store = KaruStore::new(client, &server.base_url()).unwrap();
+    let store = KaruStore::new(&server.base_url(), &client).unwrap();
     // 8 parts of 64 KiB are held at most: 512 KiB in one request is fine, 1 MiB + 1 is not.
     let (_, bytes) = get_all(&store, "big.bin", Some(GetRange::Bounded(0..512 << 10))).unwrap();
     assert_eq!(bytes[..], pattern(0, 512 << 10)[..]);
@@ -747,7 +747,7 @@ fn paths_that_would_leave_the_base_are_refused_before_any_request() {
     let server = MockServer::start();
     server.insert("/secret.txt", Bytes::from_static(b"secret"));
     server.insert("/sub/ok.txt", Bytes::from_static(b"fine"));
-    let store = KaruStore::new(isolated().build().unwrap(), &server.url("/sub")).unwrap();
+    let store = KaruStore::new(&server.url("/sub"), &isolated().build().unwrap()).unwrap();
     for path in support::escaping_paths() {
         let messages = support::refused_everywhere(&store, &path);
         assert_eq!(
@@ -854,7 +854,7 @@ fn a_base_karu_cannot_join_under_is_refused() {
         "https://user:pw@host/dir",
         "nosuch://b/p",
     ] {
-        let error = KaruStore::new(client.clone(), base).unwrap_err();
+        let error = KaruStore::new(base, &client).unwrap_err();
         assert!(
             matches!(
                 error.status(),

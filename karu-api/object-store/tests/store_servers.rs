@@ -55,7 +55,7 @@ fn local_bases_refuse_paths_that_would_leave_them() {
     let sub = root.path().join("sub");
     let sub = sub.to_str().unwrap();
     for base in [sub.to_string(), format!("file://{sub}")] {
-        let store = KaruStore::new(client(), &base).unwrap();
+        let store = KaruStore::new(&base, &client()).unwrap();
         assert_escapes_refused(&store);
     }
 }
@@ -87,7 +87,7 @@ fn nginx_never_sees_a_path_that_would_leave_the_base() {
     let root = tempfile::tempdir().unwrap();
     secret_beside_sub(root.path());
     let nginx = nginx(root.path());
-    let store = KaruStore::new(client(), &nginx.url("/sub")).unwrap();
+    let store = KaruStore::new(&nginx.url("/sub"), &client()).unwrap();
     assert_escapes_refused(&store);
     // One line per read of `ok.txt`, and no other request.
     let reads = escaping_paths().len();
@@ -122,7 +122,7 @@ fn seaweedfs_keys_never_leave_the_base() {
     let (target, client) = seaweedfs_target(&weed, "karu-store-escapes");
     target.put("secret.txt", b"secret").unwrap();
     target.put("sub/ok.txt", b"fine").unwrap();
-    let store = KaruStore::new(client, &target.address("sub")).unwrap();
+    let store = KaruStore::new(&target.address("sub"), &client).unwrap();
     assert_escapes_refused(&store);
 }
 
@@ -164,7 +164,7 @@ fn local_names_with_reserved_characters_read_exactly_their_file() {
     write_names(root.path());
     let dir = root.path().to_str().unwrap();
     for base in [dir.to_string(), format!("file://{dir}")] {
-        assert_names_read_exactly(&KaruStore::new(client(), &base).unwrap());
+        assert_names_read_exactly(&KaruStore::new(&base, &client()).unwrap());
     }
 }
 
@@ -173,7 +173,7 @@ fn nginx_names_with_reserved_characters_read_exactly_their_file() {
     let root = tempfile::tempdir().unwrap();
     write_names(&root.path().join("names"));
     let nginx = nginx(root.path());
-    assert_names_read_exactly(&KaruStore::new(client(), &nginx.url("/names")).unwrap());
+    assert_names_read_exactly(&KaruStore::new(&nginx.url("/names"), &client()).unwrap());
 }
 
 #[test]
@@ -188,7 +188,7 @@ fn seaweedfs_keys_with_reserved_characters_read_exactly_their_object() {
             .put(&format!("names/{decoy}"), &content_of(decoy))
             .unwrap();
     }
-    assert_names_read_exactly(&KaruStore::new(client, &target.address("names")).unwrap());
+    assert_names_read_exactly(&KaruStore::new(&target.address("names"), &client).unwrap());
 }
 
 /// A local file rewritten (same size, other bytes) after the first part of a whole-object get
@@ -210,7 +210,7 @@ fn a_local_file_rewritten_during_a_read_of_several_parts_fails_it() {
         .unwrap()
         .set_modified(past)
         .unwrap();
-    let store = KaruStore::new(client(), root.path().to_str().unwrap()).unwrap();
+    let store = KaruStore::new(root.path().to_str().unwrap(), &client()).unwrap();
     let outcome = block_on(async {
         let result = store.get(&Path::from("v.bin")).await.unwrap();
         assert_eq!(result.meta.size, size as u64);

@@ -11,7 +11,7 @@ zarr workloads (arrays written locally by zarr, served by the mock):
   fsspec's coalesce with zarr's gap and span);
 - ``zarr sharded, get_partial_values``: the same chunks, one ``get_partial_values`` per shard
   (their byte ranges from the shards' indexes), all shards at once.
-Stores: ``karu.zarr.KaruStore``; zarr's ``FsspecStore`` over fsspec's ``HTTPFileSystem``;
+Stores: ``karu.zarr.ZarrStore``; zarr's ``FsspecStore`` over fsspec's ``HTTPFileSystem``;
 zarr's ``ObjectStore`` over obstore's ``HTTPStore``; and ``FsspecStore`` over
 ``karu.fsspec.AsyncKaruFileSystem``.
 
@@ -65,7 +65,7 @@ from zarr.storage import FsspecStore, ObjectStore
 
 import karu
 from karu.fsspec import AsyncKaruFileSystem, KaruFileSystem
-from karu.zarr import KaruStore
+from karu.zarr import ZarrStore
 
 sys.path.insert(0, os.path.dirname(__file__))
 from scattered import Mock  # noqa: E402
@@ -148,7 +148,7 @@ def shard_requests(root: str, selection):
 
 
 def karu_store(base):
-    return KaruStore(base, client=karu.Client(isolated=True))
+    return ZarrStore(base, client=karu.Client(isolated=True))
 
 
 def fsspec_http_store(base):
@@ -166,7 +166,7 @@ def karu_fsspec_store(base):
 
 
 STORES = [
-    ("karu KaruStore", karu_store),
+    ("karu ZarrStore", karu_store),
     ("fsspec HTTP FsspecStore", fsspec_http_store),
     ("obstore ObjectStore", obstore_store),
     ("karu AsyncKaruFileSystem FsspecStore", karu_fsspec_store),

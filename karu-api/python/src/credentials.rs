@@ -84,12 +84,12 @@ impl PyCallback {
             "aws" if BEARER_FAMILIES.contains(&family.as_str()) => {
                 return Err(refuse(format!(
                     "the {family} credentials callback returned a karu.AwsCredential for \
-                     {path}, which takes a karu.Token"
+                     {path}, which takes a karu.BearerToken"
                 )));
             }
             "token" if AWS_KEY_FAMILIES.contains(&family.as_str()) => {
                 return Err(refuse(format!(
-                    "the {family} credentials callback returned a karu.Token for {path}, which \
+                    "the {family} credentials callback returned a karu.BearerToken for {path}, which \
                      takes a karu.AwsCredential"
                 )));
             }

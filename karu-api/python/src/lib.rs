@@ -10,16 +10,18 @@
 //! by `convert::error` with the status's name, the HTTP status, and for a range past the end
 //! the bytes that exist.
 
+mod batch;
 mod buffer;
 mod convert;
 mod credentials;
 mod runtime;
 
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use buffer::{Destinations, Export, Window};
-use karu::{BatchOptions, Completion, Locator, Next, Read, ScopedBatch, Status};
+use batch::{Batch, Spec, submit_specs};
+use buffer::Destinations;
+use karu::{BatchOptions, Completion, Locator, Next, Read, Status};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
@@ -234,12 +236,12 @@ impl Client {
         PyList::new(py, items)
     }
 
-    /// `(size, etag)`; the size is `None` for a device or FIFO.
-    fn stat(&self, py: Python<'_>, address: &str) -> PyResult<(Option<u64>, Option<String>)> {
+    /// `(size, etag, last_modified)` ([`Stat`]); the size is `None` for a device or FIFO.
+    fn stat(&self, py: Python<'_>, address: &str) -> PyResult<Stat> {
         let locator = self.locate(py, address)?;
         let info = runtime::block_on(py, self.inner.stat_async(&locator))?
             .map_err(|e| error(py, &e, None))?;
-        Ok((info.size, info.etag))
+        Ok(stat_tuple(info))
     }
 
     /// `(head, tail, size, etag)`; from `offset` on, the object seen from there (its size
@@ -266,14 +268,16 @@ impl Client {
     /// Karu thread writes into it. A buffer that is read-only, not C-contiguous or too short,
     /// or two reads' bytes that overlap, make this raise (nothing is submitted). `max_gap`
     /// and `max_span`: the planner's merge gap and largest merged span for this batch (the
-    /// client's when `None`).
-    #[pyo3(signature = (reads, max_gap=None, max_span=None))]
+    /// client's when `None`); `max_in_flight`: the most transfers of the batch in flight at
+    /// once (unbounded but by the client's concurrency when `None`).
+    #[pyo3(signature = (reads, max_gap=None, max_span=None, max_in_flight=None))]
     fn submit(
         &self,
         py: Python<'_>,
         reads: Vec<SubmittedRead>,
         max_gap: Option<u64>,
         max_span: Option<u64>,
+        max_in_flight: Option<usize>,
     ) -> PyResult<(Batch, Vec<Unresolved>)> {
         let Located {
             specs,
@@ -284,7 +288,10 @@ impl Client {
             .into_iter()
             .map(|(index, e)| (index, error(py, &e, None).into_value(py).into_any()))
             .collect();
-        let options = batch_options(max_gap, max_span);
+        let mut options = batch_options(max_gap, max_span);
+        if let Some(limit) = max_in_flight {
+            options = options.max_in_flight(limit);
+        }
         let batch = submit_specs(&self.inner, specs, destinations, &options)?;
         let transfers = batch.batch.stats().transfers;
         let batch = Batch {
@@ -481,10 +488,7 @@ impl Client {
         runtime::spawn(py, done, async move {
             let result = stat.await;
             Box::new(move |py: Python<'_>| match result {
-                Ok(info) => Ok((info.size, info.etag)
-                    .into_pyobject(py)?
-                    .into_any()
-                    .unbind()),
+                Ok(info) => Ok(stat_tuple(info).into_pyobject(py)?.into_any().unbind()),
                 Err(e) => Err(error(py, &e, None)),
             }) as runtime::Settle
         })
@@ -624,6 +628,22 @@ impl Client {
     }
 }
 
+/// What `stat` gives Python: the size, the strong ETag and the modification time in seconds
+/// since the Unix epoch (negative before it), which `karu.ObjectInfo` turns into a `datetime`.
+type Stat = (Option<u64>, Option<String>, Option<f64>);
+
+fn stat_tuple(info: karu::ObjectInfo) -> Stat {
+    (info.size, info.etag, info.last_modified.map(epoch_seconds))
+}
+
+/// `time` in seconds since the Unix epoch, negative before it.
+fn epoch_seconds(time: SystemTime) -> f64 {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => after.as_secs_f64(),
+        Err(before) => -before.duration().as_secs_f64(),
+    }
+}
+
 /// A batch's options: the client's, with `max_gap` as the planner's merge gap and `max_span`
 /// as its largest merged span when given.
 fn batch_options(max_gap: Option<u64>, max_span: Option<u64>) -> BatchOptions {
@@ -702,179 +722,6 @@ struct Located {
     failures: Vec<(usize, karu::Error)>,
 }
 
-/// One read as the Python half describes it, located: `destination` is its window in an
-/// exported caller buffer, or `None` for a buffer Karu allocates.
-struct Spec {
-    /// The read's position among the reads the Python half submitted: Karu's tag for it.
-    index: usize,
-    locator: Locator,
-    offset: u64,
-    length: u64,
-    destination: Option<Window>,
-    if_match: Option<String>,
-}
-
-/// A batch whose reads may write into caller buffers, and the exports of those buffers. The
-/// fields drop in order: the batch first (its drop cancels what has not completed and waits
-/// until no transfer writes into a buffer), then the exports (whose release lets Python move
-/// or free the buffers). Leaking one leaks its exports too: the buffers then stay valid.
-pub(crate) struct Pinned {
-    pub(crate) batch: ScopedBatch<'static>,
-    _exports: Vec<Export>,
-}
-
-impl Pinned {
-    /// Drop the batch without the GIL (its drop may wait for transfers, and Karu's threads
-    /// need the GIL for nothing), then release the exports with it.
-    fn release(self, py: Python<'_>) {
-        let Pinned { batch, _exports } = self;
-        py.detach(|| drop(batch));
-        drop(_exports);
-    }
-}
-
-/// Submit `specs`, the reads with a destination written in place, into the exported buffers
-/// of `destinations`; refuses (submitting nothing) reads whose bytes overlap.
-fn submit_specs(
-    client: &karu::Client,
-    specs: Vec<Spec>,
-    destinations: Destinations,
-    options: &BatchOptions,
-) -> PyResult<Pinned> {
-    destinations.check_disjoint(specs.iter().filter_map(|s| s.destination.as_ref()))?;
-    let reads: Vec<Read<'static>> = specs
-        .into_iter()
-        .map(|spec| {
-            let read = match &spec.destination {
-                None => Read::new(&spec.locator, spec.offset, spec.length),
-                Some(window) => {
-                    let pointer = destinations.pointer(window);
-                    // SAFETY: `window.length` bytes at `pointer` lie inside a writable,
-                    // C-contiguous buffer exported by `destinations` (checked there), whose
-                    // export the returned `Pinned` releases only after dropping the batch;
-                    // no two reads' bytes overlap (checked above); the batch is submitted
-                    // with `submit_unchecked` below. That the caller leaves the bytes alone
-                    // until the read completes is the Python API's rule (see `buffer`).
-                    unsafe {
-                        Read::from_raw_parts(&spec.locator, spec.offset, pointer, window.length)
-                    }
-                }
-            };
-            with_if_match(read.tag(spec.index as u64), spec.if_match)
-        })
-        .collect();
-    // SAFETY: `from_raw_parts`'s contract, kept above; the batch is dropped before the
-    // exports (`Pinned`'s field order), and a leaked `Pinned` keeps them exported forever.
-    let batch = unsafe { client.submit_unchecked(reads, options) };
-    Ok(Pinned {
-        batch,
-        _exports: destinations.into_exports(),
-    })
-}
-
-/// Submitted reads: iterating yields `(status name, data, exception or None, index, bytes
-/// received)` as each read completes (`index`: its position among the reads submitted;
-/// `data` is empty for a read into a caller's buffer); dropping (or `cancel()`) cancels what
-/// has not completed.
-#[pyclass(module = "karu._native", name = "Batch", frozen)]
-struct Batch {
-    inner: Mutex<Option<Pinned>>,
-    transfers: usize,
-}
-
-impl Drop for Batch {
-    /// Dropping the batch waits until no transfer references a caller buffer: without the
-    /// GIL, so Karu's threads (and other Python threads) are never blocked on it.
-    fn drop(&mut self) {
-        let pinned = self
-            .inner
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(pinned) = pinned {
-            Python::attach(|py| pinned.release(py));
-        }
-    }
-}
-
-#[pymethods]
-impl Batch {
-    /// The next completion, or `None` when every read has completed. `timeout` in seconds
-    /// (`None`, infinity or one too long for the clock: wait until one arrives); raises
-    /// `TimeoutError` when it passes first.
-    #[pyo3(signature = (timeout=None))]
-    fn next<'py>(
-        &self,
-        py: Python<'py>,
-        timeout: Option<f64>,
-    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let limit = match timeout {
-            Some(t) if t.is_nan() || t < 0.0 => {
-                return Err(PyValueError::new_err(format!(
-                    "timeout must be a number >= 0 or None, found {t}"
-                )));
-            }
-            Some(t) => Duration::try_from_secs_f64(t).ok(),
-            None => None,
-        };
-        let mut waited = Duration::ZERO;
-        loop {
-            let step = limit.map_or(SIGNAL_CHECK, |l| (l - waited).min(SIGNAL_CHECK));
-            // The lock is taken without the GIL (and released before it is taken again), so
-            // threads sharing a batch never wait for each other while holding the GIL.
-            let next = py.detach(|| {
-                let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-                guard.as_ref().map(|pinned| pinned.batch.next_timeout(step))
-            });
-            let Some(next) = next else {
-                return Ok(None);
-            };
-            match next {
-                Next::Completion(completion) => {
-                    return convert::completion_tuple(py, completion).map(Some);
-                }
-                Next::Drained => return Ok(None),
-                Next::TimedOut => {
-                    py.check_signals()?;
-                    waited += step;
-                    if limit.is_some_and(|l| waited >= l) {
-                        return Err(pyo3::exceptions::PyTimeoutError::new_err(
-                            "no read completed within the timeout",
-                        ));
-                    }
-                }
-            }
-        }
-    }
-
-    /// Feed every remaining completion to `each(tuple)` from Karu's side, then `each(None)`
-    /// (for asyncio: the Python half queues them on its loop). The batch is moved out.
-    fn stream(&self, each: Py<PyAny>) -> PyResult<runtime::Task> {
-        let batch = self
-            .inner
-            .lock()
-            .map_err(|_| PyValueError::new_err("a batch's lock was poisoned"))?
-            .take()
-            .ok_or_else(|| PyValueError::new_err("this batch was already consumed"))?;
-        runtime::stream(each, batch)
-    }
-
-    /// Cancel the reads that have not completed and release the batch, waiting (without the
-    /// GIL) until no transfer references a caller buffer.
-    fn cancel(&self, py: Python<'_>) {
-        let pinned = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(pinned) = pinned {
-            pinned.release(py);
-        }
-    }
-
-    /// The transfers the planner made for this batch.
-    #[getter]
-    fn transfers(&self) -> usize {
-        self.transfers
-    }
-}
-
 /// The extension module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -888,4 +735,31 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         Status::ALL.iter().map(|s| s.name()).collect::<Vec<_>>(),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::{batch_options, epoch_seconds};
+
+    #[test]
+    fn times_reach_python_as_seconds_since_the_epoch_on_either_side_of_it() {
+        let after = UNIX_EPOCH + Duration::from_millis(1_234_567_890_250);
+        assert_eq!(epoch_seconds(after), 1_234_567_890.25);
+        assert_eq!(
+            epoch_seconds(UNIX_EPOCH - Duration::from_millis(1500)),
+            -1.5
+        );
+        assert_eq!(epoch_seconds(UNIX_EPOCH), 0.0);
+    }
+
+    #[test]
+    fn batch_options_take_only_what_is_given() {
+        assert_eq!(batch_options(None, None), karu::BatchOptions::new());
+        assert_eq!(
+            batch_options(Some(0), Some(4096)),
+            karu::BatchOptions::new().max_gap(0).max_span(4096)
+        );
+    }
 }

@@ -15,9 +15,10 @@ use std::sync::mpsc;
 use std::sync::{Condvar, Mutex};
 
 use futures_core::Stream;
-use karu::{Completion, ProcessStamp};
+use karu::{Completion, Next, ProcessStamp};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 
 /// What a finished future hands back: run with the GIL, it makes the value or the exception.
 pub(crate) type Settle = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
@@ -156,20 +157,36 @@ pub(crate) fn spawn(
     })
 }
 
-/// Feed each completion of `batch` to `each` as a tuple, then `None`. The batch (and its
-/// pinned caller buffers) is dropped when the stream ends or the task is cancelled.
-pub(crate) fn stream(each: Py<PyAny>, batch: crate::Pinned) -> PyResult<Task> {
+/// Feed the completions of `batch` to `each`, as lists of tuples, the last list ending with
+/// `None`. Each list holds a completion and every one queued with it (the reads of one merged
+/// transfer complete together): one acquisition of the GIL and one call for them all, not
+/// one per read, each of which could wait for the GIL a whole switch interval while Python
+/// runs. The batch (and its pinned caller buffers) is dropped when the stream ends or the
+/// task is cancelled.
+pub(crate) fn stream(each: Py<PyAny>, batch: crate::batch::Pinned) -> PyResult<Task> {
     let task = handle()?.spawn(async move {
         let mut batch = batch;
         loop {
-            let next = next_completion(&mut batch.batch).await;
-            let last = next.is_none();
-            let stop = with_python(|py| {
-                let call = match next {
-                    Some(completion) => crate::convert::completion_tuple(py, completion)
-                        .and_then(|t| each.call1(py, (t,))),
-                    None => each.call1(py, (py.None(),)),
+            let mut ready = Vec::new();
+            let mut last = true;
+            if let Some(first) = next_completion(&mut batch.batch).await {
+                ready.push(first);
+                last = loop {
+                    match batch.batch.try_next() {
+                        Next::Completion(c) => ready.push(c),
+                        Next::TimedOut => break false,
+                        Next::Drained => break true,
+                    }
                 };
+            }
+            let stop = with_python(|py| {
+                let call = ready
+                    .into_iter()
+                    .map(|c| crate::convert::completion_tuple(py, c).map(Bound::into_any))
+                    .chain(last.then(|| Ok(py.None().into_bound(py))))
+                    .collect::<PyResult<Vec<_>>>()
+                    .and_then(|items| PyList::new(py, items))
+                    .and_then(|list| each.call1(py, (list,)));
                 call.map_err(|e| e.write_unraisable(py, None)).is_err()
             })
             .unwrap_or(true);

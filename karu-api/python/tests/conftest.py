@@ -75,6 +75,15 @@ class Mock:
             query += f"&times={times}"
         self._control("PUT", query)
 
+    def barrier(self, path: str, round: int):
+        """Requests for `path` are held until `round` of them have arrived (round after
+        round)."""
+        self._control("PUT", f"barrier?path={urllib.parse.quote(path, safe='')}&round={round}")
+
+    def peak(self) -> int:
+        """The most requests in flight at once since the last `clear`."""
+        return json.loads(self._control("GET", "peak"))["peak"]
+
     def stop(self):
         self.process.stdin.close()
         self.process.wait(timeout=30)

@@ -50,7 +50,7 @@ def test_read_ranges_stat_ends_async(mock, client):
         assert isinstance(got[2], karu.RangeNotSatisfiable)
         with pytest.raises(karu.RangeNotSatisfiable):
             await client.read_ranges_async(url, [0, 29_999], [5, 5], strict=True)
-        assert (await client.stat_async(url))[0] == len(DATA)
+        assert (await client.stat_async(url)).size == len(DATA)
         head, tail, size, _ = await client.read_ends_async(url, 4, 4)
         assert (head, tail, size) == (DATA[:4], DATA[-4:], len(DATA))
         buffer = bytearray(8)
@@ -177,7 +177,7 @@ def test_read_batch_into_async_fills_buffers_in_place_in_one_batch(mock, client)
 
 
 def test_reads_land_back_to_back_in_one_buffer(mock, client):
-    # (What KaruStore.get_partial_values reads its chunks with.) Each read lands after the
+    # (What ZarrStore.get_partial_values reads its chunks with.) Each read lands after the
     # lengths of those before it, a read that fails before the batch included.
     url = mock.insert("/one.bin", DATA)
     reads = [(url, 10, 30), (url, -1, 7), (url, 500, 40), ("nope://x", 0, 5), (url, len(DATA) - 4, 12)]

@@ -3,6 +3,7 @@ buffers, batches, threads; the request log says which ranges were asked for, how
 
 from __future__ import annotations
 
+import datetime
 import os
 import threading
 
@@ -209,15 +210,30 @@ def test_read_batch_across_objects_and_a_missing_one(mock, client):
 
 
 def test_stat_and_read_ends(mock, client, tmp_path):
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     url = mock.insert("/data/a.bin", DATA)
-    size, etag = client.stat(url)
-    assert size == len(DATA)
-    assert etag is None or isinstance(etag, str)
+    info = client.stat(url)
+    assert isinstance(info, karu.ObjectInfo)
+    assert info.size == len(DATA)
+    assert info.etag is None or isinstance(info.etag, str)
+    # The mock's Last-Modified: when the object was inserted (an HTTP date, whole seconds).
+    assert info.last_modified.tzinfo is not None
+    assert before <= info.last_modified <= datetime.datetime.now(datetime.timezone.utc)
     head, tail, size, _ = client.read_ends(url, 16, 32)
     assert (head, tail, size) == (DATA[:16], DATA[-32:], len(DATA))
     path = tmp_path / "f"
     path.write_bytes(b"x" * 12)
-    assert client.stat(path) == (12, None)
+    os.utime(path, (1_000_000_000, 1_234_567_890.25))
+    info = client.stat(path)
+    assert (info.size, info.etag) == (12, None)
+    assert info.last_modified == datetime.datetime(
+        2009, 2, 13, 23, 31, 30, 250_000, tzinfo=datetime.timezone.utc
+    )
+    assert info == (12, None, info.last_modified) and info._fields == (
+        "size",
+        "etag",
+        "last_modified",
+    )
     with pytest.raises(karu.NotFound):
         client.stat(tmp_path / "missing")
 
@@ -234,6 +250,27 @@ def test_submit_yields_every_completion_with_its_tag(mock, client):
     assert isinstance(done[8].error, karu.RangeNotSatisfiable)
     assert done[9].status is karu.Status.INVALID_RANGE
     assert batch.next() is None
+
+
+def test_a_batch_bounded_in_flight_never_has_more_requests_at_the_server(mock, client):
+    # 12 reads 4,000 bytes apart, never merged (a request each). The mock holds every answer
+    # until 3 requests have arrived, and each takes 20 ms: a batch whose requests all started
+    # at once would have 12 in flight; one bounded to 3 has exactly 3 at its peak.
+    url = mock.insert("/data/a.bin", DATA)
+    mock.barrier("/data/a.bin", 3)
+    mock.latency(20)
+    mock.clear()
+    starts = [i * 4000 + i for i in range(12)]
+    batch = client.submit([(url, s, 100) for s in starts], max_gap=0, max_in_flight=3)
+    done = {c.tag: c for c in batch}
+    for i, start in enumerate(starts):
+        assert done[i].status is karu.Status.OK, done[i].error
+        assert bytes(done[i].data) == DATA[start : start + 100]
+    assert sorted(mock.requests()) == [("GET", "/data/a.bin", (s, s + 99), 206) for s in starts]
+    assert mock.peak() == 3
+    for bad, kind in ((0, ValueError), (True, TypeError), (2.0, TypeError)):
+        with pytest.raises(kind, match="max_in_flight"):
+            client.submit([(url, 0, 10)], max_in_flight=bad)
 
 
 def test_a_timeout_longer_than_the_clock_holds_waits_as_long_as_it_takes(mock, client):

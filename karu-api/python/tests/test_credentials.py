@@ -1,5 +1,5 @@
 """Credential callbacks from Python: ``karu.Client(credentials=fn)``, where ``fn(path)``
-returns a ``karu.Token`` (GCS, Azure, Hugging Face) or a ``karu.AwsCredential`` (S3), against
+returns a ``karu.BearerToken`` (GCS, Azure, Hugging Face) or a ``karu.AwsCredential`` (S3), against
 the mocks that check them (each request's identity from the mocks' logs): one call for the
 reads under the prefix it names, another for a path outside it; ``None``, an exception, a
 wrong answer or a callback that hangs fail the reads with ``Credentials`` (``TimedOut`` for
@@ -59,7 +59,7 @@ def test_a_token_authenticates_gcs_azure_and_hf_reads_once_per_prefix(credential
 
     def answer(path):
         scheme = path.split(":", 1)[0]
-        return karu.Token(tokens[scheme], expiry=in_an_hour, prefix=prefixes[scheme])
+        return karu.BearerToken(tokens[scheme], expiry=in_an_hour, prefix=prefixes[scheme])
 
     callback = Counted(answer)
     client = client_for(credential_mocks, callback)
@@ -80,7 +80,7 @@ def test_a_token_authenticates_gcs_azure_and_hf_reads_once_per_prefix(credential
 
 def test_a_token_without_a_prefix_is_asked_for_every_request(credential_mocks):
     token = credential_mocks.hello["gcs"]["token"]
-    callback = Counted(lambda path: karu.Token(token))
+    callback = Counted(lambda path: karu.BearerToken(token))
     client = client_for(credential_mocks, {"gcp": callback})
     assert client.read("gs://bkt/a", 0, 10) == pattern(0, 10)
     assert client.read("gs://bkt/a", 10, 10) == pattern(10, 10)
@@ -108,7 +108,7 @@ def test_an_aws_credential_signs_s3_reads(credential_mocks):
 
 def test_a_family_left_out_of_the_dict_keeps_karu_s_own_discovery(credential_mocks):
     token = credential_mocks.hello["gcs"]["token"]
-    callback = Counted(lambda path: karu.Token(token))
+    callback = Counted(lambda path: karu.BearerToken(token))
     client = client_for(credential_mocks, {"gcp": callback}, hf={"token": "hf_configured"})
     assert client.read("gs://bkt/a", 0, 10) == pattern(0, 10)
     # The Hub is not the callback's: Karu's own token (here, the configured one) goes there,
@@ -128,9 +128,9 @@ def refusals(credential_mocks):
     return [
         (lambda path: None, "returned None"),
         (raises, "raised LookupError"),
-        (lambda path: token, "expected karu.AwsCredential, karu.Token or None"),
-        (lambda path: karu.AwsCredential("AKID", "SECRET-KEY"), "which takes a karu.Token"),
-        (lambda path: karu.Token(token, expiry="tomorrow"), "expiry takes a datetime"),
+        (lambda path: token, "expected karu.AwsCredential, karu.BearerToken or None"),
+        (lambda path: karu.AwsCredential("AKID", "SECRET-KEY"), "which takes a karu.BearerToken"),
+        (lambda path: karu.BearerToken(token, expiry="tomorrow"), "expiry takes a datetime"),
     ]
 
 
@@ -143,7 +143,7 @@ def test_a_callback_that_gives_no_credential_fails_the_read_with_credentials(cre
         assert why in message and "gcp" in message, message
         assert "SECRET-KEY" not in message
     # A token for S3 is refused before any request is sent.
-    s3_token = client_for(credential_mocks, {"aws": lambda path: karu.Token("SECRET-TOKEN")})
+    s3_token = client_for(credential_mocks, {"aws": lambda path: karu.BearerToken("SECRET-TOKEN")})
     with pytest.raises(karu.Credentials, match="which takes a karu.AwsCredential") as caught:
         s3_token.read("s3://bucket/a", 0, 10)
     assert "SECRET-TOKEN" not in str(caught.value)
@@ -173,7 +173,7 @@ def test_a_callback_can_read_with_the_client_s_other_threads_running(credential_
     # The callback runs on Karu's thread with the GIL while many Python threads wait for
     # reads (each waiting without the GIL).
     token = credential_mocks.hello["gcs"]["token"]
-    callback = Counted(lambda path: karu.Token(token, prefix="gs://bkt"))
+    callback = Counted(lambda path: karu.BearerToken(token, prefix="gs://bkt"))
     client = client_for(credential_mocks, {"gcp": callback})
     start = threading.Barrier(8)
     results = []
@@ -195,7 +195,7 @@ def gcs_token_from_module(path):
     """A module-level callback (it pickles by reference)."""
     import os
 
-    return karu.Token(os.environ["GCS_TOKEN_OF_THE_TEST"], prefix="gs://bkt")
+    return karu.BearerToken(os.environ["GCS_TOKEN_OF_THE_TEST"], prefix="gs://bkt")
 
 
 def _read_in_worker(client):
@@ -228,4 +228,4 @@ def test_credentials_take_a_callable_or_a_dict_of_them():
         karu.Client(isolated=True, credentials={"gcp": "token"})
     with pytest.raises(karu.InvalidArgument, match="awz"):
         karu.Client(isolated=True, credentials={"awz": lambda path: None})
-    assert "SECRET" not in repr(karu.Token("SECRET")) + repr(karu.AwsCredential("A", "SECRET", "SECRET"))
+    assert "SECRET" not in repr(karu.BearerToken("SECRET")) + repr(karu.AwsCredential("A", "SECRET", "SECRET"))

@@ -1,6 +1,6 @@
 """On a real distributed engine: a dask.distributed LocalCluster of two worker processes
 reads Parquet (dask.dataframe.read_parquet with a projection and a filter, through
-KaruFileSystem) and zarr (dask.array.from_zarr over KaruStore). The results equal local
+KaruFileSystem) and zarr (dask.array.from_zarr over ZarrStore). The results equal local
 reads, and the workers' own Karu clients made the reads: the driver's client sent none while
 the graph ran, and the mock's log holds each read."""
 
@@ -15,7 +15,7 @@ import zarr
 
 import karu
 from karu.fsspec import KaruFileSystem
-from karu.zarr import KaruStore
+from karu.zarr import ZarrStore
 
 from conftest import upload_tree
 
@@ -76,7 +76,7 @@ def test_from_zarr_on_two_workers(cluster, mock, tmp_path):
     array[...] = values
     upload_tree(root, lambda name, local: mock.insert_file(f"/a.zarr/{name}", local))
     client = karu.Client(isolated=True)
-    remote = zarr.open_array(store=KaruStore(mock.url("/a.zarr"), client=client), mode="r")
+    remote = zarr.open_array(store=ZarrStore(mock.url("/a.zarr"), client=client), mode="r")
     lazy = da.from_zarr(remote)
     before = client.transport_stats()[0]
     mock.clear()

@@ -102,14 +102,21 @@ def test_over_a_protocol_register_takes_over(mock, client, files, registry_resto
 def test_a_literal_path_is_answered_as_fsspec_answers_for_one_file(mock, client):
     url = mock.insert("/one.bin", b"x" * 1000)
     fs = karu.fsspec.KaruFileSystem(client=client, skip_instance_cache=True)
-    info = {"name": url, "size": 1000, "type": "file", "etag": fs.info(url)["etag"]}
+    stat = client.stat(url)
+    info = {
+        "name": url,
+        "size": 1000,
+        "type": "file",
+        "etag": stat.etag,
+        "last_modified": stat.last_modified,
+    }
     assert fs.glob(url) == [url] and fs.glob("karu://" + url) == [url]
     assert fs.glob(url, detail=True) == {url: info}
     assert fs.ls(url) == [info] and fs.ls(url, detail=False) == [url]
     assert fs.info(url) == info and not fs.isdir(url) and fs.isfile(url)
     assert fs.glob(mock.url("/none.bin")) == []
-    # The stand-in modification time: the same while the object is unchanged.
-    assert fs.modified(url) == fs.modified(url)
+    # The modification time the server states (the mock's Last-Modified).
+    assert stat.last_modified is not None and fs.modified(url) == stat.last_modified
     # Real listing is still refused.
     with pytest.raises(NotImplementedError, match="does not list"):
         fs.glob(mock.url("/*.bin"))

@@ -203,3 +203,28 @@ def test_errors_name_what_the_user_gave(client):
 def test_version():
     assert karu.__version__ == karu._native.__version__
     assert karu.__version__.count(".") == 2
+
+
+def test_karu_paths_as_ray_hands_them_to_a_plain_filesystem(mock, client, tmp_path):
+    """Ray Data hands a filesystem each path with its scheme cut off, as ``urlparse``'s
+    netloc and path joined (``ray.data.datasource.path_util._unwrap_protocol``), through
+    pyarrow's ``FSSpecHandler``: ``karu://http://host/p`` arrives as ``http://host/p``, an
+    address a plain ``KaruFileSystem`` reads. (The Ray stage reads through Ray itself.)"""
+    import urllib.parse
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyarrow.fs import FileType, FSSpecHandler, PyFileSystem
+
+    table = pa.table({"id": pa.array(range(5000), pa.int64())})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=1000)
+    path = "karu://" + mock.insert_file("/ray/t.parquet", str(tmp_path / "t.parquet"))
+    parsed = urllib.parse.urlparse(path, allow_fragments=False)
+    handed = parsed.netloc + parsed.path
+    assert handed == path[len("karu://") :]
+    fs = PyFileSystem(FSSpecHandler(karu.fsspec.KaruFileSystem(client=client, skip_instance_cache=True)))
+    for given in (handed, path):
+        [info] = fs.get_file_info([fs.normalize_path(given)])
+        assert info.type == FileType.File and info.size == (tmp_path / "t.parquet").stat().st_size
+        assert pq.read_table(given, filesystem=fs).equals(table)
+    assert {p for _, p, _, _ in mock.requests()} == {"/ray/t.parquet"}

@@ -81,11 +81,11 @@ def test_submit_refuses_overlapping_or_read_only_buffers(mock, client):
 
 def test_if_match_on_every_read_kind(mock, client):
     url = mock.insert("/a.bin", DATA)
-    _, etag = client.stat(url)
+    etag = client.stat(url).etag
     assert etag
     assert client.read(url, 0, 10, if_match=etag) == DATA[:10]
     mock.insert("/a.bin", DATA[::-1])  # a new version: a new ETag
-    _, current = client.stat(url)
+    current = client.stat(url).etag
     assert current != etag
 
     def stale(call):

@@ -1,4 +1,4 @@
-"""Keys joined under a base (``karu.zarr.KaruStore``, ``karu.readers.KaruIO``): each reads
+"""Keys joined under a base (``karu.zarr.ZarrStore``, ``karu.readers.KaruIO``): each reads
 exactly the object it names, ``#``, ``?``, ``%`` (``..%2Fsecret`` is a name in the base, not a
 way out of it), spaces and non-ASCII letters included, over
 the mock, nginx, SeaweedFS and local files (a plain directory and a ``file://`` URL); the
@@ -18,7 +18,7 @@ from zarr.core.buffer import Buffer, default_buffer_prototype
 import karu
 from karu._address import Base
 from karu.readers import KaruIO
-from karu.zarr import KaruStore
+from karu.zarr import ZarrStore
 
 # The keys, and each one's object, with bytes of its own.
 KEYS = ["a", "a#b", "q", "q?x", "pA", "p%41", "a b", "a%20b", "été", "d/ü #?%.bin", "..%2Fsecret"]
@@ -79,9 +79,9 @@ def _read_all_ways(base, client, key):
     """What each door that joins keys reads of ``key`` under ``base``: the zarr store's
     ``get`` (whole, from an offset, a range), ``get_partial_values``, ``get_sync``,
     ``getsize``, ``exists``, and the storage readers (sync and async)."""
-    store = KaruStore(base, client=client)
+    store = ZarrStore(base, client=client)
     size = len(OBJECTS[key])
-    backend = KaruIO(client, base=base)
+    backend = KaruIO(base, client=client)
 
     def sync_reader():
         reader = backend.sync_reader()(key)
@@ -138,14 +138,14 @@ def _each_key_reads_its_object(base, client, keys):
 
 def _refused_all_ways(base, client, key, named):
     """Every door refuses ``key`` with ``InvalidArgument`` naming ``named``."""
-    store = KaruStore(base, client=client)
+    store = ZarrStore(base, client=client)
     calls = [
         lambda: asyncio.run(store.get(key, _prototype())),
         lambda: store.get_sync(key),
         lambda: asyncio.run(store.get_partial_values(_prototype(), [(key, RangeByteRequest(0, 4))])),
         lambda: asyncio.run(store.exists(key)),
         lambda: asyncio.run(store.getsize(key)),
-        lambda: KaruIO(client, base=base).sync_reader()(key),
+        lambda: KaruIO(base, client=client).sync_reader()(key),
     ]
     for call in calls:
         with pytest.raises(karu.InvalidArgument, match=named) as caught:
@@ -246,11 +246,11 @@ def test_the_join_rule():
 )
 def test_bases_a_key_cannot_be_joined_under_are_refused(client, base, why):
     with pytest.raises(karu.InvalidArgument, match=why) as caught:
-        KaruStore(base, client=client)
+        ZarrStore(base, client=client)
     assert "SECRET" not in str(caught.value)
     if base:  # the readers' empty base is no base: the path is the whole address
         with pytest.raises(karu.InvalidArgument, match=why):
-            KaruIO(client, base=base).sync_reader()("a")
+            KaruIO(base, client=client).sync_reader()("a")
     # A provider address may hold `@` (an Azure account), `?` and `#` (literal names).
     for fine in ("abfs://c@acct.dfs.core.windows.net/d", "s3://b/why?#"):
         assert Base(fine).join("a") == fine + "/a"

@@ -14,7 +14,7 @@ from zarr.core.buffer import default_buffer_prototype
 
 import karu
 from karu.fsspec import AsyncKaruFileSystem, KaruFileSystem
-from karu.zarr import KaruStore
+from karu.zarr import ZarrStore
 
 FIRST = 8 << 20  # what the first request of a read to the end asks for
 SIZE = 12 << 20  # longer: the rest takes another request
@@ -45,14 +45,14 @@ def _cat_async(url, client, offset):
 
 def _zarr_get(url, client, offset):
     base, key = url.rsplit("/", 1)
-    store = KaruStore(base, client=client)
+    store = ZarrStore(base, client=client)
     byte_range = OffsetByteRequest(offset) if offset else None
     return asyncio.run(store.get(key, default_buffer_prototype(), byte_range)).to_bytes()
 
 
 def _zarr_get_sync(url, client, offset):
     base, key = url.rsplit("/", 1)
-    store = KaruStore(base, client=client)
+    store = ZarrStore(base, client=client)
     byte_range = OffsetByteRequest(offset) if offset else None
     return store.get_sync(key, byte_range=byte_range).to_bytes()
 

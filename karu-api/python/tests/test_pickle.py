@@ -30,7 +30,7 @@ def _read(args):
         data = asyncio.run(reader._cat_file(url, offset, offset + 100))
     elif isinstance(reader, KaruFileSystem):
         data = reader.cat_file(url, offset, offset + 100)
-    else:  # a KaruStore: keys under its base
+    else:  # a ZarrStore: keys under its base
         data = reader.get_sync(url.rsplit("/", 1)[1], byte_range=_range(offset)).to_bytes()
     return os.getpid(), data, reader_client(reader).transport_stats()[0]
 
@@ -56,9 +56,9 @@ def _readers(client, mock):
         AsyncKaruFileSystem(client=client, asynchronous=True, skip_instance_cache=True),
     ]
     if HAS_ZARR:
-        from karu.zarr import KaruStore
+        from karu.zarr import ZarrStore
 
-        readers.append(KaruStore(mock.url("/p"), client=client))
+        readers.append(ZarrStore(mock.url("/p"), client=client))
     return readers
 
 
@@ -163,12 +163,12 @@ def _picklers():
     }
 
 
-@pytest.mark.skipif(not HAS_ZARR, reason="its KaruStore needs zarr 3 (CPython >= 3.11)")
+@pytest.mark.skipif(not HAS_ZARR, reason="its ZarrStore needs zarr 3 (CPython >= 3.11)")
 @pytest.mark.parametrize("pickler", ["cloudpickle", "dask"])
 def test_a_lambda_and_a_closure_travel_with_cloudpickle_and_the_child_calls_them(
     credential_mocks, tmp_path, pickler
 ):
-    from karu.zarr import KaruStore
+    from karu.zarr import ZarrStore
 
     dumps, loads = _picklers()[pickler]
     hello = credential_mocks.hello
@@ -177,19 +177,19 @@ def test_a_lambda_and_a_closure_travel_with_cloudpickle_and_the_child_calls_them
 
     def closure(path):
         _note(calls, path)
-        return karu.Token(gcs_token, prefix="gs://bkt")
+        return karu.BearerToken(gcs_token, prefix="gs://bkt")
 
     settings = credential_mocks.settings()
     client = karu.Client(
         isolated=True,
         credentials={
             "gcp": closure,
-            "hf": lambda path: _note(calls, path) or karu.Token(hf_token, prefix="hf://org/model@main"),
+            "hf": lambda path: _note(calls, path) or karu.BearerToken(hf_token, prefix="hf://org/model@main"),
         },
         **settings,
     )
     fs = KaruFileSystem(client=client, skip_instance_cache=True)
-    store = KaruStore("gs://bkt", client=client)
+    store = ZarrStore("gs://bkt", client=client)
     with pytest.raises((pickle.PicklingError, AttributeError), match="closure|<lambda>"):
         pickle.dumps(client)  # pickle cannot carry them
     blob = dumps([client, fs, store])

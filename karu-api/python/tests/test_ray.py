@@ -74,6 +74,43 @@ def _filesystem(client):
     return PyFileSystem(FSSpecHandler(fs))
 
 
+def _plain(client, wrap):
+    """A plain ``KaruFileSystem`` (no protocol taken over), as Ray is given it: itself (Ray
+    wraps it) or wrapped in pyarrow's ``PyFileSystem(FSSpecHandler(...))``."""
+    fs = karu.fsspec.KaruFileSystem(client=client, skip_instance_cache=True)
+    return PyFileSystem(FSSpecHandler(fs)) if wrap else fs
+
+
+@pytest.mark.parametrize("wrap", [False, True], ids=["fsspec", "pyarrow"])
+def test_read_parquet_of_karu_paths_through_a_plain_filesystem(cluster, mock, parquet_files, wrap):
+    # Ray strips the scheme off every path it hands a filesystem (but fsspec's own HTTP one):
+    # `karu://http://host/p` reaches the filesystem as `http://host/p`, an address Karu reads.
+    urls = ["karu://" + mock.insert_file(f"/plain/{p.name}", str(p)) for p in parquet_files]
+    client = karu.Client(isolated=True)
+    ds = ray.data.read_parquet(urls, filesystem=_plain(client, wrap))
+    mock.clear()
+    sent = client.transport_stats().requests
+    table = pa.concat_tables(ray.get(ds.to_arrow_refs())).sort_by("id")
+    assert client.transport_stats().requests == sent
+    want = pa.concat_tables(pq.read_table(p) for p in parquet_files).sort_by("id")
+    assert table.select(want.column_names).equals(want)
+    log = mock.requests()
+    assert log and all(m == "GET" and s in (200, 206) for m, _, _, s in log)
+    assert {p for _, p, _, _ in log} == {f"/plain/{p.name}" for p in parquet_files}
+
+
+def test_read_binary_files_of_karu_paths_through_a_plain_filesystem(cluster, mock):
+    blobs = {f"/plainbin/{i}.bin": bytes((j * (i + 5)) % 256 for j in range(40_000 + i)) for i in range(3)}
+    urls = ["karu://" + mock.insert(path, data) for path, data in blobs.items()]
+    client = karu.Client(isolated=True)
+    ds = ray.data.read_binary_files(urls, filesystem=_plain(client, False), include_paths=True)
+    mock.clear()
+    rows = ds.take_all()
+    got = {next(p for p in blobs if row["path"].endswith(p)): bytes(row["bytes"]) for row in rows}
+    assert got == blobs
+    assert {p for _, p, _, _ in mock.requests()} == set(blobs)
+
+
 def test_the_workers_are_other_processes(cluster):
     # Defined here, cloudpickle carries the function itself (not a reference to this module,
     # which the workers cannot import).

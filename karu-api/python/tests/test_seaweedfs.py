@@ -32,7 +32,7 @@ def test_s3_reads_exact_bytes_and_stat(s3):
     assert client.read_ranges(address, starts, lengths) == [
         DATA[s : s + n] for s, n in zip(starts, lengths)
     ]
-    size, etag = client.stat(address)
+    size, etag, _ = client.stat(address)
     assert size == len(DATA)
     assert etag
     with pytest.raises(karu.RangeNotSatisfiable) as caught:
@@ -52,7 +52,7 @@ def test_s3_missing_key_is_not_found(s3, seaweedfs):
 
 def test_s3_if_match_with_another_etag_is_precondition_failed(s3):
     client, address = s3
-    _, etag = client.stat(address)
+    etag = client.stat(address).etag
     assert client.read(address, 0, 10, if_match=etag) == DATA[:10]
     with pytest.raises(karu.PreconditionFailed) as caught:
         client.read(address, 0, 10, if_match='"not-the-etag"')

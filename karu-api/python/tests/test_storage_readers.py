@@ -15,7 +15,7 @@ DATA = bytes((i * 5 + 3) % 256 for i in range(10_000))
 
 def test_sync_reader(mock, client):
     mock.insert("/shards/s1.bin", DATA)
-    backend = karu.readers.KaruIO(client, base=mock.url("/shards/"))
+    backend = karu.readers.KaruIO(mock.url("/shards/"), client=client)
     assert backend.is_supported()
     reader = backend.sync_reader()(PurePath("s1.bin"))
     with pytest.raises(RuntimeError):
@@ -42,7 +42,7 @@ def test_sync_reader(mock, client):
 
 def test_async_reader(mock, client):
     mock.insert("/shards/s1.bin", DATA)
-    backend = karu.readers.KaruIO(client, base=mock.url("/shards"))
+    backend = karu.readers.KaruIO(mock.url("/shards"), client=client)
 
     async def main():
         reader = backend.async_reader()(PurePath("s1.bin"))

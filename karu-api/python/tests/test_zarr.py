@@ -1,4 +1,4 @@
-"""karu.zarr.KaruStore, and zarr's FsspecStore over karu.fsspec.AsyncKaruFileSystem: arrays
+"""karu.zarr.ZarrStore, and zarr's FsspecStore over karu.fsspec.AsyncKaruFileSystem: arrays
 written locally by zarr 3 (unsharded and sharded, several codecs and dtypes, a consolidated
 group) read from the testkit mock, nginx and SeaweedFS; every selection equals the local array.
 The mock's request log shows each get_partial_values as one batch."""
@@ -20,7 +20,7 @@ from zarr.storage import FsspecStore
 import karu
 import karu.fsspec
 from karu.fsspec import AsyncKaruFileSystem
-from karu.zarr import KaruStore
+from karu.zarr import ZarrStore
 
 from conftest import upload_tree
 
@@ -111,7 +111,7 @@ def _open(store):
 def test_karu_store_over_the_mock(mock, client, local_zarr):
     root, values = local_zarr
     upload_tree(root, lambda name, local: mock.insert_file(f"/data.zarr/{name}", local))
-    store = KaruStore(mock.url("/data.zarr"), client=client)
+    store = ZarrStore(mock.url("/data.zarr"), client=client)
     mock.clear()
     group = _open(store)
     # The consolidated metadata is one object: opening the group reads no array's metadata.
@@ -125,7 +125,7 @@ def test_karu_store_over_the_mock(mock, client, local_zarr):
 def test_karu_store_over_nginx(nginx, client, local_zarr):
     root, values = local_zarr
     upload_tree(root, lambda name, local: _copy(local, nginx.root / "data.zarr" / name))
-    _check_group(_open(KaruStore(nginx.url("data.zarr"), client=client)), values)
+    _check_group(_open(ZarrStore(nginx.url("data.zarr"), client=client)), values)
     fs = AsyncKaruFileSystem(client=client, asynchronous=True, skip_instance_cache=True)
     _check_group(_open(FsspecStore(fs, path=nginx.url("data.zarr"), read_only=True)), values)
     assert all(status in (200, 206, 404) for *_, status in nginx.access_log())
@@ -136,7 +136,7 @@ def test_karu_store_over_seaweedfs(seaweedfs, local_zarr, registry_restored):
     upload_tree(root, lambda name, local: seaweedfs.put(f"zarr/data.zarr/{name}", local))
     client = karu.Client(isolated=True, **seaweedfs.settings)
     base = seaweedfs.address("zarr/data.zarr")
-    _check_group(_open(KaruStore(base, client=client)), values)
+    _check_group(_open(ZarrStore(base, client=client)), values)
     # FsspecStore over the filesystem fsspec makes for s3 once Karu serves it: its path
     # without the scheme, as zarr 3.1.0's FsspecStore requires.
     karu.fsspec.register(["s3"], clobber=True, client=client)
@@ -144,7 +144,7 @@ def test_karu_store_over_seaweedfs(seaweedfs, local_zarr, registry_restored):
     assert isinstance(fs, AsyncKaruFileSystem)
     _check_group(_open(FsspecStore(fs, path=base.split("://", 1)[1], read_only=True)), values)
     # An unpickled store (a fresh client, built from the same settings) reads the same.
-    group = zarr.open_group(store=pickle.loads(pickle.dumps(KaruStore(base, client=client))), mode="r")
+    group = zarr.open_group(store=pickle.loads(pickle.dumps(ZarrStore(base, client=client))), mode="r")
     np.testing.assert_array_equal(group["sharded_u16"][100:140, 7:9], values["sharded_u16"][100:140, 7:9])
 
 
@@ -157,7 +157,7 @@ def test_get_with_every_byte_range(mock, client):
     data = bytes((i * 7 + 3) % 256 for i in range(50_000))
     mock.insert("/s/k", data)
     mock.insert("/s/empty", b"")
-    store = KaruStore(mock.url("/s"), client=client)
+    store = ZarrStore(mock.url("/s"), client=client)
 
     def get(key, byte_range=None):
         value = asyncio.run(store.get(key, PROTOTYPE, byte_range))
@@ -194,7 +194,7 @@ def test_get_partial_values_is_one_batch(mock, client, tmp_path):
     b = bytes(reversed(range(256))) * 400
     _insert(mock, tmp_path, "/z/a", a)
     _insert(mock, tmp_path, "/z/b", b)
-    store = KaruStore(mock.url("/z"), client=client)
+    store = ZarrStore(mock.url("/z"), client=client)
     mock.clear()
     key_ranges = [
         ("a", RangeByteRequest(0, 4000)),
@@ -230,7 +230,7 @@ def test_get_partial_values_is_one_batch(mock, client, tmp_path):
 def test_get_ranges_is_one_batch(mock, client):
     data = bytes(range(256)) * 100
     mock.insert("/r/shard", data)
-    store = KaruStore(mock.url("/r"), client=client)
+    store = ZarrStore(mock.url("/r"), client=client)
     ranges = [RangeByteRequest(s, s + 100) for s in (0, 300, 600, 20_000)]
 
     async def collect(key):
@@ -248,7 +248,7 @@ def test_get_ranges_is_one_batch(mock, client):
 
 def test_buffers_come_from_the_prototype_without_a_copy(mock, client):
     mock.insert("/p/k", bytes(range(256)) * 16)
-    store = KaruStore(mock.url("/p"), client=client)
+    store = ZarrStore(mock.url("/p"), client=client)
     value = asyncio.run(store.get("k", PROTOTYPE, RangeByteRequest(16, 2048)))
     assert isinstance(value, PROTOTYPE.buffer)
     array = value.as_numpy_array()
@@ -260,7 +260,7 @@ def test_buffers_come_from_the_prototype_without_a_copy(mock, client):
 
 def test_exists_getsize_and_the_rest(mock, client):
     mock.insert("/e/k", b"x" * 1234)
-    store = KaruStore(mock.url("/e/"), client=client)
+    store = ZarrStore(mock.url("/e/"), client=client)
     assert asyncio.run(store.exists("k")) and not asyncio.run(store.exists("nope"))
     assert asyncio.run(store.getsize("k")) == 1234
     with pytest.raises(FileNotFoundError):
@@ -271,7 +271,7 @@ def test_exists_getsize_and_the_rest(mock, client):
     with pytest.raises(ValueError, match="Karu reads only"):
         store.with_read_only(False)
     with pytest.raises(ValueError, match="Karu reads only"):
-        KaruStore(mock.url("/e"), client=client, read_only=False)
+        ZarrStore(mock.url("/e"), client=client, read_only=False)
     with pytest.raises(ValueError, match="read-only"):
         asyncio.run(store.set("k", PROTOTYPE.buffer.from_bytes(b"y")))
     with pytest.raises(NotImplementedError, match="does not list"):
@@ -282,5 +282,5 @@ def test_exists_getsize_and_the_rest(mock, client):
     copy = pickle.loads(pickle.dumps(store))
     assert copy == store and copy.client is not store.client
     assert copy.get_sync("k").to_bytes() == b"x" * 1234
-    assert KaruStore(mock.url("/e"), client=karu.Client(isolated=True, concurrency=3)) != store
-    assert KaruStore(mock.url("/other"), client=client) != store
+    assert ZarrStore(mock.url("/e"), client=karu.Client(isolated=True, concurrency=3)) != store
+    assert ZarrStore(mock.url("/other"), client=client) != store

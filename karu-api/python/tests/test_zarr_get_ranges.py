@@ -1,4 +1,4 @@
-"""KaruStore.get_ranges as zarr >= 3.3 calls it (a partial shard read): one Karu batch per call,
+"""ZarrStore.get_ranges as zarr >= 3.3 calls it (a partial shard read): one Karu batch per call,
 each range yielded as its read lands, zarr's max_gap_bytes/max_coalesced_bytes as the planner's
 gap and span, suffix, offset and whole-value requests beside the batch, a missing key as zarr
 reports it; and zarr's own partial shard reads reaching it, one call per shard."""
@@ -14,7 +14,7 @@ from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteReques
 from zarr.core.buffer import default_buffer_prototype
 
 import karu
-from karu.zarr import KaruStore
+from karu.zarr import ZarrStore
 
 from conftest import upload_tree
 
@@ -39,7 +39,7 @@ def store(mock, client, tmp_path):
     (tmp_path / "shard").write_bytes(DATA)
     mock.insert_file("/s/shard", str(tmp_path / "shard"))
     mock.clear()
-    return KaruStore(mock.url("/s"), client=client)
+    return ZarrStore(mock.url("/s"), client=client)
 
 
 def test_every_request_form_in_one_call(mock, store):
@@ -119,8 +119,24 @@ def test_a_missing_key_is_reported_as_zarr_reports_it(mock, store):
         _collect(store, "gone", [SuffixByteRequest(10)])
 
 
+def test_max_concurrency_bounds_the_requests_in_flight(mock, store):
+    # 24 ranges 10 KB apart, never merged (a request each). The mock holds every answer until
+    # 3 requests have arrived, and each takes 20 ms: a batch whose requests all started at
+    # once would have 24 in flight; one bounded to 3 has exactly 3 at its peak.
+    ranges = [RangeByteRequest(s, s + 100 + i) for i, s in enumerate(range(0, 240_000, 10_000))]
+    mock.barrier("/s/shard", 3)
+    mock.latency(20)
+    mock.clear()
+    got = _collect(store, "shard", ranges, max_concurrency=3, max_gap_bytes=-1)
+    assert got == {i: DATA[r.start : r.end] for i, r in enumerate(ranges)}
+    assert sorted(mock.requests()) == [
+        ("GET", "/s/shard", (r.start, r.end - 1), 206) for r in ranges
+    ]
+    assert mock.peak() == 3
+
+
 def test_a_concurrency_below_one_is_refused(mock, client):
-    store = KaruStore(mock.url("/s"), client=client)
+    store = ZarrStore(mock.url("/s"), client=client)
     with pytest.raises(ValueError):
         _collect(store, "shard", [RangeByteRequest(0, 10)], max_concurrency=0)
 
@@ -136,14 +152,14 @@ def test_zarrs_partial_shard_reads_reach_get_ranges(mock, client, tmp_path, monk
     array[...] = values
     upload_tree(root, lambda name, local: mock.insert_file(f"/z/{name}", local))
     calls = []
-    real = KaruStore.get_ranges
+    real = ZarrStore.get_ranges
 
     def counting(self, key, byte_ranges, **kwargs):
         calls.append((key, len(byte_ranges)))
         return real(self, key, byte_ranges, **kwargs)
 
-    monkeypatch.setattr(KaruStore, "get_ranges", counting)
-    opened = zarr.open_array(KaruStore(mock.url("/z"), client=client), mode="r")
+    monkeypatch.setattr(ZarrStore, "get_ranges", counting)
+    opened = zarr.open_array(ZarrStore(mock.url("/z"), client=client), mode="r")
     mock.clear()
     # Rows 0..20, columns 0..40 of shard (0, 0), and a corner of shard (1, 1).
     np.testing.assert_array_equal(opened[0:20, 0:40], values[0:20, 0:40])

@@ -1,4 +1,4 @@
-"""zarr's own store test suite (``zarr.testing.store.StoreTests``), whole, against KaruStore over
+"""zarr's own store test suite (``zarr.testing.store.StoreTests``), whole, against ZarrStore over
 the mock, nginx and a local directory. Every test of the suite runs but those that write or
 list through the store (Karu reads only and does not list): each of those is skipped by name,
 saying why. Values are put beside the store, as the suite's ``set`` helper is meant to: into
@@ -16,13 +16,13 @@ from zarr.core.buffer import Buffer, cpu, default_buffer_prototype
 from zarr.testing.store import StoreTests
 
 import karu
-from karu.zarr import KaruStore
+from karu.zarr import ZarrStore
 
 # The suite's tests that write or list through the store, by name, and why each is not
-# KaruStore's.
+# ZarrStore's.
 NOT_KARUS = {
     "test_serializable_store": "its round trip writes through the store (store.set)",
-    "test_store_read_only": "it expects a store opened writable; KaruStore is read-only",
+    "test_store_read_only": "it expects a store opened writable; ZarrStore is read-only",
     "test_with_read_only_store": "it writes through a writable copy (with_read_only(False))",
     "test_getsize_prefix": "it writes through the store (_set_many) and lists (getsize_prefix)",
     "test_set": "it writes through the store (store.set)",
@@ -69,74 +69,74 @@ def _skipped(name: str):
     return test
 
 
-class _KaruStoreTests(StoreTests[KaruStore, cpu.Buffer]):
-    store_cls = KaruStore
+class _ZarrStoreTests(StoreTests[ZarrStore, cpu.Buffer]):
+    store_cls = ZarrStore
     buffer_cls = cpu.Buffer
 
-    def test_store_repr(self, store: KaruStore) -> None:
-        assert repr(store) == f"KaruStore({store.base!r})"
+    def test_store_repr(self, store: ZarrStore) -> None:
+        assert repr(store) == f"ZarrStore({store.base!r})"
 
-    def test_store_supports_writes(self, store: KaruStore) -> None:
+    def test_store_supports_writes(self, store: ZarrStore) -> None:
         assert not store.supports_writes
 
-    def test_store_supports_listing(self, store: KaruStore) -> None:
+    def test_store_supports_listing(self, store: ZarrStore) -> None:
         assert not store.supports_listing
 
-    # The suite's test, but for `read_only=False`: KaruStore refuses to open writable.
+    # The suite's test, but for `read_only=False`: ZarrStore refuses to open writable.
     @pytest.mark.parametrize(
         "read_only",
-        [True, pytest.param(False, marks=pytest.mark.skip(reason="KaruStore opens read-only only"))],
+        [True, pytest.param(False, marks=pytest.mark.skip(reason="ZarrStore opens read-only only"))],
     )
     async def test_store_open_read_only(self, open_kwargs, read_only: bool) -> None:
         await StoreTests.test_store_open_read_only(self, open_kwargs, read_only)
 
-    def test_default_prototype(self, store: KaruStore) -> None:
+    def test_default_prototype(self, store: ZarrStore) -> None:
         assert default_buffer_prototype().buffer is cpu.Buffer
 
 
 for _name in NOT_KARUS:
-    setattr(_KaruStoreTests, _name, _skipped(_name))
+    setattr(_ZarrStoreTests, _name, _skipped(_name))
 
 
-class TestKaruStoreOverTheMock(_KaruStoreTests):
+class TestZarrStoreOverTheMock(_ZarrStoreTests):
     @pytest.fixture
     def store_kwargs(self, mock):
         self.mock = mock
         return {"base": mock.url("/store"), "client": karu.Client(isolated=True)}
 
-    def _path(self, store: KaruStore, key: str) -> str:
+    def _path(self, store: ZarrStore, key: str) -> str:
         return store._address(key)[len(self.mock.base) :]
 
-    async def set(self, store: KaruStore, key: str, value: Buffer) -> None:
+    async def set(self, store: ZarrStore, key: str, value: Buffer) -> None:
         self.mock._control("PUT", "objects" + self._path(store, key), value.to_bytes())
 
-    async def get(self, store: KaruStore, key: str) -> Buffer:
+    async def get(self, store: ZarrStore, key: str) -> Buffer:
         with urllib.request.urlopen(store._address(key)) as answer:
             return self.buffer_cls.from_bytes(answer.read())
 
 
-class _FilesBeside(_KaruStoreTests):
+class _FilesBeside(_ZarrStoreTests):
     """Values as files under ``self.root`` (what the store's base reads)."""
 
     root: Path
 
-    async def set(self, store: KaruStore, key: str, value: Buffer) -> None:
+    async def set(self, store: ZarrStore, key: str, value: Buffer) -> None:
         path = self.root / key
         os.makedirs(path.parent, exist_ok=True)
         path.write_bytes(value.to_bytes())
 
-    async def get(self, store: KaruStore, key: str) -> Buffer:
+    async def get(self, store: ZarrStore, key: str) -> Buffer:
         return self.buffer_cls.from_bytes((self.root / key).read_bytes())
 
 
-class TestKaruStoreOverNginx(_FilesBeside):
+class TestZarrStoreOverNginx(_FilesBeside):
     @pytest.fixture
     def store_kwargs(self, nginx):
         self.root = nginx.root / "store"
         return {"base": nginx.url("store"), "client": karu.Client(isolated=True)}
 
 
-class TestKaruStoreOverLocalFiles(_FilesBeside):
+class TestZarrStoreOverLocalFiles(_FilesBeside):
     @pytest.fixture
     def store_kwargs(self, tmp_path):
         self.root = tmp_path

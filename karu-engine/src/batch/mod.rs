@@ -1,6 +1,7 @@
 //! Batches: the completion queue of one submission, drained blocking (`next_timeout`, `wait`)
 //! or as a `Stream`.
 
+pub(crate) mod in_flight;
 pub(crate) mod read;
 pub(crate) mod timing;
 pub(crate) mod versions;
@@ -8,14 +9,15 @@ pub(crate) mod versions;
 use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use futures_core::{FusedStream, Stream};
 use parking_lot::{Condvar, Mutex};
 
+use crate::batch::in_flight::{Bound, InFlight, Start, Waiting};
 use crate::batch::read::Completion;
 use crate::batch::timing::{Timing, TransferMeter};
 use crate::batch::versions::VersionPins;
@@ -280,6 +282,8 @@ pub(crate) struct BatchShared {
     /// apart as they started (see `http::reprice`).
     came_apart: AtomicUsize,
     unplanned: AtomicU64,
+    /// The batch's own bound on its transfers in flight, when it has one.
+    in_flight: OnceLock<Box<dyn Bound>>,
 }
 
 /// A batch used in another process than the one that submitted it (a forked child): its reads
@@ -417,6 +421,7 @@ impl BatchShared {
             hedges: AtomicU64::new(0),
             came_apart: AtomicUsize::new(0),
             unplanned: AtomicU64::new(0),
+            in_flight: OnceLock::new(),
         })
     }
 
@@ -437,6 +442,32 @@ impl BatchShared {
     pub(crate) fn came_apart(&self, added: usize, unplanned: u64) {
         self.came_apart.fetch_add(added, Ordering::Relaxed);
         self.unplanned.fetch_add(unplanned, Ordering::Relaxed);
+    }
+
+    /// Bound the batch's transfers in flight to `limit` (before any is handed to the
+    /// engine); `start` hands a transfer that waited to the engine.
+    pub(crate) fn limit_in_flight<T: Waiting>(&self, limit: usize, start: Start<T>) {
+        let _ = self.in_flight.set(Box::new(InFlight::new(limit, start)));
+    }
+
+    /// `transfer` back if it may be handed to the engine now; otherwise it waits for a
+    /// transfer of the batch to end (see [`InFlight`]).
+    pub(crate) fn admit<T: Waiting>(&self, transfer: T) -> Option<T> {
+        let bound = self
+            .in_flight
+            .get()
+            .and_then(|bound| bound.as_any().downcast_ref::<InFlight<T>>());
+        match bound {
+            Some(in_flight) => in_flight.admit(transfer, self.is_cancelled()),
+            None => Some(transfer),
+        }
+    }
+
+    /// A transfer of this batch was dropped (see [`InFlight::ended`]).
+    pub(crate) fn transfer_ended(&self) {
+        if let Some(in_flight) = self.in_flight.get() {
+            in_flight.ended();
+        }
     }
 
     /// `n` more bytes received by the batch's transfers.
@@ -556,10 +587,16 @@ impl BatchShared {
         if self.foreign().is_some() {
             return; // nothing of this batch runs in this process
         }
-        let mut state = self.state.lock();
-        state.cancelled = true;
-        self.cancelled.store(true, Ordering::Relaxed);
-        self.cancel_notify.notify_waiters();
+        {
+            let mut state = self.state.lock();
+            state.cancelled = true;
+            self.cancelled.store(true, Ordering::Relaxed);
+            self.cancel_notify.notify_waiters();
+        }
+        // After the flag: a transfer admitted from now on no longer waits.
+        if let Some(in_flight) = self.in_flight.get() {
+            in_flight.cancel_waiting();
+        }
     }
 
     /// Resolves once the batch is cancelled.
@@ -582,10 +619,8 @@ impl BatchShared {
         if self.foreign().is_some() {
             return;
         }
+        self.cancel();
         let mut state = self.state.lock();
-        state.cancelled = true;
-        self.cancelled.store(true, Ordering::Relaxed);
-        self.cancel_notify.notify_waiters();
         while state.active > 0 {
             self.idle.wait(&mut state);
         }

@@ -13,7 +13,7 @@
 //!    size an S3-style body states ([`actual_object_size`]) goes through
 //!    [`check_unsatisfiable`] like a `Content-Range: bytes */SIZE` does.
 //!
-//! Never a wrong byte with an OK status: every rule refuses rather than guesses. The rooms:
+//! Never a wrong byte with an OK status: every rule refuses rather than guesses. The modules:
 //! [parsing](parse_content_range) what an answer states about ranges (the ranges themselves
 //! are the SDK's [`RangeSpec`](crate::sdk::RangeSpec) and
 //! [`ContentRange`](crate::sdk::ContentRange)), the verdict (the rules above),

@@ -466,8 +466,8 @@ mod tests {
 
     #[test]
     fn a_200_with_content_range_is_judged_by_it_like_a_206() {
-        // The bug of issue 8: a merged `bytes=5-19` answered 200 + Content-Range + 15 bytes
-        // was taken for a 15-byte object from byte 0.
+        // A merged `bytes=5-19` answered 200 + Content-Range + 15 bytes is not a 15-byte
+        // object from byte 0.
         for status in [200, 206] {
             let r = receipt(check_head(
                 &expect(5, 19),
@@ -478,7 +478,7 @@ mod tests {
                 (5, 0, 15, Some(2_000_000), false),
                 "{status}"
             );
-            // Far into the object, where the prefix rule once answered "ends at byte 1000000".
+            // Far into the object, where a prefix rule would answer "ends at byte 1000000".
             let r = receipt(check_head(
                 &expect(1_000_000, 1_000_099),
                 &head(status, Some("bytes 1000000-1000099/2000000"), Some(100)),
@@ -730,9 +730,9 @@ mod tests {
             (r.skip, r.keep, r.ends_early, r.total),
             (0, 60, true, Some(60))
         );
-        // ... but one exactly as long as the range states no size (it used to state 100, and
-        // the first part of a read in parts ended the read there: a false end), while a longer
-        // one is the whole object.
+        // ... but one exactly as long as the range states no size (stating 100 would end the
+        // first part of a read in parts there: a false end), while a longer one is the whole
+        // object.
         let r = receipt(check_head(&expect(0, 99), &head(200, None, Some(100))));
         assert_eq!(
             (r.skip, r.keep, r.ends_early, r.total),

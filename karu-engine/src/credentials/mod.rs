@@ -29,7 +29,7 @@
 //! Time is a parameter of the pure parts ([`freshness`](crate::freshness)) and of the cache
 //! (a [`Clock`](crate::sdk::Clock)), so the tests run on a simulated clock.
 //!
-//! The rooms: [`cache`] (the cache and the owners that land its flights), [`flight`] (one
+//! The modules: [`cache`] (the cache and the owners that land its flights), [`flight`] (one
 //! lookup in progress), [`authority`] (native discovery or a callback, per object) and
 //! [`workers`] (the threads lookups block on).
 

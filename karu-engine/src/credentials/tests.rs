@@ -56,7 +56,7 @@ impl Counting {
 
     /// A provider whose lookups from call number `from` on wait until `gate` opens, so
     /// concurrent requests overlap.
-    fn held(
+    fn gated(
         clock: &Arc<SimClock>,
         lifetime: Option<Duration>,
         from: u64,
@@ -163,7 +163,7 @@ fn concurrent_cold_requests_share_one_lookup() {
     let clock = SimClock::new();
     let cache = Arc::new(CredentialCache::with_clock(clock.clone()));
     let gate = Arc::new(Gate::default());
-    let p = Counting::held(&clock, None, 1, &gate);
+    let p = Counting::gated(&clock, None, 1, &gate);
     let src = source(p.clone(), vec![]);
     let values: Vec<u64> = concurrently(&cache, &src, 16, &gate)
         .iter()
@@ -179,7 +179,7 @@ fn refresh_window_is_single_flight_too() {
     let cache = Arc::new(CredentialCache::with_clock(clock.clone()));
     let gate = Arc::new(Gate::default());
     // The refresh (the second lookup) is held until every request has joined it.
-    let p = Counting::held(&clock, Some(Duration::from_secs(100)), 2, &gate);
+    let p = Counting::gated(&clock, Some(Duration::from_secs(100)), 2, &gate);
     let src = source(p.clone(), vec![]);
     cache.get(&src).unwrap();
     clock.advance(Duration::from_secs(95));
@@ -232,7 +232,7 @@ fn waiters_share_a_failed_lookup() {
     let clock = SimClock::new();
     let cache = Arc::new(CredentialCache::with_clock(clock.clone()));
     let gate = Arc::new(Gate::default());
-    let p = Counting::held(&clock, None, 1, &gate);
+    let p = Counting::gated(&clock, None, 1, &gate);
     p.fail.store(true, Ordering::SeqCst);
     let src = source(p.clone(), vec![]);
     for answer in concurrently(&cache, &src, 8, &gate) {
@@ -364,12 +364,12 @@ impl Gate {
 
 /// A provider that blocks on `gate` on its first call, then panics or answers.
 #[derive(Debug)]
-struct Held {
+struct GatedProvider {
     gate: Arc<Gate>,
     calls: AtomicU64,
     panic_first: bool,
 }
-impl CredentialProvider for Held {
+impl CredentialProvider for GatedProvider {
     fn fetch(&self, _ctx: &FetchContext) -> Result<Credential, Error> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         if n == 1 {
@@ -380,9 +380,9 @@ impl CredentialProvider for Held {
     }
 }
 
-fn held(panic_first: bool) -> (Arc<Held>, Arc<Gate>) {
+fn gated_provider(panic_first: bool) -> (Arc<GatedProvider>, Arc<Gate>) {
     let gate = Arc::new(Gate::default());
-    let provider = Arc::new(Held {
+    let provider = Arc::new(GatedProvider {
         gate: Arc::clone(&gate),
         calls: AtomicU64::new(0),
         panic_first,
@@ -393,7 +393,7 @@ fn held(panic_first: bool) -> (Arc<Held>, Arc<Gate>) {
 #[test]
 fn a_panicking_provider_lands_its_flight_as_a_credentials_failure() {
     let cache = Arc::new(CredentialCache::new());
-    let (provider, gate) = held(true);
+    let (provider, gate) = gated_provider(true);
     let src = source(provider.clone(), vec![]);
     let owner = {
         let (cache, src) = (Arc::clone(&cache), src.clone());
@@ -442,7 +442,7 @@ fn an_owner_dropped_before_it_flies_lands_its_flight_as_a_failure() {
 #[test]
 fn waiting_for_a_hung_lookup_ends_at_the_deadline_and_its_result_serves_later_requests() {
     let cache = Arc::new(CredentialCache::new());
-    let (provider, gate) = held(false);
+    let (provider, gate) = gated_provider(false);
     let src = source(provider.clone(), vec![]);
     let owner = {
         let (cache, src) = (Arc::clone(&cache), src.clone());

@@ -1,6 +1,6 @@
 //! The engine: plans submissions and routes transfers to file workers and event loops.
 //!
-//! The rooms: this file (the engine a client owns, and the workers of each process),
+//! The modules: this file (the engine a client owns, and the workers of each process),
 //! [`options`] (engine and batch options), [`submit`] (grouping, planning and routing a
 //! submission), [`scope`] (borrowed destinations) and [`probes`] (`stat` and `read_ends`).
 

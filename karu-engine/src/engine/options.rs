@@ -24,6 +24,7 @@ pub struct BatchOptions {
     pub(super) max_parts: Option<u32>,
     pub(super) max_amplification: Option<u32>,
     pub(super) one_version: bool,
+    pub(super) max_in_flight: Option<usize>,
 }
 
 impl BatchOptions {
@@ -73,6 +74,28 @@ impl BatchOptions {
     /// ```
     pub fn one_version(mut self) -> Self {
         self.one_version = true;
+        self
+    }
+
+    /// Most transfers of this batch in flight at once (0 behaves as 1): the others wait in
+    /// the batch, in plan order, and each transfer that ends starts the next. Unset, the
+    /// batch's transfers are bounded only by the client's `concurrency`, which every batch
+    /// shares (and which this bound never raises).
+    ///
+    /// A transfer is in flight from the moment it is handed to a file worker or to the
+    /// network (its credential lookup and its wait for a concurrency permit included) until
+    /// its reads have completed; its retries and redirects are one transfer, while hedged
+    /// duplicates of its request (`[hedge]`) are not counted. A merged transfer that comes
+    /// apart as it starts (`planner.trade = "priced"`) gives transfers that wait their turn
+    /// too.
+    ///
+    /// ```
+    /// use karu_engine::BatchOptions;
+    /// let four_at_a_time = BatchOptions::new().max_in_flight(4);
+    /// # let _ = four_at_a_time;
+    /// ```
+    pub fn max_in_flight(mut self, transfers: usize) -> Self {
+        self.max_in_flight = Some(transfers);
         self
     }
 

@@ -10,7 +10,7 @@ use futures_core::Stream;
 use crate::batch::Batch;
 use crate::batch::read::{Completion, Read};
 use crate::file::{self};
-use crate::http::Stated;
+use crate::http::RemoteStat;
 use crate::http::ends::RemoteEnds;
 use crate::reply::{self, Reply};
 use crate::sdk::{Error, Locator, Status, Target, Window};
@@ -86,7 +86,7 @@ impl Engine {
             /// A file worker reads the metadata (no size for a device or FIFO).
             Local(Reply<file::Metadata>),
             /// An event loop sends the one-byte probe.
-            Remote(Reply<Stated>),
+            Remote(Reply<RemoteStat>),
         }
         let window = locator.window();
         let probe = match locator.target() {
@@ -103,11 +103,11 @@ impl Engine {
             Ok(match probe {
                 Probe::Local(reply) => local_info(window, reply.await?),
                 Probe::Remote(reply) => {
-                    let stated = reply.await?;
+                    let stat = reply.await?;
                     ObjectInfo {
-                        size: Some(visible_size(window, stated.size)),
-                        etag: stated.etag,
-                        last_modified: stated.last_modified,
+                        size: Some(visible_size(window, stat.size)),
+                        etag: stat.etag,
+                        last_modified: stat.last_modified,
                     }
                 }
             })

@@ -31,6 +31,20 @@ impl Engine {
             .map(|(index, read)| read.tag.unwrap_or(index as u64))
             .collect();
         let shared = BatchShared::new(tags, options.one_version);
+        let inner = Arc::clone(self.running());
+        if let Some(limit) = options.max_in_flight {
+            // A transfer that waited is started by the one whose end made room for it, on a
+            // worker's thread. The batch holds its engine weakly: an engine whose every
+            // handle is gone has nothing left to start it on.
+            let engine = Arc::downgrade(&inner);
+            shared.limit_in_flight(
+                limit,
+                Box::new(move |transfer| match engine.upgrade() {
+                    Some(inner) => inner.start(transfer),
+                    None => transfer.cancel(),
+                }),
+            );
+        }
         if let Some(batches) = scope {
             batches.lock().push(Arc::clone(&shared));
         }
@@ -39,7 +53,6 @@ impl Engine {
         if trade == Trade::Frugal {
             limits.max_amplification = limits.max_amplification.min(FRUGAL_AMPLIFICATION);
         }
-        let inner = Arc::clone(self.running());
         let mut working = inner.take_working();
         let (planned, mut early) = group(&reads, std::mem::take(&mut working.reads));
         let prices = match trade {
@@ -95,6 +108,9 @@ impl Engine {
                 let Some(transfer) = transfer_of(planned, parts, &shared) else {
                     continue;
                 };
+                let Some(transfer) = shared.admit(transfer) else {
+                    continue; // waits for a transfer of the batch to end
+                };
                 match transfer.locator.target() {
                     Target::File(_) => local.push(transfer),
                     Target::Remote => match inner.remote() {
@@ -111,6 +127,19 @@ impl Engine {
             shared,
             stats,
             _engine: inner,
+        }
+    }
+}
+
+impl Inner {
+    /// Hand one transfer to the file workers or the event loops.
+    fn start(&self, transfer: Transfer) {
+        match transfer.locator.target() {
+            Target::File(_) => self.files.chunks(1).push(transfer),
+            Target::Remote => match self.remote() {
+                Ok(remote) => remote.submit(transfer),
+                Err(e) => transfer.fail(&e),
+            },
         }
     }
 }

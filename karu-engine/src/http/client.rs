@@ -20,8 +20,8 @@
 //! is busy with a request that will end, idle, or closing: waiting is never the only way on.
 //!
 //! Why not hyper-util's pooled client: per request it races a pool checkout against a
-//! connect, boxes the response future, and spawns a task to return the connection, at about
-//! a fifth of an io thread's instructions per request (callgrind, `karu-bench cpu`).
+//! connect, boxes the response future, and spawns a task to return the connection: work on
+//! every request that a pool of Karu's own does not need.
 
 use std::collections::VecDeque;
 use std::fmt;

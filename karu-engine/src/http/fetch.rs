@@ -17,7 +17,7 @@ use crate::http::exchange::{Exchange, Failure, LastModified, Limits, Success};
 use crate::http::hedging::{Race, outcome_of};
 use crate::http::landing::Landing;
 use crate::http::redirects::Reuse;
-use crate::http::{Held, LoopCtx};
+use crate::http::{LoopCtx, ReleasablePermits};
 use crate::retry::{Decision, FailReason, FailureClass, RetryPolicy, RetryState};
 use crate::sdk::{Correction, Credential, Error, Locator, PrepareContext, RangeSpec, Status};
 
@@ -63,8 +63,8 @@ pub(crate) struct Fetch<'a> {
     /// keeps to one version.
     pub(crate) pins: Option<&'a VersionPins>,
     /// The permits this read runs on, handed back while it waits for another request's
-    /// redirect location ([`Held`]); `None`: it keeps whatever it holds.
-    pub(crate) held: Option<Arc<Held>>,
+    /// redirect location ([`ReleasablePermits`]); `None`: it keeps whatever it holds.
+    pub(crate) held: Option<Arc<ReleasablePermits>>,
 }
 
 impl Fetch<'_> {
@@ -529,7 +529,7 @@ mod tests {
             last: 1099,
         };
         // The kept bytes' answer stated 5,000 bytes: a bare 416 at byte 1,000 contradicts it
-        // (it used to end the read there: a false end of object).
+        // (ending the read there would be a false end of object).
         let e = resumed_total(resumed, 100, Some(5000), &answer(0, true, None)).unwrap_err();
         assert_eq!(e.status(), Status::Protocol);
         assert!(!e.is_transient(), "the server contradicts itself: {e}");

@@ -33,7 +33,7 @@ use tokio::time::sleep_until;
 use crate::check::Expectation;
 use crate::hedge::{HedgePolicy, MAX_HEDGES, Wait};
 use crate::http::endpoint::{Admission, Endpoint, Outcome};
-use crate::http::exchange::{Exchange, Failure, Headed, Prepare, Route, Success};
+use crate::http::exchange::{Exchange, Failure, HeadReceived, Prepare, Route, Success};
 use crate::http::landing::Landing;
 use crate::http::{LoopCtx, Permits};
 use crate::retry::FailureClass;
@@ -41,7 +41,7 @@ use crate::sdk::{Error, PreparedRequest};
 
 /// A duplicate's head: its index among the attempt's requests and its result.
 type Racer<'x, 'e> =
-    Pin<Box<dyn Future<Output = (usize, Result<Headed<'e>, Failure>)> + Send + 'x>>;
+    Pin<Box<dyn Future<Output = (usize, Result<HeadReceived<'e>, Failure>)> + Send + 'x>>;
 
 /// One attempt that may be hedged.
 pub(crate) struct Race<'x, 'e> {
@@ -59,7 +59,7 @@ pub(crate) struct Race<'x, 'e> {
 #[allow(clippy::large_enum_variant)]
 enum Event<'e> {
     /// Request `i`'s head was checked (0: the original).
-    Headed(usize, Result<Headed<'e>, Failure>),
+    HeadReceived(usize, Result<HeadReceived<'e>, Failure>),
     /// A duplicate may be due.
     Due,
     /// Permits for a duplicate (`None`: the limit was closed).
@@ -83,7 +83,9 @@ impl<'x, 'e> Race<'x, 'e> {
         // Two steps, so that the heads' futures are gone (and take no room) while the
         // winner's body is received.
         match self.heads(request, admission).await {
-            (Ok(headed), admission) => (exchange.land(headed, dst, base).await, admission),
+            (Ok(head_received), admission) => {
+                (exchange.land(head_received, dst, base).await, admission)
+            }
             (Err(failure), admission) => (Err(failure), admission),
         }
     }
@@ -96,7 +98,7 @@ impl<'x, 'e> Race<'x, 'e> {
         self,
         request: PreparedRequest,
         admission: Admission,
-    ) -> (Result<Headed<'e>, Failure>, Admission) {
+    ) -> (Result<HeadReceived<'e>, Failure>, Admission) {
         let sent = admission.sent();
         let mut due = next_due(self.endpoint, &self.policy, sent, Instant::now());
         // The timer for the first duplicate polls the original again when it is due: the
@@ -142,9 +144,9 @@ impl<'x, 'e> Race<'x, 'e> {
         self,
         mut original: Pin<&mut Option<F>>,
         admission: Admission,
-    ) -> (Result<Headed<'e>, Failure>, Admission)
+    ) -> (Result<HeadReceived<'e>, Failure>, Admission)
     where
-        F: Future<Output = Result<Headed<'e>, Failure>> + Send,
+        F: Future<Output = Result<HeadReceived<'e>, Failure>> + Send,
     {
         let Race {
             ctx,
@@ -174,9 +176,9 @@ impl<'x, 'e> Race<'x, 'e> {
                     }
                 }, if original.is_some() => {
                     original.set(None);
-                    Event::Headed(0, result)
+                    Event::HeadReceived(0, result)
                 }
-                Some((i, result)) = racers.next(), if !racers.is_empty() => Event::Headed(i, result),
+                Some((i, result)) = racers.next(), if !racers.is_empty() => Event::HeadReceived(i, result),
                 Some(got) = async {
                     match permits.as_mut() {
                         Some(acquiring) => Some(acquiring.await),
@@ -194,7 +196,7 @@ impl<'x, 'e> Race<'x, 'e> {
                 }, if due.is_some() && permits.is_none() => Event::Due,
             };
             match event {
-                Event::Headed(i, Ok(headed)) => {
+                Event::HeadReceived(i, Ok(head_received)) => {
                     // The others are cancelled before a byte of the winner lands (the caller
                     // receives its body): they lost.
                     original.set(None);
@@ -206,9 +208,12 @@ impl<'x, 'e> Race<'x, 'e> {
                         exchange.stats.hedges_won.fetch_add(1, Ordering::Relaxed);
                         tracing::debug!(target: "karu::http", duplicate = i, "a duplicate won");
                     }
-                    return (Ok(headed), winner.unwrap_or_else(Admission::detached));
+                    return (
+                        Ok(head_received),
+                        winner.unwrap_or_else(Admission::detached),
+                    );
                 }
-                Event::Headed(i, Err(failure)) => {
+                Event::HeadReceived(i, Err(failure)) => {
                     let racing = usize::from(original.is_some()) + racers.len();
                     if racing > 0 && retryable(&failure) {
                         // This request is over, and what it showed of the endpoint counts

@@ -27,8 +27,9 @@
 //! waiting): one failed leader never makes others fail. A request that finds a flight in
 //! progress before it is admitted ([`Locations::peek_flight`]) waits for it holding no room:
 //! it hands its concurrency permits back and queues for them again once the flight ended
-//! (see [`Held`](super::Held)), before it takes room in its endpoint's window. The followers
-//! of one file never hold the permits or the window another file's first read needs.
+//! (see [`ReleasablePermits`](super::ReleasablePermits)), before it takes room in its endpoint's
+//! window. The followers of one file never hold the permits or the window another file's first read
+//! needs.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
@@ -211,7 +212,7 @@ impl Locations {
 
     /// The flight of `key` in progress at `now`, if any (its id and `until`), without taking
     /// part in it: a request about to start checks this first and waits for the leader's
-    /// location before it takes any room (see [`Held`](super::Held)).
+    /// location before it takes any room (see [`ReleasablePermits`](super::ReleasablePermits)).
     pub(crate) fn peek_flight(&self, key: &LocationKey, now: Instant) -> Option<(u64, Instant)> {
         self.flights
             .get(key)

@@ -1,6 +1,6 @@
 //! The event loops: each runs a current-thread tokio runtime with its own queue of pending
 //! jobs (transfers, transfers waiting for a credential, probes), starts them under its share
-//! of the client's concurrency limit, and hands them to its crew.
+//! of the client's concurrency limit, and hands them to its task pool.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,10 +15,10 @@ use tokio::sync::{Semaphore, mpsc};
 use crate::credentials::Authority;
 use crate::credentials::workers::Pending;
 use crate::http::client::HttpClient;
-use crate::http::crew::{Crew, Handed};
-use crate::http::permits::{Held, Permits, TASK_PERMITS};
+use crate::http::permits::{Permits, ReleasablePermits, TASK_PERMITS};
 use crate::http::remote::Shared;
 use crate::http::run::{reprice, run_transfer};
+use crate::http::task_pool::{Handed, TaskPool};
 use crate::http::transport::Resolver;
 use crate::sdk::time::instant_after;
 use crate::sdk::{Credential, Error, Locator};
@@ -89,8 +89,8 @@ impl Drop for Load {
 /// with a status, never the loop, and never leave a batch waiting.
 ///
 /// A wrapper future, not an `async fn`: an `async fn` that pins its argument keeps two copies
-/// of it (the argument and the pinned local), which doubled every transfer's task (~14 KiB
-/// instead of ~7 KiB), and every spawn copies the whole task.
+/// of it (the argument and the pinned local), which would double every transfer's task, and
+/// every spawn copies the whole task.
 pub(super) fn catch_panic<F: Future>(future: F) -> impl Future<Output = Result<F::Output, ()>> {
     use futures_util::FutureExt as _;
     std::panic::AssertUnwindSafe(future)
@@ -217,12 +217,12 @@ pub(super) fn deadline_of(started: Instant, settings: &Settings) -> Instant {
 }
 
 pub(super) async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Arc<LoopCtx>) {
-    // Every task the loop spawns (its crew's members, and transfers waiting for a credential)
+    // Every task the loop spawns (its task pool's tasks, and transfers waiting for a credential)
     // holds a clone of `running`; once the queue is closed, the loop finishes when the last of
     // them is dropped. (A `JoinSet` did this with an allocation, a lock and a list entry per
     // task.)
     let (running, mut finished) = mpsc::channel::<()>(1);
-    let crew = Arc::new(Crew::new(ctx.share_size));
+    let pool = Arc::new(TaskPool::new(ctx.share_size));
     while let Some(job) = receiver.recv().await {
         // Counted since `Queues::push`; uncounted when this guard drops, on every path.
         let load = Load {
@@ -239,7 +239,7 @@ pub(super) async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Ar
                 continue;
             }
             Job::Credential(w) => {
-                // Waiting for a credential holds no permit, nor a member of the crew.
+                // Waiting for a credential holds no permit, nor a task of the pool.
                 let ctx = Arc::clone(&ctx);
                 let running = running.clone();
                 tokio::spawn(async move {
@@ -264,44 +264,43 @@ pub(super) async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Ar
             }
             job => job,
         };
-        if crew.hand((job, permits, load)) == Handed::NeedsMember {
-            let member = Arc::clone(&crew).serve(running.clone(), None, {
+        if pool.hand((job, permits, load)) == Handed::NeedsTask {
+            let task = Arc::clone(&pool).serve(running.clone(), None, {
                 let ctx = Arc::clone(&ctx);
                 move |(job, permits, load), spare| {
                     run_job(job, permits, spare, load, Arc::clone(&ctx))
                 }
             });
-            // Boxed: a member's future holds a job's (~7.5 KiB), and tokio moves an unboxed
+            // Boxed: a task's future holds a job's, which is large, and tokio moves an unboxed
             // future by value several times as it spawns it.
-            tokio::spawn(Box::pin(member));
+            tokio::spawn(Box::pin(task));
         }
     }
-    crew.close();
+    pool.close();
     drop(running);
     let _ = finished.recv().await;
 }
 
-/// Run one job under its `permits`, held in a [`Held`] its fetches hand back while they wait
-/// for another request's redirect location: a transfer's own, a task's the task-local
-/// [`task_permits`](super::task_permits) (a scope is entered and left on every poll:
-/// transfers, a request each, do without). The permits and the job's place in the loop's load
-/// are given back when it ends; the `Held` (the member's `spare`, if it kept one) is handed
-/// back for the member's next job unless a clone of it outlives this one (an allocation less
-/// a request).
+/// Run one job under its `permits`, held in a [`ReleasablePermits`] its fetches hand back while
+/// they wait for another request's redirect location: a transfer's own, a task's the task-local
+/// [`task_permits`](super::task_permits) (a scope is entered and left on every poll: transfers, a
+/// request each, do without). The permits and the job's place in the loop's load are given back
+/// when it ends; the `ReleasablePermits` (the task's `spare`, if it kept one) is handed back for
+/// the task's next job unless a clone of it outlives this one (an allocation less a request).
 async fn run_job(
     job: Job,
     permits: Permits,
-    spare: Option<Arc<Held>>,
+    spare: Option<Arc<ReleasablePermits>>,
     load: Load,
     ctx: Arc<LoopCtx>,
-) -> Option<Arc<Held>> {
+) -> Option<Arc<ReleasablePermits>> {
     let _load = load;
     let held = match spare {
         Some(held) => {
             held.hold(permits);
             held
         }
-        None => Arc::new(Held::new(&ctx, permits)),
+        None => Arc::new(ReleasablePermits::new(&ctx, permits)),
     };
     match job {
         Job::Transfer(t) => run_transfer(*t, Arc::clone(&held), ctx).await,

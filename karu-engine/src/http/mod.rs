@@ -7,7 +7,7 @@
 //! transfer waits in its loop's queue (as a plain description: no task, no buffer) until a
 //! permit frees up, so a batch of any size holds at most the limit in flight.
 //!
-//! The rooms, from the engine's side down: [`remote`] (the HTTP engine a client owns),
+//! The modules, from the engine's side down: [`remote`] (the HTTP engine a client owns),
 //! [`loops`] (the event loops and their queues), [`permits`] (a request's place under the
 //! limits), [`run`] (one transfer to its completions), [`pieces`] (large transfers in parts),
 //! [`fetch`] (one logical read: prepare late, retry, resume, correct, under one deadline),
@@ -19,7 +19,6 @@
 //! [`ends`] (`read_ends`) and [`stats`] (counts).
 
 pub(crate) mod client;
-mod crew;
 pub(crate) mod endpoint;
 pub(crate) mod ends;
 pub(crate) mod exchange;
@@ -36,11 +35,12 @@ mod remote;
 mod run;
 pub(crate) mod speed;
 mod stats;
-mod tokens;
+mod task_pool;
+mod token_client;
 pub(crate) mod transport;
 
 pub(crate) use loops::LoopCtx;
-pub(crate) use permits::{Held, Permits, task_permits};
-pub(crate) use remote::{Remote, Stated};
+pub(crate) use permits::{Permits, ReleasablePermits, task_permits};
+pub(crate) use remote::{Remote, RemoteStat};
 pub(crate) use stats::RemoteStats;
 pub use stats::TransportStats;

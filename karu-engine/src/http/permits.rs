@@ -1,5 +1,5 @@
 //! Permits: a request's place under its loop's share of the client's concurrency limit,
-//! which a request waiting without sending hands back and takes again ([`Held`]).
+//! which a request waiting without sending hands back and takes again ([`ReleasablePermits`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -15,45 +15,45 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub(crate) type Permits = OwnedSemaphorePermit;
 
 tokio::task_local! {
-    /// The permits the running task was started with (see [`Held`]).
-    pub(super) static TASK_PERMITS: Arc<Held>;
+    /// The permits the running task was started with (see [`ReleasablePermits`]).
+    pub(super) static TASK_PERMITS: Arc<ReleasablePermits>;
 }
 
 /// The permits of the running task (a transfer's or a probe's), for its fetches to hand back
-/// while they wait without sending (see [`Held`]). `None` outside a loop's task.
-pub(crate) fn task_permits() -> Option<Arc<Held>> {
+/// while they wait without sending (see [`ReleasablePermits`]). `None` outside a loop's task.
+pub(crate) fn task_permits() -> Option<Arc<ReleasablePermits>> {
     TASK_PERMITS.try_with(Arc::clone).ok()
 }
 
 /// Permits a request runs on, which it may hand back while it waits without sending: a
 /// follower waiting for the location of a first request of its object
-/// ([`locations`](crate::http::locations)) [releases](Held::release) them, so waiting
+/// ([`locations`](crate::http::locations)) [releases](ReleasablePermits::release) them, so waiting
 /// followers of one object never take the permits another object's first read needs, and
-/// [takes them again](Held::reacquire), in the queue like any transfer, once it knows where
-/// to send. Only the holder whose release took the permits takes them again, so the permits
+/// [takes them again](ReleasablePermits::reacquire), in the queue like any transfer, once it knows
+/// where to send. Only the holder whose release took the permits takes them again, so the permits
 /// held never exceed those given.
-pub(crate) struct Held {
+pub(crate) struct ReleasablePermits {
     permits: Mutex<Option<Permits>>,
     share: Arc<Semaphore>,
 }
 
-impl Held {
+impl ReleasablePermits {
     /// Permits taken from `ctx`'s share.
     pub(crate) fn new(ctx: &LoopCtx, permits: Permits) -> Self {
-        Held {
+        ReleasablePermits {
             permits: Mutex::new(Some(permits)),
             share: Arc::clone(&ctx.share),
         }
     }
 
-    /// Hold `permits` again, for another job: a [`Held`] whose permits were handed back (a
-    /// crew member keeps one from job to job, see `loops::run_job`).
+    /// Hold `permits` again, for another job: a [`ReleasablePermits`] whose permits were handed
+    /// back (a pool task keeps one from job to job, see `loops::run_job`).
     pub(crate) fn hold(&self, permits: Permits) {
         *self.permits.lock() = Some(permits);
     }
 
     /// Hand the permits back; `true` if this call did (the caller must then
-    /// [`reacquire`](Held::reacquire) before it sends).
+    /// [`reacquire`](ReleasablePermits::reacquire) before it sends).
     pub(crate) fn release(&self) -> bool {
         self.permits.lock().take().is_some()
     }
@@ -74,9 +74,9 @@ impl Held {
     }
 }
 
-impl fmt::Debug for Held {
+impl fmt::Debug for ReleasablePermits {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Held")
+        f.debug_struct("ReleasablePermits")
             .field("held", &self.permits.lock().is_some())
             .finish_non_exhaustive()
     }

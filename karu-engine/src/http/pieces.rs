@@ -33,7 +33,7 @@ use crate::batch::versions::VersionPins;
 use crate::check::is_single_strong;
 use crate::http::fetch::{Fetch, Fetched, agrees_with_size};
 use crate::http::landing::Landing;
-use crate::http::{Held, LoopCtx, Permits};
+use crate::http::{LoopCtx, Permits, ReleasablePermits};
 use crate::sdk::{Error, RangeSpec, Status};
 
 /// The most parts one transfer is cut into (8 GiB in parts of 8 MiB).
@@ -311,8 +311,8 @@ async fn run_pieces(
         let mut window = Window { landing, piece };
         async move {
             // A piece on permits of its own hands back those (not the transfer's) while it
-            // waits for a location (see `Held`).
-            let own = permits.map(|p| Arc::new(Held::new(ctx, p)));
+            // waits for a location (see `ReleasablePermits`).
+            let own = permits.map(|p| Arc::new(ReleasablePermits::new(ctx, p)));
             let fetch = Fetch {
                 locator: whole.locator,
                 range: RangeSpec::Closed {
@@ -328,7 +328,9 @@ async fn run_pieces(
                 held: own.clone().or_else(|| whole.held.clone()),
             };
             let result = fetch.run(ctx, &mut window).await;
-            let permits = own.and_then(Arc::into_inner).and_then(Held::into_permits);
+            let permits = own
+                .and_then(Arc::into_inner)
+                .and_then(ReleasablePermits::into_permits);
             (i, result, permits)
         }
     };
@@ -543,7 +545,7 @@ mod tests {
         let ps = pieces(12, 4);
         let t = Some("\"v1\"");
         // The first piece stated 12 bytes; the second ends the object at byte 4 (a bare 416).
-        // It used to join as an object of 4 bytes: a false end.
+        // Joined as an object of 4 bytes, it would be a false end.
         let fetched = [
             full(4, t, Some(12)),
             short(0, None, None),

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use tokio::time::sleep_until;
 
 use crate::batch::until_cancelled;
-use crate::http::Held;
+use crate::http::ReleasablePermits;
 use crate::http::exchange::{Exchange, Failure};
 use crate::http::locations::{Flight, LocationKey, Locations, Waiting};
 use crate::retry::FailureClass;
@@ -92,8 +92,8 @@ impl Exchange<'_> {
 
     /// Before a request is admitted: if no location is kept for its object and a first
     /// request of it is in flight, wait for that flight's end holding no room (its permits
-    /// handed back, see [`Held`]), then queue for permits again. Returns how long it queued
-    /// for them (the caller's deadline does not count it).
+    /// handed back, see [`ReleasablePermits`]), then queue for permits again. Returns how long it
+    /// queued for them (the caller's deadline does not count it).
     pub(crate) async fn await_flight(
         &self,
         request: &PreparedRequest,
@@ -119,7 +119,7 @@ impl Exchange<'_> {
             return Ok(Duration::ZERO);
         };
         tracing::debug!("waiting, without a permit, for a concurrent request's redirect location");
-        let released = self.held.is_some_and(Held::release);
+        let released = self.held.is_some_and(ReleasablePermits::release);
         Box::pin(self.wait_for_flight(reuse, &key, id, until.min(self.deadline))).await?;
         let Some(held) = self.held.filter(|_| released) else {
             return Ok(Duration::ZERO);

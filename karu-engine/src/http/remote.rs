@@ -25,7 +25,7 @@ use crate::http::locations::Locations;
 use crate::http::loops::{Job, LoopCtx, Queues, Waiting, catch_panic, deadline_of, run_loop};
 use crate::http::permits::task_permits;
 use crate::http::stats::{RemoteStats, TransportStats};
-use crate::http::tokens::HttpTokenClient;
+use crate::http::token_client::HttpTokenClient;
 use crate::http::transport::{DnsCache, TlsConfig};
 use crate::reply::{self, Reply};
 use crate::retry::RetryPolicy;
@@ -95,7 +95,7 @@ async fn spawned(future: impl Future<Output = ()> + Send + 'static) {
 }
 
 /// What a remote stat learned of an object.
-pub(crate) struct Stated {
+pub(crate) struct RemoteStat {
     pub(crate) size: u64,
     /// The strong ETag, when the answer had one.
     pub(crate) etag: Option<String>,
@@ -257,7 +257,8 @@ impl Remote {
     }
 
     /// The priced planner's price of a gap in `locator`'s object now, if the client has
-    /// measured its endpoint enough (see [`Meter`](super::endpoint::Meter) and [`Endpoints::price`]).
+    /// measured its endpoint enough (see [`Measurements`](super::endpoint::Measurements) and
+    /// [`Endpoints::price`]).
     pub(crate) fn price(&self, locator: &Locator) -> Option<u64> {
         self.shared.price(locator, Instant::now())
     }
@@ -276,7 +277,7 @@ impl Remote {
     /// Size, strong ETag and `Last-Modified` from a one-byte read of byte 0 (same
     /// authorisation and range path as a real read). The empty-object answer (416 `bytes */0`)
     /// means size 0.
-    pub(crate) fn stat(&self, locator: &Locator) -> Reply<Stated> {
+    pub(crate) fn stat(&self, locator: &Locator) -> Reply<RemoteStat> {
         let locator = locator.whole();
         self.spawn(move |ctx| async move {
             let settings = ctx.settings_for(&locator);
@@ -305,7 +306,7 @@ impl Remote {
                     ),
                 )
             })?;
-            Ok(Stated {
+            Ok(RemoteStat {
                 size,
                 etag: fetched.etag,
                 last_modified: fetched.last_modified.time(),
@@ -512,14 +513,12 @@ mod tests {
 
     #[test]
     fn the_future_of_a_read_in_flight_stays_small() {
-        // Every read in flight is polled from the future of the crew member that runs it,
-        // and the loop keeps one such member for each. The rare paths (a read split into
+        // Every read in flight is polled from the future of the pool task that runs it,
+        // and the loop keeps one such task for each. The rare paths (a read split into
         // parts, a redirect, an error body, a wait for another request's redirect, a race of
-        // duplicates) are boxed, so that they take no room in every other read's future: this
-        // one took 7,440 bytes before they were, 6,448 after. Waiting for the head beside the
-        // timer of a duplicate (hedging, on by default) added 1,768 bytes to the debug build's
-        // future: 8,216; a head's wait that arms its timer only once the duplicate's is due
-        // (`exchange::sleep_from`, ~950 instructions a request less) 152 more: 8,368.
+        // duplicates) are boxed, so that they take no room in every other read's future. The
+        // bound leaves room for waiting for the head beside the timer of a duplicate (hedging,
+        // on by default) in the debug build, and no more.
         let (_, locator, remote) = records();
         let size = remote
             .spawn(move |ctx| async move {

@@ -11,7 +11,7 @@ use crate::batch::read::Completion;
 use crate::http::fetch::{Fetch, Fetched};
 use crate::http::landing::{Dest, Landing, Scatter};
 use crate::http::loops::{LoopCtx, catch_panic};
-use crate::http::permits::Held;
+use crate::http::permits::ReleasablePermits;
 use crate::http::pieces;
 use crate::sdk::{Error, Evidence, RangeSpec, Status};
 use crate::transfer::Transfer;
@@ -22,7 +22,7 @@ use crate::transfer::Transfer;
 ///
 /// The plan was priced with the measurements of its submission, and the first batch of a
 /// client, planned before anything was measured, has only the guards: on a slow link they
-/// join 4 KiB reads up to 1 MiB apart (11.7× the bytes the reads asked for). The endpoint is
+/// join 4 KiB reads up to 1 MiB apart (many times the bytes the reads asked for). The endpoint is
 /// measured within the first round trips of that batch, and its transfers still waiting for
 /// a permit then fetch only the gaps worth fetching. Cutting only removes gaps, so every
 /// piece stays within the four guards, and no read's bytes or destination change.
@@ -39,7 +39,11 @@ pub(super) fn reprice(ctx: &LoopCtx, mut transfer: Box<Transfer>) -> Box<Transfe
     let rest = transfer.split_off(&cuts);
     let kept = transfer.length + rest.iter().map(|t| t.length).sum::<u64>();
     transfer.batch.came_apart(rest.len(), planned - kept);
-    for piece in rest {
+    // Each piece is a transfer of its own in flight: under the batch's bound, if it has one.
+    for piece in rest
+        .into_iter()
+        .filter_map(|piece| transfer.batch.admit(piece))
+    {
         ctx.queues.push_transfer(piece);
     }
     transfer
@@ -52,7 +56,11 @@ pub(super) fn reprice(ctx: &LoopCtx, mut transfer: Box<Transfer>) -> Box<Transfe
 /// lives; destinations are reachable only through a borrow of it. A panic in a backend hook
 /// (`prepare`, `correction`, `transformed`) is caught here, so every part still gets exactly
 /// one completion ([`Status::Internal`]) before the transfer ends.
-pub(super) async fn run_transfer(mut transfer: Transfer, held: Arc<Held>, ctx: Arc<LoopCtx>) {
+pub(super) async fn run_transfer(
+    mut transfer: Transfer,
+    held: Arc<ReleasablePermits>,
+    ctx: Arc<LoopCtx>,
+) {
     let batch = Arc::clone(&transfer.batch);
     let Some(active) = batch.begin() else {
         transfer.cancel();

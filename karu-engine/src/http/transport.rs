@@ -34,10 +34,10 @@ pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// ALPN by the HTTP version policy. Shared by every loop, so TLS sessions resume across loops.
 ///
 /// Built at the first `https://` connection, not when the client starts: loading the platform's
-/// roots reads the system bundle and every certificate file beside it (about 150 files here)
-/// and parses them, some 18 million instructions, which the first read of a client that only
-/// speaks plain `http://` paid for nothing. The CA file (`http.ca_file`), the caller's own, is
-/// still read when the client is built, so a missing or unusable one fails the build.
+/// roots reads the system bundle and every certificate file beside it and parses them, work
+/// that the first read of a client that only speaks plain `http://` would pay for nothing. The CA
+/// file (`http.ca_file`), the caller's own, is still read when the client is built, so a missing or
+/// unusable one fails the build.
 pub(crate) struct TlsConfig {
     /// The certificates of `http.ca_file`, if set.
     extra: Vec<CertificateDer<'static>>,

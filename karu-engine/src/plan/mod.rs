@@ -275,10 +275,10 @@ pub fn plan_in(
 /// concurrency⌉ round trips, and the last round has room for the transfers that would fill
 /// it at no cost in wall time. This cuts the plan's merged transfers at their widest gaps,
 /// the widest first, into as many more transfers as that room holds: the same rounds, fewer
-/// fetched bytes. On `scattered` (1,000 × 4 KiB over 1 GiB, 64 in flight) the guards join
-/// 118 reads into their neighbours' transfers for 2.7 × the bytes asked, to save the two
-/// rounds 1,000 transfers would need beyond 14; the 14 rounds hold 896 transfers, and cutting
-/// at the 14 widest gaps leaves 2.3 ×.
+/// fetched bytes. For example, 1,000 scattered reads with 64 in flight would need 16 rounds
+/// unmerged; when the guards' joins bring them into 14 rounds, those rounds hold 896
+/// transfers, and the merged transfers are cut at their widest gaps until the plan has that
+/// many.
 ///
 /// Only a plan of more than one round is fitted, and only at gaps of at least
 /// [`FIT_MIN_GAP`]: a request of its own costs the store and the client work (and, on most
@@ -394,8 +394,8 @@ fn piece(transfer: &PlannedTransfer, positions: std::ops::Range<usize>) -> Plann
 /// `rejected`. The keys are unique, so an unstable sort is stable.
 ///
 /// Each key is packed into one `u128` (group, offset, index in 32, 64 and 32 bits), so a
-/// comparison is one integer comparison instead of three: sorting was two thirds of planning
-/// (~370 of ~540 instructions a read, 20,000 scattered reads). A submission of 2^32 reads or
+/// comparison is one integer comparison instead of three: sorting is most of planning's work.
+/// A submission of 2^32 reads or
 /// more (some 200 GB of reads) sorts the tuples instead.
 ///
 /// The packed keys are sorted in `keys` (emptied first, and emptied again as they are taken).

@@ -12,7 +12,7 @@
 //! `rtt × (capacity / concurrency)`: the round trip times the throughput one of `concurrency`
 //! busy connections gets. On loopback (about 1 GB/s, 20 ms, 64 connections) that is ~300 KB,
 //! above what the amplification guard lets 4 KiB reads join across anyway; on a 1 Gbit/s
-//! link it is ~39 KB, and merging 4 KiB reads up to 1 MiB apart (11.7× the useful bytes)
+//! link it is ~39 KB, and merging 4 KiB reads up to 1 MiB apart (many times the useful bytes)
 //! stops.
 
 use std::time::Duration;

@@ -92,7 +92,7 @@ impl HeaderBytes {
 
     /// `n` in decimal, written from its last digit back, two digits per division (as itoa
     /// does): every request writes four of these (its `Range`, and again in `asks_for`), and a
-    /// digit at a time with a copy of the result was ~160 instructions a number.
+    /// digit at a time with a copy of the result costs several times more.
     fn push_decimal(&mut self, mut n: u64) {
         let end = self.len + n.checked_ilog10().map_or(1, |log| log as usize + 1);
         let mut at = end;

@@ -134,8 +134,7 @@ enum UrlError {
 
 thread_local! {
     /// The URL this thread parsed last, and its parse. The requests of one object ask for one
-    /// URL, and parsing it again was about 2,500 of the ~58,000 instructions a 4 KiB read
-    /// costs an event loop (the `cpu` benchmark under callgrind).
+    /// URL, and parsing it again is a noticeable part of what a small read costs an event loop.
     static LAST_URL: RefCell<Option<(Box<str>, Uri)>> = const { RefCell::new(None) };
 }
 

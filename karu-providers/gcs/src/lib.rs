@@ -1,7 +1,7 @@
 //! Karu's Google Cloud Storage provider: `gs://bucket/key` and the GCS URLs users paste, read
 //! through the XML API (or, from emulators, the JSON API's media downloads).
 //!
-//! The rooms of every provider crate:
+//! The files of every provider crate:
 //!
 //! | file | what it holds |
 //! | --- | --- |

@@ -1,6 +1,6 @@
 //! Karu's Hugging Face provider: files of models, datasets and Spaces on the Hugging Face Hub.
 //!
-//! The rooms of every provider crate:
+//! The files of every provider crate:
 //!
 //! | file | what it holds |
 //! | --- | --- |

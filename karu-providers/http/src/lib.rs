@@ -1,7 +1,7 @@
 //! Karu's plain HTTP provider: `http://` and `https://` URLs served by any server that honours
 //! `Range`.
 //!
-//! The rooms of every provider crate:
+//! The files of every provider crate:
 //!
 //! | file | what it holds |
 //! | --- | --- |

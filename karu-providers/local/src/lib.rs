@@ -9,7 +9,7 @@
 //! `Status::NotFound` rather than at resolution. The engine's file workers do the
 //! reading (positional reads straight into destinations); this crate only says which file an
 //! address means. Local reads are never merged and take no credentials, so this provider has
-//! no `config`, `request` or `credential` room.
+//! no `config`, `request` or `credential` file.
 //!
 //! ```
 //! let mut registry = karu_engine::sdk::RegistryBuilder::new();

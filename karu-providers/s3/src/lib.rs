@@ -1,7 +1,7 @@
 //! Karu's Amazon S3 provider: `s3://bucket/key`, virtual-hosted and path-style S3 URLs, and
 //! S3-compatible stores behind an endpoint override.
 //!
-//! The rooms of every provider crate:
+//! The files of every provider crate:
 //!
 //! | file | what it holds |
 //! | --- | --- |

@@ -1,7 +1,7 @@
 //! Karu's Source Cooperative provider: files of data products published on
 //! [Source Cooperative](https://source.coop), read through its data proxy.
 //!
-//! The rooms of every provider crate:
+//! The files of every provider crate:
 //!
 //! | file | what it holds |
 //! | --- | --- |

@@ -45,6 +45,9 @@
 //!   the answer of a seeded random share of the requests (`share=0.02`: about one in fifty);
 //!   with `median_ms=<m>&p99_ms=<p>` instead of `ms`, a Pareto-distributed delay with that
 //!   median and 99th percentile ([`Fault::ParetoLatency`]); until `DELETE /_testkit/faults`;
+//! - `PUT /_testkit/barrier?path=<path>&round=<n>`: requests for `<path>` are held until `n`
+//!   of them have arrived, then answered one at a time ([`Fault::Barrier`]), round after
+//!   round, until `DELETE /_testkit/faults`;
 //! - `PUT /_testkit/etag?path=<path>[&value=<tag>]`: serve the object at `<path>` with the
 //!   ETag `<tag>` (percent-encoded: `W%2F%22x%22` is `W/"x"`), or with none;
 //! - `PUT /_testkit/change-content?path=<path>`: give the object a new version before each
@@ -158,6 +161,14 @@ fn control(server: &MockServer, request: &RequestHead, rest: &str) -> Result<Gat
                 rule = rule.times(times.parse().map_err(|_| format!("bad times {times:?}"))?);
             }
             server.add_fault(rule);
+            Ok(GateResponse::new(204, ""))
+        }
+        ("PUT", "barrier") => {
+            let path = query(request, "path").ok_or("barrier needs ?path=<path>")?;
+            let round: u64 = query(request, "round")
+                .and_then(|n| n.parse().ok())
+                .ok_or("barrier needs &round=<n>")?;
+            server.add_fault(FaultRule::new(Fault::Barrier(round)).path(percent_decode(path)));
             Ok(GateResponse::new(204, ""))
         }
         ("PUT", "etag") => {

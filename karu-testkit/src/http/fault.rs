@@ -142,6 +142,8 @@ pub struct FaultRule {
     path: Option<String>,
     method: Option<String>,
     header: Option<String>,
+    /// Match only requests of one closed byte range that shares a byte with this one.
+    overlapping: Option<std::ops::Range<u64>>,
     skip: u64,
     times: Option<u64>,
     /// Applies to a matching request with this probability, in millionths.
@@ -160,6 +162,7 @@ impl FaultRule {
             path: None,
             method: None,
             header: None,
+            overlapping: None,
             skip: 0,
             times: None,
             share: 1_000_000,
@@ -183,6 +186,14 @@ impl FaultRule {
     /// a conditional read); default: with or without it.
     pub fn header(mut self, name: impl Into<String>) -> Self {
         self.header = Some(name.into());
+        self
+    }
+
+    /// Match only requests whose `Range` is one closed range (`bytes=a-b`) sharing a byte with
+    /// `range` (`start..end`, end exclusive): the reads of one part of an object, whichever
+    /// order they arrive in; default: any request.
+    pub fn range_overlapping(mut self, range: std::ops::Range<u64>) -> Self {
+        self.overlapping = Some(range);
         self
     }
 
@@ -237,7 +248,21 @@ impl FaultRule {
                 .header
                 .as_deref()
                 .is_none_or(|name| headers.contains_key(name))
+            && self.overlapping.as_ref().is_none_or(|range| {
+                headers
+                    .get(http::header::RANGE)
+                    .and_then(|value| value.to_str().ok())
+                    .and_then(closed_range)
+                    .is_some_and(|(first, last)| first < range.end && range.start <= last)
+            })
     }
+}
+
+/// The range of a `Range` header of one closed range, `bytes=a-b` (both inclusive).
+fn closed_range(value: &str) -> Option<(u64, u64)> {
+    let (first, last) = value.trim().strip_prefix("bytes=")?.split_once('-')?;
+    let (first, last) = (first.trim().parse().ok()?, last.trim().parse().ok()?);
+    (first <= last).then_some((first, last))
 }
 
 /// A rule with its counters.
@@ -350,6 +375,39 @@ mod tests {
         assert_eq!(plan.select("GET", "/a", &none), vec![Fault::IgnoreRange]);
         assert_eq!(plan.select("GET", "/a", &none), vec![Fault::IgnoreRange]);
         assert!(plan.select("GET", "/a", &none).is_empty());
+    }
+
+    #[test]
+    fn a_range_filter_matches_closed_ranges_sharing_a_byte() {
+        let mut plan = FaultPlan::default();
+        plan.add(FaultRule::new(Fault::Gzip).range_overlapping(100..200));
+        let range = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(http::header::RANGE, value.parse().unwrap());
+            headers
+        };
+        for hit in [
+            "bytes=100-100",
+            "bytes=199-300",
+            "bytes=0-1000",
+            "bytes=150-160",
+        ] {
+            assert_eq!(
+                plan.select("GET", "/a", &range(hit)),
+                vec![Fault::Gzip],
+                "{hit}"
+            );
+        }
+        for miss in [
+            "bytes=0-99",
+            "bytes=200-300",
+            "bytes=-150",
+            "bytes=150-",
+            "bytes=0-1,150-160",
+        ] {
+            assert!(plan.select("GET", "/a", &range(miss)).is_empty(), "{miss}");
+        }
+        assert!(plan.select("GET", "/a", &HeaderMap::new()).is_empty());
     }
 
     #[test]

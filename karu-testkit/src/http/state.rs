@@ -58,9 +58,9 @@ struct Pacer {
 
 /// A request's headers as received, names in lower case and in order, in one buffer of
 /// `name:value` lines (a name holds no `:`, a value no line break): one allocation a request.
-/// A pair of strings for each header cost the mock ~2,200 instructions a header on every
-/// request, so a client that sends more headers (Karu's `User-Agent` and
-/// `Accept-Encoding: identity`) paid for the mock's log in a benchmark sharing its cores.
+/// A pair of strings for each header would cost the mock two allocations for every header of
+/// every request, so a client that sends more headers (Karu's `User-Agent` and
+/// `Accept-Encoding: identity`) would pay for the mock's log in a benchmark sharing its cores.
 #[derive(Debug)]
 pub(crate) struct RecordedHeaders(String);
 

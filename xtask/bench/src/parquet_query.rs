@@ -31,7 +31,7 @@ use object_store::path::Path;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::async_reader::AsyncFileReader;
 // Deprecated in parquet 60 (readers are to implement `AsyncFileReader` themselves), yet what
-// readers over an `ObjectStore` use today: the peers' door, and KaruStore's.
+// readers over an `ObjectStore` use: the peers' reader, and KaruStore's.
 #[allow(deprecated)]
 use parquet::arrow::async_reader::ParquetObjectReader;
 use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder, ProjectionMask};
@@ -293,7 +293,7 @@ impl Readers {
                 prefetch: method == Method::Prefetch,
             },
             Method::KaruStore => Readers::Store(Arc::new(
-                KaruStore::new(client()?, &server.base_url()).map_err(|e| e.to_string())?,
+                KaruStore::new(&server.base_url(), &client()?).map_err(|e| e.to_string())?,
             )),
             Method::HttpStore => Readers::Store(Arc::new(
                 HttpBuilder::new()

@@ -326,10 +326,8 @@ impl Bench {
 
 /// New clients (or stores) per method whose first batches make a cold figure (their median,
 /// [`reported`]; see [`Bench::measure_all`] and `parquet`'s queries). One first batch swings by
-/// more than the 3 % a tie allows: `ends` on loopback took Karu 701.8 ms against object_store's
-/// 675.6 in one `bench all` run, where its steady batches tied at 1.07 × ideal; one first
-/// `parquet` query over `KaruStore` (about 150 ms) was 0.96 × object_store's in one run, 1.07 ×
-/// in a run of the workload alone right after. `tensors` keeps one (each of its cold batches
+/// more than the 3 % a tie allows (`xtask/bench/README.md` gives the runs that showed it).
+/// `tensors` keeps one (each of its cold batches
 /// moves 2.8 GiB and its memory is readied instead, see [`LARGE`]), and so do `cpu` and
 /// `tail`, whose first batches are compared as the first in the process.
 pub(crate) const COLD_CLIENTS: usize = 3;
@@ -410,9 +408,8 @@ const LARGE: u64 = 1 << 30;
 /// runtime, the main thread), so what one method's batch freed stayed with the process but out
 /// of the next method's reach, and that batch took fresh memory on top of it. On `tensors` (2.8
 /// GiB a batch) the process then outgrew the memory this VM keeps ready and the batch paid for
-/// memory the host had to find (see [`ready_memory`]): Karu's first steady batch, right after
-/// plain hyper's cold one, took 3.2 to 7.4 s (up to 9.5 s of client CPU) in five of seven runs,
-/// and 1.1 to 1.3 s in the same runs after a batch of its own. Handed back, every batch starts
+/// memory the host had to find (see [`ready_memory`]), and was several times slower than after a
+/// batch of its own. Handed back, every batch starts
 /// from the same state: its destinations are fresh memory whatever ran before it, as in a
 /// process of its own. `local` hands back after every batch too (its allocated-buffer rows
 /// measure what allocating costs).
@@ -429,12 +426,9 @@ pub(crate) fn give_back_freed_memory() {
 /// took.
 ///
 /// On this VM, memory the guest has not used lately is several times slower to fault in than
-/// memory it just freed (the host has to find it): one 16 GiB buffer faulted in at 0.4 to 0.5 s
-/// a GiB for its first 4 to 7 GiB and at 2.8 s a GiB beyond, and a minute later the same again.
-/// A workload whose batches fill gigabytes (`tensors`: 2.8 GiB a batch) would otherwise
-/// measure, in its first batch, which memory the kernel happened to hand out: Karu's first
-/// batch in `bench all`'s first `tensors` run took 3.0 to 5.4 s (up to 8 s of client CPU) in
-/// its last four runs, 1.7 to 2.1 s in runs of the workload alone. Readied, the first batch,
+/// memory it just freed (the host has to find it). A workload whose batches fill gigabytes
+/// (`tensors`: 2.8 GiB a batch) would otherwise measure, in its first batch, which memory the
+/// kernel happened to hand out. Readied, the first batch,
 /// like every later one, takes memory just freed (its pages still fault in: it is fresh to
 /// the process).
 fn ready_memory(bytes: u64) -> Duration {

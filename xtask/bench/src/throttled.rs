@@ -1,9 +1,9 @@
 //! `throttled`: 10,000 scattered 4 KiB reads against a mock that serves at most 16 requests at
 //! once and answers the others `503 SlowDown` (`Fault::ThrottleAbove`), as S3 does when a
 //! prefix is hot. Karu with its defaults (adaptive concurrency) runs beside the same client
-//! with adaptation off (blind retries at its full concurrency, the behaviour before issue 15)
-//! and beside a client configured with exactly the server's limit (what a user who knew the
-//! limit would set). Throttled answers are counted from the server's log.
+//! with adaptation off (blind retries at its full concurrency) and beside a client configured with
+//! exactly the server's limit (what a user who knew the limit would set). Throttled answers are
+//! counted from the server's log.
 
 use std::time::{Duration, Instant};
 

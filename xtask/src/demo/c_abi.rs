@@ -1,5 +1,6 @@
 //! The C ABI section: `karu-api/ffi/examples/read_ranges.c`, built with the system `cc`
-//! against `include/karu.h` and the `libkaru.so` cargo builds, reads ranges of a local file and
+//! against `include/karu.h` and the library cargo builds (`libkaru_ffi.so`, linked `-lkaru`
+//! through a link named `libkaru.so`, as installed programs link it), reads ranges of a local file and
 //! of an object on a mock HTTP server; every line it prints is checked here (status, byte
 //! count, and an FNV-1a of the delivered bytes against the object's own bytes).
 
@@ -64,10 +65,16 @@ fn build(root: &Path, example: &Path) -> Result<PathBuf, String> {
     if !status.success() {
         return Err("`cargo build -p karu-ffi` failed".into());
     }
-    let lib = target_dir().join("debug");
-    let program = target_dir().join("karu-demo").join("read_ranges");
-    std::fs::create_dir_all(target_dir().join("karu-demo"))
-        .map_err(|e| format!("cannot create the demo directory: {e}"))?;
+    let demo = target_dir().join("karu-demo");
+    let lib = demo.join("lib");
+    let program = demo.join("read_ranges");
+    std::fs::create_dir_all(&lib).map_err(|e| format!("cannot create the demo directory: {e}"))?;
+    // `-lkaru` finds `libkaru.so`: here, a link to the build's `libkaru_ffi.so` (what
+    // `cargo xtask install` installs under that name).
+    let libkaru = lib.join("libkaru.so");
+    let _ = std::fs::remove_file(&libkaru);
+    std::os::unix::fs::symlink(target_dir().join("debug").join("libkaru_ffi.so"), &libkaru)
+        .map_err(|e| format!("cannot link {}: {e}", libkaru.display()))?;
     let output = Command::new("cc")
         .args(["-std=c11", "-Wall", "-Wextra", "-O2", "-I"])
         .arg(root.join("karu-api/ffi/include"))
@@ -100,6 +107,9 @@ fn run(program: &Path, address: &str, ranges: &[&str]) -> Result<(), String> {
         .arg(address)
         .args(ranges)
         .env("KARU_CONFIG", "")
+        // `cargo run` puts the target directory on the library path, where a `libkaru.so` of an
+        // older build may lie: the program finds its library by its own run path.
+        .env_remove("LD_LIBRARY_PATH")
         .output()
         .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -62,8 +62,9 @@ static void child(karu_client *client, karu_batch *inherited, const char *local_
         karu_completion_free(completions[i]);
     }
     STEP(32, karu_batch_free(batch) == KARU_OK);
-    uint64_t size = 0;
-    STEP(33, karu_client_stat(client, remote, &size, NULL, 0, NULL) == KARU_OK && size == 1048576u);
+    karu_object_info info = {0};
+    STEP(33, karu_client_stat(client, remote, &info) == KARU_OK && info.size == 1048576u);
+    karu_object_info_clear(&info);
     karu_reader *reader = NULL;
     uint8_t bytes[16];
     size_t filled = 0;

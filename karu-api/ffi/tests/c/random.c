@@ -357,16 +357,19 @@ static void probe(karu_client *client) {
     const struct object *o = &objects[k];
     switch (between(0, 2)) {
         case 0: { /* stat */
-            uint64_t size = 0;
-            char etag[256];
-            size_t etag_len = 0;
-            karu_status got = karu_client_stat(client, o->locator, &size, etag, sizeof etag, &etag_len);
+            karu_object_info info = {0};
+            karu_status got = karu_client_stat(client, o->locator, &info);
             if (o->size == MISSING) {
                 if (got != o->absent) FAIL("stat of %s: %s", o->address, karu_status_name(got));
+                CHECK(info.etag == NULL);
                 return;
             }
-            if (got != KARU_OK || size != o->size || strcmp(etag, o->etag) != 0)
-                FAIL("stat of %s: %s, size %" PRIu64 ", etag %s", o->address, karu_status_name(got), size, etag);
+            const char *etag = info.etag ? info.etag : "";
+            if (got != KARU_OK || info.size != o->size || strcmp(etag, o->etag) != 0 ||
+                !info.last_modified.known)
+                FAIL("stat of %s: %s, size %" PRIu64 ", etag %s", o->address, karu_status_name(got),
+                     info.size, etag);
+            CHECK_OK(karu_object_info_clear(&info));
             break;
         }
         case 1: { /* both ends */
@@ -699,11 +702,13 @@ int main(int argc, char **argv) {
     locate_all(client);
     for (int k = 0; k < object_count; k++) {
         if (objects[k].size == MISSING) continue;
-        uint64_t size;
-        CHECK_OK(karu_client_stat(client, objects[k].locator, &size, objects[k].etag,
-                                  sizeof objects[k].etag, NULL));
-        if (size != objects[k].size) FAIL("%s has %" PRIu64 " bytes", objects[k].address, size);
-        CHECK((objects[k].etag[0] != '\0') == objects[k].remote);
+        karu_object_info info = {0};
+        CHECK_OK(karu_client_stat(client, objects[k].locator, &info));
+        if (info.size != objects[k].size) FAIL("%s has %" PRIu64 " bytes", objects[k].address, info.size);
+        CHECK((info.etag != NULL) == objects[k].remote);
+        CHECK(info.etag == NULL || strlen(info.etag) < sizeof objects[k].etag);
+        strcpy(objects[k].etag, info.etag ? info.etag : "");
+        CHECK_OK(karu_object_info_clear(&info));
     }
     for (uint64_t c = 0; c < cases; c++) {
         case_seed = seed + c;

@@ -2,7 +2,12 @@
    reads (each failing alone), the end of an object, a missing object, planner overrides,
    karu_batch_wait, stat, read_ends, if_match, configuration errors, NULL arguments.
 
-   argv: LOCAL_FILE (1 MiB of pattern) OBJECT_URL (1 MiB of pattern) MISSING_URL (404) */
+   argv: LOCAL_FILE (1 MiB of pattern) OBJECT_URL (1 MiB of pattern) MISSING_URL (404)
+   Prints the remote object's last_modified (`remote_last_modified=SECONDS`), which the driver
+   checks against when the mock server stored it. */
+#define _POSIX_C_SOURCE 200809L
+#include <sys/stat.h>
+
 #include "check.h"
 
 #define SIZE 1048576u
@@ -66,8 +71,11 @@ static void nulls_are_invalid(karu_client *client, karu_locator *local) {
     CHECK_STATUS(karu_batch_cancel(NULL), KARU_ERR_INVALID);
     CHECK_STATUS(karu_completion_tag(NULL, &u64), KARU_ERR_INVALID);
     CHECK_STATUS(karu_completion_take_buffer(NULL, NULL, NULL), KARU_ERR_INVALID);
-    CHECK_STATUS(karu_client_stat(client, NULL, &u64, NULL, 0, NULL), KARU_ERR_INVALID);
-    CHECK_STATUS(karu_client_stat(client, local, NULL, NULL, 0, NULL), KARU_ERR_INVALID);
+    karu_object_info info = {.size = 1};
+    CHECK_STATUS(karu_client_stat(client, NULL, &info), KARU_ERR_INVALID);
+    CHECK(info.size == 0 && info.etag == NULL && !info.last_modified.known); /* set empty */
+    CHECK_STATUS(karu_client_stat(client, local, NULL), KARU_ERR_INVALID);
+    CHECK_OK(karu_object_info_clear(NULL));
     CHECK_STATUS(karu_client_read_ends(NULL, local, 1, 1, NULL), KARU_ERR_INVALID);
     CHECK_STATUS(karu_reader_read_at(NULL, 0, NULL, 0, &n), KARU_ERR_INVALID);
     CHECK_STATUS(karu_reader_size(NULL, &u64), KARU_ERR_INVALID);
@@ -154,33 +162,51 @@ int main(int argc, char **argv) {
     CHECK_OK(karu_locator_name(local_window, name, sizeof name, &name_len));
     CHECK(strstr(name, "[1000, +5000)") != NULL && name_len == strlen(name));
 
-    /* Stat: sizes and the object's strong ETag. A window's size is what it shows of the
-       object (its length, clipped to what exists); its stat probes the object like any other. */
-    uint64_t size = 0;
+    /* Stat: sizes, the object's strong ETag and its modification time. A window's size is
+       what it shows of the object (its length, clipped to what exists); its stat probes the
+       object like any other. */
+    karu_object_info info = {0};
+    CHECK_OK(karu_client_stat(client, local, &info));
+    CHECK(info.size == SIZE && info.etag == NULL);
+    /* The local file's modification time, to the nanosecond, as stat(2) states it. */
+    struct stat file;
+    CHECK(stat(local_path, &file) == 0);
+    CHECK(info.last_modified.known);
+    CHECK(info.last_modified.seconds == (int64_t)file.st_mtim.tv_sec);
+    CHECK(info.last_modified.nanoseconds == (uint32_t)file.st_mtim.tv_nsec);
+    CHECK_OK(karu_object_info_clear(&info));
+    CHECK(info.size == 0 && !info.last_modified.known);
+    CHECK_OK(karu_client_stat(client, local_window, &info));
+    CHECK(info.size == 5000 && info.etag == NULL);
+    CHECK_OK(karu_client_stat(client, remote, &info));
+    CHECK(info.size == SIZE && info.etag != NULL && info.etag[0] == '"' && strlen(info.etag) > 2);
+    /* The mock's Last-Modified (whole seconds): the driver checks its value. */
+    CHECK(info.last_modified.known && info.last_modified.nanoseconds == 0);
+    printf("remote_last_modified=%" PRId64 "\n", info.last_modified.seconds);
+    int64_t remote_modified = info.last_modified.seconds;
     char etag[128];
-    size_t etag_len = 0;
-    CHECK_OK(karu_client_stat(client, local, &size, etag, sizeof etag, &etag_len));
-    CHECK(size == SIZE && etag_len == 0 && etag[0] == '\0');
-    CHECK_OK(karu_client_stat(client, local_window, &size, NULL, 0, NULL));
-    CHECK(size == 5000);
-    CHECK_OK(karu_client_stat(client, remote, &size, etag, sizeof etag, &etag_len));
-    CHECK(size == SIZE && etag_len > 2 && etag[0] == '"');
-    CHECK_STATUS(karu_client_stat(client, missing, &size, NULL, 0, NULL), KARU_ERR_NOT_FOUND);
+    CHECK(strlen(info.etag) < sizeof etag);
+    strcpy(etag, info.etag);
+    CHECK_OK(karu_object_info_clear(&info));
+    CHECK(info.etag == NULL);
+    CHECK_OK(karu_object_info_clear(&info)); /* clearing an empty info does nothing */
+    CHECK_STATUS(karu_client_stat(client, missing, &info), KARU_ERR_NOT_FOUND);
+    CHECK(info.size == 0 && info.etag == NULL && !info.last_modified.known);
     karu_locator *past_end = NULL, *remote_past_end = NULL, *missing_window = NULL;
     CHECK_OK(karu_locator_with_window(local, SIZE - 10, 100, &past_end));
     CHECK_OK(karu_locator_with_window(remote, SIZE - 3, 100, &remote_past_end));
     CHECK_OK(karu_locator_with_window(missing, 0, 4, &missing_window));
-    CHECK_OK(karu_client_stat(client, past_end, &size, NULL, 0, NULL));
-    CHECK(size == 10);
-    char window_etag[128];
-    size_t window_etag_len = 0;
-    CHECK_OK(karu_client_stat(client, remote_past_end, &size, window_etag, sizeof window_etag,
-                              &window_etag_len));
-    CHECK(size == 3 && window_etag_len == etag_len && strcmp(window_etag, etag) == 0);
-    CHECK_STATUS(karu_client_stat(client, missing_window, &size, NULL, 0, NULL), KARU_ERR_NOT_FOUND);
+    CHECK_OK(karu_client_stat(client, past_end, &info));
+    CHECK(info.size == 10);
+    CHECK_OK(karu_client_stat(client, remote_past_end, &info));
+    CHECK(info.size == 3 && info.etag != NULL && strcmp(info.etag, etag) == 0);
+    CHECK(info.last_modified.known && info.last_modified.seconds == remote_modified);
+    CHECK_OK(karu_object_info_clear(&info));
+    CHECK_STATUS(karu_client_stat(client, missing_window, &info), KARU_ERR_NOT_FOUND);
     CHECK_OK(karu_locator_free(past_end));
     CHECK_OK(karu_locator_free(remote_past_end));
     CHECK_OK(karu_locator_free(missing_window));
+    uint64_t size = 0;
 
     /* One batch: every kind of read, each with its own outcome. */
     uint8_t *caller_remote = malloc(50), *caller_local = malloc(4096), *caller_end = malloc(100);

@@ -1,5 +1,5 @@
 /* Bearer-token credential callbacks in C, one per family that takes a token ("gcp", "azure",
-   "hf"): each sets the token it is given with karu_credential_set_token, an expiry and the
+   "hf"): each sets the token it is given with karu_credential_set_bearer_token, an expiry and the
    prefix of its bucket, container or repository, so that two batches over two objects there
    call it once. A callback that sets a token for the "aws" family, or a key pair for "gcp",
    fails its reads with KARU_ERR_CREDENTIALS, naming what the family takes.
@@ -28,8 +28,8 @@ static uint32_t provide(void *ctx, const char *canonical_path, karu_credential_o
         CHECK_OK(karu_credential_set_aws(out, "AKID", "secret", NULL));
         return KARU_OK;
     }
-    CHECK_STATUS(karu_credential_set_token(out, NULL), KARU_ERR_INVALID);
-    CHECK_OK(karu_credential_set_token(out, state->token));
+    CHECK_STATUS(karu_credential_set_bearer_token(out, NULL), KARU_ERR_INVALID);
+    CHECK_OK(karu_credential_set_bearer_token(out, state->token));
     CHECK_OK(karu_credential_set_expiry(out, 4102444800u)); /* 2100-01-01 */
     CHECK(strncmp(canonical_path, state->prefix, strlen(state->prefix)) == 0);
     CHECK_OK(karu_credential_set_prefix(out, state->prefix));
@@ -150,7 +150,7 @@ int main(int argc, char **argv) {
     atomic_init(&gcp_keys.calls, 0);
     CHECK_STATUS(read_one(toml, "gcp", &gcp_keys, "gs://bkt/a", message, sizeof message),
                  KARU_ERR_CREDENTIALS);
-    CHECK(strstr(message, "karu_credential_set_token") != NULL);
+    CHECK(strstr(message, "karu_credential_set_bearer_token") != NULL);
     puts("tokens: ok");
     return 0;
 }

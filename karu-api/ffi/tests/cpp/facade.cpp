@@ -19,6 +19,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "karu.hpp"
 
 #define CHECK(cond)                                                                  \
@@ -82,6 +84,16 @@ int main(int argc, char **argv) {
     // stat, read_ends.
     karu::ObjectInfo info = client.stat(remote).value();
     CHECK(info.size == size && info.etag.size() > 2);
+    CHECK(info.last_modified.has_value());  // the mock's Last-Modified, whole seconds
+    CHECK(info.last_modified->time_since_epoch() % std::chrono::seconds(1) == std::chrono::seconds(0));
+    // A local file's modification time, to the nanosecond, as stat(2) states it.
+    karu::ObjectInfo local_info = client.stat(local).value();
+    struct stat file;
+    CHECK(stat(argv[1], &file) == 0);
+    CHECK(local_info.size == size && local_info.etag.empty() && local_info.last_modified.has_value());
+    CHECK(local_info.last_modified->time_since_epoch() ==
+          std::chrono::duration_cast<std::chrono::system_clock::duration>(
+              std::chrono::seconds(file.st_mtim.tv_sec) + std::chrono::nanoseconds(file.st_mtim.tv_nsec)));
     CHECK(client.stat(window).value().size == 5000);
     CHECK(client.stat(missing).error().status == karu::Status::NotFound);
     karu::Ends ends = client.read_ends(remote, 16, 32).value();
@@ -129,7 +141,7 @@ int main(int argc, char **argv) {
     CHECK(done.at(1).take().size() == 0);  // a caller's buffer is not Karu's to give
 
     // Moving a batch moves its ownership; planner overrides and wait().
-    karu::PlannerOptions no_merging;
+    karu::BatchOptions no_merging;
     no_merging.max_gap = 0;
     std::vector<karu::Read> adjacent;
     adjacent.push_back(karu::Read(remote, 300000, 10).tag(30));
@@ -208,10 +220,10 @@ int main(int argc, char **argv) {
     const std::string gcs_toml = std::string("[gcs]\nendpoint = \"") + argv[6] + "\"\n";
     karu::ClientOptions bearer = isolated(gcs_toml);
     int tokens = 0;
-    bearer.gcp_credentials = [&tokens](std::string_view path) -> karu::Expected<karu::TokenCredential> {
+    bearer.gcp_credentials = [&tokens](std::string_view path) -> karu::Expected<karu::BearerToken> {
         tokens++;
         CHECK(path.substr(0, 9) == "gs://bkt/");
-        karu::TokenCredential credential;
+        karu::BearerToken credential;
         credential.token = "ya29.facade";
         credential.expires_unix = 4102444800u;  // 2100-01-01
         credential.prefix = "gs://bkt";

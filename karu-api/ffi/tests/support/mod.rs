@@ -1,6 +1,7 @@
 //! Building and running the C and C++ test programs: compiled with the system `cc` / `c++`
 //! under AddressSanitizer (LeakSanitizer included) against the committed headers and the
-//! `libkaru.so` cargo built for this test run (the shared target directory: one build), run
+//! library cargo built for this test run (`libkaru_ffi.so`, linked `-lkaru` through a link
+//! named `libkaru.so`, as installed programs link it), run
 //! with an empty environment, each with a deadline so that a hang fails instead of hanging.
 //!
 //! Where AddressSanitizer cannot be used (the compiler has no `libasan`), the programs are
@@ -31,19 +32,29 @@ fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Where cargo put `libkaru.so` for this test binary: next to it (`target/<profile>/deps`).
-fn library_dir() -> PathBuf {
+/// The shared library cargo built for this test binary: `libkaru_ffi.so`, next to it
+/// (`target/<profile>/deps`).
+fn built_library() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
-    let deps = exe
-        .parent()
-        .expect("the test binary's directory")
-        .to_path_buf();
+    let deps = exe.parent().expect("the test binary's directory");
+    let library = deps.join("libkaru_ffi.so");
     assert!(
-        deps.join("libkaru.so").exists() || deps.join("libkaru.dylib").exists(),
-        "no libkaru.so next to {} (cargo builds it with this test's crate)",
+        library.exists(),
+        "no libkaru_ffi.so next to {} (cargo builds it with this test's crate)",
         exe.display()
     );
-    deps
+    library
+}
+
+/// A directory in which `libkaru.so` is the library of this build, so that test programs link
+/// `-lkaru` as installed programs do (`cargo xtask install` installs `libkaru_ffi.so` under
+/// that name): a link in the program's own temporary directory.
+fn link_as_libkaru(dir: &Path) -> PathBuf {
+    let lib = dir.join("lib");
+    std::fs::create_dir_all(&lib).expect("a directory for libkaru.so");
+    std::os::unix::fs::symlink(built_library(), lib.join("libkaru.so"))
+        .expect("link libkaru.so to the built library");
+    lib
 }
 
 /// What checks a test program's memory use.
@@ -143,7 +154,7 @@ fn try_compile(
 ) -> Result<Program, String> {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("program");
-    let lib = library_dir();
+    let lib = link_as_libkaru(dir.path());
     let (compiler, standard) = match lang {
         Lang::C => ("cc", "c11"),
         Lang::Cpp(standard) => ("c++", standard),

@@ -1,5 +1,5 @@
 """Where a key lives under a base address: the one rule every part of the Python face joins
-keys by (``karu.zarr.KaruStore``, ``karu.readers``), the rule of the Rust face's
+keys by (``karu.zarr.ZarrStore``, ``karu.readers``), the rule of the Rust face's
 ``object_store`` store.
 
 A key is a name relative to the base, its segments separated by ``/`` (a leading ``/`` is

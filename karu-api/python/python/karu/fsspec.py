@@ -283,17 +283,21 @@ class _KaruMethods:
         return self.exists(path)
 
     def modified(self, path):
-        """A stand-in for a modification time, for engines that require one to tell versions
-        apart (DuckDB asks for it before reading a file): Karu reads no modification times.
-        For an object with an ETag, a time derived from the ETag (the same while the object
-        is unchanged, another once it changes); without one (local files, stores that state
-        none), the current time, so that no cache takes the object for unchanged."""
-        etag = self.info(path).get("etag")
-        return _stand_in_time(etag)
+        """The object's modification time (``info``'s ``last_modified``: a remote answer's
+        ``Last-Modified``, a local file's time), a timezone-aware UTC ``datetime``. Engines ask
+        for it to tell versions apart (DuckDB does before it reads a file). For an object
+        that states none: a stand-in, derived from its ETag (the same while the object is
+        unchanged, another once it changes), or without one the current time, so that no
+        cache takes the object for unchanged."""
+        info = self.info(path)
+        if info.get("last_modified") is not None:
+            return info["last_modified"]
+        return _stand_in_time(info.get("etag"))
 
     def created(self, path):
         raise NotImplementedError(
-            "Karu does not report creation times: a stat gives the size and the ETag"
+            "Karu does not report creation times: a stat gives the size, the ETag and the "
+            "modification time"
         )
 
     # -- blocking reads ---------------------------------------------------------------------
@@ -330,7 +334,7 @@ class _KaruMethods:
 
     def info(self, path, **kwargs):
         path = self._strip_protocol(path)
-        return _info(path, *self.client.stat(path))
+        return _info(path, self.client.stat(path))
 
     def exists(self, path, **kwargs):
         try:
@@ -392,8 +396,15 @@ def _stand_in_time(etag):
     return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
 
 
-def _info(path, size, etag):
-    return {"name": path, "size": size, "type": "file", "etag": etag}
+def _info(path, stat):
+    """fsspec's ``info`` of the object at ``path`` from its :class:`karu.ObjectInfo`."""
+    return {
+        "name": path,
+        "size": stat.size,
+        "type": "file",
+        "etag": stat.etag,
+        "last_modified": stat.last_modified,
+    }
 
 
 # What fsspec itself passes to a filesystem (its instance cache, its loop), not Karu's.
@@ -419,7 +430,7 @@ class KaruFileSystem(_KaruMethods, AbstractFileSystem):
     _base_name = "sync"
     _registered = False
 
-    def __init__(self, client: Optional[Client] = None, config=None, settings=None, **kwargs):
+    def __init__(self, *, client: Optional[Client] = None, config=None, settings=None, **kwargs):
         self._karu_init(client, config, settings, kwargs)
         super().__init__(**kwargs)
 
@@ -446,6 +457,7 @@ class AsyncKaruFileSystem(_KaruMethods, AsyncFileSystem):
 
     def __init__(
         self,
+        *,
         client: Optional[Client] = None,
         config=None,
         settings=None,
@@ -490,7 +502,7 @@ class AsyncKaruFileSystem(_KaruMethods, AsyncFileSystem):
 
     async def _info(self, path, **kwargs):
         path = self._strip_protocol(path)
-        return _info(path, *(await self.client.stat_async(path)))
+        return _info(path, await self.client.stat_async(path))
 
     async def _exists(self, path, **kwargs):
         try:

@@ -2,11 +2,11 @@
 backends (``open``, ``close``, ``filesize``, ``read(offset, size)``; the async one also has
 ``close_sync``), so such a library can take Karu as its backend:
 
->>> backend = karu.readers.KaruIO(client, base="s3://bucket/shards/")
+>>> backend = karu.readers.KaruIO("s3://bucket/shards/", client=client)
 >>> reader = backend.sync_reader()("shard-0001.bin")
 >>> reader.open(); data = reader.read(4096, 512); reader.close()
 
-A path is joined under ``base`` as ``karu.zarr.KaruStore`` joins keys: each segment is the
+A path is joined under ``base`` as ``karu.zarr.ZarrStore`` joins keys: each segment is the
 object's name as it is (percent-encoded in an ``http(s)://`` or ``file://`` base), and a path
 that would leave the base (``../x``) is refused with ``karu.InvalidArgument``; without a base,
 the path is the whole address.
@@ -54,7 +54,7 @@ class SyncReader:
         self._filesize: Optional[int] = None
 
     def open(self) -> None:
-        size, _ = self._client.stat(self.address)
+        size = self._client.stat(self.address).size
         if size is None:
             raise OSError(f"{self.address} states no size")
         self._filesize = size
@@ -89,7 +89,7 @@ class AsyncReader:
         self._filesize: Optional[int] = None
 
     async def open(self) -> None:
-        size, _ = await self._client.stat_async(self.address)
+        size = (await self._client.stat_async(self.address)).size
         if size is None:
             raise OSError(f"{self.address} states no size")
         self._filesize = size
@@ -120,7 +120,7 @@ class KaruIO:
     """The backend: reader constructors taking a path, joined under ``base`` (a base a path
     cannot be joined under raises ``karu.InvalidArgument`` here)."""
 
-    def __init__(self, client: Optional[Client] = None, base: str = ""):
+    def __init__(self, base: str = "", *, client: Optional[Client] = None):
         self._client = client if client is not None else Client()
         self._base = Base(base) if base else ""
 

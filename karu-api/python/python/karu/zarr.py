@@ -1,6 +1,6 @@
-"""``karu.zarr.KaruStore``: a zarr 3 store (``zarr.abc.store.Store``) reading through Karu.
+"""``karu.zarr.ZarrStore``: a zarr 3 store (``zarr.abc.store.Store``) reading through Karu.
 
->>> store = karu.zarr.KaruStore("s3://bucket/data.zarr")
+>>> store = karu.zarr.ZarrStore("s3://bucket/data.zarr")
 >>> array = zarr.open_array(store=store, path="temperature", mode="r")
 
 A key is an object under ``base``, at any address Karu resolves (``s3://``, ``gs://``,
@@ -20,9 +20,8 @@ arrays and groups (consolidated or not) without listing.
   merged under Karu's guards and the requests run concurrently. ``get_ranges`` (zarr >= 3.3
   reads a partial shard's chunks with one call per shard) is one batch too, zarr's
   ``max_gap_bytes`` and ``max_coalesced_bytes`` its planner's gap and span, each range yielded
-  as it lands; a missing key raises zarr's ``BaseExceptionGroup`` of ``FileNotFoundError``.
-  (``max_concurrency`` is checked but does not bound the batch: Karu's client concurrency
-  bounds its transfers.)
+  as it lands, ``max_concurrency`` the most of its requests in flight at once; a missing key
+  raises zarr's ``BaseExceptionGroup`` of ``FileNotFoundError``.
 - Bytes land in buffers of the ``prototype`` (zarr's CPU buffers: Karu writes into the
   NumPy array the buffer wraps, no copy).
 - ``exists`` and ``getsize`` are a stat.
@@ -50,9 +49,9 @@ from . import Client, NotFound, RangeNotSatisfiable
 from ._address import Base
 from ._to_end import read_to_end, read_to_end_async
 
-__all__ = ["KaruStore"]
+__all__ = ["ZarrStore"]
 
-_NO_WRITES = "Karu reads only: KaruStore cannot {}"
+_NO_WRITES = "Karu reads only: ZarrStore cannot {}"
 
 
 def _bytes_array(size: int) -> np.ndarray:
@@ -95,7 +94,7 @@ def _check_concurrency(max_concurrency) -> None:
         raise ValueError(f"max_concurrency takes a number >= 1, found {max_concurrency}")
 
 
-class KaruStore(Store):
+class ZarrStore(Store):
     """A read-only zarr 3 store over Karu.
 
     ``base``: the address keys are under (``"s3://bucket/data.zarr"``; one with a query, a
@@ -114,9 +113,9 @@ class KaruStore(Store):
     def __init__(
         self,
         base: str,
+        *,
         client: Optional[Client] = None,
         read_only: bool = True,
-        *,
         config=None,
         settings=None,
     ) -> None:
@@ -129,18 +128,18 @@ class KaruStore(Store):
         self.base = self._base.address
         self.client = client if client is not None else Client(config, **(settings or {}))
 
-    def with_read_only(self, read_only: bool = False) -> "KaruStore":
+    def with_read_only(self, read_only: bool = False) -> "ZarrStore":
         """This store again (read only, the same client); ``read_only=False`` raises
         ``ValueError``: Karu does not write."""
         if not read_only:
             raise ValueError(_NO_WRITES.format("be made writable (with_read_only(False))"))
-        return KaruStore(self.base, client=self.client)
+        return ZarrStore(self.base, client=self.client)
 
     def __eq__(self, other: object) -> bool:
         """The same ``base``, read through the same client or one built from an equal
         configuration (as an unpickled copy of this store is)."""
         return (
-            isinstance(other, KaruStore)
+            isinstance(other, ZarrStore)
             and self.base == other.base
             and (
                 self.client is other.client
@@ -152,7 +151,7 @@ class KaruStore(Store):
         return hash(self.base)
 
     def __repr__(self) -> str:
-        return f"KaruStore({self.base!r})"
+        return f"ZarrStore({self.base!r})"
 
     def __str__(self) -> str:
         return f"karu://{self.base}"
@@ -160,7 +159,7 @@ class KaruStore(Store):
     def __reduce__(self):
         """Pickle as ``base`` and the client's configuration: a fresh client where it is
         unpickled."""
-        return (KaruStore, (self.base, self.client))
+        return (_unpickle_store, (self.base, self.client))
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -284,16 +283,16 @@ class KaruStore(Store):
         """Many ranges of one key, as zarr's partial shard reads ask for them (zarr >= 3.3):
         the bounded ranges are one Karu batch, landing back to back in one array, with
         ``max_gap_bytes`` as the planner's merge gap (a negative gap: no merging) and
-        ``max_coalesced_bytes`` as its largest merged span; each range is yielded, as
-        ``[(index, buffer)]``, as soon as its read completes (not after the last one). A
-        whole value, an offset or a suffix request is a read of its own beside the batch.
+        ``max_coalesced_bytes`` as its largest merged span and ``max_concurrency`` as the
+        most of its requests in flight at once (the others wait their turn in the batch);
+        each range is yielded as soon as its read completes (not after the last one), in
+        groups ``[(index, buffer), ...]`` of the ranges that landed together. A whole value, an offset or a suffix request is a read of its own
+        beside the batch.
 
         Failures are raised as zarr's own ``Store.get_ranges`` raises them: in a
         ``BaseExceptionGroup``, a missing key as ``FileNotFoundError``; the ranges that
         completed before are yielded first. A range reaching past the end yields the bytes
-        that exist (as :meth:`get`). ``max_concurrency`` must be at least 1; the batch's
-        transfers in flight are bounded by the client's concurrency, not by it (a batch has
-        no bound of its own in Karu yet)."""
+        that exist (as :meth:`get`). ``max_concurrency`` must be at least 1."""
         _check_concurrency(max_concurrency)
         byte_ranges = list(byte_ranges)
         address = self._address(key)
@@ -331,6 +330,7 @@ class KaruStore(Store):
                     ],
                     max_gap=max(0, max_gap_bytes),
                     max_span=max(0, max_coalesced_bytes),
+                    max_in_flight=max_concurrency,
                 )
             except Exception as error:
                 for index, *_ in bounded:
@@ -358,11 +358,20 @@ class KaruStore(Store):
                 tasks.append(asyncio.ensure_future(batch()))
             tasks.extend(asyncio.ensure_future(whole(*other)) for other in others)
             while pending:
-                index, buffer, error = await queue.get()
-                pending -= 1
-                if error is not None:
-                    raise BaseExceptionGroup(f"{key}: a read of get_ranges failed", [error])
-                yield [(index, buffer)]
+                # Every range that has landed by now, as one group (the reads of a merged
+                # request land together).
+                landed = [await queue.get()]
+                while not queue.empty():
+                    landed.append(queue.get_nowait())
+                pending -= len(landed)
+                group = []
+                for index, buffer, error in landed:
+                    if error is not None:
+                        if group:
+                            yield group
+                        raise BaseExceptionGroup(f"{key}: a read of get_ranges failed", [error])
+                    group.append((index, buffer))
+                yield group
         finally:
             # An early exit (a failure, or the caller closing the iterator) cancels the reads
             # still running (the batch's cancellation waits until none writes into the array).
@@ -379,7 +388,7 @@ class KaruStore(Store):
 
     async def getsize(self, key: str) -> int:
         try:
-            size, _ = await self.client.stat_async(self._address(key))
+            size = (await self.client.stat_async(self._address(key))).size
         except NotFound:
             raise FileNotFoundError(self._address(key)) from None
         if size is None:
@@ -405,13 +414,17 @@ class KaruStore(Store):
         raise NotImplementedError(_NO_WRITES.format("delete"))
 
     def list(self) -> AsyncIterator[str]:
-        raise NotImplementedError("Karu does not list: KaruStore cannot list keys")
+        raise NotImplementedError("Karu does not list: ZarrStore cannot list keys")
 
     def list_prefix(self, prefix: str) -> AsyncIterator[str]:
-        raise NotImplementedError("Karu does not list: KaruStore cannot list keys")
+        raise NotImplementedError("Karu does not list: ZarrStore cannot list keys")
 
     def list_dir(self, prefix: str) -> AsyncIterator[str]:
-        raise NotImplementedError("Karu does not list: KaruStore cannot list keys")
+        raise NotImplementedError("Karu does not list: ZarrStore cannot list keys")
 
     async def is_empty(self, prefix: str) -> bool:
-        raise NotImplementedError("Karu does not list: KaruStore cannot tell an empty prefix")
+        raise NotImplementedError("Karu does not list: ZarrStore cannot tell an empty prefix")
+
+
+def _unpickle_store(base: str, client: Client) -> ZarrStore:
+    return ZarrStore(base, client=client)

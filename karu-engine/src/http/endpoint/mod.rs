@@ -1,4 +1,4 @@
-//! Per-endpoint state the transport keeps: measurements for the priced planner ([`Meter`]),
+//! Per-endpoint state the transport keeps: measurements for the priced planner ([`Measurements`]),
 //! the adaptive concurrency window ([`Window`]) with the gate that holds an exchange until the
 //! window has room, and the hedging policy's state ([`Hedger`]: the times to the head, the
 //! budget, the recent failures).
@@ -12,10 +12,10 @@
 //!
 //! Every request admitted reports once how it ended ([`Admission::finish`], an [`Outcome`]),
 //! duplicates and the requests a race cancelled included: one observation per request, and
-//! each part of the state takes what it measures (the meter and the window answers, the
+//! each part of the state takes what it measures (the measurements and the window answers, the
 //! hedger times to the head and failures, and the waits of the requests that lost a race).
 
-mod meter;
+mod measurements;
 mod window;
 
 use std::sync::Arc;
@@ -28,14 +28,14 @@ use tokio::sync::Notify;
 use crate::hedge::{HedgePolicy, Hedger, Refusal, Verdict, Wait};
 use crate::plan::price::Measured;
 
-pub(crate) use meter::Meter;
+pub(crate) use measurements::Measurements;
 pub(crate) use window::Window;
 
 /// The endpoint of a canonical path: everything before the path's first `/` after `://`
 /// (the whole string when there is none).
 pub(crate) fn endpoint_of(canonical: &str) -> &str {
-    // Byte searches: `str::find` with a string pattern sets up a two-way searcher, which cost
-    // ~590 instructions of every request here.
+    // Byte searches: `str::find` with a string pattern sets up a two-way searcher, on every
+    // request here.
     let bytes = canonical.as_bytes();
     let after_scheme = bytes
         .windows(3)
@@ -54,7 +54,7 @@ pub(crate) struct Endpoints {
     concurrency: usize,
     /// Whether windows adapt (`adaptive_concurrency`); if not, the gate never waits.
     adaptive: bool,
-    /// Bucket numbers of every meter count from here.
+    /// Bucket numbers of all measurements count from here.
     origin: Instant,
     /// By endpoint (FxHash: looked up on every request).
     table: Mutex<FxHashMap<String, Arc<Endpoint>>>,
@@ -80,7 +80,7 @@ impl Endpoints {
         let endpoint = Arc::new(Endpoint {
             adaptive: self.adaptive,
             state: Mutex::new(State {
-                meter: Meter::new(self.origin),
+                measurements: Measurements::new(self.origin),
                 window: Window::new(self.concurrency),
                 hedger: Hedger::new(),
                 in_flight: 0,
@@ -93,12 +93,16 @@ impl Endpoints {
     }
 
     /// Record one exchange with `canonical`'s endpoint as if it had run: sent, head and last
-    /// byte at `at` after the meters' origin (tests inject measurements with it).
+    /// byte at `at` after the measurements' origin (tests inject measurements with it).
     #[cfg(test)]
     pub(crate) fn record(&self, canonical: &str, at: [std::time::Duration; 3], bytes: u64) {
         let [sent, head, done] = at.map(|d| self.origin + d);
         let endpoint = self.get(canonical);
-        endpoint.state.lock().meter.record(sent, head, done, bytes);
+        endpoint
+            .state
+            .lock()
+            .measurements
+            .record(sent, head, done, bytes);
     }
 
     /// What the planner prices gaps of `canonical` with at `now`, if its endpoint has been
@@ -114,7 +118,7 @@ impl Endpoints {
         } else {
             self.concurrency
         };
-        state.meter.measured(now, connections)
+        state.measurements.measured(now, connections)
     }
 
     /// The largest gap worth fetching for a read of `canonical` at `now` instead of a request
@@ -138,7 +142,7 @@ pub(crate) struct Endpoint {
 
 #[derive(Debug)]
 struct State {
-    meter: Meter,
+    measurements: Measurements,
     window: Window,
     hedger: Hedger,
     /// Exchanges admitted and not finished.
@@ -164,7 +168,7 @@ pub(crate) enum Outcome {
     Failed,
     /// Cancelled at `at`, before its answer's head, because another request of its race won
     /// (or failed for good): it waited that long at least. Not an answer: the window and the
-    /// meter are unchanged.
+    /// measurements are unchanged.
     Lost { at: Instant },
     /// Anything else (another error status, a refused answer, a cancellation).
     Other,
@@ -254,7 +258,7 @@ impl Endpoint {
             state.in_flight = state.in_flight.saturating_sub(1);
             match outcome {
                 Outcome::Received { head, done, bytes } => {
-                    state.meter.record(sent, head, done, bytes);
+                    state.measurements.record(sent, head, done, bytes);
                     state.window.handle_success();
                     state
                         .hedger
@@ -332,7 +336,7 @@ pub(crate) struct Arrival {
 
 impl Arrival {
     /// The head stated the body's length at `now`.
-    pub(crate) fn headed(&mut self, now: Instant) {
+    pub(crate) fn head_arrived(&mut self, now: Instant) {
         self.head.get_or_insert(now);
     }
 

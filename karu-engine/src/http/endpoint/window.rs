@@ -22,8 +22,7 @@
 //! per `n / 4` round trips. The first cut, from the untested start, halves
 //! ([`FIRST_DECREASE`]): the start may be far above the server's limit (64 against 16 in the
 //! `throttled` benchmark), and every round trip spent above it costs a throttled answer per
-//! request over the limit. Measured there (`cargo xtask bench throttled`), the cold batch's
-//! throttled share fell from 5.3 % with three-quarter cuts alone.
+//! request over the limit.
 
 use std::time::Instant;
 

@@ -51,7 +51,7 @@
 //! Each case comes from a seed ([`Rng`]); a failure names its seed, and
 //! [`Options::seeds`](super::Options::seeds) runs it alone.
 //!
-//! The rooms: this file runs a case ([`run_case`], phase by phase) and the seeds; `case.rs`
+//! The files: this file runs a case ([`run_case`], phase by phase) and the seeds; `case.rs`
 //! makes a case from its seed; `drive.rs` submits and drains its batches; `judge.rs` judges
 //! what they delivered, the requests they made, and the probes and readers.
 

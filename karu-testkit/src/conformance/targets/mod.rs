@@ -1,4 +1,4 @@
-//! The conformance suite's targets, one room per provider (`http.rs`, `local.rs`, `s3.rs`,
+//! The conformance suite's targets, one file per provider (`http.rs`, `local.rs`, `s3.rs`,
 //! `gcs.rs`, `azure.rs`, `hf.rs`, `source.rs`), the signed uploads that populate a real
 //! endpoint (`upload.rs`), and [`MockTarget`]: a provider's objects on Karu's HTTP mock, the
 //! target a third-party provider's conformance test configures instead of writing its own.

@@ -10,11 +10,9 @@
 //!   [`BUCKET`]. A bucket's rate is its bytes over the time in it during which some body was
 //!   arriving (counted in [`SLOTS`] slots of a millisecond), so a round of bodies that fills the
 //!   link for 10 ms of a bucket counts at its own rate, not spread over the bucket's 100 ms.
-//!   (Spread over the bucket, the first round of a batch on loopback, 64 bodies of 190 KiB arriving
-//!   together in ~10 ms, counts as about 120 MB/s, a tenth of what loopback delivers. A cold
-//!   `scattered-10k` batch in `karu-bench all` was cut to 4,588 requests instead of 2,454, 1.8x the
-//!   wall; with the busy map even a batch on a machine busy with other work keeps its 2,454.) The
-//!   fastest bucket seen is the capacity observed, a lower bound of what the endpoint can deliver.
+//!   (Spread over the bucket, a round of bodies arriving together in a few milliseconds counts
+//!   at a fraction of what the link delivers, and the planner then cuts joins it should make.)
+//!   The fastest bucket seen is the capacity observed, a lower bound of what the endpoint can deliver.
 //!   It is remembered as a peak that halves every [`HALF_LIFE`] unless seen again, so a batch that
 //!   uses little of the link does not make the next one believe the link is slow, while a link that
 //!   really slows down is believed within minutes.
@@ -23,9 +21,8 @@
 //! measured, and the planner then follows the guards. A body tested the bandwidth when receiving it
 //! took at least [`BANDWIDTH_BOUND`] of the round trip: a body that arrives with its head was
 //! limited by latency, and its bytes say only that the endpoint can deliver at least that little.
-//! (Without this gate, a latency-bound batch such as the `scattered` benchmark, 11 MB in 0.3 s over
-//! loopback, was measured as a slow endpoint, and the priced trade split joins the guards rightly
-//! make: 991 transfers instead of 879, 14 % slower.)
+//! (Without this gate, a latency-bound batch is measured as a slow endpoint, and the priced trade
+//! splits joins the guards rightly make.)
 //!
 //! And the capacity is believed only while the traffic keeps testing it: while at least
 //! [`MIN_BOUND_SHARE`] of the recent body bytes (a moving share over about [`SHARE_WINDOW`] bytes)
@@ -33,21 +30,17 @@
 //! was what limited it; when nearly every body arrives with its head, the buckets show how fast the
 //! plan's bodies came, not what the endpoint could deliver. Believing them anyway feeds on itself:
 //! a price below the endpoint's worth cuts joins, the cut plan asks for fewer bytes and is bound by
-//! round trips, so its buckets never show more than the price believed. (Seen on loopback, while a
-//! bucket's rate was still its bytes over its whole 100 ms: a `scattered-10k` batch on a machine
-//! busy with other work received enough slow bodies to measure a few hundred MB/s, and every later
-//! batch, on the idle machine again, made 2,720-4,850 requests instead of 2,454 and took 905-1,560
-//! ms instead of 820-845.)
+//! round trips, so its buckets never show more than the price believed: a batch slowed by other
+//! work on the client's machine would leave a low capacity that every later batch, on the idle
+//! machine again, confirms.
 //!
 //! The floor is low because a priced plan on a slow link is itself latency-bound once the rounds
-//! that fill the link at its start are over: on the link model, a `scattered-10k` batch planned
-//! with the price received 1.4-1.8 % of its bytes in bodies that tested the bandwidth, one the
-//! guards planned 17-25 %, while latency-bound loopback batches received 0-0.8 % (one starved of
-//! CPU 8 %, and 0.1 % once it was idle again). So on the link about every other batch starts below
-//! the floor and is planned by the guards; the rounds that fill the link at its start make the
-//! price believed again, and the merged requests still to start are cut by it: one round of
-//! exploration, which cost such a batch 1-2 % of its wall. The peak is kept while it is not
-//! believed.
+//! that fill the link at its start are over: such a batch receives only a small share of its
+//! bytes in bodies that tested the bandwidth, one the guards planned a much larger share, and
+//! latency-bound loopback batches hardly any. So on a slow link a batch may start below the floor
+//! and be planned by the guards; the rounds that fill the link at its start make the price
+//! believed again, and the merged requests still to start are cut by it: one round of
+//! exploration, at a small cost in wall. The peak is kept while it is not believed.
 
 use std::time::{Duration, Instant};
 
@@ -82,7 +75,7 @@ pub(crate) const MIN_BOUND_SHARE: f64 = 1.0 / 32.0;
 
 /// The measurements of one endpoint.
 #[derive(Debug, Clone)]
-pub(crate) struct Meter {
+pub(crate) struct Measurements {
     /// Bucket numbers count from here.
     origin: Instant,
     /// Smoothed round trip, once one was measured.
@@ -104,10 +97,10 @@ pub(crate) struct Meter {
     peak_at: Instant,
 }
 
-impl Meter {
-    /// A meter with nothing measured; `origin` is any instant not after the first exchange.
+impl Measurements {
+    /// Measurements with nothing measured; `origin` is any instant not after the first exchange.
     pub(crate) fn new(origin: Instant) -> Self {
-        Meter {
+        Measurements {
             origin,
             rtt: None,
             buckets: [Bucket::default(); BUCKETS as usize],
@@ -150,7 +143,7 @@ impl Meter {
         let target = if tested { 1.0 } else { 0.0 };
         self.bound_share += (target - self.bound_share) * weight;
         // From here on, instants are nanoseconds since the origin: one subtraction each
-        // instead of one per use (the meter runs on every request).
+        // instead of one per use (the measurements run on every request).
         let (head_at, done_at) = (self.nanos(head), self.nanos(done));
         let (first, last) = (head_at / BUCKET_NANOS, done_at / BUCKET_NANOS);
         self.advance(last);
@@ -288,7 +281,7 @@ mod tests {
     #[test]
     fn nothing_is_measured_before_the_evidence_threshold() {
         let t0 = Instant::now();
-        let mut m = Meter::new(t0);
+        let mut m = Measurements::new(t0);
         assert_eq!(m.measured(t0, 64), None);
         // A size probe: a round trip, one byte.
         m.record(t0, t0 + 20 * MS, t0 + 20 * MS, 1);
@@ -300,7 +293,7 @@ mod tests {
     #[test]
     fn the_round_trip_is_smoothed_by_an_eighth() {
         let t0 = Instant::now();
-        let mut m = Meter::new(t0);
+        let mut m = Measurements::new(t0);
         m.record(t0, t0 + 20 * MS, t0 + 20 * MS, 0);
         m.record(t0, t0 + 100 * MS, t0 + 100 * MS, 0);
         assert_eq!(m.rtt(), Some(30 * MS));
@@ -315,7 +308,7 @@ mod tests {
     #[test]
     fn a_saturated_link_is_measured_as_its_capacity_and_priced_as_in_the_model() {
         let t0 = Instant::now();
-        let mut m = Meter::new(t0);
+        let mut m = Measurements::new(t0);
         let capacity = 125_000_000u64;
         // 1 s of 64 KiB bodies on the link, 64 at once, each receiving its 1/64 share: one
         // starts every 64 KiB / capacity, and each takes 64 times that.
@@ -343,7 +336,7 @@ mod tests {
     #[test]
     fn the_peak_halves_every_half_life_unless_seen_again() {
         let t0 = Instant::now();
-        let mut m = Meter::new(t0);
+        let mut m = Measurements::new(t0);
         // 16 MiB arriving over 10 ms (of a 20 ms round trip): 1,677,721,600 B/s, the rate
         // while it arrived, not its bytes spread over the bucket's 100 ms.
         let (head, done) = (t0 + 20 * MS, t0 + 30 * MS);
@@ -368,7 +361,7 @@ mod tests {
         // about 1 GB/s; spread over the bucket's 100 ms it would be 125 MB/s, and the price
         // (a round trip of one connection's share) would cut gaps above 39 KB.
         let t0 = Instant::now();
-        let mut m = Meter::new(t0);
+        let mut m = Measurements::new(t0);
         let head = t0 + 20 * MS;
         for i in 0..64u32 {
             let done = head + Duration::from_micros(2_500 + 10_000 * u64::from(i) / 63);
@@ -387,7 +380,7 @@ mod tests {
     #[test]
     fn a_body_marks_busy_only_the_slots_it_arrived_in() {
         let t0 = Instant::now();
-        let mut m = Meter::new(t0);
+        let mut m = Measurements::new(t0);
         // 10 MB over 50-100 ms: the second half of bucket 0, nothing of bucket 1 (it ends
         // exactly where bucket 1 starts), so 200 MB/s.
         m.record(t0, t0 + 50 * MS, t0 + 100 * MS, 10_000_000);
@@ -406,7 +399,7 @@ mod tests {
         // head after a 20 ms round trip. They say only that the endpoint delivers at least
         // that much, so the planner keeps to the guards.
         let t0 = Instant::now();
-        let mut m = Meter::new(t0);
+        let mut m = Measurements::new(t0);
         let mut now = t0;
         for i in 0..2000u32 {
             let sent = t0 + i * Duration::from_micros(150);
@@ -424,7 +417,7 @@ mod tests {
     /// Loopback as `scattered-10k` meets it: 64 bodies of 190 KiB a round trip (20 ms),
     /// each in 200 µs, or, with `slow_every` > 0, every `slow_every`-th in 3 ms (a machine
     /// busy with other work); `rounds` rounds from `t0`. Returns when the last body ended.
-    fn loopback_rounds(m: &mut Meter, t0: Instant, rounds: u32, slow_every: u32) -> Instant {
+    fn loopback_rounds(m: &mut Measurements, t0: Instant, rounds: u32, slow_every: u32) -> Instant {
         let mut now = t0;
         for round in 0..rounds {
             let sent = t0 + round * 20 * MS;
@@ -450,7 +443,7 @@ mod tests {
         // heads. The buckets show how fast the plan's bodies came, not what the endpoint
         // can deliver, and pricing gaps with it would cut joins.
         let t0 = Instant::now();
-        let mut m = Meter::new(t0);
+        let mut m = Measurements::new(t0);
         let now = loopback_rounds(&mut m, t0, 80, 64);
         assert!(m.evidence >= MIN_EVIDENCE * 18 / 10, "{}", m.evidence);
         assert!(m.peak > 0);
@@ -462,7 +455,7 @@ mod tests {
     #[test]
     fn a_capacity_is_believed_only_while_the_traffic_tests_it() {
         let t0 = Instant::now();
-        let mut m = Meter::new(t0);
+        let mut m = Measurements::new(t0);
         // A busy machine: every body takes 3 ms, so every one tests the bandwidth, and the
         // capacity is measured from them.
         let busy = loopback_rounds(&mut m, t0, 10, 1);
@@ -493,9 +486,9 @@ mod tests {
         // guards planned ~25 MB of ~128 MB; either way those come first, in the rounds that
         // fill the link at the batch's start, and the rest arrive with their heads.
         let t0 = Instant::now();
-        let mut m = Meter::new(t0);
+        let mut m = Measurements::new(t0);
         let mut now = t0;
-        let body = |m: &mut Meter, now: &mut Instant, bytes: u64, time: Duration| {
+        let body = |m: &mut Measurements, now: &mut Instant, bytes: u64, time: Duration| {
             let (sent, head) = (*now, *now + 20 * MS);
             *now = head + time;
             m.record(sent, head, *now, bytes);
@@ -530,7 +523,7 @@ mod tests {
     #[test]
     fn a_long_body_is_spread_over_its_buckets() {
         let t0 = Instant::now();
-        let mut m = Meter::new(t0);
+        let mut m = Measurements::new(t0);
         // 100 MB over 1 s from t0: 10 MB per bucket, 100 MB/s, not 100 MB in one bucket.
         m.record(t0, t0, t0 + 1000 * MS, 100_000_000);
         assert_eq!(m.capacity(t0 + 1000 * MS), Some(100_000_000));
@@ -546,7 +539,7 @@ mod tests {
             exchanges in prop::collection::vec((0u64..1_000, 0u64..2_000, 1u64..50_000_000), 1..40),
         ) {
             let t0 = Instant::now();
-            let mut m = Meter::new(t0);
+            let mut m = Measurements::new(t0);
             let mut total = 0u64;
             let mut fastest = 0u64;
             for &(start_ms, len_ms, bytes) in &exchanges {

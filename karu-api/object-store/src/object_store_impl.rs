@@ -1,7 +1,8 @@
-// The `object_store::ObjectStore` door of `KaruStore`, written once for every object_store
-// major: a module per major names that major `object_store`, defines `get_result` (the one
-// constructor that differs between majors) and includes this file. Everything here converts
-// between that major's types and the store's own; the behaviour is `KaruStore`'s.
+// The `object_store::ObjectStore` implementation of `KaruStore`, written once for every
+// object_store major: a module per major names that major `object_store`, defines
+// `get_result` (the one constructor that differs between majors) and includes this file.
+// Everything here converts between that major's types and the store's own; the behaviour is
+// `KaruStore`'s.
 
 use std::ops::Range;
 

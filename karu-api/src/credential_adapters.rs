@@ -1,11 +1,11 @@
-//! The doors to the credential crates of the Azure and Google ecosystems: an application that
+//! The adapters to the credential crates of the Azure and Google ecosystems: an application that
 //! already holds an `azure_core::credentials::TokenCredential` (any `azure_identity`
 //! credential: `DefaultAzureCredential`, `ManagedIdentityCredential`, ...) or a
 //! `gcp_auth::TokenProvider` hands it to the client, which asks it for tokens as it asks an
 //! application's [credential callback](crate::ClientBuilder::credential_callback): on a
 //! credential worker, bounded by the deadline of the read that asked, its tokens cached under
 //! the prefix given and refreshed in the last tenth of their own lifetime by Karu's credential
-//! cache. A door answers only for the canonical paths under its prefix: a read of another
+//! cache. An adapter answers only for the canonical paths under its prefix: a read of another
 //! path of the family fails with `Credentials`, and its credential is not asked.
 //!
 //! Karu's own discovery chains stay the default (they read the environment the client
@@ -33,7 +33,7 @@ type AskToken = Box<dyn Fn(&FetchContext) -> Result<Credential, Error> + Send + 
 
 /// Asks an application's credential of an SDK for tokens: for the canonical paths under its
 /// prefix only, within the lookup's context.
-struct Door {
+struct CredentialAdapter {
     /// What it is called in messages (`"the Azure TokenCredential"`).
     name: &'static str,
     /// The canonical prefix it answers under.
@@ -42,8 +42,8 @@ struct Door {
     token: AskToken,
 }
 
-impl Door {
-    /// `Ok` when `path` is under the prefix; else why the door does not answer for it.
+impl CredentialAdapter {
+    /// `Ok` when `path` is under the prefix; else why the adapter does not answer for it.
     fn covers(&self, path: &CanonicalPath) -> Result<(), Error> {
         if path.is_under(&self.prefix) {
             return Ok(());
@@ -61,7 +61,7 @@ impl Door {
     }
 }
 
-impl CredentialCallback for Door {
+impl CredentialCallback for CredentialAdapter {
     fn credential(&self, path: &CanonicalPath) -> Result<CallbackCredential, Error> {
         self.credential_within(path, &FetchContext::new(None))
     }
@@ -88,7 +88,7 @@ impl crate::ClientBuilder {
     /// their lifetime, or when a read's `401` says one expired. A read of a path of the family
     /// outside `prefix` fails with `Credentials`. It replaces a
     /// [`credential_callback`](crate::ClientBuilder::credential_callback) of the family (one
-    /// door or callback per family). Feature `azure-core`.
+    /// adapter or callback per family). Feature `azure-core`.
     pub fn azure_token_credential(
         self,
         prefix: impl Into<String>,
@@ -96,7 +96,7 @@ impl crate::ClientBuilder {
     ) -> Self {
         /// The OAuth scope of Azure Storage.
         const SCOPE: &str = "https://storage.azure.com/.default";
-        let door = Door {
+        let adapter = CredentialAdapter {
             name: "the Azure TokenCredential",
             prefix: prefix.into(),
             token: Box::new(move |ctx| {
@@ -112,7 +112,7 @@ impl crate::ClientBuilder {
                 ))
             }),
         };
-        self.credential_callback(karu_providers::azure::FAMILY, door)
+        self.credential_callback(karu_providers::azure::FAMILY, adapter)
     }
 }
 
@@ -126,7 +126,7 @@ impl crate::ClientBuilder {
     /// for again in the last tenth of their lifetime, or when a read's `401` says one expired.
     /// A read of a path of the family outside `prefix` fails with `Credentials`. It replaces
     /// a [`credential_callback`](crate::ClientBuilder::credential_callback) of the family (one
-    /// door or callback per family). Feature `gcp-auth`.
+    /// adapter or callback per family). Feature `gcp-auth`.
     pub fn gcp_token_provider(
         self,
         prefix: impl Into<String>,
@@ -134,7 +134,7 @@ impl crate::ClientBuilder {
     ) -> Self {
         /// The scope Karu reads with.
         const SCOPE: &str = "https://www.googleapis.com/auth/devstorage.read_only";
-        let door = Door {
+        let adapter = CredentialAdapter {
             name: "the gcp_auth TokenProvider",
             prefix: prefix.into(),
             token: Box::new(move |ctx| {
@@ -150,7 +150,7 @@ impl crate::ClientBuilder {
                 ))
             }),
         };
-        self.credential_callback(karu_providers::gcs::FAMILY, door)
+        self.credential_callback(karu_providers::gcs::FAMILY, adapter)
     }
 }
 
@@ -158,18 +158,18 @@ impl crate::ClientBuilder {
 mod tests {
     use super::*;
 
-    /// A door under `prefix` whose credential is never asked.
-    fn door(prefix: &str) -> Door {
-        Door {
-            name: "the test door",
+    /// An adapter under `prefix` whose credential is never asked.
+    fn adapter(prefix: &str) -> CredentialAdapter {
+        CredentialAdapter {
+            name: "the test adapter",
             prefix: prefix.into(),
             token: Box::new(|_| unreachable!("the prefix alone decides")),
         }
     }
 
     #[test]
-    fn a_door_covers_the_paths_under_its_prefix_on_whole_segments() {
-        let bucket = door("gs://bkt");
+    fn an_adapter_covers_the_paths_under_its_prefix_on_whole_segments() {
+        let bucket = adapter("gs://bkt");
         for path in ["gs://bkt", "gs://bkt/a.bin", "gs://bkt/dir/a.bin"] {
             assert!(bucket.covers(&CanonicalPath::new(path)).is_ok(), "{path}");
         }
@@ -182,12 +182,12 @@ mod tests {
             assert_eq!(refused.status(), Status::Credentials);
         }
         // A path's query (a SAS) stays out of the message.
-        let error = door("az://data")
+        let error = adapter("az://data")
             .covers(&CanonicalPath::new("az://other/a.bin?sig=SECRET"))
             .unwrap_err();
         assert!(!error.message().contains("SECRET"), "{error}");
         assert!(
-            door("gs://")
+            adapter("gs://")
                 .covers(&CanonicalPath::new("gs://any/x"))
                 .is_ok()
         );

@@ -1,7 +1,7 @@
-// The parquet `AsyncFileReader` door of `ParquetReader`, written once for every parquet
-// major: a module per major names that major `parquet` and includes this file. Everything
-// here converts between that major's types and the reader's own (and parses the footer with
-// that major's metadata reader); the behaviour is `ParquetReader`'s.
+// The parquet `AsyncFileReader` implementation of `ParquetReader`, written once for every
+// parquet major: a module per major names that major `parquet` and includes this file.
+// Everything here converts between that major's types and the reader's own (and parses the
+// footer with that major's metadata reader); the behaviour is `ParquetReader`'s.
 
 use std::ops::Range;
 use std::sync::Arc;

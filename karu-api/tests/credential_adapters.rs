@@ -1,4 +1,4 @@
-//! The credential doors (features `azure-core` and `gcp-auth`, on in the workspace's test
+//! The credential adapters (features `azure-core` and `gcp-auth`, on in the workspace's test
 //! build): an `azure_identity` `ClientSecretCredential` pointed at the Azure mock's Entra ID
 //! fakes, and an application's own `gcp_auth::TokenProvider`, authenticate reads; their tokens
 //! are cached under the prefix given (one exchange for two objects) and asked for again when a
@@ -192,8 +192,8 @@ fn a_gcp_auth_token_provider_reads_from_the_gcs_mock() {
     let gcs = GcsMock::start();
     gcs.insert("bkt", "a.bin", pattern(0, 1000));
     gcs.insert("bkt", "b.bin", pattern(0, 1000));
-    gcs.add_token("ya29.first", "door:first");
-    gcs.add_token("ya29.second", "door:second");
+    gcs.add_token("ya29.first", "adapter:first");
+    gcs.add_token("ya29.second", "adapter:second");
     let issuer = Arc::new(Issuer {
         mock_tokens: vec!["ya29.first".into(), "ya29.second".into()],
         ..Issuer::default()
@@ -221,7 +221,10 @@ fn a_gcp_auth_token_provider_reads_from_the_gcs_mock() {
         .into_iter()
         .map(|a| a.identity)
         .collect();
-    assert_eq!(identities, ["door:first", "door:first", "door:second"]);
+    assert_eq!(
+        identities,
+        ["adapter:first", "adapter:first", "adapter:second"]
+    );
 }
 
 /// The application's `gcp_auth::TokenProvider` of tokens the GCS mock knows, counting calls.
@@ -269,17 +272,17 @@ impl azure_core::credentials::TokenCredential for AzureCounting {
 }
 
 #[test]
-fn a_door_answers_only_for_the_paths_under_its_prefix() {
-    // A door given for one bucket: a read of another bucket of the family is not its to
-    // authenticate. It fails with Credentials, naming the door's prefix, without asking the
-    // door, and nothing reaches storage.
+fn an_adapter_answers_only_for_the_paths_under_its_prefix() {
+    // An adapter given for one bucket: a read of another bucket of the family is not its to
+    // authenticate. It fails with Credentials, naming the adapter's prefix, without asking the
+    // adapter, and nothing reaches storage.
     let gcs = GcsMock::start();
     gcs.insert("bkt", "a.bin", pattern(0, 1000));
     gcs.insert("other", "a.bin", pattern(0, 1000));
-    gcs.add_token("ya29.door", "door");
+    gcs.add_token("ya29.adapter", "adapter");
     let provider = Arc::new(Counting {
         calls: AtomicUsize::new(0),
-        token: "ya29.door".into(),
+        token: "ya29.adapter".into(),
     });
     let client = isolated()
         .set("gcs.endpoint", gcs.endpoint())
@@ -305,7 +308,7 @@ fn a_door_answers_only_for_the_paths_under_its_prefix() {
     mock.insert("other", "a.bin", pattern(0, 1000));
     let credential = Arc::new(AzureCounting {
         calls: AtomicUsize::new(0),
-        token: mock.issue_token("door", std::time::Duration::from_secs(3600)),
+        token: mock.issue_token("adapter", std::time::Duration::from_secs(3600)),
     });
     let client = isolated()
         .set("azure.endpoint", mock.endpoint())
@@ -375,7 +378,7 @@ impl azure_core::credentials::TokenCredential for Never {
 }
 
 #[test]
-fn a_doors_lookup_ends_at_the_reads_deadline() {
+fn an_adapters_lookup_ends_at_the_reads_deadline() {
     // A credential that never answers: the read fails at its deadline, and the lookup is
     // given up then too (not after a fixed limit of its own, holding a credential worker and
     // every later read of the family meanwhile).
