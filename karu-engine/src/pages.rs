@@ -77,7 +77,7 @@ fn room(base: usize, capacity: usize, from: usize, to: usize) -> Option<(usize, 
     if capacity < FROM || to <= from {
         return None;
     }
-    let start = if from % STEP == 0 {
+    let start = if from.is_multiple_of(STEP) {
         from
     } else {
         (from / STEP + 2) * STEP
