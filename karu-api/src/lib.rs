@@ -86,8 +86,10 @@
 //! until glibc's `malloc` starts recycling freed ones (it hands the first freed buffers of a
 //! few MiB back to the system and raises its threshold as it goes), and fresh memory pays the
 //! page faults of mapping its bytes (on Linux Karu makes a response's fresh room present 2 MiB
-//! ahead of its bytes, which makes those faults cheaper, not fewer). The `tensors` benchmark
-//! (`cargo xtask bench tensors`, figures in `xtask/bench/README.md`) compares the three.
+//! ahead of its bytes, which makes those faults cheaper, not fewer; so it does for a slice of
+//! yours that was allocated and never written). The `tensors` benchmark (`cargo xtask bench
+//! tensors`, figures in `xtask/bench/README.md`) compares the three, and `large` fresh and
+//! written buffers of one read.
 //!
 //! # Errors
 //!

@@ -14,6 +14,14 @@
 //! the advice: for recycled memory the check costs less than advising again, and large local
 //! reads into Karu's buffers take less wall with the advice than without it.
 //!
+//! A caller's destination (a slice, filled in place) gets the same advice
+//! ([`before_slice_write`]): a slice that was allocated and never written (a `vec![0; n]`, a
+//! `malloc`, `numpy.empty`) is fresh memory as well, and its pages faulted in one at a time
+//! cost more than the copy of the bytes into them. A large read fetched in parts fills a slice
+//! at several places at once, so for a slice each write at the start of a step makes that
+//! step and the next present, as the first write into a vector does. The advice only
+//! prefaults: it changes no byte of the caller's memory, nor its mapping or protection.
+//!
 //! Memory still follows the data: a step is made present only once the bytes before it have
 //! arrived, so a body that stops early leaves at most two steps it did not fill resident.
 //! Destinations smaller than [`FROM`] are left to fault as they fill.
@@ -28,20 +36,49 @@ const STEP: usize = 2 << 20;
 /// after `to`'s present, if it is not yet.
 pub(crate) fn before_write(buf: &Vec<u8>, to: usize) {
     if let Some((lo, hi)) = room(buf.as_ptr() as usize, buf.capacity(), buf.len(), to) {
-        populate(lo, hi);
+        populate(lo, hi, Memory::Karus);
     }
 }
 
-/// The addresses `[lo, hi)` to make present before a buffer at `base` of `capacity` grows
-/// from `from` to `to` bytes, whole pages of [`PAGE_ALIGN`] only; `None` when nothing
-/// is needed. After a write ending at `to`, the steps up to the one after `to`'s are present:
-/// the ones up to the step after `from`'s already were (all of them, when `from` is 0).
+/// Before bytes land in `[at, to)` of `buf`'s capacity (`at` past `buf.len()` for a piece of
+/// a split transfer that lands ahead of the bytes before it): make its room up to the step
+/// after `to`'s present, as [`before_slice_write`] does for a slice.
+pub(crate) fn before_write_at(buf: &Vec<u8>, at: usize, to: usize) {
+    if let Some((lo, hi)) = room(buf.as_ptr() as usize, buf.capacity(), at, to) {
+        populate(lo, hi, Memory::Karus);
+    }
+}
+
+/// Before bytes land in `[at, to)` of `slice`, a caller's destination: make its room up to the
+/// step after `to`'s present, if it is not yet (the steps from `at`'s too, when `at` starts
+/// a step: the first write of a part).
+pub(crate) fn before_slice_write(slice: &[u8], at: usize, to: usize) {
+    if let Some((lo, hi)) = room(slice.as_ptr() as usize, slice.len(), at, to) {
+        populate(lo, hi, Memory::Callers);
+    }
+}
+
+/// Whose memory is advised: a vector Karu allocated is ordinary anonymous memory, so the
+/// kernel refusing the advice there means it does not know it; a caller's slice may lie in
+/// any mapping (a device's, whose pages cannot be prefaulted), so a refusal there says
+/// nothing of the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Memory {
+    Karus,
+    Callers,
+}
+
+/// The addresses `[lo, hi)` to make present before bytes land in `[from, to)` of a buffer at
+/// `base` of `capacity` bytes, whole pages of [`PAGE_ALIGN`] only; `None` when nothing is
+/// needed. After a write ending at `to`, the steps up to the one after `to`'s are present:
+/// the ones up to the step after `from`'s already were, unless `from` starts a step (the
+/// first write into a vector, or of a part into a slice): then from `from`'s step on.
 fn room(base: usize, capacity: usize, from: usize, to: usize) -> Option<(usize, usize)> {
     if capacity < FROM || to <= from {
         return None;
     }
-    let start = if from == 0 {
-        0
+    let start = if from.is_multiple_of(STEP) {
+        from
     } else {
         (from / STEP + 2) * STEP
     };
@@ -60,7 +97,7 @@ const PAGE_ALIGN: usize = 64 << 10;
 /// Elsewhere the pages fault in as they fill; so they do under Miri, which has no page tables
 /// to ask about (nor `madvise` and `mincore`).
 #[cfg(any(not(target_os = "linux"), miri))]
-fn populate(_lo: usize, _hi: usize) {}
+fn populate(_lo: usize, _hi: usize, _memory: Memory) {}
 
 #[cfg(all(target_os = "linux", not(miri)))]
 use linux::populate;
@@ -73,24 +110,29 @@ mod linux {
     static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
 
     /// Make the whole pages `[lo, hi)` present, if the kernel can and they are not yet.
-    pub(super) fn populate(lo: usize, hi: usize) {
+    pub(super) fn populate(lo: usize, hi: usize, memory: super::Memory) {
         if UNSUPPORTED.load(Ordering::Relaxed) || present(hi - super::PAGE_ALIGN) {
             return;
         }
         #[cfg(test)]
         ADVISED.with(|n| n.set(n.get() + 1));
-        // SAFETY: `[lo, hi)` is whole pages inside a vector's allocation (see `room`).
+        // SAFETY: `[lo, hi)` is whole pages inside a vector's allocation or a caller's
+        // destination slice (see `room`), which the transfer writing it holds mutably.
         // Populating for write changes no byte, no mapping and no protection: it only faults
-        // the pages in now instead of on their first write. Every failure (an old kernel, no
-        // memory left) leaves them to fault in on that write, as without the advice.
+        // the pages in now instead of on their first write. Every failure (an old kernel, a
+        // mapping that cannot be prefaulted, no memory left) leaves them to fault in on that
+        // write, as without the advice.
         let rc =
             unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_POPULATE_WRITE) };
-        if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        if rc != 0
+            && memory == super::Memory::Karus
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL)
+        {
             UNSUPPORTED.store(true, Ordering::Relaxed);
         }
     }
 
-    /// Whether the page at `at` (page-aligned, inside a vector's allocation) is resident.
+    /// Whether the page at `at` (page-aligned, inside a destination) is resident.
     ///
     /// The last page of a range stands for all of it: memory glibc recycled from freed
     /// buffers is resident throughout, and advising it again would only walk its page tables
@@ -160,6 +202,29 @@ mod tests {
     }
 
     #[test]
+    fn a_part_that_starts_a_step_makes_its_own_room_present() {
+        let base = 1 << 40;
+        // The first write of a part at 8 MiB makes its step and the next present (before
+        // the slices' advice, nothing was: each part faulted its first two steps in page by
+        // page).
+        assert_eq!(
+            room(base, 64 * MIB, 8 * MIB, 8 * MIB + (16 << 10)),
+            Some((base + 8 * MIB, base + 8 * MIB + 2 * STEP))
+        );
+        // Its later writes go on as in a vector: the step after the one they cross into.
+        assert_eq!(room(base, 64 * MIB, 8 * MIB + (16 << 10), 9 * MIB), None);
+        assert_eq!(
+            room(base, 64 * MIB, 8 * MIB + STEP - 1, 8 * MIB + STEP + 5),
+            Some((base + 8 * MIB + 2 * STEP, base + 8 * MIB + 3 * STEP))
+        );
+        // Never beyond the slice.
+        assert_eq!(
+            room(base, 9 * MIB, 8 * MIB, 8 * MIB + 1),
+            Some((base + 8 * MIB, base + 9 * MIB))
+        );
+    }
+
+    #[test]
     fn advised_ranges_are_whole_pages_inside_the_buffer() {
         // glibc's large chunks start 16 bytes into a page.
         let base = (1 << 40) + 16;
@@ -215,6 +280,30 @@ mod tests {
         assert_eq!(ready, pages, "the third step");
         let (ready, _) = resident(&buf, 3 * STEP + PAGE_ALIGN, 8 * MIB);
         assert_eq!(ready, 0, "nothing beyond it");
+    }
+
+    #[test]
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn a_fresh_slice_becomes_resident_a_step_ahead_of_each_part() {
+        // A caller's buffer allocated and never written (calloc: fresh pages from the kernel).
+        let slice = vec![0u8; 64 * MIB];
+        assert_eq!(resident(&slice, 0, 64 * MIB).0, 0, "fresh memory");
+        // The first bytes of a part at 8 MiB.
+        before_slice_write(&slice, 8 * MIB, 8 * MIB + 4096);
+        if linux::is_unsupported() {
+            return; // a kernel before 5.14: nothing to observe
+        }
+        let (ready, pages) = resident(
+            &slice,
+            8 * MIB + PAGE_ALIGN,
+            8 * MIB + 2 * STEP - PAGE_ALIGN,
+        );
+        assert_eq!(ready, pages, "the part's first two steps");
+        assert_eq!(resident(&slice, 0, 8 * MIB).0, 0, "nothing before the part");
+        let (ready, _) = resident(&slice, 8 * MIB + 2 * STEP + PAGE_ALIGN, 64 * MIB);
+        assert_eq!(ready, 0, "nothing beyond its next step");
+        // The bytes themselves are the caller's: the advice changed none.
+        assert!(slice.iter().all(|&b| b == 0));
     }
 
     #[test]

@@ -81,10 +81,7 @@ pub(crate) async fn read_ends(
     // No head to read: the suffix's answer alone states the size and the version, in one
     // request.
     if head_len == 0 && suffix_ok && tail_len > 0 {
-        let tail_dst = Dest::Vec {
-            buf: &mut tail,
-            limit: tail_len,
-        };
+        let tail_dst = Dest::vec(&mut tail, tail_len);
         let suffix = RangeSpec::Suffix { len: tail_len };
         let tf = probe.range(Some(suffix), if_match, tail_dst).await?;
         let size = stated_size(&tf, &whole)?;
@@ -104,16 +101,10 @@ pub(crate) async fn read_ends(
     let head_dst = if head_len == 0 {
         Dest::Slice(&mut one[..])
     } else {
-        Dest::Vec {
-            buf: &mut head,
-            limit: head_len,
-        }
+        Dest::vec(&mut head, head_len)
     };
     let (hf, tf) = if suffix_ok && tail_len > 0 {
-        let tail_dst = Dest::Vec {
-            buf: &mut tail,
-            limit: tail_len,
-        };
+        let tail_dst = Dest::vec(&mut tail, tail_len);
         let (hr, tr) = both(
             ctx,
             probe.range(head_range, if_match, head_dst),
@@ -251,7 +242,7 @@ impl Probe<'_> {
                 last_modified: LastModified::default(),
             });
         }
-        let dst = Dest::Vec { buf, limit: length };
+        let dst = Dest::vec(buf, length);
         self.range(RangeSpec::closed(offset, length), if_match, dst)
             .await
     }

@@ -82,7 +82,8 @@ enum Command {
     Tail(tail::TailArgs),
     /// One object read whole (64 MiB, 512 MiB, 2 GiB by default), each read in a process of
     /// its own: Karu's `Client::read_into` a caller buffer and `Client::read`, the `karu`
-    /// command, a plain hyper client and curl; wall, CPU per GiB and peak RSS.
+    /// command, Python's `read_into` and the C ABI into a caller buffer, a plain hyper client
+    /// and curl; wall, CPU per GiB and peak RSS.
     Large(large::LargeArgs),
     /// One read of the `large` workload, run by `large` in a process of its own.
     #[command(name = "large-client", hide = true)]
