@@ -31,7 +31,9 @@
 //!   when the scan asks for a row group's column chunks the same Karu batch reads the same
 //!   columns of the row groups that follow in the scan's part of the file, under a byte budget
 //!   (64 MiB a reader by default): the scan's next row groups are then served from what
-//!   arrived instead of one round trip each.
+//!   arrived instead of one round trip each. The metadata is read once, at registration, into
+//!   the session's file metadata cache; later scans of the same version (its strong ETag) take
+//!   it from there.
 //! - [`KaruParquetFormat`] is DataFusion's Parquet format with that factory in its scans
 //!   (DataFusion's own `ParquetFormat` always sets its own factory).
 //! - Karu does not list: a table is the files it is given. A directory (a URL ending in `/`),
@@ -40,9 +42,10 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::Statistics;
@@ -53,13 +56,21 @@ use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl, PartitionedFile,
 };
 use datafusion::datasource::physical_plan::parquet::ParquetFileReaderFactory;
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
+// The entry type DataFusion's schema, statistics and scan metadata reads look for (the crate
+// has another of the same name, which they do not).
+use datafusion::datasource::physical_plan::parquet::metadata::CachedParquetMetaData;
 use datafusion::datasource::physical_plan::{
     FileScanConfig, FileScanConfigBuilder, FileSinkConfig, FileSource, ParquetSource,
 };
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::cache::cache_manager::{CachedFileMetadataEntry, FileMetadataCache};
+use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
 use datafusion::parquet::arrow::async_reader::AsyncFileReader;
+use datafusion::parquet::file::metadata::ParquetMetaData;
 use datafusion::physical_expr::{LexOrdering, LexRequirement};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
@@ -155,8 +166,9 @@ pub struct Tables {
 
 impl Tables {
     /// Register the table `name` of the Parquet files `files`: each a name under the base
-    /// (`part-0.parquet`, `2026/01.parquet`) or a URL inside it. Their schemas are read (the
-    /// footer of each, through Karu) and merged, as DataFusion's `register_parquet` does. A
+    /// (`part-0.parquet`, `2026/01.parquet`) or a URL inside it. The table's schema is the
+    /// first file's, as DataFusion's own `register_parquet` infers it: its footer is read now,
+    /// through Karu, into the session's metadata cache (the other files' by the first scan). A
     /// directory (a name ending in `/`) is refused: Karu does not list.
     pub async fn register_parquet(&self, name: &str, files: &[&str]) -> Result<()> {
         if files.is_empty() {
@@ -222,12 +234,39 @@ impl fmt::Debug for Tables {
 /// The readers the factory makes for one file while one of them is alive share what its footer
 /// told (its version, pinned by its strong ETag, and its layout): DataFusion replaces a reader
 /// after reading bloom filters, and the replacement reads ahead as the first did.
+///
+/// With DataFusion's file metadata cache ([`with_metadata_cache`]; [`KaruParquetFormat`] gives
+/// its scans the session's), the metadata its readers read goes into the cache, where
+/// DataFusion's schema and statistics inference find it, and a later scan of the same version
+/// takes it from there instead of reading the footer again. A scan takes only what the
+/// factory's own readers put there, read from the very version it opens: the file's strong
+/// ETag and size as the scan's listing states them, every read of the scan then pinned to that
+/// ETag. Files without a strong ETag have their footer read by every scan.
+///
+/// [`with_metadata_cache`]: KaruReaderFactory::with_metadata_cache
+#[derive(Clone)]
 pub struct KaruReaderFactory {
     store: KaruStore,
     budget: Option<u64>,
-    /// Readers alive, by the file they read.
-    alive: Mutex<HashMap<String, WeakParquetReader>>,
+    /// Readers alive, by the file they read (shared by the factory's clones).
+    alive: Arc<Mutex<HashMap<String, WeakParquetReader>>>,
+    metadata: Option<MetadataCache>,
+    /// What this factory's readers put in a metadata cache (shared by the factory's clones,
+    /// whichever cache each holds).
+    put: Arc<Mutex<HashMap<String, Put>>>,
 }
+
+/// Metadata a reader of the factory put in a metadata cache: the version it was read from,
+/// and the metadata itself, weakly (the cache holds it, or nothing does), to know it again.
+struct Put {
+    size: u64,
+    etag: String,
+    metadata: Weak<ParquetMetaData>,
+}
+
+/// DataFusion's file metadata cache, as the factory uses it.
+#[derive(Clone)]
+struct MetadataCache(Arc<FileMetadataCache>);
 
 impl KaruReaderFactory {
     /// A factory of readers of the files under `store`'s base.
@@ -235,7 +274,9 @@ impl KaruReaderFactory {
         KaruReaderFactory {
             store,
             budget: None,
-            alive: Mutex::new(HashMap::new()),
+            alive: Arc::default(),
+            metadata: None,
+            put: Arc::default(),
         }
     }
 
@@ -245,13 +286,18 @@ impl KaruReaderFactory {
         self
     }
 
+    /// Keep the metadata the readers read in `cache` (a session's is
+    /// `state.runtime_env().cache_manager.get_file_metadata_cache()`), and take a file's from
+    /// there when this factory's readers put it there from the version a scan opens.
+    pub fn with_metadata_cache(mut self, cache: Arc<FileMetadataCache>) -> KaruReaderFactory {
+        self.metadata = Some(MetadataCache(cache));
+        self
+    }
+
     /// A reader of `file`, sharing its file's state with a reader of it still alive.
     fn reader(&self, file: &ObjectMeta, hint: Option<usize>) -> Result<ParquetReader> {
         let key = file.location.to_string();
-        let mut alive = self
-            .alive
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut alive = self.alive.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(reader) = alive.get(&key).and_then(WeakParquetReader::upgrade) {
             return Ok(reader);
         }
@@ -267,6 +313,84 @@ impl KaruReaderFactory {
         alive.insert(key, reader.downgrade());
         Ok(reader)
     }
+
+    /// A scan's reader of `file`: given the metadata this factory's readers put in the cache
+    /// from the version the scan opens, when there is one.
+    fn scan_reader(&self, file: &ObjectMeta, hint: Option<usize>) -> Result<ScanReader> {
+        let reader = self.reader(file, hint)?;
+        if let Some((etag, metadata)) = self.cached(file) {
+            let reader = reader
+                .with_version(file.size, &etag, &metadata)
+                .map_err(external)?;
+            return Ok(ScanReader {
+                reader,
+                metadata: Some(metadata),
+                keep: None,
+            });
+        }
+        let keep = self.metadata.clone().map(|cache| Keep {
+            cache,
+            file: file.clone(),
+            put: self.put.clone(),
+        });
+        Ok(ScanReader {
+            reader,
+            metadata: None,
+            keep,
+        })
+    }
+
+    /// The metadata of `file` in the cache, with the strong ETag of its version, when this
+    /// factory's readers put it there from that very version (size and ETag as `file` states
+    /// them).
+    fn cached(&self, file: &ObjectMeta) -> Option<(String, Arc<ParquetMetaData>)> {
+        let etag = file.e_tag.as_ref()?;
+        let entry = self.metadata.as_ref()?.0.get(&file.location)?;
+        let metadata = entry
+            .file_metadata
+            .as_any()
+            .downcast_ref::<CachedParquetMetaData>()?
+            .parquet_metadata()
+            .clone();
+        let put = self.put.lock().unwrap_or_else(PoisonError::into_inner);
+        let ours = put.get(file.location.as_ref())?;
+        let same = ours.size == file.size
+            && ours.etag == *etag
+            && entry.meta.size == file.size
+            && entry.meta.e_tag.as_ref() == Some(etag)
+            && std::ptr::eq(ours.metadata.as_ptr(), Arc::as_ptr(&metadata));
+        same.then(|| (etag.clone(), metadata))
+    }
+
+    /// Read the metadata of each of `files` into the cache, as many at once as `concurrency`
+    /// (for DataFusion's schema and statistics inference, which then read none), but for files
+    /// whose metadata the factory's readers put there from the version `files` states. A file
+    /// whose footer cannot be read is left to DataFusion, whose own read reports why.
+    async fn load_metadata(&self, files: &[ObjectMeta], hint: Option<usize>, concurrency: usize) {
+        if self.metadata.is_none() {
+            return;
+        }
+        // Boxed, so that the stream's futures are `Send` for any lifetime of their file
+        // (rust-lang/rust#64552).
+        let loads: Vec<BoxFuture<'_, ()>> = files
+            .iter()
+            .map(|file| self.load_one(file, hint).boxed())
+            .collect();
+        futures_util::stream::iter(loads)
+            .buffer_unordered(concurrency.max(1))
+            .collect::<Vec<()>>()
+            .await;
+    }
+
+    /// Read the metadata of `file` into the cache (see [`load_metadata`]).
+    ///
+    /// [`load_metadata`]: KaruReaderFactory::load_metadata
+    async fn load_one(&self, file: &ObjectMeta, hint: Option<usize>) {
+        if let Ok(mut reader) = self.scan_reader(file, hint) {
+            // An error here is DataFusion's own read's to report.
+            let _ = reader.get_metadata(None).await;
+        }
+    }
 }
 
 impl ParquetFileReaderFactory for KaruReaderFactory {
@@ -277,11 +401,13 @@ impl ParquetFileReaderFactory for KaruReaderFactory {
         metadata_size_hint: Option<usize>,
         _metrics: &ExecutionPlanMetricsSet,
     ) -> Result<Box<dyn AsyncFileReader + Send>> {
-        let mut reader = self.reader(&partitioned_file.object_meta, metadata_size_hint)?;
+        let mut scan = self.scan_reader(&partitioned_file.object_meta, metadata_size_hint)?;
         if let Some(range) = &partitioned_file.range {
-            reader = reader.with_row_groups_starting_in(byte_range(range.start, range.end));
+            scan.reader = scan
+                .reader
+                .with_row_groups_starting_in(byte_range(range.start, range.end));
         }
-        Ok(Box::new(reader))
+        Ok(Box::new(scan))
     }
 }
 
@@ -295,7 +421,89 @@ impl fmt::Debug for KaruReaderFactory {
         f.debug_struct("KaruReaderFactory")
             .field("store", &self.store)
             .field("budget", &self.budget)
+            .field("metadata_cache", &self.metadata.is_some())
             .finish_non_exhaustive()
+    }
+}
+
+/// The reader a scan gets: Karu's, with the file's metadata from the cache when the factory
+/// found it there, or told where to keep the metadata it reads.
+struct ScanReader {
+    reader: ParquetReader,
+    /// The metadata of the version `reader` is pinned to.
+    metadata: Option<Arc<ParquetMetaData>>,
+    keep: Option<Keep>,
+}
+
+/// Where a reader keeps the metadata it reads of `file`.
+struct Keep {
+    cache: MetadataCache,
+    file: ObjectMeta,
+    put: Arc<Mutex<HashMap<String, Put>>>,
+}
+
+impl Keep {
+    /// Put `metadata`, read by `reader`, in the cache when it was read from the version the
+    /// scan's listing states (the same size and strong ETag): the entry DataFusion validates
+    /// then describes exactly the bytes it was read from.
+    fn put(&self, reader: &ParquetReader, metadata: &Arc<ParquetMetaData>) {
+        let (Some(etag), Some(stated)) = (reader.etag(), self.file.e_tag.as_deref()) else {
+            return;
+        };
+        if etag != stated || reader.size() != Some(self.file.size) {
+            return;
+        }
+        let key = self.file.location.to_string();
+        let mut put = self.put.lock().unwrap_or_else(PoisonError::into_inner);
+        put.retain(|_, p| p.metadata.strong_count() > 0);
+        put.insert(
+            key,
+            Put {
+                size: self.file.size,
+                etag: etag.to_owned(),
+                metadata: Arc::downgrade(metadata),
+            },
+        );
+        self.cache.0.put(
+            &self.file.location,
+            CachedFileMetadataEntry::new(
+                self.file.clone(),
+                Arc::new(CachedParquetMetaData::new(metadata.clone())),
+            ),
+        );
+    }
+}
+
+impl AsyncFileReader for ScanReader {
+    fn get_bytes(
+        &mut self,
+        range: Range<u64>,
+    ) -> BoxFuture<'_, datafusion::parquet::errors::Result<Bytes>> {
+        self.reader.get_bytes(range)
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, datafusion::parquet::errors::Result<Vec<Bytes>>> {
+        self.reader.get_byte_ranges(ranges)
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, datafusion::parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            if let Some(metadata) = &self.metadata {
+                return Ok(metadata.clone());
+            }
+            let metadata = self.reader.get_metadata(options).await?;
+            if let Some(keep) = &self.keep {
+                keep.put(&self.reader, &metadata);
+            }
+            Ok(metadata)
+        }
+        .boxed()
     }
 }
 
@@ -314,6 +522,35 @@ impl KaruParquetFormat {
             parquet: ParquetFormat::default(),
             factory,
         }
+    }
+
+    /// The factory for a scan in `state`: this format's, keeping metadata in the session's
+    /// metadata cache unless it was given a cache of its own.
+    fn for_session(&self, state: &dyn Session) -> KaruReaderFactory {
+        let factory = (*self.factory).clone();
+        if factory.metadata.is_some() {
+            return factory;
+        }
+        factory.with_metadata_cache(state.runtime_env().cache_manager.get_file_metadata_cache())
+    }
+
+    /// Read the metadata of `objects` through Karu into the session's metadata cache, unless
+    /// the factory's readers put it there already (DataFusion's schema, statistics and
+    /// ordering inference then find it there instead of reading the footer again through the
+    /// store). Encrypted footers are DataFusion's to read.
+    async fn load_metadata(&self, state: &dyn Session, objects: &[ObjectMeta]) {
+        let crypto = &self.parquet.options().crypto;
+        if crypto.file_decryption.is_some() || crypto.factory_id.is_some() {
+            return;
+        }
+        let concurrency = state
+            .config_options()
+            .execution
+            .meta_fetch_concurrency
+            .get();
+        self.for_session(state)
+            .load_metadata(objects, self.parquet.metadata_size_hint(), concurrency)
+            .await;
     }
 
     /// The format `parquet` (its options), scanned through this format's factory.
@@ -340,12 +577,16 @@ impl FileFormat for KaruParquetFormat {
         self.parquet.compression_type()
     }
 
+    /// DataFusion's schema inference, after the files' metadata is read through Karu into the
+    /// session's metadata cache (where the inference, then the statistics' and the first
+    /// scan, find it).
     async fn infer_schema(
         &self,
         state: &dyn Session,
         store: &Arc<dyn ObjectStore>,
         objects: &[ObjectMeta],
     ) -> Result<SchemaRef> {
+        self.load_metadata(state, objects).await;
         self.parquet.infer_schema(state, store, objects).await
     }
 
@@ -356,6 +597,8 @@ impl FileFormat for KaruParquetFormat {
         table_schema: SchemaRef,
         object: &ObjectMeta,
     ) -> Result<Statistics> {
+        self.load_metadata(state, std::slice::from_ref(object))
+            .await;
         self.parquet
             .infer_stats(state, store, table_schema, object)
             .await
@@ -368,6 +611,8 @@ impl FileFormat for KaruParquetFormat {
         table_schema: SchemaRef,
         object: &ObjectMeta,
     ) -> Result<Option<LexOrdering>> {
+        self.load_metadata(state, std::slice::from_ref(object))
+            .await;
         self.parquet
             .infer_ordering(state, store, table_schema, object)
             .await
@@ -380,6 +625,8 @@ impl FileFormat for KaruParquetFormat {
         table_schema: SchemaRef,
         object: &ObjectMeta,
     ) -> Result<FileMeta> {
+        self.load_metadata(state, std::slice::from_ref(object))
+            .await;
         self.parquet
             .infer_stats_and_ordering(state, store, table_schema, object)
             .await
@@ -387,7 +634,7 @@ impl FileFormat for KaruParquetFormat {
 
     async fn create_physical_plan(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         conf: FileScanConfig,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let mut source = conf
@@ -398,7 +645,7 @@ impl FileFormat for KaruParquetFormat {
                 DataFusionError::Internal("a Parquet scan without a ParquetSource".to_string())
             })?
             .with_table_parquet_options(self.parquet.options().clone())
-            .with_parquet_file_reader_factory(self.factory.clone());
+            .with_parquet_file_reader_factory(Arc::new(self.for_session(state)));
         if let Some(hint) = self.parquet.metadata_size_hint() {
             source = source.with_metadata_size_hint(hint);
         }

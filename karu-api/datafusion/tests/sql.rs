@@ -12,7 +12,7 @@ mod support;
 
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use karu_testkit::nginx::Nginx;
-use karu_testkit::{Fault, FaultRule, MockServer};
+use karu_testkit::{Fault, FaultRule, MockServer, RequestRecord};
 use support::{FILES, QUERY, ROW_GROUPS, client, local_answer, pretty, write_files};
 
 /// The query through Karu's reader factory, over the table of `FILES` under `base`.
@@ -53,14 +53,10 @@ async fn sql_through_karu_equals_datafusion_over_the_local_files_on_the_mock() {
         let path = format!("/tables/{name}");
         let size = bytes.len() as u64;
         let of_file: Vec<_> = log.iter().filter(|r| r.path == path).collect();
-        // Suffix reads of DataFusion's metadata_size_hint: the scan's reader's (metadata and
-        // page index; nothing else read for them), and at most one more at registration
-        // (through the store; DataFusion's metadata cache may already hold the file).
-        let footers = of_file
-            .iter()
-            .filter(|r| r.range.as_deref() == Some("bytes=-524288"))
-            .count();
-        assert!((1..=2).contains(&footers), "{name}: {shown:#?}");
+        // One suffix read of DataFusion's metadata_size_hint: metadata and page index, read
+        // at registration through Karu into the session's metadata cache, where the scan
+        // finds them (nothing else read for them).
+        assert_eq!(footers(&of_file), 1, "{name}: {shown:#?}");
         // Its row groups: one request each, all in the barrier's round.
         let pinned: Vec<_> = of_file
             .iter()
@@ -75,6 +71,113 @@ async fn sql_through_karu_equals_datafusion_over_the_local_files_on_the_mock() {
             "{shown:#?}"
         );
     }
+}
+
+/// The requests of `log` for each of the table's files under `/tables`.
+fn of_each_file(log: &[RequestRecord]) -> Vec<Vec<&RequestRecord>> {
+    FILES
+        .iter()
+        .map(|name| {
+            let path = format!("/tables/{name}");
+            log.iter().filter(|r| r.path == path).collect()
+        })
+        .collect()
+}
+
+/// Suffix reads of DataFusion's `metadata_size_hint` among `requests`: footers.
+fn footers(requests: &[&RequestRecord]) -> usize {
+    requests
+        .iter()
+        .filter(|r| r.range.as_deref() == Some("bytes=-524288"))
+        .count()
+}
+
+/// Each footer is read once, through Karu into the session's metadata cache: the first file's
+/// at registration (DataFusion infers the table's schema from it), the others' by the first
+/// scan. DataFusion's schema and statistics inference and every later scan take it from there,
+/// so a query reads each file's row groups (pinned to the version the footer was read from),
+/// its listing's one look at the file, and no footer it read before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_footer_is_read_once_and_queries_take_the_metadata_from_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path());
+    let server = MockServer::start();
+    for (name, bytes) in &files {
+        server.insert(&format!("/tables/{name}"), bytes.clone());
+    }
+    let expected = local_answer(dir.path()).await;
+    let ctx = SessionContext::new();
+    let tables = karu_datafusion::register(&ctx, &server.url("/tables"), &client()).unwrap();
+    tables.register_parquet("trips", &FILES).await.unwrap();
+    let registration = server.take_requests();
+    let each = of_each_file(&registration);
+    assert_eq!(footers(&each[0]), 1, "{registration:#?}");
+    assert!(each[1].is_empty(), "{registration:#?}");
+    for query in 0..2 {
+        let answer = pretty(ctx.sql(QUERY).await.unwrap().collect().await.unwrap());
+        assert_eq!(answer, expected, "query {query}");
+        let log = server.take_requests();
+        for (file, (requests, (_, bytes))) in of_each_file(&log).iter().zip(&files).enumerate() {
+            let read = usize::from(query == 0 && file == 1);
+            assert_eq!(footers(requests), read, "query {query}: {log:#?}");
+            let pinned: Vec<_> = requests
+                .iter()
+                .filter(|r| r.header("if-match").is_some())
+                .collect();
+            assert_eq!(pinned.len(), ROW_GROUPS, "query {query}: {log:#?}");
+            let size = bytes.len() as u64;
+            assert!(
+                pinned
+                    .iter()
+                    .all(|r| r.status == 206 && r.byte_range.is_some_and(|(_, l)| l < size - 8)),
+                "query {query}: {log:#?}"
+            );
+            // The listing's look at the file (DataFusion asks the store for its size and
+            // version before every scan), and the footer when it was read.
+            assert_eq!(
+                requests.len() - pinned.len(),
+                1 + read,
+                "query {query}: {log:#?}"
+            );
+        }
+    }
+}
+
+/// A file replaced by another version of the same size, within the second (DataFusion's own
+/// check of a cached entry, size and modification time, cannot tell the two apart; the new
+/// ETag does): the next scan reads the new version's footer, once, and answers from it; the
+/// other file's metadata still comes from the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_replaced_by_a_version_of_the_same_size_has_its_footer_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = write_files(dir.path());
+    let replaced = support::file_version(0, 1);
+    assert_eq!(replaced.len(), files[0].1.len());
+    assert_ne!(replaced, files[0].1);
+    let later = tempfile::tempdir().unwrap();
+    write_files(later.path());
+    std::fs::write(later.path().join(FILES[0]), &replaced).unwrap();
+    let server = MockServer::start();
+    for (name, bytes) in &files {
+        server.insert(&format!("/tables/{name}"), bytes.clone());
+    }
+    let ctx = SessionContext::new();
+    let tables = karu_datafusion::register(&ctx, &server.url("/tables"), &client()).unwrap();
+    tables.register_parquet("trips", &FILES).await.unwrap();
+    let answer = pretty(ctx.sql(QUERY).await.unwrap().collect().await.unwrap());
+    assert_eq!(answer, local_answer(dir.path()).await);
+
+    server.insert(&format!("/tables/{}", FILES[0]), replaced);
+    server.take_requests();
+    let answer = pretty(ctx.sql(QUERY).await.unwrap().collect().await.unwrap());
+    let expected = local_answer(later.path()).await;
+    assert_ne!(expected, local_answer(dir.path()).await);
+    assert_eq!(answer, expected);
+    let log = server.take_requests();
+    let each = of_each_file(&log);
+    assert_eq!(footers(&each[0]), 1, "{log:#?}");
+    assert_eq!(footers(&each[1]), 0, "{log:#?}");
+    assert!(log.iter().all(|r| r.status == 206), "{log:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

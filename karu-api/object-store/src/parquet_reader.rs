@@ -404,6 +404,29 @@ impl ParquetReader {
         self.file.version.get().and_then(|v| v.etag.as_deref())
     }
 
+    /// Give the reader the file's `metadata` (of parquet 60 or 59) as read earlier from the
+    /// version of `size` bytes with the strong ETag `etag`: for engines that keep a file's
+    /// metadata between queries (DataFusion's metadata cache) and build each stream with it.
+    /// Every read of the reader then carries `If-Match: etag`, so a file replaced since fails
+    /// its reads with `PreconditionFailed` instead of being read with another version's
+    /// metadata, and the read-ahead follows the metadata's layout from the first read, with
+    /// no footer read. (`get_metadata` still reads the footer: the caller hands its stream
+    /// the metadata it has.) Fails with `PreconditionFailed` when the reader, or a reader
+    /// sharing its file, already learned another version.
+    pub fn with_version<M: ParquetMetadata + ?Sized>(
+        self,
+        size: u64,
+        etag: &str,
+        metadata: &M,
+    ) -> Result<ParquetReader, karu::Error> {
+        self.pin_version(&Version {
+            size,
+            etag: Some(etag.to_owned()),
+        })?;
+        self.file.layout.get_or_init(|| metadata.layout());
+        Ok(self)
+    }
+
     fn lock_prefetched(&self) -> std::sync::MutexGuard<'_, Prefetched> {
         self.prefetched
             .lock()
@@ -595,21 +618,7 @@ impl ParquetReader {
             size: ends.size,
             etag: ends.etag,
         };
-        let pinned = self.file.version.get_or_init(|| version.clone());
-        if *pinned != version {
-            return Err(karu::Error::new(
-                Status::PreconditionFailed,
-                format!(
-                    "{} changed since this reader first read its footer ({} bytes, {}; now {} \
-                     bytes, {})",
-                    self.locator,
-                    pinned.size,
-                    pinned.etag.as_deref().unwrap_or("no ETag"),
-                    version.size,
-                    version.etag.as_deref().unwrap_or("no ETag"),
-                ),
-            ));
-        }
+        self.pin_version(&version)?;
         let tail = Bytes::from(ends.tail);
         Ok(Footer {
             reader: self.clone(),
@@ -617,6 +626,27 @@ impl ParquetReader {
             tail_start: version.size - tail.len() as u64,
             tail,
         })
+    }
+
+    /// Pin the reader (and the readers sharing its file) to `version`, or fail when they are
+    /// pinned to another: the file changed since a reader of it first learned its version.
+    fn pin_version(&self, version: &Version) -> Result<(), karu::Error> {
+        let pinned = self.file.version.get_or_init(|| version.clone());
+        if pinned == version {
+            return Ok(());
+        }
+        Err(karu::Error::new(
+            Status::PreconditionFailed,
+            format!(
+                "{} changed since this reader first learned its version ({} bytes, {}; now {} \
+                 bytes, {})",
+                self.locator,
+                pinned.size,
+                pinned.etag.as_deref().unwrap_or("no ETag"),
+                version.size,
+                version.etag.as_deref().unwrap_or("no ETag"),
+            ),
+        ))
     }
 
     /// Whether the metadata is to be read with its page index.

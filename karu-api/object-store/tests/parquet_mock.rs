@@ -509,3 +509,71 @@ fn a_row_filter_that_fetches_twice_is_served_by_one_prefetch() {
         assert!(support::covered(&chunk, &asked), "{chunk:?}: {asked:?}");
     }
 }
+
+/// A reader given the metadata of the version it reads (as an engine's metadata cache holds
+/// it) reads no footer, and every read of its stream carries that version's ETag: the file
+/// replaced since fails the stream with `PreconditionFailed` instead of decoding another
+/// version's bytes with this metadata. A reader that already learned one version refuses
+/// another.
+#[test]
+fn a_reader_given_its_versions_metadata_reads_no_footer_and_pins_every_read() {
+    use parquet::arrow::ProjectionMask;
+    use parquet::arrow::arrow_reader::ArrowReaderMetadata;
+    use support::{COLUMNS, ROW_GROUPS};
+
+    let (server, file) = serve();
+    let client = client();
+    let locator = client.locate(&server.url(PATH)).unwrap();
+    let etag = client.stat(&locator).unwrap().etag.unwrap();
+    server.take_requests();
+    let metadata = support::metadata(&file);
+    let stream = |reader: ParquetReader| {
+        let loaded = ArrowReaderMetadata::try_new(metadata.clone(), Default::default()).unwrap();
+        futures::executor::block_on(async {
+            let mask = ProjectionMask::roots(loaded.parquet_schema(), COLUMNS);
+            ParquetRecordBatchStreamBuilder::new_with_metadata(reader, loaded)
+                .with_projection(mask)
+                .with_row_groups(ROW_GROUPS.to_vec())
+                .build()
+                .unwrap()
+                .try_collect::<Vec<_>>()
+                .await
+        })
+    };
+    let size = file.len() as u64;
+    let reader = ParquetReader::new(&client, &server.url(PATH))
+        .unwrap()
+        .with_version(size, &etag, &metadata)
+        .unwrap();
+    assert_eq!(reader.etag(), Some(etag.as_str()));
+    let batches = stream(reader.clone()).unwrap();
+    assert_eq!(rows(&batches), rows(&local_batches(&file)));
+    let log = server.take_requests();
+    assert!(!log.is_empty());
+    for request in &log {
+        assert_eq!(request.status, 206, "{log:#?}");
+        assert_eq!(request.header("if-match"), Some(etag.as_str()), "{log:#?}");
+        assert!(
+            request.byte_range.is_some_and(|(_, last)| last < size - 8),
+            "a footer read: {log:#?}"
+        );
+    }
+
+    // Another version than the one this reader's file learned: refused, nothing read.
+    let other = reader
+        .clone()
+        .with_version(size, "\"another\"", &metadata)
+        .unwrap_err();
+    assert_eq!(other.status(), Status::PreconditionFailed, "{other}");
+
+    // The file replaced: the pinned stream fails, it never decodes the new bytes.
+    server.insert(PATH, support::parquet_file_padded_with('y'));
+    let error = stream(reader).unwrap_err();
+    let ParquetError::External(error) = error else {
+        panic!("{error:?}");
+    };
+    let status = error.downcast_ref::<karu::Error>().map(karu::Error::status);
+    assert_eq!(status, Some(Status::PreconditionFailed));
+    let log = server.take_requests();
+    assert!(log.iter().all(|r| r.status == 412), "{log:#?}");
+}

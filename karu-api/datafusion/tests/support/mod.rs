@@ -33,10 +33,17 @@ pub(crate) fn client() -> Client {
 /// The bytes of file `part` of the table: `id` (i64), `score` (f64), `name` (a string),
 /// `flag` (i32), `extra` (i64, not queried), in [`ROW_GROUPS`] row groups.
 pub(crate) fn file(part: usize) -> Bytes {
+    file_version(part, 0)
+}
+
+/// Version `version` of file `part`: the same size and layout as every other version, its
+/// scores `1000 × version` higher.
+pub(crate) fn file_version(part: usize, version: u32) -> Bytes {
     let rows = ROW_GROUPS * ROW_GROUP;
     let first = (part * rows) as i64;
     let ids: Vec<i64> = (first..first + rows as i64).collect();
-    let scores = Float64Array::from_iter_values(ids.iter().map(|&i| i as f64 * 0.25 - 3.0));
+    let shift = f64::from(version) * 1000.0;
+    let scores = Float64Array::from_iter_values(ids.iter().map(|&i| i as f64 * 0.25 - 3.0 + shift));
     let names = StringArray::from_iter_values(
         ids.iter()
             .map(|&i| format!("n-{i}-{}", "x".repeat((i % 11) as usize))),
