@@ -10,17 +10,37 @@
 
 mod support;
 
+use bytes::Bytes;
 use datafusion::prelude::{ParquetReadOptions, SessionContext};
 use karu_testkit::nginx::Nginx;
 use karu_testkit::{Fault, FaultRule, MockServer, RequestRecord};
 use support::{FILES, QUERY, ROW_GROUPS, client, local_answer, pretty, write_files};
 
-/// The query through Karu's reader factory, over the table of `FILES` under `base`.
-async fn karu_answer(base: &str) -> String {
+/// A session with the table `trips` of `FILES` under `base` registered through Karu.
+async fn session(base: &str) -> SessionContext {
     let ctx = SessionContext::new();
     let tables = karu_datafusion::register(&ctx, base, &client()).unwrap();
     tables.register_parquet("trips", &FILES).await.unwrap();
+    ctx
+}
+
+/// The query's answer in `ctx`.
+async fn query(ctx: &SessionContext) -> String {
     pretty(ctx.sql(QUERY).await.unwrap().collect().await.unwrap())
+}
+
+/// The query through Karu's reader factory, over the table of `FILES` under `base`.
+async fn karu_answer(base: &str) -> String {
+    query(&session(base).await).await
+}
+
+/// A mock serving `files` under `/tables`.
+fn served(files: &[(&str, Bytes)]) -> MockServer {
+    let server = MockServer::start();
+    for (name, bytes) in files {
+        server.insert(&format!("/tables/{name}"), bytes.clone());
+    }
+    server
 }
 
 /// The scan's row group reads of each file (its reader's reads, pinned to the footer's ETag
@@ -101,43 +121,37 @@ fn footers(requests: &[&RequestRecord]) -> usize {
 async fn each_footer_is_read_once_and_queries_take_the_metadata_from_the_cache() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_files(dir.path());
-    let server = MockServer::start();
-    for (name, bytes) in &files {
-        server.insert(&format!("/tables/{name}"), bytes.clone());
-    }
+    let server = served(&files);
     let expected = local_answer(dir.path()).await;
-    let ctx = SessionContext::new();
-    let tables = karu_datafusion::register(&ctx, &server.url("/tables"), &client()).unwrap();
-    tables.register_parquet("trips", &FILES).await.unwrap();
+    let ctx = session(&server.url("/tables")).await;
     let registration = server.take_requests();
     let each = of_each_file(&registration);
     assert_eq!(footers(&each[0]), 1, "{registration:#?}");
     assert!(each[1].is_empty(), "{registration:#?}");
-    for query in 0..2 {
-        let answer = pretty(ctx.sql(QUERY).await.unwrap().collect().await.unwrap());
-        assert_eq!(answer, expected, "query {query}");
+    for query_number in 0..2 {
+        assert_eq!(query(&ctx).await, expected, "query {query_number}");
         let log = server.take_requests();
         for (file, (requests, (_, bytes))) in of_each_file(&log).iter().zip(&files).enumerate() {
-            let read = usize::from(query == 0 && file == 1);
-            assert_eq!(footers(requests), read, "query {query}: {log:#?}");
+            let read = usize::from(query_number == 0 && file == 1);
+            assert_eq!(footers(requests), read, "query {query_number}: {log:#?}");
             let pinned: Vec<_> = requests
                 .iter()
                 .filter(|r| r.header("if-match").is_some())
                 .collect();
-            assert_eq!(pinned.len(), ROW_GROUPS, "query {query}: {log:#?}");
+            assert_eq!(pinned.len(), ROW_GROUPS, "query {query_number}: {log:#?}");
             let size = bytes.len() as u64;
             assert!(
                 pinned
                     .iter()
                     .all(|r| r.status == 206 && r.byte_range.is_some_and(|(_, l)| l < size - 8)),
-                "query {query}: {log:#?}"
+                "query {query_number}: {log:#?}"
             );
             // The listing's look at the file (DataFusion asks the store for its size and
             // version before every scan), and the footer when it was read.
             assert_eq!(
                 requests.len() - pinned.len(),
                 1 + read,
-                "query {query}: {log:#?}"
+                "query {query_number}: {log:#?}"
             );
         }
     }
@@ -157,19 +171,13 @@ async fn a_file_replaced_by_a_version_of_the_same_size_has_its_footer_read_again
     let later = tempfile::tempdir().unwrap();
     write_files(later.path());
     std::fs::write(later.path().join(FILES[0]), &replaced).unwrap();
-    let server = MockServer::start();
-    for (name, bytes) in &files {
-        server.insert(&format!("/tables/{name}"), bytes.clone());
-    }
-    let ctx = SessionContext::new();
-    let tables = karu_datafusion::register(&ctx, &server.url("/tables"), &client()).unwrap();
-    tables.register_parquet("trips", &FILES).await.unwrap();
-    let answer = pretty(ctx.sql(QUERY).await.unwrap().collect().await.unwrap());
-    assert_eq!(answer, local_answer(dir.path()).await);
+    let server = served(&files);
+    let ctx = session(&server.url("/tables")).await;
+    assert_eq!(query(&ctx).await, local_answer(dir.path()).await);
 
     server.insert(&format!("/tables/{}", FILES[0]), replaced);
     server.take_requests();
-    let answer = pretty(ctx.sql(QUERY).await.unwrap().collect().await.unwrap());
+    let answer = query(&ctx).await;
     let expected = local_answer(later.path()).await;
     assert_ne!(expected, local_answer(dir.path()).await);
     assert_eq!(answer, expected);
@@ -184,10 +192,7 @@ async fn a_file_replaced_by_a_version_of_the_same_size_has_its_footer_read_again
 async fn datafusion_over_the_plain_karu_store_answers_the_same() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_files(dir.path());
-    let server = MockServer::start();
-    for (name, bytes) in &files {
-        server.insert(&format!("/tables/{name}"), bytes.clone());
-    }
+    let server = served(&files);
     let expected = local_answer(dir.path()).await;
     // DataFusion's own Parquet format, reading through the KaruStore `register` put in place.
     let ctx = SessionContext::new();
