@@ -8,6 +8,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use karu_testkit::c_source::without_comments;
+
 /// Compile a `use` of every item and a read of every field, and list their names.
 macro_rules! exported {
     (
@@ -203,24 +205,6 @@ fn word_positions<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usiz
         let after = text[at + word.len()..].chars().next();
         (!before.is_some_and(is_ident) && !after.is_some_and(is_ident)).then_some(at)
     })
-}
-
-/// C and C++ text without its comments.
-fn without_comments(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix("/*") {
-            rest = after.find("*/").map_or("", |end| &after[end + 2..]);
-        } else if let Some(after) = rest.strip_prefix("//") {
-            rest = after.find('\n').map_or("", |end| &after[end..]);
-        } else {
-            let c = rest.chars().next().unwrap();
-            out.push(c);
-            rest = &rest[c.len_utf8()..];
-        }
-    }
-    out
 }
 
 /// The text between the `{` after `at` and its matching `}`.

@@ -31,6 +31,7 @@ pub mod aws;
 mod awstime;
 pub mod azure;
 pub mod azurite;
+pub mod c_source;
 pub mod conformance;
 pub mod fake_gcs;
 pub mod gcs;

@@ -126,7 +126,7 @@ fn compare(name: &str, baseline: &BTreeSet<String>, now: &BTreeSet<String>) -> R
 /// function's prototype). Comments and the preprocessor's conditionals are left out, so a
 /// documentation change is not an ABI change.
 pub(crate) fn declarations(header: &str) -> BTreeSet<String> {
-    let code = strip_comments(header);
+    let code = karu_testkit::c_source::without_comments(header);
     let mut out = BTreeSet::new();
     let mut statement = String::new();
     let mut depth = 0usize;
@@ -156,23 +156,6 @@ pub(crate) fn declarations(header: &str) -> BTreeSet<String> {
             }
         }
         statement.push(' ');
-    }
-    out
-}
-
-fn strip_comments(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix("/*") {
-            rest = after.find("*/").map_or("", |end| &after[end + 2..]);
-        } else if let Some(after) = rest.strip_prefix("//") {
-            rest = after.find('\n').map_or("", |end| &after[end..]);
-        } else {
-            let c = rest.chars().next().unwrap_or(' ');
-            out.push(c);
-            rest = &rest[c.len_utf8()..];
-        }
     }
     out
 }
