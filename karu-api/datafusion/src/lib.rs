@@ -250,7 +250,8 @@ pub struct KaruReaderFactory {
     budget: Option<u64>,
     /// Readers alive, by the file they read (shared by the factory's clones).
     alive: Arc<Mutex<HashMap<String, WeakParquetReader>>>,
-    metadata: Option<MetadataCache>,
+    /// DataFusion's file metadata cache, where the readers keep the metadata they read.
+    metadata: Option<Arc<FileMetadataCache>>,
     /// What this factory's readers put in a metadata cache (shared by the factory's clones,
     /// whichever cache each holds).
     put: Arc<Mutex<HashMap<String, Put>>>,
@@ -263,10 +264,6 @@ struct Put {
     etag: String,
     metadata: Weak<ParquetMetaData>,
 }
-
-/// DataFusion's file metadata cache, as the factory uses it.
-#[derive(Clone)]
-struct MetadataCache(Arc<FileMetadataCache>);
 
 impl KaruReaderFactory {
     /// A factory of readers of the files under `store`'s base.
@@ -290,7 +287,7 @@ impl KaruReaderFactory {
     /// `state.runtime_env().cache_manager.get_file_metadata_cache()`), and take a file's from
     /// there when this factory's readers put it there from the version a scan opens.
     pub fn with_metadata_cache(mut self, cache: Arc<FileMetadataCache>) -> KaruReaderFactory {
-        self.metadata = Some(MetadataCache(cache));
+        self.metadata = Some(cache);
         self
     }
 
@@ -345,7 +342,7 @@ impl KaruReaderFactory {
     /// them).
     fn cached(&self, file: &ObjectMeta) -> Option<(String, Arc<ParquetMetaData>)> {
         let etag = file.e_tag.as_ref()?;
-        let entry = self.metadata.as_ref()?.0.get(&file.location)?;
+        let entry = self.metadata.as_ref()?.get(&file.location)?;
         let metadata = entry
             .file_metadata
             .as_any()
@@ -437,7 +434,7 @@ struct ScanReader {
 
 /// Where a reader keeps the metadata it reads of `file`.
 struct Keep {
-    cache: MetadataCache,
+    cache: Arc<FileMetadataCache>,
     file: ObjectMeta,
     put: Arc<Mutex<HashMap<String, Put>>>,
 }
@@ -464,7 +461,7 @@ impl Keep {
                 metadata: Arc::downgrade(metadata),
             },
         );
-        self.cache.0.put(
+        self.cache.put(
             &self.file.location,
             CachedFileMetadataEntry::new(
                 self.file.clone(),
