@@ -562,6 +562,111 @@ fn parts_run_on_idle_concurrency_only_and_a_short_transfer_is_one_request() {
 }
 
 #[test]
+fn parts_run_on_every_loop_with_idle_permits() {
+    let server = server_with_big();
+    // Two loops of one permit each: the transfer's loop has no permit beyond the transfer's
+    // own, so the second part in flight must run on the other loop. After the first part
+    // (alone), the next two are held until both are in flight.
+    server.add_fault(FaultRule::new(Fault::Barrier(2)).skip(1).times(2));
+    let client = build(
+        quick()
+            .set("http.part_size", "1MiB")
+            .set("concurrency", 2)
+            .set("io_threads", 2),
+    );
+    let object = locate(&client, &server, "/big.bin");
+    let c = read_one(&client, &object, 5, 4 * MIB);
+    assert_ok(&c, 5, 4 * MIB);
+    let log = server.requests();
+    assert_eq!(
+        sorted_ranges(&log),
+        parts_of(5, 4 * MIB),
+        "each part once: {}",
+        describe(&log)
+    );
+    assert_eq!(server.max_in_flight(), 2, "{}", describe(&log));
+    // Each loop has its own connections: the two held parts came on two.
+    let held: Vec<_> = log
+        .iter()
+        .filter(|r| r.fault.as_deref().is_some_and(|f| f.contains("Barrier")))
+        .collect();
+    assert_eq!(held.len(), 2, "{}", describe(&log));
+    assert_ne!(held[0].connection, held[1].connection, "{}", describe(&log));
+    // Every part after the first is pinned to the one version the first one stated.
+    let mut pins: Vec<_> = log[1..].iter().map(|r| r.header("if-match")).collect();
+    pins.dedup();
+    assert!(pins.len() == 1 && pins[0].is_some(), "{}", describe(&log));
+}
+
+#[test]
+fn a_failed_read_stops_its_parts_on_other_loops_and_its_buffer_is_left_alone() {
+    let server = server_with_big();
+    // After the first part, the second (on the transfer's loop) and the third (on the other
+    // loop) are held until both are in flight; then the second is answered 404 while the
+    // third trickles its megabyte out over seconds.
+    server.add_fault(
+        FaultRule::new(Fault::Barrier(2))
+            .range_overlapping(MIB..3 * MIB)
+            .times(2),
+    );
+    server.add_fault(
+        FaultRule::new(Fault::Status {
+            code: 404,
+            retry_after: None,
+        })
+        .range_overlapping(MIB..2 * MIB),
+    );
+    server.add_fault(
+        FaultRule::new(Fault::Trickle {
+            chunk: 16 * 1024,
+            interval: std::time::Duration::from_millis(50),
+        })
+        .range_overlapping(2 * MIB..3 * MIB),
+    );
+    let client = build(
+        quick()
+            .set("http.part_size", "1MiB")
+            .set("concurrency", 2)
+            .set("io_threads", 2),
+    );
+    let object = locate(&client, &server, "/big.bin");
+    let mut buffer = vec![0xAAu8; (3 * MIB) as usize];
+    let error = client
+        .read_into(&object, 0, &mut buffer)
+        .expect_err("a part was answered 404");
+    assert_eq!(error.status(), Status::NotFound, "{error}");
+    // The buffer is the caller's again: nothing may write to it from here on, though the
+    // trickling part was still being answered when the read failed.
+    let returned = buffer.clone();
+    let give_up = std::time::Instant::now() + PATIENCE;
+    while server.in_flight() > 0 {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "{}",
+            describe(&server.requests())
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(
+        buffer == returned,
+        "bytes landed in the buffer after the read returned"
+    );
+    let log = server.requests();
+    assert_eq!(
+        sorted_ranges(&log),
+        parts_of(0, 3 * MIB),
+        "each part once, none retried: {}",
+        describe(&log)
+    );
+    // The third part was given up as soon as the read failed, not received to its end.
+    let third = log
+        .iter()
+        .find(|r| r.byte_range == Some((2 * MIB, 3 * MIB - 1)))
+        .expect("the third part");
+    assert!(third.body_bytes < MIB, "{}", describe(&log));
+}
+
+#[test]
 fn a_part_size_of_zero_never_splits() {
     let server = server_with_big();
     let client = build(quick().set("http.part_size", 0));

@@ -32,6 +32,10 @@ pub(super) enum Job {
     /// the queue as a `Transfer`.
     Credential(Box<Waiting>),
     Task(Box<dyn FnOnce(Arc<LoopCtx>) -> BoxFuture + Send>),
+    /// A task that comes with permits of the loop's share, taken for it where it was queued
+    /// (a piece of a split transfer on a loop with permits nobody waits for,
+    /// [`pieces`](super::pieces)): it runs at once, in no line.
+    Permitted(Permits, Box<dyn FnOnce(Arc<LoopCtx>) -> BoxFuture + Send>),
 }
 
 /// A transfer whose credential is being looked up (or whose lookup it joined).
@@ -105,6 +109,8 @@ pub(super) struct Queues {
     pub(super) senders: RwLock<Vec<mpsc::UnboundedSender<Job>>>,
     /// Jobs queued or running, per loop.
     pub(super) load: Vec<AtomicUsize>,
+    /// Each loop's share of the client's concurrency limit (its `LoopCtx::share`).
+    pub(super) shares: Vec<Arc<Semaphore>>,
 }
 
 impl Queues {
@@ -121,6 +127,29 @@ impl Queues {
             self.load[i].fetch_sub(1, Ordering::Relaxed);
             e.0
         })
+    }
+
+    /// Queue `job` on loop `i`; the job back if the loops have stopped.
+    pub(super) fn push_to(&self, i: usize, job: Job) -> Result<(), Job> {
+        let senders = self.senders.read();
+        let Some(sender) = senders.get(i) else {
+            return Err(job);
+        };
+        self.load[i].fetch_add(1, Ordering::Relaxed);
+        sender.send(job).map_err(|e| {
+            self.load[i].fetch_sub(1, Ordering::Relaxed);
+            e.0
+        })
+    }
+
+    /// Permits nobody waits for of loop `i`'s share, if it has some.
+    pub(super) fn idle_permits_of(&self, i: usize) -> Option<Permits> {
+        Arc::clone(self.shares.get(i)?).try_acquire_owned().ok()
+    }
+
+    /// How many loops there are.
+    pub(super) fn loops(&self) -> usize {
+        self.shares.len()
     }
 
     pub(super) fn push_transfer(&self, transfer: Transfer) {
@@ -252,11 +281,17 @@ pub(super) async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Ar
             job => job,
         };
         // A permit of this loop's share of the client's limit.
-        let Some(permits) = ctx.permits().await else {
-            if let Job::Transfer(t) = job {
-                t.fail(&Error::internal("the concurrency limit was closed"));
+        let (job, permits) = match job {
+            Job::Permitted(permits, task) => (Job::Task(task), permits),
+            job => {
+                let Some(permits) = ctx.permits().await else {
+                    if let Job::Transfer(t) = job {
+                        t.fail(&Error::internal("the concurrency limit was closed"));
+                    }
+                    continue;
+                };
+                (job, permits)
             }
-            continue;
         };
         let job = match job {
             Job::Transfer(t) if t.parts.len() > 1 && ctx.shared.reprice => {
@@ -304,7 +339,7 @@ async fn run_job(
     };
     match job {
         Job::Transfer(t) => run_transfer(*t, Arc::clone(&held), ctx).await,
-        Job::Task(f) => TASK_PERMITS.scope(Arc::clone(&held), f(ctx)).await,
+        Job::Task(f) | Job::Permitted(_, f) => TASK_PERMITS.scope(Arc::clone(&held), f(ctx)).await,
         Job::Credential(w) => {
             TASK_PERMITS
                 .scope(Arc::clone(&held), async move { w.run(&ctx).await })

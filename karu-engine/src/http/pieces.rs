@@ -18,23 +18,36 @@
 //! one request).
 //!
 //! Concurrency: the transfer's own permit carries one piece; each further piece runs only on
-//! a permit nobody waits for (of this loop's share of the client's limit), taken when the
-//! transfer starts and whenever one of its pieces ends. So a split never delays another
-//! transfer, never exceeds the limit, and its memory is its destinations (no piece is
-//! buffered).
+//! a permit nobody waits for, of any loop's share of the client's limit (the next loop with
+//! one, in turn), taken when the transfer starts and whenever one of its pieces ends: on
+//! this loop, or sent to the other loop to run there and land through a lock on the
+//! transfer's destinations. So a split never delays another transfer, never exceeds the
+//! limit, its memory is its destinations (no piece is buffered), and one large read is
+//! received by every loop's thread, not one. How many run at once follows the first piece's
+//! rate ([`width`]): parts in parallel where one connection is slower than a thread, one per
+//! loop where it is not.
 
+use std::future::Future;
+use std::pin::pin;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::{Either, select};
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use karu_config::Settings;
 use parking_lot::Mutex;
+use tokio::sync::oneshot;
 
 use crate::batch::BatchShared;
-use std::sync::Arc;
-
 use crate::batch::versions::VersionPins;
 use crate::check::is_single_strong;
+use crate::credentials::Authority;
 use crate::http::fetch::{Fetch, Fetched, agrees_with_size};
 use crate::http::landing::Landing;
-use crate::http::{LoopCtx, Permits, ReleasablePermits};
-use crate::sdk::{Error, RangeSpec, Status};
+use crate::http::loops::{BoxFuture, Job, catch_panic};
+use crate::http::{LoopCtx, Permits, ReleasablePermits, task_permits};
+use crate::sdk::{Credential, Error, Locator, RangeSpec, Status};
 
 /// The most parts one transfer is cut into (8 GiB in parts of 8 MiB).
 const MAX_PIECES: u64 = 1024;
@@ -179,23 +192,86 @@ pub(crate) fn join(
     }))
 }
 
+/// The transfer's destinations while its pieces run, reachable from this loop and from the
+/// loops that run some of its pieces until the transfer lets go of them ([`Lent::drop`]).
+///
+/// Every access is under the lock, so pieces on several loops write their bytes one chunk at
+/// a time; and once the transfer lets go (when its pieces ended, or when it is dropped, a
+/// cancelled batch), a piece still running on another loop finds nothing to write into and
+/// drops its bytes, and the transfer has its destinations back.
+struct SharedLanding {
+    landing: Mutex<Option<LandingPtr>>,
+}
+
+/// A pointer to the transfer's `dyn Landing`, valid while it is in a [`SharedLanding`]: set by
+/// [`SharedLanding::lend`] from a borrow that outlives it there, taken out before that borrow
+/// ends.
+struct LandingPtr(NonNull<dyn Landing + 'static>);
+
+// SAFETY: a `Landing` is `Send`, and the pointer is dereferenced only under the
+// `SharedLanding`'s lock, by one thread at a time.
+unsafe impl Send for LandingPtr {}
+
+impl SharedLanding {
+    /// Lend `landing` to pieces (here and on other loops) until the returned guard drops.
+    fn lend<'l>(landing: &'l mut (dyn Landing + 'l)) -> Lent<'l> {
+        let ptr = NonNull::from(landing);
+        // SAFETY: only the lifetime is erased. The pointer is used only while it is in the
+        // `SharedLanding`, and `Lent`, which borrows `landing` for `'l`, takes it out when it
+        // drops (taking the lock, so no access is under way), so no use outlives `'l`.
+        let ptr: NonNull<dyn Landing + 'static> = unsafe { std::mem::transmute(ptr) };
+        Lent {
+            shared: Arc::new(SharedLanding {
+                landing: Mutex::new(Some(LandingPtr(ptr))),
+            }),
+            _borrow: std::marker::PhantomData,
+        }
+    }
+
+    /// `f` on the landing, if the transfer still lends it.
+    fn with<R>(&self, f: impl FnOnce(&mut dyn Landing) -> R) -> Option<R> {
+        let mut landing = self.landing.lock();
+        let ptr = landing.as_mut()?;
+        // SAFETY: the pointer is in the `SharedLanding`, so the borrow it came from is alive
+        // (see `lend`), and the lock makes this the only access to it.
+        Some(f(unsafe { ptr.0.as_mut() }))
+    }
+}
+
+/// The transfer's side of a [`SharedLanding`]: its landing is lent while this lives.
+struct Lent<'l> {
+    shared: Arc<SharedLanding>,
+    _borrow: std::marker::PhantomData<&'l mut dyn Landing>,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        // Under the lock: a piece writing on another loop finishes its chunk first.
+        self.shared.landing.lock().take();
+    }
+}
+
 /// A piece's window on the transfer's destinations: offsets from the piece's first byte.
-struct Window<'s, 'l> {
-    landing: &'s Mutex<&'l mut dyn Landing>,
+struct Window {
+    landing: Arc<SharedLanding>,
     piece: Piece,
 }
 
-impl Landing for Window<'_, '_> {
+impl Landing for Window {
     fn span(&self) -> u64 {
         self.piece.len
     }
 
     fn expect(&mut self, end: u64) -> Result<(), Error> {
-        self.landing.lock().expect(self.piece.offset + end)
+        let at = self.piece.offset + end;
+        self.landing
+            .with(|l| l.expect(at))
+            .unwrap_or_else(|| Err(let_go()))
     }
 
     fn put(&mut self, at: u64, bytes: &[u8]) {
-        self.landing.lock().put(self.piece.offset + at, bytes);
+        // Nothing to write into once the transfer let go: it no longer waits for this piece.
+        self.landing.with(|l| l.put(self.piece.offset + at, bytes));
     }
 
     fn failure(&mut self) -> Option<Error> {
@@ -205,18 +281,71 @@ impl Landing for Window<'_, '_> {
 
     fn attempt(&mut self, n: u32) {
         // The transfer's meter keeps the most attempts any piece needed.
-        self.landing.lock().attempt(n);
+        self.landing.with(|l| l.attempt(n));
     }
 }
 
-/// Fetch `fetch`'s closed range into `dst`, in parts of `part_size` bytes when it is longer
-/// (see the module's documentation); a range that fits in one part is one fetch.
+/// Why a piece could not land its bytes: its transfer no longer waits for it.
+fn let_go() -> Error {
+    Error::new(
+        Status::Cancelled,
+        "the read this part belonged to has ended",
+    )
+}
+
+/// The read a split transfer fetches, owned, so that its pieces can run on other loops: what
+/// a [`Fetch`] borrows, shared.
+struct Whole {
+    locator: Locator,
+    if_match: Option<String>,
+    settings: Arc<Settings>,
+    batch: Option<Arc<BatchShared>>,
+    auth: Option<(Authority, Credential)>,
+    started: Instant,
+    /// The transfer's own pins, used when the batch keeps none.
+    own_pins: VersionPins,
+}
+
+impl Whole {
+    /// The pins every piece shares: the batch's when it keeps to one version, else the
+    /// transfer's own.
+    fn pins(&self) -> &VersionPins {
+        self.batch
+            .as_deref()
+            .and_then(BatchShared::versions)
+            .unwrap_or(&self.own_pins)
+    }
+
+    /// The fetch of `piece` of the span starting at `first`, on permits `held`.
+    fn piece(&self, first: u64, piece: Piece, held: Option<Arc<ReleasablePermits>>) -> Fetch<'_> {
+        Fetch {
+            locator: &self.locator,
+            range: RangeSpec::Closed {
+                first: first + piece.offset,
+                last: first + piece.offset + (piece.len - 1),
+            },
+            if_match: self.if_match.as_deref(),
+            settings: &self.settings,
+            cancel: self.batch.as_deref(),
+            auth: self.auth.clone(),
+            started: self.started,
+            pins: Some(self.pins()),
+            held,
+        }
+    }
+}
+
+/// Fetch `fetch`'s closed range into `dst`, in parts of `settings.http.part_size` bytes when
+/// it is longer (see the module's documentation); a range that fits in one part is one fetch.
+/// `fetch` is of `batch` (if it is of one) with `settings`, which pieces on other loops share.
 pub(crate) async fn fetch(
     ctx: &LoopCtx,
     fetch: Fetch<'_>,
     dst: &mut dyn Landing,
-    part_size: u64,
+    settings: &Arc<Settings>,
+    batch: Option<&Arc<BatchShared>>,
 ) -> Result<Fetched, Error> {
+    let part_size = settings.http.part_size.0;
     let RangeSpec::Closed { first, last } = fetch.range else {
         return fetch.run(ctx, dst).await;
     };
@@ -231,19 +360,26 @@ pub(crate) async fn fetch(
         return fetch.run(ctx, dst).await;
     }
     let caller_pins = fetch.if_match.is_some_and(is_single_strong);
-    let own = VersionPins::default();
-    let pins = fetch.cancel.and_then(BatchShared::versions).unwrap_or(&own);
+    let whole = Arc::new(Whole {
+        locator: fetch.locator.clone(),
+        if_match: fetch.if_match.map(str::to_string),
+        settings: Arc::clone(settings),
+        batch: batch.cloned(),
+        auth: fetch.auth.clone(),
+        started: fetch.started,
+        own_pins: VersionPins::default(),
+    });
     let fetched = {
-        let landing: Mutex<&mut dyn Landing> = Mutex::new(&mut *dst);
+        let lent = SharedLanding::lend(&mut *dst);
         // Boxed, as the fallback below: a read split into parts is large, and the future
         // of every other read stays the size of one fetch.
         Box::pin(run_pieces(
             ctx,
-            &fetch,
+            &whole,
+            fetch.held.clone(),
             first,
             &pieces,
-            &landing,
-            pins,
+            &lent.shared,
             caller_pins,
         ))
         .await?
@@ -261,6 +397,27 @@ pub(crate) async fn fetch(
             );
             Box::pin(fetch.run(ctx, dst)).await
         }
+    }
+}
+
+/// A connection's rate from which more connections would not add to it: one loop's thread
+/// receives, checks and copies a body at a few GB/s, so a connection that alone delivers
+/// this much is already bound by the thread, not by the link (loopback, a store on the same
+/// network). In bytes per second.
+const FAST_CONNECTION: f64 = 1e9;
+
+/// How many pieces of a split transfer run at once, from the first piece's answer
+/// (`delivered` bytes in `took`, the request's round trip included) and the number of event
+/// loops: as many as permits allow when one connection is slower than [`FAST_CONNECTION`] (a
+/// connection to an object store delivers a fraction of the link; parts in parallel add up
+/// to it), else one per loop (more connections would only share the same threads: each
+/// costs CPU, receiving in smaller reads, and the transfer would be no faster).
+fn width(delivered: u64, took: Duration, loops: usize) -> usize {
+    let rate = delivered as f64 / took.as_secs_f64().max(1e-9);
+    if rate >= FAST_CONNECTION {
+        loops.max(1)
+    } else {
+        usize::MAX
     }
 }
 
@@ -293,53 +450,73 @@ fn past_the_end(head: &Fetched) -> Fetched {
     }
 }
 
-/// Run every piece, on the transfer's permit and on idle ones; the answers in span order, or
-/// the first failure (the other pieces are dropped with their requests). `None` when the first
-/// piece's answer delivered bytes without a strong ETag (and `caller_pins` is false): no other
-/// piece could be proven to be of its version, so none is asked for.
+/// What a piece ran on, for the piece after it.
+enum Carrier {
+    /// The transfer's own permits: the next piece runs on them, on this loop.
+    Own,
+    /// Permits of this loop's share nobody waited for: the next piece runs on them here.
+    Idle(Permits),
+    /// Another loop's permits, given back there as the piece ended (or permits this loop's
+    /// piece no longer held): the next piece goes where idle permits are.
+    None,
+}
+
+/// A piece's end: its index, its answer, and what it ran on.
+type PieceEnd = (usize, Result<Fetched, Error>, Carrier);
+
+/// Run every piece, on the transfer's permit and on idle ones of every loop; the answers in
+/// span order, or the first failure (the other pieces are dropped with their requests).
+/// `None` when the first piece's answer delivered bytes without a strong ETag (and
+/// `caller_pins` is false): no other piece could be proven to be of its version, so none is
+/// asked for.
+///
+/// The pieces after the first go round the loops, each to the next one with a permit nobody
+/// waits for: one loop's thread cannot receive, check and copy a large object at the link's
+/// speed, and the loops' shares add up to the client's limit, so a split still never takes a
+/// permit another transfer waits for. `held`: the transfer's own permits.
 async fn run_pieces(
     ctx: &LoopCtx,
-    whole: &Fetch<'_>,
+    whole: &Arc<Whole>,
+    held: Option<Arc<ReleasablePermits>>,
     first: u64,
     pieces: &[Piece],
-    landing: &Mutex<&mut dyn Landing>,
-    pins: &VersionPins,
+    landing: &Arc<SharedLanding>,
     caller_pins: bool,
 ) -> Result<Option<Vec<Fetched>>, Error> {
-    let start = |i: usize, permits: Option<Permits>| {
+    // A piece on this loop, on the transfer's permits (`None`) or on idle ones of its own.
+    let here = |i: usize, permits: Option<Permits>| {
         let piece = pieces[i];
-        let mut window = Window { landing, piece };
+        let mut window = Window {
+            landing: Arc::clone(landing),
+            piece,
+        };
+        let held = held.clone();
         async move {
             // A piece on permits of its own hands back those (not the transfer's) while it
             // waits for a location (see `ReleasablePermits`).
             let own = permits.map(|p| Arc::new(ReleasablePermits::new(ctx, p)));
-            let fetch = Fetch {
-                locator: whole.locator,
-                range: RangeSpec::Closed {
-                    first: first + piece.offset,
-                    last: first + piece.offset + (piece.len - 1),
-                },
-                if_match: whole.if_match,
-                settings: whole.settings,
-                cancel: whole.cancel,
-                auth: whole.auth.clone(),
-                started: whole.started,
-                pins: Some(pins),
-                held: own.clone().or_else(|| whole.held.clone()),
-            };
+            let fetch = whole.piece(first, piece, own.clone().or(held));
+            let mine = own.is_some();
             let result = fetch.run(ctx, &mut window).await;
-            let permits = own
+            let carrier = match own
                 .and_then(Arc::into_inner)
-                .and_then(ReleasablePermits::into_permits);
-            (i, result, permits)
+                .and_then(ReleasablePermits::into_permits)
+            {
+                Some(permits) => Carrier::Idle(permits),
+                None if mine => Carrier::None,
+                None => Carrier::Own,
+            };
+            (i, result, carrier)
         }
     };
     let mut answers: Vec<Option<Fetched>> = vec![None; pieces.len()];
     // The first piece runs alone (as aws-c-s3 discovers a size): its answer states the
     // object's size, so no piece past the end is ever requested (a read far beyond a small
     // object stays one request). The pieces past the end deliver nothing.
-    let (_, result, _) = start(0, None).await;
+    let began = Instant::now();
+    let (_, result, _) = here(0, None).await;
     let head = result?;
+    let width = width(head.available, began.elapsed(), ctx.queues.loops());
     let size = head.total;
     let holding = holding(pieces, first, &head);
     if holding > 1 && head.available > 0 && head.etag.is_none() && !caller_pins {
@@ -356,25 +533,50 @@ async fn run_pieces(
     {
         let last = pieces[holding - 1];
         let end = (last.offset + last.len).min(total.saturating_sub(first));
-        landing.lock().expect(end)?;
+        landing
+            .with(|l| l.expect(end))
+            .unwrap_or_else(|| Err(let_go()))?;
     }
     answers[0] = Some(head);
     let mut running = FuturesUnordered::new();
     let mut next = 1;
     if next < holding {
         // The transfer's own permit carries the next piece.
-        running.push(start(next, None));
+        running.push(Either::Left(here(next, None)));
         next += 1;
     }
+    // The loop the next piece is offered to first.
+    let loops = ctx.queues.loops();
+    let mut offer = (ctx.index + 1) % loops.max(1);
     loop {
-        while next < holding {
-            let Some(permits) = ctx.idle_permits() else {
-                break;
-            };
-            running.push(start(next, Some(permits)));
-            next += 1;
+        'start: while next < holding && running.len() < width {
+            for _ in 0..loops {
+                let to = offer;
+                offer = (offer + 1) % loops;
+                if to == ctx.index {
+                    if let Some(permits) = ctx.idle_permits() {
+                        running.push(Either::Left(here(next, Some(permits))));
+                        next += 1;
+                        continue 'start;
+                    }
+                } else if let Some(permits) = ctx.queues.idle_permits_of(to) {
+                    let piece = Window {
+                        landing: Arc::clone(landing),
+                        piece: pieces[next],
+                    };
+                    match elsewhere(ctx, to, permits, whole, first, next, piece) {
+                        Some(answer) => {
+                            running.push(Either::Right(answer));
+                            next += 1;
+                            continue 'start;
+                        }
+                        None => break 'start,
+                    }
+                }
+            }
+            break;
         }
-        let Some((i, result, permits)) = running.next().await else {
+        let Some((i, result, carrier)) = running.next().await else {
             break;
         };
         let answer = result?;
@@ -387,8 +589,13 @@ async fn run_pieces(
         }
         answers[i] = Some(answer);
         if next < holding {
-            // The ended piece's permit (the transfer's own, or an idle one it took) goes on.
-            running.push(start(next, permits));
+            // A piece that ran here goes on with its permits; another loop's went back there,
+            // and the round above offers the next piece to whichever loop has one idle.
+            match carrier {
+                Carrier::Own => running.push(Either::Left(here(next, None))),
+                Carrier::Idle(permits) => running.push(Either::Left(here(next, Some(permits)))),
+                Carrier::None => continue,
+            }
             next += 1;
         }
     }
@@ -397,6 +604,52 @@ async fn run_pieces(
         .map(|a| a.ok_or_else(|| Error::internal("a piece of a split transfer never ran")))
         .collect::<Result<_, _>>()
         .map(Some)
+}
+
+/// Run piece `i` (landing through `window`) on loop `to`, on its `permits`; its end, as this
+/// loop receives it. `None` if the loops have stopped.
+///
+/// The piece stops as soon as nobody waits for its answer (the transfer failed or was
+/// dropped); until then it writes through the transfer's [`SharedLanding`], which no longer
+/// lends anything once the transfer lets go.
+fn elsewhere(
+    ctx: &LoopCtx,
+    to: usize,
+    permits: Permits,
+    whole: &Arc<Whole>,
+    first: u64,
+    i: usize,
+    mut window: Window,
+) -> Option<impl Future<Output = PieceEnd> + use<>> {
+    let (mut sender, receiver) = oneshot::channel::<Result<Fetched, Error>>();
+    let whole = Arc::clone(whole);
+    let task: Box<dyn FnOnce(Arc<LoopCtx>) -> BoxFuture + Send> = Box::new(move |there| {
+        Box::pin(async move {
+            let fetch = whole.piece(first, window.piece, task_permits());
+            let outcome = {
+                let run = pin!(catch_panic(fetch.run(&there, &mut window)));
+                let abandoned = pin!(sender.closed());
+                match select(run, abandoned).await {
+                    Either::Left((outcome, _)) => Some(outcome),
+                    Either::Right(_) => None,
+                }
+            };
+            if let Some(outcome) = outcome {
+                let _ = sender.send(outcome.unwrap_or_else(|()| {
+                    Err(Error::internal("a panic in Karu ended a part of this read"))
+                }));
+            }
+        })
+    });
+    ctx.queues.push_to(to, Job::Permitted(permits, task)).ok()?;
+    Some(async move {
+        let result = receiver.await.unwrap_or_else(|_| {
+            Err(Error::internal(
+                "a part of this read ended on another event loop without an answer",
+            ))
+        });
+        (i, result, Carrier::None)
+    })
 }
 
 #[cfg(test)]
@@ -452,6 +705,22 @@ mod tests {
                 last_modified: LastModified::default(),
             })
         );
+    }
+
+    #[test]
+    fn a_connection_slower_than_a_loop_gets_parts_in_parallel_a_fast_one_a_part_per_loop() {
+        let ms = Duration::from_millis;
+        // 8 MiB in 100 ms (84 MB/s, an object store's connection): as many as permits allow.
+        assert_eq!(width(8 << 20, ms(100), 4), usize::MAX);
+        // Just below the rate where the thread binds.
+        assert_eq!(width(999_000_000, Duration::from_secs(1), 4), usize::MAX);
+        // 8 MiB in 3 ms (2.8 GB/s, loopback): one part per loop.
+        assert_eq!(width(8 << 20, ms(3), 4), 4);
+        assert_eq!(width(1_000_000_000, Duration::from_secs(1), 2), 2);
+        // Nothing measurable (an instant answer) is fast; no loop count is less than one.
+        assert_eq!(width(8 << 20, Duration::ZERO, 0), 1);
+        // A first piece that delivered nothing (the object ended) is not fast.
+        assert_eq!(width(0, ms(1), 4), usize::MAX);
     }
 
     #[test]

@@ -122,6 +122,10 @@ impl Remote {
         let queues = Arc::new(Queues {
             senders: RwLock::new(Vec::new()),
             load: (0..loops).map(|_| AtomicUsize::new(0)).collect(),
+            shares: shares
+                .iter()
+                .map(|&s| Arc::new(Semaphore::new(s)))
+                .collect(),
         });
         let tls = Arc::new(TlsConfig::new(&global.http)?);
         let dns = Arc::new(DnsCache::new(global.http.dns_ttl.0));
@@ -152,13 +156,13 @@ impl Remote {
         });
         let mut threads = Vec::new();
         let mut senders = Vec::new();
-        for (i, share) in shares.into_iter().enumerate() {
+        for (i, &share) in shares.iter().enumerate() {
             let (sender, receiver) = mpsc::unbounded_channel();
             let ctx = Arc::new(LoopCtx {
                 shared: Arc::clone(&shared),
                 index: i,
                 queues: Arc::clone(&queues),
-                share: Arc::new(Semaphore::new(share)),
+                share: Arc::clone(&queues.shares[i]),
                 share_size: share,
                 clients: Mutex::new(Vec::new()),
             });
@@ -536,7 +540,7 @@ mod tests {
                     pins: None,
                     held: None,
                 };
-                let future = pieces::fetch(&ctx, fetch, &mut landing, settings.http.part_size.0);
+                let future = pieces::fetch(&ctx, fetch, &mut landing, &settings, None);
                 Ok(std::mem::size_of_val(&future))
             })
             .wait()

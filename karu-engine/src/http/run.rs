@@ -106,9 +106,14 @@ pub(super) async fn run_transfer(
             Some(e) => Err(e),
             None => {
                 let mut scatter = Scatter::new(transfer.length, dests);
-                let part_size = settings.http.part_size.0;
-                let outcome =
-                    catch_panic(pieces::fetch(&ctx, fetch, &mut scatter, part_size)).await;
+                let outcome = catch_panic(pieces::fetch(
+                    &ctx,
+                    fetch,
+                    &mut scatter,
+                    &settings,
+                    Some(&batch),
+                ))
+                .await;
                 meter = Some(scatter.meter);
                 match outcome {
                     Ok(fetched) => match scatter.failure() {
