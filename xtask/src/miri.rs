@@ -1,7 +1,8 @@
 //! `cargo xtask miri`: the unit tests of the modules whose unsafe code runs without sockets,
 //! under Miri (`cargo +nightly miri test`), which checks every access they make against
 //! Rust's aliasing and validity rules: batch destinations and their lending to transfers
-//! (`karu-engine`'s `batch::`), the room made present in buffers (`pages::`, whose system
+//! (`karu-engine`'s `batch::`) and to a split transfer's pieces on other loops
+//! (`http::shared_landing::`), the room made present in buffers (`pages::`, whose system
 //! calls are ignored under Miri), and the C ABI's argument checks and buffers handed to C
 //! (`karu-ffi`'s `batch::`, `boundary::`, `completion::`). A stage of `cargo xtask test`.
 //!
@@ -31,7 +32,7 @@ struct Run {
 const RUNS: [Run; 3] = [
     Run {
         package: "karu-engine",
-        filters: &["batch::", "pages::"],
+        filters: &["batch::", "pages::", "http::shared_landing::"],
         skip: &["inherited"],
         flags: "",
     },

@@ -13,7 +13,8 @@
 //! [`fetch`] (one logical read: prepare late, retry, resume, correct, under one deadline),
 //! [`hedging`] (an attempt raced by its duplicates), [`exchange`] (one request: send, check
 //! the head, receive), [`redirects`] (reusable redirect locations, single flight) over
-//! the pure [`locations`], [`landing`] (where kept bytes land, metered), [`client`] and
+//! the pure [`locations`], [`landing`] (where kept bytes land, metered) and
+//! [`shared_landing`] (lent to a split transfer's pieces on other loops), [`client`] and
 //! [`transport`] (connections, TLS, DNS), [`endpoint`] (per-endpoint measurements and adaptive
 //! windows), [`speed`] (low-speed protection), [`failure`] (transport failures by kind),
 //! [`ends`] (`read_ends`) and [`stats`] (counts).
@@ -33,6 +34,7 @@ pub(crate) mod pieces;
 pub(crate) mod redirects;
 mod remote;
 mod run;
+mod shared_landing;
 pub(crate) mod speed;
 mod stats;
 mod task_pool;

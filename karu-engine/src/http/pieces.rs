@@ -29,14 +29,12 @@
 
 use std::future::Future;
 use std::pin::pin;
-use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::{Either, select};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use karu_config::Settings;
-use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::batch::BatchShared;
@@ -46,6 +44,7 @@ use crate::credentials::Authority;
 use crate::http::fetch::{Fetch, Fetched, agrees_with_size};
 use crate::http::landing::Landing;
 use crate::http::loops::{BoxFuture, Job, catch_panic};
+use crate::http::shared_landing::SharedLanding;
 use crate::http::{LoopCtx, Permits, ReleasablePermits, task_permits};
 use crate::sdk::{Credential, Error, Locator, RangeSpec, Status};
 
@@ -192,65 +191,6 @@ pub(crate) fn join(
     }))
 }
 
-/// The transfer's destinations while its pieces run, reachable from this loop and from the
-/// loops that run some of its pieces until the transfer lets go of them ([`Lent::drop`]).
-///
-/// Every access is under the lock, so pieces on several loops write their bytes one chunk at
-/// a time; and once the transfer lets go (when its pieces ended, or when it is dropped, a
-/// cancelled batch), a piece still running on another loop finds nothing to write into and
-/// drops its bytes, and the transfer has its destinations back.
-struct SharedLanding {
-    landing: Mutex<Option<LandingPtr>>,
-}
-
-/// A pointer to the transfer's `dyn Landing`, valid while it is in a [`SharedLanding`]: set by
-/// [`SharedLanding::lend`] from a borrow that outlives it there, taken out before that borrow
-/// ends.
-struct LandingPtr(NonNull<dyn Landing + 'static>);
-
-// SAFETY: a `Landing` is `Send`, and the pointer is dereferenced only under the
-// `SharedLanding`'s lock, by one thread at a time.
-unsafe impl Send for LandingPtr {}
-
-impl SharedLanding {
-    /// Lend `landing` to pieces (here and on other loops) until the returned guard drops.
-    fn lend<'l>(landing: &'l mut (dyn Landing + 'l)) -> Lent<'l> {
-        let ptr = NonNull::from(landing);
-        // SAFETY: only the lifetime is erased. The pointer is used only while it is in the
-        // `SharedLanding`, and `Lent`, which borrows `landing` for `'l`, takes it out when it
-        // drops (taking the lock, so no access is under way), so no use outlives `'l`.
-        let ptr: NonNull<dyn Landing + 'static> = unsafe { std::mem::transmute(ptr) };
-        Lent {
-            shared: Arc::new(SharedLanding {
-                landing: Mutex::new(Some(LandingPtr(ptr))),
-            }),
-            _borrow: std::marker::PhantomData,
-        }
-    }
-
-    /// `f` on the landing, if the transfer still lends it.
-    fn with<R>(&self, f: impl FnOnce(&mut dyn Landing) -> R) -> Option<R> {
-        let mut landing = self.landing.lock();
-        let ptr = landing.as_mut()?;
-        // SAFETY: the pointer is in the `SharedLanding`, so the borrow it came from is alive
-        // (see `lend`), and the lock makes this the only access to it.
-        Some(f(unsafe { ptr.0.as_mut() }))
-    }
-}
-
-/// The transfer's side of a [`SharedLanding`]: its landing is lent while this lives.
-struct Lent<'l> {
-    shared: Arc<SharedLanding>,
-    _borrow: std::marker::PhantomData<&'l mut dyn Landing>,
-}
-
-impl Drop for Lent<'_> {
-    fn drop(&mut self) {
-        // Under the lock: a piece writing on another loop finishes its chunk first.
-        self.shared.landing.lock().take();
-    }
-}
-
 /// A piece's window on the transfer's destinations: offsets from the piece's first byte.
 struct Window {
     landing: Arc<SharedLanding>,
@@ -379,7 +319,7 @@ pub(crate) async fn fetch(
             fetch.held.clone(),
             first,
             &pieces,
-            &lent.shared,
+            lent.shared(),
             caller_pins,
         ))
         .await?
