@@ -602,19 +602,16 @@ fn parts_run_on_every_loop_with_idle_permits() {
 fn a_failed_read_stops_its_parts_on_other_loops_and_its_buffer_is_left_alone() {
     let server = server_with_big();
     // After the first part, the second (on the transfer's loop) and the third (on the other
-    // loop) are held until both are in flight; then the second is answered 404 while the
-    // third trickles its megabyte out over seconds.
+    // loop) are held until both have arrived; then the second is answered with a
+    // `Content-Range` it did not ask for (a protocol error, never retried) while the third
+    // trickles its megabyte out over seconds.
     server.add_fault(
         FaultRule::new(Fault::Barrier(2))
             .range_overlapping(MIB..3 * MIB)
             .times(2),
     );
     server.add_fault(
-        FaultRule::new(Fault::Status {
-            code: 404,
-            retry_after: None,
-        })
-        .range_overlapping(MIB..2 * MIB),
+        FaultRule::new(Fault::WrongContentRange { shift: 10 }).range_overlapping(MIB..2 * MIB),
     );
     server.add_fault(
         FaultRule::new(Fault::Trickle {
@@ -633,8 +630,8 @@ fn a_failed_read_stops_its_parts_on_other_loops_and_its_buffer_is_left_alone() {
     let mut buffer = vec![0xAAu8; (3 * MIB) as usize];
     let error = client
         .read_into(&object, 0, &mut buffer)
-        .expect_err("a part was answered 404");
-    assert_eq!(error.status(), Status::NotFound, "{error}");
+        .expect_err("a part was answered with another range");
+    assert_eq!(error.status(), Status::Protocol, "{error}");
     // The buffer is the caller's again: nothing may write to it from here on, though the
     // trickling part was still being answered when the read failed.
     let returned = buffer.clone();
