@@ -4,8 +4,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use karu_config::Settings;
@@ -32,10 +32,6 @@ pub(super) enum Job {
     /// the queue as a `Transfer`.
     Credential(Box<Waiting>),
     Task(Box<dyn FnOnce(Arc<LoopCtx>) -> BoxFuture + Send>),
-    /// A task that comes with permits of the loop's share, taken for it where it was queued
-    /// (a piece of a split transfer on a loop with permits nobody waits for,
-    /// [`pieces`](super::pieces)): it runs at once, in no line.
-    Permitted(Permits, Box<dyn FnOnce(Arc<LoopCtx>) -> BoxFuture + Send>),
 }
 
 /// A transfer whose credential is being looked up (or whose lookup it joined).
@@ -111,6 +107,9 @@ pub(super) struct Queues {
     pub(super) load: Vec<AtomicUsize>,
     /// Each loop's share of the client's concurrency limit (its `LoopCtx::share`).
     pub(super) shares: Vec<Arc<Semaphore>>,
+    /// Each loop's runtime and state, for work sent to run there at once
+    /// ([`Queues::spawn_on`]); emptied with `senders` when the client shuts down.
+    pub(super) loops: RwLock<Vec<(tokio::runtime::Handle, Weak<LoopCtx>)>>,
 }
 
 impl Queues {
@@ -129,17 +128,40 @@ impl Queues {
         })
     }
 
-    /// Queue `job` on loop `i`; the job back if the loops have stopped.
-    pub(super) fn push_to(&self, i: usize, job: Job) -> Result<(), Job> {
-        let senders = self.senders.read();
-        let Some(sender) = senders.get(i) else {
-            return Err(job);
+    /// Run `task` on loop `i` at once, on `permits` of that loop's share: a task of that
+    /// loop's runtime, not a job in its queue, where it could wait behind a transfer that
+    /// waits for the very permits it carries. `task` is given the loop's state and the
+    /// permits (which it may hand back while it waits for a location, see
+    /// `ReleasablePermits`), and is counted in the loop's load while it lives. `false` if the
+    /// loops have stopped (the permits are given back).
+    pub(super) fn spawn_on<F>(
+        &self,
+        i: usize,
+        permits: Permits,
+        task: impl FnOnce(Arc<LoopCtx>, Arc<ReleasablePermits>) -> F,
+    ) -> bool
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let loops = self.loops.read();
+        let Some((runtime, ctx)) = loops.get(i) else {
+            return false;
+        };
+        let Some(ctx) = ctx.upgrade() else {
+            return false;
         };
         self.load[i].fetch_add(1, Ordering::Relaxed);
-        sender.send(job).map_err(|e| {
-            self.load[i].fetch_sub(1, Ordering::Relaxed);
-            e.0
-        })
+        let load = Load {
+            queues: Arc::clone(&ctx.queues),
+            index: i,
+        };
+        let held = Arc::new(ReleasablePermits::new(&ctx, permits));
+        let future = task(ctx, held);
+        drop(runtime.spawn(async move {
+            let _load = load;
+            future.await;
+        }));
+        true
     }
 
     /// Permits nobody waits for of loop `i`'s share, if it has some.
@@ -281,17 +303,11 @@ pub(super) async fn run_loop(mut receiver: mpsc::UnboundedReceiver<Job>, ctx: Ar
             job => job,
         };
         // A permit of this loop's share of the client's limit.
-        let (job, permits) = match job {
-            Job::Permitted(permits, task) => (Job::Task(task), permits),
-            job => {
-                let Some(permits) = ctx.permits().await else {
-                    if let Job::Transfer(t) = job {
-                        t.fail(&Error::internal("the concurrency limit was closed"));
-                    }
-                    continue;
-                };
-                (job, permits)
+        let Some(permits) = ctx.permits().await else {
+            if let Job::Transfer(t) = job {
+                t.fail(&Error::internal("the concurrency limit was closed"));
             }
+            continue;
         };
         let job = match job {
             Job::Transfer(t) if t.parts.len() > 1 && ctx.shared.reprice => {
@@ -339,7 +355,7 @@ async fn run_job(
     };
     match job {
         Job::Transfer(t) => run_transfer(*t, Arc::clone(&held), ctx).await,
-        Job::Task(f) | Job::Permitted(_, f) => TASK_PERMITS.scope(Arc::clone(&held), f(ctx)).await,
+        Job::Task(f) => TASK_PERMITS.scope(Arc::clone(&held), f(ctx)).await,
         Job::Credential(w) => {
             TASK_PERMITS
                 .scope(Arc::clone(&held), async move { w.run(&ctx).await })

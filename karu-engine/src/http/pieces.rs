@@ -43,9 +43,9 @@ use crate::check::is_single_strong;
 use crate::credentials::Authority;
 use crate::http::fetch::{Fetch, Fetched, agrees_with_size};
 use crate::http::landing::Landing;
-use crate::http::loops::{BoxFuture, Job, catch_panic};
+use crate::http::loops::catch_panic;
 use crate::http::shared_landing::SharedLanding;
-use crate::http::{LoopCtx, Permits, ReleasablePermits, task_permits};
+use crate::http::{LoopCtx, Permits, ReleasablePermits};
 use crate::sdk::{Credential, Error, Locator, RangeSpec, Status};
 
 /// The most parts one transfer is cut into (8 GiB in parts of 8 MiB).
@@ -563,9 +563,10 @@ fn elsewhere(
 ) -> Option<impl Future<Output = PieceEnd> + use<>> {
     let (mut sender, receiver) = oneshot::channel::<Result<Fetched, Error>>();
     let whole = Arc::clone(whole);
-    let task: Box<dyn FnOnce(Arc<LoopCtx>) -> BoxFuture + Send> = Box::new(move |there| {
-        Box::pin(async move {
-            let fetch = whole.piece(first, window.piece, task_permits());
+    let spawned = ctx
+        .queues
+        .spawn_on(to, permits, move |there, held| async move {
+            let fetch = whole.piece(first, window.piece, Some(held));
             let outcome = {
                 let run = pin!(catch_panic(fetch.run(&there, &mut window)));
                 let abandoned = pin!(sender.closed());
@@ -579,10 +580,8 @@ fn elsewhere(
                     Err(Error::internal("a panic in Karu ended a part of this read"))
                 }));
             }
-        })
-    });
-    ctx.queues.push_to(to, Job::Permitted(permits, task)).ok()?;
-    Some(async move {
+        });
+    spawned.then_some(async move {
         let result = receiver.await.unwrap_or_else(|_| {
             Err(Error::internal(
                 "a part of this read ended on another event loop without an answer",

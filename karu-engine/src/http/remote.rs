@@ -126,6 +126,7 @@ impl Remote {
                 .iter()
                 .map(|&s| Arc::new(Semaphore::new(s)))
                 .collect(),
+            loops: RwLock::new(Vec::new()),
         });
         let tls = Arc::new(TlsConfig::new(&global.http)?);
         let dns = Arc::new(DnsCache::new(global.http.dns_ttl.0));
@@ -156,6 +157,7 @@ impl Remote {
         });
         let mut threads = Vec::new();
         let mut senders = Vec::new();
+        let mut handles = Vec::new();
         for (i, &share) in shares.iter().enumerate() {
             let (sender, receiver) = mpsc::unbounded_channel();
             let ctx = Arc::new(LoopCtx {
@@ -173,6 +175,7 @@ impl Remote {
                     Error::new(Status::Io, format!("cannot start an event loop: {e}"))
                         .with_source(e)
                 })?;
+            handles.push((runtime.handle().clone(), Arc::downgrade(&ctx)));
             let thread = std::thread::Builder::new()
                 .name(format!("karu-io-{i}"))
                 .spawn(move || runtime.block_on(spawned(run_loop(receiver, ctx))))
@@ -184,6 +187,7 @@ impl Remote {
             threads.push(thread);
         }
         *queues.senders.write() = senders;
+        *queues.loops.write() = handles;
         Ok(Remote {
             queues,
             threads,
@@ -340,6 +344,7 @@ impl Drop for Remote {
     fn drop(&mut self) {
         // Closing the queues lets each loop finish its queue and running tasks, then exit.
         self.queues.senders.write().clear();
+        self.queues.loops.write().clear();
         let me = std::thread::current().id();
         for t in self.threads.drain(..) {
             if t.thread().id() != me {
