@@ -170,7 +170,7 @@ impl Queues {
     }
 
     /// How many loops there are.
-    pub(super) fn loops(&self) -> usize {
+    pub(super) fn loop_count(&self) -> usize {
         self.shares.len()
     }
 

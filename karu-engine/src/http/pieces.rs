@@ -456,7 +456,7 @@ async fn run_pieces(
     let began = Instant::now();
     let (_, result, _) = here(0, None).await;
     let head = result?;
-    let width = width(head.available, began.elapsed(), ctx.queues.loops());
+    let width = width(head.available, began.elapsed(), ctx.queues.loop_count());
     let size = head.total;
     let holding = holding(pieces, first, &head);
     if holding > 1 && head.available > 0 && head.etag.is_none() && !caller_pins {
@@ -486,7 +486,7 @@ async fn run_pieces(
         next += 1;
     }
     // The loop the next piece is offered to first.
-    let loops = ctx.queues.loops();
+    let loops = ctx.queues.loop_count();
     let mut offer = (ctx.index + 1) % loops.max(1);
     loop {
         'start: while next < holding && running.len() < width {
