@@ -489,6 +489,17 @@ fn parts_client() -> Client {
     build(quick().set("http.part_size", "1MiB"))
 }
 
+/// A client fetching in parts of 1 MiB, with a concurrency limit of `concurrency` shared by
+/// `loops` event loops.
+fn parts_client_of(concurrency: u32, loops: u32) -> Client {
+    build(
+        quick()
+            .set("http.part_size", "1MiB")
+            .set("concurrency", concurrency)
+            .set("io_threads", loops),
+    )
+}
+
 /// The closed ranges of the parts of `len` bytes at `first`, in parts of 1 MiB.
 fn parts_of(first: u64, len: u64) -> Vec<(u64, u64)> {
     (0..len.div_ceil(MIB))
@@ -544,12 +555,7 @@ fn a_large_transfer_is_fetched_in_parts_all_in_flight_together() {
 fn parts_run_on_idle_concurrency_only_and_a_short_transfer_is_one_request() {
     let server = server_with_big();
     // Concurrency 2 on one loop: one part on the transfer's permit, one on the idle permit.
-    let client = build(
-        quick()
-            .set("http.part_size", "1MiB")
-            .set("concurrency", 2)
-            .set("io_threads", 1),
-    );
+    let client = parts_client_of(2, 1);
     let object = locate(&client, &server, "/big.bin");
     let done = read_all(&client, &object, &[(0, 5 * MIB), (100 * MIB, MIB)]);
     assert_ok(&done[0], 0, 5 * MIB);
@@ -568,12 +574,7 @@ fn parts_run_on_every_loop_with_idle_permits() {
     // own, so the second part in flight must run on the other loop. After the first part
     // (alone), the next two are held until both are in flight.
     server.add_fault(FaultRule::new(Fault::Barrier(2)).skip(1).times(2));
-    let client = build(
-        quick()
-            .set("http.part_size", "1MiB")
-            .set("concurrency", 2)
-            .set("io_threads", 2),
-    );
+    let client = parts_client_of(2, 2);
     let object = locate(&client, &server, "/big.bin");
     let c = read_one(&client, &object, 5, 4 * MIB);
     assert_ok(&c, 5, 4 * MIB);
@@ -620,12 +621,7 @@ fn a_failed_read_stops_its_parts_on_other_loops_and_its_buffer_is_left_alone() {
         })
         .range_overlapping(2 * MIB..3 * MIB),
     );
-    let client = build(
-        quick()
-            .set("http.part_size", "1MiB")
-            .set("concurrency", 2)
-            .set("io_threads", 2),
-    );
+    let client = parts_client_of(2, 2);
     let object = locate(&client, &server, "/big.bin");
     let mut buffer = vec![0xAAu8; (3 * MIB) as usize];
     let error = client
