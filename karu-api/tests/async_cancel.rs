@@ -12,23 +12,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
 
 use hooks::{Count, FAMILY, HookBackend, Hooks, Latch, OpenOnDrop, SCHEME, hooks_url, within};
-use http_support::{PATIENCE, assert_pattern, build, locate, quick, with_backend};
+use http_support::{PATIENCE, assert_pattern, build, eventually, locate, quick, with_backend};
 use karu::{Read, Status};
 use karu_testkit::{Fault, FaultRule, MockServer};
-
-/// Wait until `condition` holds, failing the test after [`PATIENCE`]. It polls an observable
-/// state (the mock's counters); nothing here waits for work to overlap.
-#[track_caller]
-fn eventually(what: &str, condition: impl Fn() -> bool) {
-    let give_up = Instant::now() + PATIENCE;
-    while !condition() {
-        assert!(Instant::now() < give_up, "{what}: not within {PATIENCE:?}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
 
 /// Poll `future` once, with a waker that does nothing: whatever it started goes on on Karu's
 /// threads, unpolled.

@@ -9,7 +9,7 @@ mod http_support;
 
 use http_support::{
     KIB, MIB, PATIENCE, assert_failed, assert_nothing_requested_twice, assert_ok, assert_prefix,
-    build, client, describe, drain, locate, quick, range_headers, read_all, read_one,
+    build, client, describe, drain, eventually, locate, quick, range_headers, read_all, read_one,
     sorted_ranges, wait_for_requests,
 };
 use karu::{BatchOptions, Client, Next, Read, Status, UNBOUNDED};
@@ -631,15 +631,7 @@ fn a_failed_read_stops_its_parts_on_other_loops_and_its_buffer_is_left_alone() {
     // The buffer is the caller's again: nothing may write to it from here on, though the
     // trickling part was still being answered when the read failed.
     let returned = buffer.clone();
-    let give_up = std::time::Instant::now() + PATIENCE;
-    while server.in_flight() > 0 {
-        assert!(
-            std::time::Instant::now() < give_up,
-            "{}",
-            describe(&server.requests())
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    eventually("every request ended", || server.in_flight() == 0);
     assert!(
         buffer == returned,
         "bytes landed in the buffer after the read returned"

@@ -120,6 +120,17 @@ pub(crate) fn wait_for_requests(server: &MockServer, n: usize) -> Instant {
     }
 }
 
+/// Wait until `condition` holds, failing the test after [`PATIENCE`]. It polls an observable
+/// state (the mock's counters); nothing here waits for work to overlap.
+#[track_caller]
+pub(crate) fn eventually(what: &str, condition: impl Fn() -> bool) {
+    let give_up = Instant::now() + PATIENCE;
+    while !condition() {
+        assert!(Instant::now() < give_up, "{what}: not within {PATIENCE:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// A port on 127.0.0.1 where nothing listens (bound, then released).
 pub(crate) fn refused_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");

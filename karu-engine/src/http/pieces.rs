@@ -398,7 +398,7 @@ enum Carrier {
     Idle(Permits),
     /// Another loop's permits, given back there as the piece ended (or permits this loop's
     /// piece no longer held): the next piece goes where idle permits are.
-    None,
+    Released,
 }
 
 /// A piece's end: its index, its answer, and what it ran on.
@@ -436,14 +436,14 @@ async fn run_pieces(
             // waits for a location (see `ReleasablePermits`).
             let own = permits.map(|p| Arc::new(ReleasablePermits::new(ctx, p)));
             let fetch = whole.piece(first, piece, own.clone().or(held));
-            let mine = own.is_some();
+            let on_idle_permits = own.is_some();
             let result = fetch.run(ctx, &mut window).await;
             let carrier = match own
                 .and_then(Arc::into_inner)
                 .and_then(ReleasablePermits::into_permits)
             {
                 Some(permits) => Carrier::Idle(permits),
-                None if mine => Carrier::None,
+                None if on_idle_permits => Carrier::Released,
                 None => Carrier::Own,
             };
             (i, result, carrier)
@@ -534,7 +534,7 @@ async fn run_pieces(
             match carrier {
                 Carrier::Own => running.push(Either::Left(here(next, None))),
                 Carrier::Idle(permits) => running.push(Either::Left(here(next, Some(permits)))),
-                Carrier::None => continue,
+                Carrier::Released => continue,
             }
             next += 1;
         }
@@ -587,7 +587,7 @@ fn elsewhere(
                 "a part of this read ended on another event loop without an answer",
             ))
         });
-        (i, result, Carrier::None)
+        (i, result, Carrier::Released)
     })
 }
 
