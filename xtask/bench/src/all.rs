@@ -38,6 +38,8 @@ pub(crate) struct Row {
     pub(crate) bytes_sent: u64,
     /// Bytes the reads asked for.
     pub(crate) requested: u64,
+    /// The client's CPU time during the batch, where it was measured.
+    pub(crate) client_cpu: Option<Duration>,
     /// The batch's ideal time, where the workload defines one.
     pub(crate) ideal: Option<Duration>,
     /// Whether any piece failed or was wrong.
@@ -47,6 +49,11 @@ pub(crate) struct Row {
 impl Row {
     fn fetched_per_requested(&self) -> f64 {
         self.bytes_sent as f64 / self.requested.max(1) as f64
+    }
+
+    /// Client CPU seconds per GiB the reads asked for (delivered), where the CPU was measured.
+    fn cpu_per_gib(&self) -> Option<f64> {
+        run::cpu_per_gib(self.client_cpu?, self.requested)
     }
 }
 
@@ -112,6 +119,7 @@ pub(crate) fn figure(workload: &str, name: &'static str, value: f64) {
 pub(crate) const KARU: &str = "Karu";
 const OBJECT_STORE: &str = "object_store";
 const PLAIN: &str = "plain hyper";
+const CURL: &str = crate::methods::CURL;
 
 /// Options of `karu-bench all`.
 #[derive(Debug, Clone, Args)]
@@ -209,6 +217,10 @@ pub(crate) fn steps() -> Vec<Step> {
                     no_object_store: false,
                     no_opendal: false,
                     no_plain: false,
+                    // curl is the reference of the CPU targets, judged on loopback: on the
+                    // link its batches take ~23 s each, and a reversed run adds nothing to it.
+                    no_curl: variant == Variant::PeersFirst
+                        || matches!(bandwidth, Some(Bandwidth::Capped(_))),
                     no_sequential: true,
                     sequential: false,
                     tls,
@@ -751,6 +763,21 @@ fn targets() -> Vec<Target> {
             },
         },
         Target {
+            name: "tensors, loopback: CPU per GiB delivered into caller buffers ≤ 0.25 s in cleartext, ≤ 0.40 s over TLS (HTTP/1.1); curl's on the same ranges beside it",
+            check: caller_cpu_per_gib,
+        },
+        Target {
+            name: "tensors, loopback: CPU per GiB delivered into Karu's own buffers ≤ plain hyper's, cleartext (cold: each first in its run)",
+            check: |r| {
+                each_phase(r, "tensors", &["loopback"], PLAIN, |k, p| {
+                    match (k.cpu_per_gib(), p.cpu_per_gib()) {
+                        (Some(x), Some(y)) => (x <= y, format!("{x:.3} against plain {y:.3}")),
+                        _ => (false, "no CPU figure".into()),
+                    }
+                })
+            },
+        },
+        Target {
             name: "cpu: steady ≥ 0.75 × plain hyper's requests/s, and ahead of object_store and OpenDAL",
             check: |r| {
                 // Requests/s of Karu over another client's.
@@ -973,6 +1000,32 @@ fn targets() -> Vec<Target> {
     ]
 }
 
+/// `tensors` into caller buffers, cold and steady, in cleartext and over TLS (HTTP/1.1): client
+/// CPU seconds per GiB delivered against issue 61's bounds, with curl's in the same run and
+/// phase beside each.
+fn caller_cpu_per_gib(r: &Record) -> Option<(bool, String)> {
+    let mut met = true;
+    let mut details = Vec::new();
+    for (scenario, bound) in [
+        ("loopback", run::CALLER_CPU_PER_GIB),
+        ("loopback tls", run::CALLER_CPU_PER_GIB_TLS),
+    ] {
+        for phase in ["cold", "steady"] {
+            let Some(k) = find(r, "tensors", scenario, phase, KARU_CALLER) else {
+                continue;
+            };
+            let Some(x) = k.cpu_per_gib() else { continue };
+            met &= x <= bound && !k.failed;
+            let mut detail = format!("{scenario} {phase} {x:.3} (≤ {bound:.2})");
+            if let Some(c) = find(r, "tensors", scenario, phase, CURL).and_then(Row::cpu_per_gib) {
+                detail.push_str(&format!(", curl {c:.3}"));
+            }
+            details.push(detail);
+        }
+    }
+    (!details.is_empty()).then(|| (met, details.join("; ")))
+}
+
 /// Labels of the Karu method that reads into the caller's buffers.
 const KARU_CALLER: &str = "Karu, caller buffers";
 const OPENDAL: &str = "OpenDAL";
@@ -1147,6 +1200,7 @@ mod tests {
             requests: 100,
             bytes_sent: 4096,
             requested: 4096,
+            client_cpu: None,
             ideal: Some(Duration::from_millis(100)),
             failed: false,
         }
@@ -1259,6 +1313,48 @@ mod tests {
             detail,
             "slower in: tensors loopback cold: object_store get_ranges 0.67×"
         );
+    }
+
+    #[test]
+    fn tensors_cpu_per_gib_is_judged_against_its_bounds_and_plain_hyper() {
+        let mut record = Record::default();
+        assert_eq!(
+            judge(
+                &record,
+                "tensors, loopback: CPU per GiB delivered into caller"
+            ),
+            None
+        );
+        let gib = 1u64 << 30;
+        let mut add = |scenario: &str, phase, method: &str, cpu_ms: u64| {
+            let mut r = row("tensors", phase, method, 1_000);
+            r.scenario = scenario.into();
+            r.requested = 2 * gib;
+            r.client_cpu = Some(Duration::from_millis(cpu_ms));
+            record.rows.push(r);
+        };
+        add("loopback", "steady", "Karu (defaults)", 1_000);
+        add("loopback", "steady", "Karu, caller buffers", 400);
+        add("loopback", "steady", "plain hyper, 64 in flight", 1_100);
+        add("loopback", "steady", "curl --parallel, 64 in flight", 300);
+        add("loopback tls", "steady", "Karu, caller buffers", 900);
+        let (met, detail) = judge(
+            &record,
+            "tensors, loopback: CPU per GiB delivered into caller",
+        )
+        .unwrap();
+        assert!(!met, "{detail}");
+        assert_eq!(
+            detail,
+            "loopback steady 0.200 (≤ 0.25), curl 0.150; loopback tls steady 0.450 (≤ 0.40)"
+        );
+        let (met, detail) = judge(
+            &record,
+            "tensors, loopback: CPU per GiB delivered into Karu's",
+        )
+        .unwrap();
+        assert!(met, "{detail}");
+        assert_eq!(detail, "loopback steady 0.500 against plain 0.550");
     }
 
     #[test]

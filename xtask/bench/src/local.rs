@@ -291,6 +291,7 @@ pub(crate) fn run(args: &LocalArgs) -> Result<(), String> {
                         requests: pieces.len() as u64,
                         bytes_sent: total,
                         requested: total,
+                        client_cpu: None,
                         ideal: None,
                         failed: false,
                     });

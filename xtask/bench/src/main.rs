@@ -53,7 +53,7 @@ enum Command {
     /// 200 runs of 8 × 64 KiB reads, 4–64 KiB apart, in a 1 GiB object (loopback).
     Clustered(Options),
     /// 300 reads of 1–32 MiB (log-uniform) in 30 groups of 10 adjacent reads, in a 4 GiB
-    /// object (loopback).
+    /// object (loopback); CPU per GiB of every method, and of curl on the same ranges.
     Tensors(Options),
     /// 500 objects of 64 MiB, 5 × 64 KiB random reads in each (loopback).
     ManyObjects(Options),
@@ -123,6 +123,9 @@ struct Options {
     /// Skip the plain client with Karu's concurrency in flight.
     #[arg(long)]
     no_plain: bool,
+    /// Skip curl (measured on `tensors` only).
+    #[arg(long)]
+    no_curl: bool,
     /// Skip the one-request-per-read sequential client.
     #[arg(long, conflicts_with = "sequential")]
     no_sequential: bool,

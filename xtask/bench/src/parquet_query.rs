@@ -244,6 +244,7 @@ pub(crate) fn run(args: &ParquetArgs) -> Result<(), String> {
                     requests: q.requests,
                     bytes_sent: q.bytes_sent,
                     requested: needed,
+                    client_cpu: None,
                     ideal: Some(ideal),
                     failed: !ok,
                 });

@@ -37,8 +37,9 @@ pub(crate) struct Run {
     pub(crate) check: Check,
     /// When each piece completed, from the batch's start (empty: every piece at the wall).
     pub(crate) done: Vec<Duration>,
-    /// CPU time of the client's threads during the batch (every thread but the mock's).
-    client_cpu: Duration,
+    /// CPU time of the client during the batch: of every thread of this process but the
+    /// mock's, or of the child process that made the batch (curl).
+    pub(crate) client_cpu: Duration,
 }
 
 /// Every piece checked against the pattern of the virtual objects.
@@ -48,6 +49,9 @@ pub(crate) struct Check {
     pub(crate) wrong: usize,
     pub(crate) failed: usize,
     pub(crate) first_failure: Option<String>,
+    /// The bytes went elsewhere (curl's, to `/dev/null`): each piece was counted in the
+    /// server's log ([`counted`]), not checked.
+    pub(crate) counted: bool,
 }
 
 impl Check {
@@ -57,6 +61,7 @@ impl Check {
 
     pub(crate) fn text(&self) -> String {
         match (self.wrong, self.failed) {
+            (0, 0) if self.counted => "counted".into(),
             (0, 0) => "ok".into(),
             (0, f) => format!("{f} FAILED"),
             (w, 0) => format!("{w} WRONG"),
@@ -299,12 +304,21 @@ impl Bench {
         session.prepare();
         let cpu_before = client_cpu();
         let outcome = session.run()?;
-        let client_cpu = client_cpu().saturating_sub(cpu_before);
+        let own_cpu = client_cpu().saturating_sub(cpu_before);
         let log = self.server.take_requests();
         let new_connections = self.server.connections_accepted() - accepted;
         let peak = self.server.max_in_flight();
         let connections: HashSet<u64> = log.iter().map(|r| r.connection).collect();
-        let check = verify(&self.workload, &outcome.pieces);
+        let (check, client_cpu) = match &outcome.child {
+            None => (verify(&self.workload, &outcome.pieces), own_cpu),
+            Some(child) => {
+                let mut check = counted(&self.workload, &log);
+                if let Some(error) = &child.error {
+                    check.first_failure = Some(error.clone());
+                }
+                (check, child.cpu)
+            }
+        };
         drop(outcome.pieces);
         if self.workload.requested_bytes() >= LARGE {
             give_back_freed_memory();
@@ -485,6 +499,57 @@ pub(crate) fn verify(workload: &Workload, pieces: &[Result<bytes::Bytes, String>
     check
 }
 
+/// Counts every piece of `workload` in the server's `log`, for a client whose bytes went
+/// elsewhere (curl's, to `/dev/null`): a piece is counted once a `206` answer to a GET of its
+/// object's path, for its exact range, was sent whole (each answer counts for one piece); the
+/// others failed. The bytes themselves are not checked.
+pub(crate) fn counted(workload: &Workload, log: &[karu_testkit::RequestRecord]) -> Check {
+    let mut answered: std::collections::HashMap<(&str, u64, u64), usize> =
+        std::collections::HashMap::new();
+    for r in log {
+        let Some((first, last)) = r.byte_range else {
+            continue;
+        };
+        if r.method == "GET" && r.status == 206 && r.body_bytes == last + 1 - first {
+            *answered.entry((r.path.as_str(), first, last)).or_default() += 1;
+        }
+    }
+    let mut check = Check {
+        counted: true,
+        ..Check::default()
+    };
+    for piece in &workload.pieces {
+        let path = workload.objects[piece.object].path.as_str();
+        let last = piece.offset + piece.length - 1;
+        match answered.get_mut(&(path, piece.offset, last)) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                check.ok += 1;
+            }
+            _ => {
+                check.failed += 1;
+                check.first_failure.get_or_insert_with(|| {
+                    format!(
+                        "no whole 206 answer for bytes={}-{last} of {path} in the server's log",
+                        piece.offset
+                    )
+                });
+            }
+        }
+    }
+    check
+}
+
+/// Client CPU seconds per GiB of `bytes` (`None` for no bytes).
+pub(crate) fn cpu_per_gib(cpu: Duration, bytes: u64) -> Option<f64> {
+    (bytes > 0).then(|| cpu.as_secs_f64() * f64::from(1u32 << 30) / bytes as f64)
+}
+
+/// [`cpu_per_gib`] as a table's cell: three decimals, or "—".
+fn cpu_per_gib_text(cpu: Duration, bytes: u64) -> String {
+    cpu_per_gib(cpu, bytes).map_or_else(|| "—".into(), |x| format!("{x:.3}"))
+}
+
 /// `cargo xtask bench scattered|scattered-10k|clustered|tensors|many-objects|ends|http`.
 pub(crate) fn reads(shape: Shape, options: &Options, link_too: bool) -> Result<(), String> {
     let latency = Duration::from_millis(options.latency_ms);
@@ -525,7 +590,10 @@ pub(crate) fn reads(shape: Shape, options: &Options, link_too: bool) -> Result<(
         "Columns: requests, conns (distinct connections; in brackets those opened during the batch), \
          peak (most requests in flight at once) and bytes sent come from the server; \
          fetched/requested = bytes sent / bytes the reads asked for; vs Karu = wall / Karu's wall; \
-         client CPU = CPU time of every thread but the mock server's during the batch."
+         client CPU = CPU time of every thread but the mock server's during the batch; CPU s/GiB \
+         = client CPU seconds per GiB delivered (the {} the reads asked for, whatever the \
+         server sent).",
+        bytes(bench.workload.requested_bytes())
     );
     let mut failed = false;
     for scenario in &scenarios {
@@ -534,12 +602,14 @@ pub(crate) fn reads(shape: Shape, options: &Options, link_too: bool) -> Result<(
         println!();
         println!("== {} · {} ==", bench.workload.name, scenario.title());
         let mut skipped = Vec::new();
+        let mut missing = Vec::new();
         let mut plan = methods_for(
             &bench.workload,
             scenario,
             options,
             bench.concurrency,
             &mut skipped,
+            &mut missing,
         );
         if options.peers_first {
             plan.reverse();
@@ -557,6 +627,7 @@ pub(crate) fn reads(shape: Shape, options: &Options, link_too: bool) -> Result<(
             options.runs,
             options.all_runs,
             &skipped,
+            &missing,
         );
     }
     if failed {
@@ -566,19 +637,41 @@ pub(crate) fn reads(shape: Shape, options: &Options, link_too: bool) -> Result<(
     }
 }
 
-/// The methods to measure and how many steady runs each gets; notes on the skipped ones.
+/// The methods to measure and how many steady runs each gets; notes on the skipped ones, and
+/// the methods that cannot be measured here with why (`missing`: rows of their own).
 fn methods_for(
     workload: &Workload,
     scenario: &Scenario,
     options: &Options,
     concurrency: usize,
     skipped: &mut Vec<String>,
+    missing: &mut Vec<(String, String)>,
 ) -> Vec<(Method, usize)> {
     let mut plan = vec![(Method::Karu, options.runs)];
     if workload.name == "tensors" {
         // Where destinations are large, what allocating them costs shows beside reading into
         // storage the caller already holds.
         plan.push((Method::KaruCaller, options.runs));
+        // The reference a user knows, on the same ranges of the same object.
+        let curl = Method::Curl {
+            in_flight: concurrency,
+        };
+        if options.no_curl {
+            skipped.push(format!("{}: skipped (--no-curl)", curl.label()));
+        } else {
+            match methods::curl_version() {
+                Ok(version) => {
+                    plan.push((curl, options.runs));
+                    skipped.push(format!(
+                        "{}: {version}; one process per batch (new connections every batch, \
+                         steady ones too), its wall and CPU (wait4) the process's, its bytes \
+                         to /dev/null counted in the server's log, not checked",
+                        curl.label()
+                    ));
+                }
+                Err(why) => missing.push((curl.label(), why)),
+            }
+        }
     }
     if !options.no_object_store {
         plan.push((Method::ObjectStore, options.runs));
@@ -658,6 +751,7 @@ fn print_scenario(
     runs: usize,
     all_runs: bool,
     skipped: &[String],
+    missing: &[(String, String)],
 ) -> bool {
     let requested = bench.workload.requested_bytes();
     let Some(karu) = all.iter().find(|m| m.method == Method::Karu) else {
@@ -674,6 +768,7 @@ fn print_scenario(
         ("wall/ideal", Align::Right),
         ("vs Karu", Align::Right),
         ("client CPU ms", Align::Right),
+        ("CPU s/GiB", Align::Right),
         ("check", Align::Left),
     ]);
     let mut ideals = Vec::new();
@@ -707,6 +802,9 @@ fn print_scenario(
             }
         }
     }
+    for (label, _) in missing {
+        table.row(vec![format!("  {label}"), "not measured".into()]);
+    }
     let failed = all
         .iter()
         .flat_map(|m| std::iter::once(&m.cold).chain(&m.steady))
@@ -723,6 +821,9 @@ fn print_scenario(
     }
     for note in skipped {
         println!("  {note}");
+    }
+    for (label, why) in missing {
+        println!("  {label}: not measured: {why}");
     }
     if all.iter().any(|m| m.steady.is_empty()) {
         println!("  one request per read, sequential: one batch only (listed under cold)");
@@ -777,6 +878,7 @@ fn record(bench: &Bench, scenario: &str, all: &[Measured], ideals: &[(Phase, Dur
                 requests: run.requests,
                 bytes_sent: run.bytes_sent,
                 requested: bench.workload.requested_bytes(),
+                client_cpu: Some(run.client_cpu),
                 ideal: ideals.iter().find(|(p, _)| *p == phase).map(|(_, i)| *i),
                 failed: !run.check.passed(),
             });
@@ -822,6 +924,7 @@ fn cells(
         format!("{:.2}", run.wall.as_secs_f64() / ideal.as_secs_f64()),
         format!("{:.2}×", run.wall.as_secs_f64() / karu_wall.as_secs_f64()),
         format!("{:.0}", run.client_cpu.as_secs_f64() * 1000.0),
+        cpu_per_gib_text(run.client_cpu, requested),
         run.check.text(),
     ]
 }
@@ -898,7 +1001,65 @@ fn print_targets(bench: &Bench, all: &[Measured], ideals: &[(Phase, Duration)]) 
             ));
         }
         println!("{line}");
+        if bench.workload.name == "tensors" {
+            println!(
+                "  {name}: {}",
+                tensors_cpu_line(
+                    all,
+                    *phase,
+                    bench.workload.requested_bytes(),
+                    bench.concurrency
+                )
+            );
+        }
     }
+}
+
+/// Client CPU seconds per GiB delivered into caller buffers on `tensors` at most this in
+/// cleartext (issue 61).
+pub(crate) const CALLER_CPU_PER_GIB: f64 = 0.25;
+/// The same over TLS (rustls with aws-lc-rs).
+pub(crate) const CALLER_CPU_PER_GIB_TLS: f64 = 0.40;
+
+/// `tensors`' CPU per GiB in `phase`, against issue 61's targets: into caller buffers under
+/// [`CALLER_CPU_PER_GIB`] (over TLS, [`CALLER_CPU_PER_GIB_TLS`]), into Karu's own buffers at
+/// most plain hyper's; curl's beside them.
+fn tensors_cpu_line(all: &[Measured], phase: Phase, requested: u64, in_flight: usize) -> String {
+    let per_gib = |method: Method| {
+        all.iter()
+            .find(|m| m.method == method)
+            .and_then(|m| m.pick(phase))
+            .and_then(|r| Some((cpu_per_gib(r.client_cpu, requested)?, r.check.passed())))
+    };
+    let tls = crate::transport::current().tls.is_some();
+    let bound = if tls {
+        CALLER_CPU_PER_GIB_TLS
+    } else {
+        CALLER_CPU_PER_GIB
+    };
+    let mut parts = Vec::new();
+    if let Some((x, passed)) = per_gib(Method::KaruCaller) {
+        parts.push(format!(
+            "Karu into caller buffers {x:.3} (target ≤ {bound:.2}: {})",
+            verdict(passed && x <= bound)
+        ));
+    }
+    let plain = per_gib(Method::Plain { in_flight });
+    if let Some((x, passed)) = per_gib(Method::Karu) {
+        match plain {
+            Some((p, _)) => parts.push(format!(
+                "into Karu's buffers {x:.3} (target ≤ plain hyper's {p:.3}: {})",
+                verdict(passed && x <= p)
+            )),
+            None => parts.push(format!(
+                "into Karu's buffers {x:.3} (target ≤ plain hyper's: not measured)"
+            )),
+        }
+    }
+    if let Some((c, _)) = per_gib(Method::Curl { in_flight }) {
+        parts.push(format!("curl {c:.3}"));
+    }
+    format!("CPU s/GiB delivered: {}", parts.join("; "))
 }
 
 /// Connections that carried a batch, and how many of them were opened for it.
@@ -1050,6 +1211,61 @@ mod tests {
         assert_eq!(rate(125_000_000), "1 Gbit/s");
         assert_eq!(rate(12_500_000), "100 Mbit/s");
         assert_eq!(rate(1_000), "1,000 B/s");
+    }
+
+    #[test]
+    fn cpu_per_gib_divides_by_the_bytes_delivered() {
+        assert_eq!(cpu_per_gib(Duration::from_millis(500), 2 << 30), Some(0.25));
+        assert_eq!(cpu_per_gib(Duration::from_secs(3), 3 << 29), Some(2.0));
+        assert_eq!(cpu_per_gib(Duration::from_secs(1), 0), None);
+        assert_eq!(
+            cpu_per_gib_text(Duration::from_millis(712), 1 << 30),
+            "0.712"
+        );
+        assert_eq!(cpu_per_gib_text(Duration::from_millis(712), 0), "—");
+    }
+
+    #[test]
+    fn counted_finds_each_piece_answered_whole_in_the_log() {
+        let w = Workload::new(Shape::Scattered { reads: 3 }, 1);
+        let answer = |p: &crate::workload::Piece, body: u64| karu_testkit::RequestRecord {
+            method: "GET".into(),
+            path: w.objects[p.object].path.clone(),
+            query: None,
+            headers: Vec::new(),
+            range: None,
+            byte_range: Some((p.offset, p.offset + p.length - 1)),
+            status: 206,
+            body_bytes: body,
+            connection: 1,
+            fault: None,
+            latency: Duration::ZERO,
+            paced_bytes: 0,
+        };
+        let whole: Vec<_> = w.pieces.iter().map(|p| answer(p, p.length)).collect();
+        let check = counted(&w, &whole);
+        assert_eq!((check.ok, check.wrong, check.failed), (3, 0, 0));
+        assert_eq!(check.text(), "counted");
+        // A short answer, and one missing: two failures, the first named.
+        let mut short = whole.clone();
+        short[1].body_bytes -= 1;
+        short.pop();
+        let check = counted(&w, &short);
+        assert_eq!((check.ok, check.failed), (1, 2));
+        assert_eq!(check.text(), "2 FAILED");
+        let p = w.pieces[1];
+        assert_eq!(
+            check.first_failure,
+            Some(format!(
+                "no whole 206 answer for bytes={}-{} of /scattered.bin in the server's log",
+                p.offset,
+                p.offset + p.length - 1
+            ))
+        );
+        // One answer counts for one piece only.
+        let mut twice = w.clone();
+        twice.pieces.push(w.pieces[0]);
+        assert_eq!(counted(&twice, &whole).failed, 1);
     }
 
     #[test]

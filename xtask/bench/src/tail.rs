@@ -315,6 +315,7 @@ fn record(
         requests: run.requests,
         bytes_sent: run.bytes_sent,
         requested: workload.requested_bytes(),
+        client_cpu: None,
         ideal,
         failed: !run.check.passed(),
     });

@@ -156,6 +156,7 @@ pub(crate) fn run(args: &ThrottledArgs) -> Result<(), String> {
                 requests: batch.requests,
                 bytes_sent: batch.bytes_sent,
                 requested: workload.requested_bytes(),
+                client_cpu: None,
                 ideal: Some(ideal),
                 failed: !batch.check.passed(),
             });

@@ -27,9 +27,10 @@ use clap::Args;
 use karu_testkit::MockServer;
 
 pub(crate) use child::{LargeClientArgs, client};
+pub(crate) use process::wait_with_usage;
 
 use self::child::Buffer;
-use self::process::{Sample, parse_report, wait_with_usage};
+use self::process::{Sample, parse_report};
 use crate::report::{Align, Table, bytes, count};
 
 /// Options of `karu-bench large`.
@@ -360,7 +361,7 @@ fn read_once(way: Way, programs: &Programs, url: &str, size: u64) -> Result<Samp
 }
 
 /// `name` on the `PATH`.
-fn find(name: &str) -> Option<PathBuf> {
+pub(crate) fn find(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))

@@ -19,16 +19,16 @@ pub(super) struct Sample {
 
 /// A child process that ended: whether it succeeded, what it wrote, and its CPU time (user +
 /// system) and peak RSS (bytes) from `wait4`.
-pub(super) struct Ended {
-    pub(super) success: bool,
-    pub(super) stdout: String,
-    pub(super) stderr: String,
-    pub(super) cpu: Duration,
-    pub(super) peak_rss: u64,
+pub(crate) struct Ended {
+    pub(crate) success: bool,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+    pub(crate) cpu: Duration,
+    pub(crate) peak_rss: u64,
 }
 
 /// Waits for `child`, collecting its stdout and stderr.
-pub(super) fn wait_with_usage(mut child: std::process::Child) -> Result<Ended, String> {
+pub(crate) fn wait_with_usage(mut child: std::process::Child) -> Result<Ended, String> {
     use std::io::Read;
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();

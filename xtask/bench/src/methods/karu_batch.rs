@@ -114,6 +114,7 @@ impl<'a> KaruSession<'a> {
             pieces,
             done,
             karu: None,
+            child: None,
         };
         (outcome, Some(transfers))
     }
@@ -165,6 +166,7 @@ impl<'a> KaruSession<'a> {
             pieces,
             done: Vec::new(),
             karu: None,
+            child: None,
         }
     }
 }
@@ -249,6 +251,7 @@ impl Session for KaruCallerSession<'_> {
             pieces: results,
             done: Vec::new(),
             karu: Some(figures(before, after, Some(transfers))),
+            child: None,
         })
     }
 }

@@ -2,11 +2,13 @@
 //! batch runs on it first) and runs batches on it; every run returns the bytes of every piece
 //! of the workload, in order, for checking.
 
+mod curl;
 mod karu_batch;
 mod object_store_http;
 mod opendal_http;
 mod plain;
 
+pub(crate) use curl::version as curl_version;
 pub(crate) use opendal_http::GAP as OPENDAL_GAP;
 pub(crate) use opendal_http::operator as opendal_operator;
 
@@ -49,6 +51,9 @@ pub(crate) enum Method {
     OpenDalEach,
     /// A plain hyper HTTP/1.1 client with `n` connections, one request per piece, no merging.
     Plain { in_flight: usize },
+    /// curl, one process per batch, every piece's range into `/dev/null`, `in_flight`
+    /// transfers at once (`--parallel`): the reference a user knows (see [`curl`]).
+    Curl { in_flight: usize },
 }
 
 impl Method {
@@ -67,9 +72,13 @@ impl Method {
             Method::Plain { in_flight } => {
                 format!("plain hyper, {in_flight} in flight, no merging")
             }
+            Method::Curl { in_flight } => format!("{CURL} --parallel, {in_flight} in flight"),
         }
     }
 }
+
+/// How the label of curl's rows starts.
+pub(crate) const CURL: &str = "curl";
 
 /// Where the server a session reads from listens: the in-process mock of a workload, or
 /// another process's (`karu-bench` under callgrind measures its client alone).
@@ -141,6 +150,18 @@ pub(crate) struct Outcome {
     pub(crate) done: Vec<Duration>,
     /// Karu's own figures, for Karu.
     pub(crate) karu: Option<KaruFigures>,
+    /// A batch made by a child process (curl): its bytes went elsewhere (`pieces` is empty),
+    /// and the server's log counts them instead.
+    pub(crate) child: Option<ChildRun>,
+}
+
+/// A batch made by a child process, as its parent saw it end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ChildRun {
+    /// The child's CPU time, user + system (`wait4`).
+    pub(crate) cpu: Duration,
+    /// Why it failed, if it exited with a failure.
+    pub(crate) error: Option<String>,
 }
 
 /// Karu's own account of a batch.
@@ -180,6 +201,7 @@ pub(crate) fn open<'a>(method: Method, ctx: Context<'a>) -> Result<Box<dyn Sessi
         Method::OpenDal { gap } => Box::new(opendal_http::OpenDalSession::open(ctx, gap, false)?),
         Method::OpenDalEach => Box::new(opendal_http::OpenDalSession::open(ctx, 0, true)?),
         Method::Plain { in_flight } => Box::new(plain::PlainSession::open(ctx, in_flight)),
+        Method::Curl { in_flight } => Box::new(curl::CurlSession::open(ctx, in_flight)?),
     })
 }
 

@@ -159,6 +159,7 @@ impl Session for ObjectStoreSession<'_> {
             pieces,
             done,
             karu: None,
+            child: None,
         })
     }
 }

@@ -196,6 +196,7 @@ impl Session for OpenDalSession<'_> {
             pieces,
             done,
             karu: None,
+            child: None,
         })
     }
 }

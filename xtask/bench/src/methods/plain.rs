@@ -95,6 +95,7 @@ impl Session for PlainSession<'_> {
             wall,
             pieces,
             karu: None,
+            child: None,
         })
     }
 }
