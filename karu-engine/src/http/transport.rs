@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use http::Uri;
 use hyper::rt::{Read, ReadBuf, ReadBufCursor, Write};
 use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::dns::Name;
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::rt::TokioIo;
 use karu_config::read_regular_file;
 use karu_config::{HttpSettings, HttpVersion};
@@ -227,12 +227,12 @@ impl Connector {
         let tls = Arc::clone(&self.tls);
         let connecting = async move {
             if is_https(&dst) {
-                let mut https = HttpsConnector::from((http, tls.get().await?));
+                let mut https = HttpsConnector::from((ReadingAhead(http), tls.get().await?));
                 std::future::poll_fn(|cx| https.poll_ready(cx)).await?;
                 https.call(dst).await
             } else {
                 std::future::poll_fn(|cx| http.poll_ready(cx)).await?;
-                Ok(MaybeHttpsStream::Http(http.call(dst).await?))
+                Ok(MaybeHttpsStream::Http(Tcp::Plain(http.call(dst).await?)))
             }
         };
         match tokio::time::timeout_at(deadline, connecting).await {
@@ -247,6 +247,113 @@ impl Connector {
                 after: self.timeout,
             })),
         }
+    }
+}
+
+/// How much a TLS connection reads from its socket at once. rustls asks its transport for at
+/// most 4 KiB at a time (a quarter of a record), and each of those reads was a system call;
+/// read ahead, one call fills this and rustls's reads are served from memory.
+const TLS_READ_AHEAD: usize = 256 << 10;
+
+/// A TCP connection: plain HTTP's as it is (its reader, hyper, already reads large), TLS's
+/// read ahead by [`TLS_READ_AHEAD`].
+pub(crate) enum Tcp {
+    Plain(TokioIo<tokio::net::TcpStream>),
+    ReadAhead(TokioIo<tokio::io::BufReader<tokio::net::TcpStream>>),
+}
+
+impl Tcp {
+    fn read_ahead(tcp: TokioIo<tokio::net::TcpStream>) -> Tcp {
+        Tcp::ReadAhead(TokioIo::new(tokio::io::BufReader::with_capacity(
+            TLS_READ_AHEAD,
+            tcp.into_inner(),
+        )))
+    }
+}
+
+impl Connection for Tcp {
+    fn connected(&self) -> Connected {
+        match self {
+            Tcp::Plain(tcp) => tcp.connected(),
+            Tcp::ReadAhead(tcp) => tcp.inner().get_ref().connected(),
+        }
+    }
+}
+
+impl Read for Tcp {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Tcp::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
+            Tcp::ReadAhead(tcp) => Pin::new(tcp).poll_read(cx, buf),
+        }
+    }
+}
+
+impl Write for Tcp {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Tcp::Plain(tcp) => Pin::new(tcp).poll_write(cx, buf),
+            Tcp::ReadAhead(tcp) => Pin::new(tcp).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Tcp::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
+            Tcp::ReadAhead(tcp) => Pin::new(tcp).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Tcp::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
+            Tcp::ReadAhead(tcp) => Pin::new(tcp).poll_shutdown(cx),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Tcp::Plain(tcp) => tcp.is_write_vectored(),
+            Tcp::ReadAhead(tcp) => tcp.is_write_vectored(),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Tcp::Plain(tcp) => Pin::new(tcp).poll_write_vectored(cx, bufs),
+            Tcp::ReadAhead(tcp) => Pin::new(tcp).poll_write_vectored(cx, bufs),
+        }
+    }
+}
+
+/// The TCP connector under TLS: its connections read ahead by [`TLS_READ_AHEAD`].
+#[derive(Clone)]
+struct ReadingAhead(HttpConnector<Resolver>);
+
+impl tower_service::Service<Uri> for ReadingAhead {
+    type Response = Tcp;
+    type Error = <HttpConnector<Resolver> as tower_service::Service<Uri>>::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Tcp, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        let connecting = self.0.call(dst);
+        Box::pin(async move { Ok(Tcp::read_ahead(connecting.await?)) })
     }
 }
 
@@ -299,7 +406,7 @@ impl ConnectTimedOut {
 /// depends on whether it noticed a failed write or the end of the connection first, so the
 /// evidence is kept beside it.)
 pub(crate) struct Stream {
-    inner: MaybeHttpsStream<TokioIo<tokio::net::TcpStream>>,
+    inner: MaybeHttpsStream<Tcp>,
     /// The server's first bytes, while they are being judged (HTTP/2-only clients).
     first: Option<FirstBytes>,
     /// Where the judgement is recorded (HTTP/2-only clients).
