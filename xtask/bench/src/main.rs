@@ -222,6 +222,7 @@ fn main() -> ExitCode {
         Command::LargeClient(args) => large::client(&args),
         Command::All(args) => all::run(&args, all::steps()),
     };
+    transport::remove_ca_file();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

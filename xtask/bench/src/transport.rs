@@ -61,6 +61,17 @@ pub(crate) fn current() -> Transport {
         .unwrap_or_default()
 }
 
+/// The file the mock's CA is written to for the clients that trust it by a file: one per
+/// process, removed when `karu-bench` ends ([`remove_ca_file`]).
+fn ca_file() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("karu-bench-ca-{}.pem", std::process::id()))
+}
+
+/// Remove the CA file, if a TLS run wrote one.
+pub(crate) fn remove_ca_file() {
+    let _ = std::fs::remove_file(ca_file());
+}
+
 impl Transport {
     /// The transport of `server`: its CA written to a file when it speaks TLS.
     pub(crate) fn for_server(
@@ -70,8 +81,7 @@ impl Transport {
         let tls = match server.ca_pem() {
             None => None,
             Some(pem) => {
-                let path =
-                    std::env::temp_dir().join(format!("karu-bench-ca-{}.pem", std::process::id()));
+                let path = ca_file();
                 std::fs::write(&path, &pem)
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
                 Some((pem, path))
