@@ -107,11 +107,18 @@ impl HttpClient {
     /// on a new connection where the host has a free slot, else an idle HTTP/1 one, else the
     /// first of the two to come; never the host's shared HTTP/2 connection, which carries the
     /// request it duplicates.
+    ///
+    /// `dispatched` runs once, when the request is handed to a connection: a request given up
+    /// before it had one (a duplicate whose original answered while its connection was being
+    /// opened) was never sent, and a request sent again because a reused connection had closed
+    /// before it was written counts once.
     pub(crate) async fn request(
         &self,
         mut request: Request<Body>,
         fresh: bool,
+        dispatched: impl FnOnce(),
     ) -> Result<(Response<Incoming>, Carrier), RequestFailed> {
+        let mut dispatched = Some(dispatched);
         let uri = request.uri().clone();
         let key = HostKey::of(&uri).ok_or_else(|| RequestFailed {
             connecting: false,
@@ -133,6 +140,9 @@ impl HttpClient {
                 // Rare, and its future is large: boxed, so the common path stays small.
                 Err(step) => Box::pin(self.pool.checkout(&key, &uri, step, fresh)).await?,
             };
+            if let Some(dispatched) = dispatched.take() {
+                dispatched();
+            }
             let sent = match &mut conn.sender {
                 Sender::Http1(tx) => {
                     if !request.headers().contains_key(HOST) {
@@ -811,6 +821,91 @@ mod tests {
             pool.take(&key, false),
             Err(Step::Open(_, Some(_)))
         ));
+    }
+
+    /// A client of plain HTTP/1.1 with one connection per host.
+    fn http1_client() -> HttpClient {
+        let settings = HttpSettings::default();
+        HttpClient::new(
+            Arc::new(TlsConfig::new(&settings).unwrap()),
+            Resolver::new(Arc::new(DnsCache::new(Duration::from_secs(60)))),
+            Duration::from_secs(30),
+            HttpVersion::Http1,
+            1,
+        )
+    }
+
+    fn get(url: &str) -> Request<Body> {
+        let mut request = Request::new(Body::new());
+        *request.uri_mut() = url.parse().unwrap();
+        request
+    }
+
+    #[test]
+    fn a_request_counts_as_sent_once_a_connection_takes_it_and_not_while_it_waits_for_one() {
+        use std::io::{Read as _, Write as _};
+        use std::sync::atomic::AtomicUsize;
+
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = http1_client();
+        let dispatched = AtomicUsize::new(0);
+        let count = || {
+            dispatched.fetch_add(1, Ordering::Relaxed);
+        };
+
+        // A server that accepts and never answers the TLS handshake: the request waits for its
+        // connection, and is given up (as a duplicate is when its original answers) there.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let silent_addr = silent.local_addr().unwrap();
+        let (accepted_tx, accepted_rx) = tokio::sync::oneshot::channel();
+        let holder = std::thread::spawn(move || {
+            let (stream, _) = silent.accept().unwrap();
+            accepted_tx.send(()).unwrap();
+            stream
+        });
+        runtime.block_on(async {
+            let request = client.request(get(&format!("https://{silent_addr}/o")), true, count);
+            tokio::select! {
+                _ = request => panic!("the request finished without a TLS handshake"),
+                accepted = accepted_rx => accepted.unwrap(),
+            }
+        });
+        assert_eq!(
+            dispatched.load(Ordering::Relaxed),
+            0,
+            "counted without a connection"
+        );
+        drop(holder.join().unwrap());
+
+        // A server that answers: the request is counted once.
+        let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = server.local_addr().unwrap();
+        let answering = std::thread::spawn(move || {
+            let (mut stream, _) = server.accept().unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                stream.read_exact(&mut byte).unwrap();
+                head.push(byte[0]);
+            }
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                .unwrap();
+            String::from_utf8(head).unwrap()
+        });
+        let status = runtime.block_on(async {
+            let (response, _carrier) = client
+                .request(get(&format!("http://{addr}/o")), false, count)
+                .await
+                .unwrap();
+            response.status()
+        });
+        assert_eq!(status, 200);
+        assert!(answering.join().unwrap().starts_with("GET /o HTTP/1.1\r\n"));
+        assert_eq!(dispatched.load(Ordering::Relaxed), 1);
     }
 
     #[test]

@@ -273,10 +273,6 @@ impl<'x, 'e> Race<'x, 'e> {
                     last_sent = admission.sent();
                     let i = admissions.len();
                     admissions.push(Some(admission));
-                    exchange.stats.hedges.fetch_add(1, Ordering::Relaxed);
-                    if let Some(batch) = exchange.cancel {
-                        batch.add_hedge();
-                    }
                     tracing::debug!(target: "karu::http", duplicate = i, "hedging a waiting request");
                     racers.push(Box::pin(async move {
                         // Held while the duplicate is in flight; the winner lands on the

@@ -83,6 +83,8 @@ impl<'a> Exchange<'a> {
         let mut redirected = false;
         // The last redirect's headers: what it said about the object, checked against the end.
         let mut linked: Option<HeaderMap> = None;
+        // A duplicate (hedging) is counted as one at its first request, not at each hop.
+        let mut duplicate = route == Route::Fresh;
         for _hop in 0..=MAX_REDIRECTS {
             let host = host_of(&url);
             // Karu's own `User-Agent` unless the backend set one (or a redirect to another
@@ -95,7 +97,15 @@ impl<'a> Exchange<'a> {
             let sent_at = Instant::now();
             let speed = self.low_speed(sent_at);
             let answer = self
-                .send(url.clone(), sent, host, &speed, route, polled_by)
+                .send(
+                    url.clone(),
+                    sent,
+                    host,
+                    &speed,
+                    route,
+                    std::mem::take(&mut duplicate),
+                    polled_by,
+                )
                 .await?;
             let status = answer.response.status().as_u16();
             tracing::debug!(

@@ -29,6 +29,9 @@ impl Exchange<'_> {
             .map_or(self.deadline, |at| at.min(self.deadline))
     }
 
+    /// Send one request and wait for its head; `duplicate`: the first request of a duplicate
+    /// (hedging), counted as one when a connection takes it.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn send(
         &self,
         url: Uri,
@@ -36,6 +39,7 @@ impl Exchange<'_> {
         host: &str,
         speed: &LowSpeed,
         route: Route,
+        duplicate: bool,
         polled_by: Option<Instant>,
     ) -> Result<Answer, Failure> {
         // Target `karu::http` (not the module path): what `karu -v` shows, whatever the
@@ -57,13 +61,23 @@ impl Exchange<'_> {
         *request.method_mut() = Method::GET;
         *request.uri_mut() = url;
         *request.headers_mut() = headers;
-        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        // Counted when a connection takes the request, not before: a duplicate given up while
+        // its connection was being opened never reached the server.
+        let dispatched = || {
+            self.stats.requests.fetch_add(1, Ordering::Relaxed);
+            if duplicate {
+                self.stats.hedges.fetch_add(1, Ordering::Relaxed);
+                if let Some(batch) = self.cancel {
+                    batch.add_hedge();
+                }
+            }
+        };
         // No body byte arrives while waiting for the head.
         let headers_by = self.wake_at(speed);
         tokio::select! {
             biased;
             () = until_cancelled(self.cancel) => Err(Failure::cancelled()),
-            result = self.client.request(request, route == Route::Fresh) => match result {
+            result = self.client.request(request, route == Route::Fresh, dispatched) => match result {
                 Ok((response, carrier)) => Ok(Answer { response, carrier }),
                 Err(e) => {
                     let kind = if e.refused_http2() {
