@@ -17,7 +17,10 @@ pub(crate) struct RemoteStats {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TransportStats {
-    /// HTTP requests sent (every attempt and redirect hop).
+    /// HTTP requests (every attempt and redirect hop), counted when a connection takes one or
+    /// when it fails before one did (a refused connection, a failed handshake, a timeout); a
+    /// request given up before a connection took it (a duplicate whose original answered
+    /// first, a cancelled batch's) never reached the server and is not counted.
     pub requests: u64,
     /// Response body bytes received.
     pub body_bytes: u64,

@@ -1,7 +1,7 @@
 //! One request on the wire: sent on the client's connections, its head awaited under the
 //! low-speed time and the read's deadline (and the batch's cancellation).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 use std::time::Instant;
 
@@ -61,9 +61,15 @@ impl Exchange<'_> {
         *request.method_mut() = Method::GET;
         *request.uri_mut() = url;
         *request.headers_mut() = headers;
-        // Counted when a connection takes the request, not before: a duplicate given up while
-        // its connection was being opened never reached the server.
-        let dispatched = || {
+        // An attempt counts once: when a connection takes the request, or when it ends before
+        // one did (a failed connect, a timeout). One given up before a connection took it (a
+        // duplicate whose original answered while its connection was being opened, a
+        // cancelled batch) never reached the server and does not count.
+        let counted = AtomicBool::new(false);
+        let count = || {
+            if counted.swap(true, Ordering::Relaxed) {
+                return;
+            }
             self.stats.requests.fetch_add(1, Ordering::Relaxed);
             if duplicate {
                 self.stats.hedges.fetch_add(1, Ordering::Relaxed);
@@ -77,9 +83,10 @@ impl Exchange<'_> {
         tokio::select! {
             biased;
             () = until_cancelled(self.cancel) => Err(Failure::cancelled()),
-            result = self.client.request(request, route == Route::Fresh, dispatched) => match result {
+            result = self.client.request(request, route == Route::Fresh, count) => match result {
                 Ok((response, carrier)) => Ok(Answer { response, carrier }),
                 Err(e) => {
+                    count();
                     let kind = if e.refused_http2() {
                         // Whatever the HTTP/2 layer made of it: the server does not speak it.
                         TransportKind::NotHttp2
@@ -90,11 +97,14 @@ impl Exchange<'_> {
                     Err(Failure::transport(kind, host, e))
                 }
             },
-            () = sleep_from(headers_by, polled_by) => Err(if Instant::now() >= self.deadline {
-                Failure::timed_out("the read's deadline passed while waiting for a response", host)
-            } else {
-                Failure::timed_out("no response within the low-speed time", host)
-            }),
+            () = sleep_from(headers_by, polled_by) => {
+                count();
+                Err(if Instant::now() >= self.deadline {
+                    Failure::timed_out("the read's deadline passed while waiting for a response", host)
+                } else {
+                    Failure::timed_out("no response within the low-speed time", host)
+                })
+            }
         }
     }
 }
