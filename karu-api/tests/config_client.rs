@@ -366,6 +366,8 @@ fn every_setting_at_the_ends_of_its_range_reads_exact_bytes() {
         ("http.part_size", 0),
         ("http.part_size", 64 << 10),
         ("http.part_size", max),
+        ("http.fast_connection", 0),
+        ("http.fast_connection", max),
         ("http.low_speed_limit", 0),
         ("http.low_speed_limit", max),
         ("http.low_speed_time", 0),

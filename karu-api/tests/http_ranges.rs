@@ -2,7 +2,8 @@
 //! wire (merging and its four guards), windows, the end of the object, reads that never reach
 //! the server, identity conditions that keep reads apart, a missing object, and large
 //! transfers fetched in parts (`http.part_size`): in parallel, each part retried or resumed
-//! alone, never two versions in one read.
+//! alone, never two versions in one read, and after a fast first part
+//! (`http.fast_connection`) one long part per event loop.
 
 #[path = "support/http.rs"]
 mod http_support;
@@ -484,18 +485,39 @@ fn local_and_remote_reads_share_one_batch() {
     );
 }
 
-/// A client that fetches transfers longer than 1 MiB in parts of 1 MiB.
+/// A client that fetches transfers longer than 1 MiB in parts of 1 MiB, whatever the rate of
+/// the first part: the loopback mock may count as a fast connection, whose transfers go in a
+/// part per loop after the first (`http.fast_connection` of 0: no connection is fast).
 fn parts_client() -> Client {
-    build(quick().set("http.part_size", "1MiB"))
+    build(fixed_parts())
+}
+
+/// Parts of 1 MiB, whatever the rate of the first part (see [`parts_client`]).
+fn fixed_parts() -> karu::ClientBuilder {
+    quick()
+        .set("http.part_size", "1MiB")
+        .set("http.fast_connection", 0)
 }
 
 /// A client fetching in parts of 1 MiB, with a concurrency limit of `concurrency` shared by
 /// `loops` event loops.
 fn parts_client_of(concurrency: u32, loops: u32) -> Client {
     build(
+        fixed_parts()
+            .set("concurrency", concurrency)
+            .set("io_threads", loops),
+    )
+}
+
+/// A client fetching in parts of 1 MiB on `loops` event loops (8 transfers at once), where
+/// every first part that delivers bytes shows a fast connection (`http.fast_connection` of 1
+/// byte a second): the rest of a transfer goes in one part per loop.
+fn fast_parts_client(loops: u32) -> Client {
+    build(
         quick()
             .set("http.part_size", "1MiB")
-            .set("concurrency", concurrency)
+            .set("http.fast_connection", 1)
+            .set("concurrency", 8)
             .set("io_threads", loops),
     )
 }
@@ -727,12 +749,7 @@ fn parts_of_one_read_never_mix_two_versions() {
     // A part retried after the object changed carries the first version's tag: refused.
     let server = server_with_big();
     server.set_etag("/big.bin", Some("\"v1\""));
-    let client = build(
-        quick()
-            .set("http.part_size", "1MiB")
-            .set("concurrency", 1)
-            .set("io_threads", 1),
-    );
+    let client = parts_client_of(1, 1);
     // One part at a time: the second is answered 503, and the object changes before its retry.
     server.add_fault(
         FaultRule::new(Fault::Status {
@@ -836,5 +853,167 @@ fn cancelling_a_batch_ends_a_read_whose_parts_are_in_flight() {
         4,
         "{}",
         describe(&server.requests())
+    );
+}
+
+#[test]
+fn after_a_fast_first_part_the_rest_goes_in_one_long_part_per_loop() {
+    let server = server_with_big();
+    server.set_etag("/big.bin", Some("\"v1\""));
+    // After the first part, the two others are held until both are in flight: one on each
+    // loop, at once.
+    server.add_fault(FaultRule::new(Fault::Barrier(2)).skip(1).times(2));
+    let client = fast_parts_client(2);
+    let object = locate(&client, &server, "/big.bin");
+    // 9 MiB + 5 bytes from byte 7: the first MiB alone, then the 8 MiB + 5 bytes after it in
+    // two parts of 4 MiB + 3 bytes, rounded up to whole parts: 5 MiB, and the 3 MiB + 5 bytes
+    // left. In parts of 1 MiB, it would have been ten requests.
+    let (first, len) = (7, 9 * MIB + 5);
+    let want = [
+        (first, first + MIB - 1),
+        (first + MIB, first + 6 * MIB - 1),
+        (first + 6 * MIB, first + len - 1),
+    ];
+    let mut buffer = vec![1u8; len as usize];
+    client
+        .read_into(&object, first, &mut buffer)
+        .expect("the read into the caller's buffer");
+    assert!(
+        buffer == pattern(first, len as usize),
+        "the bytes of the read"
+    );
+    let log = server.take_requests();
+    assert_eq!(
+        sorted_ranges(&log),
+        want,
+        "each part once: {}",
+        describe(&log)
+    );
+    assert_eq!(log[0].byte_range, Some(want[0]), "the first part first");
+    assert!(log.iter().all(|r| r.status == 206), "{}", describe(&log));
+    assert!(
+        log.iter()
+            .all(|r| r.body_bytes == r.byte_range.map_or(0, |(a, b)| b - a + 1)),
+        "every part received whole: {}",
+        describe(&log)
+    );
+    assert_eq!(server.max_in_flight(), 2, "{}", describe(&log));
+    // Each loop has its own connections: the two long parts came on two.
+    assert_ne!(log[1].connection, log[2].connection, "{}", describe(&log));
+    // Each long part is pinned to the version the first one stated.
+    assert_eq!(
+        log.iter().map(|r| r.header("if-match")).collect::<Vec<_>>(),
+        [None, Some("\"v1\""), Some("\"v1\"")],
+        "{}",
+        describe(&log)
+    );
+
+    // Into Karu's own buffer: the same requests.
+    let bytes = client
+        .read(&object, first, len)
+        .expect("the read into Karu's buffer");
+    assert!(
+        bytes == pattern(first, len as usize),
+        "the bytes of the read"
+    );
+    let log = server.take_requests();
+    assert_eq!(sorted_ranges(&log), want, "{}", describe(&log));
+    assert!(log.iter().all(|r| r.status == 206), "{}", describe(&log));
+}
+
+#[test]
+fn a_fast_split_read_reaching_past_the_end_asks_only_for_parts_that_hold_bytes() {
+    let server = MockServer::start();
+    server.insert_virtual("/o", 5 * MIB + 500);
+    let client = fast_parts_client(2);
+    let object = locate(&client, &server, "/o");
+    // 20 MiB from byte 100 of an object of 5 MiB + 500 bytes: the first part states the size,
+    // so the 4 MiB + 400 bytes after it that exist go in two parts (2 MiB + 200 bytes each,
+    // rounded up to 3 MiB), the second of which the object ends in; nothing past the end.
+    let c = read_one(&client, &object, 100, 20 * MIB);
+    assert_prefix(&c, 100, 5 * MIB + 400);
+    let log = server.requests();
+    assert_eq!(
+        sorted_ranges(&log),
+        [
+            (100, MIB + 99),
+            (MIB + 100, 4 * MIB + 99),
+            (4 * MIB + 100, 7 * MIB + 99)
+        ],
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(
+        log.iter().map(|r| r.status).collect::<Vec<_>>(),
+        [206, 206, 206],
+        "{}",
+        describe(&log)
+    );
+}
+
+#[test]
+fn a_long_part_cut_short_resumes_from_its_proven_bytes() {
+    let server = server_with_big();
+    server.set_etag("/big.bin", Some("\"v1\""));
+    // The second request, the rest of the read in one part (one loop), is cut after 1,000
+    // bytes of its body.
+    server.add_fault(FaultRule::new(Fault::CutBodyAfter(1000)).skip(1).times(1));
+    let client = fast_parts_client(1);
+    let object = locate(&client, &server, "/big.bin");
+    let c = read_one(&client, &object, 0, 6 * MIB);
+    assert_ok(&c, 0, 6 * MIB);
+    let log = server.requests();
+    // The first part, the rest of the span, and the rest of that after the bytes it proved:
+    // nothing asked for twice.
+    assert_eq!(
+        http_support::ranges(&log),
+        [
+            Some((0, MIB - 1)),
+            Some((MIB, 6 * MIB - 1)),
+            Some((MIB + 1000, 6 * MIB - 1))
+        ],
+        "{}",
+        describe(&log)
+    );
+    assert_eq!(log[1].body_bytes, 1000, "{}", describe(&log));
+    // The resumed request is pinned to the version of the bytes it keeps.
+    assert_eq!(
+        log[2].header("if-match"),
+        Some("\"v1\""),
+        "{}",
+        describe(&log)
+    );
+}
+
+#[test]
+fn a_slow_first_part_keeps_parts_of_the_part_size() {
+    // Bodies paced at 20 MB/s: the first part's megabyte takes some 50 ms, far below the
+    // default rate of a fast connection (1 GB/s), so the other parts are of the part size,
+    // as many at once as permits allow, as on an object store's connection.
+    let server = MockServer::builder()
+        .bandwidth(Some(20_000_000))
+        .start()
+        .expect("the mock server starts");
+    server.insert_virtual("/big.bin", BIG);
+    let client = build(
+        quick()
+            .set("http.part_size", "1MiB")
+            .set("concurrency", 8)
+            .set("io_threads", 2),
+    );
+    let object = locate(&client, &server, "/big.bin");
+    let c = read_one(&client, &object, 5, 4 * MIB);
+    assert_ok(&c, 5, 4 * MIB);
+    let log = server.requests();
+    assert_eq!(
+        sorted_ranges(&log),
+        parts_of(5, 4 * MIB),
+        "each part once: {}",
+        describe(&log)
+    );
+    assert_eq!(
+        log[0].byte_range,
+        Some((5, MIB + 4)),
+        "the first part first"
     );
 }

@@ -331,13 +331,26 @@ pub struct HttpSettings {
     pub low_speed_limit: u64,
     /// Window of the low-speed check (`http.low_speed_time`; default 60 s).
     pub low_speed_time: Seconds,
-    /// A transfer whose span is longer than this is fetched as parts of this size, in
-    /// parallel on concurrency that is idle (of every event loop, one part per loop when one
-    /// connection alone delivers 1 GB/s), each landing straight in its destinations and
-    /// validated, retried and resumed on its own; every part must come from the same version
-    /// of the object (`http.part_size`; default 8 MiB, as aws-c-s3's; 0 never splits; else at
-    /// least [`MIN_PART_SIZE`](Self::MIN_PART_SIZE)).
+    /// A transfer whose span is longer than this is fetched in parts, in parallel on
+    /// concurrency that is idle (of every event loop), each landing straight in its
+    /// destinations and validated, retried and resumed on its own; every part must come from
+    /// the same version of the object (`http.part_size`; default 8 MiB, as aws-c-s3's; 0
+    /// never splits; else at least [`MIN_PART_SIZE`](Self::MIN_PART_SIZE)). The first part,
+    /// of this size, runs alone and states the object's size; the others are of this size,
+    /// as many at once as permits allow, unless the first part arrived at
+    /// [`fast_connection`](Self::fast_connection) or faster: then the rest of the transfer
+    /// goes in one part per event loop, each a multiple of this size (a 2 GiB read on four
+    /// loops: 8 MiB, then four parts of up to 512 MiB).
     pub part_size: ByteSize,
+    /// The rate, in bytes per second, from which one connection counts as fast: the rest of
+    /// a split transfer whose first part arrived at least this fast (its request's round trip
+    /// included) is fetched in one part per event loop, since one loop's thread, not the
+    /// link, is what bounds such a connection, and more parts would deliver no faster
+    /// (`http.fast_connection`; default 1,000,000,000, 1 GB/s: loopback or a store on the
+    /// same network; 0: no connection is fast, and parts are always of `http.part_size`, as
+    /// many at once as permits allow).
+    #[serde(deserialize_with = "integer::deserialize")]
+    pub fast_connection: u64,
 }
 
 impl HttpSettings {
@@ -359,6 +372,7 @@ impl Default for HttpSettings {
             low_speed_limit: 1024,
             low_speed_time: Seconds(Duration::from_secs(60)),
             part_size: ByteSize(8 << 20),
+            fast_connection: 1_000_000_000,
         }
     }
 }

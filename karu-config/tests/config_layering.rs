@@ -1183,7 +1183,8 @@ fn every_default_of_the_contract_is_its_number() {
         assert_eq!(global.planner.max_amplification, 16);
         assert_eq!(global.planner.trade, Trade::Priced);
         // HTTP: 1.1, a fallback of 8 MiB, a drain of 256 KiB, 4 KiB of an error body, a 30 s
-        // connect timeout, 1,024 B/s for 60 s, DNS answers kept for a minute.
+        // connect timeout, 1,024 B/s for 60 s, parts of 8 MiB (a part per loop from 1 GB/s),
+        // DNS answers kept for a minute.
         assert_eq!(global.http.version, HttpVersion::Http1);
         assert_eq!(global.http.ca_file, None);
         assert_eq!(global.http.fallback_limit, ByteSize(8_388_608));
@@ -1193,6 +1194,7 @@ fn every_default_of_the_contract_is_its_number() {
         assert_eq!(global.http.low_speed_limit, 1_024);
         assert_eq!(global.http.low_speed_time, secs(60));
         assert_eq!(global.http.part_size, ByteSize(8 << 20));
+        assert_eq!(global.http.fast_connection, 1_000_000_000);
         assert_eq!(global.http.dns_ttl, secs(60));
         // Retries: 8 attempts, 3 for connection failures, one 120 s deadline.
         assert_eq!(global.retry.attempts, 8);

@@ -1,8 +1,9 @@
 //! Large transfers fetched in parts: a transfer whose span is longer than `http.part_size`
-//! is cut into pieces of that size (called pieces here: a [`Part`](crate::transfer::Part) is
-//! an original read) that run in parallel on concurrency that is idle, each one an ordinary
-//! [`Fetch`] (validated like any response, retried and resumed on its own, under the read's
-//! one deadline), landing straight in the transfer's destinations.
+//! is cut into pieces of that size or longer (called pieces here: a
+//! [`Part`](crate::transfer::Part) is an original read) that run in parallel on concurrency
+//! that is idle, each one an ordinary [`Fetch`] (validated like any response, retried and
+//! resumed on its own, under the read's one deadline), landing straight in the transfer's
+//! destinations.
 //!
 //! One version: the pieces share [`VersionPins`] (the batch's when it keeps to one version,
 //! else the transfer's own), so the first strong ETag an answer states pins the object, every
@@ -26,6 +27,13 @@
 //! received by every loop's thread, not one. How many run at once follows the first piece's
 //! rate ([`width`]): parts in parallel where one connection is slower than a thread, one per
 //! loop where it is not.
+//!
+//! Length: the first piece is of `http.part_size`; the rest of the span is cut once its
+//! answer has come ([`pieces_after_first`]): in pieces of `http.part_size` on a slow
+//! connection, and on a fast one in as many pieces as run at once, one per loop, each a
+//! multiple of the part size, so that a large read on loopback or a store on the same network
+//! pays a few requests, not one every few megabytes. A long piece is an ordinary fetch: cut
+//! short, it resumes from its proven bytes under the same pin.
 
 use std::future::Future;
 use std::pin::pin;
@@ -58,25 +66,52 @@ pub(crate) struct Piece {
     pub(crate) len: u64,
 }
 
-/// The pieces of a span of `span` bytes (at least 1) fetched in parts of `part_size` bytes (0:
-/// never split): one piece when the span fits in one part; else pieces of `part_size`, the
-/// last one shorter.
-pub(crate) fn pieces(span: u64, part_size: u64) -> Vec<Piece> {
+/// The pieces of a span of `span` bytes (at least 1) cut in parts of `part_size` bytes, once
+/// the first piece (its first `part_size` bytes) has answered, for at most `width` pieces at
+/// once ([`width`]): the first piece, then pieces of one length up to the span's end, as long
+/// as `width` of them take to cover the `reach` bytes of the span that can hold bytes (the
+/// span, or less where the first answer stated the object's size): the bytes after the first
+/// piece divided by `width`, rounded up to a multiple of `part_size`; the last piece may be
+/// shorter. One piece when the span fits in one part or `part_size` is 0 (never split).
+///
+/// With no bound on the width (a connection slower than a thread, where parts in parallel add
+/// up to the link) they are pieces of `part_size`; with one piece per loop (a fast
+/// connection), each loop carries its share of the object in one request, and a span at most
+/// `width + 1` parts long is still cut in parts of `part_size`.
+pub(crate) fn pieces_after_first(
+    span: u64,
+    part_size: u64,
+    reach: u64,
+    width: usize,
+) -> Vec<Piece> {
     if part_size == 0 || span <= part_size {
         return vec![Piece {
             offset: 0,
             len: span,
         }];
     }
-    (0..span.div_ceil(part_size))
-        .map(|i| {
-            let offset = i * part_size;
-            Piece {
-                offset,
-                len: part_size.min(span - offset),
-            }
-        })
-        .collect()
+    let head = Piece {
+        offset: 0,
+        len: part_size,
+    };
+    let rest = reach.min(span).saturating_sub(head.len);
+    let width = u64::try_from(width.max(1)).unwrap_or(u64::MAX);
+    let len = rest
+        .div_ceil(width)
+        .checked_next_multiple_of(part_size)
+        .unwrap_or(u64::MAX)
+        .max(part_size);
+    let mut out = vec![head];
+    let mut at = head.len;
+    while at < span {
+        let piece = Piece {
+            offset: at,
+            len: len.min(span - at),
+        };
+        at += piece.len;
+        out.push(piece);
+    }
+    out
 }
 
 /// What the answers of a span's pieces add up to.
@@ -295,10 +330,6 @@ pub(crate) async fn fetch(
     if part_size == 0 || span <= part_size || span.div_ceil(part_size) > MAX_PIECES {
         return fetch.run(ctx, dst).await;
     }
-    let pieces = pieces(span, part_size);
-    if pieces.len() < 2 {
-        return fetch.run(ctx, dst).await;
-    }
     let caller_pins = fetch.if_match.is_some_and(is_single_strong);
     let whole = Arc::new(Whole {
         locator: fetch.locator.clone(),
@@ -317,22 +348,25 @@ pub(crate) async fn fetch(
             ctx,
             &whole,
             fetch.held.clone(),
-            first,
-            &pieces,
+            Span {
+                first,
+                len: span,
+                part_size,
+            },
             lent.shared(),
             caller_pins,
         ))
         .await?
     };
-    let joined = match fetched {
-        Some(fetched) => join(first, &pieces, &fetched, caller_pins)?,
+    let joined = match &fetched {
+        Some((pieces, fetched)) => join(first, pieces, fetched, caller_pins)?,
         None => Joined::Unproven,
     };
     match joined {
         Joined::Span(fetched) => Ok(fetched),
         Joined::Unproven => {
             tracing::debug!(
-                pieces = pieces.len(),
+                pieces = fetched.map_or(1, |(pieces, _)| pieces.len()),
                 "parts without a strong ETag cannot be proven one version: one request"
             );
             Box::pin(fetch.run(ctx, dst)).await
@@ -340,25 +374,31 @@ pub(crate) async fn fetch(
     }
 }
 
-/// A connection's rate from which more connections would not add to it: one loop's thread
-/// receives, checks and copies a body at a few GB/s, so a connection that alone delivers
-/// this much is already bound by the thread, not by the link (loopback, a store on the same
-/// network). In bytes per second.
-const FAST_CONNECTION: f64 = 1e9;
-
 /// How many pieces of a split transfer run at once, from the first piece's answer
-/// (`delivered` bytes in `took`, the request's round trip included) and the number of event
-/// loops: as many as permits allow when one connection is slower than [`FAST_CONNECTION`] (a
-/// connection to an object store delivers a fraction of the link; parts in parallel add up
-/// to it), else one per loop (more connections would only share the same threads: each
-/// costs CPU, receiving in smaller reads, and the transfer would be no faster).
-fn width(delivered: u64, took: Duration, loops: usize) -> usize {
+/// (`delivered` bytes in `took`, the request's round trip included), the rate `fast` (bytes
+/// per second, `http.fast_connection`; 0: none) from which one connection counts as fast,
+/// and the number of event loops: as many as permits allow when one connection is slower
+/// (a connection to an object store delivers a fraction of the link; parts in parallel add
+/// up to it), else one per loop (one loop's thread receives, checks and copies a body at a
+/// few GB/s, so a connection that alone delivers this much is bound by the thread, not by the
+/// link: more connections would only share the same threads, each costing CPU, and the
+/// transfer would be no faster).
+fn width(delivered: u64, took: Duration, loops: usize, fast: u64) -> usize {
     let rate = delivered as f64 / took.as_secs_f64().max(1e-9);
-    if rate >= FAST_CONNECTION {
+    if fast > 0 && rate >= fast as f64 {
         loops.max(1)
     } else {
         usize::MAX
     }
+}
+
+/// Where a split transfer's span is and how it is cut: its first byte in the object, its
+/// length, and the part size (not 0, shorter than the span).
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    first: u64,
+    len: u64,
+    part_size: u64,
 }
 
 /// How many of `pieces` (of a span starting at `first`) can hold bytes, from the first
@@ -404,11 +444,17 @@ enum Carrier {
 /// A piece's end: its index, its answer, and what it ran on.
 type PieceEnd = (usize, Result<Fetched, Error>, Carrier);
 
-/// Run every piece, on the transfer's permit and on idle ones of every loop; the answers in
-/// span order, or the first failure (the other pieces are dropped with their requests).
+/// Run every piece of `span`, on the transfer's permit and on idle ones of every loop: the
+/// pieces (cut once the first piece has answered, [`pieces_after_first`]) and their answers,
+/// in span order, or the first failure (the other pieces are dropped with their requests).
 /// `None` when the first piece's answer delivered bytes without a strong ETag (and
 /// `caller_pins` is false): no other piece could be proven to be of its version, so none is
 /// asked for.
+///
+/// On a fast connection ([`width`]) the pieces after the first are as few as the loops that
+/// carry them, each as long as its share of the object: a request's round trip, its checks
+/// and its socket are paid a few times, not once for every part. Each is still an ordinary
+/// fetch, pinned to the first piece's version, resumed from its proven bytes when cut.
 ///
 /// The pieces after the first go round the loops, each to the next one with a permit nobody
 /// waits for: one loop's thread cannot receive, check and copy a large object at the link's
@@ -418,14 +464,13 @@ async fn run_pieces(
     ctx: &LoopCtx,
     whole: &Arc<Whole>,
     held: Option<Arc<ReleasablePermits>>,
-    first: u64,
-    pieces: &[Piece],
+    span: Span,
     landing: &Arc<SharedLanding>,
     caller_pins: bool,
-) -> Result<Option<Vec<Fetched>>, Error> {
+) -> Result<Option<(Vec<Piece>, Vec<Fetched>)>, Error> {
+    let first = span.first;
     // A piece on this loop, on the transfer's permits (`None`) or on idle ones of its own.
-    let here = |i: usize, permits: Option<Permits>| {
-        let piece = pieces[i];
+    let here = |i: usize, piece: Piece, permits: Option<Permits>| {
         let mut window = Window {
             landing: Arc::clone(landing),
             piece,
@@ -449,14 +494,29 @@ async fn run_pieces(
             (i, result, carrier)
         }
     };
-    let mut answers: Vec<Option<Fetched>> = vec![None; pieces.len()];
     // The first piece runs alone (as aws-c-s3 discovers a size): its answer states the
     // object's size, so no piece past the end is ever requested (a read far beyond a small
     // object stays one request). The pieces past the end deliver nothing.
     let began = Instant::now();
-    let (_, result, _) = here(0, None).await;
+    let head_piece = Piece {
+        offset: 0,
+        len: span.part_size,
+    };
+    let (_, result, _) = here(0, head_piece, None).await;
     let head = result?;
-    let width = width(head.available, began.elapsed(), ctx.queues.loop_count());
+    let width = width(
+        head.available,
+        began.elapsed(),
+        ctx.queues.loop_count(),
+        whole.settings.http.fast_connection,
+    );
+    // The bytes of the span that can hold bytes, as the first answer told.
+    let reach = head
+        .total
+        .map_or(span.len, |total| total.saturating_sub(first).min(span.len));
+    let pieces = pieces_after_first(span.len, span.part_size, reach, width);
+    let pieces = pieces.as_slice();
+    let mut answers: Vec<Option<Fetched>> = vec![None; pieces.len()];
     let size = head.total;
     let holding = holding(pieces, first, &head);
     if holding > 1 && head.available > 0 && head.etag.is_none() && !caller_pins {
@@ -482,7 +542,7 @@ async fn run_pieces(
     let mut next = 1;
     if next < holding {
         // The transfer's own permit carries the next piece.
-        running.push(Either::Left(here(next, None)));
+        running.push(Either::Left(here(next, pieces[next], None)));
         next += 1;
     }
     // The loop the next piece is offered to first.
@@ -495,7 +555,7 @@ async fn run_pieces(
                 offer = (offer + 1) % loops;
                 if to == ctx.index {
                     if let Some(permits) = ctx.idle_permits() {
-                        running.push(Either::Left(here(next, Some(permits))));
+                        running.push(Either::Left(here(next, pieces[next], Some(permits))));
                         next += 1;
                         continue 'start;
                     }
@@ -532,18 +592,20 @@ async fn run_pieces(
             // A piece that ran here goes on with its permits; another loop's went back there,
             // and the round above offers the next piece to whichever loop has one idle.
             match carrier {
-                Carrier::Own => running.push(Either::Left(here(next, None))),
-                Carrier::Idle(permits) => running.push(Either::Left(here(next, Some(permits)))),
+                Carrier::Own => running.push(Either::Left(here(next, pieces[next], None))),
+                Carrier::Idle(permits) => {
+                    running.push(Either::Left(here(next, pieces[next], Some(permits))));
+                }
                 Carrier::Released => continue,
             }
             next += 1;
         }
     }
-    answers
+    let answers = answers
         .into_iter()
         .map(|a| a.ok_or_else(|| Error::internal("a piece of a split transfer never ran")))
-        .collect::<Result<_, _>>()
-        .map(Some)
+        .collect::<Result<_, _>>()?;
+    Ok(Some((pieces.to_vec(), answers)))
 }
 
 /// Run piece `i` (landing through `window`) on loop `to`, on its `permits`; its end, as this
@@ -597,6 +659,13 @@ mod tests {
     use crate::http::exchange::LastModified;
     use proptest::prelude::*;
 
+    const MIB: u64 = 1 << 20;
+
+    /// The pieces of a span on a slow connection (no bound on the width): parts of `part`.
+    fn pieces(span: u64, part: u64) -> Vec<Piece> {
+        pieces_after_first(span, part, span, usize::MAX)
+    }
+
     fn full(len: u64, etag: Option<&str>, total: Option<u64>) -> Fetched {
         Fetched {
             available: len,
@@ -649,17 +718,86 @@ mod tests {
     #[test]
     fn a_connection_slower_than_a_loop_gets_parts_in_parallel_a_fast_one_a_part_per_loop() {
         let ms = Duration::from_millis;
+        const GB: u64 = 1_000_000_000;
         // 8 MiB in 100 ms (84 MB/s, an object store's connection): as many as permits allow.
-        assert_eq!(width(8 << 20, ms(100), 4), usize::MAX);
+        assert_eq!(width(8 << 20, ms(100), 4, GB), usize::MAX);
         // Just below the rate where the thread binds.
-        assert_eq!(width(999_000_000, Duration::from_secs(1), 4), usize::MAX);
+        assert_eq!(
+            width(999_000_000, Duration::from_secs(1), 4, GB),
+            usize::MAX
+        );
         // 8 MiB in 3 ms (2.8 GB/s, loopback): one part per loop.
-        assert_eq!(width(8 << 20, ms(3), 4), 4);
-        assert_eq!(width(1_000_000_000, Duration::from_secs(1), 2), 2);
+        assert_eq!(width(8 << 20, ms(3), 4, GB), 4);
+        assert_eq!(width(1_000_000_000, Duration::from_secs(1), 2, GB), 2);
         // Nothing measurable (an instant answer) is fast; no loop count is less than one.
-        assert_eq!(width(8 << 20, Duration::ZERO, 0), 1);
+        assert_eq!(width(8 << 20, Duration::ZERO, 0, GB), 1);
         // A first piece that delivered nothing (the object ended) is not fast.
-        assert_eq!(width(0, ms(1), 4), usize::MAX);
+        assert_eq!(width(0, ms(1), 4, GB), usize::MAX);
+        // The rate is a setting: 84 MB/s is fast from 80 MB/s on; with 0 nothing is.
+        assert_eq!(width(8 << 20, ms(100), 4, 80_000_000), 4);
+        assert_eq!(width(8 << 20, Duration::ZERO, 4, 0), usize::MAX);
+    }
+
+    #[test]
+    fn after_a_fast_first_piece_the_rest_is_one_piece_per_loop() {
+        let p = |offset, len| Piece { offset, len };
+        // 2 GiB in parts of 8 MiB on 4 loops: the 2,040 MiB after the first part in four
+        // pieces of 510 MiB, rounded up to 512 (a multiple of the part size); the last shorter.
+        assert_eq!(
+            pieces_after_first(2048 * MIB, 8 * MIB, 2048 * MIB, 4),
+            [
+                p(0, 8 * MIB),
+                p(8 * MIB, 512 * MIB),
+                p(520 * MIB, 512 * MIB),
+                p(1032 * MIB, 512 * MIB),
+                p(1544 * MIB, 504 * MIB),
+            ]
+        );
+        // One loop: the rest in one request.
+        assert_eq!(
+            pieces_after_first(2048 * MIB, 8 * MIB, 2048 * MIB, 1),
+            [p(0, 8 * MIB), p(8 * MIB, 2040 * MIB)]
+        );
+        // Two loops, 5 MiB + 5 bytes in parts of 1 MiB: 2 MiB + 3 bytes each, rounded up.
+        assert_eq!(
+            pieces_after_first(5 * MIB + 5, MIB, 5 * MIB + 5, 2),
+            [p(0, MIB), p(MIB, 3 * MIB), p(4 * MIB, MIB + 5)]
+        );
+        // The object ends at byte 45 of the span: the 35 bytes after the first piece in two
+        // pieces (20 each, rounded up from 18), the rest of the span in pieces as long, which
+        // start past the end and are never asked for.
+        let ps = pieces_after_first(100, 10, 45, 2);
+        assert_eq!(
+            ps,
+            [
+                p(0, 10),
+                p(10, 20),
+                p(30, 20),
+                p(50, 20),
+                p(70, 20),
+                p(90, 10)
+            ]
+        );
+        assert_eq!(holding(&ps, 1000, &full(10, None, Some(1045))), 3);
+        // A span no longer than a part per loop after the first: parts of the part size.
+        assert_eq!(pieces_after_first(25, 10, 25, 4), pieces(25, 10));
+        assert_eq!(pieces_after_first(50, 10, 50, 4), pieces(50, 10));
+        assert_eq!(
+            pieces_after_first(51, 10, 51, 4),
+            [p(0, 10), p(10, 20), p(30, 20), p(50, 1)]
+        );
+        // The object ended inside the first piece: nothing after it holds bytes.
+        assert_eq!(pieces_after_first(40, 10, 5, 4), pieces(40, 10));
+        // A slow connection (no bound on the width): the parts of the part size.
+        assert_eq!(
+            pieces_after_first(2048 * MIB, 8 * MIB, 2048 * MIB, usize::MAX),
+            pieces(2048 * MIB, 8 * MIB)
+        );
+        // No width is less than one piece at a time.
+        assert_eq!(
+            pieces_after_first(30, 10, 30, 0),
+            pieces_after_first(30, 10, 30, 1)
+        );
     }
 
     #[test]
@@ -689,6 +827,39 @@ mod tests {
             } else {
                 prop_assert_eq!(ps.len() as u64, span.div_ceil(part));
                 prop_assert!(ps.iter().all(|p| p.len <= part));
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn pieces_after_the_first_tile_the_span_in_at_most_width_holding_pieces(
+            span in 2u64..1 << 40,
+            part in 1u64..1 << 30,
+            reach in 0u64..1 << 41,
+            width in prop_oneof![1usize..16, Just(usize::MAX)],
+        ) {
+            prop_assume!(part < span);
+            let ps = pieces_after_first(span, part, reach, width);
+            let mut at = 0;
+            for p in &ps {
+                prop_assert_eq!(p.offset, at);
+                prop_assert!(p.len >= 1);
+                at += p.len;
+            }
+            prop_assert_eq!(at, span);
+            prop_assert_eq!(ps[0], Piece { offset: 0, len: part });
+            // Every piece but the last is a multiple of the part size.
+            for p in &ps[..ps.len() - 1] {
+                prop_assert_eq!(p.len % part, 0);
+            }
+            // Never more pieces than in parts of the part size.
+            prop_assert!(ps.len() <= pieces(span, part).len());
+            // The pieces after the first that start before the reach: at most `width`.
+            let holding = ps[1..].iter().filter(|p| p.offset < reach).count();
+            prop_assert!(holding <= width);
+            if width == usize::MAX {
+                prop_assert_eq!(&ps, &pieces(span, part));
             }
         }
     }
