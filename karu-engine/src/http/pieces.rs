@@ -230,6 +230,8 @@ pub(crate) fn join(
 struct Window {
     landing: Arc<SharedLanding>,
     piece: Piece,
+    /// The time spent writing the piece's bytes into the destinations (see [`width`]).
+    writing: Duration,
 }
 
 impl Landing for Window {
@@ -245,8 +247,10 @@ impl Landing for Window {
     }
 
     fn put(&mut self, at: u64, bytes: &[u8]) {
+        let began = Instant::now();
         // Nothing to write into once the transfer let go: it no longer waits for this piece.
         self.landing.with(|l| l.put(self.piece.offset + at, bytes));
+        self.writing += began.elapsed();
     }
 
     fn failure(&mut self) -> Option<Error> {
@@ -375,7 +379,9 @@ pub(crate) async fn fetch(
 }
 
 /// How many pieces of a split transfer run at once, from the first piece's answer
-/// (`delivered` bytes in `took`, the request's round trip included), the rate `fast` (bytes
+/// (`delivered` bytes in `took`, the request's round trip included, of which `writing` went
+/// into writing them into the destination: a fresh buffer's page faults, or a slow copy, say
+/// nothing of the connection, so that time is left out), the rate `fast` (bytes
 /// per second, `http.fast_connection`; 0: none) from which one connection counts as fast,
 /// and the number of event loops: as many as permits allow when one connection is slower
 /// (a connection to an object store delivers a fraction of the link; parts in parallel add
@@ -383,8 +389,8 @@ pub(crate) async fn fetch(
 /// few GB/s, so a connection that alone delivers this much is bound by the thread, not by the
 /// link: more connections would only share the same threads, each costing CPU, and the
 /// transfer would be no faster).
-fn width(delivered: u64, took: Duration, loops: usize, fast: u64) -> usize {
-    let rate = delivered as f64 / took.as_secs_f64().max(1e-9);
+fn width(delivered: u64, took: Duration, writing: Duration, loops: usize, fast: u64) -> usize {
+    let rate = delivered as f64 / took.saturating_sub(writing).as_secs_f64().max(1e-9);
     if fast > 0 && rate >= fast as f64 {
         loops.max(1)
     } else {
@@ -474,6 +480,7 @@ async fn run_pieces(
         let mut window = Window {
             landing: Arc::clone(landing),
             piece,
+            writing: Duration::ZERO,
         };
         let held = held.clone();
         async move {
@@ -497,16 +504,25 @@ async fn run_pieces(
     // The first piece runs alone (as aws-c-s3 discovers a size): its answer states the
     // object's size, so no piece past the end is ever requested (a read far beyond a small
     // object stays one request). The pieces past the end deliver nothing.
+    // It runs on the transfer's permits, here, in a window of its own: how long its bytes took
+    // to write is part of what its rate is judged by ([`width`]).
     let began = Instant::now();
-    let head_piece = Piece {
-        offset: 0,
-        len: span.part_size,
+    let mut window = Window {
+        landing: Arc::clone(landing),
+        piece: Piece {
+            offset: 0,
+            len: span.part_size,
+        },
+        writing: Duration::ZERO,
     };
-    let (_, result, _) = here(0, head_piece, None).await;
-    let head = result?;
+    let head = whole
+        .piece(first, window.piece, held.clone())
+        .run(ctx, &mut window)
+        .await?;
     let width = width(
         head.available,
         began.elapsed(),
+        window.writing,
         ctx.queues.loop_count(),
         whole.settings.http.fast_connection,
     );
@@ -563,6 +579,7 @@ async fn run_pieces(
                     let piece = Window {
                         landing: Arc::clone(landing),
                         piece: pieces[next],
+                        writing: Duration::ZERO,
                     };
                     match elsewhere(ctx, to, permits, whole, first, next, piece) {
                         Some(answer) => {
@@ -719,23 +736,28 @@ mod tests {
     fn a_connection_slower_than_a_loop_gets_parts_in_parallel_a_fast_one_a_part_per_loop() {
         let ms = Duration::from_millis;
         const GB: u64 = 1_000_000_000;
+        const ZERO: Duration = Duration::ZERO;
         // 8 MiB in 100 ms (84 MB/s, an object store's connection): as many as permits allow.
-        assert_eq!(width(8 << 20, ms(100), 4, GB), usize::MAX);
+        assert_eq!(width(8 << 20, ms(100), ZERO, 4, GB), usize::MAX);
         // Just below the rate where the thread binds.
         assert_eq!(
-            width(999_000_000, Duration::from_secs(1), 4, GB),
+            width(999_000_000, Duration::from_secs(1), ZERO, 4, GB),
             usize::MAX
         );
         // 8 MiB in 3 ms (2.8 GB/s, loopback): one part per loop.
-        assert_eq!(width(8 << 20, ms(3), 4, GB), 4);
-        assert_eq!(width(1_000_000_000, Duration::from_secs(1), 2, GB), 2);
+        assert_eq!(width(8 << 20, ms(3), ZERO, 4, GB), 4);
+        assert_eq!(width(1_000_000_000, Duration::from_secs(1), ZERO, 2, GB), 2);
         // Nothing measurable (an instant answer) is fast; no loop count is less than one.
-        assert_eq!(width(8 << 20, Duration::ZERO, 0, GB), 1);
+        assert_eq!(width(8 << 20, ZERO, ZERO, 0, GB), 1);
         // A first piece that delivered nothing (the object ended) is not fast.
-        assert_eq!(width(0, ms(1), 4, GB), usize::MAX);
+        assert_eq!(width(0, ms(1), ZERO, 4, GB), usize::MAX);
         // The rate is a setting: 84 MB/s is fast from 80 MB/s on; with 0 nothing is.
-        assert_eq!(width(8 << 20, ms(100), 4, 80_000_000), 4);
-        assert_eq!(width(8 << 20, Duration::ZERO, 4, 0), usize::MAX);
+        assert_eq!(width(8 << 20, ms(100), ZERO, 4, 80_000_000), 4);
+        assert_eq!(width(8 << 20, ZERO, ZERO, 4, 0), usize::MAX);
+        // 8 MiB in 12 ms, 9 of them spent writing into fresh memory (its pages faulting in):
+        // the connection delivered them in 3 ms, and is fast.
+        assert_eq!(width(8 << 20, ms(12), ms(9), 4, GB), 4);
+        assert_eq!(width(8 << 20, ms(12), ZERO, 4, GB), usize::MAX);
     }
 
     #[test]
