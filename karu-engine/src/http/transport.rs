@@ -251,7 +251,7 @@ impl Connector {
 }
 
 /// How much a TLS connection reads from its socket at once. rustls asks its transport for at
-/// most 4 KiB at a time (a quarter of a record), and each of those reads was a system call;
+/// most 4 KiB at a time (a quarter of a record), each a system call if it went to the socket;
 /// read ahead, one call fills this and rustls's reads are served from memory.
 const TLS_READ_AHEAD: usize = 256 << 10;
 
