@@ -347,9 +347,9 @@ pub struct HttpSettings {
     /// included, the time its bytes took to write into the destination left out: a fresh
     /// buffer's page faults say nothing of the connection) is fetched in one part per event
     /// loop, since one loop's thread, not the link, is what bounds such a connection, and more
-    /// parts would deliver no faster (`http.fast_connection`; default 1,000,000,000, 1 GB/s: loopback or a store on the
-    /// same network; 0: no connection is fast, and parts are always of `http.part_size`, as
-    /// many at once as permits allow).
+    /// parts would deliver no faster (`http.fast_connection`; default 1,000,000,000, 1 GB/s:
+    /// loopback or a store on the same network; 0: no connection is fast, and parts are always
+    /// of `http.part_size`, as many at once as permits allow).
     #[serde(deserialize_with = "integer::deserialize")]
     pub fast_connection: u64,
 }

@@ -781,17 +781,22 @@ mod tests {
     use crate::http::transport::DnsCache;
     use karu_config::HttpSettings;
 
-    /// A pool of an HTTP/2-only client: one connection per host, opened by one request while
-    /// the others wait for it.
-    fn http2_pool() -> HttpClient {
+    /// A client of `version` with at most `per_host` connections to a host.
+    fn client_of(version: HttpVersion, per_host: usize) -> HttpClient {
         let settings = HttpSettings::default();
         HttpClient::new(
             Arc::new(TlsConfig::new(&settings).unwrap()),
             Resolver::new(Arc::new(DnsCache::new(Duration::from_secs(60)))),
             Duration::from_secs(30),
-            HttpVersion::Http2,
-            2,
+            version,
+            per_host,
         )
+    }
+
+    /// A pool of an HTTP/2-only client: one connection per host, opened by one request while
+    /// the others wait for it.
+    fn http2_pool() -> HttpClient {
+        client_of(HttpVersion::Http2, 2)
     }
 
     #[test]
@@ -823,18 +828,6 @@ mod tests {
         ));
     }
 
-    /// A client of plain HTTP/1.1 with one connection per host.
-    fn http1_client() -> HttpClient {
-        let settings = HttpSettings::default();
-        HttpClient::new(
-            Arc::new(TlsConfig::new(&settings).unwrap()),
-            Resolver::new(Arc::new(DnsCache::new(Duration::from_secs(60)))),
-            Duration::from_secs(30),
-            HttpVersion::Http1,
-            1,
-        )
-    }
-
     fn get(url: &str) -> Request<Body> {
         let mut request = Request::new(Body::new());
         *request.uri_mut() = url.parse().unwrap();
@@ -850,7 +843,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let client = http1_client();
+        let client = client_of(HttpVersion::Http1, 1);
         let dispatched = AtomicUsize::new(0);
         let count = || {
             dispatched.fetch_add(1, Ordering::Relaxed);

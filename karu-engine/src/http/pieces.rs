@@ -230,8 +230,9 @@ pub(crate) fn join(
 struct Window {
     landing: Arc<SharedLanding>,
     piece: Piece,
-    /// The time spent writing the piece's bytes into the destinations (see [`width`]).
-    writing: Duration,
+    /// The time spent writing the piece's bytes into the destinations, where it is timed (the
+    /// first piece's, whose rate [`width`] judges).
+    writing: Option<Duration>,
 }
 
 impl Landing for Window {
@@ -247,10 +248,12 @@ impl Landing for Window {
     }
 
     fn put(&mut self, at: u64, bytes: &[u8]) {
-        let began = Instant::now();
+        let began = self.writing.is_some().then(Instant::now);
         // Nothing to write into once the transfer let go: it no longer waits for this piece.
         self.landing.with(|l| l.put(self.piece.offset + at, bytes));
-        self.writing += began.elapsed();
+        if let (Some(writing), Some(began)) = (&mut self.writing, began) {
+            *writing += began.elapsed();
+        }
     }
 
     fn failure(&mut self) -> Option<Error> {
@@ -480,7 +483,7 @@ async fn run_pieces(
         let mut window = Window {
             landing: Arc::clone(landing),
             piece,
-            writing: Duration::ZERO,
+            writing: None,
         };
         let held = held.clone();
         async move {
@@ -513,7 +516,7 @@ async fn run_pieces(
             offset: 0,
             len: span.part_size,
         },
-        writing: Duration::ZERO,
+        writing: Some(Duration::ZERO),
     };
     let head = whole
         .piece(first, window.piece, held.clone())
@@ -522,7 +525,7 @@ async fn run_pieces(
     let width = width(
         head.available,
         began.elapsed(),
-        window.writing,
+        window.writing.unwrap_or_default(),
         ctx.queues.loop_count(),
         whole.settings.http.fast_connection,
     );
@@ -579,7 +582,7 @@ async fn run_pieces(
                     let piece = Window {
                         landing: Arc::clone(landing),
                         piece: pieces[next],
-                        writing: Duration::ZERO,
+                        writing: None,
                     };
                     match elsewhere(ctx, to, permits, whole, first, next, piece) {
                         Some(answer) => {
@@ -833,17 +836,23 @@ mod tests {
         assert_eq!(pieces(u64::MAX, u64::MAX / 2 + 1).len(), 2);
     }
 
+    /// Whether `ps` cover a span of `span` bytes in order, each at least a byte, none twice.
+    fn tiles(ps: &[Piece], span: u64) -> Result<(), TestCaseError> {
+        let mut at = 0;
+        for p in ps {
+            prop_assert_eq!(p.offset, at);
+            prop_assert!(p.len >= 1);
+            at += p.len;
+        }
+        prop_assert_eq!(at, span);
+        Ok(())
+    }
+
     proptest! {
         #[test]
         fn pieces_tile_the_span_exactly(span in 1u64..1 << 40, part in 0u64..1 << 30) {
             let ps = pieces(span, part);
-            let mut at = 0;
-            for p in &ps {
-                prop_assert_eq!(p.offset, at);
-                prop_assert!(p.len >= 1);
-                at += p.len;
-            }
-            prop_assert_eq!(at, span);
+            tiles(&ps, span)?;
             if part == 0 || span <= part {
                 prop_assert_eq!(ps.len(), 1);
             } else {
@@ -863,13 +872,7 @@ mod tests {
         ) {
             prop_assume!(part < span);
             let ps = pieces_after_first(span, part, reach, width);
-            let mut at = 0;
-            for p in &ps {
-                prop_assert_eq!(p.offset, at);
-                prop_assert!(p.len >= 1);
-                at += p.len;
-            }
-            prop_assert_eq!(at, span);
+            tiles(&ps, span)?;
             prop_assert_eq!(ps[0], Piece { offset: 0, len: part });
             // Every piece but the last is a multiple of the part size.
             for p in &ps[..ps.len() - 1] {
